@@ -1,0 +1,64 @@
+"""The interface the tuner measures through.
+
+A backend is given one ``Problem`` (the user's original kernel, compiled, with its spec) and then asked to
+evaluate ``Variant``s of it. ``gpu_backend.GpuBackend`` measures on a real GPU; ``replay.ReplayBackend``
+answers from measurements recorded in the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .model import Compiled, DeviceInfo, Evaluation, Timing, TuningSpec
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass
+class Problem:
+    spec: TuningSpec
+    reference: Compiled  # the user's original kernel, as written
+    reference_launches: list[Launch]  # its original launch configuration, one per size set
+    original_hash: str  # hash of the user's file text when the session started
+    template_hash: str
+    spec_hash: str
+    seed: int = 0
+
+
+@dataclass
+class Variant:
+    params: dict[str, int]
+    compiled: Compiled
+    launches: list[Launch]  # one per size set
+    meta: dict = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    name: str
+
+    def device(self) -> DeviceInfo:
+        """The device measured on (its copy bandwidth filled in)."""
+
+    def start(self, problem: Problem) -> list[Timing]:
+        """Prepare the problem (inputs, reference outputs) and time the original kernel per size set."""
+
+    def evaluate(self, variant: Variant) -> Evaluation:
+        """Verify the variant against the original on fresh inputs for every size set, then time it.
+        Never raises for a bad variant: the status says what happened."""
+
+    def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
+        """Time the original and the variant interleaved, ``rounds`` times each, per size set:
+        the figures a final report quotes."""
+
+    def close(self) -> None:
+        ...
