@@ -38,7 +38,7 @@ class Problem:
 @dataclass
 class Variant:
     params: dict[str, int]
-    compiled: Compiled
+    compiled: Compiled | None  # None for backends that do not run code (replay)
     launches: list[Launch]  # one per size set
     meta: dict = field(default_factory=dict)
 
@@ -48,6 +48,9 @@ class Backend(Protocol):
 
     def device(self) -> DeviceInfo:
         """The device measured on (its copy bandwidth filled in)."""
+
+    def measure_copy_bandwidth(self) -> float:
+        """Device-to-device copy bandwidth in GB/s (bytes read + written), measured once per device."""
 
     def start(self, problem: Problem) -> list[Timing]:
         """Prepare the problem (inputs, reference outputs) and time the original kernel per size set."""

@@ -207,6 +207,10 @@ class KernelTemplate:
     space: ParamSpace
     sites: list[Site] = field(default_factory=list)
     origin: str = "structural"  # "structural", "expert:<name>", "llm", "user"
+    # How a variant is launched, over size and parameter names: {"grid": [...], "block": [...], "smem": "..."}.
+    # None: the spec's grid/block/smem (structural templates keep the original launch expressions).
+    launch: dict | None = None
+    entry: str | None = None  # the __global__ function to run in ``text``; None: ``kernel``
 
     @property
     def template_hash(self) -> str:
