@@ -1,0 +1,330 @@
+"""The `kerntune` command line (click + rich)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .model import KerntuneError, NoGpuError
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(e: Exception, code: int = 1):
+    err.print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+    sys.exit(code)
+
+
+class KerntuneGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except NoGpuError as e:
+            _fail(e, 3)
+        except KerntuneError as e:
+            _fail(e, 2)
+
+
+@click.group(cls=KerntuneGroup)
+@click.version_option(package_name="kerntune")
+def main():
+    """kerntune: templatize, verify and tune CUDA kernels on a real GPU."""
+
+
+# --------------------------------------------------------------------------------------------- show
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+def show(file):
+    """Kernels, launch sites, tunables and spec status (no GPU needed)."""
+    from . import spec as spec_mod
+    from .cuda_parse import kernel_has_errors, parse_cuda
+    from .templatize import templatize
+    from .tuner import read_source
+
+    text = read_source(file)
+    cf = parse_cuda(text, file)
+    if not cf.kernels:
+        raise KerntuneError("no __global__ kernels in this file", file)
+    for e in cf.errors[:5]:
+        err.print(f"[yellow]warning:[/] {file}:{e.span.line + 1}:{e.span.col + 1}: {e.message}")
+    for k in cf.kernels:
+        out.print(f"[bold]{k.name}[/]  {file}:{k.span.line + 1}")
+        out.print(f"  signature: {k.signature.strip()}", soft_wrap=True)
+        for s in k.launch_sites:
+            cfg = ", ".join(c.text for c in s.config)
+            out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}: <<<{cfg}>>>", soft_wrap=True)
+        if not k.launch_sites:
+            out.print("  launch: none in this file")
+        if kernel_has_errors(cf, k.name):
+            out.print("  [red]syntax errors inside this kernel: not tunable until fixed[/]")
+            continue
+        try:
+            t = templatize(cf, k.name)
+            for p in t.space.params.values():
+                out.print(f"  tunable {p.name} = {p.original}  domain {p.values}  ({p.why})", soft_wrap=True)
+            if t.space.constraints:
+                out.print(f"  constraints: {', '.join(t.space.constraints)}", soft_wrap=True)
+        except KerntuneError as e:
+            out.print(f"  not tunable: {e.message}", soft_wrap=True)
+            t = None
+        try:
+            s = spec_mod.find_spec(cf, k.name)
+            if s is None:
+                out.print(f"  spec: missing (kerntune spec {file} -k {k.name} --write)")
+            else:
+                spec_mod.validate_spec(s, k, set(t.space.params) if t else set())
+                out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
+        except KerntuneError as e:
+            out.print(f"  spec: [red]invalid[/]: {e}", soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------- spec
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True, help="kernel name")
+@click.option("--write", is_flag=True, help="insert the drafted spec above the kernel in FILE")
+def spec(file, kernel, write):
+    """Draft a tuning spec from the kernel's signature and launch site."""
+    from . import spec as spec_mod
+    from .tuner import parse_checked, read_source
+
+    text = read_source(file)
+    cf, k = parse_checked(file, kernel, text)
+    existing = spec_mod.find_spec(cf, kernel)
+    if existing is not None and write:
+        raise KerntuneError(f"kernel '{kernel}' already has a spec ({existing.origin}); edit it there", file,
+                            k.span.line)
+    if not write:
+        out.print(spec_mod.draft_spec(cf, kernel), markup=False, highlight=False, soft_wrap=True)
+        return
+    Path(file).write_text(spec_mod.insert_spec(text, cf, kernel), encoding="utf-8")
+    err.print(f"wrote a draft spec above {kernel} in {file}: fill in the TODO sizes")
+
+
+# --------------------------------------------------------------------------------------------- templatize
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True)
+@click.option("--force", is_flag=True, help="overwrite existing template files")
+def templatize(file, kernel, force):
+    """Write the kernel's template and parameter space to .kerntune/ for reading and editing."""
+    from .space import write_template_files
+    from .templatize import templatize as do_templatize
+    from .tuner import parse_checked, read_source
+    from .workspace import workdir_for
+
+    text = read_source(file)
+    cf, _ = parse_checked(file, kernel, text)
+    t = do_templatize(cf, kernel)
+    wd = workdir_for(file)
+    stem = Path(file).stem
+    existing = wd / f"{stem}.{kernel}.space.toml"
+    if existing.exists() and not force:
+        raise KerntuneError(f"{existing} exists (it may hold your edits); use --force to overwrite")
+    tpath, spath = write_template_files(t, wd)
+    out.print(f"template: {tpath}\nspace:    {spath}")
+    for p in t.space.params.values():
+        out.print(f"  {p.name} = {p.original}  domain {p.values}  ({p.why})", soft_wrap=True)
+    for c in t.space.constraints:
+        out.print(f"  constraint: {c}")
+
+
+# --------------------------------------------------------------------------------------------- tune
+def _fmt_us(x):
+    return "-" if x is None else f"{x:.1f}"
+
+
+def print_summary(s: dict) -> None:
+    table = Table(title=f"{s['kernel']} on {s['device']}  ({'confirmed, interleaved' if s.get('confirmed') else 'search figures'})")
+    for col in ("size set", "original µs", "best µs", "speedup", "GB/s", "% copy bw"):
+        table.add_column(col, justify="right")
+    best = s.get("best_us") or [None] * len(s["original_us"])
+    for i, sizes in enumerate(s["sizes"]):
+        o, b = s["original_us"][i], best[i]
+        sp = f"{o / b:.2f}x" if b else "-"
+        g = f"{s['gbps'][i]:.0f}" if s.get("gbps") else "-"
+        pct = f"{s['pct_copy'][i]:.0f}%" if s.get("pct_copy") else "-"
+        table.add_row(", ".join(f"{k}={v}" for k, v in sizes.items()), _fmt_us(o), _fmt_us(b), sp, g, pct)
+    out.print(table)
+    c = s["counts"]
+    sp = f"{s['speedup']:.2f}x" if s.get("speedup") else "none"
+    out.print(f"speedup (geometric mean over size sets): [bold]{sp}[/]")
+    if s.get("best_params"):
+        out.print(f"best parameters: {s['best_params']}  (original {s['original_params']})")
+    if s.get("copy_bw_gbps"):
+        out.print(f"device copy bandwidth: {s['copy_bw_gbps']:.0f} GB/s")
+    out.print(f"evaluations: {c['ok']} ok, {c['failed']} failed, {c['pruned']} pruned"
+              f" ({c.get('reused', 0)} reused from the store)  in {s.get('wall_s', 0):.0f} s")
+    for f in s.get("failures", [])[:3]:
+        out.print(f"  failed {f['params']}: {f['status']}: {f['error'].splitlines()[0] if f['error'] else ''}",
+                  soft_wrap=True, markup=False)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True)
+@click.option("--budget", default=60, show_default=True, help="evaluations to measure (pruned ones do not count)")
+@click.option("--time-budget", type=float, default=None, help="seconds")
+@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
+              show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--backend", default=None, help="auto | gpu | replay:PATH (default $KERNTUNE_BACKEND or auto)")
+@click.option("--store", "store_path", default=None, help="results store (default .kerntune/results.sqlite)")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the summary here")
+def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path, json_out):
+    """Tune a kernel on the GPU: every variant verified against the original, then timed."""
+    from .store import Store
+    from .tuner import TuneOptions, open_backend, prepare, tune as run_tune
+    from .workspace import store_path_for
+
+    prep = prepare(file, kernel)  # bad input fails before any device work
+    be = open_backend(backend)
+    store = Store(store_path or store_path_for(file))
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=err,
+                      transient=False) as progress:
+            task = progress.add_task(kernel, total=budget, best="")
+
+            def on_event(ev):
+                best = f"best {1 / ev.best.objective:.2f}x" if ev.best and ev.best.objective else ""
+                progress.update(task, completed=ev.done, best=best)
+                if ev.kind in ("status", "original"):
+                    progress.console.print(f"[dim]{ev.message}[/]")
+
+            result = run_tune(file, kernel, be, store, TuneOptions(budget=budget, time_budget_s=time_budget,
+                                                                   strategy=strategy, seed=seed),
+                              on_event=on_event, cancel=cancel, prepared=prep)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        be.close()
+    print_summary(result.summary)
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.summary, indent=2))
+    if result.status == "cancelled":
+        err.print("cancelled: what was measured is in the store; run again to resume")
+        sys.exit(130)
+    if not result.best:
+        err.print("no variant verified: see the failures above")
+        sys.exit(1)
+
+
+# --------------------------------------------------------------------------------------------- results
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True)
+@click.option("--store", "store_path", default=None)
+def results(file, kernel, store_path):
+    """Show the latest stored result for a kernel (no GPU needed)."""
+    from .store import Store
+    from .tuner import read_source, result_summary
+    from .workspace import store_path_for
+
+    p = Path(store_path or store_path_for(file))
+    if not p.exists():
+        raise KerntuneError(f"no results yet for {file} (no store at {p})")
+    s = result_summary(Store(p), file, kernel, read_source(file))
+    if not s:
+        raise KerntuneError(f"no finished tuning session for kernel '{kernel}' in {p}")
+    print_summary(s)
+    if s.get("stale"):
+        out.print("[yellow]stale: the file has changed since this result was measured[/]")
+
+
+# --------------------------------------------------------------------------------------------- apply
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True)
+@click.option("--store", "store_path", default=None)
+@click.option("--dry-run", is_flag=True, help="print the diff, write nothing")
+@click.option("--backend", default=None, help="verify the rewritten kernel on: auto | gpu | none")
+def apply(file, kernel, store_path, dry_run, backend):
+    """Rewrite the kernel and its launch site to the best configuration found."""
+    from .apply import render
+    from .compiler import compile_kernel
+    from .store import Store
+    from .tuner import prepare, read_source, result_summary
+    from .workspace import cache_dir, store_path_for
+
+    text = read_source(file)
+    store = Store(store_path or store_path_for(file))
+    s = result_summary(store, file, kernel, text)
+    if not s or not s.get("best_params"):
+        raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
+    if s["stale"]:
+        raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
+    prep = prepare(file, kernel, text)
+    template = prep.template
+    if template.template_hash != s["template_hash"]:
+        row = store.get_template(s["template_hash"])
+        if not row:
+            raise KerntuneError("the template that was tuned is not in the store; tune again")
+        template.text = row["text"]
+    new = render(template, s["best_params"])
+    if new == text:
+        out.print("the best configuration is the original one: nothing to change")
+        return
+    diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), file, file + " (tuned)"))
+    if dry_run:
+        out.print(diff, markup=False, highlight=False)
+        return
+    # the rewritten file must compile, and (with a GPU) verify against the original and be timed
+    compile_kernel(new, kernel, arch=s.get("arch") or "sm_90", include_dirs=[str(Path(file).resolve().parent)],
+                   cache_dir=cache_dir())
+    verified = _verify_applied(file, kernel, text, new, backend)
+    Path(file).write_text(new, encoding="utf-8")
+    out.print(diff, markup=False, highlight=False)
+    out.print(f"applied {s['best_params']} to {file} ({s['speedup']:.2f}x measured); {verified}")
+
+
+def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None) -> str:
+    """Verify the rewritten kernel against the original on the GPU; a plain note when there is none."""
+    if backend == "none":
+        return "not verified on a GPU (--backend none)"
+    from .gpu_backend import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        if backend == "gpu":
+            raise NoGpuError(f"no CUDA device available: {why}")
+        return f"verified during tuning; not re-verified here ({why})"
+    from .gpu_backend import GpuBackend
+    from .tuner import verify_rewrite
+    be = GpuBackend()
+    try:
+        ev, confirmed = verify_rewrite(file, kernel, old, new, be)
+    finally:
+        be.close()
+    if not ev.ok:
+        raise KerntuneError(f"the rewritten kernel did not pass verification ({ev.status.value}): {ev.error}; "
+                            "the file was not changed", file)
+    if confirmed:
+        o = [t.median_us for t in confirmed[0]]
+        b = [t.median_us for t in confirmed[1]]
+        figures = ", ".join(f"{x:.1f} -> {y:.1f} us" for x, y in zip(o, b))
+        return f"verified on the GPU against the original; timed interleaved: {figures}"
+    return "verified on the GPU against the original"
+
+
+# --------------------------------------------------------------------------------------------- lsp
+@main.command()
+def lsp():
+    """Run the language server over stdio (for editors)."""
+    from server.main import run_stdio
+
+    run_stdio()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+"""One tuning session: template -> spec -> compile -> prune -> measure -> store.
+
+The session is driven by a search strategy (agent_core.search) and measures through a Backend (a real GPU,
+or the replay of recorded measurements). Every evaluation is written to the store as it arrives; one that
+is already in the store for the same template, spec, device and parameters is reused, not re-measured.
+Progress goes to ``on_event``; ``cancel`` (a threading.Event) stops the session between evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from . import hardware, spec as spec_mod
+from .backend import Backend, Launch, Problem, Variant
+from .compiler import CompileError, compile_kernel, compile_many
+from .cuda_parse import kernel_has_errors, parse_cuda
+from .model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
+                    Timing, TuningSpec, macro_name, sha256_text, to_plain)
+from .search import make_strategy
+from .space import check_config, read_template_files
+from .store import Store
+from .templatize import templatize
+from .workspace import cache_dir, workdir_for
+
+FAILED = {Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT, Status.LAUNCH_ERROR}
+
+
+@dataclass
+class TuneOptions:
+    budget: int = 60  # evaluations measured (pruned configurations do not count)
+    time_budget_s: float | None = None
+    strategy: str = "auto"
+    seed: int = 0
+    confirm_rounds: int = 5
+    arch: str | None = None  # default: the device's
+    compile_workers: int | None = None
+
+
+@dataclass
+class TuneEvent:
+    kind: str  # "status" | "original" | "evaluation" | "best" | "done"
+    message: str
+    done: int = 0
+    total: int = 0
+    evaluation: Evaluation | None = None
+    best: Evaluation | None = None
+
+
+@dataclass
+class Prepared:
+    cf: CudaFile
+    kernel: Kernel
+    structural: KernelTemplate | None  # the user's own kernel, parameterized (None: nothing tunable)
+    template: KernelTemplate  # what the search runs: the user's edited files, or the structural template
+    spec: TuningSpec
+    text: str
+    path: str
+
+
+@dataclass
+class TuneResult:
+    session_id: int
+    status: str  # "finished" | "cancelled" | "failed"
+    summary: dict
+    best: Evaluation | None = None
+    template: KernelTemplate | None = None
+    evaluations: list[Evaluation] = field(default_factory=list)
+
+
+def read_source(path: str | Path) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise KerntuneError(f"no such file: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise KerntuneError(f"{path} is not UTF-8 text ({e})") from None
+
+
+def parse_checked(path: str, kernel: str, text: str | None = None) -> tuple[CudaFile, Kernel]:
+    """Parse the file and find the kernel; refuse a kernel with syntax errors in it."""
+    text = read_source(path) if text is None else text
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel(kernel)
+    errors = kernel_has_errors(cf, kernel)
+    if errors:
+        e = errors[0]
+        raise KerntuneError(f"kernel '{kernel}' has a syntax error here ({e.message}); fix it before tuning",
+                            str(path), e.span.line, e.span.col)
+    return cf, k
+
+
+def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files: bool = True) -> Prepared:
+    """Everything a session needs before it measures: parse, template, spec. Raises KerntuneError."""
+    path = str(Path(path).resolve())
+    text = read_source(path) if text is None else text
+    cf, k = parse_checked(path, kernel, text)
+    try:
+        structural = templatize(cf, kernel)
+    except KerntuneError as e:
+        structural, why_not = None, e
+    template = None
+    if use_workspace_files:
+        template = read_template_files(workdir_for(path), path, kernel, text)
+    if template is None:
+        if structural is None:
+            raise why_not
+        template = structural
+    spec = spec_mod.find_spec(cf, kernel)
+    if spec is None:
+        raise KerntuneError(f"kernel '{kernel}' has no tuning spec: draft one with "
+                            f"`kerntune spec {path} -k {kernel} --write` and fill in the sizes",
+                            path, k.span.line, k.span.col, field_name="spec")
+    names = set(structural.space.params) if structural else set()
+    spec_mod.validate_spec(spec, k, names | set(template.space.params))
+    return Prepared(cf, k, structural, template, spec, text, path)
+
+
+def open_backend(kind: str | None, store: Store | None = None, replay_store_path: str | None = None) -> Backend:
+    """"auto" | "gpu" | "replay" (or "replay:/path"); $KERNTUNE_BACKEND when kind is None."""
+    kind = kind or os.environ.get("KERNTUNE_BACKEND") or "auto"
+    if kind.startswith("replay"):
+        from .replay import ReplayBackend
+        path = replay_store_path or (kind.split(":", 1)[1] if ":" in kind else None)
+        if not path:
+            raise KerntuneError("the replay backend needs a recorded store: replay:/path/to/results.sqlite")
+        if not Path(path).is_file():
+            raise KerntuneError(f"no recorded store at {path}")
+        return ReplayBackend(Store(path))
+    if kind not in ("auto", "gpu"):
+        raise KerntuneError(f"unknown backend '{kind}' (use auto, gpu or replay:PATH)")
+    from .gpu_backend import GpuBackend, gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        raise NoGpuError(f"no CUDA device available: {why}. Tuning measures on a GPU; "
+                         "without one, kerntune can still show, templatize, draft specs and show stored results.")
+    return GpuBackend()
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _launches(template: KernelTemplate, spec: TuningSpec, cfg: dict) -> list[Launch]:
+    src = template.launch if template.launch else spec
+    return [spec_mod.launch(src, sizes, cfg) for sizes in spec.sizes]
+
+
+class Session:
+    """The state of one tuning run (kept small; `tune` is the entry point)."""
+
+    def __init__(self, prep: Prepared, backend: Backend, store: Store, options: TuneOptions,
+                 on_event: Callable[[TuneEvent], None] | None, cancel: threading.Event | None):
+        self.prep, self.backend, self.store, self.opt = prep, backend, store, options
+        self.on_event = on_event or (lambda e: None)
+        self.cancel = cancel or threading.Event()
+        self.template = prep.template
+        self.spec = prep.spec
+        self.evaluations: list[Evaluation] = []
+        self.best: Evaluation | None = None
+        self.measured = 0  # evaluations that count toward the budget
+        self.pruned = 0
+        self.failed = 0
+        self.original: list[Timing] = []
+        self.device: DeviceInfo | None = None
+        self.session_id: int | None = None
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------ helpers
+    def emit(self, kind: str, message: str, ev: Evaluation | None = None) -> None:
+        self.on_event(TuneEvent(kind, message, self.measured, self.opt.budget, ev, self.best))
+
+    def out_of_budget(self) -> bool:
+        if self.measured >= self.opt.budget:
+            return True
+        if self.opt.time_budget_s is not None and time.monotonic() - self.started > self.opt.time_budget_s:
+            return True
+        return self.cancel.is_set()
+
+    @property
+    def runs_code(self) -> bool:
+        return self.backend.name != "replay"
+
+    def _compile_job(self, text: str, kernel: str, defines: dict | None) -> dict:
+        return dict(text=text, kernel=kernel, arch=self.arch, defines=defines,
+                    include_dirs=[str(Path(self.prep.path).parent)], cache_dir=cache_dir())
+
+    # ------------------------------------------------------------------ phases
+    def setup(self) -> None:
+        dev = self.backend.device()
+        stored = self.store.get_device(dev.name)
+        bw = stored.copy_bandwidth_gbps if stored and stored.copy_bandwidth_gbps else None
+        if bw is None:
+            self.emit("status", f"measuring the copy bandwidth of {dev.name}")
+            bw = self.backend.measure_copy_bandwidth()
+        self.device = replace(dev, copy_bandwidth_gbps=bw)
+        self.store.put_device(self.device)
+        self.arch = self.opt.arch or self.device.arch
+
+        t = self.template
+        prep = self.prep
+        orig_cfg = prep.structural.space.original_config() if prep.structural else {}
+        ref_launches = [spec_mod.launch(self.spec, sizes, orig_cfg) for sizes in self.spec.sizes]
+        reference = None
+        if self.runs_code:
+            self.emit("status", f"compiling the original {prep.kernel.name}")
+            reference = compile_kernel(**self._compile_job(prep.text, prep.kernel.name, None))
+        self.problem = Problem(spec=self.spec, reference=reference, reference_launches=ref_launches,
+                               original_hash=sha256_text(prep.text), template_hash=t.template_hash,
+                               spec_hash=self.spec.spec_hash, seed=self.opt.seed)
+        self.session_id = self.store.start_session(
+            prep.path, prep.kernel.name, self.problem.original_hash, t.template_hash, self.problem.spec_hash,
+            self.device.name, self.opt.strategy, self.opt.budget, self.opt.seed, t.origin)
+        from .space import space_to_toml
+        self.store.put_template(t.template_hash, t.kernel, t.origin, t.text, space_to_toml(t))
+        self.emit("status", f"timing the original {prep.kernel.name} on {self.device.name}")
+        self.original = self.backend.start(self.problem)
+        self.store.put_original(self.problem.original_hash, self.problem.spec_hash, self.device.name,
+                                self.original)
+        self.emit("original", "original: " + ", ".join(f"{x.median_us:.1f} us" for x in self.original))
+
+    def record(self, ev: Evaluation) -> None:
+        if not ev.from_store:
+            self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,
+                                      self.device.name, ev)
+        self.evaluations.append(ev)
+        if ev.status == Status.PRUNED:
+            self.pruned += 1
+        else:
+            self.measured += 1
+            if ev.status in FAILED:
+                self.failed += 1
+        if ev.ok and ev.objective is not None and (self.best is None or ev.objective < self.best.objective):
+            self.best = ev
+            self.emit("best", f"best so far {1 / ev.objective:.2f}x with {ev.params}", ev)
+        self.emit("evaluation", f"{ev.status.value} {ev.params}", ev)
+
+    def evaluate_batch(self, cfgs: list[dict]) -> list[Evaluation]:
+        """Evaluate configurations: stored answers first, then compile in parallel, prune, measure."""
+        results: list[Evaluation] = []
+        todo: list[tuple[dict, list[Launch]]] = []
+        for cfg in cfgs:
+            stored = self.store.get_evaluation(self.template.template_hash, self.problem.spec_hash,
+                                               self.device.name, cfg)
+            if stored is not None:
+                results.append(stored)
+                continue
+            launches = _launches(self.template, self.spec, cfg)
+            reason = next((r for r in (hardware.check_launch(self.device, ln, None) for ln in launches) if r), None)
+            if reason:
+                results.append(Evaluation(params=cfg, status=Status.PRUNED, error=reason))
+                continue
+            todo.append((cfg, launches))
+        if not todo:
+            return results
+        if not self.runs_code:
+            for cfg, launches in todo:
+                results.append(self.backend.evaluate(Variant(params=cfg, compiled=None, launches=launches)))
+            return results
+        t = self.template
+        jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()})
+                for cfg, _ in todo]
+        compiled = compile_many(jobs, workers=self.opt.compile_workers, cancel=self.cancel)
+        for (cfg, launches), comp in zip(todo, compiled):
+            if self.cancel.is_set():
+                break
+            if isinstance(comp, BaseException):
+                msg = comp.message if isinstance(comp, KerntuneError) else str(comp)
+                results.append(Evaluation(params=cfg, status=Status.COMPILE_ERROR, error=msg))
+                continue
+            res = comp.resources
+            reason = next((r for r in (hardware.check_launch(self.device, ln, res) for ln in launches) if r), None)
+            if reason:
+                results.append(Evaluation(params=cfg, status=Status.PRUNED, error=reason, resources=res))
+                continue
+            blocks, occ, _ = hardware.occupancy(self.device, launches[0].threads, res.registers,
+                                                res.static_smem + launches[0].smem)
+            res = replace(res, occupancy=occ, blocks_per_sm=blocks)
+            ev = self.backend.evaluate(Variant(params=cfg, compiled=replace(comp, resources=res), launches=launches))
+            if ev.resources is None:
+                ev.resources = res
+            results.append(ev)
+        return results
+
+    def search(self) -> None:
+        strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
+                                 budget=self.opt.budget)
+        batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else 1
+        while not self.out_of_budget():
+            cfgs = strategy.ask(min(batch, self.opt.budget - self.measured))
+            if not cfgs:
+                break
+            for ev in self.evaluate_batch(cfgs):
+                self.record(ev)
+                strategy.tell(ev.params, ev.objective if ev.ok else None)
+
+    def confirm(self) -> tuple[list[Timing], list[Timing]] | None:
+        if self.best is None or self.cancel.is_set():
+            return None
+        self.emit("status", "confirming the best against the original, interleaved")
+        cfg = self.best.params
+        compiled = None
+        if self.runs_code:
+            t = self.template
+            compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
+                                                          {macro_name(n): v for n, v in cfg.items()}))
+        variant = Variant(params=cfg, compiled=compiled, launches=_launches(self.template, self.spec, cfg))
+        return self.backend.confirm(variant, self.opt.confirm_rounds)
+
+    def summary(self, status: str, confirmed) -> dict:
+        spec, dev = self.spec, self.device
+        bw = dev.copy_bandwidth_gbps if dev else None
+        orig_us = [t.median_us for t in self.original]
+        best_us = [t.median_us if t else None for t in self.best.timings] if self.best else None
+        if confirmed:
+            orig_us = [t.median_us for t in confirmed[0]]
+            best_us = [t.median_us for t in confirmed[1]]
+        speedup = _geomean([o / b for o, b in zip(orig_us, best_us)]) if best_us and orig_us else None
+        nbytes = [spec_mod.bytes_moved(spec, s) for s in spec.sizes]
+        gbps = [n / (u * 1e3) for n, u in zip(nbytes, best_us)] if best_us else None
+        orig_gbps = [n / (u * 1e3) for n, u in zip(nbytes, orig_us)] if orig_us else []
+        ok = sorted((e for e in self.evaluations if e.ok and e.objective is not None), key=lambda e: e.objective)
+        per_param: dict[str, dict[str, float]] = {}
+        for e in ok:
+            for n, v in e.params.items():
+                d = per_param.setdefault(n, {})
+                d[str(v)] = min(d.get(str(v), math.inf), e.objective)
+        failures = [{"params": e.params, "status": e.status.value, "error": e.error[:500]}
+                    for e in self.evaluations if e.status in FAILED][:20]
+        pruned = [{"params": e.params, "reason": e.error[:200]} for e in self.evaluations
+                  if e.status == Status.PRUNED][:20]
+        return {
+            "session_id": self.session_id, "status": status, "kernel": self.prep.kernel.name,
+            "path": self.prep.path, "device": dev.name if dev else None, "copy_bw_gbps": bw,
+            "sizes": spec.sizes, "bytes": nbytes, "original_us": orig_us, "best_us": best_us,
+            "speedup": speedup, "original_gbps": orig_gbps, "gbps": gbps,
+            "pct_copy": [g / bw * 100 for g in gbps] if gbps and bw else None,
+            "original_pct_copy": [g / bw * 100 for g in orig_gbps] if bw else None,
+            "best_params": self.best.params if self.best else None,
+            "original_params": self.prep.structural.space.original_config() if self.prep.structural else {},
+            "best_resources": to_plain(self.best.resources) if self.best and self.best.resources else None,
+            "counts": {"ok": len(ok), "failed": self.failed, "pruned": self.pruned,
+                       "measured": self.measured, "reused": sum(e.from_store for e in self.evaluations)},
+            "top": [{"params": e.params, "objective": e.objective,
+                     "us": [t.median_us if t else None for t in e.timings]} for e in ok[:10]],
+            "failures": failures, "pruned": pruned, "per_param": per_param,
+            "confirmed": confirmed is not None, "timing": to_plain(self.original[0]) if self.original else None,
+            "template_hash": self.template.template_hash, "original_hash": self.problem.original_hash,
+            "origin": self.template.origin, "strategy": self.opt.strategy, "budget": self.opt.budget,
+            "wall_s": time.monotonic() - self.started,
+        }
+
+
+def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOptions | None = None,
+         on_event: Callable[[TuneEvent], None] | None = None, cancel: threading.Event | None = None,
+         text: str | None = None, prepared: Prepared | None = None) -> TuneResult:
+    """Run one tuning session. KerntuneError for bad input; a failure while measuring ends the session as
+    "failed" with everything measured so far kept in the store."""
+    options = options or TuneOptions()
+    prep = prepared or prepare(path, kernel, text)
+    s = Session(prep, backend, store, options, on_event, cancel)
+    s.setup()
+    status, confirmed = "finished", None
+    try:
+        s.search()
+        confirmed = s.confirm()
+        if s.cancel.is_set():
+            status = "cancelled"
+    except KerntuneError:
+        status = "failed"
+        raise
+    except Exception:
+        status = "failed"
+        raise
+    finally:
+        summary = s.summary(status, confirmed)
+        store.finish_session(s.session_id, status, summary)
+        s.emit("done", f"{status}: " + (f"{summary['speedup']:.2f}x" if summary["speedup"] else "no speedup"))
+    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations)
+
+
+def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None) -> dict | None:
+    """The latest finished (or cancelled) session's summary for this kernel, with "stale" set when the
+    file's text has changed since."""
+    path = str(Path(path).resolve())
+    row = store.latest_session(path, kernel, finished_only=True)
+    if not row:
+        return None
+    summary = dict(row.get("summary") or {})
+    if not summary:
+        return None
+    summary["stale"] = current_text is not None and sha256_text(current_text) != row.get("original_hash")
+    return summary
+
+
+def verify_rewrite(path: str, kernel: str, old_text: str, new_text: str, backend: Backend,
+                   seed: int = 1) -> tuple[Evaluation, tuple[list[Timing], list[Timing]] | None]:
+    """Check a rewritten file (what `apply` writes) against the original one on the backend's GPU: the new
+    kernel at the launch its own host code now has, verified on fresh inputs, then timed interleaved."""
+    old = prepare(path, kernel, old_text, use_workspace_files=False)
+    cf_new, _ = parse_checked(path, kernel, new_text)
+    try:
+        new_cfg = templatize(cf_new, kernel).space.original_config()
+    except KerntuneError:
+        new_cfg = {}
+    dev = backend.device()
+    job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())
+    ref = compile_kernel(old_text, kernel, **job)
+    new = compile_kernel(new_text, kernel, **job)
+    spec = old.spec
+    orig_cfg = old.structural.space.original_config() if old.structural else {}
+    problem = Problem(spec=spec, reference=ref,
+                      reference_launches=[spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes],
+                      original_hash=sha256_text(old_text), template_hash=sha256_text(new_text),
+                      spec_hash=spec.spec_hash, seed=seed)
+    backend.start(problem)
+    variant = Variant(params=new_cfg, compiled=new, launches=[spec_mod.launch(spec, s, new_cfg) for s in spec.sizes])
+    ev = backend.evaluate(variant)
+    confirmed = backend.confirm(variant, 5) if ev.ok else None
+    return ev, confirmed
