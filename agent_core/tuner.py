@@ -71,6 +71,7 @@ class TuneResult:
     best: Evaluation | None = None
     template: KernelTemplate | None = None
     evaluations: list[Evaluation] = field(default_factory=list)
+    best_variant: Variant | None = None  # compiled, for profiling (None on replay)
 
 
 def read_source(path: str | Path) -> str:
@@ -170,6 +171,7 @@ class Session:
         self.original: list[Timing] = []
         self.device: DeviceInfo | None = None
         self.session_id: int | None = None
+        self.best_variant: Variant | None = None
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------ helpers
@@ -311,6 +313,7 @@ class Session:
             compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
                                                           {macro_name(n): v for n, v in cfg.items()}))
         variant = Variant(params=cfg, compiled=compiled, launches=_launches(self.template, self.spec, cfg))
+        self.best_variant = variant if compiled is not None else None
         return self.backend.confirm(variant, self.opt.confirm_rounds)
 
     def summary(self, status: str, confirmed) -> dict:
@@ -382,7 +385,7 @@ def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOp
         summary = s.summary(status, confirmed)
         store.finish_session(s.session_id, status, summary)
         s.emit("done", f"{status}: " + (f"{summary['speedup']:.2f}x" if summary["speedup"] else "no speedup"))
-    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations)
+    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations, s.best_variant)
 
 
 def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None) -> dict | None:

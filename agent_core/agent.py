@@ -1,0 +1,124 @@
+"""The optimize loop: templating, testing, analysis, planning — round after round.
+
+Each round is one tuning session (agent_core.tuner) over one template: the user's kernel parameterized
+structurally, an expert template bound to the user's signature (agent_core.experts), or a template an LLM
+proposed (agent_core.llm). After each round the analysis says what limits the best variant and the planner
+chooses the next step; both are written to the store as the session's steps, so the user can read how the
+result was reached.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .backend import Backend
+from .model import KernelTemplate, KerntuneError
+from .planning import Analysis, Planner, Round, RuleBasedPlanner, Step, analyze
+from .store import Store
+from .tuner import Prepared, TuneEvent, TuneOptions, prepare, tune
+
+# A templater proposes extra templates for a kernel (expert bindings, LLM proposals) given the rounds so far.
+Templater = Callable[[Prepared, list[Round]], list[KernelTemplate]]
+
+
+@dataclass
+class AgentOptions:
+    budget_per_round: int = 40
+    max_rounds: int = 4
+    total_budget: int | None = None  # evaluations over all rounds
+    time_budget_s: float | None = None
+    strategy: str = "auto"
+    seed: int = 0
+    use_experts: bool = True
+
+
+@dataclass
+class AgentResult:
+    rounds: list[Round] = field(default_factory=list)
+    final_step: Step | None = None
+
+    @property
+    def best(self) -> Round | None:
+        ok = [r for r in self.rounds if r.summary.get("speedup")]
+        return max(ok, key=lambda r: r.summary["speedup"]) if ok else None
+
+
+def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
+    """Expert templates whose family the kernel's structure suggests, bound to its signature."""
+    from . import experts
+    out = []
+    for m in experts.match(prep.cf, prep.kernel.name, prep.spec):
+        try:
+            out.append(experts.bind(m, prep.cf, prep.spec))
+        except KerntuneError:
+            continue
+    return out
+
+
+def optimize(path: str, kernel: str, backend: Backend, store: Store, options: AgentOptions | None = None,
+             planner: Planner | None = None, templaters: list[Templater] | None = None,
+             on_event: Callable[[TuneEvent], None] | None = None, cancel: threading.Event | None = None,
+             text: str | None = None) -> AgentResult:
+    opt = options or AgentOptions()
+    planner = planner or RuleBasedPlanner(opt.budget_per_round)
+    cancel = cancel or threading.Event()
+    emit = on_event or (lambda e: None)
+    prep = prepare(path, kernel, text)
+    candidates: list[KernelTemplate] = [prep.template]
+    if templaters is None:
+        templaters = [expert_templater] if opt.use_experts else []
+    result = AgentResult()
+    spent = 0
+    for i in range(opt.max_rounds + 1):
+        for t in templaters:
+            try:
+                for c in t(prep, result.rounds):
+                    if all(c.template_hash != x.template_hash for x in candidates):
+                        candidates.append(c)
+            except KerntuneError as e:
+                emit(TuneEvent("status", f"templater skipped: {e}"))
+        tried = {r.template.template_hash for r in result.rounds}
+        step = planner.plan(result.rounds, [c for c in candidates if c.template_hash not in tried]
+                            if result.rounds else candidates)
+        emit(TuneEvent("status", f"plan: {step.action}: {step.reason}"))
+        if step.action == "stop" or step.template is None or cancel.is_set() or i == opt.max_rounds:
+            result.final_step = step
+            if result.rounds:
+                store.put_step(result.rounds[-1].summary["session_id"], "plan", step.reason,
+                               {"action": step.action})
+            break
+        budget = step.budget or opt.budget_per_round
+        if opt.total_budget is not None:
+            budget = min(budget, opt.total_budget - spent)
+            if budget <= 0:
+                result.final_step = Step("stop", "total evaluation budget spent")
+                break
+        r = tune(path, kernel, backend, store,
+                 TuneOptions(budget=budget, time_budget_s=opt.time_budget_s, strategy=opt.strategy, seed=opt.seed),
+                 on_event=on_event, cancel=cancel, prepared=replace(prep, template=step.template))
+        spent += r.summary["counts"]["measured"]
+        profile = _profile(backend, r)
+        analysis = analyze(r.summary, profile)
+        sid = r.session_id
+        store.put_step(sid, "plan", f"{step.action}: {step.reason}", {"action": step.action,
+                                                                        "origin": step.template.origin})
+        store.put_step(sid, "analysis", analysis.text, analysis.data)
+        result.rounds.append(Round(i, step.template, r.summary, analysis, step))
+        emit(TuneEvent("status", f"round {i + 1} ({step.template.origin}): " + analysis.text.splitlines()[0]))
+        if r.status == "cancelled":
+            result.final_step = Step("stop", "cancelled")
+            break
+    return result
+
+
+def _profile(backend: Backend, r) -> dict | None:
+    """The ncu profile of a round's best variant, where the backend can take one."""
+    prof = getattr(backend, "profile", None)
+    if prof is None or r.best is None or getattr(r, "best_variant", None) is None:
+        return None
+    try:
+        return prof(r.best_variant)
+    except Exception as e:  # profiling is advisory: never lose a round to it
+        return {"error": str(e)}

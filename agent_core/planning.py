@@ -1,0 +1,170 @@
+"""Analysis of a tuning round and the rule-based planner that chooses the next step.
+
+``analyze`` turns a round's summary (and, where available, the ncu profile of its best variant) into the
+"why" a user reads: achieved bandwidth against the device's copy bandwidth, registers and spills,
+theoretical occupancy and its limiter, what failed. A ``Planner`` turns the rounds so far into the next
+``Step``; ``RuleBasedPlanner`` is deterministic and offline, the LLM planner (agent_core.llm) implements
+the same protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .model import KernelTemplate
+
+STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
+
+
+@dataclass
+class Analysis:
+    text: str  # plain words, one finding a line
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    action: str  # "search" | "switch_template" | "widen" | "stop"
+    reason: str
+    template: KernelTemplate | None = None  # for search / switch_template / widen
+    budget: int | None = None
+
+
+@dataclass
+class Round:
+    index: int
+    template: KernelTemplate
+    summary: dict
+    analysis: Analysis
+    step: Step
+
+
+class Planner(Protocol):
+    name: str
+
+    def plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
+        """The next step, given the finished rounds and the templates not yet tried."""
+
+
+def _fmt_params(p: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (p or {}).items()) or "-"
+
+
+def analyze(summary: dict, profile: dict | None = None) -> Analysis:
+    """Findings of one round from its summary (agent_core.tuner) and an optional ncu profile."""
+    lines: list[str] = []
+    data: dict = {}
+    pct = summary.get("pct_copy") or []
+    if pct:
+        # judge by the largest size set: small ones are launch- or cache-bound
+        i = max(range(len(pct)), key=lambda j: summary["bytes"][j])
+        data["pct_copy"] = pct[i]
+        data["gbps"] = summary["gbps"][i]
+        lines.append(f"best variant moves {summary['gbps'][i]:.0f} GB/s on the largest size set: "
+                     f"{pct[i]:.0f}% of the device's copy bandwidth ({summary.get('copy_bw_gbps', 0):.0f} GB/s)")
+        opct = (summary.get("original_pct_copy") or [None] * len(pct))[i]
+        if opct is not None:
+            data["original_pct_copy"] = opct
+            lines.append(f"the original reached {opct:.0f}%")
+    if summary.get("speedup"):
+        data["speedup"] = summary["speedup"]
+        lines.append(f"speedup {summary['speedup']:.2f}x with {_fmt_params(summary.get('best_params'))}")
+    res = summary.get("best_resources") or {}
+    if res:
+        data.update({k: res.get(k) for k in ("registers", "spill_stores", "spill_loads", "occupancy",
+                                              "static_smem", "blocks_per_sm")})
+        occ = res.get("occupancy")
+        lines.append(f"{res.get('registers')} registers/thread, {res.get('static_smem', 0)} B static shared memory"
+                     + (f", theoretical occupancy {occ * 100:.0f}%" if occ is not None else ""))
+        if res.get("spill_stores") or res.get("spill_loads"):
+            lines.append(f"register spills: {res.get('spill_stores')} B stored, {res.get('spill_loads')} B loaded")
+    counts = summary.get("counts") or {}
+    data["counts"] = counts
+    if counts.get("failed"):
+        kinds: dict[str, int] = {}
+        for f in summary.get("failures", []):
+            kinds[f["status"]] = kinds.get(f["status"], 0) + 1
+        lines.append(f"{counts['failed']} variants failed (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")")
+    if counts.get("pruned"):
+        lines.append(f"{counts['pruned']} configurations pruned before running (hardware limits or constraints)")
+    if profile:
+        data["profile"] = profile
+        for key, label in (("dram_pct", "DRAM throughput"), ("achieved_occupancy_pct", "achieved occupancy")):
+            if profile.get(key) is not None:
+                lines.append(f"ncu: {label} {profile[key]:.0f}% of peak")
+        if profile.get("top_stalls"):
+            lines.append("ncu: top stalls " + ", ".join(profile["top_stalls"][:3]))
+    if not lines:
+        lines.append("no variant verified in this round")
+    return Analysis("\n".join(lines), data)
+
+
+def _at_edge(summary: dict, template: KernelTemplate) -> list[str]:
+    """Parameters whose best value sits at the edge of their domain."""
+    best = summary.get("best_params") or {}
+    edge = []
+    for name, p in template.space.params.items():
+        if name in best and len(p.values) > 1 and best[name] in (min(p.values), max(p.values)):
+            edge.append(name)
+    return edge
+
+
+def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTemplate | None:
+    """A copy of the template with the named integer domains extended by one power-of-two step past the
+    edge the best value sits on; None when nothing can be widened."""
+    import copy
+    best = summary.get("best_params") or {}
+    t = copy.deepcopy(template)
+    changed = False
+    for n in names:
+        p = t.space.params[n]
+        v = best[n]
+        lo, hi = min(p.values), max(p.values)
+        if v == hi and p.kind not in ("block_size", "launch_bounds") and hi * 2 <= 1 << 20:
+            p.values = sorted(set(p.values) | {hi * 2})
+            changed = True
+        elif v == lo and lo > 1 and lo % 2 == 0:
+            p.values = sorted(set(p.values) | {lo // 2})
+            changed = True
+    return t if changed else None
+
+
+class RuleBasedPlanner:
+    """Deterministic offline planner.
+
+    1. First round: search the structural template of the user's own kernel.
+    2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth.
+    3. Otherwise try the next expert template that matched (best match first).
+    4. Otherwise widen a domain whose best value sits on its edge (once per template).
+    5. Otherwise stop.
+    """
+
+    name = "rules"
+
+    def __init__(self, budget_per_round: int = 40):
+        self.budget = budget_per_round
+
+    def plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
+        if not rounds:
+            if not candidates:
+                return Step("stop", "nothing to tune: no template for this kernel")
+            first = candidates[0]
+            return Step("search", f"search the {first.origin} template of the kernel first", first, self.budget)
+        last = rounds[-1]
+        best_pct = max((r.analysis.data.get("pct_copy") or 0) for r in rounds)
+        if best_pct >= STOP_PCT_OF_COPY:
+            return Step("stop", f"reached {best_pct:.0f}% of the device's copy bandwidth "
+                                f"(memory-bound; the stop rule is {STOP_PCT_OF_COPY:.0f}%)")
+        tried = {r.template.template_hash for r in rounds}
+        for c in candidates:
+            if c.template_hash not in tried:
+                return Step("switch_template", f"{best_pct:.0f}% of copy bandwidth so far: try the {c.origin} "
+                                               "template", c, self.budget)
+        edge = _at_edge(last.summary, last.template)
+        if edge and last.step.action != "widen":
+            w = widen(last.template, edge, last.summary)
+            if w is not None:
+                return Step("widen", f"best value of {', '.join(edge)} is at the edge of its domain: widen it",
+                            w, self.budget)
+        return Step("stop", f"no further step: {best_pct:.0f}% of copy bandwidth, every candidate template tried")
