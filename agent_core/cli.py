@@ -221,6 +221,65 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
         sys.exit(1)
 
 
+# --------------------------------------------------------------------------------------------- optimize
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-k", "--kernel", required=True)
+@click.option("--budget", default=40, show_default=True, help="evaluations per round")
+@click.option("--rounds", default=4, show_default=True, help="most rounds (templates tried)")
+@click.option("--total-budget", type=int, default=None, help="evaluations over all rounds")
+@click.option("--time-budget", type=float, default=None, help="seconds per round")
+@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--no-experts", is_flag=True, help="only the structural template of your own kernel")
+@click.option("--backend", default=None, help="auto | gpu | replay:PATH")
+@click.option("--store", "store_path", default=None)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, backend,
+             store_path, json_out):
+    """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached."""
+    from .agent import AgentOptions, optimize as run_optimize
+    from .store import Store
+    from .tuner import open_backend, prepare
+    from .workspace import store_path_for
+
+    prepare(file, kernel)
+    be = open_backend(backend)
+    store = Store(store_path or store_path_for(file))
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+
+    def on_event(ev):
+        if ev.kind in ("status", "original"):
+            err.print(f"[dim]{ev.message}[/]", soft_wrap=True)
+
+    try:
+        res = run_optimize(file, kernel, be, store, AgentOptions(
+            budget_per_round=budget, max_rounds=rounds, total_budget=total_budget, time_budget_s=time_budget,
+            strategy=strategy, seed=seed, use_experts=not no_experts), on_event=on_event, cancel=cancel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        be.close()
+    for r in res.rounds:
+        sp = r.summary.get("speedup")
+        out.print(f"[bold]round {r.index + 1}[/] {r.template.origin}: {r.step.reason}", soft_wrap=True)
+        out.print(f"  -> {sp:.2f}x" if sp else "  -> no variant verified")
+        for line in r.analysis.text.splitlines():
+            out.print(f"     {line}", soft_wrap=True, markup=False)
+    if res.final_step:
+        out.print(f"stop: {res.final_step.reason}", soft_wrap=True)
+    best = res.best
+    if best:
+        print_summary(best.summary)
+        if json_out:
+            Path(json_out).write_text(json.dumps({"best": best.summary, "rounds": [
+                {"origin": r.template.origin, "step": r.step.reason, "analysis": r.analysis.text,
+                 "summary": r.summary} for r in res.rounds]}, indent=2))
+    else:
+        err.print("no variant verified in any round")
+        sys.exit(1)
+
+
 # --------------------------------------------------------------------------------------------- results
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
