@@ -246,10 +246,12 @@ class TuningSpec:
     atol: float | None = None
     origin: str = ""  # "comment:<line>" or the sidecar path
     span: Span | None = None  # the comment block, when the spec is one
+    path: str = ""  # the file the spec was read from (the .cu file or the sidecar), for error locations
+    lines: dict[str, int] = field(default_factory=dict)  # 0-based line of each field ("args[2]", "grid", ...)
 
     @property
     def spec_hash(self) -> str:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("origin", "span")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("origin", "span", "path", "lines")}
         d["args"] = [a.__dict__ for a in self.args]
         return sha256_text(json.dumps(d, sort_keys=True))
 
