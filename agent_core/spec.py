@@ -1,0 +1,545 @@
+"""The tuning spec: find it (comment block or sidecar), parse and validate it, draft it, evaluate it.
+
+Format: README "The tuning spec". Evaluation helpers (sizes, buffers, scalars, launches, bytes,
+tolerances) are what the tuner and the GPU worker call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from pathlib import Path
+
+from . import expr
+from .backend import Launch
+from .model import ArgSpec, CudaFile, Kernel, KerntuneError, ParamSpace, Span, TuningSpec
+
+# dtype -> (numpy dtype string, itemsize); bf16 is carried as its raw 16 bits
+DTYPES: dict[str, tuple[str, int]] = {
+    "f32": ("float32", 4), "f16": ("float16", 2), "bf16": ("uint16", 2), "f64": ("float64", 8),
+    "i8": ("int8", 1), "u8": ("uint8", 1), "i16": ("int16", 2), "u16": ("uint16", 2), "i32": ("int32", 4),
+    "u32": ("uint32", 4), "i64": ("int64", 8), "u64": ("uint64", 8),
+}
+FLOAT_DTYPES = {"f32", "f16", "bf16", "f64"}
+ROLES = ("in", "out", "inout")
+SPEC_KEYS = ("args", "sizes", "grid", "block", "smem", "bytes", "flops", "rtol", "atol")
+INITS = ("normal", "uniform(lo, hi)", "randint(lo, hi)", "zeros", "ones")
+ARG_FORMS = ('buffers "NAME: in|out|inout DTYPE[COUNT]" (optionally "~ uniform(-1, 1)"), '
+             'scalars "NAME: DTYPE = EXPR"')
+
+_BUFFER_RE = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<role>inout|in|out)\s+(?P<dtype>\w+)\s*"
+                        r"\[(?P<size>.*)\]\s*(?:~\s*(?P<init>.*?))?\s*$")
+_SCALAR_RE = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<dtype>\w+)\s*=\s*(?P<value>.+?)\s*$")
+
+
+# --------------------------------------------------------------------------------------------- errors
+def _err(spec: TuningSpec, field: str, msg: str) -> KerntuneError:
+    """An error about one field of ``spec``, at that field's line when known."""
+    line = spec.lines.get(field)
+    if line is None:
+        line = spec.lines.get(field.split(".")[0])
+    if line is None:
+        line = spec.lines.get(re.sub(r"\[.*", "", field))
+    if line is None:
+        line = spec.lines.get("")
+    return KerntuneError(msg, spec.path or None, line, field_name=field)
+
+
+# --------------------------------------------------------------------------------------------- parsing
+def parse_arg(text: str) -> ArgSpec | None:
+    """One ``args`` entry → ArgSpec, or None when it has neither form."""
+    m = _BUFFER_RE.match(text)
+    if m:
+        return ArgSpec(name=m["name"], role=m["role"], dtype=m["dtype"], size=m["size"].strip(),
+                       init=(m["init"] or "normal").strip() or "normal")
+    m = _SCALAR_RE.match(text)
+    if m:
+        return ArgSpec(name=m["name"], role="scalar", dtype=m["dtype"], value=m["value"])
+    return None
+
+
+def _exprs(v) -> list[str] | None:
+    """A grid/block value (expression or list of 1..3) → list of expression strings; None if malformed."""
+    items = v if isinstance(v, list) else [v]
+    if not 1 <= len(items) <= 3:
+        return None
+    out = []
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, (str, int)):
+            return None
+        out.append(str(x).strip())
+    return out
+
+
+def parse_spec(data: dict, kernel: str, origin: str, path: str | None = None, line: int | None = None,
+               lines: dict[str, int] | None = None) -> TuningSpec:
+    """A spec's TOML table → TuningSpec. Checks the form of each field; ``validate_spec`` checks meaning."""
+    spec = TuningSpec(kernel=kernel, args=[], sizes=[], grid=[], block=[], origin=origin, path=str(path or ""),
+                      lines=dict(lines or {}))
+    if line is not None:
+        spec.lines.setdefault("", line)
+
+    def err(field: str, msg: str) -> KerntuneError:
+        return _err(spec, field, msg)
+
+    if not isinstance(data, dict):
+        raise err("", f"the spec of '{kernel}' must be a TOML table")
+    for k in data:
+        if k not in SPEC_KEYS:
+            close = difflib.get_close_matches(k, SPEC_KEYS, 1, 0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise err(k, f"unknown spec field '{k}' (fields: {', '.join(SPEC_KEYS)}){hint}")
+    for k in ("args", "sizes", "grid", "block"):
+        if k not in data:
+            raise err("", f"the spec of '{kernel}' has no `{k}` (needed: args, sizes, grid, block)")
+
+    args = data["args"]
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise err("args", f"`args` must be a list of strings, one per kernel parameter: {ARG_FORMS}")
+    for i, a in enumerate(args):
+        parsed = parse_arg(a)
+        if parsed is None:
+            raise err(f"args[{i}]", f"args[{i}] = \"{a}\" is not an argument spec; the forms are {ARG_FORMS}")
+        spec.args.append(parsed)
+
+    sizes = data["sizes"]
+    if not isinstance(sizes, list) or not all(isinstance(s, dict) for s in sizes):
+        raise err("sizes", "`sizes` must be a list of tables of size names, e.g. "
+                           "[{ rows = 8192, cols = 4096 }, { rows = 1000, cols = 4099 }]")
+    for i, s in enumerate(sizes):
+        for k, v in s.items():
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise err(f"sizes[{i}].{k}", f"sizes[{i}].{k} = {v!r}: sizes must be whole numbers")
+    spec.sizes = [dict(s) for s in sizes]
+
+    for k in ("grid", "block"):
+        v = _exprs(data[k])
+        if v is None:
+            example = '"cdiv(n, BLOCK)"' if k == "grid" else '"BLOCK"'
+            raise err(k, f"`{k}` must be an expression or a list of 1 to 3 expressions, e.g. {k} = {example}")
+        setattr(spec, k, v)
+    for k, attr in (("smem", "smem"), ("bytes", "bytes_moved"), ("flops", "flops")):
+        if k in data:
+            v = data[k]
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                raise err(k, f"`{k}` must be an expression (a string) or a whole number")
+            setattr(spec, attr, str(v).strip())
+    for k in ("rtol", "atol"):
+        if k in data:
+            v = data[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise err(k, f"`{k}` must be a non-negative number, e.g. {k} = 1e-3")
+            setattr(spec, k, float(v))
+    return spec
+
+
+# --------------------------------------------------------------------------------------------- finding
+def _segments(text: str, end: int) -> list[tuple[str, int, int]]:
+    """Lex ``text[:end]`` into ("comment"|"code"|"space", start, end) segments (strings count as code)."""
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < end:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = end if j < 0 or j > end else j
+            out.append(("comment", i, j))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = end if j < 0 else min(j + 2, end)
+            out.append(("comment", i, j))
+            i = j
+        elif c.isspace():
+            j = i
+            while j < end and text[j].isspace():
+                j += 1
+            out.append(("space", i, j))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < end and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(("code", i, min(j + 1, end)))
+            i = min(j + 1, end)
+        else:
+            j = i
+            while j < end and not text[j].isspace() and not text.startswith(("//", "/*"), j) and text[j] not in "\"'":
+                j += 1
+            out.append(("code", i, max(j, i + 1)))
+            i = max(j, i + 1)
+    return out
+
+
+def _kernel_start(text: str, kernel: Kernel) -> int:
+    """Where the kernel's declaration starts as a character offset (spans are UTF-8 byte offsets)."""
+    return len(text.encode("utf-8")[:kernel.span.start].decode("utf-8", errors="ignore"))
+
+
+def _comment_spec_block(text: str, kernel: Kernel) -> tuple[int, int] | None:
+    """(start, end) character offsets of the `/* kerntune: ... */` block directly above the kernel."""
+    segs = _segments(text, _kernel_start(text, kernel))
+    for kind, s, e in reversed(segs):
+        if kind == "space":
+            continue
+        if kind == "comment":
+            if text.startswith("/*", s) and re.match(r"/\*\s*kerntune\s*:", text[s:e]):
+                return s, e
+            continue
+        # `extern "C"` and attributes on the line of the kernel do not separate the spec from it
+        if text[s:e] in ('extern', '"C"'):
+            continue
+        return None
+    return None
+
+
+def _pos(text: str, off: int) -> tuple[int, int, int]:
+    """(byte offset, line, byte column) of a character offset."""
+    before = text[:off]
+    line = before.count("\n")
+    col = len(before[before.rfind("\n") + 1:].encode("utf-8"))
+    return len(before.encode("utf-8")), line, col
+
+
+def _span(text: str, s: int, e: int) -> Span:
+    bs, ls, cs = _pos(text, s)
+    be, le, ce = _pos(text, e)
+    return Span(bs, be, ls, cs, le, ce)
+
+
+def _field_lines(body: str, first_line: int, nargs: int, nsizes: int, key_prefix: str = "") -> dict[str, int]:
+    """Best-effort 0-based file lines of spec fields in a TOML body that starts at ``first_line``."""
+    lines: dict[str, int] = {}
+    keyre = re.compile(r"^\s*" + re.escape(key_prefix) + r"(\w+)\s*=")
+    offs = [0]
+    for ln in body.splitlines(True):
+        offs.append(offs[-1] + len(ln))
+
+    def line_at(off: int) -> int:
+        lo, hi = 0, len(offs) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if offs[mid] <= off:
+                lo = mid
+            else:
+                hi = mid - 1
+        return first_line + lo
+
+    for m in re.finditer(r"^.*$", body, re.M):
+        km = keyre.match(m.group(0))
+        if km and km.group(1) in SPEC_KEYS and km.group(1) not in lines:
+            lines[km.group(1)] = line_at(m.start())
+            start = m.start() + km.end()
+            if km.group(1) == "args":
+                for i, sm in enumerate(re.finditer(r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'", body[start:])):
+                    if i >= nargs:
+                        break
+                    lines[f"args[{i}]"] = line_at(start + sm.start())
+            elif km.group(1) == "sizes":
+                for i, sm in enumerate(re.finditer(r"\{", body[start:])):
+                    if i >= nsizes:
+                        break
+                    lines[f"sizes[{i}]"] = line_at(start + sm.start())
+    return lines
+
+
+def _strip_stars(body: str) -> str:
+    """Drop a ` * ` margin when every non-blank line of a comment body has one."""
+    ls = body.split("\n")
+    rest = [ln for ln in ls[1:] if ln.strip()]
+    if rest and all(re.match(r"^\s*\*(\s|$)", ln) for ln in rest):
+        ls = [ls[0]] + [re.sub(r"^\s*\*(\s|$)", "", ln) if ln.strip() else ln for ln in ls[1:]]
+    return "\n".join(ls)
+
+
+def _load_toml(body: str, path: str, first_line: int, what: str) -> dict:
+    from .space import toml_error_line
+    try:
+        return tomllib.loads(body)
+    except tomllib.TOMLDecodeError as e:
+        msg, line, col = toml_error_line(e, body)
+        raise KerntuneError(f"{what} is not valid TOML: {msg}", path,
+                            first_line + line if line is not None else first_line, col,
+                            field_name="spec") from None
+
+
+def sidecar_path(path: str) -> Path:
+    return Path(str(path) + ".kerntune.toml")
+
+
+def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
+    block = _comment_spec_block(cf.text, kernel)
+    if block is None:
+        return None
+    s, e = block
+    raw = cf.text[s:e]
+    m = re.match(r"/\*\s*kerntune\s*:", raw)
+    body_start = s + m.end()
+    body_end = e - 2 if raw.endswith("*/") else e
+    body = _strip_stars(cf.text[body_start:body_end])
+    first_line = cf.text[:body_start].count("\n")
+    data = _load_toml(body, cf.path, first_line, f"the kerntune comment above '{kernel.name}'")
+    comment_line = cf.text[:s].count("\n")
+    nargs = len(data.get("args", [])) if isinstance(data.get("args"), list) else 0
+    nsizes = len(data.get("sizes", [])) if isinstance(data.get("sizes"), list) else 0
+    lines = _field_lines(body, first_line, nargs, nsizes)
+    spec = parse_spec(data, kernel.name, f"comment:{comment_line + 1}", cf.path, comment_line, lines)
+    spec.span = _span(cf.text, s, e)
+    return spec
+
+
+def _sidecar_spec(cf: CudaFile, kernel: str) -> TuningSpec | None:
+    sp = sidecar_path(cf.path)
+    if not sp.is_file():
+        return None
+    text = sp.read_text(encoding="utf-8")
+    data = _load_toml(text, str(sp), 0, f"{sp.name}")
+    if kernel not in data:
+        return None
+    hdr = re.search(r"^[ \t]*\[[ \t]*" + re.escape(kernel) + r"[ \t]*\]", text, re.M)
+    line = text[:hdr.start()].count("\n") if hdr else 0
+    lines: dict[str, int] = {}
+    if hdr:
+        nxt = re.search(r"^[ \t]*\[(?!\[)", text[hdr.end():], re.M)
+        body = text[hdr.end():hdr.end() + nxt.start()] if nxt else text[hdr.end():]
+        d = data[kernel] if isinstance(data[kernel], dict) else {}
+        nargs = len(d.get("args", [])) if isinstance(d.get("args"), list) else 0
+        nsizes = len(d.get("sizes", [])) if isinstance(d.get("sizes"), list) else 0
+        lines = _field_lines(body, text[:hdr.end()].count("\n"), nargs, nsizes)
+    return parse_spec(data[kernel], kernel, str(sp), str(sp), line, lines)
+
+
+def find_spec(cf: CudaFile, kernel: str) -> TuningSpec | None:
+    """The kernel's spec from a `/* kerntune: ... */` comment directly above it, or from the sidecar
+    ``FILE.cu.kerntune.toml`` (table ``[KERNEL]``); None when it has neither."""
+    k = cf.kernel(kernel)
+    spec = _comment_spec(cf, k)
+    side = _sidecar_spec(cf, kernel)
+    if spec is not None and side is not None:
+        raise KerntuneError(f"kernel '{kernel}' has a spec both in a comment and in {sidecar_path(cf.path).name}; "
+                            "keep one of them", cf.path, spec.span.line if spec.span else None, field_name="spec")
+    return spec if spec is not None else side
+
+
+# --------------------------------------------------------------------------------------------- validation
+def _check_init(init: str) -> str | None:
+    """None when ``init`` is a known distribution, else what is wrong."""
+    if init in ("normal", "zeros", "ones"):
+        return None
+    m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
+    if not m:
+        return f"unknown init '{init}' (use {', '.join(INITS)})"
+    try:
+        parts = [expr.evaluate(p, {}) for p in m.group(2).split(",")]
+    except KerntuneError:
+        parts = []
+    if len(parts) != 2 or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+        return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi)"
+    lo, hi = parts
+    if m.group(1) == "randint" and not (isinstance(lo, int) and isinstance(hi, int)):
+        return "randint needs whole numbers: randint(lo, hi)"
+    if not lo < hi:
+        return f"{init}: lo must be below hi"
+    return None
+
+
+def init_params(init: str) -> tuple[str, float | None, float | None]:
+    """("normal"|"uniform"|"randint"|"zeros"|"ones", lo, hi) of a validated init string."""
+    m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
+    if not m:
+        return init.strip(), None, None
+    lo, hi = (expr.evaluate(p, {}) for p in m.group(2).split(","))
+    return m.group(1), lo, hi
+
+
+def _check_names(spec: TuningSpec, field: str, text: str, allowed: set[str], what: str) -> None:
+    try:
+        used = expr.names(text)
+    except expr.ExprError as e:
+        raise _err(spec, field, f"{field}: {e.message}") from None
+    unknown = sorted(used - allowed)
+    if unknown:
+        n = unknown[0]
+        close = difflib.get_close_matches(n, sorted(allowed), 1, 0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise _err(spec, field, f"{field} = '{text}' uses unknown name '{n}' ({what}: "
+                                f"{', '.join(sorted(allowed)) or 'none'}){hint}")
+
+
+def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | frozenset = frozenset()) -> None:
+    """Check a spec against the kernel it is for; raise KerntuneError naming the field and its line."""
+    params = kernel.params
+    if len(spec.args) != len(params):
+        want = ", ".join(p.name for p in params) or "none"
+        raise _err(spec, "args", f"args has {len(spec.args)} entries but '{kernel.name}' has {len(params)} "
+                                 f"parameters ({want}): give one entry per parameter, in order")
+    for i, (a, p) in enumerate(zip(spec.args, params)):
+        f = f"args[{i}]"
+        if a.name != p.name:
+            raise _err(spec, f, f"{f} is '{a.name}' but parameter {i + 1} of '{kernel.name}' is '{p.name}' "
+                                f"({p.type}): args follow the kernel's parameters, in order")
+        if a.dtype not in DTYPES:
+            close = difflib.get_close_matches(a.dtype, DTYPES, 1, 0.5)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise _err(spec, f, f"{f}: unknown dtype '{a.dtype}' (use one of {' '.join(DTYPES)}){hint}")
+        if a.role == "scalar" and p.is_pointer:
+            raise _err(spec, f, f"{f}: '{p.name}' is a pointer ({p.type}), so it needs a buffer spec: "
+                                f"\"{p.name}: {'in' if p.is_const else 'out'} {a.dtype}[COUNT]\"")
+        if a.role != "scalar" and not p.is_pointer:
+            raise _err(spec, f, f"{f}: '{p.name}' is not a pointer ({p.type}), so it needs a scalar spec: "
+                                f"\"{p.name}: {a.dtype} = EXPR\"")
+        if a.role in ("out", "inout") and p.is_const:
+            raise _err(spec, f, f"{f}: '{p.name}' points to const ({p.type}), so the kernel cannot write it: "
+                                f"make it `in`")
+        if a.role != "scalar":
+            why = _check_init(a.init)
+            if why:
+                raise _err(spec, f, f"{f}: {why}")
+
+    if len(spec.sizes) < 2:
+        raise _err(spec, "sizes", f"sizes has {len(spec.sizes)} set(s); give at least two, one of them not a "
+                                  "multiple of the block size (tails are where tuned kernels break)")
+    keys = list(spec.sizes[0])
+    if not keys:
+        raise _err(spec, "sizes[0]", "sizes[0] is empty: name the problem sizes, e.g. { n = 1048576 }")
+    for i, s in enumerate(spec.sizes):
+        if set(s) != set(keys):
+            missing = sorted(set(keys) - set(s))
+            extra = sorted(set(s) - set(keys))
+            what = (f"lacks {', '.join(missing)}" if missing else "") + \
+                   ("; " if missing and extra else "") + (f"has extra {', '.join(extra)}" if extra else "")
+            raise _err(spec, f"sizes[{i}]", f"sizes[{i}] {what}: every size set must name the same sizes "
+                                            f"({', '.join(keys)})")
+        for k, v in s.items():
+            if not re.fullmatch(r"[A-Za-z_]\w*", k):
+                raise _err(spec, f"sizes[{i}].{k}", f"size name '{k}' must be an identifier")
+            if k in param_names:
+                raise _err(spec, f"sizes[{i}].{k}", f"size name '{k}' is also a tuning parameter; rename the size")
+            if v <= 0:
+                raise _err(spec, f"sizes[{i}].{k}", f"sizes[{i}].{k} = {v}: sizes must be positive")
+
+    size_names = set(keys)
+    all_names = size_names | set(param_names)
+    for i, a in enumerate(spec.args):
+        text = a.value if a.role == "scalar" else a.size
+        _check_names(spec, f"args[{i}]", text, size_names,
+                     "buffer counts and scalar values use size names only; sizes")
+    for k in ("grid", "block"):
+        for j, e in enumerate(getattr(spec, k)):
+            _check_names(spec, k, e, all_names, "size and parameter names")
+    _check_names(spec, "smem", spec.smem, all_names, "size and parameter names")
+    for k, attr in (("bytes", "bytes_moved"), ("flops", "flops")):
+        if getattr(spec, attr):
+            _check_names(spec, k, getattr(spec, attr), size_names, "size names")
+    for i, s in enumerate(spec.sizes):
+        for j, a in enumerate(spec.args):
+            f = f"args[{j}]"
+            try:
+                v = expr.evaluate(a.size if a.role != "scalar" else a.value, s)
+            except expr.ExprError as e:
+                raise _err(spec, f, f"{f} for size set {i + 1}: {e.message}") from None
+            if a.role != "scalar" and (isinstance(v, bool) or not isinstance(v, int) and not float(v).is_integer()
+                                       or v <= 0):
+                raise _err(spec, f, f"{f}: count '{a.size}' = {v} for size set {i + 1}; a buffer needs a "
+                                    "positive whole number of elements")
+        if spec.bytes_moved:
+            try:
+                expr.evaluate_int(spec.bytes_moved, s)
+            except expr.ExprError as e:
+                raise _err(spec, "bytes", f"bytes for size set {i + 1}: {e.message}") from None
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+def size_env(spec: TuningSpec, i: int) -> dict[str, int]:
+    """The names and values of size set ``i``."""
+    return dict(spec.sizes[i])
+
+
+def dtype_info(dtype: str) -> tuple[str, int]:
+    """(numpy dtype string, itemsize); bf16 is "uint16" (its raw bits)."""
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise KerntuneError(f"unknown dtype '{dtype}' (use one of {' '.join(DTYPES)})") from None
+
+
+def buffer_elems(spec: TuningSpec, sizes: dict) -> dict[str, int]:
+    """Element count of every buffer argument for one size set."""
+    return {a.name: expr.evaluate_int(a.size, sizes) for a in spec.args if a.role != "scalar"}
+
+
+def scalar_values(spec: TuningSpec, sizes: dict) -> dict[str, int | float]:
+    """Value of every scalar argument for one size set (int for integer dtypes, float otherwise)."""
+    out: dict[str, int | float] = {}
+    for a in spec.args:
+        if a.role == "scalar":
+            out[a.name] = float(expr.evaluate(a.value, sizes)) if a.dtype in FLOAT_DTYPES \
+                else expr.evaluate_int(a.value, sizes)
+    return out
+
+
+def _dims(v, env: dict, what: str) -> tuple[int, int, int]:
+    items = v if isinstance(v, (list, tuple)) else [v]
+    if not 1 <= len(items) <= 3:
+        raise KerntuneError(f"{what} must have 1 to 3 dimensions, got {len(items)}", field_name=what)
+    vals = [expr.evaluate_int(x, env) for x in items]
+    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+
+def launch(src: TuningSpec | dict, sizes: dict, params: dict | None = None) -> Launch:
+    """The launch configuration for one size set and configuration, from the spec's grid/block/smem or a
+    template's ``launch`` dict {"grid": ..., "block": ..., "smem": ...} (each an expression or a list)."""
+    env = {**sizes, **(params or {})}
+    if isinstance(src, dict):
+        grid, block, smem = src.get("grid"), src.get("block"), src.get("smem") or "0"
+        if grid is None or block is None:
+            raise KerntuneError("a template's launch needs grid and block", field_name="launch")
+    else:
+        grid, block, smem = src.grid, src.block, src.smem or "0"
+    return Launch(grid=_dims(grid, env, "grid"), block=_dims(block, env, "block"),
+                  smem=expr.evaluate_int(smem, env))
+
+
+def bytes_moved(spec: TuningSpec, sizes: dict) -> int:
+    """Bytes the kernel must move for one size set: the spec's `bytes`, or in read once, out written once,
+    inout both."""
+    if spec.bytes_moved:
+        return expr.evaluate_int(spec.bytes_moved, sizes)
+    elems = buffer_elems(spec, sizes)
+    total = 0
+    for a in spec.args:
+        if a.role != "scalar":
+            total += elems[a.name] * dtype_info(a.dtype)[1] * (2 if a.role == "inout" else 1)
+    return total
+
+
+def tolerances(spec: TuningSpec, dtype: str) -> tuple[float, float]:
+    """(rtol, atol) for comparing a buffer of ``dtype``: the spec's values, else the dtype's default."""
+    if dtype in ("f32", "f64"):
+        rtol, atol = 1e-5, 1e-5
+    elif dtype in ("f16", "bf16"):
+        rtol, atol = 1e-2, 1e-2
+    else:
+        rtol, atol = 0.0, 0.0
+    return (spec.rtol if spec.rtol is not None else rtol, spec.atol if spec.atol is not None else atol)
+
+
+TAIL_KINDS = ("block_size", "items_per_thread", "vector_width", "vec", "tile", "elems_per_thread")
+
+
+def check_tail_sizes(spec: TuningSpec, space: ParamSpace) -> str | None:
+    """A warning when no size set has a size that is a non-multiple of the block-size / vector-width
+    parameters' values (so tails are never exercised); None when fine."""
+    steps = sorted({v for p in space.params.values() if p.kind in TAIL_KINDS or
+                    re.search(r"VEC|BLOCK|TILE|ITEMS|WIDTH", p.name.upper()) for v in p.values if v > 1})
+    if not steps:
+        return None
+    for s in spec.sizes:
+        for v in s.values():
+            if all(v % b != 0 for b in steps):
+                return None
+    names = ", ".join(p.name for p in space.params.values() if p.kind in TAIL_KINDS
+                      or re.search(r"VEC|BLOCK|TILE|ITEMS|WIDTH", p.name.upper()))
+    return (f"no size set has a size that is not a multiple of {names} ({', '.join(map(str, steps))}): add "
+            "one with an odd size (e.g. 4099) so that tails are verified")
