@@ -6,6 +6,7 @@ tolerances) are what the tuner and the GPU worker call.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import tomllib
@@ -543,3 +544,171 @@ def check_tail_sizes(spec: TuningSpec, space: ParamSpace) -> str | None:
                       or re.search(r"VEC|BLOCK|TILE|ITEMS|WIDTH", p.name.upper()))
     return (f"no size set has a size that is not a multiple of {names} ({', '.join(map(str, steps))}): add "
             "one with an odd size (e.g. 4099) so that tails are verified")
+
+
+# --------------------------------------------------------------------------------------------- drafting
+C_DTYPES: dict[str, str] = {
+    "float": "f32", "half": "f16", "__half": "f16", "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16",
+    "__bfloat16": "bf16", "double": "f64", "int": "i32", "signed": "i32", "signed int": "i32", "int32_t": "i32",
+    "unsigned": "u32", "unsigned int": "u32", "uint32_t": "u32", "int64_t": "i64", "long long": "i64",
+    "long long int": "i64", "long": "i64", "long int": "i64", "ptrdiff_t": "i64", "uint64_t": "u64",
+    "size_t": "u64", "unsigned long long": "u64", "unsigned long": "u64", "int8_t": "i8", "signed char": "i8",
+    "char": "i8", "uint8_t": "u8", "unsigned char": "u8", "bool": "u8", "int16_t": "i16", "short": "i16",
+    "uint16_t": "u16", "unsigned short": "u16", "__nv_fp8_e4m3": "u8", "__nv_fp8_e5m2": "u8",
+}
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b|[*&]")
+
+
+def c_dtype(c_type: str) -> str | None:
+    """The spec dtype of a C type as written (pointer and qualifiers ignored), or None when unknown."""
+    base = " ".join(_QUALIFIERS.sub(" ", c_type).split())
+    return C_DTYPES.get(base) or C_DTYPES.get(base.replace("std::", ""))
+
+
+def _clean_host_expr(text: str) -> str | None:
+    """A host C expression in the spec's expression language, or None when it cannot be expressed."""
+    t = re.sub(r"static_cast\s*<[^<>]*>\s*", "", text)
+    t = re.sub(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long long|long|size_t|int64_t|int32_t|"
+               r"uint32_t|uint64_t|unsigned|short)\s*\)", "", t)
+    t = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", t)
+    t = re.sub(r"\b(\d+\.\d*(?:[eE][-+]?\d+)?|\d*\.\d+(?:[eE][-+]?\d+)?)[fF]\b", r"\1", t)
+    t = t.strip()
+    try:
+        expr.parse(t)
+    except expr.ExprError:
+        return None
+    return t
+
+
+def _names_in(texts: list[str]) -> list[str]:
+    seen: list[str] = []
+    for t in texts:
+        try:
+            tree = expr.parse(t)
+        except expr.ExprError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id not in expr.FUNCTIONS and node.id not in seen:
+                seen.append(node.id)
+    return seen
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _launch_info(cf: CudaFile, kernel: str) -> tuple[dict | None, set[str]]:
+    """(launch_exprs with the template applied when the kernel is tunable, its parameter names)."""
+    k = cf.kernel(kernel)
+    if not k.launch_sites:
+        return None, set()
+    from . import templatize as tz
+    template = None
+    try:
+        template = tz.templatize(cf, kernel)
+    except KerntuneError:
+        template = None
+    try:
+        le = tz.launch_exprs(cf, kernel, template)
+    except KerntuneError:
+        if template is None:
+            return None, set()
+        template = None
+        try:
+            le = tz.launch_exprs(cf, kernel, None)
+        except KerntuneError:
+            return None, set()
+    return le, set(template.space.params) if template is not None else set()
+
+
+def draft_spec(cf: CudaFile, kernel: str) -> str:
+    """A `/* kerntune: ... */` block for ``kernel`` from its signature and launch site, with TODOs."""
+    k = cf.kernel(kernel)
+    le, param_names = _launch_info(cf, kernel)
+    host_args = list(le.get("args") or []) if le else []
+    arg_lines: list[tuple[str, str]] = []
+    values: list[str] = []
+    for i, p in enumerate(k.params):
+        dt = c_dtype(p.type)
+        notes = []
+        if dt is None:
+            notes.append(f"TODO: dtype of '{p.type.strip()}'")
+            dt = "f32"
+        if p.is_pointer:
+            role = "in" if p.is_const else "out"
+            arg_lines.append((f"{p.name}: {role} {dt}[COUNT_{p.name}]",
+                              "; ".join(notes + [f"TODO: element count of {p.name}"] +
+                                        ([] if p.is_const else ["or inout if it is read"]))))
+            continue
+        host = host_args[i] if i < len(host_args) else None
+        val = _clean_host_expr(host) if host else None
+        if dt in FLOAT_DTYPES:
+            if val is None or _names_in([val]):
+                notes.append(f"TODO: the value your code passes ({host.strip()})" if host else "TODO: value")
+                val = "1.0"
+        elif val is None:
+            if host:
+                notes.append(f"TODO: your code passes {host.strip()}")
+            val = p.name
+        if dt not in FLOAT_DTYPES:
+            values.append(val)
+        arg_lines.append((f"{p.name}: {dt} = {val}", "; ".join(notes)))
+
+    launch_notes: dict[str, str] = {}
+    launch_vals: dict[str, list[str]] = {}
+    for key in ("grid", "block"):
+        raw = (le or {}).get(key)
+        raw = [raw] if isinstance(raw, str) else list(raw or [])
+        cleaned = [_clean_host_expr(r) for r in raw]
+        if not raw or any(c is None for c in cleaned):
+            launch_vals[key] = ["TODO"]
+            launch_notes[key] = ("TODO: your launch has " + ", ".join(raw) if raw else
+                                 "TODO: no launch of this kernel in the file; the launch " + key)
+        else:
+            launch_vals[key] = cleaned  # type: ignore[assignment]
+    smem_raw = str((le or {}).get("smem") or "0")
+    smem = _clean_host_expr(smem_raw)
+    smem_note = "" if smem is not None else f"TODO: your launch has {smem_raw}"
+    smem = smem if smem is not None else "0"
+
+    size_names = [n for n in _names_in(values + launch_vals["grid"] + launch_vals["block"] + [smem])
+                  if n not in param_names and n != "TODO"]
+    if not size_names:
+        size_names = ["n"]
+    guess = " * ".join(size_names)
+    arg_lines = [(re.sub(r"\[COUNT_\w+\]", f"[{guess}]", a), c) for a, c in arg_lines]
+
+    def with_comment(line: str, note: str) -> str:
+        return f"{line}  # {note}" if note else line
+
+    out = ["/* kerntune:",
+           "# drafted by `kerntune spec`: fix every TODO (sizes, element counts), then `kerntune tune`"]
+    out.append("args = [")
+    width = max((len(_toml_str(a)) for a, _ in arg_lines), default=0) + 1
+    for a, c in arg_lines:
+        out.append(with_comment(f"  {(_toml_str(a) + ',').ljust(width)}", c))
+    out.append("]")
+    zeros = ", ".join(f"{n} = 0" for n in size_names)
+    out.append("sizes = [")
+    out.append(f"  {{ {zeros} }},  # TODO: a typical problem size")
+    out.append(f"  {{ {zeros} }},  # TODO: one that is not a multiple of the block size (e.g. 4099)")
+    out.append("]")
+    for key in ("grid", "block"):
+        v = launch_vals[key]
+        val = _toml_str(v[0]) if len(v) == 1 else "[" + ", ".join(_toml_str(x) for x in v) + "]"
+        out.append(with_comment(f"{key} = {val}", launch_notes.get(key, "")))
+    if smem != "0" or smem_note:
+        out.append(with_comment(f"smem = {_toml_str(smem)}", smem_note))
+    out.append("*/")
+    return "\n".join(out)
+
+
+def insert_spec(text: str, cf: CudaFile, kernel: str) -> str:
+    """``text`` with the drafted spec inserted above the kernel (above its ``template <...>``), indented
+    like the kernel."""
+    k = cf.kernel(kernel)
+    start = _kernel_start(text, k)
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = re.match(r"[ \t]*", text[line_start:start]).group(0)
+    block = "\n".join((indent + ln) if ln else ln for ln in draft_spec(cf, kernel).split("\n"))
+    return text[:line_start] + block + "\n" + text[line_start:]

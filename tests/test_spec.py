@@ -1,4 +1,6 @@
 
+import re
+
 import pytest
 
 from agent_core import spec as S
@@ -278,3 +280,64 @@ def test_spec_hash_ignores_location():
     b.path, b.lines, b.origin = "elsewhere.cu", {"grid": 99}, "comment:3"
     assert a.spec_hash == b.spec_hash
     assert row_sum_spec(grid="rows * 2").spec_hash != a.spec_hash
+
+
+# --------------------------------------------------------------------------------------------- drafting
+def test_c_dtypes():
+    assert S.c_dtype("const float* __restrict__") == "f32" and S.c_dtype("__half *") == "f16"
+    assert S.c_dtype("const __nv_bfloat16*") == "bf16" and S.c_dtype("double") == "f64"
+    assert S.c_dtype("int") == "i32" and S.c_dtype("const int64_t") == "i64" and S.c_dtype("long long") == "i64"
+    assert S.c_dtype("unsigned") == "u32" and S.c_dtype("uint8_t*") == "u8" and S.c_dtype("T*") is None
+
+
+def _fill(draft: str, sizes: str, counts: dict[str, str]) -> str:
+    """Fill a draft's placeholders the way a user would."""
+    lines = draft.split("\n")
+    out = []
+    for ln in lines:
+        if ln.lstrip().startswith("{") and "= 0" in ln:
+            continue
+        if ln.lstrip().startswith("sizes = ["):
+            out.append(f"sizes = [{sizes},")
+            continue
+        for name, c in counts.items():
+            if ln.lstrip().startswith(f'"{name}:'):
+                ln = re.sub(r"\[[^\]]*\]", f"[{c}]", ln)
+        out.append(ln)
+    return "\n".join(out)
+
+
+NO_LAUNCH = '''#include <cuda_fp16.h>
+namespace k {
+    template <typename T, int N>
+    __global__ void axpy(const __half* __restrict__ x, float* y, float a, int n) { }
+}
+'''
+
+
+def test_draft_without_launch_site_and_insert():
+    params = [("x", "const __half* __restrict__", True, True), ("y", "float*", True, False),
+              ("a", "float", False, False), ("n", "int", False, False)]
+    cf = hand_file(NO_LAUNCH, "axpy", params)
+    d = S.draft_spec(cf, "axpy")
+    assert d.startswith("/* kerntune:\n") and d.endswith("\n*/")
+    assert '"x: in f16[n]"' in d and '"y: out f32[n]"' in d and "or inout if it is read" in d
+    assert '"a: f32 = 1.0"' in d and '"n: i32 = n"' in d and "{ n = 0 }" in d
+    assert 'grid = "TODO"' in d and "no launch of this kernel" in d
+    new = S.insert_spec(NO_LAUNCH, cf, "axpy")
+    assert S.insert_spec(NO_LAUNCH, cf, "axpy") == new  # deterministic
+    lines = new.split("\n")
+    i = lines.index("    /* kerntune:")
+    assert lines[i - 1] == "namespace k {" and lines[i + 1].startswith("    # drafted")
+    assert "template <typename T, int N>" in lines[lines.index("    */") + 1]
+    # the inserted block is found, and after filling it in, it validates
+    kernel_params = params
+    s = S.find_spec(hand_file(new, "axpy", kernel_params), "axpy")
+    assert s is not None and s.grid == ["TODO"]
+    with pytest.raises(KerntuneError) as ei:
+        S.validate_spec(s, cf.kernels[0])
+    assert ei.value.field_name == "sizes[0].n"  # the placeholder sizes are not accepted as they are
+    filled = _fill(new, "{ n = 4096 }, { n = 4099 }", {}).replace('grid = "TODO"', 'grid = "cdiv(n, 256)"') \
+        .replace('block = "TODO"', 'block = "256"')
+    cf2 = hand_file(filled, "axpy", kernel_params)
+    S.validate_spec(S.find_spec(cf2, "axpy"), cf2.kernels[0])
