@@ -679,7 +679,7 @@ def draft_spec(cf: CudaFile, kernel: str) -> str:
     arg_lines = [(re.sub(r"\[COUNT_\w+\]", f"[{guess}]", a), c) for a, c in arg_lines]
 
     def with_comment(line: str, note: str) -> str:
-        return f"{line}  # {note}" if note else line
+        return f"{line}  # {note}" if note else line.rstrip()
 
     out = ["/* kerntune:",
            "# drafted by `kerntune spec`: fix every TODO (sizes, element counts), then `kerntune tune`"]
