@@ -1,0 +1,92 @@
+/* kerntune-expert:
+name = "fused_add_rms_norm"
+family = "fused_add_rms_norm"
+description = "Fused residual add + RMSNorm: z = (T)(x + residual); residual = z; x = (T)(z * rsqrt(mean(z^2) + eps)) * w. Both buffers are written. One pass over memory (rows in registers), 16-byte loads, warp-shuffle block reduction."
+function = "kt::fused_add_rms_norm"
+roles = ["x: inout T[rows * hidden]", "residual: inout T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 64"]
+
+[params.THREADS]
+values = [32, 64, 128, 256, 512, 1024]
+default = 256
+kind = "block_size"
+why = "threads per row; the row is reduced over them (warp shuffles, then one warp over the warps' partials)"
+
+[params.ROWS]
+values = [1, 2, 4]
+default = 1
+kind = "rows_per_block"
+why = "rows per block (blockDim.y): more work per block for short rows"
+
+[params.VEC]
+values = [1, 2, 4, 8]
+default = 8
+kind = "vector_width"
+why = "elements per load/store: 16 bytes at most; scalar fallback when the row or a pointer is not aligned"
+
+[params.ITEMS]
+values = [1, 2, 4, 8, 16]
+default = 8
+kind = "items_per_thread"
+why = "most vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the row); each row uses the fewest that cover it"
+
+[launch]
+grid = ["cdiv(rows, ROWS)"]
+block = ["THREADS", "ROWS"]
+smem = "0"
+*/
+#ifndef KT_THREADS
+#define KT_THREADS 256
+#endif
+#ifndef KT_ROWS
+#define KT_ROWS 1
+#endif
+#ifndef KT_VEC
+#define KT_VEC 8
+#endif
+#ifndef KT_ITEMS
+#define KT_ITEMS 8
+#endif
+
+namespace kt {
+
+template <int IT, typename T, typename W>
+__device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __restrict__ residual,
+                                                   const W* __restrict__ w, float eps, int rows, int hidden) {
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w);
+  float v[IT][KT_VEC];
+  row_load<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float r[KT_VEC];
+    row_load_item<KT_THREADS, KT_VEC, IT>(residual + off, hidden, vec, i, r);
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const float z = round_t<T>(v[i][j] + r[j]);
+      v[i][j] = z;
+      ss += z * z;
+    }
+  }
+  if (active) row_store<KT_THREADS, KT_VEC, IT>(residual + off, hidden, vec, v);
+  ss = row_reduce<KT_THREADS, KT_ROWS>(ss, Sum(), 0.f);
+  const float inv = rsqrtf(ss / (float)hidden + eps);
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float wv[KT_VEC];
+    row_load_item<KT_THREADS, KT_VEC, IT>(w, hidden, vec, i, wv);
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+  }
+  if (active) row_store<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+}
+
+template <typename T, typename W>
+__device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
+  KT_DISPATCH_ITEMS(KT_THREADS, hidden, (fused_add_rms_norm_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
+}
+
+}  // namespace kt

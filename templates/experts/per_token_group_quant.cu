@@ -1,0 +1,113 @@
+/* kerntune-expert:
+name = "per_token_group_quant"
+family = "group_quant"
+description = "Per-token-group quantization to int8 or fp8 e4m3 with one fp32 scale per group: scale = max(absmax, eps) / QMAX, q = clamp(x / scale). A segment of LANES threads per group (warp-shuffle absmax), the group in registers (one read), 16-byte loads, several groups per block."
+function = "kt::group_quant"
+roles = ["x: in T[rows * group_size]", "q: out Q[rows * group_size]", "scales: out f32[rows]", "group_size: i32", "rows: i32", "eps: f32", "qmin: f32 (optional)", "qmax: f32 (optional)"]
+constraints = ["VEC * ESIZE <= 16", "LANES * VEC * ITEMS >= group_size", "LANES * ROWS <= 1024", "LANES * ROWS >= 32"]
+
+[params.LANES]
+values = [4, 8, 16, 32]
+default = 16
+kind = "block_size"
+why = "threads per group (a power-of-two segment of a warp; absmax by warp shuffles within it)"
+
+[params.ROWS]
+values = [1, 2, 4, 8, 16]
+default = 8
+kind = "rows_per_block"
+why = "groups per block (blockDim.y)"
+
+[params.VEC]
+values = [1, 2, 4, 8]
+default = 8
+kind = "vector_width"
+why = "elements per load: 16 bytes at most; scalar fallback when the group size or a pointer is not aligned"
+
+[params.ITEMS]
+values = [1, 2, 4]
+default = 1
+kind = "items_per_thread"
+why = "vectors each lane keeps in registers (LANES * VEC * ITEMS must cover the group)"
+
+[launch]
+grid = ["cdiv(rows, ROWS)"]
+block = ["LANES", "ROWS"]
+smem = "0"
+*/
+#include <cuda_fp8.h>
+#ifndef KT_LANES
+#define KT_LANES 16
+#endif
+#ifndef KT_ROWS
+#define KT_ROWS 8
+#endif
+#ifndef KT_VEC
+#define KT_VEC 8
+#endif
+#ifndef KT_ITEMS
+#define KT_ITEMS 1
+#endif
+#ifndef KT_EXPERT_ROUND
+#define KT_EXPERT_ROUND 0  // int8 rounding of the original: 0 to nearest even, 1 toward zero (a cast), 2 half away
+#endif
+
+namespace kt {
+
+template <typename Q> struct QuantOut;
+template <> struct QuantOut<int8_t> {
+  static constexpr float qmax = 127.f, qmin = -128.f;
+  __device__ static int8_t cvt(float v) {
+#if KT_EXPERT_ROUND == 0
+    return (int8_t)__float2int_rn(v);
+#elif KT_EXPERT_ROUND == 1
+    return (int8_t)v;
+#else
+    return (int8_t)roundf(v);
+#endif
+  }
+};
+template <> struct QuantOut<__nv_fp8_e4m3> {
+  static constexpr float qmax = 448.f, qmin = -448.f;
+  __device__ static __nv_fp8_e4m3 cvt(float v) { return __nv_fp8_e4m3(v); }
+};
+template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
+  static constexpr float qmax = 448.f, qmin = -448.f;
+  __device__ static uint8_t cvt(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
+};
+
+template <int IT, typename T, typename Q>
+__device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, float* __restrict__ scales,
+                                            int group_size, int rows, float eps, float qmin, float qmax) {
+  const int g = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = g < rows;
+  const long long off = (long long)(active ? g : 0) * group_size;
+  const bool vec = vec_ok<T, KT_VEC>(group_size, x);
+  float v[IT][KT_VEC];
+  row_load<KT_LANES, KT_VEC, IT>(x + off, group_size, vec, v);
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
+  m = warp_reduce<KT_LANES>(m, Max());
+  m = fmaxf(m, eps);
+  const float scale = m / qmax;
+  if (!active) return;  // no block-wide barrier below
+  if (threadIdx.x == 0) scales[g] = scale;
+  Q* qo = q + off;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
+      if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+    }
+}
+
+template <typename T, typename Q>
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
+}
+
+}  // namespace kt
