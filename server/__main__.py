@@ -1,0 +1,3 @@
+from .main import run_stdio
+
+run_stdio()

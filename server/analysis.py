@@ -1,0 +1,141 @@
+"""Per-kernel facts the editor shows: tunable sites (templatize), spec status (find/validate), template files.
+
+Computed by the engine and cached by the text they depend on (``documents.kernel_key``), so an edit
+re-analyses only the kernels it touched. Cached spans are relocated to where their anchor (the kernel, a
+launch site, a host variable, a ``#define``) stands in the current version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+
+from agent_core import spec as spec_mod
+from agent_core.cuda_parse import kernel_has_errors
+from agent_core.model import Kernel, KerntuneError, Param, ParseIssue, Site, Span
+from agent_core.space import space_from_toml, template_file_names
+from agent_core.templatize import templatize
+from agent_core.workspace import workdir_for
+
+from .documents import Doc, Documents, kernel_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KernelFacts:
+    name: str
+    sites: list[Site] = field(default_factory=list)
+    params: dict[str, Param] = field(default_factory=dict)
+    constraints: list[str] = field(default_factory=list)
+    template_error: KerntuneError | None = None  # why the kernel has no structural template
+    spec_status: str = "ok"  # "ok" | "missing" | "invalid"
+    spec_error: KerntuneError | None = None
+    spec_origin: str = ""
+    workspace_params: list[str] = field(default_factory=list)  # params of the user's .kerntune/ space file
+    syntax_errors: list[ParseIssue] = field(default_factory=list)
+
+
+def _anchors(doc: Doc, k: Kernel) -> list[Span]:
+    out = [k.span]
+    for s in k.launch_sites:
+        out.append(s.span)
+        out.extend(v.span for v in s.host_vars.values())
+    if doc.cf is not None:
+        out.extend(d.span for d in doc.cf.defines)
+    return out
+
+
+def _relocate(span: Span, old: list[Span], new: list[Span]) -> Span:
+    for a, b in zip(old, new):
+        if a.start <= span.start and span.end <= a.end:
+            if a == b:
+                return span
+            dl = b.line - a.line
+            dcol = b.col - a.col
+            return Span(span.start + b.start - a.start, span.end + b.start - a.start, span.line + dl,
+                        span.col + (dcol if span.line == a.line else 0), span.end_line + dl,
+                        span.end_col + (dcol if span.end_line == a.line else 0))
+    return span
+
+
+def _workspace_params(doc: Doc, kernel: str) -> tuple[list[str], tuple]:
+    _, sname = template_file_names(doc.path, kernel)
+    spath = workdir_for(doc.path) / sname
+    try:
+        st = os.stat(spath)
+    except OSError:
+        return [], ()
+    stamp = (st.st_mtime_ns, st.st_size)
+    try:
+        space, _ = space_from_toml(spath.read_text(encoding="utf-8"), str(spath), None)
+        return list(space.params), stamp
+    except Exception:  # reported when the template is used
+        return [], stamp
+
+
+def _compute(doc: Doc, k: Kernel, ws_params: list[str]) -> KernelFacts:
+    cf = doc.cf
+    facts = KernelFacts(name=k.name, workspace_params=ws_params)
+    try:
+        t = templatize(cf, k.name)
+        facts.sites, facts.params, facts.constraints = list(t.sites), dict(t.space.params), list(t.space.constraints)
+    except KerntuneError as e:
+        facts.template_error = e
+    except Exception as e:  # an engine bug must not take the editor down
+        log.exception("templatize %s failed", k.name)
+        facts.template_error = KerntuneError(f"templatize failed: {e}", doc.path, k.name_span.line)
+    try:
+        s = spec_mod.find_spec(cf, k.name)
+        if s is None:
+            facts.spec_status = "missing"
+        else:
+            facts.spec_origin = s.origin
+            spec_mod.validate_spec(s, k, set(facts.params) | set(ws_params))
+    except KerntuneError as e:
+        facts.spec_status, facts.spec_error = "invalid", e
+    except Exception as e:
+        log.exception("spec check of %s failed", k.name)
+        facts.spec_status, facts.spec_error = "invalid", KerntuneError(f"spec check failed: {e}", doc.path)
+    return facts
+
+
+def kernel_facts(docs: Documents, doc: Doc, k: Kernel) -> KernelFacts:
+    """Facts for kernel ``k`` of ``doc``'s current version (cached)."""
+    def compute() -> KernelFacts:
+        errors = kernel_has_errors(doc.cf, k.name)
+        if errors:
+            return KernelFacts(name=k.name, syntax_errors=list(errors))
+        ws_params, stamp = _workspace_params(doc, k.name)
+        side = spec_mod.sidecar_path(doc.path)
+        try:
+            side_stamp = os.stat(side).st_mtime_ns
+        except OSError:
+            side_stamp = None
+        key = (kernel_key(doc, k), stamp, side_stamp)
+        anchors = _anchors(doc, k)
+        hit = docs.kernel_cache.get((doc.uri, k.name))
+        if hit is not None and hit[0] == key:
+            old_anchors, facts = hit[1], hit[2]
+            if old_anchors == anchors:
+                return facts
+            facts = replace(facts, sites=[replace(s, span=_relocate(s.span, old_anchors, anchors))
+                                          for s in facts.sites])
+            e = facts.spec_error
+            if e is not None and e.line is not None and e.path == doc.path and old_anchors[0].line != anchors[0].line:
+                e = KerntuneError(e.message, e.path, e.line + anchors[0].line - old_anchors[0].line, e.col,
+                                  e.field_name)
+                facts.spec_error = e
+        else:
+            facts = _compute(doc, k, ws_params)
+        docs.kernel_cache[(doc.uri, k.name)] = (key, anchors, facts)
+        return facts
+
+    return doc.memo(("facts", k.name), compute)
+
+
+def all_facts(docs: Documents, doc: Doc) -> list[tuple[Kernel, KernelFacts]]:
+    if doc.cf is None:
+        return []
+    return [(k, kernel_facts(docs, doc, k)) for k in doc.cf.kernels]

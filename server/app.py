@@ -1,0 +1,243 @@
+"""The kerntune language server: document sync and the handlers, wired to the feature modules.
+
+Handlers are thin: state lives in ``Documents`` / ``Results`` / ``TuningJobs``, features in lenses.py,
+diagnostics.py, actions.py, hints.py, hover.py, edits.py. A crash in a handler is logged; requests are
+answered with an error by pygls and notifications are reported to the client; the server keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from agent_core.model import KerntuneError
+
+from . import __version__, commands
+from .actions import code_actions
+from .diagnostics import diagnostics
+from .documents import Documents, is_cuda_uri
+from .edits import best_text, spec_text, workspace_edit
+from .hints import inlay_hints
+from .hover import hover
+from .lenses import code_lenses
+from .results import Results
+from .tuning import TuningJobs
+
+log = logging.getLogger("kerntune.server")
+
+
+class KerntuneServer(LanguageServer):
+    def __init__(self):
+        super().__init__("kerntune", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.docs = Documents()
+        self.results = Results()
+        self.jobs = TuningJobs(self, self.results, self.refresh)
+        self.settings: dict | None = None
+
+    def report_server_error(self, error, source):
+        log.error("server error (%s): %r", getattr(source, "__name__", source), error, exc_info=error)
+        super().report_server_error(error, source)
+
+    @property
+    def encoding(self) -> str:
+        return str(self.docs.encoding)
+
+    def publish(self, uri: str) -> None:
+        doc = self.docs.get(uri)
+        if doc is None:
+            return
+        try:
+            diags = diagnostics(self.docs, doc, self.results, self.encoding)
+        except Exception:
+            log.exception("diagnostics of %s failed", uri)
+            diags = []
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
+                                                                            version=doc.version))
+
+    def refresh(self, uri: str, final: bool) -> None:
+        """After a tuning event: republish diagnostics, ask the client to re-request lenses and hints."""
+        self.publish(uri)
+        ws = getattr(self.client_capabilities, "workspace", None)
+        if getattr(getattr(ws, "code_lens", None), "refresh_support", False):
+            self.workspace_code_lens_refresh(None)
+        if getattr(getattr(ws, "inlay_hint", None), "refresh_support", False):
+            self.workspace_inlay_hint_refresh(None)
+
+    async def load_settings(self) -> dict | None:
+        ws = getattr(self.client_capabilities, "workspace", None)
+        if not getattr(ws, "configuration", False):
+            return self.settings
+        try:
+            got = await asyncio.wait_for(self.workspace_configuration_async(
+                lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="kerntune")])), 5)
+            if got and isinstance(got[0], dict):
+                self.settings = got[0]
+        except Exception as e:
+            log.info("workspace/configuration failed: %r", e)
+        return self.settings
+
+    def doc_or_error(self, uri: str):
+        doc = self.docs.get(uri)
+        if doc is None:
+            raise KerntuneError(f"{uri} is not open in the editor")
+        return doc
+
+
+def create_server() -> KerntuneServer:
+    ls = KerntuneServer()
+
+    @ls.feature(lsp.INITIALIZED)
+    def initialized(ls: KerntuneServer, params: lsp.InitializedParams):
+        ls.docs.encoding = ls.workspace.position_encoding or "utf-16"
+        log.info("kerntune %s ready (position encoding %s)", __version__, ls.docs.encoding)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: KerntuneServer, params: lsp.DidOpenTextDocumentParams):
+        td = params.text_document
+        if not is_cuda_uri(td.uri) and td.language_id not in ("cuda-cpp", "cuda"):
+            return
+        ls.docs.open(td.uri, td.text, td.version)
+        ls.publish(td.uri)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: KerntuneServer, params: lsp.DidChangeTextDocumentParams):
+        td = params.text_document
+        if ls.docs.change(td.uri, list(params.content_changes), td.version) is not None:
+            ls.publish(td.uri)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: KerntuneServer, params: lsp.DidSaveTextDocumentParams):
+        doc = ls.docs.get(params.text_document.uri)
+        if doc is not None:
+            if params.text is not None and params.text != doc.text:
+                ls.docs.replace(doc.uri, params.text, doc.version)
+            doc.cache.clear()  # sidecar spec / template files may have changed with the save
+            ls.results.forget(doc.path)
+            ls.publish(doc.uri)
+
+    @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: KerntuneServer, params: lsp.DidCloseTextDocumentParams):
+        ls.docs.close(params.text_document.uri)
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri,
+                                                                          diagnostics=[]))
+
+    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: KerntuneServer, params: lsp.CodeLensParams):
+        doc = ls.docs.get(params.text_document.uri)
+        return code_lenses(doc, ls.results, ls.encoding) if doc else []
+
+    @ls.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
+        code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, "refactor.kerntune"]))
+    def code_action(ls: KerntuneServer, params: lsp.CodeActionParams):
+        doc = ls.docs.get(params.text_document.uri)
+        return code_actions(doc, ls.results, params, ls.encoding) if doc else []
+
+    @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def on_hover(ls: KerntuneServer, params: lsp.HoverParams):
+        doc = ls.docs.get(params.text_document.uri)
+        return hover(ls.docs, doc, ls.results, params.position, ls.encoding) if doc else None
+
+    @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+    def inlay_hint(ls: KerntuneServer, params: lsp.InlayHintParams):
+        doc = ls.docs.get(params.text_document.uri)
+        return inlay_hints(ls.docs, doc, ls.results, params.range, ls.encoding) if doc else []
+
+    # ------------------------------------------------------------------ commands (arguments: uri, kernel)
+    @ls.command(commands.OPTIMIZE)
+    async def optimize(ls: KerntuneServer, uri: str, kernel: str, options: dict | None = None):
+        doc = ls.doc_or_error(uri)
+        settings = await ls.load_settings()
+        return await ls.jobs.start(uri, doc.path, doc.text, kernel, settings, options)
+
+    @ls.command(commands.CANCEL)
+    def cancel(ls: KerntuneServer, uri: str, kernel: str):
+        doc = ls.doc_or_error(uri)
+        return {"cancelled": ls.jobs.cancel(doc.path, kernel)}
+
+    @ls.command(commands.TEMPLATIZE)
+    async def templatize_cmd(ls: KerntuneServer, uri: str, kernel: str, force: bool = False):
+        doc = ls.doc_or_error(uri)
+        loop = asyncio.get_running_loop()
+        try:
+            tpath, spath, written = await loop.run_in_executor(None, _templatize, doc.path, doc.text, kernel, force)
+        except KerntuneError as e:
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error,
+                                                         message=f"kerntune: cannot templatize '{kernel}': {e}"))
+            return {"status": "error", "message": str(e)}
+        ls.docs.kernel_cache.pop((uri, kernel), None)
+        doc.cache.clear()
+        if getattr(getattr(ls.client_capabilities, "window", None), "show_document", None):
+            for p, focus in ((spath, False), (tpath, True)):
+                try:
+                    await ls.window_show_document_async(lsp.ShowDocumentParams(uri=Path(p).as_uri(),
+                                                                               take_focus=focus))
+                except Exception as e:
+                    log.info("showDocument failed: %r", e)
+        ls.publish(uri)
+        return {"status": "written" if written else "exists", "template": str(tpath), "space": str(spath)}
+
+    @ls.command(commands.APPLY_BEST)
+    async def apply_best(ls: KerntuneServer, uri: str, kernel: str):
+        doc = ls.doc_or_error(uri)
+        summary = ls.results.summary(doc, kernel)
+        version, text = doc.version, doc.text
+        loop = asyncio.get_running_loop()
+        try:
+            new = await loop.run_in_executor(None, best_text, doc.path, text, kernel, summary)
+        except KerntuneError as e:
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error,
+                                                         message=f"kerntune: cannot apply: {e.message}"))
+            return {"applied": False, "message": e.message}
+        if doc.version != version:
+            return {"applied": False, "message": "the document changed while the rewrite was checked; try again"}
+        res = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
+            edit=workspace_edit(doc, new, ls.encoding), label=f"kerntune: apply best configuration of {kernel}"))
+        return {"applied": bool(res.applied), "params": summary.get("best_params") if summary else None,
+                "message": res.failure_reason}
+
+    @ls.command(commands.CREATE_SPEC)
+    async def create_spec(ls: KerntuneServer, uri: str, kernel: str):
+        doc = ls.doc_or_error(uri)
+        try:
+            new = spec_text(doc, kernel)
+        except KerntuneError as e:
+            return {"applied": False, "message": e.message}
+        res = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
+            edit=workspace_edit(doc, new, ls.encoding), label=f"kerntune: tuning spec for {kernel}"))
+        return {"applied": bool(res.applied)}
+
+    @ls.command(commands.SHOW_RESULT)
+    def show_result(ls: KerntuneServer, uri: str, kernel: str):
+        doc = ls.doc_or_error(uri)
+        s = ls.results.summary(doc, kernel)
+        live = ls.results.live.get((doc.path, kernel))
+        if live is not None and not live.finished:
+            return {"running": True, "done": live.done, "total": live.total, "speedup": live.speedup}
+        return s
+
+    @ls.feature(lsp.SHUTDOWN)
+    def shutdown(ls: KerntuneServer, *args):
+        ls.jobs.shutdown()
+        ls.results.close()
+
+    return ls
+
+
+def _templatize(path: str, text: str, kernel: str, force: bool):
+    from agent_core.space import template_file_names, write_template_files
+    from agent_core.templatize import templatize
+    from agent_core.tuner import parse_checked
+    from agent_core.workspace import workdir_for
+
+    cf, _ = parse_checked(path, kernel, text)
+    wd = workdir_for(path)
+    tname, sname = template_file_names(path, kernel)
+    if (wd / sname).exists() and (wd / tname).exists() and not force:
+        return wd / tname, wd / sname, False
+    t = templatize(cf, kernel)
+    tpath, spath = write_template_files(t, wd)
+    return tpath, spath, True

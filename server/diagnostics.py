@@ -1,0 +1,87 @@
+"""Diagnostics: hard-coded tunables (information), spec problems (missing: information with a quick fix;
+invalid: warning at the field), kernels kerntune cannot tune, and the tuning result / live best (hint)."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from .analysis import KernelFacts, all_facts
+from .documents import Doc, Documents
+from .results import Results
+
+SOURCE = "kerntune"
+INFO, WARN, HINT = lsp.DiagnosticSeverity.Information, lsp.DiagnosticSeverity.Warning, lsp.DiagnosticSeverity.Hint
+
+
+def _fmt_params(p: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (p or {}).items())
+
+
+def _domain(values: list[int]) -> str:
+    if len(values) <= 8:
+        return ", ".join(map(str, values))
+    return f"{values[0]}, {values[1]}, …, {values[-1]} ({len(values)} values)"
+
+
+def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encoding: str) -> list[lsp.Diagnostic]:
+    idx = doc.index
+    name_rng = idx.range(k.name_span, encoding)
+    out: list[lsp.Diagnostic] = []
+
+    def diag(rng, msg, sev, code, data=None):
+        out.append(lsp.Diagnostic(range=rng, message=msg, severity=sev, source=SOURCE, code=code, data=data))
+
+    for e in facts.syntax_errors[:3]:
+        diag(idx.range(e.span, encoding), f"kernel '{k.name}' has a syntax error here ({e.message}): "
+             "kerntune cannot templatize or tune it until it is fixed", INFO, "syntax-error")
+    if facts.syntax_errors:
+        return out
+    if facts.template_error is not None:
+        diag(name_rng, f"nothing tunable found in '{k.name}': {facts.template_error.message}", INFO, "not-tunable")
+    for s in facts.sites:
+        p = facts.params.get(s.param)
+        if p is None:
+            continue
+        what = p.why or p.kind.replace("_", " ")
+        diag(idx.range(s.span, encoding),
+             f"hard-coded {p.kind.replace('_', ' ')} {s.original_text}: tunable as {p.name} "
+             f"(domain {_domain(p.values)}); {what}. 'Optimize kernel' searches it on the GPU.",
+             INFO, "tunable", {"kernel": k.name, "param": p.name})
+    if facts.spec_status == "missing":
+        diag(name_rng, f"kernel '{k.name}' has no tuning spec: kerntune needs one to run it on its own. "
+             "Quick fix: 'Create tuning spec' drafts it above the kernel.", INFO, "missing-spec",
+             {"kernel": k.name})
+    elif facts.spec_status == "invalid" and facts.spec_error is not None:
+        e = facts.spec_error
+        if e.path in (None, "", doc.path) and e.line is not None:
+            line = min(e.line, idx.line_count - 1)
+            rng = lsp.Range(start=lsp.Position(line=line, character=0),
+                            end=lsp.Position(line=line, character=idx.character(line, len(idx.line_bytes(line)),
+                                                                                 encoding)))
+            msg = e.message
+        else:
+            rng, msg = name_rng, str(e)
+        field = f" [{e.field_name}]" if e.field_name else ""
+        diag(rng, f"tuning spec of '{k.name}'{field}: {msg}", WARN, "invalid-spec",
+             {"kernel": k.name, "field": e.field_name})
+
+    live = results.live.get((doc.path, k.name))
+    if live is not None and not live.finished:
+        best = (f", best so far {live.speedup:.2f}x with {_fmt_params(live.best.params)}"
+                if live.best and live.speedup else "")
+        diag(name_rng, f"kerntune: tuning {live.done}/{live.total} ({live.ok} ok, {live.failed} failed, "
+             f"{live.pruned} pruned){best}", HINT, "tuning")
+    else:
+        s = results.summary(doc, k.name)
+        if s and s.get("speedup"):
+            stale = " (stale: the file changed since; optimize again)" if s.get("stale") else ""
+            diag(name_rng, f"kerntune: {s['speedup']:.2f}x faster with {_fmt_params(s.get('best_params'))} "
+                 f"on {s.get('device')}{stale}", HINT, "result")
+    return out
+
+
+def diagnostics(docs: Documents, doc: Doc, results: Results, encoding: str) -> list[lsp.Diagnostic]:
+    out: list[lsp.Diagnostic] = []
+    for k, facts in all_facts(docs, doc):
+        out.extend(kernel_diagnostics(doc, k, facts, results, encoding))
+    return out

@@ -1,0 +1,64 @@
+"""Workspace edits the server proposes: the tuned rewrite (kernel + launch site, one undo) and the drafted spec.
+Both come from the engine (``apply.render`` / ``spec.insert_spec``) and are turned into minimal TextEdits."""
+
+from __future__ import annotations
+
+import shutil
+
+from lsprotocol import types as lsp
+
+from agent_core import spec as spec_mod
+from agent_core.apply import check_compiles, render, text_edits
+from agent_core.model import KerntuneError
+from agent_core.store import Store
+from agent_core.tuner import prepare
+from agent_core.workspace import store_path_for
+
+from .documents import Doc
+
+
+def workspace_edit(doc: Doc, new_text: str, encoding: str) -> lsp.WorkspaceEdit:
+    """Minimal edits turning the document's text into ``new_text``, pinned to its version."""
+    edits = [lsp.TextEdit(range=doc.index.offsets_range(s, e, encoding), new_text=r)
+             for s, e, r in text_edits(doc.text, new_text)]
+    return lsp.WorkspaceEdit(document_changes=[lsp.TextDocumentEdit(
+        text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+        edits=edits)])
+
+
+def spec_text(doc: Doc, kernel: str) -> str:
+    """The document with the drafted spec inserted above ``kernel``."""
+    if doc.cf is None:
+        raise KerntuneError("the file could not be parsed", doc.path)
+    existing = spec_mod.find_spec(doc.cf, kernel)
+    if existing is not None:
+        k = doc.cf.kernel(kernel)
+        raise KerntuneError(f"kernel '{kernel}' already has a spec ({existing.origin}); edit it there",
+                            doc.path, k.name_span.line)
+    return spec_mod.insert_spec(doc.text, doc.cf, kernel)
+
+
+def best_text(path: str, text: str, kernel: str, summary: dict | None, check_compile: bool = True) -> str:
+    """The file rewritten to the stored best configuration (runs off the event loop: it may call nvcc)."""
+    if not summary or not summary.get("best_params"):
+        raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
+    if summary.get("stale"):
+        raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
+                            path)
+    prep = prepare(path, kernel, text)
+    template = prep.template
+    if template.template_hash != summary.get("template_hash"):
+        store = Store(store_path_for(path))
+        try:
+            row = store.get_template(summary["template_hash"])
+        finally:
+            store.close()
+        if not row:
+            raise KerntuneError("the template that was tuned is not in the store; optimize again", path)
+        template.text = row["text"]
+    new = render(template, summary["best_params"])
+    if new == text:
+        raise KerntuneError(f"the best configuration of '{kernel}' is the original one: nothing to change", path)
+    if check_compile and shutil.which("nvcc"):
+        check_compiles(new, path, (summary.get("best_resources") or {}).get("arch") or summary.get("arch") or "sm_90")
+    return new

@@ -1,0 +1,44 @@
+"""Code lenses above each __global__ kernel: Optimize, Templatize, Apply best / tuning progress / Cancel."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from . import commands
+from .documents import Doc
+from .results import Results
+
+
+def _fmt_x(x: float | None) -> str:
+    return f"{x:.2f}x" if x else "no speedup"
+
+
+def code_lenses(doc: Doc, results: Results, encoding: str) -> list[lsp.CodeLens]:
+    if doc.cf is None:
+        return []
+    out: list[lsp.CodeLens] = []
+    for k in doc.cf.kernels:
+        pos = doc.index.position(k.span.line, k.span.col, encoding)
+        rng = lsp.Range(start=pos, end=pos)
+        args = [doc.uri, k.name]
+
+        def lens(title: str, cmd: str) -> None:
+            out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=cmd, arguments=args)))
+
+        live = results.live.get((doc.path, k.name))
+        if live is not None and not live.finished:
+            best = f", best {live.speedup:.2f}x" if live.speedup else ""
+            lens(f"$(sync~spin) Tuning {live.done}/{live.total}{best}", commands.SHOW_RESULT)
+            lens("Cancel tuning", commands.CANCEL)
+            continue
+        lens("Optimize kernel", commands.OPTIMIZE)
+        lens("Templatize", commands.TEMPLATIZE)
+        s = results.summary(doc, k.name)
+        if s and s.get("best_params"):
+            if s.get("stale"):
+                lens(f"Result stale ({_fmt_x(s.get('speedup'))}, file changed): re-optimize", commands.OPTIMIZE)
+            elif s.get("best_params") != s.get("original_params"):
+                lens(f"Apply best ({_fmt_x(s.get('speedup'))})", commands.APPLY_BEST)
+            else:
+                lens("Already at the best configuration found", commands.SHOW_RESULT)
+    return out

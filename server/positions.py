@@ -1,0 +1,111 @@
+"""UTF-8 byte offsets (tree-sitter, the engine's Spans) <-> LSP positions (UTF-16 by default).
+
+The negotiated position encoding ("utf-16", "utf-8" or "utf-32") is given to each call. Lines are split on
+"\\n" (a "\\r\\n" ending leaves "\\r" at the end of the line, which no column ever points past).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from lsprotocol import types as lsp
+
+from agent_core.model import Span
+
+UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
+
+
+def line_starts(data: bytes) -> list[int]:
+    """Byte offset of the start of every line (the first is 0)."""
+    starts = [0]
+    find = data.find
+    i = find(b"\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find(b"\n", i + 1)
+    return starts
+
+
+def _units(s: str, encoding: str) -> int:
+    if encoding == UTF16:
+        return len(s.encode("utf-16-le")) // 2
+    if encoding == UTF32:
+        return len(s)
+    return len(s.encode("utf-8"))
+
+
+class LineIndex:
+    """One version of a document's text, for position conversions."""
+
+    def __init__(self, text: str, data: bytes | None = None):
+        self.text = text
+        self.data = text.encode("utf-8") if data is None else data
+        self.starts = line_starts(self.data)
+
+    @property
+    def line_count(self) -> int:
+        return len(self.starts)
+
+    def line_bytes(self, line: int) -> bytes:
+        if line < 0:
+            return b""
+        if line >= len(self.starts):
+            return b""
+        end = self.starts[line + 1] - 1 if line + 1 < len(self.starts) else len(self.data)
+        return self.data[self.starts[line]:end]
+
+    # ---------------------------------------------------------------- bytes -> LSP
+    def character(self, line: int, byte_col: int, encoding: str = UTF16) -> int:
+        """The LSP character of byte column ``byte_col`` on ``line``."""
+        if encoding == UTF8:
+            return byte_col
+        seg = self.line_bytes(line)[:byte_col]
+        if seg.isascii():
+            return len(seg)
+        return _units(seg.decode("utf-8", "replace"), encoding)
+
+    def position(self, line: int, byte_col: int, encoding: str = UTF16) -> lsp.Position:
+        return lsp.Position(line=line, character=self.character(line, byte_col, encoding))
+
+    def offset_position(self, offset: int, encoding: str = UTF16) -> lsp.Position:
+        offset = max(0, min(offset, len(self.data)))
+        line = bisect_right(self.starts, offset) - 1
+        return self.position(line, offset - self.starts[line], encoding)
+
+    def range(self, span: Span, encoding: str = UTF16) -> lsp.Range:
+        return lsp.Range(start=self.position(span.line, span.col, encoding),
+                         end=self.position(span.end_line, span.end_col, encoding))
+
+    def offsets_range(self, start: int, end: int, encoding: str = UTF16) -> lsp.Range:
+        return lsp.Range(start=self.offset_position(start, encoding), end=self.offset_position(end, encoding))
+
+    # ---------------------------------------------------------------- LSP -> bytes
+    def byte_col(self, line: int, character: int, encoding: str = UTF16) -> int:
+        """The byte column of LSP ``character`` on ``line`` (clamped to the line's end)."""
+        raw = self.line_bytes(line)
+        if encoding == UTF8 or raw.isascii():
+            return max(0, min(character, len(raw)))
+        s = raw.decode("utf-8", "replace")
+        units = 0
+        for i, ch in enumerate(s):
+            if units >= character:
+                return len(s[:i].encode("utf-8"))
+            units += (2 if ord(ch) > 0xFFFF else 1) if encoding == UTF16 else 1
+        return len(raw)
+
+    def offset(self, pos: lsp.Position, encoding: str = UTF16) -> int:
+        """Byte offset of an LSP position (a line past the end maps to the end of the text)."""
+        if pos.line >= len(self.starts):
+            return len(self.data)
+        return self.starts[pos.line] + self.byte_col(pos.line, pos.character, encoding)
+
+
+def span_contains(span: Span, line: int, byte_col: int) -> bool:
+    """Whether (line, byte column) lies inside ``span`` (end inclusive, so a cursor just after a word counts)."""
+    if line < span.line or line > span.end_line:
+        return False
+    if line == span.line and byte_col < span.col:
+        return False
+    if line == span.end_line and byte_col > span.end_col:
+        return False
+    return True

@@ -1,0 +1,111 @@
+"""Tuning results for the editor: the engine's stored summaries, and the live state of running sessions.
+
+Stored results come from ``tuner.result_summary`` over the store beside the file (read-only here; the
+tuning thread writes through its own connection). A running session's best-so-far is kept in ``Live``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from agent_core.model import Evaluation, sha256_text
+from agent_core.store import Store
+from agent_core.tuner import result_summary
+from agent_core.workspace import store_path_for
+
+from .documents import Doc
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Live:
+    """A tuning session in progress (updated on the event loop from the tuner's events)."""
+    uri: str
+    path: str
+    kernel: str
+    token: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: int = 0
+    total: int = 0
+    best: Evaluation | None = None
+    ok: int = 0
+    failed: int = 0
+    pruned: int = 0
+    message: str = "starting"
+    finished: bool = False
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or not self.best.objective:
+            return None
+        return 1.0 / self.best.objective
+
+
+class Results:
+    """Stored summaries by (path, kernel), re-read when the store file changes; live sessions by (path, kernel)."""
+
+    def __init__(self):
+        self.live: dict[tuple[str, str], Live] = {}
+        self._stores: dict[str, tuple[tuple, Store]] = {}
+        self._cache: dict[tuple[str, str], tuple[tuple, dict | None]] = {}
+
+    def _store(self, path: str) -> tuple[tuple, Store] | None:
+        sp = store_path_for(path)
+        try:
+            st = os.stat(sp)
+        except OSError:
+            return None
+        wal = sp.with_name(sp.name + "-wal")
+        try:
+            wst = os.stat(wal)
+            wstamp = (wst.st_mtime_ns, wst.st_size)
+        except OSError:
+            wstamp = None
+        stamp = (str(sp), st.st_mtime_ns, st.st_size, wstamp)
+        have = self._stores.get(str(sp))
+        if have is None:
+            have = (stamp, Store(sp))
+            self._stores[str(sp)] = have
+        elif have[0] != stamp:
+            have = (stamp, have[1])
+            self._stores[str(sp)] = have
+        return have
+
+    def summary(self, doc: Doc, kernel: str) -> dict | None:
+        """The latest stored summary for ``kernel`` with "stale" for the document's current text."""
+        got = self._store(doc.path)
+        if got is None:
+            return None
+        stamp, store = got
+        key = (doc.path, kernel)
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != stamp:
+            try:
+                s = result_summary(store, doc.path, kernel, None)
+            except Exception:
+                log.exception("reading the store for %s failed", kernel)
+                s = None
+            hit = (stamp, s)
+            self._cache[key] = hit
+        s = hit[1]
+        if s is None:
+            return None
+        text_hash = doc.memo("sha256", lambda: sha256_text(doc.text))
+        return {**s, "stale": text_hash != s.get("original_hash")}
+
+    def forget(self, path: str) -> None:
+        """Drop cached summaries for ``path`` (after a session wrote to its store)."""
+        for key in [k for k in self._cache if k[0] == path]:
+            del self._cache[key]
+
+    def close(self) -> None:
+        for _, store in self._stores.values():
+            try:
+                store.close()
+            except Exception:
+                pass
+        self._stores.clear()

@@ -1,0 +1,181 @@
+"""The tuning job, off the event loop: prepare, open the backend, run ``tuner.tune`` in a thread (the GPU
+backend runs the kernels in worker processes), report `$/progress` with the best so far, and cancel from
+the progress notification or the Cancel command."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from lsprotocol import types as lsp
+
+from agent_core.model import KerntuneError, NoGpuError, Status
+from agent_core.store import Store
+from agent_core.tuner import TuneEvent, TuneOptions, open_backend, prepare, tune
+from agent_core.workspace import store_path_for
+
+from .results import Live, Results
+
+log = logging.getLogger(__name__)
+UPDATE_EVERY_S = 0.2  # at most this often: diagnostics / lens / hint refreshes while tuning
+
+
+def options_from(settings: dict | None, override: dict | None) -> TuneOptions:
+    t = dict((settings or {}).get("tuning") or {})
+    t.update(override or {})
+    opt = TuneOptions()
+    if t.get("budget"):
+        opt.budget = int(t["budget"])
+    if t.get("timeBudgetSeconds"):
+        opt.time_budget_s = float(t["timeBudgetSeconds"])
+    if t.get("strategy"):
+        opt.strategy = str(t["strategy"])
+    if t.get("seed") is not None:
+        opt.seed = int(t["seed"])
+    return opt
+
+
+class TuningJobs:
+    def __init__(self, ls, results: Results, on_update: Callable[[str, bool], None]):
+        self.ls = ls
+        self.results = results
+        self.on_update = on_update  # (uri, final) -> republish diagnostics, refresh lenses and hints
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kerntune-tune")
+        self.tasks: set[asyncio.Task] = set()
+
+    def message(self, text: str, kind=lsp.MessageType.Info) -> None:
+        self.ls.window_show_message(lsp.ShowMessageParams(type=kind, message=text))
+
+    async def start(self, uri: str, path: str, text: str, kernel: str, settings: dict | None,
+                    override: dict | None = None) -> dict:
+        key = (path, kernel)
+        live = self.results.live.get(key)
+        if live is not None and not live.finished:
+            return {"status": "running", "token": live.token}
+        loop = asyncio.get_running_loop()
+        options = options_from(settings, override)
+        try:
+            prep = await loop.run_in_executor(self.executor, prepare, path, kernel, text)
+        except KerntuneError as e:
+            self.message(f"kerntune: cannot tune '{kernel}': {e}", lsp.MessageType.Error)
+            return {"status": "error", "message": str(e), "line": e.line, "field": e.field_name}
+        try:
+            backend = await loop.run_in_executor(self.executor, open_backend, None, None, None)
+        except NoGpuError as e:
+            self.message(f"kerntune: {e.message}", lsp.MessageType.Warning)
+            return {"status": "no-gpu", "message": e.message}
+        except KerntuneError as e:
+            self.message(f"kerntune: {e}", lsp.MessageType.Error)
+            return {"status": "error", "message": str(e)}
+        token = f"kerntune-tune-{uuid.uuid4().hex[:12]}"
+        live = Live(uri=uri, path=path, kernel=kernel, token=token, total=options.budget)
+        self.results.live[key] = live
+        progress = bool(getattr(getattr(self.ls.client_capabilities, "window", None), "work_done_progress", False))
+        if progress:
+            try:
+                await self.ls.work_done_progress.create_async(token)
+                fut = self.ls.work_done_progress.tokens.get(token)
+                if fut is not None:
+                    fut.add_done_callback(lambda f: live.cancel.set() if f.cancelled() else None)
+            except Exception:
+                log.exception("window/workDoneProgress/create failed; tuning without progress")
+                progress = False
+        if progress:
+            self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
+                title=f"kerntune: tuning {kernel}", cancellable=True, percentage=0,
+                message=f"0/{options.budget} on {backend.name}"))
+        task = asyncio.ensure_future(self._run(live, prep, backend, options, progress))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        self.on_update(uri, False)
+        return {"status": "started", "token": token}
+
+    def cancel(self, path: str, kernel: str) -> bool:
+        live = self.results.live.get((path, kernel))
+        if live is None or live.finished:
+            return False
+        live.cancel.set()
+        live.message = "cancelling"
+        return True
+
+    def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop) -> dict:
+        store = Store(store_path_for(prep.path))
+
+        def on_event(ev: TuneEvent) -> None:
+            loop.call_soon_threadsafe(self._on_event, live, ev)
+
+        try:
+            res = tune(prep.path, live.kernel, backend, store, options, on_event=on_event, cancel=live.cancel,
+                       text=prep.text, prepared=prep)
+            return {"status": res.status, "summary": res.summary}
+        finally:
+            try:
+                backend.close()
+            finally:
+                store.close()
+
+    def _on_event(self, live: Live, ev: TuneEvent) -> None:
+        live.done, live.total = ev.done, ev.total or live.total
+        if ev.best is not None:
+            live.best = ev.best
+        if ev.kind == "evaluation" and ev.evaluation is not None:
+            st = ev.evaluation.status
+            if st == Status.PRUNED:
+                live.pruned += 1
+            elif st == Status.OK:
+                live.ok += 1
+            else:
+                live.failed += 1
+        if ev.kind in ("status", "original"):
+            live.message = ev.message
+        now = time.monotonic()
+        if ev.kind in ("evaluation", "best", "original") and now - getattr(live, "_last", 0.0) >= UPDATE_EVERY_S:
+            live._last = now  # type: ignore[attr-defined]
+            self._report(live)
+            self.on_update(live.uri, False)
+        elif ev.kind == "status":
+            self._report(live)
+
+    def _report(self, live: Live) -> None:
+        if live.token not in self.ls.work_done_progress.tokens:
+            return
+        best = f", best {live.speedup:.2f}x" if live.speedup else ""
+        pct = int(100 * live.done / live.total) if live.total else None
+        self.ls.work_done_progress.report(live.token, lsp.WorkDoneProgressReport(
+            message=f"{live.done}/{live.total}{best} · {live.message}", percentage=pct, cancellable=True))
+
+    async def _run(self, live: Live, prep, backend, options: TuneOptions, progress: bool) -> None:
+        loop = asyncio.get_running_loop()
+        result: dict = {"status": "failed", "summary": {}}
+        try:
+            result = await loop.run_in_executor(self.executor, self._tune_thread, live, prep, backend, options, loop)
+        except KerntuneError as e:
+            self.message(f"kerntune: tuning '{live.kernel}' failed: {e}", lsp.MessageType.Error)
+        except Exception as e:
+            log.exception("tuning %s failed", live.kernel)
+            self.message(f"kerntune: tuning '{live.kernel}' failed: {e!r} (see the output channel)",
+                         lsp.MessageType.Error)
+        finally:
+            live.finished = True
+            self.results.live.pop((live.path, live.kernel), None)
+            self.results.forget(live.path)
+        s = result.get("summary") or {}
+        sp = s.get("speedup")
+        status = result.get("status")
+        text = (f"{live.kernel}: {status}, {sp:.2f}x with {s.get('best_params')}" if sp
+                else f"{live.kernel}: {status}, no verified speedup")
+        if progress:
+            self.ls.work_done_progress.end(live.token, lsp.WorkDoneProgressEnd(message=text))
+            self.ls.work_done_progress.tokens.pop(live.token, None)
+        if result.get("summary"):
+            self.message(f"kerntune: {text}" + (" — 'Apply best' is above the kernel." if sp and sp > 1 else ""))
+        self.on_update(live.uri, True)
+
+    def shutdown(self) -> None:
+        for live in list(self.results.live.values()):
+            live.cancel.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
