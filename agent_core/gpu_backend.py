@@ -1,0 +1,375 @@
+"""The GPU backend, parent side: worker processes, the watchdog, restarts after a crash, ncu profiles.
+
+The parent never imports pycuda nor creates a CUDA context. Each worker is a ``multiprocessing`` spawn
+process running ``gpu_worker.serve`` with a ``GpuWorker``; requests and replies are picklable dataclasses
+over a Pipe. A request that makes no progress (no heartbeat) for ``watchdog_s`` kills the worker (TIMEOUT);
+a worker that dies or reports a poisoned context is dropped (CRASHED) and the next request starts a fresh
+one, which first re-runs the session's ``start(problem)`` setup with the same timing batches.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import functools
+import importlib.util
+import io
+import logging
+import math
+import multiprocessing as mp
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from . import spec as spec_mod
+from .backend import Problem, Variant
+from .gpu_worker import GpuWorker, serve
+from .model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
+
+_log = logging.getLogger("kerntune.gpu")
+
+
+# --------------------------------------------------------------------------------------------- availability
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> tuple[bool, str]:
+    """(True, device count) or (False, why not), without importing pycuda or creating a context."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False, "pycuda is not installed (pip install 'kerntune[gpu]')"
+    if shutil.which("nvcc") is None:
+        return False, "nvcc is not on PATH (install the CUDA toolkit or add its bin/ to PATH)"
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False, "no NVIDIA driver (libcuda.so.1 cannot be loaded)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        msg = ctypes.c_char_p()
+        lib.cuGetErrorString(rc, ctypes.byref(msg))
+        return False, f"the CUDA driver does not initialize: {(msg.value or b'').decode() or rc}"
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return False, "no CUDA device"
+    return True, f"{count.value} CUDA device(s)"
+
+
+# --------------------------------------------------------------------------------------------- worker processes
+class WorkerFailure(KerntuneError):
+    """A request did not complete in the worker."""
+
+
+class WorkerTimeout(WorkerFailure):
+    """No progress within the watchdog; the worker was killed."""
+
+
+class WorkerCrashed(WorkerFailure):
+    """The worker died, or reported a CUDA error that poisoned its context, and was dropped."""
+
+
+class WorkerError(WorkerFailure):
+    """The request raised in the worker (which is still usable)."""
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class WorkerProcess:
+    """One spawn process running ``serve(conn, factory, args)`` and its end of the pipe."""
+
+    def __init__(self, factory: Callable, args: tuple = (), watchdog_s: float = 30.0, startup_s: float = 180.0):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.watchdog_s = watchdog_s
+        self.proc = ctx.Process(target=serve, args=(child, factory, args), name="kerntune-gpu-worker", daemon=True)
+        self.proc.start()
+        child.close()
+        msg = self._wait(startup_s, "starting the worker")
+        if msg[0] == "init_error":
+            self.stop()
+            raise WorkerError(f"the GPU worker could not start: {msg[1]}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        """Run ``op`` in the worker; raise WorkerTimeout / WorkerCrashed / WorkerError."""
+        try:
+            self.conn.send((op, args, kwargs))
+        except (OSError, ValueError):
+            self.kill()
+            raise WorkerCrashed(f"the worker is gone ({_death(self.proc.exitcode)})") from None
+        msg = self._wait(self.watchdog_s, op)
+        if msg[2]:  # the worker exits after this reply: its context is poisoned
+            self.proc.join(10)
+            self.kill()
+            if msg[0] == "error":
+                raise WorkerCrashed(msg[1])
+        if msg[0] == "error":
+            raise WorkerError(msg[1])
+        return msg[1]
+
+    def _wait(self, timeout: float, what: str) -> tuple:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no progress for {timeout:g} s while {what} (a kernel that never "
+                                    "finishes?); the worker was stopped")
+            ready = False
+            try:
+                ready = self.conn.poll(min(left, 0.5))
+                msg = self.conn.recv() if ready else None
+            except (EOFError, OSError):
+                msg = None
+                ready = True
+            if msg is not None:
+                if msg[0] == "beat":
+                    deadline = time.monotonic() + timeout
+                    continue
+                return msg
+            if ready or not self.proc.is_alive():
+                self.proc.join(5)
+                code = self.proc.exitcode
+                self.kill()
+                raise WorkerCrashed(f"the worker process died while {what} ({_death(code)})")
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(10)
+        self.conn.close()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send(("stop", (), {}))
+                self.proc.join(10)
+            except (OSError, ValueError):
+                pass
+        self.kill()
+
+
+class Supervisor:
+    """Keeps one worker; starts a fresh one when needed and replays the remembered setup request on it."""
+
+    def __init__(self, factory: Callable, args: tuple = (), watchdog_s: float = 30.0,
+                 startup_s: float = 180.0, log: Callable[[str], None] | None = None):
+        self.factory, self.args = factory, args
+        self.watchdog_s, self.startup_s = watchdog_s, startup_s
+        self.log = log or _log.info
+        self.worker: WorkerProcess | None = None
+        self.setup: tuple[str, tuple, dict] | None = None
+        self.restarts = 0
+
+    def remember_setup(self, op: str | None, *args: Any, **kwargs: Any) -> None:
+        """The request a fresh worker must run first (the current worker has already run it)."""
+        self.setup = (op, args, kwargs) if op else None
+
+    def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        w = self._ensure()
+        return w.call(op, *args, **kwargs)  # a dead worker stays here until _ensure replaces it
+
+    def _ensure(self) -> WorkerProcess:
+        if self.worker is not None and self.worker.alive:
+            return self.worker
+        if self.worker is not None:
+            self.worker.kill()
+            self.restarts += 1
+            self.log(f"starting a fresh GPU worker (restart {self.restarts})")
+        self.worker = None
+        w = WorkerProcess(self.factory, self.args, self.watchdog_s, self.startup_s)
+        if self.setup:
+            op, a, kw = self.setup
+            try:
+                w.call(op, *a, **kw)
+            except WorkerFailure as e:
+                w.kill()
+                raise WorkerFailure(f"a fresh worker could not redo the session's setup: {e.message}") from None
+        self.worker = w
+        return w
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+# --------------------------------------------------------------------------------------------- the backend
+PROFILE_METRICS = ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                   "sm__warps_active.avg.pct_of_peak_sustained_active",
+                   "launch__registers_per_thread", "gpu__time_duration.sum")
+
+
+class GpuBackend:
+    """``backend.Backend`` on a real GPU through pycuda, in worker processes (module docstring)."""
+
+    name = "gpu"
+
+    def __init__(self, device_index: int = 0, watchdog_s: float = 30.0, log: Callable[[str], None] | None = None):
+        self.device_index = device_index
+        self.watchdog_s = watchdog_s
+        self.log = log or _log.info
+        self.sup = Supervisor(GpuWorker, (device_index,), watchdog_s, max(180.0, watchdog_s), self.log)
+        self._device: DeviceInfo | None = None
+        self._bandwidth: float | None = None
+        self.problem: Problem | None = None
+        self.original: list[Timing] | None = None
+        self.batches: list[int] | None = None
+        self._counter = 0
+
+    def __enter__(self) -> "GpuBackend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def restarts(self) -> int:
+        return self.sup.restarts
+
+    def device(self) -> DeviceInfo:
+        if self._device is None:
+            self._device = self._call("device_info")
+        return replace(self._device, copy_bandwidth_gbps=self._bandwidth)
+
+    def measure_copy_bandwidth(self) -> float:
+        self._bandwidth = float(self._call("copy_bandwidth"))
+        return self._bandwidth
+
+    def _call(self, op: str, *args: Any) -> Any:
+        try:
+            return self.sup.call(op, *args)
+        except WorkerFailure as e:
+            raise KerntuneError(f"GPU worker: {e.message}") from None
+
+    def start(self, problem: Problem) -> list[Timing]:
+        if problem.reference is None:
+            raise KerntuneError("the GPU backend needs the compiled original kernel (problem.reference)")
+        self.sup.remember_setup(None)
+        self.problem, self.original, self.batches = None, None, None
+        timings, batches = self._call("start", problem, None, True)
+        self.problem, self.original, self.batches = problem, timings, batches
+        self._counter = 0
+        self.sup.remember_setup("start", problem, batches, False)
+        return timings
+
+    def _need_problem(self) -> Problem:
+        if self.problem is None:
+            raise KerntuneError("start(problem) must come before evaluating variants")
+        return self.problem
+
+    def evaluate(self, variant: Variant) -> Evaluation:
+        problem = self._need_problem()
+        if variant.compiled is None:
+            return Evaluation(params=dict(variant.params), status=Status.COMPILE_ERROR,
+                              error="the GPU backend needs a compiled variant")
+        self._counter += 1
+        try:
+            ev = self.sup.call("evaluate", replace(variant, meta={}), self._counter)
+        except WorkerTimeout as e:
+            ev = Evaluation(params=dict(variant.params), status=Status.TIMEOUT, error=e.message)
+        except WorkerCrashed as e:
+            ev = Evaluation(params=dict(variant.params), status=Status.CRASHED, error=e.message)
+        except WorkerFailure as e:
+            raise KerntuneError(f"GPU worker: {e.message}") from None
+        ev.resources = variant.compiled.resources
+        if ev.status == Status.OK:
+            ev.gbps = [spec_mod.bytes_moved(problem.spec, sizes) / (t.median_us * 1e3)
+                       for sizes, t in zip(problem.spec.sizes, ev.timings)]
+            ratios = [t.median_us / o.median_us for t, o in zip(ev.timings, self.original)]
+            ev.objective = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return ev
+
+    def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
+        self._need_problem()
+        return self._call("confirm", replace(variant, meta={}), rounds)
+
+    def profile(self, variant: Variant, metrics: list[str] | None = None, size_index: int = 0,
+                timeout_s: float = 300.0) -> dict:
+        """ncu counters of one launch of ``variant`` (fresh inputs, size set ``size_index``):
+        dram_pct, achieved_occupancy_pct, registers_per_thread, duration_us, stalls, top_stalls, metrics.
+        {"error": why} when ncu is missing or fails."""
+        problem = self._need_problem()
+        ncu = shutil.which("ncu")
+        if ncu is None:
+            return {"error": "ncu (Nsight Compute) is not on PATH; install it to profile variants"}
+        if variant.compiled is None:
+            return {"error": "no compiled variant to profile"}
+        with tempfile.TemporaryDirectory(prefix="kerntune-ncu-") as tmp:
+            req = Path(tmp) / "request.pkl"
+            with open(req, "wb") as f:
+                pickle.dump((self.device_index, problem, replace(variant, meta={}), size_index), f)
+            cmd = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--kernel-name-base", "mangled",
+                   "--kernel-name", variant.compiled.symbol, "--launch-count", "1",
+                   "--section", "WarpStateStats", "--metrics", ",".join(metrics or PROFILE_METRICS),
+                   sys.executable, "-m", "agent_core.gpu_worker", "profile", str(req)]
+            env = dict(os.environ)
+            root = str(Path(__file__).resolve().parents[1])
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+            except subprocess.TimeoutExpired:
+                return {"error": f"ncu did not finish within {timeout_s:g} s"}
+        prof = parse_ncu_csv(r.stdout)
+        if not prof:
+            tail = "\n".join((r.stdout + "\n" + r.stderr).strip().splitlines()[-6:])
+            return {"error": f"ncu gave no metrics (exit status {r.returncode}): {tail}"}
+        return prof
+
+    def close(self) -> None:
+        self.sup.close()
+
+
+def parse_ncu_csv(text: str) -> dict:
+    """The first kernel row of ``ncu --csv --page raw`` output -> profile dict (see GpuBackend.profile)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:
+        return {}
+    names, units, values = rows[0], rows[1], rows[2]
+    metrics: dict[str, float] = {}
+    for n, u, v in zip(names, units, values):
+        try:
+            x = float(v.replace(",", ""))
+        except ValueError:
+            continue
+        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(u)
+        if scale is not None:
+            n, x = n + ".us", x * scale
+        metrics[n] = x
+    out: dict[str, Any] = {"metrics": metrics}
+    for key, name in (("dram_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+                      ("achieved_occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                      ("registers_per_thread", "launch__registers_per_thread"),
+                      ("duration_us", "gpu__time_duration.sum.us")):
+        if name in metrics:
+            out[key] = metrics[name]
+    groups: dict[str, dict[str, float]] = {}  # metric suffix -> stall reason -> value
+    for n, x in metrics.items():
+        m = re.search(r"issue_stalled_([a-z0-9_]+?)(_per_warp_active\.pct|_per_issue_active\.ratio|\.ratio|\.pct)$", n)
+        if m and not m.group(1).endswith("not_issued"):
+            groups.setdefault(m.group(2), {})[m.group(1)] = x
+    stalls = next((groups[k] for k in ("_per_warp_active.pct", "_per_issue_active.ratio", ".ratio", ".pct")
+                   if k in groups), {})
+    if stalls:
+        out["stalls"] = stalls
+        out["top_stalls"] = [k for k, _ in sorted(stalls.items(), key=lambda kv: -kv[1])]
+    return out
