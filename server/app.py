@@ -148,7 +148,9 @@ def create_server() -> KerntuneServer:
 
     # ------------------------------------------------------------------ commands (arguments: uri, kernel)
     @ls.command(commands.OPTIMIZE)
-    async def optimize(ls: KerntuneServer, uri: str, kernel: str, options: dict | None = None):
+    async def optimize(ls: KerntuneServer, uri: str, kernel: str, *rest):
+        """Arguments: uri, kernel[, {"budget", "strategy", "timeBudgetSeconds", "seed"}] (over the settings)."""
+        options = rest[0] if rest and isinstance(rest[0], dict) else None
         doc = ls.doc_or_error(uri)
         settings = await ls.load_settings()
         return await ls.jobs.start(uri, doc.path, doc.text, kernel, settings, options)
@@ -159,7 +161,9 @@ def create_server() -> KerntuneServer:
         return {"cancelled": ls.jobs.cancel(doc.path, kernel)}
 
     @ls.command(commands.TEMPLATIZE)
-    async def templatize_cmd(ls: KerntuneServer, uri: str, kernel: str, force: bool = False):
+    async def templatize_cmd(ls: KerntuneServer, uri: str, kernel: str, *rest):
+        """Arguments: uri, kernel[, force] (force overwrites existing template files)."""
+        force = bool(rest[0]) if rest else False
         doc = ls.doc_or_error(uri)
         loop = asyncio.get_running_loop()
         try:
