@@ -254,3 +254,13 @@ def test_nvcc_version():
     v = compiler.nvcc_version()
     assert v[0].isdigit() and v.count(".") >= 1
     assert compiler.nvcc_path() is not None
+
+
+@pytest.mark.nvcc
+def test_line_directive_maps_template_lines_to_the_user_file(tmp_path):
+    # a template prepends a macro header; a `#line` after it makes nvcc report the user's own lines
+    template = ("#ifndef KT_N\n#define KT_N 4\n#endif\n#line 1 \"/home/u/orig.cu\"\n"
+                "__global__ void k(float* x) {\n  x[0] = KT_N + nope;\n}\n")
+    with pytest.raises(CompileError) as e:
+        compile_kernel(template, "k", cache_dir=tmp_path, source_path="/home/u/.kerntune/orig.k.kt.cu")
+    assert (e.value.path, e.value.line) == ("/home/u/orig.cu", 1)
