@@ -1,0 +1,403 @@
+"""tree-sitter-cuda -> ``model.CudaFile``: kernels, launch sites, host variables, ``#define``s, pragmas, errors.
+
+Spans are UTF-8 byte offsets with 0-based lines and byte columns (tree-sitter's points); all text is sliced
+from the UTF-8 bytes. ``parse_tree`` + ``build_file`` let the language server re-parse incrementally.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser, Tree
+
+from .model import (CudaFile, Define, Expr, HostVar, Kernel, KernelParam, LaunchSite, ParseIssue, Pragma, Span,
+                    TemplateParam)
+
+LANGUAGE = Language(tree_sitter_cuda.language())
+_local = threading.local()
+
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_COMMENT_RE = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _parser() -> Parser:
+    p = getattr(_local, "parser", None)
+    if p is None:
+        p = _local.parser = Parser(LANGUAGE)
+    return p
+
+
+def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
+    """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally."""
+    if old_tree is not None:
+        return _parser().parse(source, old_tree)
+    return _parser().parse(source)
+
+
+def parse_cuda(text: str, path: str = "<memory>") -> CudaFile:
+    """Parse a .cu file's text into a ``CudaFile``."""
+    return build_file(parse_tree(text.encode("utf-8")), text, path)
+
+
+def node_span(n: Node) -> Span:
+    return Span(n.start_byte, n.end_byte, n.start_point.row, n.start_point.column, n.end_point.row,
+                n.end_point.column)
+
+
+def kernel_has_errors(cf: CudaFile, kernel: Kernel | str) -> list[ParseIssue]:
+    """The syntax errors inside ``kernel``'s span (a Kernel or its name)."""
+    k = cf.kernel(kernel) if isinstance(kernel, str) else kernel
+    return [e for e in cf.errors if e.span.start < k.span.end and e.span.end > k.span.start
+            or (e.span.start == e.span.end and k.span.start <= e.span.start <= k.span.end)]
+
+
+# --------------------------------------------------------------------------------------------- building
+class _Builder:
+    def __init__(self, tree: Tree, text: str, path: str):
+        self.tree, self.text, self.path = tree, text, path
+        self.data = text.encode("utf-8")
+
+    def t(self, n: Node) -> str:
+        return self.data[n.start_byte:n.end_byte].decode("utf-8", errors="replace")
+
+    def expr(self, n: Node) -> Expr:
+        return Expr(self.t(n), node_span(n))
+
+    def sub_span(self, n: Node, start: int, end: int) -> Span:
+        """Span of bytes [start, end) (absolute offsets) inside single-line-or-not node ``n``."""
+        return Span(start, end, *self._point(n, start), *self._point(n, end))
+
+    def _point(self, n: Node, off: int) -> tuple[int, int]:
+        seg = self.data[n.start_byte:off]
+        nl = seg.count(b"\n")
+        if nl == 0:
+            return n.start_point.row, n.start_point.column + len(seg)
+        return n.start_point.row + nl, len(seg) - seg.rfind(b"\n") - 1
+
+    def build(self) -> CudaFile:
+        root = self.tree.root_node
+        kernels: list[Kernel] = []
+        defines: list[Define] = []
+        launches: list[Node] = []
+        globals_: list[Node] = []  # file-scope declarations (for constants visible at launches)
+        macro_globals = set()
+        stack = [root]
+        nodes: list[Node] = []
+        while stack:
+            n = stack.pop()
+            nodes.append(n)
+            stack.extend(reversed(n.named_children))
+        for n in nodes:
+            if n.type == "preproc_def":
+                d = self.define(n)
+                if d is not None:
+                    defines.append(d)
+                    if "__global__" in d.value.split():
+                        macro_globals.add(d.name)
+        for n in nodes:
+            if n.type == "function_definition":
+                k = self.kernel(n, macro_globals)
+                if k is not None:
+                    kernels.append(k)
+            elif n.type == "call_expression" and self._kcs(n) is not None:
+                launches.append(n)
+            elif n.type == "declaration" and n.parent is not None and n.parent.type in (
+                    "translation_unit", "declaration_list", "preproc_ifdef", "preproc_if", "preproc_else"):
+                globals_.append(n)
+        by_name = {k.name: k for k in kernels}
+        for n in launches:
+            site = self.launch(n, globals_)
+            if site is not None and site.kernel in by_name:
+                by_name[site.kernel].launch_sites.append(site)
+        return CudaFile(self.path, self.text, kernels, defines, self.errors(root))
+
+    # ------------------------------------------------------------------------------------- errors
+    def errors(self, root: Node) -> list[ParseIssue]:
+        out: list[ParseIssue] = []
+        if not root.has_error:
+            return out
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n.is_missing:
+                out.append(ParseIssue(f"syntax error: missing '{n.type}'", node_span(n)))
+                continue
+            if n.is_error:
+                snippet = " ".join(self.t(n).split())
+                snippet = snippet if len(snippet) <= 40 else snippet[:37] + "..."
+                out.append(ParseIssue(f"syntax error: cannot parse '{snippet}'" if snippet else "syntax error",
+                                      node_span(n)))
+                continue
+            if n.has_error:
+                stack.extend(reversed(n.children))
+        out.sort(key=lambda e: e.span.start)
+        return out
+
+    # ------------------------------------------------------------------------------------- defines
+    def define(self, n: Node) -> Define | None:
+        name = n.child_by_field_name("name")
+        if name is None:
+            return None
+        val = n.child_by_field_name("value")
+        end_node = val if val is not None else name
+        whole = self.sub_span(n, n.start_byte, end_node.end_byte)
+        if val is None:
+            return Define(self.t(name), "", whole, None)
+        raw = self.data[val.start_byte:val.end_byte]
+        cleaned = _COMMENT_RE.sub(lambda m: b" " * len(m.group(0)), raw)
+        stripped = cleaned.strip()
+        if not stripped:
+            return Define(self.t(name), "", whole, None)
+        s = val.start_byte + (len(cleaned) - len(cleaned.lstrip()))
+        e = s + len(stripped)
+        value = self.data[s:e].decode("utf-8", errors="replace")
+        return Define(self.t(name), value, whole, self.sub_span(val, s, e))
+
+    # ------------------------------------------------------------------------------------- kernels
+    def kernel(self, fn: Node, macro_globals: set[str]) -> Kernel | None:
+        is_global = any(c.type == "__global__" for c in fn.children)
+        if not is_global:
+            body = fn.child_by_field_name("body")
+            head_end = body.start_byte if body is not None else fn.end_byte
+            head = self.data[fn.start_byte:head_end].decode("utf-8", errors="replace")
+            if not macro_globals or not (set(re.findall(r"\w+", head)) & macro_globals):
+                return None
+        fdecl = _function_declarator(fn)
+        if fdecl is None:
+            return None
+        name_node = fdecl.child_by_field_name("declarator")
+        if name_node is None:
+            return None
+        if name_node.type in ("qualified_identifier", "template_function"):
+            nn = name_node.child_by_field_name("name")
+            name_node = nn if nn is not None else name_node
+        outer = fn
+        tparams: list[TemplateParam] = []
+        if fn.parent is not None and fn.parent.type == "template_declaration":
+            outer = fn.parent
+            plist = outer.child_by_field_name("parameters")
+            if plist is not None:
+                tparams = [tp for tp in (self.template_param(c) for c in plist.named_children) if tp is not None]
+        elif fn.parent is not None and fn.parent.type == "linkage_specification":
+            outer = fn.parent  # extern "C" __global__ ...
+        body = fn.child_by_field_name("body")
+        if body is None:
+            return None
+        params = []
+        plist = fdecl.child_by_field_name("parameters")
+        if plist is not None:
+            params = [p for p in (self.param(c) for c in plist.named_children) if p is not None]
+        lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
+        launch_bounds = [self.expr(c) for c in lb.named_children if c.type != "comment"] if lb is not None else []
+        signature = self.data[outer.start_byte:body.start_byte].decode("utf-8", errors="replace").rstrip()
+        return Kernel(name=self.t(name_node), span=node_span(outer), name_span=node_span(name_node),
+                      body_span=node_span(body), params=params, template_params=tparams,
+                      launch_bounds=launch_bounds, pragmas=self.pragmas(body), launch_sites=[],
+                      signature=signature)
+
+    def param(self, p: Node) -> KernelParam | None:
+        if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            return None
+        decl = p.child_by_field_name("declarator")
+        ident, is_pointer = _innermost_identifier(decl)
+        if ident is None:
+            return None
+        before = self.data[p.start_byte:ident.start_byte]
+        after = self.data[ident.end_byte:p.end_byte]
+        if p.type == "optional_parameter_declaration":
+            d = p.child_by_field_name("default_value")
+            if d is not None:
+                after = self.data[ident.end_byte:d.start_byte].rstrip().rstrip(b"=")
+        typ = " ".join((before + after).decode("utf-8", errors="replace").split())
+        is_const = any(c.type == "type_qualifier" and self.t(c) == "const" for c in p.children)
+        return KernelParam(name=self.t(ident), type=typ, is_pointer=is_pointer, is_const=is_const,
+                           span=node_span(p))
+
+    def template_param(self, c: Node) -> TemplateParam | None:
+        if c.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
+                      "variadic_type_parameter_declaration"):
+            name = c.child_by_field_name("name") or next(
+                (x for x in c.named_children if x.type == "type_identifier"), None)
+            default = c.child_by_field_name("default_type")
+            kw = next((self.t(x) for x in c.children if x.type in ("typename", "class")), "typename")
+            return TemplateParam("type", kw, self.t(name) if name is not None else "",
+                                 self.t(default) if default is not None else None, node_span(c))
+        if c.type in ("parameter_declaration", "optional_parameter_declaration"):
+            ident, _ = _innermost_identifier(c.child_by_field_name("declarator"))
+            typ = c.child_by_field_name("type")
+            default = c.child_by_field_name("default_value")
+            return TemplateParam("value", self.t(typ) if typ is not None else "",
+                                 self.t(ident) if ident is not None else "",
+                                 self.t(default) if default is not None else None, node_span(c))
+        return None
+
+    def pragmas(self, body: Node) -> list[Pragma]:
+        out: list[Pragma] = []
+        stack = [body]
+        while stack:
+            n = stack.pop()
+            if n.type == "preproc_call":
+                p = self.pragma(n)
+                if p is not None:
+                    out.append(p)
+                continue
+            stack.extend(reversed(n.named_children))
+        return out
+
+    def pragma(self, n: Node) -> Pragma | None:
+        d = n.child_by_field_name("directive")
+        if d is None or self.t(d).replace(" ", "") != "#pragma":
+            return None
+        arg = n.child_by_field_name("argument")
+        end = arg.end_byte if arg is not None else d.end_byte
+        raw = self.data[arg.start_byte:arg.end_byte] if arg is not None else b""
+        cleaned = _COMMENT_RE.sub(lambda m: b" " * len(m.group(0)), raw)
+        text = cleaned.decode("utf-8", errors="replace").strip()
+        if arg is not None and cleaned.rstrip() != cleaned:
+            end = arg.start_byte + len(cleaned.rstrip())
+        value = value_span = None
+        m = re.match(rb"\s*unroll\s*(\(\s*)?(\d+)[uUlL]*\s*\)?\s*$", cleaned)
+        if m and arg is not None:
+            value = int(m.group(2))
+            value_span = self.sub_span(arg, arg.start_byte + m.start(2), arg.start_byte + m.end(2))
+        loop = n.next_named_sibling
+        while loop is not None and loop.type == "comment":
+            loop = loop.next_named_sibling
+        loop_span = node_span(loop) if loop is not None and loop.type in _LOOPS else None
+        return Pragma(text=text, value=value, span=self.sub_span(n, n.start_byte, end), value_span=value_span,
+                      loop_span=loop_span)
+
+    # ------------------------------------------------------------------------------------- launches
+    @staticmethod
+    def _kcs(call: Node) -> Node | None:
+        return next((c for c in call.named_children if c.type == "kernel_call_syntax"), None)
+
+    def launch(self, call: Node, globals_: list[Node]) -> LaunchSite | None:
+        fn = call.child_by_field_name("function")
+        if fn is None:
+            return None
+        targs: list[Expr] = []
+        if fn.type == "template_function":
+            al = fn.child_by_field_name("arguments")
+            if al is not None:
+                targs = [self.expr(c) for c in al.named_children if c.type != "comment"]
+            fn = fn.child_by_field_name("name") or fn
+        if fn.type == "qualified_identifier":
+            while fn is not None and fn.type == "qualified_identifier":
+                fn = fn.child_by_field_name("name")
+            if fn is None:
+                return None
+            if fn.type == "template_function":
+                al = fn.child_by_field_name("arguments")
+                if al is not None:
+                    targs = [self.expr(c) for c in al.named_children if c.type != "comment"]
+                fn = fn.child_by_field_name("name") or fn
+        if fn.type != "identifier":
+            return None
+        kcs = self._kcs(call)
+        config = [self.expr(c) for c in kcs.named_children if c.type != "comment"]
+        al = call.child_by_field_name("arguments")
+        args = [self.expr(c) for c in al.named_children if c.type != "comment"] if al is not None else []
+        host_fn = call.parent
+        while host_fn is not None and host_fn.type not in ("function_definition", "lambda_expression"):
+            host_fn = host_fn.parent
+        host_name = None
+        host_vars: dict[str, HostVar] = {}
+        for g in globals_:  # file-scope constants declared before the launch
+            if g.end_byte <= call.start_byte and _is_constant_decl(self, g):
+                for v in self.declared(g):
+                    host_vars[v.name] = v
+        if host_fn is not None:
+            if host_fn.type == "function_definition":
+                fd = _function_declarator(host_fn)
+                nn = fd.child_by_field_name("declarator") if fd is not None else None
+                host_name = self.t(nn) if nn is not None else None
+            ancestors = set()
+            a = call.parent
+            while a is not None and a != host_fn:
+                ancestors.add(a.id)
+                a = a.parent
+            body = host_fn.child_by_field_name("body")
+            if body is not None:
+                for decl in _descendants(body, "declaration", stop=call.start_byte):
+                    if decl.end_byte <= call.start_byte and decl.parent is not None and decl.parent.id in ancestors:
+                        for v in self.declared(decl):
+                            host_vars[v.name] = v
+        return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
+                          host_function=host_name, host_vars=host_vars)
+
+    def declared(self, decl: Node) -> list[HostVar]:
+        """The variables a declaration introduces, with their initializers."""
+        decls = [c for i, c in enumerate(decl.children) if decl.field_name_for_child(i) == "declarator"]
+        if not decls:
+            return []
+        typ = " ".join(self.data[decl.start_byte:decls[0].start_byte].decode("utf-8", errors="replace").split())
+        base_type = decl.child_by_field_name("type")
+        base = self.t(base_type) if base_type is not None else typ
+        out: list[HostVar] = []
+        for d in decls:
+            init = None
+            target = d
+            if d.type == "init_declarator":
+                target = d.child_by_field_name("declarator")
+                val = d.child_by_field_name("value")
+                if val is not None:
+                    if val.type in ("argument_list", "initializer_list"):  # dim3 g(a, b) / dim3 g{a, b}
+                        inner = ", ".join(self.t(c) for c in val.named_children if c.type != "comment")
+                        init = Expr(f"{base}({inner})", node_span(val))
+                    else:
+                        init = self.expr(val)
+            ident, _ = _innermost_identifier(target)
+            if ident is None:
+                continue
+            out.append(HostVar(name=self.t(ident), type=typ, init=init, span=node_span(d)))
+        return out
+
+
+def _is_constant_decl(b: _Builder, decl: Node) -> bool:
+    quals = {b.t(c) for c in decl.children if c.type == "type_qualifier"}
+    return bool(quals & {"const", "constexpr"})
+
+
+def _descendants(n: Node, typ: str, stop: int):
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        if x.start_byte >= stop:
+            continue
+        if x.type == typ:
+            yield x
+        if x.type in ("function_definition", "lambda_expression", "class_specifier", "struct_specifier") and x != n:
+            continue
+        stack.extend(reversed(x.named_children))
+
+
+def _function_declarator(fn: Node) -> Node | None:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def _innermost_identifier(d: Node | None) -> tuple[Node | None, bool]:
+    """(identifier, is_pointer) of a (possibly pointer/array/reference) declarator."""
+    is_pointer = False
+    while d is not None:
+        if d.type in ("identifier", "field_identifier"):
+            return d, is_pointer
+        if d.type in ("pointer_declarator", "array_declarator", "abstract_pointer_declarator"):
+            is_pointer = True
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None:  # reference_declarator has no field: its named child
+            nxt = next((c for c in d.named_children if c.type not in ("type_qualifier", "comment")), None)
+            if d.type == "reference_declarator":
+                pass
+        d = nxt
+    return None, is_pointer
+
+
+def build_file(tree: Tree, text: str, path: str = "<memory>") -> CudaFile:
+    """A ``CudaFile`` from a tree of ``text`` (as parsed by ``parse_tree``)."""
+    return _Builder(tree, text, path).build()

@@ -1,0 +1,143 @@
+from pathlib import Path
+
+import pytest
+
+from agent_core.cuda_parse import build_file, kernel_has_errors, parse_cuda, parse_tree
+from agent_core.model import KerntuneError
+
+DATA = Path(__file__).parent / "data" / "cu"
+
+
+def _b(text: str, span) -> str:
+    """Slice ``text`` by a span's byte offsets."""
+    return text.encode("utf-8")[span.start:span.end].decode("utf-8")
+
+
+def _line_col(text: str, span) -> str:
+    """Slice ``text`` by a span's line and byte columns (single-line spans)."""
+    line = text.split("\n")[span.line].encode("utf-8")
+    return line[span.col:span.end_col].decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def cf():
+    text = (DATA / "constructs.cu").read_text(encoding="utf-8")
+    return parse_cuda(text, "constructs.cu")
+
+
+def test_kernels_found_not_device_functions(cf):
+    assert [k.name for k in cf.kernels] == ["copy_vec", "scale"]
+    assert cf.errors == []
+
+
+def test_templated_kernel(cf):
+    k = cf.kernel("copy_vec")
+    assert _b(cf.text, k.span).startswith("template <typename T, int VEC = 4>")
+    assert _b(cf.text, k.span).endswith("}")
+    assert _b(cf.text, k.name_span) == "copy_vec" == _line_col(cf.text, k.name_span)
+    assert [(t.kind, t.type, t.name, t.default) for t in k.template_params] == [
+        ("type", "typename", "T", None), ("value", "int", "VEC", "4")]
+    assert [e.text for e in k.launch_bounds] == ["256", "2"]
+    assert _b(cf.text, k.launch_bounds[0].span) == "256"
+    assert [(p.name, p.type, p.is_pointer, p.is_const) for p in k.params] == [
+        ("x", "const T* __restrict__", True, True), ("y", "T* __restrict__", True, False), ("n", "int", False, False)]
+    assert k.signature.startswith("template <typename T, int VEC = 4>") and k.signature.endswith("int n)")
+    assert _b(cf.text, k.body_span).startswith("{") and "日本語" in _b(cf.text, k.body_span)
+
+
+def test_pragmas_and_their_loops(cf):
+    k = cf.kernel("copy_vec")
+    p4, pfull = k.pragmas
+    assert (p4.text, p4.value) == ("unroll 4", 4)
+    assert _b(cf.text, p4.span) == "#pragma unroll 4"
+    assert _b(cf.text, p4.value_span) == "4" == _line_col(cf.text, p4.value_span)
+    assert _b(cf.text, p4.loop_span).startswith("for (int i = 0; i < VEC")
+    assert (pfull.text, pfull.value, pfull.value_span) == ("unroll", None, None)
+    assert _b(cf.text, pfull.loop_span).startswith("for (int j")
+
+
+def test_extern_c_kernel(cf):
+    k = cf.kernel("scale")
+    assert _b(cf.text, k.span).startswith('extern "C" __global__ void scale')
+    assert [(p.name, p.type, p.is_pointer, p.is_const) for p in k.params] == [
+        ("a", "float *", True, False), ("b", "const float * const", True, True), ("alpha", "float", False, False),
+        ("n", "int", False, False)]
+    assert k.template_params == [] and k.launch_bounds == [] and k.pragmas == []
+
+
+def test_defines_strip_comments(cf):
+    d = {x.name: x for x in cf.defines}
+    assert d["BLOCK"].value == "256" and _b(cf.text, d["BLOCK"].value_span) == "256"
+    assert _b(cf.text, d["BLOCK"].span) == "#define BLOCK 256  // threads per block"
+    assert d["EMPTY"].value == "" and d["EMPTY"].value_span is None
+
+
+def test_launch_site_with_template_args_and_4_config(cf):
+    (s,) = cf.kernel("copy_vec").launch_sites
+    assert [e.text for e in s.template_args] == ["float", "4"]
+    assert [e.text for e in s.config] == ["grid", "threads", "0", "stream"]
+    assert [e.text for e in s.args] == ["x", "y", "n"]
+    assert s.host_function == "launch"
+    assert _b(cf.text, s.span) == "copy_vec<float, 4><<<grid, threads, 0, stream>>>(x, y, n)"
+    hv = s.host_vars
+    assert hv["threads"].type == "int" and hv["threads"].init.text == "256"
+    assert _b(cf.text, hv["threads"].init.span) == "256"
+    assert hv["B"].type == "const int" and hv["B"].init.text == "128"
+    assert hv["grid"].type == "dim3" and hv["grid"].init.text == "dim3((n + threads - 1) / threads, 2)"
+    assert hv["TILE"].type == "constexpr int" and hv["TILE"].init.text == "32"  # file-scope constant
+    assert "inner" not in hv  # declared after this launch, in a nested block
+
+
+def test_launch_sites_two_and_three_config_and_scoping(cf):
+    s2, s3 = cf.kernel("scale").launch_sites
+    assert [e.text for e in s2.config] == ["(n + B - 1) / B", "B"]
+    assert s2.args[2].text == "2.0f"
+    assert s2.host_vars["inner"].init.text == "64"  # in scope: the launch is inside that block
+    assert [e.text for e in s3.config] == ["dim3(n / TILE)", "dim3(TILE)", "TILE * sizeof(float)"]
+    assert "inner" not in s3.host_vars  # out of scope again
+
+
+def test_non_ascii_spans_are_bytes():
+    text = "// ü ü ü\n__global__ void k(float* x) { /* é */ x[0] = 1.f; }\nvoid h(float* x) { k<<<1, 32>>>(x); }\n"
+    cf = parse_cuda(text)
+    k = cf.kernel("k")
+    assert _b(text, k.name_span) == "k" and k.span.line == 1
+    s = k.launch_sites[0]
+    assert _b(text, s.config[1].span) == "32" == _line_col(text, s.config[1].span)
+    text2 = "/* ☃☃ */ __global__ void k(float* x) { x[0] = 1.f; } void h(float* x) { k<<<1, 32>>>(x); }"
+    cf2 = parse_cuda(text2)
+    assert _b(text2, cf2.kernel("k").name_span) == "k"
+    assert cf2.kernel("k").name_span.col == len("/* ☃☃ */ __global__ void ".encode())
+
+
+def test_parse_errors_and_kernel_has_errors():
+    text = (DATA / "errors.cu").read_text(encoding="utf-8")
+    cf = parse_cuda(text, "errors.cu")
+    names = [k.name for k in cf.kernels]
+    assert names == ["via_macro", "pragma_if", "fine"]  # a macro standing in for __global__ is still a kernel
+    assert len(cf.errors) >= 2
+    assert kernel_has_errors(cf, "fine") == []
+    (e1, *_) = kernel_has_errors(cf, "via_macro")
+    assert e1.span.line == 1 and "syntax error" in e1.message
+    e2 = kernel_has_errors(cf, cf.kernel("pragma_if"))
+    assert e2 and e2[0].span.line == 4 and "missing" in e2[0].message
+    assert cf.kernel("via_macro").signature.startswith("KERNEL void")
+
+
+def test_unknown_kernel_raises(cf):
+    with pytest.raises(KerntuneError, match="no __global__ kernel named 'nope'.*copy_vec, scale"):
+        cf.kernel("nope")
+
+
+def test_incremental_reparse_matches_full_parse():
+    text = "__global__ void k(float* x) { x[0] = 1.f; }\nvoid h(float* x) { k<<<1, 32>>>(x); }\n"
+    data = text.encode()
+    tree = parse_tree(data)
+    pos = data.index(b"32")
+    new = data[:pos] + b"128" + data[pos + 2:]
+    tree.edit(start_byte=pos, old_end_byte=pos + 2, new_end_byte=pos + 3, start_point=(1, pos - data.index(b"\n") - 1),
+              old_end_point=(1, pos - data.index(b"\n") + 1), new_end_point=(1, pos - data.index(b"\n") + 2))
+    tree2 = parse_tree(new, tree)
+    cf = build_file(tree2, new.decode(), "x.cu")
+    assert cf.kernel("k").launch_sites[0].config[1].text == "128"
+    assert cf.kernel("k").launch_sites[0].config[1].span == parse_cuda(new.decode()).kernel("k").launch_sites[0].config[1].span
