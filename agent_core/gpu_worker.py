@@ -44,6 +44,7 @@ BATCH_MAX = 512
 FLUSH_MIN_BYTES = 256 << 20
 TIME_BUDGET_S = 1.0  # timing of one kernel on one size set
 MIN_REPS, MAX_REPS, WARMUP_REPS = 10, 100, 3
+MAX_COPIES = 256  # buffer copies a batch rotates through, so that its launches find a cold L2
 
 
 # --------------------------------------------------------------------------------------------- protocol
@@ -171,24 +172,6 @@ def choose_batch(reference_us: float) -> int:
     return max(1, min(BATCH_MAX, math.ceil(BATCH_TARGET_US / max(reference_us, 0.5))))
 
 
-def device_info_from_attributes(name: str, cc: tuple[int, int], attrs: dict[str, int]) -> DeviceInfo:
-    """DeviceInfo from a device's attributes (names as in CUdevice_attribute, without the prefix)."""
-    d = DeviceInfo(name=name, arch=f"sm_{cc[0]}{cc[1]}", sm_count=attrs["MULTIPROCESSOR_COUNT"])
-    for fld, key in (("max_threads_per_block", "MAX_THREADS_PER_BLOCK"),
-                     ("max_threads_per_sm", "MAX_THREADS_PER_MULTIPROCESSOR"),
-                     ("max_blocks_per_sm", "MAX_BLOCKS_PER_MULTIPROCESSOR"),
-                     ("regs_per_sm", "MAX_REGISTERS_PER_MULTIPROCESSOR"),
-                     ("regs_per_block", "MAX_REGISTERS_PER_BLOCK"),
-                     ("smem_per_sm", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
-                     ("smem_per_block", "MAX_SHARED_MEMORY_PER_BLOCK"),
-                     ("smem_per_block_optin", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-                     ("reserved_smem_per_block", "RESERVED_SHARED_MEMORY_PER_BLOCK"),
-                     ("l2_bytes", "L2_CACHE_SIZE"), ("warp_size", "WARP_SIZE")):
-        if attrs.get(key):
-            setattr(d, fld, int(attrs[key]))
-    return d
-
-
 # --------------------------------------------------------------------------------------------- the GPU handler
 @dataclass
 class _Buf:
@@ -198,6 +181,7 @@ class _Buf:
     dev: Any  # DeviceAllocation: what the kernel gets
     ref: Any = None  # out/inout: the reference's output
     pristine: Any = None  # inout: the input, to restore before each run
+    arg_index: int = 0  # position among the kernel's arguments
 
 
 @dataclass
@@ -211,6 +195,8 @@ class _SizeSet:
     flush: bool = True
     l2: str = "flushed"
     names: dict[str, _Buf] = field(default_factory=dict)
+    copies: list[list[Any]] = field(default_factory=list)  # extra copies of every buffer, for batches
+    arg_sets: list[list] = field(default_factory=list)  # kernel arguments of the original and each copy
 
     def where(self) -> str:
         return f"size set {self.index + 1}: " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -251,12 +237,8 @@ class GpuWorker:
 
     # ------------------------------------------------------------------ device
     def device_info(self) -> DeviceInfo:
-        try:
-            from .hardware import device_info_from_pycuda  # type: ignore[attr-defined]
-            return device_info_from_pycuda(self.dev)
-        except ImportError:
-            attrs = {str(k): v for k, v in self.dev.get_attributes().items()}
-            return device_info_from_attributes(self.dev.name(), self.dev.compute_capability(), attrs)
+        from .hardware import device_info_from_pycuda
+        return device_info_from_pycuda(self.dev)
 
     def copy_bandwidth(self, nbytes: int = 1 << 30, reps: int = 10) -> float:
         """GB/s of a device-to-device copy of ``nbytes`` (bytes read + written), median of ``reps``."""
@@ -293,11 +275,9 @@ class GpuWorker:
                                 f"{len(spec.sizes)} size sets")
         self.reference = self._load(problem.reference.cubin_path, problem.reference.symbol,
                                     problem.reference_launches, "the original kernel")
-        need = 0
         for i, sizes in enumerate(spec.sizes):
             ss = self._alloc(i, sizes)
             self.sets.append(ss)
-            need += ss.working_set
         timings: list[Timing] | None = [] if time_original else None
         out_batches = []
         for ss in self.sets:
@@ -309,7 +289,7 @@ class GpuWorker:
             else:
                 probe = self._time(self.reference[1], ss, launch, 1, reps=10)
                 ss.batch = choose_batch(float(np.median(probe)))
-            ss.l2 = "flushed" if ss.flush and (ss.batch == 1 or ss.working_set > self.info.l2_bytes) else "warm"
+            self._make_copies(ss)
             out_batches.append(ss.batch)
             if timings is not None:
                 timings.append(summarize(self._time(self.reference[1], ss, launch, ss.batch), ss.batch, ss.l2))
@@ -343,7 +323,7 @@ class GpuWorker:
                                     field_name="args")
             nbytes = n * spec_mod.dtype_info(a.dtype)[1]
             alloc = max(nbytes, 256)
-            b = _Buf(a, n, nbytes, cuda.mem_alloc(alloc))
+            b = _Buf(a, n, nbytes, cuda.mem_alloc(alloc), arg_index=len(args))
             if a.role in ("out", "inout"):
                 b.ref = cuda.mem_alloc(alloc)
             if a.role == "inout":
@@ -358,7 +338,7 @@ class GpuWorker:
         except Exception as e:  # noqa: BLE001
             raise KerntuneError(f"size set {index + 1}: a scalar argument does not fit its type ({e})",
                                 spec.path, field_name="args") from None
-        ss = _SizeSet(index, dict(sizes), bufs, args, ws, names={b.arg.name: b for b in bufs})
+        ss = _SizeSet(index, dict(sizes), bufs, args, ws, names={b.arg.name: b for b in bufs}, arg_sets=[args])
         ss.flush = ws <= 3 * self.info.l2_bytes  # larger working sets cannot be served from L2 anyway
         ss.l2 = "flushed" if ss.flush else "warm"
         return ss
@@ -369,7 +349,31 @@ class GpuWorker:
                 for m in (b.dev, b.ref, b.pristine):
                     if m is not None:
                         m.free()
+            for copy in ss.copies:
+                for m in copy:
+                    m.free()
         self.sets = []
+
+    def _make_copies(self, ss: _SizeSet) -> None:
+        """For a batch over a working set that fits L2: copies of every buffer, so that the batch's
+        launches rotate through more memory than L2 holds and each one starts cold. Sets ``ss.l2``."""
+        l2 = self.info.l2_bytes
+        if not ss.flush:
+            ss.l2 = "warm"  # larger than 3x L2: no flush, and L2 cannot hold it anyway
+            return
+        k = 1
+        if ss.batch > 1 and ss.working_set <= 2 * l2:
+            free, _ = self.cuda.mem_get_info()
+            k = min(ss.batch, MAX_COPIES, math.ceil(3 * l2 / max(ss.working_set, 1)),
+                    max(1, int(free // 2 // max(ss.working_set, 1))))
+            for _ in range(k - 1):
+                copy = [self.cuda.mem_alloc(max(b.nbytes, 256)) for b in ss.bufs]
+                args = list(ss.args)
+                for b, m in zip(ss.bufs, copy):
+                    args[b.arg_index] = int(m)
+                ss.copies.append(copy)
+                ss.arg_sets.append(args)
+        ss.l2 = "flushed" if ss.batch == 1 or ss.working_set > l2 or k * ss.working_set >= 2 * l2 else "warm"
 
     def _load(self, cubin: str, symbol: str, launches: list[Launch], what: str):
         cuda = self.cuda
@@ -475,14 +479,14 @@ class GpuWorker:
                 continue
             maxerr = float(res[1:2].view(np.float64)[0])
             isz = spec_mod.dtype_info(b.arg.dtype)[1]
-            got, want = bytearray(isz), bytearray(isz)
+            got, want = np.empty(isz, np.uint8), np.empty(isz, np.uint8)
             cuda.memcpy_dtoh(got, int(b.dev) + first * isz)
             cuda.memcpy_dtoh(want, int(b.ref) + first * isz)
-            g, w = element_value(b.arg.dtype, bytes(got)), element_value(b.arg.dtype, bytes(want))
+            g, w = element_value(b.arg.dtype, got.tobytes()), element_value(b.arg.dtype, want.tobytes())
             hint = ""
-            if (isinstance(g, float) and math.isnan(g)) or bytes(got) == b"\xff" * isz:
+            if (isinstance(g, float) and math.isnan(g)) or got.tobytes() == b"\xff" * isz:
                 hint = " (the poison value: never written?)"
-            tol = f"exact" if exact else f"rtol {rtol:g}, atol {atol:g}"
+            tol = "exact" if exact else f"rtol {rtol:g}, atol {atol:g}"
             return (f"{b.arg.name}[{first}] = {fmt_value(g)} vs {fmt_value(w)}{hint} ({ss.where()}); "
                     f"{count} of {b.n} elements differ (max abs error {maxerr:.3g}, {tol})")
         return None
@@ -492,7 +496,12 @@ class GpuWorker:
         """Per-launch times (us) of ``batch`` back-to-back launches per repetition, queued behind a spin
         kernel so host launch latency is not timed; L2 flushed and inout buffers restored before each."""
         cuda, s = self.cuda, self.stream
+        for copy in ss.copies:  # the copies get the current inputs
+            for b, m in zip(ss.bufs, copy):
+                if b.arg.role != "out":
+                    cuda.memcpy_dtod_async(m, b.pristine if b.pristine is not None else b.dev, b.nbytes, s)
         self._sync()
+        arg_sets = ss.arg_sets[:batch]
 
         def one() -> float:
             while True:
@@ -500,13 +509,16 @@ class GpuWorker:
                 for b in ss.bufs:
                     if b.pristine is not None:
                         cuda.memcpy_dtod_async(b.dev, b.pristine, b.nbytes, s)
+                        for copy in ss.copies:
+                            cuda.memcpy_dtod_async(copy[ss.bufs.index(b)], b.pristine, b.nbytes, s)
                 if ss.flush:
                     cuda.memset_d32_async(self.flush_buf, 0, self.flush_bytes // 4, s)
                 t0 = time.perf_counter()
                 self.spin_fn.prepared_async_call((1, 1, 1), (1, 1, 1), s, spin_ns)
                 self.ev_start.record(s)
-                for _ in range(batch):
-                    fn.prepared_async_call(launch.grid, launch.block, s, *ss.args, shared_size=launch.smem)
+                for j in range(batch):
+                    fn.prepared_async_call(launch.grid, launch.block, s, *arg_sets[j % len(arg_sets)],
+                                           shared_size=launch.smem)
                 self.ev_end.record(s)
                 host_ns = (time.perf_counter() - t0) * 1e9
                 try:

@@ -217,13 +217,6 @@ def test_scalar_and_element_encoding():
     assert gpu_worker.derive_seed(1, 2, 3) == gpu_worker.derive_seed(1, 2, 3) != gpu_worker.derive_seed(1, 2, 4)
 
 
-def test_device_info_from_attributes():
-    attrs = {"MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
-             "L2_CACHE_SIZE": 52428800, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448}
-    d = gpu_worker.device_info_from_attributes("NVIDIA H100 80GB HBM3", (9, 0), attrs)
-    assert (d.arch, d.sm_count, d.l2_bytes, d.max_blocks_per_sm) == ("sm_90", 132, 52428800, 32)
-
-
 def test_parse_ncu_raw_csv():
     text = textwrap.dedent('''\
         ==PROF== Connected to process 123

@@ -1,0 +1,237 @@
+"""GpuBackend on a real GPU (marked gpu: skipped without pycuda and a CUDA device).
+
+Covers: device info and copy bandwidth; the original timed per size set (large kernel one launch per
+repetition, tiny one batched); a correct variant (OK, sane bandwidth, objective ~1); a wrong one, one that
+writes only part of its output, one that reads out of bounds (CRASHED, then a fresh worker), an infinite
+loop (TIMEOUT), a block of 2048 threads (LAUNCH_ERROR); f16/bf16/int/inout buffers; confirm; ncu profile.
+Figures are printed (run with -s to see them).
+"""
+
+import shutil
+
+import pytest
+
+from agent_core import expr, spec as spec_mod
+from agent_core.backend import Launch, Problem, Variant
+from agent_core.compiler import compile_kernel
+from agent_core.gpu_backend import GpuBackend
+from agent_core.model import ArgSpec, Status, TuningSpec
+
+pytestmark = pytest.mark.gpu
+
+SCALE = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+"""
+SCALE_GRID_STRIDE = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = a * x[i];
+}
+"""
+SCALE_WRONG = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + (i % 100000 == 1234 ? 0.5f : 0.0f);
+}
+"""
+SCALE_PARTIAL = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (n & ~255)) y[i] = a * x[i];  /* forgets the tail */
+}
+"""
+SCALE_OOB = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i + (1ll << 38)] = a * x[i];  /* a terabyte past the buffer */
+}
+"""
+SCALE_HANG = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    while (clock64() >= 0) { }
+    if (i < n) y[i] = a * x[i];
+}
+"""
+
+SIZES = [{"n": 1 << 27}, {"n": 12_582_917}, {"n": 1_000_003}]  # 1 GiB, 96 MB and 8 MB moved
+
+
+def scale_spec() -> TuningSpec:
+    return TuningSpec(kernel="scale", args=[ArgSpec("x", "in", "f32", size="n"), ArgSpec("y", "out", "f32", size="n"),
+                                            ArgSpec("n", "scalar", "i32", value="n"),
+                                            ArgSpec("a", "scalar", "f32", value="2.5")],
+                      sizes=SIZES, grid=["cdiv(n, BLOCK)"], block=["BLOCK"])
+
+
+def build(backend, spec, src, kernel, params, tmp, launches=None):
+    comp = compile_kernel(src, kernel, arch=backend.device().arch, cache_dir=tmp)
+    launches = launches or [spec_mod.launch(spec, s, params) for s in spec.sizes]
+    return Variant(params=dict(params), compiled=comp, launches=launches)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cubins")
+    be = GpuBackend(watchdog_s=8.0)
+    spec = scale_spec()
+    ref = build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp)
+    problem = Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                      template_hash="t", spec_hash=spec.spec_hash, seed=7)
+    original = be.start(problem)
+    yield be, spec, original, tmp
+    be.close()
+
+
+def show(label, ev_or_timings):
+    print(f"\n[gpu] {label}: {ev_or_timings}")
+
+
+def test_device_and_copy_bandwidth(session):
+    be, *_ = session
+    dev = be.device()
+    bw = be.measure_copy_bandwidth()
+    show("device", dev)
+    show("copy bandwidth GB/s", round(bw, 1))
+    assert dev.sm_count > 0 and dev.arch.startswith("sm_") and dev.l2_bytes > 0
+    assert 300 < bw < 10_000
+    assert be.device().copy_bandwidth_gbps == bw
+
+
+def test_original_timings(session):
+    be, spec, original, _ = session
+    show("original", original)
+    big, mid, tiny = original
+    assert big.batch == 1 and big.l2 == "warm"  # 1 GiB working set: bigger than 3x L2, no flush
+    assert tiny.batch > 1 and tiny.l2 == "flushed"  # batched, rotating through cold buffer copies
+    for t in original:
+        assert 0 < t.min_us <= t.median_us <= t.max_us and t.reps >= 10 and t.iqr_us >= 0
+    bw = be.measure_copy_bandwidth()
+    for sizes, t in zip(spec.sizes, original):
+        gbps = spec_mod.bytes_moved(spec, sizes) / (t.median_us * 1e3)
+        show(f"original n={sizes['n']} GB/s", round(gbps, 1))
+        assert gbps < 1.05 * bw, "faster than a device-to-device copy: a timing bug"
+    assert spec_mod.bytes_moved(spec, spec.sizes[0]) / (big.median_us * 1e3) > 0.5 * bw
+
+
+def test_correct_variant_is_ok(session):
+    be, spec, original, tmp = session
+    v = build(be, spec, SCALE_GRID_STRIDE, "scale", {"BLOCK": 512}, tmp)
+    ev = be.evaluate(v)
+    show("grid-stride variant", ev)
+    assert ev.status == Status.OK, ev.error
+    assert len(ev.timings) == 3 and [t.batch for t in ev.timings] == [t.batch for t in original]
+    assert 0.5 < ev.objective < 2.0
+    assert all(g > 0 for g in ev.gbps) and ev.resources is not None and ev.resources.registers > 0
+
+
+def test_wrong_variant_fails_verification(session):
+    be, spec, _, tmp = session
+    ev = be.evaluate(build(be, spec, SCALE_WRONG, "scale", {"BLOCK": 256}, tmp))
+    show("wrong variant", ev.error)
+    assert ev.status == Status.VERIFY_FAILED
+    assert ev.error.startswith("y[1234] = ") and "(size set 1: n=134217728)" in ev.error
+    assert f"{(1 << 27) // 100000 + 1} of {1 << 27} elements differ" in ev.error
+
+
+def test_partial_write_is_caught_by_poison(session):
+    be, spec, _, tmp = session
+    ev = be.evaluate(build(be, spec, SCALE_PARTIAL, "scale", {"BLOCK": 256}, tmp))
+    show("partial variant", ev.error)
+    assert ev.status == Status.VERIFY_FAILED
+    assert "y[12582912] = nan" in ev.error and "poison" in ev.error and "size set 2" in ev.error
+
+
+def test_out_of_bounds_crashes_then_a_fresh_worker_goes_on(session):
+    be, spec, _, tmp = session
+    before = be.restarts
+    ev = be.evaluate(build(be, spec, SCALE_OOB, "scale", {"BLOCK": 256}, tmp))
+    show("out-of-bounds variant", ev)
+    assert ev.status == Status.CRASHED and "illegal" in ev.error.lower()
+    ok = be.evaluate(build(be, spec, SCALE, "scale", {"BLOCK": 128}, tmp))
+    assert ok.status == Status.OK, ok.error
+    assert be.restarts == before + 1
+
+
+def test_infinite_loop_times_out(session):
+    be, spec, _, tmp = session
+    before = be.restarts
+    ev = be.evaluate(build(be, spec, SCALE_HANG, "scale", {"BLOCK": 256}, tmp))
+    show("hanging variant", ev)
+    assert ev.status == Status.TIMEOUT and "no progress for 8 s" in ev.error
+    ok = be.evaluate(build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp))
+    assert ok.status == Status.OK, ok.error
+    assert be.restarts == before + 1
+
+
+def test_too_many_threads_is_a_launch_error(session):
+    be, spec, _, tmp = session
+    before = be.restarts
+    launches = [Launch(grid=(expr.evaluate_int("cdiv(n, 2048)", s), 1, 1), block=(2048, 1, 1))
+                for s in spec.sizes]
+    ev = be.evaluate(build(be, spec, SCALE, "scale", {"BLOCK": 2048}, tmp, launches))
+    show("2048-thread variant", ev)
+    assert ev.status == Status.LAUNCH_ERROR and "block (2048, 1, 1)" in ev.error
+    assert be.restarts == before  # the context survives a refused launch
+
+
+def test_confirm_interleaves(session):
+    be, spec, original, tmp = session
+    v = build(be, spec, SCALE_GRID_STRIDE, "scale", {"BLOCK": 512}, tmp)
+    orig, var = be.confirm(v, rounds=3)
+    show("confirm original", orig)
+    show("confirm variant", var)
+    assert len(orig) == len(var) == 3
+    for o, t, first in zip(orig, var, original):
+        assert o.batch == t.batch == first.batch and o.reps >= 30
+        assert 0.5 < o.median_us / first.median_us < 2.0
+
+
+def test_profile_with_ncu(session):
+    be, spec, _, tmp = session
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu not on PATH")
+    prof = be.profile(build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp))
+    show("ncu profile", {k: v for k, v in prof.items() if k != "metrics"})
+    assert "error" not in prof, prof.get("error")
+    assert prof["registers_per_thread"] > 0 and 0 < prof["dram_pct"] <= 100
+
+
+MIXED = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__global__ void mixed(const __half* a, const __nv_bfloat16* b, const int* c, __nv_bfloat16* out,
+                      signed char* sign, float* acc, int n, __half scale) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = __half2float(a[i]) * __half2float(scale) + __bfloat162float(b[i]) * (float)c[i];
+        out[i] = __float2bfloat16(v);
+        sign[i] = v > 0.f ? 1 : (v < 0.f ? -1 : 0);
+        acc[i] += v;
+    }
+}
+"""
+MIXED_WRONG_SIGN = MIXED.replace("sign[i] = v > 0.f ?", "sign[i] = v > 0.5f ?")
+
+
+def test_half_bf16_int_and_inout_buffers(tmp_path):
+    spec = TuningSpec(kernel="mixed", args=[
+        ArgSpec("a", "in", "f16", size="n"), ArgSpec("b", "in", "bf16", size="n", init="uniform(-1, 1)"),
+        ArgSpec("c", "in", "i32", size="n", init="randint(-3, 4)"), ArgSpec("out", "out", "bf16", size="n"),
+        ArgSpec("sign", "out", "i8", size="n"), ArgSpec("acc", "inout", "f32", size="n"),
+        ArgSpec("n", "scalar", "i32", value="n"), ArgSpec("scale", "scalar", "f16", value="0.5")],
+        sizes=[{"n": 3_000_017}, {"n": 4099}], grid=["cdiv(n, BLOCK)"], block=["BLOCK"])
+    with GpuBackend(watchdog_s=20.0) as be:
+        ref = build(be, spec, MIXED, "mixed", {"BLOCK": 256}, tmp_path)
+        problem = Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                          template_hash="t", spec_hash=spec.spec_hash, seed=3)
+        original = be.start(problem)
+        show("mixed original", original)
+        ev = be.evaluate(build(be, spec, MIXED, "mixed", {"BLOCK": 128}, tmp_path))
+        show("mixed variant", ev)
+        assert ev.status == Status.OK, ev.error
+        bad = be.evaluate(build(be, spec, MIXED_WRONG_SIGN, "mixed", {"BLOCK": 256}, tmp_path))
+        show("mixed wrong sign", bad.error)
+        assert bad.status == Status.VERIFY_FAILED and bad.error.startswith("sign[") and "= 0 vs 1 " in bad.error
