@@ -190,7 +190,7 @@ class Session:
         return self.backend.name != "replay"
 
     def _compile_job(self, text: str, kernel: str, defines: dict | None) -> dict:
-        return dict(text=text, kernel=kernel, arch=self.arch, defines=defines,
+        return dict(text=text, kernel=kernel, arch=self.arch, defines=defines, source_path=self.prep.path,
                     include_dirs=[str(Path(self.prep.path).parent)], cache_dir=cache_dir())
 
     # ------------------------------------------------------------------ phases
