@@ -1,0 +1,87 @@
+"""A backend that answers from measurements recorded on a real GPU (the store); it never runs code.
+
+Used in CI and for search experiments: the tuner drives it exactly like the GPU backend. A configuration
+that was never recorded raises ``ReplayMiss``; the caller counts it as "not recorded".
+"""
+
+from __future__ import annotations
+
+import copy
+
+from .backend import Problem, Variant
+from .model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
+from .store import Store
+
+
+class ReplayMiss(KerntuneError):
+    """The recording has no measurement for what was asked."""
+
+
+class ReplayBackend:
+    """Replays ``store``'s recordings for ``device`` (None: the most recently recorded device).
+    ``close()`` closes the store."""
+
+    name = "replay"
+
+    def __init__(self, store: Store, device: str | None = None):
+        self.store = store
+        self._device_name = device
+        self._problem: Problem | None = None
+        self._original: list[Timing] | None = None
+
+    def _where(self) -> str:
+        return str(self.store.path)
+
+    def device(self) -> DeviceInfo:
+        info = self.store.get_device(self._device_name)
+        if info is None:
+            if self._device_name is None:
+                raise KerntuneError("the recording has no device: record one with a GPU "
+                                    "(kerntune tune with the gpu backend)", self._where())
+            have = ", ".join(d.name for d in self.store.devices()) or "none"
+            raise KerntuneError(f"the recording has no device named '{self._device_name}' "
+                                f"(recorded devices: {have})", self._where())
+        return info
+
+    def measure_copy_bandwidth(self) -> float:
+        info = self.device()
+        if info.copy_bandwidth_gbps is None:
+            raise KerntuneError(f"the recording has no copy bandwidth for {info.name}; record one with a GPU",
+                                self._where())
+        return info.copy_bandwidth_gbps
+
+    def start(self, problem: Problem) -> list[Timing]:
+        dev = self.device().name
+        timings = self.store.get_original(problem.original_hash, problem.spec_hash, dev)
+        if timings is None:
+            raise KerntuneError(f"no recorded measurement of the original kernel for this spec on {dev}; "
+                                "record one with a GPU", self._where())
+        self._problem = problem
+        self._original = timings
+        return copy.deepcopy(timings)
+
+    def _recorded(self, variant: Variant) -> Evaluation:
+        if self._problem is None:
+            raise RuntimeError("ReplayBackend.start(problem) must be called before evaluating variants")
+        p, dev = self._problem, self.device().name
+        ev = self.store.get_evaluation(p.template_hash, p.spec_hash, dev, variant.params)
+        if ev is None:
+            raise ReplayMiss(f"not recorded: no measurement of {variant.params} for this template and spec "
+                             f"on {dev}", self._where())
+        return ev
+
+    def evaluate(self, variant: Variant) -> Evaluation:
+        ev = copy.deepcopy(self._recorded(variant))
+        ev.from_store = True
+        return ev
+
+    def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
+        """The recorded original timings and the variant's recorded timings (``rounds`` is ignored)."""
+        ev = self._recorded(variant)
+        if ev.status != Status.OK or any(t is None for t in ev.timings):
+            raise ReplayMiss(f"the recording of {variant.params} has no timings (status {ev.status.value})",
+                             self._where())
+        return copy.deepcopy(self._original), copy.deepcopy(ev.timings)
+
+    def close(self) -> None:
+        self.store.close()
