@@ -351,7 +351,8 @@ def parse_ncu_csv(text: str) -> dict:
             x = float(v.replace(",", ""))
         except ValueError:
             continue
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(u)
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+                 "second": 1e6, "s": 1e6}.get(u.strip())
         if scale is not None:
             n, x = n + ".us", x * scale
         metrics[n] = x

@@ -233,6 +233,7 @@ class GpuWorker:
         self.sets: list[_SizeSet] = []
         self.problem: Problem | None = None
         self.reference = None  # (module, function)
+        self.variant_module = None
         self.launch_ns = 10_000.0  # host cost of one launch, learned while timing
 
     # ------------------------------------------------------------------ device
@@ -387,6 +388,14 @@ class GpuWorker:
         if smem > self.info.smem_per_block:
             fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         return mod, fn
+
+    def _load_variant(self, variant: Variant):
+        """The variant's function; its module stays loaded until the next variant's replaces it (unloading
+        it in a context that the variant has just poisoned would only add noise)."""
+        self.variant_module = None
+        self.variant_module, fn = self._load(variant.compiled.cubin_path, variant.compiled.symbol,
+                                             variant.launches, "the variant")
+        return fn
 
     def _arg_format(self) -> str:
         return "".join(SCALAR_FORMAT[a.dtype] if a.role == "scalar" else POINTER_FORMAT
@@ -554,7 +563,7 @@ class GpuWorker:
             ev.status, ev.error = Status.LAUNCH_ERROR, f"{len(variant.launches)} launches for {len(self.sets)} size sets"
             return ev
         try:
-            _, fn = self._load(variant.compiled.cubin_path, variant.compiled.symbol, variant.launches, "the variant")
+            fn = self._load_variant(variant)
         except (KerntuneError, self.cuda.Error) as e:
             ev.status, ev.error = Status.LAUNCH_ERROR, str(e)
             return ev
@@ -602,7 +611,7 @@ class GpuWorker:
 
     def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
         """The original and the variant timed interleaved ``rounds`` times each, per size set."""
-        _, fn = self._load(variant.compiled.cubin_path, variant.compiled.symbol, variant.launches, "the variant")
+        fn = self._load_variant(variant)
         orig, var = [], []
         for ss in self.sets:
             o, v = [], []
@@ -616,7 +625,7 @@ class GpuWorker:
     def launch_once(self, variant: Variant, size_index: int = 0) -> None:
         """Fill inputs and launch the variant once on one size set (what ``ncu`` profiles)."""
         ss = self.sets[size_index]
-        _, fn = self._load(variant.compiled.cubin_path, variant.compiled.symbol, variant.launches, "the variant")
+        fn = self._load_variant(variant)
         self._fill(ss, 1)
         self._poison(ss)
         self._launch(fn, ss, variant.launches[size_index])

@@ -8,6 +8,7 @@ Figures are printed (run with -s to see them).
 """
 
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -153,6 +154,7 @@ def test_out_of_bounds_crashes_then_a_fresh_worker_goes_on(session):
     ok = be.evaluate(build(be, spec, SCALE, "scale", {"BLOCK": 128}, tmp))
     assert ok.status == Status.OK, ok.error
     assert be.restarts == before + 1
+    assert [t.batch for t in ok.timings] == be.batches  # the fresh worker kept the session's batches
 
 
 def test_infinite_loop_times_out(session):
@@ -195,6 +197,7 @@ def test_profile_with_ncu(session):
         pytest.skip("ncu not on PATH")
     prof = be.profile(build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp))
     show("ncu profile", {k: v for k, v in prof.items() if k != "metrics"})
+    show("ncu time metrics", {k: v for k, v in prof.get("metrics", {}).items() if "time" in k or "duration" in k})
     assert "error" not in prof, prof.get("error")
     assert prof["registers_per_thread"] > 0 and 0 < prof["dram_pct"] <= 100
 
@@ -235,3 +238,60 @@ def test_half_bf16_int_and_inout_buffers(tmp_path):
         bad = be.evaluate(build(be, spec, MIXED_WRONG_SIGN, "mixed", {"BLOCK": 256}, tmp_path))
         show("mixed wrong sign", bad.error)
         assert bad.status == Status.VERIFY_FAILED and bad.error.startswith("sign[") and "= 0 vs 1 " in bad.error
+
+
+ROW_SUM = r"""
+#ifndef BLOCK
+#define BLOCK 128
+#endif
+__global__ void row_sum(const float* x, float* out, int cols) {
+    extern __shared__ float s[];
+    const float* row = x + (size_t)blockIdx.x * cols;
+    float acc = 0.f;
+    for (int c = threadIdx.x; c < cols; c += BLOCK) acc += row[c];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_reduction_variants_within_float_tolerance(tmp_path):
+    """Other block sizes sum in another order: equal within rtol/atol, not bit for bit. One variant asks
+    for 64 KB of dynamic shared memory (over the 48 KB default: the worker raises the function's limit)."""
+    spec = TuningSpec(kernel="row_sum", args=[ArgSpec("x", "in", "f32", size="rows * cols"),
+                                              ArgSpec("out", "out", "f32", size="rows"),
+                                              ArgSpec("cols", "scalar", "i32", value="cols")],
+                      sizes=[{"rows": 8192, "cols": 4096}, {"rows": 1000, "cols": 4099}],
+                      grid=["rows"], block=["BLOCK"], smem="BLOCK * 4", rtol=1e-5, atol=1e-4)
+    with GpuBackend(watchdog_s=20.0) as be:
+        arch = be.device().arch
+
+        def variant(block, smem=None):
+            comp = compile_kernel(ROW_SUM, "row_sum", arch=arch, defines={"BLOCK": block}, cache_dir=tmp_path)
+            launches = [spec_mod.launch(spec, s, {"BLOCK": block}) for s in spec.sizes]
+            if smem:
+                launches = [Launch(ln.grid, ln.block, smem) for ln in launches]
+            return Variant(params={"BLOCK": block}, compiled=comp, launches=launches)
+
+        ref = variant(128)
+        problem = Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                          template_hash="t", spec_hash=spec.spec_hash, seed=11)
+        original = be.start(problem)
+        show("row_sum original", original)
+        for block, smem in ((32, None), (256, None), (512, None), (256, 65536)):
+            ev = be.evaluate(variant(block, smem))
+            show(f"row_sum BLOCK={block} smem={smem}", (ev.status.value, ev.error,
+                                                          [round(t.median_us, 2) for t in ev.timings],
+                                                          [round(g) for g in ev.gbps], ev.objective))
+            assert ev.status == Status.OK, ev.error
+        # for the record: the dtype's default tolerances (atol 1e-5) on a 4096-term float sum
+        be.start(Problem(spec=replace(spec, atol=None, rtol=None), reference=ref.compiled,
+                         reference_launches=ref.launches, original_hash="o", template_hash="t", spec_hash="d", seed=5))
+        ev = be.evaluate(variant(512))
+        show("row_sum BLOCK=512 at default tolerances", (ev.status.value, ev.error))
+        assert ev.status in (Status.OK, Status.VERIFY_FAILED)
