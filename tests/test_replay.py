@@ -156,3 +156,57 @@ def test_replay_never_needs_compiled_code(backend):
     v = variant(64)
     assert v.compiled is None
     assert backend.evaluate(v).ok
+
+
+# --------------------------------------------------------------------------------------------- with the tuner
+def record_row_sum(tmp_path):
+    """A recording of examples/row_sum.cu for every valid configuration, made with the Store API the way a GPU
+    session writes it; the objective is a smooth function of the parameters, best at BLOCK=256, UNROLL=8."""
+    import shutil
+    from pathlib import Path
+
+    from agent_core.model import sha256_text
+    from agent_core.space import valid_configs
+    from agent_core.tuner import prepare
+
+    src = tmp_path / "row_sum.cu"
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "row_sum.cu", src)
+    prep = prepare(str(src), "row_sum", use_workspace_files=False)
+    th, sh, oh = prep.template.template_hash, prep.spec.spec_hash, sha256_text(prep.text)
+    rec = tmp_path / "recording.sqlite"
+    with Store(rec) as s:
+        s.put_device(DEVICE)
+        s.put_original(oh, sh, DEVICE.name, [t(u) for u in ORIGINAL_US])
+        sid = s.start_session(str(src), "row_sum", oh, th, sh, DEVICE.name, "exhaustive", 100, 0, "structural")
+        for cfg in valid_configs(prep.template.space, prep.spec.sizes):
+            f = 1 + 0.1 * (math.log2(cfg["BLOCK"]) - 8) ** 2 + 0.02 * (math.log2(cfg["UNROLL"]) - 3) ** 2
+            us = [u * 0.5 * f for u in ORIGINAL_US]
+            s.put_evaluation(sid, th, sh, DEVICE.name, Evaluation(params=cfg, status=Status.OK,
+                                                                  timings=[t(u) for u in us], gbps=[1.0, 1.0],
+                                                                  objective=0.5 * f))
+        s.finish_session(sid, "finished", {})
+    return src, rec
+
+
+def test_tuner_session_on_replay(tmp_path):
+    pytest.importorskip("agent_core.templatize")  # the tuner's structural templatizer (another module)
+    from agent_core.tuner import TuneOptions, tune
+
+    src, rec = record_row_sum(tmp_path)
+    with Store(tmp_path / "ws.sqlite") as ws:
+        backend = ReplayBackend(Store(rec))
+        r = tune(str(src), "row_sum", backend, ws, TuneOptions(budget=100, strategy="auto"))
+        backend.close()
+        s = r.summary
+        assert r.status == "finished" and s["device"] == DEVICE.name and s["copy_bw_gbps"] == 2960.0
+        assert s["best_params"] == {"BLOCK": 256, "UNROLL": 8}
+        assert s["speedup"] == pytest.approx(2.0)
+        assert s["counts"]["ok"] == 30 and s["counts"]["failed"] == 0
+        assert ws.latest_session(str(src), "row_sum", finished_only=True)["summary"]["best_params"] == s["best_params"]
+        # with TPE and a budget of a third of the space, the best found is within 5% of the optimum
+        backend = ReplayBackend(Store(rec))
+        with Store(tmp_path / "ws2.sqlite") as ws2:
+            r2 = tune(str(src), "row_sum", backend, ws2, TuneOptions(budget=10, strategy="tpe", seed=1))
+        backend.close()
+        assert r2.summary["counts"]["measured"] == 10
+        assert r2.best.objective <= 0.5 * 1.05
