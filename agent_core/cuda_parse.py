@@ -401,3 +401,20 @@ def _innermost_identifier(d: Node | None) -> tuple[Node | None, bool]:
 def build_file(tree: Tree, text: str, path: str = "<memory>") -> CudaFile:
     """A ``CudaFile`` from a tree of ``text`` (as parsed by ``parse_tree``)."""
     return _Builder(tree, text, path).build()
+
+
+def file_constants(tree: Tree, text: str) -> dict[str, HostVar]:
+    """File-scope ``const`` / ``constexpr`` variables (``constexpr int TILE = 32;``), by name."""
+    b = _Builder(tree, text, "")
+    out: dict[str, HostVar] = {}
+    stack = [tree.root_node]
+    while stack:
+        n = stack.pop()
+        for c in n.named_children:
+            if c.type == "declaration" and _is_constant_decl(b, c):
+                for v in b.declared(c):
+                    out[v.name] = v
+            elif c.type in ("declaration_list", "preproc_ifdef", "preproc_if", "preproc_else",
+                            "namespace_definition", "linkage_specification"):
+                stack.append(c)
+    return out

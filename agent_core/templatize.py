@@ -1,0 +1,820 @@
+"""Structural templatization: lift the hard-coded, performance-relevant constants of one kernel (block size,
+fixed grid of a grid-stride loop, ``#pragma unroll N``, ``__launch_bounds__``, integer template arguments)
+into named parameters with domains and constraints -> ``model.KernelTemplate``.
+
+Also ``launch_exprs``: a launch site's configuration in the expression language, for drafting specs.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from . import expr
+from .cuda_parse import file_constants, kernel_has_errors, parse_tree
+from .model import (CudaFile, HostVar, Kernel, KernelTemplate, KerntuneError, LaunchSite, Param, ParamSpace, Site,
+                    Span, macro_name)
+
+HEADER_BEGIN = "// kerntune:params-begin"
+HEADER_END = "// kerntune:params-end"
+
+SM_COUNT = 132  # H100 SXM / H200: grid sizes are offered as multiples of it
+POW2_BLOCKS = [32, 64, 128, 256, 512, 1024]
+ALL_BLOCKS = list(range(32, 1025, 32))
+BLOCK_XS = [8, 16, 32, 64, 128, 256, 512, 1024]  # x of a 2D block
+BLOCK_YS = [1, 2, 4, 8, 16, 32]
+UNROLLS = [1, 2, 4, 8, 16]
+TEMPLATE_VALUES = [1, 2, 4, 8, 16]
+MIN_BLOCKS = [1, 2, 3, 4, 6, 8]
+GRIDS = sorted({SM_COUNT * k for k in (1, 2, 3, 4, 6, 8, 12, 16, 32)} | {2 ** i for i in range(6, 17)})
+
+_INT_RE = re.compile(r"^\s*\(?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?\s*$")
+_HALVING_RE = re.compile(r">>=\s*1\b|/=\s*2\b|>>\s*1\b|/\s*2\b")
+_SIZEOF = {"char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "short": 2,
+           "int16_t": 2, "uint16_t": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4,
+           "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4, "float": 4, "double": 8, "long long": 8,
+           "int64_t": 8, "uint64_t": 8, "size_t": 8, "long": 8, "float2": 8, "float4": 16, "int4": 16,
+           "half2": 4, "__half2": 4, "double2": 16}
+_CDIV_FUNCS = {"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "DIV_UP", "CEIL_DIV", "CDIV", "DIVUP", "iDivUp",
+               "div_round_up", "DIV_ROUND_UP"}
+
+
+def _int_literal(text: str) -> int | None:
+    m = _INT_RE.match(text)
+    return int(m.group(1), 0) if m else None
+
+
+# --------------------------------------------------------------------------------------------- context
+class _File:
+    """The parsed file with the tree (for nodes at spans), defines and file-scope constants."""
+
+    def __init__(self, cf: CudaFile):
+        self.cf = cf
+        self.data = cf.text.encode("utf-8")
+        self.tree = parse_tree(self.data)
+        self.root = self.tree.root_node
+        self.defines = {d.name: d for d in cf.defines}
+        self.consts = file_constants(self.tree, cf.text)
+
+    def t(self, n: Node) -> str:
+        return self.data[n.start_byte:n.end_byte].decode("utf-8", errors="replace")
+
+    def node(self, span: Span) -> Node | None:
+        return self.root.named_descendant_for_byte_range(span.start, span.end)
+
+    def line_of(self, offset: int) -> int:
+        return self.data.count(b"\n", 0, offset)
+
+
+@dataclass
+class _Source:
+    """A literal integer in the file that a parameter can stand for."""
+    span: Span
+    value: int
+    text: str
+    name: str | None  # the variable / macro it is the value of, if any
+    where: str  # for the user: "#define BLOCK 128 at line 5"
+    render: str = "{value}"  # the replacement, e.g. "{value} - 1" for the 255 of `(n + 255) / 256`
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.span.start, self.span.end)
+
+
+@dataclass
+class _P:
+    name: str
+    kind: str
+    original: int
+    values: list[int]
+    why: str
+    sites: list[_Source] = field(default_factory=list)
+
+
+def _span_of(n: Node) -> Span:
+    return Span(n.start_byte, n.end_byte, n.start_point.row, n.start_point.column, n.end_point.row,
+                n.end_point.column)
+
+
+class _Resolver:
+    """Follows a C expression to the integer literal it is (a literal, a variable, a macro)."""
+
+    def __init__(self, f: _File, host_vars: dict[str, HostVar] | None):
+        self.f = f
+        self.vars: dict[str, HostVar] = dict(f.consts)
+        if host_vars:
+            self.vars.update(host_vars)
+
+    def resolve(self, n: Node | None, depth: int = 0) -> _Source | None:
+        if n is None or depth > 8:
+            return None
+        if n.type == "parenthesized_expression" and n.named_child_count == 1:
+            return self.resolve(n.named_children[0], depth + 1)
+        if n.type == "number_literal":
+            v = _int_literal(self.f.t(n))
+            if v is None:
+                return None
+            return _Source(_span_of(n), v, self.f.t(n), None, f"a literal at line {n.start_point.row + 1}")
+        if n.type in ("identifier", "type_identifier"):  # `k<vec>`: a bare name parses as a type
+            return self.resolve_name(self.f.t(n), depth)
+        if n.type == "type_descriptor" and n.named_child_count == 1:
+            return self.resolve(n.named_children[0], depth + 1)
+        return None
+
+    def resolve_name(self, name: str, depth: int = 0) -> _Source | None:
+        hv = self.vars.get(name)
+        if hv is not None:
+            if hv.init is None or "dim3" in hv.type:
+                return None
+            src = self.resolve(self.f.node(hv.init.span), depth + 1)
+            if src is not None and src.name is None:
+                src.name = name
+                src.where = f"`{hv.type} {name} = {hv.init.text};` at line {hv.span.line + 1}"
+            return src
+        d = self.f.defines.get(name)
+        if d is not None and d.value_span is not None:
+            v = _int_literal(d.value)
+            if v is not None:
+                m = re.search(r"0[xX][0-9a-fA-F]+|\d+", d.value)
+                vb = d.value[:m.start()].encode("utf-8")
+                start = d.value_span.start + len(vb)
+                sp = Span(start, start + len(m.group(0)), d.value_span.line, d.value_span.col + len(vb),
+                          d.value_span.line, d.value_span.col + len(vb) + len(m.group(0)))
+                return _Source(sp, v, m.group(0), name, f"#define {name} {d.value} at line {d.span.line + 1}")
+            if re.fullmatch(r"[A-Za-z_]\w*", d.value) and d.value != name:
+                return self.resolve_name(d.value, depth + 1)
+        return None
+
+
+def _dim3_components(f: _File, r: _Resolver, n: Node | None, depth: int = 0) -> list[Node] | None:
+    """The component expressions of a dim3 value (``dim3(a, b)``, a ``dim3 g(a, b)`` variable); None if
+    ``n`` is not a dim3."""
+    if n is None or depth > 8:
+        return None
+    if n.type == "parenthesized_expression" and n.named_child_count == 1:
+        return _dim3_components(f, r, n.named_children[0], depth + 1)
+    if n.type in ("call_expression", "compound_literal_expression"):
+        fn = n.child_by_field_name("function") or n.child_by_field_name("type")
+        if fn is not None and f.t(fn) == "dim3":
+            args = n.child_by_field_name("arguments") or n.child_by_field_name("value")
+            return [c for c in args.named_children if c.type != "comment"] if args is not None else []
+    if n.type in ("argument_list", "initializer_list"):
+        return [c for c in n.named_children if c.type != "comment"]
+    if n.type == "identifier":
+        hv = r.vars.get(f.t(n))
+        if hv is not None and "dim3" in hv.type and hv.init is not None:
+            inner = f.node(hv.init.span)
+            comps = _dim3_components(f, r, inner, depth + 1)
+            if comps is None and inner is not None:  # dim3 g = n;
+                return [inner]
+            return comps
+    return None
+
+
+# --------------------------------------------------------------------------------------------- analysis
+def _param_name(raw: str) -> str:
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", raw).upper()
+    s = re.sub(r"\W", "_", s).strip("_") or "P"
+    if s[0].isdigit():
+        s = "P_" + s
+    return s
+
+
+class _Analysis:
+    def __init__(self, cf: CudaFile, k: Kernel):
+        self.cf, self.k = cf, k
+        self.f = _File(cf)
+        self.params: dict[str, _P] = {}
+        self.by_key: dict[tuple[int, int], str] = {}
+        self.constraints: list[str] = []
+        self.notes: list[str] = []  # why something was not lifted
+        self.body = self.f.node(k.body_span)
+        self.body_text = cf.text.encode("utf-8")[k.body_span.start:k.body_span.end].decode("utf-8", "replace")
+        self.block: str | None = None  # the block-size parameter (x)
+
+    # ------------------------------------------------------------------------------------- registry
+    def _unique(self, name: str) -> str:
+        if keyword.iskeyword(name.lower()) or name in expr.FUNCTIONS:
+            name = name + "_P"
+        base, i = name, 2
+        while name in self.params:
+            name = f"{base}_{i}"
+            i += 1
+        return name
+
+    def add(self, src: _Source, name: str, kind: str, values: list[int], why: str) -> str:
+        if src.key in self.by_key:
+            return self.by_key[src.key]
+        name = self._unique(name)
+        self.params[name] = _P(name, kind, src.value, sorted(set(values) | {src.value}), why, [src])
+        self.by_key[src.key] = name
+        return name
+
+    def tie(self, src: _Source, param: str, render: str = "{value}") -> None:
+        if src.key not in self.by_key:
+            src.render = render
+            self.params[param].sites.append(src)
+            self.by_key[src.key] = param
+
+    def constrain(self, c: str, env: dict[str, int] | None = None) -> None:
+        env = env or {n: p.original for n, p in self.params.items()}
+        try:
+            if not expr.evaluate(c, env):
+                return  # never impose a constraint the original configuration breaks
+        except expr.ExprError:
+            return
+        if c not in self.constraints:
+            self.constraints.append(c)
+
+    # ------------------------------------------------------------------------------------- steps
+    def run(self) -> None:
+        sites = self.k.launch_sites
+        if sites:
+            self.template_args(sites[0])
+            self.block_size(sites[0], primary=True)
+            for s in sites[1:]:
+                self.block_size(s, primary=False)
+            self.grid_size(sites[0])
+            for s in sites:
+                self.grid_follows_block(s)
+        else:
+            self.notes.append("no launch site of it in this file")
+        self.block_assumptions()
+        self.launch_bounds()
+        self.unroll()
+
+    def template_args(self, site: LaunchSite) -> None:
+        if not site.template_args:
+            return
+        r = _Resolver(self.f, site.host_vars)
+        for tp, arg in zip(self.k.template_params, site.template_args):
+            if tp.kind != "value":
+                continue
+            src = r.resolve(self.f.node(arg.span))
+            if src is None:
+                self.notes.append(f"template argument {tp.name} = {arg.text} is not a constant")
+                continue
+            pow2 = expr.FUNCTIONS["is_pow2"](src.value)
+            values = [v for v in TEMPLATE_VALUES if v <= max(16, src.value)] if pow2 else [src.value]
+            if src.value > 16 and pow2:
+                values += [src.value // 2, src.value * 2]
+            name = self.add(src, _param_name(tp.name), "template_arg", values,
+                            f"template argument {tp.name} of {self.k.name}, from {src.where}")
+            if pow2 and src.value >= 1:
+                self.constrain(f"is_pow2({name})")
+
+    def block_size(self, site: LaunchSite, primary: bool) -> None:
+        if len(site.config) < 2:
+            return
+        r = _Resolver(self.f, site.host_vars)
+        node = self.f.node(site.config[1].span)
+        comps = _dim3_components(self.f, r, node)
+        multi = comps is not None and len(comps) > 1
+        x = comps[0] if comps else node
+        src = r.resolve(x)
+        if src is None:
+            if primary:
+                self.notes.append(f"the block size `{site.config[1].text}` is not a constant")
+            return
+        if not primary:
+            if src.key in self.by_key:
+                return
+            if self.block is not None and src.value == self.params[self.block].original and src.name is None:
+                self.tie(src, self.block)  # another launch with the same literal block size
+            return
+        if src.key in self.by_key:  # e.g. k<BLOCK><<<g, BLOCK>>>
+            name = self.by_key[src.key]
+            p = self.params[name]
+            p.kind, p.values = "block_size", self._block_values(src.value)
+            p.why = f"threads per block, from {src.where}"
+        else:
+            tp = self._template_param_for_block(src.value) if src.name is None else None
+            if tp is not None:  # scale<2, 256><<<g, 256>>> with template <int VEC, int THREADS>
+                name = tp
+                self.tie(src, tp)
+                p = self.params[tp]
+                p.kind, p.values = "block_size", self._block_values(src.value)
+                p.why = f"threads per block; {p.why}"
+                if not self._halving():
+                    self.constraints = [c for c in self.constraints if c != f"is_pow2({tp})"]
+            else:
+                default = "BLOCK_X" if multi else "BLOCK"
+                values = sorted(set(BLOCK_XS) | {src.value}) if multi else self._block_values(src.value)
+                name = self.add(src, _param_name(src.name) if src.name else default, "block_size",
+                                values, f"threads per block{' in x' if multi else ''}, from {src.where}")
+        self.block = name
+        self.constrain(f"{name} % 32 == 0")
+        self.constrain(f"{name} <= 1024")
+        if self._halving():
+            self.constrain(f"is_pow2({name})")
+        if multi and len(comps) > 1:
+            ysrc = r.resolve(comps[1])
+            if ysrc is not None and ysrc.value > 1 and ysrc.key not in self.by_key:
+                yname = self.add(ysrc, _param_name(ysrc.name) if ysrc.name else "BLOCK_Y", "block_size",
+                                 BLOCK_YS, f"threads per block in y, from {ysrc.where}")
+                self.constraints = [c for c in self.constraints if not c.startswith(f"{name} % 32")]
+                self.constrain(f"({name} * {yname}) % 32 == 0")
+                self.constrain(f"{name} * {yname} <= 1024")
+
+    def _template_param_for_block(self, value: int) -> str | None:
+        for name, p in self.params.items():
+            if p.kind == "template_arg" and p.original == value and re.search(r"BLOCK|THREAD|NT\b|TPB", name):
+                return name
+        return None
+
+    def _halving(self) -> bool:
+        return bool(_HALVING_RE.search(_strip_comments(self.body_text)))
+
+    def _block_values(self, original: int) -> list[int]:
+        base = POW2_BLOCKS if self._halving() and expr.FUNCTIONS["is_pow2"](original) else ALL_BLOCKS
+        return sorted(set(base) | {original})
+
+    def grid_size(self, site: LaunchSite) -> None:
+        if not self._grid_stride():
+            return
+        r = _Resolver(self.f, site.host_vars)
+        node = self.f.node(site.config[0].span)
+        comps = _dim3_components(self.f, r, node)
+        x = comps[0] if comps else node
+        src = r.resolve(x)
+        if src is None:
+            return  # the grid follows the problem size: nothing fixed to tune
+        if src.key in self.by_key:
+            return
+        name = self.add(src, _param_name(src.name) if src.name else "GRID", "grid_size", GRIDS,
+                        f"blocks in the grid of the grid-stride loop (which covers any size), from {src.where}")
+        self.constrain(f"{name} >= 1")
+        self.constrain(f"{name} <= 2147483647")
+
+    def grid_follows_block(self, site: LaunchSite) -> None:
+        """Literals of the grid's x expression that are the literal block size (``(n + 255) / 256`` with
+        ``<<<..., 256>>>``): they become the block parameter (and ``BLOCK - 1``), so the grid keeps covering
+        the problem when the block changes."""
+        if self.block is None or not site.config:
+            return
+        p = self.params[self.block]
+        if p.kind != "block_size" or any(s.name for s in p.sites):
+            return  # a named block size (macro, variable) is followed by name already
+        r = _Resolver(self.f, site.host_vars)
+        node = self.f.node(site.config[0].span)
+        comps = _dim3_components(self.f, r, node)
+        todo = [comps[0] if comps else node]
+        seen: set[str] = set()
+        while todo:
+            n = todo.pop()
+            if n is None:
+                continue
+            for x in _walk(n):
+                if x.type == "identifier":
+                    name = self.f.t(x)
+                    hv = r.vars.get(name)
+                    if hv is not None and hv.init is not None and name not in seen:
+                        seen.add(name)
+                        init = self.f.node(hv.init.span)
+                        c = _dim3_components(self.f, r, init) if "dim3" in hv.type else None
+                        todo.append(c[0] if c else init)
+                elif x.type == "number_literal":
+                    v = _int_literal(self.f.t(x))
+                    if v is None or (x.start_byte, x.end_byte) in self.by_key or not _in_arithmetic(self.f, x):
+                        continue  # a grid that is just `256` is its own thing, not the block size
+                    src = _Source(_span_of(x), v, self.f.t(x), None, f"line {x.start_point.row + 1}")
+                    if v == p.original:
+                        self.tie(src, self.block)
+                    elif v == p.original - 1:
+                        par = x.parent
+                        additive = par is not None and par.type == "binary_expression" and \
+                            self.f.t(par.child_by_field_name("operator")) == "+"
+                        self.tie(src, self.block, "{value} - 1" if additive else "({value} - 1)")
+
+    def _grid_stride(self) -> bool:
+        if self.body is None or "gridDim" not in self.body_text:
+            return False
+        strided: set[str] = set()
+        for n in _walk(self.body):
+            if n.type == "init_declarator":
+                v = n.child_by_field_name("value")
+                d = n.child_by_field_name("declarator")
+                if v is not None and d is not None and "gridDim" in self.f.t(v):
+                    strided.add(self.f.t(d))
+            elif n.type == "assignment_expression":
+                op = n.child_by_field_name("operator")
+                rt = n.child_by_field_name("right")
+                lt = n.child_by_field_name("left")
+                if op is None or rt is None or lt is None:
+                    continue
+                if self.f.t(op) == "=" and "gridDim" in self.f.t(rt):
+                    strided.add(self.f.t(lt))
+        for n in _walk(self.body):
+            if n.type == "assignment_expression":
+                op = n.child_by_field_name("operator")
+                rt = n.child_by_field_name("right")
+                if op is not None and rt is not None and self.f.t(op) == "+=":
+                    txt = self.f.t(rt)
+                    if "gridDim" in txt or set(re.findall(r"\w+", txt)) & strided:
+                        return True
+        return False
+
+    def block_assumptions(self) -> None:
+        """Literals in the kernel equal to a literal block size: ``__shared__`` array sizes and
+        ``threadIdx``-strided loop steps assume blockDim.x, so they follow the block parameter."""
+        if self.block is None or self.body is None:
+            return
+        bp = self.params[self.block]
+        r = _Resolver(self.f, None)
+        for n in _walk(self.body):
+            cands: list[Node] = []
+            if n.type == "declaration" and "__shared__" in [self.f.t(c) for c in n.children
+                                                             if c.type in ("type_qualifier", "storage_class_specifier",
+                                                                           "attribute_specifier")]:
+                for a in _walk(n):
+                    if a.type == "array_declarator":
+                        sz = a.child_by_field_name("size")
+                        if sz is not None:
+                            cands.append(sz)
+            elif n.type == "binary_expression" and self.f.t(n.child_by_field_name("operator")) == "*":
+                lt, rt = n.child_by_field_name("left"), n.child_by_field_name("right")
+                if lt is not None and rt is not None:  # blockIdx.x * 256
+                    if self.f.t(lt).replace(" ", "") == "blockIdx.x":
+                        cands.append(rt)
+                    elif self.f.t(rt).replace(" ", "") == "blockIdx.x":
+                        cands.append(lt)
+            elif n.type == "for_statement":
+                init = n.child_by_field_name("initializer")
+                upd = n.child_by_field_name("update")
+                if init is not None and upd is not None and "threadIdx" in self.f.t(init) \
+                        and upd.type == "assignment_expression":
+                    op = upd.child_by_field_name("operator")
+                    if op is not None and self.f.t(op) == "+=":
+                        cands.append(upd.child_by_field_name("right"))
+            if n.type == "for_statement" and bp.original % 2 == 0:  # for (s = 128; s > 0; s >>= 1)
+                upd = n.child_by_field_name("update")
+                init = n.child_by_field_name("initializer")
+                if upd is not None and init is not None and re.search(r">>=\s*1\b|/=\s*2\b", self.f.t(upd)):
+                    for x in _walk(init):
+                        if x.type == "number_literal" and x.parent is not None and \
+                                x.parent.type in ("init_declarator", "assignment_expression") and \
+                                _int_literal(self.f.t(x)) == bp.original // 2:
+                            src = _Source(_span_of(x), bp.original // 2, self.f.t(x), None, "")
+                            self.tie(src, self.block, "{value} / 2")
+            for c in cands:
+                if c is None or c.type != "number_literal":
+                    continue  # names (BLOCK) follow by themselves
+                src = r.resolve(c)
+                if src is not None and src.value == bp.original:
+                    self.tie(src, self.block)
+
+    def launch_bounds(self) -> None:
+        lb = self.k.launch_bounds
+        if not lb:
+            return
+        r = _Resolver(self.f, None)
+        src = r.resolve(self.f.node(lb[0].span))
+        lb_name = None
+        if src is None:
+            self.notes.append(f"__launch_bounds__({lb[0].text}) is not a constant")
+        elif src.key in self.by_key:
+            lb_name = self.by_key[src.key]
+        elif self.block is not None and src.value == self.params[self.block].original:
+            self.tie(src, self.block)
+            lb_name = self.block
+        else:
+            if self.block is not None:
+                values = sorted(set(POW2_BLOCKS) | {src.value})
+            else:  # the block size is not ours: only values the original launch is sure to fit
+                values = [v for v in POW2_BLOCKS if v >= src.value]
+            lb_name = self.add(src, "LAUNCH_BOUNDS", "launch_bounds", values,
+                               f"__launch_bounds__ max threads per block, from {src.where}")
+            if self.block is not None:
+                self.constrain(f"{lb_name} >= {self.block}")
+            self.constrain(f"{lb_name} <= 1024")
+        if len(lb) > 1:
+            msrc = r.resolve(self.f.node(lb[1].span))
+            if msrc is not None and msrc.key not in self.by_key:
+                mname = self.add(msrc, "MIN_BLOCKS", "launch_bounds", MIN_BLOCKS,
+                                 f"__launch_bounds__ min blocks per SM, from {msrc.where}")
+                if lb_name is not None:
+                    self.constrain(f"{lb_name} * {mname} <= 2048")
+
+    def unroll(self) -> None:
+        prs = [p for p in self.k.pragmas if p.value is not None and p.value_span is not None]
+        for p in prs:
+            src = _Source(p.value_span, p.value, str(p.value), None, f"#pragma {p.text} at line {p.span.line + 1}")
+            name = "UNROLL" if len(prs) == 1 else f"UNROLL_{p.span.line + 1}"
+            loop = f" on the loop at line {p.loop_span.line + 1}" if p.loop_span else ""
+            self.add(src, name, "unroll", UNROLLS, f"unroll factor{loop}, from {src.where}")
+        if not prs:
+            self.notes.append("no #pragma unroll N")
+
+    # ------------------------------------------------------------------------------------- results
+    def sites(self) -> list[Site]:
+        out = []
+        for p in self.params.values():
+            for s in p.sites:
+                out.append(Site(param=p.name, span=s.span, original_text=s.text, render=s.render))
+        out.sort(key=lambda s: s.span.start)
+        return out
+
+    def why_nothing(self) -> str:
+        parts = list(dict.fromkeys(self.notes))
+        if not self.k.launch_bounds:
+            parts.append("no __launch_bounds__")
+        if not self.k.template_params:
+            parts.append("no template parameters")
+        return "; ".join(parts)
+
+
+def _in_arithmetic(f: _File, x: Node) -> bool:
+    """``x`` is an operand of arithmetic or an argument of a (non-dim3) call such as ``cdiv(n, 256)``."""
+    par = x.parent
+    if par is None:
+        return False
+    if par.type == "binary_expression":
+        return True
+    if par.type == "argument_list" and par.parent is not None and par.parent.type == "call_expression":
+        fn = par.parent.child_by_field_name("function")
+        return fn is not None and f.t(fn) != "dim3"
+    return False
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+
+
+def _walk(n: Node):
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.named_children))
+
+
+def _check_supported(cf: CudaFile, k: Kernel) -> None:
+    if "__global__" not in re.findall(r"\w+", k.signature):
+        macros = [d.name for d in cf.defines if "__global__" in d.value.split()]
+        used = [m for m in macros if m in re.findall(r"\w+", k.signature)]
+        what = f"the macro {used[0]}" if used else "a macro"
+        raise KerntuneError(f"kernel '{k.name}' is declared through {what} standing in for __global__: "
+                            "write __global__ in its declaration so kerntune can read and templatize it",
+                            cf.path, k.span.line, k.span.col)
+    errors = kernel_has_errors(cf, k)
+    if errors:
+        e = errors[0]
+        raise KerntuneError(f"kernel '{k.name}' does not parse here ({e.message}); fix the syntax (a #pragma "
+                            "between `if (...)` and an unbraced body is a common cause) before templatizing",
+                            cf.path, e.span.line, e.span.col)
+
+
+def _analyze(cf: CudaFile, kernel: str) -> _Analysis:
+    k = cf.kernel(kernel)
+    _check_supported(cf, k)
+    a = _Analysis(cf, k)
+    a.run()
+    return a
+
+
+# --------------------------------------------------------------------------------------------- public
+def tunable_sites(cf: CudaFile, kernel: str) -> list[Site]:
+    """The hard-coded tunable places of ``kernel`` (empty when there are none or it cannot be analyzed)."""
+    try:
+        return _analyze(cf, kernel).sites()
+    except KerntuneError:
+        return []
+
+
+def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: list[Site]) -> str:
+    """The file with every site replaced by its macro, behind the params header.
+
+    nvcc does not macro-expand ``#pragma unroll N`` but evaluates N as a constant expression, so a parameter
+    used there becomes a ``constexpr int`` of the macro's name (the macro is read, then undefined). The
+    header's last line is a ``#line`` directive continued onto the end marker, so that nvcc reports the
+    user's own line numbers and ``apply.strip_header`` still removes the whole header."""
+    data = cf.text.encode("utf-8")
+    out, pos = [], 0
+    for s in sorted(sites, key=lambda s: s.span.start):
+        out += [data[pos:s.span.start], s.render.format(value=macro_name(s.param)).encode()]
+        pos = s.span.end
+    out.append(data[pos:])
+    body = b"".join(out).decode("utf-8")
+    in_pragma = {p.name for p in params.values() if p.kind == "unroll"}
+    lines = [HEADER_BEGIN,
+             f"// kerntune: structural template of kernel '{kernel}'; compile with -DKT_<PARAM>=<value>"]
+    for p in params.values():
+        m = macro_name(p.name)
+        lines += [f"// {p.name} ({p.kind}): {p.why}", f"#ifndef {m}", f"#define {m} {p.original}", "#endif"]
+        if p.name in in_pragma:
+            lines += [f"constexpr int kerntune_{p.name}_value = {m};  // #pragma unroll does not expand macros",
+                      f"#undef {m}", f"constexpr int {m} = kerntune_{p.name}_value;"]
+    if cf.path and not cf.path.startswith("<"):
+        path = os.path.abspath(cf.path).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'#line 1 "{path}" \\')  # continued onto the end marker: the next line is line 1
+    lines.append(HEADER_END)
+    return "\n".join(lines) + "\n" + body
+
+
+def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
+    """Lift ``kernel``'s tunable constants into parameters; raise KerntuneError (with the kernel's location
+    and the reason) when there is nothing to tune or the kernel cannot be analyzed."""
+    a = _analyze(cf, kernel)
+    k = a.k
+    if not a.params:
+        raise KerntuneError(f"nothing to tune in kernel '{kernel}': {a.why_nothing()}. kerntune lifts constant "
+                            "block sizes at a launch in this file, fixed grids of grid-stride loops, "
+                            "#pragma unroll N, __launch_bounds__ and integer template arguments",
+                            cf.path, k.name_span.line, k.name_span.col)
+    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why)
+              for n, p in a.params.items()}
+    sites = a.sites()
+    space = ParamSpace(kernel=kernel, params=params, constraints=list(a.constraints))
+    return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text,
+                          text=template_text(cf, kernel, params, sites), space=space, sites=sites,
+                          origin="structural", launch=None, entry=None)
+
+
+# --------------------------------------------------------------------------------------------- launch exprs
+class _Conv:
+    """C host expression -> expression-language text (agent_core.expr)."""
+
+    def __init__(self, f: _File, site: LaunchSite, site_params: dict[tuple[int, int], str]):
+        self.f = f
+        self.r = _Resolver(f, site.host_vars)
+        self.site_params = site_params
+        self.visiting: set[str] = set()
+
+    def raw(self, n: Node) -> str:
+        return " ".join(self.f.t(n).split())
+
+    def conv(self, n: Node | None) -> str:
+        if n is None:
+            return ""
+        key = (n.start_byte, n.end_byte)
+        if key in self.site_params:
+            return self.site_params[key]
+        t = n.type
+        if t == "number_literal":
+            txt = self.f.t(n)
+            v = _int_literal(txt)
+            if v is not None:
+                return str(v)
+            return re.sub(r"[fFlL]$", "", txt)
+        if t in ("true", "false"):
+            return "1" if t == "true" else "0"
+        if t == "identifier":
+            return self.name(self.f.t(n))
+        if t == "parenthesized_expression" and n.named_child_count == 1:
+            inner = self.conv(n.named_children[0])
+            return inner if _atomic(inner) or (inner.startswith("(") and _balanced_outer(inner)) else f"({inner})"
+        if t == "binary_expression":
+            op = self.f.t(n.child_by_field_name("operator"))
+            op = {"&&": "and", "||": "or"}.get(op, op)
+            return f"{self.conv(n.child_by_field_name('left'))} {op} {self.conv(n.child_by_field_name('right'))}"
+        if t == "unary_expression":
+            op = self.f.t(n.child_by_field_name("operator"))
+            arg = self.conv(n.child_by_field_name("argument"))
+            return f"not {arg}" if op == "!" else f"{op}{arg}"
+        if t == "cast_expression":
+            return self.wrap(self.conv(n.child_by_field_name("value")))
+        if t == "conditional_expression":
+            c, a, b = (self.conv(n.child_by_field_name(x)) for x in ("condition", "consequence", "alternative"))
+            return f"({a} if {c} else {b})"
+        if t == "sizeof_expression":
+            ty = n.child_by_field_name("type")
+            if ty is not None:
+                size = _SIZEOF.get(" ".join(self.f.t(ty).split()))
+                if size is not None:
+                    return str(size)
+            return self.raw(n)
+        if t == "call_expression":
+            return self.call(n)
+        if t == "field_expression":
+            arg, fld = n.child_by_field_name("argument"), n.child_by_field_name("field")
+            if arg is not None and fld is not None and self.f.t(fld) in ("x", "y", "z"):
+                comps = _dim3_components(self.f, self.r, arg)
+                if comps is not None:
+                    i = "xyz".index(self.f.t(fld))
+                    return self.wrap(self.conv(comps[i])) if i < len(comps) else "1"
+            return self.raw(n)
+        return self.raw(n)
+
+    def wrap(self, s: str) -> str:
+        return s if _atomic(s) or (s.startswith("(") and _balanced_outer(s)) else f"({s})"
+
+    def name(self, name: str) -> str:
+        if name in self.visiting:
+            return name
+        hv = self.r.vars.get(name)
+        if hv is not None and hv.init is not None and "dim3" not in hv.type:
+            node = self.f.node(hv.init.span)
+            if node is not None:
+                self.visiting.add(name)
+                try:
+                    return self.wrap(self.conv(node))
+                finally:
+                    self.visiting.discard(name)
+        d = self.f.defines.get(name)
+        if d is not None and d.value_span is not None:
+            key = (d.value_span.start, d.value_span.end)
+            src = self.r.resolve_name(name)
+            if src is not None:
+                return self.site_params.get(src.key, str(src.value))
+            if key in self.site_params:
+                return self.site_params[key]
+            if re.fullmatch(r"[A-Za-z_]\w*", d.value) and d.value not in self.visiting:
+                self.visiting.add(name)
+                try:
+                    return self.name(d.value)
+                finally:
+                    self.visiting.discard(name)
+            try:
+                expr.parse(d.value)
+                return self.wrap(d.value)
+            except expr.ExprError:
+                return name
+        return name
+
+    def call(self, n: Node) -> str:
+        fn = n.child_by_field_name("function")
+        args = n.child_by_field_name("arguments")
+        argv = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+        fname = ""
+        if fn is not None:
+            base = fn.child_by_field_name("name") if fn.type == "template_function" else fn
+            fname = self.f.t(base if base is not None else fn).split("::")[-1]
+        if fname in ("static_cast", "reinterpret_cast", "const_cast", "int", "size_t", "unsigned", "long",
+                     "int64_t", "int32_t", "uint32_t", "uint64_t") and len(argv) == 1:
+            return self.wrap(self.conv(argv[0]))
+        if fname in ("min", "max", "fmin", "fmax", "umin", "umax") and len(argv) == 2:
+            return f"{fname.lstrip('fu')}({self.conv(argv[0])}, {self.conv(argv[1])})"
+        if fname in _CDIV_FUNCS and len(argv) == 2:
+            return f"cdiv({self.conv(argv[0])}, {self.conv(argv[1])})"
+        if fname == "dim3" and len(argv) == 1:
+            return self.conv(argv[0])
+        return self.raw(n)
+
+    def config(self, n: Node | None) -> list[str]:
+        comps = _dim3_components(self.f, self.r, n)
+        if comps is None:
+            return [_strip_outer(self.conv(n))]
+        return [_strip_outer(self.conv(c)) for c in comps] or ["1"]
+
+
+def _wrap(s: str) -> str:
+    return s if _atomic(s) else f"({s})"
+
+
+def _atomic(s: str) -> bool:
+    return bool(re.fullmatch(r"[\w.]+", s))
+
+
+def _balanced_outer(s: str) -> bool:
+    """``s`` is one parenthesized group: ``(a + b)`` but not ``(a) + (b)``."""
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(s) - 1:
+            return False
+    return s.endswith(")")
+
+
+def _strip_outer(s: str) -> str:
+    while s.startswith("(") and _balanced_outer(s):
+        s = s[1:-1].strip()
+    return s
+
+
+def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = None, site: int = 0) -> dict:
+    """The launch site's configuration in the expression language: ``{"grid": [...], "block": [...],
+    "smem": str, "args": [...], "names": [...]}`` with host locals inlined and, given ``template``, its
+    tunable sites replaced by parameter names. ``names`` are the free host names left (sizes to define)."""
+    k = cf.kernel(kernel)
+    if not k.launch_sites:
+        raise KerntuneError(f"kernel '{kernel}' is not launched in this file: write the spec's grid and block "
+                            "by hand", cf.path, k.name_span.line, k.name_span.col)
+    if not 0 <= site < len(k.launch_sites):
+        raise KerntuneError(f"kernel '{kernel}' has {len(k.launch_sites)} launch site(s), no site {site}", cf.path,
+                            k.name_span.line)
+    ls = k.launch_sites[site]
+    f = _File(cf)
+    site_params: dict[tuple[int, int], str] = {}
+    params: set[str] = set()
+    if template is not None and template.original_text == cf.text:
+        site_params = {(s.span.start, s.span.end): _wrap(s.render.format(value=s.param)) for s in template.sites}
+        params = set(template.space.params)
+    c = _Conv(f, ls, site_params)
+    out = {"grid": c.config(f.node(ls.config[0].span)),
+           "block": c.config(f.node(ls.config[1].span)) if len(ls.config) > 1 else ["1"],
+           "smem": _strip_outer(c.conv(f.node(ls.config[2].span))) if len(ls.config) > 2 else "0",
+           "args": [_strip_outer(c.conv(f.node(a.span))) for a in ls.args]}
+    names: set[str] = set()
+    scalars = [a for a, p in zip(out["args"], k.params) if not p.is_pointer]
+    for text in out["grid"] + out["block"] + [out["smem"]] + scalars:
+        try:
+            names |= expr.names(text)
+        except expr.ExprError:
+            continue
+    out["names"] = sorted(names - params)
+    return out
