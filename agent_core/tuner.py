@@ -172,6 +172,7 @@ class Session:
         self.device: DeviceInfo | None = None
         self.session_id: int | None = None
         self.best_variant: Variant | None = None
+        self.not_recorded: list[dict] = []  # replay: configurations the recording does not have
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------ helpers
@@ -262,8 +263,12 @@ class Session:
         if not todo:
             return results
         if not self.runs_code:
+            from .replay import ReplayMiss
             for cfg, launches in todo:
-                results.append(self.backend.evaluate(Variant(params=cfg, compiled=None, launches=launches)))
+                try:
+                    results.append(self.backend.evaluate(Variant(params=cfg, compiled=None, launches=launches)))
+                except ReplayMiss:
+                    self.not_recorded.append(cfg)  # not charged to the budget
             return results
         t = self.template
         jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()})
@@ -298,9 +303,12 @@ class Session:
             cfgs = strategy.ask(min(batch, self.opt.budget - self.measured))
             if not cfgs:
                 break
+            missed = len(self.not_recorded)
             for ev in self.evaluate_batch(cfgs):
                 self.record(ev)
                 strategy.tell(ev.params, ev.objective if ev.ok else None)
+            for cfg in self.not_recorded[missed:]:
+                strategy.tell(cfg, None)
 
     def confirm(self) -> tuple[list[Timing], list[Timing]] | None:
         if self.best is None or self.cancel.is_set():
@@ -349,7 +357,8 @@ class Session:
             "original_params": self.prep.structural.space.original_config() if self.prep.structural else {},
             "best_resources": to_plain(self.best.resources) if self.best and self.best.resources else None,
             "counts": {"ok": len(ok), "failed": self.failed, "pruned": self.pruned,
-                       "measured": self.measured, "reused": sum(e.from_store for e in self.evaluations)},
+                       "measured": self.measured, "reused": sum(e.from_store for e in self.evaluations),
+                       "not_recorded": len(self.not_recorded)},
             "top": [{"params": e.params, "objective": e.objective,
                      "us": [t.median_us if t else None for t in e.timings]} for e in ok[:10]],
             "failures": failures, "pruned": pruned, "per_param": per_param,
