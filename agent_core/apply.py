@@ -10,7 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .model import KernelTemplate, KerntuneError, sha256_text
+from . import expr
+from .model import KernelTemplate, KerntuneError, Site, macro_name, sha256_text
 
 HEADER_BEGIN = "// kerntune:params-begin"
 HEADER_END = "// kerntune:params-end"
@@ -23,10 +24,49 @@ def strip_header(text: str) -> str:
     return _HEADER_RE.sub("", text, count=1)
 
 
+def _site_text(site: Site, value: int, original: int) -> str:
+    """What a site reads for ``value``: its original text at the original value, else the site's
+    expression (``{value} - 1``) folded to a number when it is one."""
+    if value == original:
+        return site.original_text
+    text = site.render.format(value=value)
+    try:
+        v = expr.evaluate(text, {})
+    except expr.ExprError:
+        return text
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else text
+
+
+def _unedited(template: KernelTemplate) -> bool:
+    """The template text is exactly its sites' macros in the original text (so sites can be rendered)."""
+    if not template.sites:
+        return False
+    src = template.original_text.encode("utf-8")
+    out, pos = [], 0
+    for site in sorted(template.sites, key=lambda x: x.span.start):
+        if site.span.start < pos:
+            return False
+        out += [src[pos:site.span.start], site.render.format(value=macro_name(site.param)).encode("utf-8")]
+        pos = site.span.end
+    out.append(src[pos:])
+    return b"".join(out).decode("utf-8") == strip_header(template.text)
+
+
 def render(template: KernelTemplate, cfg: dict[str, int]) -> str:
     """The file text for ``cfg``: the header removed and every ``KT_<PARAM>`` replaced by its value
-    (parameters missing from ``cfg`` take their original value)."""
-    values = {**template.space.original_config(), **cfg}
+    (parameters missing from ``cfg`` take their original value). An unedited structural template is
+    rendered through its sites, so derived literals read as numbers (``KT_BLOCK / 2`` -> ``64``)."""
+    originals = template.space.original_config()
+    values = {**originals, **cfg}
+    if _unedited(template) and all(s.param in values for s in template.sites):
+        src = template.original_text.encode("utf-8")
+        out, pos = [], 0
+        for site in sorted(template.sites, key=lambda x: x.span.start):
+            text = _site_text(site, values[site.param], originals.get(site.param, values[site.param]))
+            out += [src[pos:site.span.start], text.encode("utf-8")]
+            pos = site.span.end
+        out.append(src[pos:])
+        return b"".join(out).decode("utf-8")
     body = strip_header(template.text)
     if not values:
         return body

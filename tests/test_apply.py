@@ -1,5 +1,6 @@
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,54 @@ def test_check_compiles_sees_includes_beside_the_file(tmp_path):
     check_compiles(src, tmp_path / "k.cu")
     with pytest.raises(KerntuneError, match="does not compile"):
         check_compiles(src.replace("HELPER;", "HELPR;"), tmp_path / "k.cu")
+
+
+# --------------------------------------------------------------------------------------------- real templates
+ROOT = Path(__file__).resolve().parent.parent
+REAL_FILES = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("examples/*.cu"), *ROOT.glob("bench/*.cu")])
+
+
+def _real_template(rel: str, kernel: str | None = None):
+    from agent_core.cuda_parse import parse_cuda
+    from agent_core.templatize import templatize
+    path = ROOT / rel
+    cf = parse_cuda(path.read_text(), str(path))
+    return templatize(cf, kernel or cf.kernels[0].name)
+
+
+def test_there_are_real_files():
+    assert len(REAL_FILES) >= 5
+
+
+@pytest.mark.parametrize("rel", REAL_FILES)
+def test_render_round_trip_on_real_templates(rel):
+    t = _real_template(rel)
+    assert "kerntune:params-begin" in t.text and t.space.params
+    assert render(t, t.space.original_config()) == t.original_text
+    # another configuration changes only the sites, and the edits reproduce it
+    other = {n: next((v for v in p.values if v != p.original), p.original) for n, p in t.space.params.items()}
+    new = render(t, other)
+    assert all(f"KT_{n}" not in new for n in t.space.params) and "kerntune:params" not in new
+    assert apply_edits(t.original_text, text_edits(t.original_text, new)) == new
+
+
+@pytest.mark.nvcc
+def test_apply_to_file_with_a_real_template(tmp_path):
+    t = _real_template("examples/row_sum.cu")
+    f = tmp_path / "row_sum.cu"
+    f.write_text(t.original_text)
+    cfg = {n: p.values[-1] for n, p in t.space.params.items()}
+    new = apply_to_file(f, t, cfg)
+    assert f.read_text() == new == render(t, cfg) and new != t.original_text
+
+
+def test_sites_render_derived_literals_as_numbers():
+    t = _real_template("bench/merge_attn_states.cu")
+    new = render(t, {"BLOCK": 256})
+    assert "total + 255) / 256, 256, 0, stream>>>" in new
+    t = _real_template("bench/fused_add_rms_norm.cu")
+    assert "int s = 256;" in render(t, {"BLOCK": 512})
+    # an edited template is rendered token by token (the edit is kept, derived expressions stay expressions)
+    t.text = t.text.replace("int s = KT_BLOCK / 2;", "int s = KT_BLOCK / 2;  // edited")
+    new = render(t, {"BLOCK": 512})
+    assert "int s = 512 / 2;  // edited" in new and "kerntune:params" not in new

@@ -1,5 +1,6 @@
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -341,3 +342,57 @@ def test_draft_without_launch_site_and_insert():
         .replace('block = "TODO"', 'block = "256"')
     cf2 = hand_file(filled, "axpy", kernel_params)
     S.validate_spec(S.find_spec(cf2, "axpy"), cf2.kernels[0])
+
+
+# --------------------------------------------------------------------------------------------- with the real parser
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# file, kernel, sizes to fill in, element counts to fill in, expected grid / block of the draft
+DRAFT_CASES = [
+    ("row_sum.cu", "row_sum", "{ cols = 4096, rows = 64 }, { cols = 4099, rows = 10 }",
+     {"out": "rows"}, ["rows"], ["BLOCK"]),
+    ("scale_rows.cu", "scale_rows", "{ rows = 64, cols = 4096 }, { rows = 10, cols = 4099 }",
+     {"scale": "rows"}, ["(cols + THREADS * VEC - 1) / (THREADS * VEC)", "rows"], ["THREADS"]),
+    ("silu.cu", "silu", "{ n = 4096 }, { n = 4099 }", {}, ["BLOCKS"], ["THREADS"]),
+]
+
+
+def _without_spec(path: Path, kernel: str) -> str:
+    from agent_core.cuda_parse import parse_cuda
+    text = path.read_text()
+    s = S.find_spec(parse_cuda(text, str(path)), kernel)
+    if s is None:
+        return text
+    b = text.encode()
+    end = s.span.end + (1 if b[s.span.end:s.span.end + 1] == b"\n" else 0)
+    return (b[:s.span.start] + b[end:]).decode()
+
+
+@pytest.mark.parametrize("name, kernel, sizes, counts, grid, block", DRAFT_CASES)
+def test_draft_for_the_examples_parses_and_validates_once_filled(name, kernel, sizes, counts, grid, block):
+    from agent_core.cuda_parse import parse_cuda
+    from agent_core.templatize import templatize
+    path = EXAMPLES / name
+    text = _without_spec(path, kernel)
+    cf = parse_cuda(text, str(path))
+    assert S.find_spec(cf, kernel) is None
+    t = templatize(cf, kernel)
+    new = S.insert_spec(text, cf, kernel)
+    cf2 = parse_cuda(new, str(path))
+    assert not cf2.errors and [k.name for k in cf2.kernels] == [k.name for k in cf.kernels]
+    s = S.find_spec(cf2, kernel)
+    assert s is not None and s.grid == grid and s.block == block
+    k2 = cf2.kernel(kernel)
+    for a, p in zip(s.args, k2.params):
+        assert a.name == p.name and (a.role == "scalar") != p.is_pointer
+        assert a.role != "out" or not p.is_const
+    # as drafted it is refused (placeholder sizes); filled in, it validates
+    with pytest.raises(KerntuneError):
+        S.validate_spec(s, k2, set(t.space.params))
+    filled = _fill(new, sizes, counts)
+    cf3 = parse_cuda(filled, str(path))
+    s3 = S.find_spec(cf3, kernel)
+    S.validate_spec(s3, cf3.kernel(kernel), set(t.space.params))
+    assert S.launch(s3, s3.sizes[1], t.space.original_config()).threads == \
+        S.launch(S.find_spec(parse_cuda(path.read_text(), str(path)), kernel), s3.sizes[1],
+                 t.space.original_config()).threads
