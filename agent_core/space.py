@@ -316,17 +316,28 @@ def write_template_files(template: KernelTemplate, workdir: str | Path) -> tuple
     return tpath, spath
 
 
-def _spec_size_names(source_path: str, kernel: str, source_text: str) -> set[str] | None:
-    """Size names of the kernel's spec, when it has a valid-looking one (for checking constraints)."""
+def _source_facts(source_path: str, kernel: str, source_text: str) -> tuple[set[str] | None, KernelTemplate | None]:
+    """(size names of the kernel's spec, its structural template), each None when unavailable: the size
+    names check constraints exactly; the structural template gives an unedited template file its sites."""
     try:
         from .cuda_parse import parse_cuda
+        cf = parse_cuda(source_text, str(source_path))
+    except Exception:  # the source is reported where it is parsed for real
+        return None, None
+    names = structural = None
+    try:
         from .spec import find_spec
-        s = find_spec(parse_cuda(source_text, str(source_path)), kernel)
+        s = find_spec(cf, kernel)
+        if s is not None and s.sizes and isinstance(s.sizes[0], dict):
+            names = set(s.sizes[0])
     except Exception:  # no spec yet or a broken one: reported where the spec is used
-        return None
-    if s is None or not s.sizes or not isinstance(s.sizes[0], dict):
-        return None
-    return set(s.sizes[0])
+        pass
+    try:
+        from .templatize import templatize
+        structural = templatize(cf, kernel)
+    except Exception:  # not structurally tunable: the files are all there is
+        pass
+    return names, structural
 
 
 def read_template_files(workdir: str | Path, source_path: str | Path, kernel: str,
@@ -339,7 +350,8 @@ def read_template_files(workdir: str | Path, source_path: str | Path, kernel: st
     if not spath.is_file():
         return None
     stext = spath.read_text(encoding="utf-8")
-    space, meta = space_from_toml(stext, str(spath), _spec_size_names(str(source_path), kernel, source_text))
+    size_names, structural = _source_facts(str(source_path), kernel, source_text)
+    space, meta = space_from_toml(stext, str(spath), size_names)
     if meta["kernel"] != kernel:
         raise KerntuneError(f"space file is for kernel '{meta['kernel']}', not '{kernel}'", str(spath),
                             _line_of(stext, None, "kernel"), field_name="kernel")
@@ -354,6 +366,8 @@ def read_template_files(workdir: str | Path, source_path: str | Path, kernel: st
         raise KerntuneError(f"template file {tpath} is missing: re-run `kerntune templatize {source_path} "
                             f"-k {kernel} --force`", str(spath), _line_of(stext, None, "template"),
                             field_name="template")
-    return KernelTemplate(kernel=kernel, path=str(source_path), original_text=source_text,
-                          text=tpath.read_text(encoding="utf-8"), space=space, sites=[],
-                          origin=meta.get("origin") or "user", launch=meta["launch"], entry=meta.get("entry"))
+    text = tpath.read_text(encoding="utf-8")
+    sites = list(structural.sites) if structural is not None and structural.text == text else []
+    return KernelTemplate(kernel=kernel, path=str(source_path), original_text=source_text, text=text,
+                          space=space, sites=sites, origin=meta.get("origin") or "user", launch=meta["launch"],
+                          entry=meta.get("entry"))

@@ -122,3 +122,33 @@ def test_template_files_round_trip_and_stale_source(tmp_path):
     tpath.unlink()
     with pytest.raises(KerntuneError, match="missing"):
         read_template_files(wd, t.path, "row_sum", "original\n")
+
+
+def test_real_template_files_round_trip(tmp_path):
+    from pathlib import Path
+    from agent_core.apply import render
+    from agent_core.cuda_parse import parse_cuda
+    from agent_core.templatize import templatize
+    src = tmp_path / "row_sum.cu"
+    src.write_text((Path(__file__).resolve().parent.parent / "examples" / "row_sum.cu").read_text())
+    text = src.read_text()
+    t = templatize(parse_cuda(text, str(src)), "row_sum")
+    wd = tmp_path / ".kerntune"
+    write_template_files(t, wd)
+    back = read_template_files(wd, str(src), "row_sum", text)
+    assert back.text == t.text and back.space.params == t.space.params and back.sites == t.sites
+    assert render(back, {"BLOCK": 256}) == render(t, {"BLOCK": 256})
+    # constraints may use the spec's size names (rows, cols); other unknown names are errors
+    spath = wd / "row_sum.row_sum.space.toml"
+    spath.write_text(spath.read_text().replace('constraints = [', 'constraints = [\n  "BLOCK <= cols",'))
+    assert "BLOCK <= cols" in read_template_files(wd, str(src), "row_sum", text).space.constraints
+    spath.write_text(spath.read_text().replace('"BLOCK <= cols"', '"BLOCK <= colz"'))
+    with pytest.raises(KerntuneError) as ei:
+        read_template_files(wd, str(src), "row_sum", text)
+    assert "'colz'" in ei.value.message and "did you mean cols" in ei.value.message
+    # an edited template file is used as it is (no sites: rendered token by token)
+    tpath = wd / "row_sum.row_sum.kt.cu"
+    tpath.write_text(tpath.read_text().replace("float acc", "float acc /* edited */"))
+    spath.write_text(spath.read_text().replace('"BLOCK <= colz"', '"BLOCK <= cols"'))
+    edited = read_template_files(wd, str(src), "row_sum", text)
+    assert edited.sites == [] and "/* edited */" in render(edited, {"BLOCK": 64})
