@@ -1,0 +1,690 @@
+"""`kerntune bench`: run the optimize loop on every benchmark kernel and report the suite.
+
+For each kernel (every ``bench/*.cu`` kernel with a tuning spec by default) the offline agent
+(``agent.optimize``) tunes it round after round; the runner collects, per kernel and per size set, the
+original and tuned times (the confirmed, interleaved figures of the winning round), speedups, achieved
+bandwidth against the device's copy bandwidth, the winning template and parameters, evaluation counts,
+wall time and the time to reach within 5% of the final best. It checks the targets of issue #4 and writes
+``bench_results.json``, ``bench_results.md`` (rewritten after every kernel) and ``bench_plot.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from .model import KerntuneError, NoGpuError, TuningSpec, to_plain
+
+SCHEMA = "kerntune-bench/1"
+RESULTS_JSON = "bench_results.json"
+RESULTS_MD = "bench_results.md"
+PLOT_PNG = "bench_plot.png"
+
+GEOMEAN_TARGET = 2.0  # geometric-mean speedup over the suite (per-kernel geomeans)
+BW_TARGET_PCT = 80.0  # % of copy bandwidth every large memory-bound shape must reach
+BW_TARGET_MIN_BYTES = 64_000_000  # "moves >= 64 MB" (decimal, like GB/s)
+TIME_TARGET_S = 120.0  # within 5% of the final best in under 2 minutes
+WITHIN = 0.05
+MEMORY_BOUND_INTENSITY = 10.0  # flops per byte below which a shape counts as memory-bound
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+
+
+# --------------------------------------------------------------------------------------------- kernels
+@dataclass
+class BenchKernel:
+    path: str  # absolute path of the .cu file
+    kernel: str
+    spec: TuningSpec
+
+    @property
+    def name(self) -> str:
+        return self.kernel
+
+    @property
+    def stem(self) -> str:
+        return Path(self.path).stem
+
+
+def _resolve_file(arg: str, bench_dir: Path) -> list[Path]:
+    p = Path(arg)
+    if p.is_dir():
+        return sorted(p.glob("*.cu"))
+    if p.is_file():
+        return [p]
+    for cand in (bench_dir / arg, bench_dir / f"{arg}.cu"):
+        if cand.is_file():
+            return [cand]
+    raise KerntuneError(f"no benchmark file '{arg}': give a .cu file, a folder of them, or the name of a file "
+                        f"in {bench_dir} (e.g. rms_norm)")
+
+
+def discover(args: list[str] | None = None, only: list[str] | None = None,
+             bench_dir: str | Path | None = None) -> list[BenchKernel]:
+    """The kernels with a tuning spec in ``args`` (files, folders or names of ``bench/`` files; default: every
+    ``bench/*.cu``), keeping those whose kernel name or file stem is in ``only`` when given."""
+    from . import spec as spec_mod
+    from .cuda_parse import parse_cuda
+    from .tuner import read_source
+
+    bdir = Path(bench_dir) if bench_dir else (BENCH_DIR if BENCH_DIR.is_dir() else Path("bench"))
+    files: list[Path] = []
+    if args:
+        for a in args:
+            files += _resolve_file(a, bdir)
+    else:
+        if not bdir.is_dir():
+            raise KerntuneError(f"no benchmark folder at {bdir}: pass the .cu files to benchmark")
+        files = sorted(bdir.glob("*.cu"))
+    out: list[BenchKernel] = []
+    seen = set()
+    for f in files:
+        path = str(f.resolve())
+        cf = parse_cuda(read_source(path), path)
+        for k in cf.kernels:
+            if (path, k.name) in seen:
+                continue
+            spec = spec_mod.find_spec(cf, k.name)
+            if spec is None:
+                continue
+            if only and k.name not in only and f.stem not in only:
+                continue
+            seen.add((path, k.name))
+            out.append(BenchKernel(path, k.name, spec))
+    if not out:
+        what = f" matching --only {', '.join(only)}" if only else ""
+        raise KerntuneError(f"no kernel with a tuning spec{what} in {', '.join(str(f) for f in files) or bdir}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- arithmetic
+def geomean(xs: list[float]) -> float | None:
+    """Geometric mean of positive numbers; None for an empty list."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def time_to_within(points: list[tuple[float, float | None]], within: float = WITHIN) -> tuple[float | None,
+                                                                                               float | None]:
+    """(seconds, final best objective) for a timeline of (seconds since the start, objective or None) of
+    evaluations in the order they were recorded: the time of the first verified evaluation whose objective
+    (time / original time, lower is better) is at most (1 + within) x the lowest objective of all of them."""
+    ok = [(t, o) for t, o in points if o is not None and math.isfinite(o) and o > 0]
+    if not ok:
+        return None, None
+    best = min(o for _, o in ok)
+    for t, o in ok:
+        if o <= best * (1 + within):
+            return t, best
+    return None, best  # unreachable: the best itself qualifies
+
+
+def _shape_label(sizes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _memory_bound(spec: TuningSpec, sizes: dict, nbytes: int) -> bool:
+    if not spec.flops:
+        return True
+    from . import expr
+    try:
+        flops = float(expr.evaluate(spec.flops, sizes))
+    except Exception:
+        return True
+    return nbytes <= 0 or flops / nbytes < MEMORY_BOUND_INTENSITY
+
+
+# --------------------------------------------------------------------------------------------- one kernel
+def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | None]], wall_s: float,
+                  status: str = "") -> dict:
+    """The bench record of one kernel from the optimize loop's result (agent.AgentResult)."""
+    rounds = []
+    counts = {"ok": 0, "failed": 0, "pruned": 0, "measured": 0, "reused": 0}
+    for r in result.rounds:
+        s = r.summary
+        c = s.get("counts") or {}
+        for k in counts:
+            counts[k] += int(c.get(k, 0) or 0)
+        rounds.append({"index": r.index, "origin": r.template.origin, "action": r.step.action,
+                       "reason": r.step.reason, "speedup": s.get("speedup"), "confirmed": bool(s.get("confirmed")),
+                       "best_params": s.get("best_params"), "counts": c, "wall_s": s.get("wall_s"),
+                       "session_id": s.get("session_id"), "status": s.get("status"),
+                       "analysis": r.analysis.text})
+    best = result.best
+    src = best.summary if best else (result.rounds[0].summary if result.rounds else None)
+    t5, best_obj = time_to_within(timeline)
+    shapes = []
+    sizes = bk.spec.sizes
+    if src:
+        orig = src.get("original_us") or [None] * len(sizes)
+        tuned = (src.get("best_us") if best else None) or [None] * len(sizes)
+        gbps = (src.get("gbps") if best else None) or [None] * len(sizes)
+        pct = (src.get("pct_copy") if best else None) or [None] * len(sizes)
+        ogbps = src.get("original_gbps") or [None] * len(sizes)
+        opct = src.get("original_pct_copy") or [None] * len(sizes)
+        nbytes = src.get("bytes") or [None] * len(sizes)
+        for i, sz in enumerate(src.get("sizes") or sizes):
+            sp = orig[i] / tuned[i] if orig[i] and tuned[i] else None
+            shapes.append({"sizes": sz, "label": _shape_label(sz), "bytes": nbytes[i],
+                           "memory_bound": _memory_bound(bk.spec, sz, nbytes[i] or 0),
+                           "original_us": orig[i], "tuned_us": tuned[i], "speedup": sp,
+                           "gbps": gbps[i], "pct_copy": pct[i],
+                           "original_gbps": ogbps[i], "original_pct_copy": opct[i]})
+    if not status:
+        status = "ok" if best else "no_variant"
+    return {
+        "name": bk.name, "file": bk.path, "kernel": bk.kernel, "status": status, "error": "",
+        "speedup": geomean([s["speedup"] for s in shapes]) if best else None,
+        "confirmed": bool(best and best.summary.get("confirmed")),
+        "origin": best.template.origin if best else None,
+        "params": best.summary.get("best_params") if best else None,
+        "original_params": src.get("original_params") if src else None,
+        "template_hash": best.summary.get("template_hash") if best else None,
+        "copy_bw_gbps": src.get("copy_bw_gbps") if src else None,
+        "device": src.get("device") if src else None,
+        "shapes": shapes, "counts": counts, "rounds": rounds,
+        "final_step": ({"action": result.final_step.action, "reason": result.final_step.reason}
+                       if result.final_step else None),
+        "wall_s": wall_s, "time_to_5pct_s": t5, "best_objective": best_obj,
+        "timeline": [[round(t, 4), o] for t, o in timeline],
+    }
+
+
+def error_record(bk: BenchKernel, message: str, wall_s: float, status: str = "error") -> dict:
+    return {"name": bk.name, "file": bk.path, "kernel": bk.kernel, "status": status, "error": message,
+            "speedup": None, "confirmed": False, "origin": None, "params": None, "original_params": None,
+            "template_hash": None, "copy_bw_gbps": None, "device": None, "shapes": [],
+            "counts": {"ok": 0, "failed": 0, "pruned": 0, "measured": 0, "reused": 0}, "rounds": [],
+            "final_step": None, "wall_s": wall_s, "time_to_5pct_s": None, "best_objective": None, "timeline": []}
+
+
+# --------------------------------------------------------------------------------------------- suite
+def _suite_speedup(k: dict) -> float | None:
+    """A kernel's speedup for the suite: its geomean, or 1.0 when no variant verified (the original stays)."""
+    if k["status"] in ("ok", "interrupted") and k.get("speedup"):
+        return k["speedup"]
+    if k["status"] == "no_variant":
+        return 1.0
+    return None
+
+
+def suite_summary(kernels: list[dict]) -> dict:
+    """Geometric means over kernels (each kernel's geomean over its shapes) and over all (kernel, shape)
+    pairs. Kernels with no verified variant count as 1.00x; kernels that did not finish are left out."""
+    per_kernel, pairs, counted, left_out = [], [], [], []
+    for k in kernels:
+        sp = _suite_speedup(k)
+        if sp is None:
+            left_out.append(k["name"])
+            continue
+        counted.append(k["name"])
+        per_kernel.append(sp)
+        if k["status"] == "no_variant":
+            pairs += [1.0] * max(1, len(k["shapes"]))
+        else:
+            pairs += [s["speedup"] if s.get("speedup") else 1.0 for s in k["shapes"]]
+    return {"geomean_over_kernels": geomean(per_kernel), "geomean_over_shapes": geomean(pairs),
+            "kernels_counted": counted, "kernels_left_out": left_out, "n_kernels": len(per_kernel),
+            "n_shapes": len(pairs)}
+
+
+def check_targets(kernels: list[dict], suite: dict, planned: int | None = None) -> dict:
+    """The targets of issue #4 against the results so far."""
+    g = suite.get("geomean_over_kernels")
+    bw_checked, bw_failing = [], []
+    for k in kernels:
+        for s in k["shapes"]:
+            if not s.get("memory_bound") or (s.get("bytes") or 0) < BW_TARGET_MIN_BYTES:
+                continue
+            item = {"kernel": k["name"], "shape": s["label"], "bytes": s["bytes"], "pct_copy": s.get("pct_copy")}
+            bw_checked.append(item)
+            if s.get("pct_copy") is None or s["pct_copy"] < BW_TARGET_PCT:
+                bw_failing.append(item)
+    t_failing, t_checked = [], []
+    for k in kernels:
+        if k["status"] in ("error", "not_run"):
+            continue
+        t = k.get("time_to_5pct_s")
+        t_checked.append({"kernel": k["name"], "time_to_5pct_s": t})
+        if t is None or t >= TIME_TARGET_S:
+            t_failing.append({"kernel": k["name"], "time_to_5pct_s": t})
+    finished = [k for k in kernels if k["status"] in ("ok", "no_variant")]
+    complete = len(finished) == len(kernels) and (planned is None or len(kernels) >= planned)
+    return {
+        "complete": complete,
+        "geomean": {"target": GEOMEAN_TARGET, "value": g, "met": g is not None and g >= GEOMEAN_TARGET},
+        "bandwidth": {"target_pct": BW_TARGET_PCT, "min_bytes": BW_TARGET_MIN_BYTES, "checked": bw_checked,
+                      "failing": bw_failing, "met": bool(bw_checked) and not bw_failing},
+        "time_to_5pct": {"target_s": TIME_TARGET_S, "within": WITHIN, "checked": t_checked,
+                         "failing": t_failing, "met": bool(t_checked) and not t_failing},
+    }
+
+
+# --------------------------------------------------------------------------------------------- output
+def _f(x, fmt: str, dash: str = "-") -> str:
+    return dash if x is None else format(x, fmt)
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def render_markdown(doc: dict) -> str:
+    """The human-readable report: tables, suite geomeans, targets and definitions."""
+    dev = doc.get("device") or {}
+    bw = doc.get("copy_bw_gbps")
+    L = [f"# kerntune bench results", ""]
+    status = doc.get("status")
+    if status != "finished":
+        L += [f"**Status: {status}** — {len(doc['kernels'])} of {doc.get('planned', '?')} kernels reported"
+              + (" (the run was interrupted; what was measured is kept)." if status == "interrupted" else "."), ""]
+    L += [f"- device: {dev.get('name', '?')} ({dev.get('arch', '?')}), copy bandwidth "
+          f"{_f(bw, '.0f')} GB/s (device-to-device, bytes read + written)",
+          f"- backend: {doc.get('backend')}" + (" — figures replayed from a recorded store, wall times are "
+                                                "those of the replay, not of tuning on a GPU"
+                                                if str(doc.get('backend', '')).startswith('replay') else ""),
+          f"- command: `{doc.get('command')}`",
+          f"- commit: {doc.get('git_commit') or 'unknown'}" + (" (with uncommitted changes)"
+                                                              if doc.get("git_dirty") else ""),
+          f"- started {doc.get('started_at_iso', '')}, options: " + ", ".join(
+              f"{k}={v}" for k, v in (doc.get("options") or {}).items()), ""]
+    L += ["## Per shape", "",
+          "| kernel | shape | MB moved | original µs | tuned µs | speedup | GB/s | % copy bw | original % |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k in doc["kernels"]:
+        for s in k["shapes"]:
+            L.append(f"| {k['name']} | {s['label']} | {_f(s['bytes'] and s['bytes'] / 1e6, '.1f')} | "
+                     f"{_f(s['original_us'], '.1f')} | {_f(s['tuned_us'], '.1f')} | {_f(s['speedup'], '.2f')}x | "
+                     f"{_f(s['gbps'], '.0f')} | {_f(s['pct_copy'], '.0f')}% | {_f(s['original_pct_copy'], '.0f')}% |")
+        if not k["shapes"]:
+            L.append(f"| {k['name']} | - | | | | | | | {k['status']} |")
+    L += ["", "## Per kernel", "",
+          "| kernel | status | speedup (geomean over shapes) | template | parameters | evaluations ok / failed / "
+          "pruned | rounds | wall s | to 5% of best s |",
+          "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
+    for k in doc["kernels"]:
+        c = k["counts"]
+        params = ", ".join(f"{a}={b}" for a, b in (k.get("params") or {}).items()) or "-"
+        st = k["status"] + ("" if k.get("confirmed") or k["status"] != "ok" else " (search figures)")
+        L.append(f"| {k['name']} | {st} | {_f(k['speedup'], '.2f')}x | {k.get('origin') or '-'} | {params} | "
+                 f"{c['ok']} / {c['failed']} / {c['pruned']} | {len(k['rounds'])} | {_f(k['wall_s'], '.1f')} | "
+                 f"{_f(k['time_to_5pct_s'], '.1f')} |")
+    errs = [k for k in doc["kernels"] if k.get("error")]
+    if errs:
+        L += [""] + [f"- {k['name']}: {k['status']}: {k['error']}" for k in errs]
+    s, t = doc["suite"], doc["targets"]
+    L += ["", "## Suite", "",
+          f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "
+          f"**{_f(s['geomean_over_kernels'], '.2f')}x** ({s['n_kernels']} kernels)",
+          f"- geometric-mean speedup over all (kernel, shape) pairs: **{_f(s['geomean_over_shapes'], '.2f')}x** "
+          f"({s['n_shapes']} pairs)",
+          "- a kernel with no verified variant counts as 1.00x (its original stays); "
+          + (f"left out (did not finish): {', '.join(s['kernels_left_out'])}" if s["kernels_left_out"]
+             else "no kernel left out"), "",
+          "## Targets (issue #4)", ""]
+    if not t["complete"]:
+        L += ["_Incomplete run: the targets below are judged on the kernels reported so far._", ""]
+    g = t["geomean"]
+    L.append(f"- geometric-mean speedup over kernels ≥ {g['target']:.1f}x: {_f(g['value'], '.2f')}x — "
+             f"**{_mark(g['met'])}**")
+    b = t["bandwidth"]
+    L.append(f"- every memory-bound shape moving ≥ {b['min_bytes'] / 1e6:.0f} MB at ≥ {b['target_pct']:.0f}% of "
+             f"copy bandwidth: {len(b['checked']) - len(b['failing'])} of {len(b['checked'])} shapes — "
+             f"**{_mark(b['met'])}**")
+    for it in b["failing"]:
+        L.append(f"  - {it['kernel']} {it['shape']}: {_f(it['pct_copy'], '.0f')}% ({it['bytes'] / 1e6:.0f} MB)")
+    tt = t["time_to_5pct"]
+    L.append(f"- each kernel within {tt['within'] * 100:.0f}% of its final best in < {tt['target_s']:.0f} s: "
+             f"{len(tt['checked']) - len(tt['failing'])} of {len(tt['checked'])} kernels — **{_mark(tt['met'])}**")
+    for it in tt["failing"]:
+        L.append(f"  - {it['kernel']}: {_f(it['time_to_5pct_s'], '.1f', 'never (no verified variant)')} s")
+    L += ["", "## Definitions", "",
+          "- original µs / tuned µs: median times of the original kernel and of the winning variant, timed "
+          "interleaved in the same process after the search (the confirmation); \"(search figures)\" marks a "
+          "kernel whose confirmation did not run. Speedup = original / tuned per shape; a kernel's speedup is "
+          "the geometric mean over its shapes.",
+          "- GB/s: the bytes the kernel must move for that shape (the spec's `bytes`, default every input read "
+          "once and every output written once) over the tuned time; % copy bw is that against the device's "
+          "measured device-to-device copy bandwidth.",
+          f"- memory-bound: the spec gives no `flops`, or fewer than {MEMORY_BOUND_INTENSITY:.0f} flops per byte "
+          "moved (every kernel of this suite).",
+          "- template: where the winning variant came from (`structural`: the user's kernel with its own "
+          "tunables; `expert:NAME`: an expert template bound to the kernel's signature), parameters: its "
+          "configuration. Evaluations are summed over all rounds of the optimize loop (ok: verified and timed; "
+          "failed: compile, verification, crash, timeout or launch errors; pruned: rejected by constraints or "
+          "hardware limits before running).",
+          "- wall s: the whole optimize loop for the kernel (parsing, expert binding, compiling, measuring, "
+          "confirming every round).",
+          f"- to 5% of best: the final best is the lowest search objective (geometric mean over shapes of variant "
+          f"time / original time) of all verified evaluations of all rounds; the figure is the time, from the start "
+          f"of the optimize loop, at which the first evaluation within {WITHIN * 100:.0f}% of it (objective ≤ "
+          f"{1 + WITHIN:.2f} × final best) was recorded. Each evaluation is timestamped when the tuner records it "
+          "(written to the store and reported); evaluations reused from the store count at the moment they are "
+          "reused. Each round times the original anew, so objectives of different rounds are relative to "
+          "slightly different original timings.", ""]
+    if doc.get("plot"):
+        L += [f"Plot: `{Path(doc['plot']).name}`", ""]
+    elif doc.get("plot_note"):
+        L += [f"Plot: {doc['plot_note']}", ""]
+    return "\n".join(L)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_results(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write (atomically) DIR/bench_results.json and DIR/bench_results.md from ``doc``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc["suite"] = suite_summary(doc["kernels"])
+    doc["targets"] = check_targets(doc["kernels"], doc["suite"], doc.get("planned"))
+    j, m = out / RESULTS_JSON, out / RESULTS_MD
+    _atomic_write(j, json.dumps(to_plain(doc), indent=1) + "\n")
+    _atomic_write(m, render_markdown(doc))
+    return j, m
+
+
+def have_matplotlib() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def plot_results(doc: dict, png: str | Path) -> Path:
+    """Draw speedup and % of copy bandwidth per kernel and shape. KerntuneError without matplotlib."""
+    if not have_matplotlib():
+        raise KerntuneError("matplotlib is not installed here: install it (pip install 'kerntune[bench]') or "
+                            f"draw the plot elsewhere with `kerntune bench --plot-only {RESULTS_JSON}`")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, speed, pct, opct, colors = [], [], [], [], []
+    palette = plt.get_cmap("tab10")
+    for i, k in enumerate(doc["kernels"]):
+        for s in k["shapes"]:
+            short = k["name"].removesuffix("_kernel")
+            labels.append(f"{short} " + "×".join(str(v) for v in (s.get("sizes") or {}).values()))
+            speed.append(s.get("speedup") or 0.0)
+            pct.append(s.get("pct_copy") or 0.0)
+            opct.append(s.get("original_pct_copy") or 0.0)
+            colors.append(palette(i % 10))
+    n = max(1, len(labels))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8.0, 0.3 * n + 2), 8), sharex=True)
+    x = list(range(len(labels)))
+    ax1.bar(x, speed, color=colors)
+    ax1.axhline(1.0, color="black", linewidth=0.8)
+    ax1.axhline(GEOMEAN_TARGET, color="tab:red", linestyle="--", linewidth=0.8,
+                label=f"target geomean {GEOMEAN_TARGET:.1f}x")
+    g = (doc.get("suite") or {}).get("geomean_over_kernels")
+    ax1.set_ylabel("speedup over the original (x)")
+    ax1.set_title(f"kerntune bench on {(doc.get('device') or {}).get('name', '?')}"
+                  + (f" — geomean over kernels {g:.2f}x" if g else ""))
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    w = 0.4
+    ax2.bar([i - w / 2 for i in x], opct, width=w, color="lightgray", label="original")
+    ax2.bar([i + w / 2 for i in x], pct, width=w, color=colors, label="tuned")
+    ax2.axhline(BW_TARGET_PCT, color="tab:red", linestyle="--", linewidth=0.8, label=f"{BW_TARGET_PCT:.0f}% target")
+    ax2.set_ylabel("% of copy bandwidth")
+    ax2.set_ylim(0, max([100.0] + [p * 1.05 for p in pct + opct]))
+    ax2.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax2.set_xticks(x)
+    ax2.set_xticklabels(labels, rotation=75, fontsize=7, ha="right")
+    fig.tight_layout()
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+# --------------------------------------------------------------------------------------------- runner
+@dataclass
+class BenchOptions:
+    budget_per_round: int = 40
+    rounds: int = 4
+    strategy: str = "auto"
+    seed: int = 0
+    use_experts: bool = True
+
+
+def git_info(where: str | Path) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout holding ``where``; (None, None) outside one."""
+    try:
+        cwd = str(Path(where).resolve())
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None, None
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                            capture_output=True, text=True, timeout=20)
+        return head.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def new_document(kernels: list[BenchKernel], backend_name: str, options: BenchOptions, command: str) -> dict:
+    commit, dirty = git_info(Path(kernels[0].path).parent if kernels else ".")
+    now = time.time()
+    return {"schema": SCHEMA, "status": "running", "started_at": now,
+            "started_at_iso": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now)), "finished_at": None,
+            "command": command, "git_commit": commit, "git_dirty": dirty, "backend": backend_name,
+            "options": to_plain(options), "planned": len(kernels),
+            "planned_kernels": [{"name": k.name, "file": k.path} for k in kernels],
+            "device": None, "copy_bw_gbps": None, "kernels": [], "plot": None, "plot_note": None}
+
+
+def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, options: BenchOptions | None = None,
+              command: str = "kerntune bench", backend_name: str | None = None,
+              on_event: Callable | None = None, on_kernel: Callable[[dict], None] | None = None,
+              cancel: threading.Event | None = None, plot: bool = True) -> dict:
+    """Tune each kernel with agent.optimize through ``backend`` into ``store``; write the results to
+    ``out_dir`` after every kernel. ``cancel`` stops between evaluations: the current kernel is reported as
+    interrupted and the rest as not run. Returns the results document."""
+    options = options or BenchOptions()
+    cancel = cancel or threading.Event()
+    name = backend_name or getattr(backend, "name", "?")
+    doc = new_document(kernels, name, options, command)
+    write_results(doc, out_dir)
+    try:
+        _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_kernel, cancel)
+    except BaseException:  # a hard stop (second Ctrl-C, a crash): keep what was measured, say it stopped
+        doc["status"] = "interrupted"
+        write_results(doc, out_dir)
+        raise
+    doc["status"] = "interrupted" if cancel.is_set() else "finished"
+    doc["finished_at"] = time.time()
+    if plot:
+        if have_matplotlib():
+            doc["plot"] = str(plot_results(_with_suite(doc), Path(out_dir) / PLOT_PNG))
+        else:
+            doc["plot_note"] = ("not drawn: matplotlib is not installed here; draw it on a machine that has it "
+                                f"with `kerntune bench --plot-only {Path(out_dir) / RESULTS_JSON}`")
+    write_results(doc, out_dir)
+    return doc
+
+
+def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_kernel, cancel) -> None:
+    from .agent import AgentOptions, optimize
+    from .tuner import TuneEvent
+
+    for bk in kernels:
+        if cancel.is_set():
+            doc["kernels"].append(error_record(bk, "not run: the bench was interrupted", 0.0, "not_run"))
+            continue
+        timeline: list[tuple[float, float | None]] = []
+        t0 = time.time()
+
+        def events(ev: TuneEvent, _t0=t0, _tl=timeline) -> None:
+            if ev.kind == "evaluation" and ev.evaluation is not None:
+                e = ev.evaluation
+                _tl.append((time.time() - _t0, e.objective if e.ok else None))
+            if on_event:
+                on_event(bk, ev)
+
+        try:
+            res = optimize(bk.path, bk.kernel, backend, store,
+                           AgentOptions(budget_per_round=options.budget_per_round, max_rounds=options.rounds,
+                                        strategy=options.strategy, seed=options.seed,
+                                        use_experts=options.use_experts),
+                           on_event=events, cancel=cancel)
+            rec = kernel_record(bk, res, timeline, time.time() - t0,
+                                "interrupted" if cancel.is_set() else "")
+        except NoGpuError:
+            raise
+        except KerntuneError as e:
+            rec = error_record(bk, str(e), time.time() - t0)
+        except Exception as e:  # one kernel's failure must not cost the rest of a long GPU run
+            rec = error_record(bk, f"{type(e).__name__}: {e}", time.time() - t0)
+        doc["kernels"].append(rec)
+        if rec.get("device") and not doc["device"]:
+            dev = store.get_device(rec["device"])
+            doc["device"] = to_plain(dev) if dev else {"name": rec["device"]}
+        if rec.get("copy_bw_gbps") and not doc["copy_bw_gbps"]:
+            doc["copy_bw_gbps"] = rec["copy_bw_gbps"]
+        write_results(doc, out_dir)
+        if on_kernel:
+            on_kernel(rec)
+
+
+def _with_suite(doc: dict) -> dict:
+    doc["suite"] = suite_summary(doc["kernels"])
+    return doc
+
+
+def plot_only(results_json: str | Path, png: str | Path | None = None) -> Path:
+    """Draw the plot of a results file (written by `kerntune bench`), beside it unless ``png`` is given."""
+    p = Path(results_json)
+    if not p.is_file():
+        raise KerntuneError(f"no results file at {p} (written by `kerntune bench` as {RESULTS_JSON})")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise KerntuneError(f"not a bench results file: {e.msg}", str(p), e.lineno - 1, e.colno - 1) from None
+    if doc.get("schema") != SCHEMA or not isinstance(doc.get("kernels"), list):
+        raise KerntuneError(f"not a bench results file (expected schema {SCHEMA}, found {doc.get('schema')!r})",
+                            str(p))
+    return plot_results(_with_suite(doc), png or p.with_name(PLOT_PNG))
+
+
+# --------------------------------------------------------------------------------------------- command
+def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_path, only, no_experts) -> str:
+    parts = ["kerntune", "bench", *kernels, "--budget", str(budget), "--rounds", str(rounds),
+             "--strategy", strategy, "--seed", str(seed), "--out", str(out)]
+    if backend:
+        parts += ["--backend", backend]
+    if store_path:
+        parts += ["--store", str(store_path)]
+    for o in only:
+        parts += ["--only", o]
+    if no_experts:
+        parts.append("--no-experts")
+    return shlex.join(parts)
+
+
+@click.command("bench")
+@click.argument("kernels", nargs=-1)
+@click.option("--budget", default=40, show_default=True, help="evaluations per round")
+@click.option("--rounds", default=4, show_default=True, help="most rounds (templates tried) per kernel")
+@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
+              show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--backend", default=None, help="auto | gpu | replay:PATH (default $KERNTUNE_BACKEND or auto)")
+@click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False),
+              help="where bench_results.json/.md and bench_plot.png go")
+@click.option("--store", "store_path", default=None, help="results store (default OUT/results.sqlite)")
+@click.option("--only", multiple=True, help="only this kernel (kernel name or file stem); repeatable")
+@click.option("--no-experts", is_flag=True, help="only the structural template of each kernel")
+@click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
+              help="draw the plot of an existing bench_results.json and exit")
+def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
+                  plot_json):
+    """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+
+    def fail(e: Exception, code: int):
+        err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        sys.exit(code)
+
+    try:
+        if plot_json:
+            png = plot_only(plot_json)
+            click.echo(f"plot: {png}")
+            return
+        _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts)
+    except NoGpuError as e:
+        fail(e, 3)
+    except KerntuneError as e:
+        fail(e, 2)
+
+
+def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts):
+    from .store import Store
+    from .tuner import open_backend
+
+    todo = discover(list(kernels) or None, list(only) or None)
+    be = open_backend(backend)  # NoGpuError without a GPU (unless replay)
+    out = Path(out_dir)
+    store = Store(store_path or out / "results.sqlite")
+    cancel = threading.Event()
+
+    def on_sigint(*_):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        err.print("[yellow]interrupt: finishing after the current evaluation (Ctrl-C again to stop now)[/]")
+        cancel.set()
+
+    def on_event(bk, ev):
+        if ev.kind in ("status", "original"):
+            err.print(f"[dim]{bk.name}: {ev.message}[/]", soft_wrap=True)
+
+    def on_kernel(rec):
+        sp = f"{rec['speedup']:.2f}x" if rec.get("speedup") else rec["status"]
+        t5 = rec.get("time_to_5pct_s")
+        err.print(f"[bold]{rec['name']}[/]: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
+                  + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
+                  + (f"  {rec['error']}" if rec.get("error") else ""), soft_wrap=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        err.print(f"benchmarking {len(todo)} kernels: " + ", ".join(k.name for k in todo), soft_wrap=True)
+        doc = run_bench(todo, be, store, out, BenchOptions(budget, rounds, strategy, seed, not no_experts),
+                        _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
+                                      no_experts),
+                        backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
+                        on_kernel=on_kernel, cancel=cancel)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        be.close()
+        store.close()
+    s, t = doc["suite"], doc["targets"]
+    click.echo(f"geomean speedup: {_f(s['geomean_over_kernels'], '.2f')}x over {s['n_kernels']} kernels, "
+               f"{_f(s['geomean_over_shapes'], '.2f')}x over {s['n_shapes']} (kernel, shape) pairs")
+    click.echo(f"targets: geomean {_mark(t['geomean']['met'])}, bandwidth {_mark(t['bandwidth']['met'])}"
+               f" ({len(t['bandwidth']['failing'])} shapes below {BW_TARGET_PCT:.0f}%), time to 5% "
+               f"{_mark(t['time_to_5pct']['met'])}" + ("" if t["complete"] else "  (incomplete run)"))
+    click.echo(f"results: {out / RESULTS_JSON}, {out / RESULTS_MD}"
+               + (f", {doc['plot']}" if doc.get("plot") else ""))
+    if doc.get("plot_note"):
+        err.print(doc["plot_note"], soft_wrap=True)
+    if doc["status"] == "interrupted":
+        sys.exit(130)
