@@ -616,11 +616,12 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
                   plot_json):
     """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True, highlight=False)
 
     def fail(e: Exception, code: int):
-        err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
         sys.exit(code)
 
     try:
@@ -652,20 +653,21 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
         cancel.set()
 
     def on_event(bk, ev):
-        if ev.kind in ("status", "original"):
-            err.print(f"[dim]{bk.name}: {ev.message}[/]", soft_wrap=True)
+        if ev.kind in ("status", "original", "best"):
+            err.print(f"{bk.name}: {ev.message}", style="dim", soft_wrap=True, markup=False)
 
     def on_kernel(rec):
         sp = f"{rec['speedup']:.2f}x" if rec.get("speedup") else rec["status"]
         t5 = rec.get("time_to_5pct_s")
-        err.print(f"[bold]{rec['name']}[/]: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
+        err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
-                  + (f"  {rec['error']}" if rec.get("error") else ""), soft_wrap=True)
+                  + (f"  {rec['error']}" if rec.get("error") else ""), style="bold", soft_wrap=True, markup=False)
 
     previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
         else None
     try:
-        err.print(f"benchmarking {len(todo)} kernels: " + ", ".join(k.name for k in todo), soft_wrap=True)
+        err.print(f"benchmarking {len(todo)} kernels: " + ", ".join(k.name for k in todo), soft_wrap=True,
+                  markup=False)
         doc = run_bench(todo, be, store, out, BenchOptions(budget, rounds, strategy, seed, not no_experts),
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
                                       no_experts),
@@ -685,6 +687,6 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
     click.echo(f"results: {out / RESULTS_JSON}, {out / RESULTS_MD}"
                + (f", {doc['plot']}" if doc.get("plot") else ""))
     if doc.get("plot_note"):
-        err.print(doc["plot_note"], soft_wrap=True)
+        err.print(doc["plot_note"], soft_wrap=True, markup=False)
     if doc["status"] == "interrupted":
         sys.exit(130)
