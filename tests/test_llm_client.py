@@ -181,3 +181,12 @@ def test_recorded_transcript_replays(tmp_path):
     with ReplayServer(rec) as srv2:
         r = make(srv2.base_url).ask("analyst", MSGS)
     assert r.attempts == 2 and r.data["bottleneck"] == "memory_bandwidth" and not srv2.mismatches
+
+
+def test_recording_an_error_that_echoes_the_key(tmp_path):
+    rec = tmp_path / "rec.json"
+    with ReplayServer("auth_echo") as srv:
+        with pytest.raises(LlmError):
+            make(srv.base_url, record_path=str(rec)).ask("analyst", MSGS)
+    text = rec.read_text()
+    assert "401" in text and KEY not in text and "0123456789abcdef" not in text

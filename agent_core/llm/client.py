@@ -172,8 +172,8 @@ class LlmClient:
 
     def _record(self, role: str, answer: dict) -> None:
         if self.recorder is not None:
-            try:
-                self.recorder.add(role, answer)
+            try:  # an error body may echo the key: it never reaches the file
+                self.recorder.add(role, json.loads(redact(json.dumps(answer), self.settings.api_key)))
             except OSError as e:
                 log.warning("cannot record the LLM transcript: %s", e)
 
