@@ -125,3 +125,16 @@ def free_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+if __name__ == "__main__":  # serve a transcript by hand: python -m tests.llm_server row_sum_loop
+    import sys
+    with ReplayServer(sys.argv[1]) as srv:
+        print(f"KERNTUNE_LLM_BASE_URL={srv.base_url}", flush=True)
+        try:
+            while srv.remaining:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        time.sleep(0.5)
+        print(f"served {len(srv.requests)} requests; mismatches: {srv.mismatches or 'none'}")

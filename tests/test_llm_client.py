@@ -190,3 +190,11 @@ def test_recording_an_error_that_echoes_the_key(tmp_path):
             make(srv.base_url, record_path=str(rec)).ask("analyst", MSGS)
     text = rec.read_text()
     assert "401" in text and KEY not in text and "0123456789abcdef" not in text
+
+
+def test_no_endpoint_no_hooks():
+    from agent_core.llm.hooks import llm_hooks
+    assert llm_hooks(None, env={"OPENAI_API_KEY": "sk-x"}) is None
+    h = llm_hooks(None, env={"KERNTUNE_LLM_BASE_URL": "http://127.0.0.1:9/v1", "KERNTUNE_LLM_MODEL": "m",
+                             "KERNTUNE_LLM_MAX_CALLS": "5"})
+    assert h.roles.client.limits.max_calls == 5 and h.report()["spent"]["calls"] == 0
