@@ -44,7 +44,7 @@ class KerntuneServer(LanguageServer):
 
     @property
     def encoding(self) -> str:
-        return str(self.docs.encoding)
+        return self.docs.encoding
 
     def publish(self, uri: str) -> None:
         doc = self.docs.get(uri)
@@ -92,7 +92,8 @@ def create_server() -> KerntuneServer:
 
     @ls.feature(lsp.INITIALIZED)
     def initialized(ls: KerntuneServer, params: lsp.InitializedParams):
-        ls.docs.encoding = ls.workspace.position_encoding or "utf-16"
+        enc = ls.workspace.position_encoding or "utf-16"
+        ls.docs.encoding = getattr(enc, "value", enc)  # str() of the enum member is "PositionEncodingKind.Utf16"
         log.info("kerntune %s ready (position encoding %s)", __version__, ls.docs.encoding)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)

@@ -1,13 +1,18 @@
 """End to end through a real LSP client (pytest-lsp) driving `python -m server` (what `kerntune lsp` runs):
 open, diagnostics, lenses, code actions, the spec quick fix, templatize, optimize without a GPU, hover,
-bad documents. Tuning over a replayed store is in test_lsp_tuning.py."""
+bad documents; optimize over a replayed H100 recording with progress and cancel, hover / inlay hints from
+the store, apply best, restart and see the results again.
+
+Every wait is bounded: nothing here waits for a notification that may already have arrived."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Union
 
 import pytest
 import pytest_lsp
@@ -21,9 +26,37 @@ ENV.pop("KERNTUNE_STORE", None)
 ENV.pop("KERNTUNE_WORKDIR", None)
 
 
+def fix_code_action_decoding(client: LanguageClient) -> None:
+    """lsprotocol's client-side hook decodes every ``(Command | CodeAction)`` that has a "command" key as a
+    Command, so a CodeAction that carries a command comes back as a Command without its kind. Tell them apart
+    the way vscode-languageclient does: a Command's "command" is a string, a CodeAction's is an object."""
+    conv = client.protocol._converter
+
+    def hook(obj, _):
+        if isinstance(obj.get("command"), str):
+            return conv.structure(obj, lsp.Command)
+        return conv.structure(obj, lsp.CodeAction)
+
+    conv.register_structure_hook(Union[lsp.Command, lsp.CodeAction], hook)
+
+
 def add_editor_handlers(client: LanguageClient) -> None:
-    """What VS Code answers and pytest-lsp does not: applyEdit (recorded) and the refresh requests."""
+    """What VS Code answers and pytest-lsp does not: applyEdit (recorded) and the refresh requests; the
+    version of the last diagnostics per document (pytest-lsp keeps only the diagnostics)."""
+    fix_code_action_decoding(client)
     client.applied_edits = []
+    client.refreshes = 0
+    client.diag_versions = {}
+    client.diag_count = 0
+    features = client.protocol.fm.features
+    publish = features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def publish_diagnostics(params: lsp.PublishDiagnosticsParams):
+        client.diag_versions[params.uri] = params.version
+        client.diag_count += 1
+        return publish(params)
+
+    features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish_diagnostics
 
     @client.feature(lsp.WORKSPACE_APPLY_EDIT)
     def apply_edit(params: lsp.ApplyWorkspaceEditParams):
@@ -32,11 +65,25 @@ def add_editor_handlers(client: LanguageClient) -> None:
 
     @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
     def lens_refresh(params):
+        client.refreshes += 1
         return None
 
     @client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
     def hint_refresh(params):
         return None
+
+
+async def wait_until(pred, what: str, timeout: float = 20.0):
+    """Poll ``pred()`` until it is truthy (and return it); fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if loop.time() > end:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=ENV))
@@ -56,11 +103,10 @@ def open_doc(client: LanguageClient, path: Path, text: str | None = None, versio
 
 
 async def diagnostics_for(client: LanguageClient, uri: str, version: int | None = None) -> list[lsp.Diagnostic]:
-    for _ in range(400):
-        await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        if uri in client.diagnostics:
-            return list(client.diagnostics[uri])
-    raise AssertionError("no diagnostics")
+    """The diagnostics published for ``uri`` (for its ``version`` when given), waiting for them if needed."""
+    await wait_until(lambda: uri in client.diagnostics and (version is None or client.diag_versions.get(uri) == version),
+                     f"diagnostics of {uri} (version {version})")
+    return list(client.diagnostics[uri])
 
 
 def apply_text_edits(text: str, edit: lsp.WorkspaceEdit) -> str:
@@ -169,8 +215,8 @@ async def test_optimize_without_a_gpu_says_so(client: LanguageClient, cu: Path):
         command="kerntune.optimize", arguments=[uri, "scale"]))
     assert res["status"] == "no-gpu", res
     assert "no CUDA device" in res["message"]
-    await client.wait_for_notification(lsp.WINDOW_SHOW_MESSAGE)
-    assert any("no CUDA device" in m.message for m in client.messages)
+    # the message is sent before the answer: it is already there (or on its way), never waited for blindly
+    await wait_until(lambda: any("no CUDA device" in m.message for m in client.messages), "the no-GPU message")
     # a kernel without a spec fails before the device is looked for, with the spec's problem
     res = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="kerntune.optimize", arguments=[uri, "shift"]))
@@ -193,6 +239,7 @@ async def test_hover_on_kernel_and_tunable_without_results(client: LanguageClien
 
 async def test_incremental_edits_keep_positions(client: LanguageClient, cu: Path):
     text = cu.read_text()
+    lines0 = ("// ünïcödé 😀\n" + text).split("\n")
     uri = open_doc(client, cu, text)
     await diagnostics_for(client, uri)
     # insert a line with non-ASCII above everything: every lens moves down by one
@@ -201,19 +248,46 @@ async def test_incremental_edits_keep_positions(client: LanguageClient, cu: Path
         content_changes=[lsp.TextDocumentContentChangePartial(
             range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
             text="// ünïcödé 😀\n")]))
-    # type inside the emoji line of the kernel
+    # type inside the comment right after the emoji on the kernel's line (a UTF-16 column past a surrogate pair)
+    emoji_line = lines0[10]
+    after_emoji = len(emoji_line[:emoji_line.index("😀") + 1].encode("utf-16-le")) // 2
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=3),
         content_changes=[lsp.TextDocumentContentChangePartial(
+            range=lsp.Range(start=lsp.Position(line=10, character=after_emoji),
+                            end=lsp.Position(line=10, character=after_emoji)),
+            text=" é€𝄞")]))
+    # and break a line inside the kernel body: everything below moves down once more
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=4),
+        content_changes=[lsp.TextDocumentContentChangePartial(
             range=lsp.Range(start=lsp.Position(line=11, character=2), end=lsp.Position(line=11, character=2)),
-            text="/*é*/")]))
+            text="\n  ")]))
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(
         text_document=lsp.TextDocumentIdentifier(uri=uri)))
     scale = [lz for lz in lenses if lz.command.arguments[1] == "scale"]
     assert scale and scale[0].range.start.line == 10
-    diags = await diagnostics_for(client, uri)
+    diags = await diagnostics_for(client, uri, version=4)
     assert any(d.code == "missing-spec" and d.range.start.line == 15 for d in diags), \
         [(d.code, d.range.start.line) for d in diags]
+    line10 = ("// ünïcödé 😀\n" + text).split("\n")[10]
+    line10 = line10[:line10.index("😀") + 1] + " é€𝄞" + line10[line10.index("😀") + 1:]
+    col256 = len(line10[:line10.index("256")].encode("utf-16-le")) // 2
+    assert any(d.code == "tunable" and (d.range.start.line, d.range.start.character) == (10, col256) for d in diags)
+    # the incrementally re-parsed document says exactly what a fresh parse of the same text says
+    lines = ("// ünïcödé 😀\n" + text).split("\n")
+    lines[10] = line10
+    lines[11] = lines[11][:2] + "\n  " + lines[11][2:]
+    fresh = cu.with_name("fresh.cu")
+    fresh.write_text("\n".join(lines), encoding="utf-8")
+    furi = open_doc(client, fresh)
+    fdiags = await diagnostics_for(client, furi)
+
+    def key(ds):
+        return sorted((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
+                       d.message) for d in ds)
+
+    assert key(diags) == key(fdiags)
 
 
 @pytest.mark.parametrize("text", [
@@ -243,4 +317,4 @@ async def test_bad_documents_never_break_the_server(client: LanguageClient, tmp_
             command="kerntune.applyBest", arguments=["file:///nowhere.cu", "k"]))
     # still alive
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(text_document=td))
-    assert isinstance(lenses, list)
+    assert isinstance(lenses, (list, tuple))  # lsprotocol decodes JSON arrays as tuples
