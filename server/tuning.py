@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,42 @@ from .results import Live, Results
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY_S = 0.2  # at most this often: diagnostics / lens / hint refreshes while tuning
+SCAN_LIMIT = 100_000  # spaces up to this size are scanned for the number of valid configurations
+
+
+class PacedReplay:
+    """A replay backend that takes ``delay_s`` per evaluation, the way a GPU does ($KERNTUNE_REPLAY_DELAY_S:
+    demos and tests of progress, live hints and cancel; a replay otherwise finishes in a blink)."""
+
+    def __init__(self, backend, delay_s: float):
+        self._backend, self._delay = backend, delay_s
+
+    def evaluate(self, variant):
+        time.sleep(self._delay)
+        return self._backend.evaluate(variant)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def _env_seconds(name: str) -> float:
+    try:
+        return max(0.0, float(os.environ.get(name) or 0))
+    except ValueError:
+        log.warning("ignoring %s=%r (not a number of seconds)", name, os.environ.get(name))
+        return 0.0
+
+
+def expected_evaluations(prep, options: TuneOptions) -> int:
+    """How many evaluations the session will measure at most: the budget, or fewer valid configurations."""
+    from agent_core.space import valid_configs
+    space = prep.template.space
+    try:
+        if space.size() <= SCAN_LIMIT:
+            return max(1, min(options.budget, len(valid_configs(space, prep.spec.sizes, limit=options.budget))))
+    except Exception:
+        log.debug("counting the valid configurations failed", exc_info=True)
+    return options.budget
 
 
 def options_from(settings: dict | None, override: dict | None) -> TuneOptions:
@@ -65,14 +102,18 @@ class TuningJobs:
             return {"status": "error", "message": str(e), "line": e.line, "field": e.field_name}
         try:
             backend = await loop.run_in_executor(self.executor, open_backend, None, None, None)
+            delay = _env_seconds("KERNTUNE_REPLAY_DELAY_S")
+            if delay > 0 and backend.name == "replay":
+                backend = PacedReplay(backend, delay)
         except NoGpuError as e:
             self.message(f"kerntune: {e.message}", lsp.MessageType.Warning)
             return {"status": "no-gpu", "message": e.message}
         except KerntuneError as e:
             self.message(f"kerntune: {e}", lsp.MessageType.Error)
             return {"status": "error", "message": str(e)}
+        total = await loop.run_in_executor(self.executor, expected_evaluations, prep, options)
         token = f"kerntune-tune-{uuid.uuid4().hex[:12]}"
-        live = Live(uri=uri, path=path, kernel=kernel, token=token, total=options.budget)
+        live = Live(uri=uri, path=path, kernel=kernel, token=token, total=total)
         self.results.live[key] = live
         progress = bool(getattr(getattr(self.ls.client_capabilities, "window", None), "work_done_progress", False))
         if progress:
@@ -87,7 +128,7 @@ class TuningJobs:
         if progress:
             self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
                 title=f"kerntune: tuning {kernel}", cancellable=True, percentage=0,
-                message=f"0/{options.budget} on {backend.name}"))
+                message=f"0/{total} on {backend.name}"))
         task = asyncio.ensure_future(self._run(live, prep, backend, options, progress))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -119,7 +160,8 @@ class TuningJobs:
                 store.close()
 
     def _on_event(self, live: Live, ev: TuneEvent) -> None:
-        live.done, live.total = ev.done, ev.total or live.total
+        live.done = ev.done
+        live.total = max(live.total, ev.done)
         if ev.best is not None:
             live.best = ev.best
         if ev.kind == "evaluation" and ev.evaluation is not None:
@@ -144,7 +186,7 @@ class TuningJobs:
         if live.token not in self.ls.work_done_progress.tokens:
             return
         best = f", best {live.speedup:.2f}x" if live.speedup else ""
-        pct = int(100 * live.done / live.total) if live.total else None
+        pct = min(100, int(100 * live.done / live.total)) if live.total else None
         self.ls.work_done_progress.report(live.token, lsp.WorkDoneProgressReport(
             message=f"{live.done}/{live.total}{best} · {live.message}", percentage=pct, cancellable=True))
 

@@ -8,10 +8,13 @@ Every wait is bounded: nothing here waits for a notification that may already ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Union
 
 import pytest
@@ -51,9 +54,12 @@ def add_editor_handlers(client: LanguageClient) -> None:
     features = client.protocol.fm.features
     publish = features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
 
+    client.diag_history = []  # every diagnostic message ever published, in order
+
     def publish_diagnostics(params: lsp.PublishDiagnosticsParams):
         client.diag_versions[params.uri] = params.version
         client.diag_count += 1
+        client.diag_history.extend(d.message for d in params.diagnostics)
         return publish(params)
 
     features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish_diagnostics
@@ -318,3 +324,247 @@ async def test_bad_documents_never_break_the_server(client: LanguageClient, tmp_
     # still alive
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(text_document=td))
     assert isinstance(lenses, (list, tuple))  # lsprotocol decodes JSON arrays as tuples
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tuning over a replayed recording (tests/data/stores/examples.sqlite: `kerntune tune` of examples/row_sum.cu
+# and examples/silu.cu on an H100, by gpu/run_examples.sh). The replay backend answers from the recorded
+# measurements, so the whole editor flow runs without a GPU. The structural template names its source in a
+# `#line` directive, so the recorded template hashes hold for the files at the recorded path only: the
+# sources (frozen copies in tests/node/fixtures/) are put at /tmp/kt-examples/, results and template files go
+# to the test's own directory (KERNTUNE_STORE / KERNTUNE_WORKDIR).
+RECORDING = REPO / "tests" / "data" / "stores" / "examples.sqlite"
+RECORDED_DIR = Path("/tmp/kt-examples")
+FIXTURES = REPO / "tests" / "node" / "fixtures"
+
+
+@contextlib.asynccontextmanager
+async def lsp_server(env: dict):
+    """A server started and initialized like the fixture's, with its own environment (two in a row: a restart).
+    Shut down properly when the body succeeds; killed when it fails, so that a failure never hangs."""
+    lsp_client = await ClientServerConfig(server_command=[sys.executable, "-m", "server"], server_env=env).start()
+    add_editor_handlers(lsp_client)
+    ok = False
+    try:
+        await asyncio.wait_for(lsp_client.initialize_session(lsp.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid())), 20)
+        yield lsp_client
+        ok = True
+    finally:
+        proc = lsp_client._server
+        if ok:
+            await asyncio.wait_for(lsp_client.shutdown_session(), 20)
+            await asyncio.wait_for(proc.wait(), 20)  # the server exits on "exit", even with a session running
+        elif proc is not None and proc.returncode is None:
+            proc.kill()
+        await asyncio.wait_for(lsp_client.stop(), 20)
+
+
+@pytest.fixture
+def replay(tmp_path):
+    if not RECORDING.is_file():
+        pytest.skip(f"no recorded store at {RECORDING.relative_to(REPO)}: record one on a GPU machine with "
+                    "gpu/run_examples.sh row_sum silu and copy $OUT/examples.sqlite there")
+    from agent_core.store import Store
+    rec = tmp_path / "recording.sqlite"
+    shutil.copyfile(RECORDING, rec)  # the replay opens it read-write; never touch the checked-in file
+    RECORDED_DIR.mkdir(parents=True, exist_ok=True)
+    files, sessions = {}, {}
+    store = Store(rec)
+    try:
+        for kernel in ("row_sum", "silu"):
+            src = FIXTURES / f"{kernel}.cu"
+            dst = RECORDED_DIR / f"{kernel}.cu"
+            tmp = dst.with_name(f".{kernel}.{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+            row = store.latest_session(str(dst), kernel, finished_only=True)
+            assert row, f"the recording has no session of {kernel} at {dst}"
+            from agent_core.model import sha256_text
+            assert row["original_hash"] == sha256_text(src.read_text(encoding="utf-8")), \
+                f"{src} is not the file that was recorded: re-record or restore it"
+            files[kernel], sessions[kernel] = dst, row
+    finally:
+        store.close()
+    env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
+           "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune"), "KERNTUNE_REPLAY_DELAY_S": "0.1"}
+    return SimpleNamespace(env=env, files=files, sessions=sessions, recording=rec, store=tmp_path / "results.sqlite")
+
+
+async def execute(client: LanguageClient, command: str, *args):
+    return await asyncio.wait_for(client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command=command, arguments=list(args))), 60)
+
+
+def progress_end(client: LanguageClient, token: str):
+    return next((v for v in client.progress_reports.get(token, []) if isinstance(v, lsp.WorkDoneProgressEnd)), None)
+
+
+async def hover_text(client: LanguageClient, uri: str, pos: lsp.Position) -> str | None:
+    h = await client.text_document_hover_async(lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri),
+                                                               position=pos))
+    return h.contents.value if h else None
+
+
+async def hints(client: LanguageClient, uri: str) -> list[lsp.InlayHint]:
+    got = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri),
+        range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=10_000, character=0))))
+    return list(got or [])
+
+
+async def lenses(client: LanguageClient, uri: str) -> list[tuple[str, str]]:
+    got = await client.text_document_code_lens_async(lsp.CodeLensParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    return [(lz.command.title, lz.command.command) for lz in got or []]
+
+
+def expected_replay(recording: Path, session: dict, best_params: dict) -> tuple[float, list[float], list[float]]:
+    """What a replay reports: the recorded original against the recorded timings of the best configuration
+    (the replay's confirm step returns exactly those): speedup (geometric mean), original µs, best µs."""
+    from agent_core.store import Store
+    store = Store(recording)
+    try:
+        orig = store.get_original(session["original_hash"], session["spec_hash"], session["device"])
+        ev = store.get_evaluation(session["template_hash"], session["spec_hash"], session["device"], best_params)
+    finally:
+        store.close()
+    ratios = [o.median_us / b.median_us for o, b in zip(orig, ev.timings)]
+    return (math.exp(sum(math.log(r) for r in ratios) / len(ratios)), [o.median_us for o in orig],
+            [b.median_us for b in ev.timings])
+
+
+async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path: Path):
+    path = replay.files["row_sum"]
+    text = path.read_text(encoding="utf-8")
+    recorded = replay.sessions["row_sum"]["summary"]
+    lines = text.split("\n")
+    name_pos = lsp.Position(line=next(i for i, ln in enumerate(lines) if "void row_sum(" in ln),
+                            character=lines[next(i for i, ln in enumerate(lines) if "void row_sum(" in ln)].index("row_sum") + 2)
+    async with lsp_server(replay.env) as client:
+        uri = open_doc(client, path)
+        diags = await diagnostics_for(client, uri)
+        assert not [d for d in diags if d.code in ("missing-spec", "invalid-spec", "syntax-error")], diags
+        tunables = {d.data["param"]: d for d in diags if d.code == "tunable"}
+        assert {"BLOCK", "UNROLL"} <= set(tunables), [d.message for d in diags]
+        assert "No tuning result yet" in await hover_text(client, uri, name_pos)
+
+        res = await execute(client, "kerntune.optimize", uri, "row_sum", {"strategy": "exhaustive", "budget": 200})
+        assert res["status"] == "started", res
+        token = res["token"]
+        # while it runs: the lens shows the progress, a second Optimize is refused, hints show the best so far
+        first = await wait_until(lambda: next((v for v in client.progress_reports.get(token, [])
+                                               if isinstance(v, lsp.WorkDoneProgressReport) and "best" in v.message),
+                                              None), "a progress report with a best so far")
+        assert any(t.startswith("$(sync~spin) Tuning") for t, _ in await lenses(client, uri))
+        assert ("Cancel tuning", "kerntune.cancel") in await lenses(client, uri)
+        again = await execute(client, "kerntune.optimize", uri, "row_sum")
+        assert again == {"status": "running", "token": token}
+        live_hints = await hints(client, uri)
+        assert live_hints and all(h.label.startswith("→ ") for h in live_hints)
+        assert first.percentage is not None and 0 < first.percentage < 100
+        end = await wait_until(lambda: progress_end(client, token), "the end of the tuning progress", 60)
+
+        reports = client.progress_reports[token]
+        begin = reports[0]
+        assert isinstance(begin, lsp.WorkDoneProgressBegin) and begin.cancellable and begin.percentage == 0
+        assert "0/30" in begin.message  # the 30 valid configurations of the recorded space, not the budget of 200
+        pcts = [r.percentage for r in reports if isinstance(r, lsp.WorkDoneProgressReport)]
+        assert len(pcts) >= 3 and pcts == sorted(pcts) and pcts[-1] <= 100
+        assert recorded["best_params"] == {"BLOCK": 256, "UNROLL": 16}
+        speedup, orig_us, best_us = expected_replay(replay.recording, replay.sessions["row_sum"], recorded["best_params"])
+        assert "finished" in end.message and f"{speedup:.2f}x" in end.message, end.message
+        # diagnostics were republished during the session, each with the evaluations done so far
+        tuning = [m for m in client.diag_history if m.startswith("kerntune: tuning ")]
+        assert len({m.split()[2] for m in tuning}) >= 2, tuning
+        assert client.refreshes >= 2  # lenses and hints were refreshed while it ran, and at the end
+
+        diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"],
+                                 "the result diagnostic")
+        assert f"{speedup:.2f}x faster with BLOCK=256, UNROLL=16" in diags[0].message
+        assert (f"Apply best ({speedup:.2f}x)", "kerntune.applyBest") in await lenses(client, uri)
+        md = await hover_text(client, uri, name_pos)
+        assert "NVIDIA H100 80GB HBM3" in md and "| size set | original µs | best µs | speedup | GB/s | % copy bw |" in md
+        assert f"Speedup **{speedup:.2f}x**" in md and "Evaluations: 30 ok · 0 failed · 0 pruned" in md
+        assert "Top configurations" in md and "`BLOCK=256, UNROLL=16`" in md
+        for o, b in zip(orig_us, best_us):  # the recorded times of each size set, original and best
+            assert f"| {o:.2f} | {b:.2f} | {o / b:.2f}x |" in md, md
+        pmd = await hover_text(client, uri, tunables["BLOCK"].range.start)
+        assert "Domain:" in pmd and "Best found: **256**" in pmd and "| 128 (original) |" in pmd
+        got = await hints(client, uri)
+        labels = sorted(h.label for h in got)
+        assert "→ 256" in labels and "→ 16" in labels, labels
+
+        # Apply best: one workspace edit of the kernel's file, the tuned values in place
+        applied = await execute(client, "kerntune.applyBest", uri, "row_sum")
+        assert applied["applied"] is True and applied["params"] == {"BLOCK": 256, "UNROLL": 16}, applied
+        new = apply_text_edits(text, client.applied_edits[-1])
+        assert "#define BLOCK 256" in new and "#pragma unroll 16" in new and "#define BLOCK 128" not in new
+        assert new.count("\n") == text.count("\n")
+        before_md, before_hints = md, [(h.position, h.label) for h in got]
+
+    # a restart: the same hovers and hints from the store, nothing re-tuned
+    async with lsp_server(replay.env) as client:
+        uri = open_doc(client, path)
+        diags = await diagnostics_for(client, uri)
+        assert any(d.code == "result" and f"{speedup:.2f}x" in d.message for d in diags)
+        assert await hover_text(client, uri, name_pos) == before_md
+        assert [(h.position, h.label) for h in await hints(client, uri)] == before_hints
+        assert not client.progress_reports
+
+        # an edit makes the result stale: marked in the diagnostic, the lens, the hover and the hints
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[lsp.TextDocumentContentChangePartial(
+                range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
+                text="// edited\n")]))
+        diags = await diagnostics_for(client, uri, version=2)
+        assert any(d.code == "result" and "stale" in d.message for d in diags)
+        assert any(t.startswith("Result stale") for t, _ in await lenses(client, uri))
+        md = await hover_text(client, uri, lsp.Position(line=name_pos.line + 1, character=name_pos.character))
+        assert "**Stale**" in md
+        assert all(h.label.endswith("?") for h in await hints(client, uri))
+        refused = await execute(client, "kerntune.applyBest", uri, "row_sum")
+        assert refused["applied"] is False and "changed" in refused["message"]
+
+
+async def test_cancel_tuning_from_the_progress_notification_and_the_command(replay):
+    path = replay.files["silu"]
+    async with lsp_server(replay.env) as client:
+        uri = open_doc(client, path)
+        await diagnostics_for(client, uri)
+        res = await execute(client, "kerntune.optimize", uri, "silu", {"strategy": "exhaustive", "budget": 200})
+        assert res["status"] == "started", res
+        token = res["token"]
+        await wait_until(lambda: any(isinstance(v, lsp.WorkDoneProgressReport) and v.percentage
+                                     for v in client.progress_reports.get(token, [])), "progress")
+        client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+        end = await wait_until(lambda: progress_end(client, token), "the end after the cancel", 30)
+        assert "cancelled" in end.message, end.message
+        last = [v for v in client.progress_reports[token] if isinstance(v, lsp.WorkDoneProgressReport)][-1]
+        assert last.percentage < 100
+        shown = await execute(client, "kerntune.showResult", uri, "silu")
+        assert shown["status"] == "cancelled" and 0 < shown["counts"]["measured"] < 200, shown
+
+        # the Cancel command (the lens, or the code action) stops a session the same way
+        res = await execute(client, "kerntune.optimize", uri, "silu", {"strategy": "exhaustive", "budget": 200})
+        token = res["token"]
+        await wait_until(lambda: any(isinstance(v, lsp.WorkDoneProgressReport)
+                                     for v in client.progress_reports.get(token, [])), "progress")
+        actions = await client.text_document_code_action_async(lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=lsp.Position(line=10, character=0), end=lsp.Position(line=10, character=0)),
+            context=lsp.CodeActionContext(diagnostics=[])))
+        cancel = [a for a in actions if a.command and a.command.command == "kerntune.cancel"]
+        assert cancel, [a.title for a in actions]
+        assert await execute(client, cancel[0].command.command, *cancel[0].command.arguments) == {"cancelled": True}
+        end = await wait_until(lambda: progress_end(client, token), "the end after the Cancel command", 30)
+        assert "cancelled" in end.message
+        assert await execute(client, "kerntune.cancel", uri, "silu") == {"cancelled": False}
+        from agent_core.store import Store
+        store = Store(replay.store)
+        try:
+            statuses = [r["status"] for r in store.sessions(str(path), "silu")]
+        finally:
+            store.close()
+        assert statuses == ["cancelled", "cancelled"]
