@@ -492,17 +492,30 @@ def new_document(kernels: list[BenchKernel], backend_name: str, options: BenchOp
 def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, options: BenchOptions | None = None,
               command: str = "kerntune bench", backend_name: str | None = None,
               on_event: Callable | None = None, on_kernel: Callable[[dict], None] | None = None,
-              cancel: threading.Event | None = None, plot: bool = True) -> dict:
+              cancel: threading.Event | None = None, plot: bool = True, resume: bool = False) -> dict:
     """Tune each kernel with agent.optimize through ``backend`` into ``store``; write the results to
     ``out_dir`` after every kernel. ``cancel`` stops between evaluations: the current kernel is reported as
-    interrupted and the rest as not run. Returns the results document."""
+    interrupted and the rest as not run. ``resume``: kernels that finished in the results file already in
+    ``out_dir`` (an earlier, cut-off run with the same options) keep their records and are not run again.
+    Returns the results document."""
     options = options or BenchOptions()
     cancel = cancel or threading.Event()
     name = backend_name or getattr(backend, "name", "?")
     doc = new_document(kernels, name, options, command)
+    done = finished_records(out_dir, options) if resume else {}
+    for bk in kernels:
+        if bk.name in done:
+            doc["kernels"].append(done[bk.name])
+            if not doc["device"] and done[bk.name].get("device"):
+                dev = store.get_device(done[bk.name]["device"])
+                doc["device"] = to_plain(dev) if dev else {"name": done[bk.name]["device"]}
+            doc["copy_bw_gbps"] = doc["copy_bw_gbps"] or done[bk.name].get("copy_bw_gbps")
+    if done:
+        doc["resumed"] = sorted(n for n in done if any(k.name == n for k in kernels))
     write_results(doc, out_dir)
     try:
-        _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_kernel, cancel)
+        _run_kernels(doc, [k for k in kernels if k.name not in done], backend, store, out_dir, options, on_event,
+                     on_kernel, cancel)
     except BaseException:  # a hard stop (second Ctrl-C, a crash): keep what was measured, say it stopped
         doc["status"] = "interrupted"
         write_results(doc, out_dir)
@@ -562,6 +575,24 @@ def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_ke
             on_kernel(rec)
 
 
+def finished_records(out_dir: str | Path, options: BenchOptions) -> dict[str, dict]:
+    """Kernel records of an earlier run in ``out_dir`` that finished (ok or no verified variant), by name; an
+    earlier run with other options is not resumed from (its figures would not be comparable)."""
+    p = Path(out_dir) / RESULTS_JSON
+    if not p.is_file():
+        return {}
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if doc.get("schema") != SCHEMA:
+        return {}
+    if doc.get("options") != to_plain(options):
+        raise KerntuneError(f"{p} was written with other options ({doc.get('options')}); resume with the same "
+                            "options or write to another --out")
+    return {k["name"]: k for k in doc.get("kernels", []) if k.get("status") in ("ok", "no_variant")}
+
+
 def _with_suite(doc: dict) -> dict:
     doc["suite"] = suite_summary(doc["kernels"])
     return doc
@@ -610,10 +641,11 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
 @click.option("--store", "store_path", default=None, help="results store (default OUT/results.sqlite)")
 @click.option("--only", multiple=True, help="only this kernel (kernel name or file stem); repeatable")
 @click.option("--no-experts", is_flag=True, help="only the structural template of each kernel")
+@click.option("--resume", is_flag=True, help="keep the kernels that finished in OUT's results file; run the rest")
 @click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
               help="draw the plot of an existing bench_results.json and exit")
 def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
-                  plot_json):
+                  resume, plot_json):
     """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
     from rich.console import Console
     from rich.markup import escape
@@ -629,14 +661,15 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
             png = plot_only(plot_json)
             click.echo(f"plot: {png}")
             return
-        _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts)
+        _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, resume)
     except NoGpuError as e:
         fail(e, 3)
     except KerntuneError as e:
         fail(e, 2)
 
 
-def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts):
+def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
+           resume=False):
     from .store import Store
     from .tuner import open_backend
 
@@ -672,7 +705,7 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
                                       no_experts),
                         backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
-                        on_kernel=on_kernel, cancel=cancel)
+                        on_kernel=on_kernel, cancel=cancel, resume=resume)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

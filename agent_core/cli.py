@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,7 +22,7 @@ err = Console(stderr=True, highlight=False)
 
 
 def _fail(e: Exception, code: int = 1):
-    err.print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
     sys.exit(code)
 
 
@@ -56,13 +57,13 @@ def show(file):
     if not cf.kernels:
         raise KerntuneError("no __global__ kernels in this file", file)
     for e in cf.errors[:5]:
-        err.print(f"[yellow]warning:[/] {file}:{e.span.line + 1}:{e.span.col + 1}: {e.message}")
+        err.print(f"[yellow]warning:[/] {file}:{e.span.line + 1}:{e.span.col + 1}: {escape(e.message)}")
     for k in cf.kernels:
         out.print(f"[bold]{k.name}[/]  {file}:{k.span.line + 1}")
-        out.print(f"  signature: {k.signature.strip()}", soft_wrap=True)
+        out.print(f"  signature: {escape(k.signature.strip())}", soft_wrap=True)
         for s in k.launch_sites:
             cfg = ", ".join(c.text for c in s.config)
-            out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}: <<<{cfg}>>>", soft_wrap=True)
+            out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}: <<<{escape(cfg)}>>>", soft_wrap=True)
         if not k.launch_sites:
             out.print("  launch: none in this file")
         if kernel_has_errors(cf, k.name):
@@ -71,11 +72,11 @@ def show(file):
         try:
             t = templatize(cf, k.name)
             for p in t.space.params.values():
-                out.print(f"  tunable {p.name} = {p.original}  domain {p.values}  ({p.why})", soft_wrap=True)
+                out.print(f"  tunable {p.name} = {p.original}  domain {p.values}  ({escape(p.why)})", soft_wrap=True)
             if t.space.constraints:
                 out.print(f"  constraints: {', '.join(t.space.constraints)}", soft_wrap=True)
         except KerntuneError as e:
-            out.print(f"  not tunable: {e.message}", soft_wrap=True)
+            out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
         try:
             s = spec_mod.find_spec(cf, k.name)
@@ -85,7 +86,7 @@ def show(file):
                 spec_mod.validate_spec(s, k, set(t.space.params) if t else set())
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
         except KerntuneError as e:
-            out.print(f"  spec: [red]invalid[/]: {e}", soft_wrap=True)
+            out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)
 
 
 # --------------------------------------------------------------------------------------------- spec
@@ -134,7 +135,7 @@ def templatize(file, kernel, force):
     tpath, spath = write_template_files(t, wd)
     out.print(f"template: {tpath}\nspace:    {spath}")
     for p in t.space.params.values():
-        out.print(f"  {p.name} = {p.original}  domain {p.values}  ({p.why})", soft_wrap=True)
+        out.print(f"  {p.name} = {p.original}  domain {p.values}  ({escape(p.why)})", soft_wrap=True)
     for c in t.space.constraints:
         out.print(f"  constraint: {c}")
 
@@ -202,7 +203,7 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
                 best = f"best {1 / ev.best.objective:.2f}x" if ev.best and ev.best.objective else ""
                 progress.update(task, completed=ev.done, best=best)
                 if ev.kind in ("status", "original"):
-                    progress.console.print(f"[dim]{ev.message}[/]")
+                    progress.console.print(f"[dim]{escape(ev.message)}[/]")
 
             result = run_tune(file, kernel, be, store, TuneOptions(budget=budget, time_budget_s=time_budget,
                                                                    strategy=strategy, seed=seed),
@@ -251,7 +252,7 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
 
     def on_event(ev):
         if ev.kind in ("status", "original"):
-            err.print(f"[dim]{ev.message}[/]", soft_wrap=True)
+            err.print(f"[dim]{escape(ev.message)}[/]", soft_wrap=True)
 
     try:
         res = run_optimize(file, kernel, be, store, AgentOptions(
@@ -262,12 +263,12 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         be.close()
     for r in res.rounds:
         sp = r.summary.get("speedup")
-        out.print(f"[bold]round {r.index + 1}[/] {r.template.origin}: {r.step.reason}", soft_wrap=True)
+        out.print(f"[bold]round {r.index + 1}[/] {r.template.origin}: {escape(r.step.reason)}", soft_wrap=True)
         out.print(f"  -> {sp:.2f}x" if sp else "  -> no variant verified")
         for line in r.analysis.text.splitlines():
             out.print(f"     {line}", soft_wrap=True, markup=False)
     if res.final_step:
-        out.print(f"stop: {res.final_step.reason}", soft_wrap=True)
+        out.print(f"stop: {escape(res.final_step.reason)}", soft_wrap=True)
     best = res.best
     if best:
         print_summary(best.summary)
@@ -384,6 +385,15 @@ def lsp():
 
     run_stdio()
 
+
+# --------------------------------------------------------------------------------------------- bench
+def _register_bench() -> None:
+    from .bench import bench_command
+
+    main.add_command(bench_command)
+
+
+_register_bench()
 
 if __name__ == "__main__":
     main()
