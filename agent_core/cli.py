@@ -146,7 +146,9 @@ def _fmt_us(x):
 
 
 def print_summary(s: dict) -> None:
-    table = Table(title=f"{s['kernel']} on {s['device']}  ({'confirmed, interleaved' if s.get('confirmed') else 'search figures'})")
+    how = ("replayed from a recorded store" if s.get("backend") == "replay" else
+           "confirmed, interleaved" if s.get("confirmed") else "search figures")
+    table = Table(title=f"{s['kernel']} on {s['device']}  ({how})")
     for col in ("size set", "original µs", "best µs", "speedup", "GB/s", "% copy bw"):
         table.add_column(col, justify="right")
     best = s.get("best_us") or [None] * len(s["original_us"])

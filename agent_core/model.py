@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,7 +215,7 @@ class KernelTemplate:
 
     @property
     def template_hash(self) -> str:
-        return sha256_text(self.text)
+        return template_hash_of(self.text)
 
     @property
     def original_hash(self) -> str:
@@ -349,6 +350,15 @@ def params_key(params: dict[str, int]) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_LINE_DIRECTIVE_PATH = re.compile(r'^(\s*#\s*line\s+\d+)\s+"[^"\n]*"', re.MULTILINE)
+
+
+def template_hash_of(text: str) -> str:
+    """A template's identity in the store: its text without the file names of its ``#line`` directives, so
+    that a file moved or checked out elsewhere keeps its measurements (the code compiled is the same)."""
+    return sha256_text(_LINE_DIRECTIVE_PATH.sub(r"\1", text))
 
 
 def to_plain(obj: Any) -> Any:

@@ -14,10 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .model import (DeviceInfo, Evaluation, KerntuneError, Resources, Status, Timing, params_key,
+from .model import (DeviceInfo, Evaluation, KerntuneError, Resources, Status, Timing, params_key, template_hash_of,
                     to_plain)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 1 -> 2: template hashes leave out the file names of #line directives (model.template_hash_of); the
+# templates, sessions and evaluations of a version-1 store are re-keyed, measurements unchanged.
 SESSION_STATUSES = ("running", "finished", "cancelled", "failed")
 FAILED_STATUSES = (Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT,
                    Status.LAUNCH_ERROR)
@@ -116,6 +118,8 @@ class Store:
                 for stmt in _SCHEMA.split(";"):
                     if stmt.strip():
                         self._db.execute(stmt)
+                if version == 1:
+                    self._rekey_templates()
                 self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                                  (str(SCHEMA_VERSION),))
                 self._db.execute("COMMIT")
@@ -123,6 +127,20 @@ class Store:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+
+    def _rekey_templates(self) -> None:
+        """Schema 1 -> 2: recompute every stored template's hash from its text and re-key what refers to it."""
+        for row in self._db.execute("SELECT template_hash, text FROM templates").fetchall():
+            old, new = row["template_hash"], template_hash_of(row["text"])
+            if old == new:
+                continue
+            if self._db.execute("SELECT 1 FROM templates WHERE template_hash=?", (new,)).fetchone():
+                self._db.execute("DELETE FROM templates WHERE template_hash=?", (old,))
+            else:
+                self._db.execute("UPDATE templates SET template_hash=? WHERE template_hash=?", (new, old))
+            self._db.execute("UPDATE evaluations SET template_hash=? WHERE template_hash=?", (new, old))
+            self._db.execute("UPDATE sessions SET template_hash=?, summary_json=replace(summary_json, ?, ?) "
+                             "WHERE template_hash=?", (new, old, new, old))
 
     def _schema_version(self) -> int | None:
         has_meta = self._db.execute(

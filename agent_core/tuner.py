@@ -362,7 +362,7 @@ class Session:
             "top": [{"params": e.params, "objective": e.objective,
                      "us": [t.median_us if t else None for t in e.timings]} for e in ok[:10]],
             "failures": failures, "pruned": pruned, "per_param": per_param,
-            "confirmed": confirmed is not None, "timing": to_plain(self.original[0]) if self.original else None,
+            "confirmed": confirmed is not None, "backend": getattr(self.backend, "name", "?"), "timing": to_plain(self.original[0]) if self.original else None,
             "template_hash": self.template.template_hash, "original_hash": self.problem.original_hash,
             "origin": self.template.origin, "strategy": self.opt.strategy, "budget": self.opt.budget,
             "wall_s": time.monotonic() - self.started,
