@@ -58,6 +58,7 @@ def show(file):
         raise KerntuneError("no __global__ kernels in this file", file)
     for e in cf.errors[:5]:
         err.print(f"[yellow]warning:[/] {file}:{e.span.line + 1}:{e.span.col + 1}: {escape(e.message)}")
+    broken = []
     for k in cf.kernels:
         out.print(f"[bold]{k.name}[/]  {file}:{k.span.line + 1}")
         out.print(f"  signature: {escape(k.signature.strip())}", soft_wrap=True)
@@ -68,6 +69,7 @@ def show(file):
             out.print("  launch: none in this file")
         if kernel_has_errors(cf, k.name):
             out.print("  [red]syntax errors inside this kernel: not tunable until fixed[/]")
+            broken.append(k.name)
             continue
         try:
             t = templatize(cf, k.name)
@@ -87,6 +89,10 @@ def show(file):
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
         except KerntuneError as e:
             out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)
+            broken.append(k.name)
+    if broken:
+        err.print(f"{file}: {len(broken)} kernel(s) need fixing: {', '.join(broken)}", markup=False)
+        sys.exit(1)
 
 
 # --------------------------------------------------------------------------------------------- spec

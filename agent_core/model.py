@@ -337,7 +337,8 @@ class Evaluation:
     resources: Resources | None = None
     error: str = ""
     objective: float | None = None  # geometric mean over size sets of time / original time (lower is better)
-    from_store: bool = False  # answered from the store without measuring
+    from_store: bool = False  # answered from a store without measuring (a replay answers from its recording)
+    reused: bool = False  # found in this workspace's store: an earlier session measured it (resume)
 
     @property
     def ok(self) -> bool:

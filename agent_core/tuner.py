@@ -229,7 +229,7 @@ class Session:
         self.emit("original", "original: " + ", ".join(f"{x.median_us:.1f} us" for x in self.original))
 
     def record(self, ev: Evaluation) -> None:
-        if not ev.from_store or not self.runs_code:  # replayed answers are this session's record too
+        if not ev.reused and (not ev.from_store or not self.runs_code):  # replayed answers: this session's too
             self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,
                                       self.device.name, ev)
         self.evaluations.append(ev)
@@ -252,6 +252,7 @@ class Session:
             stored = self.store.get_evaluation(self.template.template_hash, self.problem.spec_hash,
                                                self.device.name, cfg)
             if stored is not None:
+                stored.reused = True
                 results.append(stored)
                 continue
             launches = _launches(self.template, self.spec, cfg)
@@ -357,7 +358,7 @@ class Session:
             "original_params": self.prep.structural.space.original_config() if self.prep.structural else {},
             "best_resources": to_plain(self.best.resources) if self.best and self.best.resources else None,
             "counts": {"ok": len(ok), "failed": self.failed, "pruned": self.pruned,
-                       "measured": self.measured, "reused": sum(e.from_store for e in self.evaluations) if self.runs_code else 0,
+                       "measured": self.measured, "reused": sum(e.reused for e in self.evaluations),
                        "not_recorded": len(self.not_recorded)},
             "top": [{"params": e.params, "objective": e.objective,
                      "us": [t.median_us if t else None for t in e.timings]} for e in ok[:10]],
