@@ -6,17 +6,37 @@ from the UTF-8 bytes. ``parse_tree`` + ``build_file`` let the language server re
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
+from bisect import bisect_right
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 from .model import (CudaFile, Define, Expr, HostVar, Kernel, KernelParam, LaunchSite, ParseIssue, Pragma, Span,
                     TemplateParam)
 
 LANGUAGE = Language(tree_sitter_cuda.language())
 _local = threading.local()
+# What ``build`` looks at, found by tree-sitter in C rather than by walking every node in Python.
+_FILE_QUERY = Query(LANGUAGE, """
+(preproc_def) @define
+(function_definition "__global__") @function
+(call_expression (kernel_call_syntax)) @launch
+(translation_unit (declaration) @global)
+(declaration_list (declaration) @global)
+(preproc_ifdef (declaration) @global)
+(preproc_if (declaration) @global)
+(preproc_else (declaration) @global)
+""")
+# Every function: when a macro stands for __global__, any of them can be a kernel.
+_FUNCTION_QUERY = Query(LANGUAGE, "(function_definition) @function")
+# The last trees parsed, by source: the language server parses a version, then the engine (templatize)
+# parses the same bytes again for each kernel it analyses; a copy of the cached tree is returned instead.
+_TREE_CACHE: dict[bytes, Tree] = {}
+_TREE_CACHE_SIZE = 2
+_tree_lock = threading.Lock()
 
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _COMMENT_RE = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
@@ -30,10 +50,19 @@ def _parser() -> Parser:
 
 
 def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
-    """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally."""
-    if old_tree is not None:
-        return _parser().parse(source, old_tree)
-    return _parser().parse(source)
+    """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
+    Every call returns a tree of its own (safe to edit; trees are not shared between threads)."""
+    source = bytes(source)
+    with _tree_lock:
+        hit = _TREE_CACHE.get(source)
+        if hit is not None:
+            return hit.copy()
+    tree = _parser().parse(source, old_tree) if old_tree is not None else _parser().parse(source)
+    with _tree_lock:
+        _TREE_CACHE[source] = tree.copy()
+        while len(_TREE_CACHE) > _TREE_CACHE_SIZE:
+            del _TREE_CACHE[next(iter(_TREE_CACHE))]
+    return tree
 
 
 def parse_cuda(text: str, path: str = "<memory>") -> CudaFile:
@@ -76,42 +105,87 @@ class _Builder:
             return n.start_point.row, n.start_point.column + len(seg)
         return n.start_point.row + nl, len(seg) - seg.rfind(b"\n") - 1
 
-    def build(self) -> CudaFile:
+    def build(self, previous: CudaFile | None = None) -> CudaFile:
+        """The file's kernels (with their launch sites), defines and errors. The file is cut into chunks (the
+        top-level constructs, and those of large #if / namespace / extern "C" blocks); a chunk with the same
+        text as one of ``previous`` (an earlier version of the same file) reuses its facts, moved to where
+        it now stands, so that an edit re-analyses only the chunks it touched."""
         root = self.tree.root_node
-        kernels: list[Kernel] = []
-        defines: list[Define] = []
-        launches: list[Node] = []
-        globals_: list[Node] = []  # file-scope declarations (for constants visible at launches)
-        macro_globals = set()
-        stack = [root]
-        nodes: list[Node] = []
-        while stack:
-            n = stack.pop()
-            nodes.append(n)
-            stack.extend(reversed(n.named_children))
-        for n in nodes:
-            if n.type == "preproc_def":
-                d = self.define(n)
-                if d is not None:
-                    defines.append(d)
-                    if "__global__" in d.value.split():
-                        macro_globals.add(d.name)
-        for n in nodes:
-            if n.type == "function_definition":
-                k = self.kernel(n, macro_globals)
-                if k is not None:
-                    kernels.append(k)
-            elif n.type == "call_expression" and self._kcs(n) is not None:
-                launches.append(n)
-            elif n.type == "declaration" and n.parent is not None and n.parent.type in (
-                    "translation_unit", "declaration_list", "preproc_ifdef", "preproc_if", "preproc_else"):
-                globals_.append(n)
+        prev = getattr(previous, "_chunks", None) if previous is not None and previous.path == self.path else None
+        chunks = _chunks(root, self.data)
+        if prev is not None:
+            prev_index, prev_macros, _ = prev
+            for ch in chunks:
+                if not ch.node.has_error:
+                    got = prev_index.get(ch.key)
+                    if got is not None:
+                        ch.facts = got.moved_to(ch.node)
+        missing = [ch for ch in chunks if ch.facts is None]
+        found = self._query(missing)
+        for ch in missing:  # defines first: kernels declared through a macro depend on all of them
+            ch.facts = _ChunkFacts(ch.node.start_byte, ch.node.start_point.row,
+                                   defines=[d for d in map(self.define, found[id(ch)]["define"]) if d is not None])
+        defines = [d for ch in chunks for d in ch.facts.defines]
+        macro_globals = {d.name for d in defines if "__global__" in d.value.split()}
+        if prev is not None and macro_globals != prev_macros and len(missing) < len(chunks):
+            return self.build(None)  # which functions are kernels changed: everything again
+        if macro_globals:
+            for ch_id, got in self._query(missing, _FUNCTION_QUERY).items():
+                found[ch_id]["function"] = got["function"]
+        for ch in missing:
+            f, got = ch.facts, found[id(ch)]
+            f.kernels = [k for k in (self.kernel(n, macro_globals) for n in got["function"]) if k is not None]
+            f.launches = [x for x in (self.launch(n, []) for n in got["launch"]) if x is not None]
+            f.consts = [(g.end_byte, self.declared(g)) for g in got["global"] if _is_constant_decl(self, g)]
+        kernels = [dataclasses.replace(k, launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
+        consts = [c for ch in chunks for c in ch.facts.consts]  # file-scope constants, in order
         by_name = {k.name: k for k in kernels}
-        for n in launches:
-            site = self.launch(n, globals_)
-            if site is not None and site.kernel in by_name:
-                by_name[site.kernel].launch_sites.append(site)
-        return CudaFile(self.path, self.text, kernels, defines, self.errors(root))
+        for ch in chunks:
+            for site in ch.facts.launches:
+                k = by_name.get(site.kernel)
+                if k is None:
+                    continue
+                host_vars: dict[str, HostVar] = {}
+                for end, vs in consts:  # file-scope constants declared before the launch, then its locals
+                    if end > site.span.start:
+                        break
+                    for v in vs:
+                        host_vars[v.name] = v
+                host_vars.update(site.host_vars)
+                k.launch_sites.append(dataclasses.replace(site, host_vars=host_vars))
+        cf = CudaFile(self.path, self.text, kernels, defines, self.errors(root))
+        cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.node.has_error}, macro_globals,
+                      [ch.facts for ch in chunks])
+        return cf
+
+    def _query(self, chunks: list["_Chunk"], query: Query = _FILE_QUERY) -> dict[int, dict[str, list[Node]]]:
+        """The nodes ``build`` looks at inside each of ``chunks``, by chunk id and capture name, in document
+        order (an enclosing node before what it encloses); one query per run of adjacent chunks."""
+        out: dict[int, dict[str, list[Node]]] = {id(ch): {"define": [], "function": [], "launch": [], "global": []}
+                                                for ch in chunks}
+        if not chunks:
+            return out
+        runs: list[list[_Chunk]] = [[chunks[0]]]
+        for ch in chunks[1:]:
+            if ch.node.start_byte - runs[-1][-1].node.end_byte <= 256:
+                runs[-1].append(ch)
+            else:
+                runs.append([ch])
+        root = self.tree.root_node
+        for run in runs:
+            lo, hi = run[0].node.start_byte, run[-1].node.end_byte
+            cur = QueryCursor(query)
+            cur.set_byte_range(lo, hi)
+            starts = [ch.node.start_byte for ch in run]
+            for name, nodes in cur.captures(root).items():
+                for n in nodes:
+                    i = bisect_right(starts, n.start_byte) - 1
+                    if i >= 0 and n.end_byte <= run[i].node.end_byte:
+                        out[id(run[i])][name].append(n)
+        for d in out.values():
+            for nodes in d.values():
+                nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
+        return out
 
     # ------------------------------------------------------------------------------------- errors
     def errors(self, root: Node) -> list[ParseIssue]:
@@ -398,9 +472,11 @@ def _innermost_identifier(d: Node | None) -> tuple[Node | None, bool]:
     return None, is_pointer
 
 
-def build_file(tree: Tree, text: str, path: str = "<memory>") -> CudaFile:
-    """A ``CudaFile`` from a tree of ``text`` (as parsed by ``parse_tree``)."""
-    return _Builder(tree, text, path).build()
+def build_file(tree: Tree, text: str, path: str = "<memory>", previous: CudaFile | None = None) -> CudaFile:
+    """A ``CudaFile`` from a tree of ``text`` (as parsed by ``parse_tree``). ``previous``: the ``CudaFile`` of
+    an earlier version of the same file, whose facts are reused for the parts that did not change (the
+    result is the same as without it, only faster)."""
+    return _Builder(tree, text, path).build(previous)
 
 
 def file_constants(tree: Tree, text: str) -> dict[str, HostVar]:
@@ -418,3 +494,91 @@ def file_constants(tree: Tree, text: str) -> dict[str, HostVar]:
                             "namespace_definition", "linkage_specification"):
                 stack.append(c)
     return out
+
+
+def file_scope_constants(cf: CudaFile) -> list[HostVar]:
+    """The file-scope ``const`` / ``constexpr`` variables of a file built by ``build_file``, in order."""
+    chunks = getattr(cf, "_chunks", None)
+    if chunks is None:
+        return list(file_constants(parse_tree(cf.text.encode("utf-8")), cf.text).values())
+    return [v for f in chunks[2] for _, vs in f.consts for v in vs]
+
+
+# --------------------------------------------------------------------------------------------- chunks
+_CONTAINERS = ("preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif", "preproc_elifdef",
+               "namespace_definition", "linkage_specification", "declaration_list")
+_SPLIT_BYTES = 4096  # containers larger than this are cut into their children
+
+
+@dataclasses.dataclass
+class _ChunkFacts:
+    """What ``build`` found in one chunk: positions as they were when the chunk stood at (start, row)."""
+    start: int
+    row: int
+    defines: list[Define] = dataclasses.field(default_factory=list)
+    kernels: list[Kernel] = dataclasses.field(default_factory=list)  # without launch sites
+    launches: list[LaunchSite] = dataclasses.field(default_factory=list)  # host_vars: the locals only
+    consts: list[tuple[int, list[HostVar]]] = dataclasses.field(default_factory=list)  # (end byte, vars)
+
+    def moved_to(self, node: Node) -> "_ChunkFacts":
+        db, dr = node.start_byte - self.start, node.start_point.row - self.row
+        if db == 0 and dr == 0:
+            return self
+        if not (self.defines or self.kernels or self.launches or self.consts):
+            return _ChunkFacts(node.start_byte, node.start_point.row, self.defines, self.kernels, self.launches,
+                               self.consts)  # nothing in it to move (most chunks: host code, comments)
+        return _ChunkFacts(node.start_byte, node.start_point.row, _moved(self.defines, db, dr),
+                           _moved(self.kernels, db, dr), _moved(self.launches, db, dr),
+                           [(end + db, _moved(vs, db, dr)) for end, vs in self.consts])
+
+
+@dataclasses.dataclass
+class _Chunk:
+    node: Node
+    key: tuple
+    facts: _ChunkFacts | None = None
+
+
+def _chunks(root: Node, data: bytes) -> list[_Chunk]:
+    """The file cut into chunks, in order. A chunk's key is what its facts depend on: its text, its type,
+    the type of what contains it and the column it starts at (so that moved facts keep their columns)."""
+    out: list[_Chunk] = []
+    stack = [root]
+    while stack:
+        parent = stack.pop()
+        kids = parent.children
+        for i in range(len(kids) - 1, -1, -1):
+            c = kids[i]
+            if c.type in _CONTAINERS and c.end_byte - c.start_byte > _SPLIT_BYTES:
+                stack.append(c)
+            else:
+                out.append(_Chunk(c, (parent.type, c.type, c.start_point.column, data[c.start_byte:c.end_byte])))
+    out.sort(key=lambda ch: ch.node.start_byte)
+    return out
+
+
+_MOVABLE: dict[type, tuple[str, ...]] = {}  # per dataclass: the fields that can hold a Span
+_SPANNY = ("Span", "Expr", "list", "dict", "Param", "Pragma", "HostVar", "LaunchSite", "Kernel", "Define")
+
+
+def _moved(x, db: int, dr: int):
+    """``x`` with every Span in it moved by ``db`` bytes and ``dr`` lines (columns are unchanged)."""
+    t = type(x)
+    if t is Span:
+        return Span(x.start + db, x.end + db, x.line + dr, x.col, x.end_line + dr, x.end_col)
+    if t is list:
+        return [_moved(v, db, dr) for v in x]
+    if x is None or t is str or t is int:
+        return x
+    if t is dict:
+        return {k: _moved(v, db, dr) for k, v in x.items()}
+    names = _MOVABLE.get(t)
+    if names is None:
+        if not dataclasses.is_dataclass(x):
+            return x
+        names = _MOVABLE[t] = tuple(f.name for f in dataclasses.fields(x) if any(w in str(f.type) for w in _SPANNY))
+    y = object.__new__(t)
+    y.__dict__.update(x.__dict__)
+    for n in names:
+        y.__dict__[n] = _moved(x.__dict__[n], db, dr)
+    return y

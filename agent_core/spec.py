@@ -136,10 +136,11 @@ def parse_spec(data: dict, kernel: str, origin: str, path: str | None = None, li
 
 
 # --------------------------------------------------------------------------------------------- finding
-def _segments(text: str, end: int) -> list[tuple[str, int, int]]:
-    """Lex ``text[:end]`` into ("comment"|"code"|"space", start, end) segments (strings count as code)."""
+def _segments(text: str, end: int, start: int = 0) -> list[tuple[str, int, int]]:
+    """Lex ``text[start:end]`` into ("comment"|"code"|"space", start, end) segments (strings count as code);
+    ``start`` must not be inside a comment or a string."""
     out: list[tuple[str, int, int]] = []
-    i = 0
+    i = start
     while i < end:
         c = text[i]
         if text.startswith("//", i):
@@ -173,14 +174,31 @@ def _segments(text: str, end: int) -> list[tuple[str, int, int]]:
     return out
 
 
+def _char_offset(text: str, byte_offset: int) -> int:
+    """The character offset of a UTF-8 byte offset into ``text``."""
+    if text.isascii():
+        return byte_offset
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
+
+
 def _kernel_start(text: str, kernel: Kernel) -> int:
     """Where the kernel's declaration starts as a character offset (spans are UTF-8 byte offsets)."""
-    return len(text.encode("utf-8")[:kernel.span.start].decode("utf-8", errors="ignore"))
+    return _char_offset(text, kernel.span.start)
 
 
-def _comment_spec_block(text: str, kernel: Kernel) -> tuple[int, int] | None:
-    """(start, end) character offsets of the `/* kerntune: ... */` block directly above the kernel."""
-    segs = _segments(text, _kernel_start(text, kernel))
+def _lex_start(cf: CudaFile, kernel: Kernel) -> int:
+    """A byte offset before ``kernel`` where lexing can start: the end of the previous kernel (outside any
+    comment or string), when no syntax error comes before the kernel; else the start of the file. Lexing
+    only from there keeps finding every kernel's spec linear in the file's size."""
+    if any(e.span.start < kernel.span.start for e in cf.errors):
+        return 0
+    return max((k.span.end for k in cf.kernels if k.span.end <= kernel.span.start), default=0)
+
+
+def _comment_spec_block(text: str, kernel: Kernel, lex_from: int = 0) -> tuple[int, int] | None:
+    """(start, end) character offsets of the `/* kerntune: ... */` block directly above the kernel
+    (``lex_from``: a character offset outside comments and strings where lexing may start)."""
+    segs = _segments(text, _kernel_start(text, kernel), lex_from)
     for kind, s, e in reversed(segs):
         if kind == "space":
             continue
@@ -270,7 +288,7 @@ def sidecar_path(path: str) -> Path:
 
 
 def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
-    block = _comment_spec_block(cf.text, kernel)
+    block = _comment_spec_block(cf.text, kernel, _char_offset(cf.text, _lex_start(cf, kernel)))
     if block is None:
         return None
     s, e = block
