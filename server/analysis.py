@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
 from agent_core import spec as spec_mod
@@ -18,7 +20,7 @@ from agent_core.space import space_from_toml, template_file_names
 from agent_core.templatize import templatize
 from agent_core.workspace import workdir_for
 
-from .documents import Doc, Documents, kernel_key
+from .documents import Doc, Documents, kernel_key, lead_start
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +40,49 @@ class KernelFacts:
 
 
 def _anchors(doc: Doc, k: Kernel) -> list[Span]:
-    out = [k.span]
+    """The places kernel ``k``'s facts are about: the kernel, the text above it back to the previous kernel
+    (its spec comment), its launch sites and their host variables, the file's #defines."""
+    lead = lead_start(doc, k)
+    idx = doc.index
+    line = bisect_right(idx.starts, lead) - 1
+    out = [k.span, Span(lead, k.span.start, line, lead - idx.starts[line], k.span.line, k.span.col)]
     for s in k.launch_sites:
         out.append(s.span)
         out.extend(v.span for v in s.host_vars.values())
     if doc.cf is not None:
         out.extend(d.span for d in doc.cf.defines)
     return out
+
+
+_LINE_REF = re.compile(r"\bline (\d+)")
+
+
+def _moved_facts(facts: KernelFacts, old: list[Span], new: list[Span], path: str) -> KernelFacts:
+    """``facts`` of a kernel whose text is unchanged but stands elsewhere: site spans, the spec error's line
+    and the "at line N" of the engine's explanations follow the anchor (kernel, launch site, host variable,
+    #define) they are in."""
+    def new_line(line: int) -> int:  # 0-based
+        for a, b in zip(old, new):
+            if a.line <= line <= a.end_line:
+                return line + b.line - a.line
+        return line
+
+    def relined(text: str) -> str:
+        return _LINE_REF.sub(lambda m: f"line {new_line(int(m.group(1)) - 1) + 1}", text)
+
+    def moved_error(e: KerntuneError | None) -> KerntuneError | None:
+        if e is None:
+            return None
+        line = new_line(e.line) if e.line is not None and e.path in (None, "", path) else e.line
+        return KerntuneError(relined(e.message), e.path, line, e.col, e.field_name)
+
+    return replace(facts, sites=[replace(s, span=_relocate(s.span, old, new)) for s in facts.sites],
+                   params={n: replace(p, why=relined(p.why)) for n, p in facts.params.items()},
+                   template_error=moved_error(facts.template_error), spec_error=moved_error(facts.spec_error))
+
+
+def _lines_cols(spans: list[Span]) -> list[tuple[int, int, int, int]]:
+    return [(a.line, a.col, a.end_line, a.end_col) for a in spans]
 
 
 def _relocate(span: Span, old: list[Span], new: list[Span]) -> Span:
@@ -60,9 +98,19 @@ def _relocate(span: Span, old: list[Span], new: list[Span]) -> Span:
     return span
 
 
+_WORKDIRS: dict[str, object] = {}
+
+
+def _workdir(path: str):
+    wd = _WORKDIRS.get(path)
+    if wd is None:
+        wd = _WORKDIRS[path] = workdir_for(path)
+    return wd
+
+
 def _workspace_params(doc: Doc, kernel: str) -> tuple[list[str], tuple]:
     _, sname = template_file_names(doc.path, kernel)
-    spath = workdir_for(doc.path) / sname
+    spath = _workdir(doc.path) / sname
     try:
         st = os.stat(spath)
     except OSError:
@@ -73,6 +121,13 @@ def _workspace_params(doc: Doc, kernel: str) -> tuple[list[str], tuple]:
         return list(space.params), stamp
     except Exception:  # reported when the template is used
         return [], stamp
+
+
+def _mtime(p) -> int | None:
+    try:
+        return os.stat(p).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _compute(doc: Doc, k: Kernel, ws_params: list[str]) -> KernelFacts:
@@ -108,25 +163,18 @@ def kernel_facts(docs: Documents, doc: Doc, k: Kernel) -> KernelFacts:
         if errors:
             return KernelFacts(name=k.name, syntax_errors=list(errors))
         ws_params, stamp = _workspace_params(doc, k.name)
-        side = spec_mod.sidecar_path(doc.path)
-        try:
-            side_stamp = os.stat(side).st_mtime_ns
-        except OSError:
-            side_stamp = None
+        side_stamp = doc.memo("sidecar", lambda: _mtime(spec_mod.sidecar_path(doc.path)))
         key = (kernel_key(doc, k), stamp, side_stamp)
         anchors = _anchors(doc, k)
         hit = docs.kernel_cache.get((doc.uri, k.name))
         if hit is not None and hit[0] == key:
             old_anchors, facts = hit[1], hit[2]
-            if old_anchors == anchors:
+            if _lines_cols(old_anchors) == _lines_cols(anchors):
+                # only byte offsets moved (an edit earlier on another line of the file... or none): the
+                # editor's features use lines and columns, so the facts stand as they are; their spans stay
+                # consistent with the anchors kept beside them
                 return facts
-            facts = replace(facts, sites=[replace(s, span=_relocate(s.span, old_anchors, anchors))
-                                          for s in facts.sites])
-            e = facts.spec_error
-            if e is not None and e.line is not None and e.path == doc.path and old_anchors[0].line != anchors[0].line:
-                e = KerntuneError(e.message, e.path, e.line + anchors[0].line - old_anchors[0].line, e.col,
-                                  e.field_name)
-                facts.spec_error = e
+            facts = _moved_facts(facts, old_anchors, anchors, doc.path)
         else:
             facts = _compute(doc, k, ws_params)
         docs.kernel_cache[(doc.uri, k.name)] = (key, anchors, facts)

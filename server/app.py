@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -28,6 +30,8 @@ from .results import Results
 from .tuning import TuningJobs
 
 log = logging.getLogger("kerntune.server")
+timing = logging.getLogger("kerntune.timing")  # per-edit figures: KERNTUNE_LOG_TIMING=1 shows them
+timing.setLevel(logging.INFO if os.environ.get("KERNTUNE_LOG_TIMING") else logging.WARNING)
 
 
 class KerntuneServer(LanguageServer):
@@ -46,10 +50,11 @@ class KerntuneServer(LanguageServer):
     def encoding(self) -> str:
         return self.docs.encoding
 
-    def publish(self, uri: str) -> None:
+    def publish(self, uri: str) -> int:
+        """Publish the document's diagnostics; how many."""
         doc = self.docs.get(uri)
         if doc is None:
-            return
+            return 0
         try:
             diags = diagnostics(self.docs, doc, self.results, self.encoding)
         except Exception:
@@ -57,6 +62,7 @@ class KerntuneServer(LanguageServer):
             diags = []
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
                                                                             version=doc.version))
+        return len(diags)
 
     def refresh(self, uri: str, final: bool) -> None:
         """After a tuning event: republish diagnostics, ask the client to re-request lenses and hints."""
@@ -107,8 +113,12 @@ def create_server() -> KerntuneServer:
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: KerntuneServer, params: lsp.DidChangeTextDocumentParams):
         td = params.text_document
-        if ls.docs.change(td.uri, list(params.content_changes), td.version) is not None:
-            ls.publish(td.uri)
+        t0 = time.perf_counter()
+        doc = ls.docs.change(td.uri, list(params.content_changes), td.version)
+        if doc is not None:
+            n = ls.publish(td.uri)
+            timing.info("change v%s: parse %.1f ms, %d diagnostics published %.1f ms after the change arrived",
+                        td.version, doc.parse_ms, n, (time.perf_counter() - t0) * 1000)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KerntuneServer, params: lsp.DidSaveTextDocumentParams):

@@ -23,7 +23,25 @@ def _domain(values: list[int]) -> str:
     return f"{values[0]}, {values[1]}, …, {values[-1]} ({len(values)} values)"
 
 
-def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encoding: str) -> list[lsp.Diagnostic]:
+def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encoding: str,
+                       cache: dict | None = None) -> list[lsp.Diagnostic]:
+    """The kernel's diagnostics. ``cache`` (per document): the part that depends only on the kernel's facts
+    and position is reused while those are the same objects (an edit elsewhere in the file)."""
+    ns = k.name_span
+    key = (ns.line, ns.col, ns.end_line, ns.end_col, encoding)
+    hit = cache.get(k.name) if cache is not None else None
+    if hit is not None and hit[0] is facts and hit[1] == key:
+        static = hit[2]
+    else:
+        static = _static_diagnostics(doc, k, facts, encoding)
+        if cache is not None:
+            cache[k.name] = (facts, key, static)
+    if facts.syntax_errors:
+        return static
+    return static + _result_diagnostics(doc, k, results, encoding)
+
+
+def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str) -> list[lsp.Diagnostic]:
     idx = doc.index
     name_rng = idx.range(k.name_span, encoding)
     out: list[lsp.Diagnostic] = []
@@ -64,24 +82,34 @@ def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encodi
         field = f" [{e.field_name}]" if e.field_name else ""
         diag(rng, f"tuning spec of '{k.name}'{field}: {msg}", WARN, "invalid-spec",
              {"kernel": k.name, "field": e.field_name})
+    return out
+
+
+def _result_diagnostics(doc: Doc, k, results: Results, encoding: str) -> list[lsp.Diagnostic]:
+    out: list[lsp.Diagnostic] = []
+
+    def diag(_, msg, sev, code, data=None):
+        out.append(lsp.Diagnostic(range=doc.index.range(k.name_span, encoding), message=msg, severity=sev,
+                                  source=SOURCE, code=code, data=data))
 
     live = results.live.get((doc.path, k.name))
     if live is not None and not live.finished:
         best = (f", best so far {live.speedup:.2f}x with {_fmt_params(live.best.params)}"
                 if live.best and live.speedup else "")
-        diag(name_rng, f"kerntune: tuning {live.done}/{live.total} ({live.ok} ok, {live.failed} failed, "
+        diag(None, f"kerntune: tuning {live.done}/{live.total} ({live.ok} ok, {live.failed} failed, "
              f"{live.pruned} pruned){best}", HINT, "tuning")
     else:
         s = results.summary(doc, k.name)
         if s and s.get("speedup"):
             stale = " (stale: the file changed since; optimize again)" if s.get("stale") else ""
-            diag(name_rng, f"kerntune: {s['speedup']:.2f}x faster with {_fmt_params(s.get('best_params'))} "
+            diag(None, f"kerntune: {s['speedup']:.2f}x faster with {_fmt_params(s.get('best_params'))} "
                  f"on {s.get('device')}{stale}", HINT, "result")
     return out
 
 
 def diagnostics(docs: Documents, doc: Doc, results: Results, encoding: str) -> list[lsp.Diagnostic]:
     out: list[lsp.Diagnostic] = []
+    cache = docs.diag_cache.setdefault(doc.uri, {})
     for k, facts in all_facts(docs, doc):
-        out.extend(kernel_diagnostics(doc, k, facts, results, encoding))
+        out.extend(kernel_diagnostics(doc, k, facts, results, encoding, cache))
     return out

@@ -62,23 +62,62 @@ class Doc:
         return self.cache[key]
 
 
+def _context_hash(doc: Doc) -> bytes:
+    """A hash of what every kernel's analysis may look at outside the kernel: the file's ``#define``s and its
+    file-scope constants (``constexpr int TILE = 32;``)."""
+    def compute() -> bytes:
+        data = doc.index.data
+        h = hashlib.blake2b(digest_size=16)
+        if doc.cf is not None:
+            for d in doc.cf.defines:
+                h.update(b"\1")
+                h.update(data[d.span.start:d.span.end])
+            for v in cuda_parse.file_scope_constants(doc.cf):
+                h.update(b"\2")
+                h.update(data[v.span.start:v.span.end])
+        h.update(doc.path.encode())
+        return h.digest()
+    return doc.memo("context_hash", compute)
+
+
+def _lead_starts(doc: Doc) -> dict[str, int]:
+    """Per kernel, where the text its spec lookup depends on starts: the end of the kernel before it (the spec
+    is the comment directly above; ``spec.find_spec`` lexes from there), or 4 KiB above the kernel when a
+    syntax error comes first."""
+    def compute() -> dict[str, int]:
+        out: dict[str, int] = {}
+        if doc.cf is None:
+            return out
+        first_error = min((e.span.start for e in doc.cf.errors), default=None)
+        prev_end = 0
+        for k in sorted(doc.cf.kernels, key=lambda k: k.span.start):
+            if first_error is not None and first_error < k.span.start:
+                out[k.name] = max(0, k.span.start - 4096)
+            else:
+                out[k.name] = min(prev_end, k.span.start)
+            prev_end = max(prev_end, k.span.end)
+        return out
+    return doc.memo("lead_starts", compute)
+
+
+def lead_start(doc: Doc, k: Kernel) -> int:
+    """The byte offset where the text kernel ``k``'s spec lookup depends on starts (see ``_lead_starts``)."""
+    return min(_lead_starts(doc).get(k.name, 0), k.span.start)
+
+
 def kernel_key(doc: Doc, k: Kernel) -> str:
-    """A hash of everything templatize/spec look at for kernel ``k``: the comment above it and its body,
-    its launch sites, and the file's ``#define``s."""
+    """A hash of everything templatize/spec look at for kernel ``k``: the text from the end of the previous
+    kernel (the spec comment directly above) to the end of this one, its launch sites with the host
+    variables they use, and the file's ``#define``s and constants."""
     data = doc.index.data
     h = hashlib.blake2b(digest_size=16)
-    start = max(0, k.span.start - 4096)  # the spec comment directly above the kernel
-    h.update(data[start:k.span.end])
+    h.update(data[lead_start(doc, k):k.span.end])
     for s in k.launch_sites:
         h.update(b"\0")
         h.update(data[s.span.start:s.span.end])
         for v in s.host_vars.values():
             h.update(data[v.span.start:v.span.end])
-    if doc.cf is not None:
-        for d in doc.cf.defines:
-            h.update(b"\1")
-            h.update(data[d.span.start:d.span.end])
-    h.update(doc.path.encode())
+    h.update(_context_hash(doc))
     return h.hexdigest()
 
 
@@ -90,6 +129,8 @@ class Documents:
         self.encoding = UTF16
         # per-kernel analyses shared across versions: kernel_key -> result (bounded)
         self.kernel_cache: dict[tuple[str, str], Any] = {}
+        # per document: kernel -> (facts, key, the diagnostics that depend on them only)
+        self.diag_cache: dict[str, dict[str, tuple]] = {}
 
     def get(self, uri: str) -> Doc | None:
         return self.docs.get(uri)
@@ -103,6 +144,9 @@ class Documents:
 
     def close(self, uri: str) -> None:
         self.docs.pop(uri, None)
+        for key in [key for key in self.kernel_cache if key[0] == uri]:
+            del self.kernel_cache[key]
+        self.diag_cache.pop(uri, None)
 
     def change(self, uri: str, changes: list, version: int) -> Doc | None:
         doc = self.docs.get(uri)
@@ -117,15 +161,14 @@ class Documents:
             start = index.offset(rng.start, self.encoding)
             end = index.offset(rng.end, self.encoding)
             new_bytes = ch.text.encode("utf-8")
-            data = index.data[:start] + new_bytes + index.data[end:]
-            new_index = LineIndex(data.decode("utf-8", "replace"), data)
+            new_index = index.edited(start, end, new_bytes)
             if tree is not None:
                 tree.edit(start_byte=start, old_end_byte=end, new_end_byte=start + len(new_bytes),
                           start_point=_point(index, start), old_end_point=_point(index, end),
                           new_end_point=_point(new_index, start + len(new_bytes)))
             index = new_index
         doc.index, doc.version, doc.cache = index, version, {}
-        self._parse(doc, tree)
+        self._parse(doc, tree, doc.cf)
         return doc
 
     def replace(self, uri: str, text: str, version: int) -> Doc | None:
@@ -133,14 +176,16 @@ class Documents:
         if doc is None:
             return None
         doc.index, doc.version, doc.cache = LineIndex(text), version, {}
-        self._parse(doc, None)
+        self._parse(doc, None, doc.cf)
         return doc
 
-    def _parse(self, doc: Doc, old_tree) -> None:
+    def _parse(self, doc: Doc, old_tree, previous: CudaFile | None = None) -> None:
+        """Re-parse (incrementally from ``old_tree``, edited) and rebuild the CudaFile, reusing the facts of
+        ``previous`` for the parts of the file that did not change."""
         t0 = time.perf_counter()
         try:
             doc.tree = cuda_parse.parse_tree(doc.index.data, old_tree)
-            doc.cf = cuda_parse.build_file(doc.tree, doc.text, doc.path)
+            doc.cf = cuda_parse.build_file(doc.tree, doc.text, doc.path, previous)
         except Exception:
             log.exception("parsing %s failed", doc.uri)
             doc.tree, doc.cf = None, None

@@ -6,6 +6,7 @@ The negotiated position encoding ("utf-16", "utf-8" or "utf-32") is given to eac
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 
 from lsprotocol import types as lsp
@@ -34,13 +35,42 @@ def _units(s: str, encoding: str) -> int:
     return len(s.encode("utf-8"))
 
 
+_NON_ASCII = re.compile(rb"[\x80-\xff]+")
+
+
 class LineIndex:
     """One version of a document's text, for position conversions."""
 
-    def __init__(self, text: str, data: bytes | None = None):
+    def __init__(self, text: str, data: bytes | None = None, starts: list[int] | None = None):
         self.text = text
         self.data = text.encode("utf-8") if data is None else data
-        self.starts = line_starts(self.data)
+        self.starts = line_starts(self.data) if starts is None else starts
+        self._wide: set[int] | None = None  # lines with non-ASCII characters (computed when first needed)
+
+    def edited(self, start: int, end: int, new: bytes) -> "LineIndex":
+        """The index of the text with bytes [start, end) replaced by ``new`` (line starts updated, not
+        recomputed: a keystroke in a 10,000-line file costs what the lines after it cost to shift)."""
+        data = self.data[:start] + new + self.data[end:]
+        first = bisect_right(self.starts, start)  # lines starting after ``start`` are redone
+        last = bisect_right(self.starts, end)  # those starting at or before ``end`` were in the edit
+        delta = len(new) - (end - start)
+        starts = self.starts[:first]
+        i = new.find(b"\n")
+        while i >= 0:
+            starts.append(start + i + 1)
+            i = new.find(b"\n", i + 1)
+        starts.extend(s + delta for s in self.starts[last:])
+        return LineIndex(data.decode("utf-8", "replace"), data, starts)
+
+    def _ascii_line(self, line: int) -> bool:
+        if self._wide is None:
+            starts = self.starts
+            wide: set[int] = set()
+            for m in _NON_ASCII.finditer(self.data):
+                a, b = bisect_right(starts, m.start()) - 1, bisect_right(starts, m.end() - 1) - 1
+                wide.update(range(a, b + 1))
+            self._wide = wide
+        return line not in self._wide
 
     @property
     def line_count(self) -> int:
@@ -59,6 +89,9 @@ class LineIndex:
         """The LSP character of byte column ``byte_col`` on ``line``."""
         if encoding == UTF8:
             return byte_col
+        if 0 <= line < len(self.starts) and self._ascii_line(line):
+            end = self.starts[line + 1] - 1 if line + 1 < len(self.starts) else len(self.data)
+            return max(0, min(byte_col, end - self.starts[line]))
         seg = self.line_bytes(line)[:byte_col]
         if seg.isascii():
             return len(seg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from agent_core.model import Evaluation, sha256_text
@@ -45,6 +46,9 @@ class Live:
         return 1.0 / self.best.objective
 
 
+STAT_EVERY_S = 0.5  # how often the store file is looked at for changes by others (the CLI tuning)
+
+
 class Results:
     """Stored summaries by (path, kernel), re-read when the store file changes; live sessions by (path, kernel)."""
 
@@ -52,9 +56,24 @@ class Results:
         self.live: dict[tuple[str, str], Live] = {}
         self._stores: dict[str, tuple[tuple, Store]] = {}
         self._cache: dict[tuple[str, str], tuple[tuple, dict | None]] = {}
+        self._paths: dict[str, object] = {}  # source path -> store path
+        self._looked: dict[str, tuple[float, tuple | None]] = {}  # store path -> (when, what _stat found)
 
     def _store(self, path: str) -> tuple[tuple, Store] | None:
-        sp = store_path_for(path)
+        """The store beside ``path`` and its stamp; the file is looked at at most every STAT_EVERY_S (the
+        editor asks for every kernel's result on every keystroke), or after ``forget``."""
+        sp = self._paths.get(path)
+        if sp is None:
+            sp = self._paths[path] = store_path_for(path)
+        now = time.monotonic()
+        seen = self._looked.get(str(sp))
+        if seen is not None and now - seen[0] < STAT_EVERY_S:
+            return seen[1]
+        got = self._stat(sp)
+        self._looked[str(sp)] = (now, got)
+        return got
+
+    def _stat(self, sp) -> tuple[tuple, Store] | None:
         try:
             st = os.stat(sp)
         except OSError:
@@ -101,6 +120,7 @@ class Results:
         """Drop cached summaries for ``path`` (after a session wrote to its store)."""
         for key in [k for k in self._cache if k[0] == path]:
             del self._cache[key]
+        self._looked.clear()
 
     def close(self) -> None:
         for _, store in self._stores.values():

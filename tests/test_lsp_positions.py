@@ -53,3 +53,36 @@ def test_range_and_contains():
     assert (r.start.line, r.end.character - r.start.character) == (1, 3)
     assert span_contains(sp, 1, b) and span_contains(sp, 1, b + 3)
     assert not span_contains(sp, 1, b - 1) and not span_contains(sp, 0, b)
+
+
+def test_edited_index_matches_a_fresh_one():
+    import random
+    rng = random.Random(3)
+    text = TEXT * 5
+    idx = LineIndex(text)
+    for _ in range(300):
+        data = idx.data
+        start = rng.randrange(len(data) + 1)
+        end = min(len(data), start + rng.choice([0, 1, 2, 5, 20]))
+        while not _boundary(data, start):
+            start -= 1
+        while not _boundary(data, end):
+            end += 1
+        new = rng.choice(["", "x", "\n", "\r\n", "ü\n😀", "a\nb\nc", "\n\n"]).encode()
+        idx = idx.edited(start, end, new)
+        fresh = LineIndex(idx.text)
+        assert idx.data == fresh.data and idx.starts == fresh.starts
+        for line in range(idx.line_count):
+            n = len(idx.line_bytes(line))
+            for b in range(n + 1):
+                if _boundary(idx.line_bytes(line), b):
+                    seg = idx.line_bytes(line)[:b].decode()
+                    want = {UTF8: b, UTF16: len(seg.encode("utf-16-le")) // 2, UTF32: len(seg)}
+                    for enc in (UTF8, UTF16, UTF32):
+                        assert idx.character(line, b, enc) == fresh.character(line, b, enc) == want[enc]
+                        assert idx.byte_col(line, want[enc], enc) == b
+
+
+def _boundary(data: bytes, i: int) -> bool:
+    """Whether byte offset ``i`` is at a character boundary of UTF-8 ``data``."""
+    return i >= len(data) or (data[i] & 0xC0) != 0x80

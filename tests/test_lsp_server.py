@@ -329,12 +329,9 @@ async def test_bad_documents_never_break_the_server(client: LanguageClient, tmp_
 # ---------------------------------------------------------------------------------------------------------
 # Tuning over a replayed recording (tests/data/stores/examples.sqlite: `kerntune tune` of examples/row_sum.cu
 # and examples/silu.cu on an H100, by gpu/run_examples.sh). The replay backend answers from the recorded
-# measurements, so the whole editor flow runs without a GPU. The structural template names its source in a
-# `#line` directive, so the recorded template hashes hold for the files at the recorded path only: the
-# sources (frozen copies in tests/node/fixtures/) are put at /tmp/kt-examples/, results and template files go
-# to the test's own directory (KERNTUNE_STORE / KERNTUNE_WORKDIR).
+# measurements, so the whole editor flow runs without a GPU. The sources are frozen copies of the recorded
+# files (tests/node/fixtures/); the recording's copy, the results store and the template files are the test's.
 RECORDING = REPO / "tests" / "data" / "stores" / "examples.sqlite"
-RECORDED_DIR = Path("/tmp/kt-examples")
 FIXTURES = REPO / "tests" / "node" / "fixtures"
 
 
@@ -365,25 +362,23 @@ def replay(tmp_path):
     if not RECORDING.is_file():
         pytest.skip(f"no recorded store at {RECORDING.relative_to(REPO)}: record one on a GPU machine with "
                     "gpu/run_examples.sh row_sum silu and copy $OUT/examples.sqlite there")
+    from agent_core.model import sha256_text
     from agent_core.store import Store
     rec = tmp_path / "recording.sqlite"
     shutil.copyfile(RECORDING, rec)  # the replay opens it read-write; never touch the checked-in file
-    RECORDED_DIR.mkdir(parents=True, exist_ok=True)
+    src = tmp_path / "src"
+    src.mkdir()
     files, sessions = {}, {}
     store = Store(rec)
     try:
         for kernel in ("row_sum", "silu"):
-            src = FIXTURES / f"{kernel}.cu"
-            dst = RECORDED_DIR / f"{kernel}.cu"
-            tmp = dst.with_name(f".{kernel}.{os.getpid()}.tmp")
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dst)
-            row = store.latest_session(str(dst), kernel, finished_only=True)
-            assert row, f"the recording has no session of {kernel} at {dst}"
-            from agent_core.model import sha256_text
-            assert row["original_hash"] == sha256_text(src.read_text(encoding="utf-8")), \
-                f"{src} is not the file that was recorded: re-record or restore it"
-            files[kernel], sessions[kernel] = dst, row
+            dst = src / f"{kernel}.cu"
+            shutil.copyfile(FIXTURES / f"{kernel}.cu", dst)
+            rows = [r for r in store.sessions(kernel=kernel) if r["status"] == "finished"]
+            assert rows, f"the recording has no finished session of {kernel}"
+            assert rows[0]["original_hash"] == sha256_text(dst.read_text(encoding="utf-8")), \
+                f"{FIXTURES / (kernel + '.cu')} is not the file that was recorded: re-record or restore it"
+            files[kernel], sessions[kernel] = dst, rows[0]
     finally:
         store.close()
     env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
@@ -568,3 +563,49 @@ async def test_cancel_tuning_from_the_progress_notification_and_the_command(repl
         finally:
             store.close()
         assert statuses == ["cancelled", "cancelled"]
+
+
+def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path):
+    """In process: the server's incremental re-parse, reused chunks and per-kernel caches give, after every
+    edit, the diagnostics, lenses and inlay positions of a document opened fresh with the same text."""
+    import random
+
+    from server.diagnostics import diagnostics
+    from server.documents import Documents
+    from server.lenses import code_lenses
+    from server.results import Results
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from lsp_bench import generate
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    rng = random.Random(7)
+    snippets = ["", " ", "\n", "x", "}", "{", "/*", "*/", "//", "ü😀", "\n\n", "#define BLOCK 64\n",
+                "#pragma unroll 8\n", "const int N = 7;\n", "/* kerntune:\nsizes = []\n*/\n", "256", "__global__ "]
+
+    def view(docs, doc):
+        ds = sorted((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
+                     d.message) for d in diagnostics(docs, doc, Results(), "utf-16"))
+        ls = [(lz.range.start.line, lz.range.start.character, lz.command.title) for lz in
+              code_lenses(doc, Results(), "utf-16")]
+        return ds, ls
+
+    texts = [FIXTURE.read_text(), (FIXTURES / "row_sum.cu").read_text(), generate(300)]
+    for n, text in enumerate(texts):
+        uri = (tmp_path / f"f{n}.cu").as_uri()
+        docs = Documents()
+        doc = docs.open(uri, text, 1)
+        for step in range(25):
+            lines = doc.text.split("\n")
+            line = rng.randrange(len(lines))
+            a = rng.randrange(len(lines[line]) + 1)
+            b = min(len(lines[line]), a + rng.choice([0, 0, 1, 4]))
+            ch = lsp.TextDocumentContentChangePartial(
+                range=lsp.Range(start=lsp.Position(line=line, character=len(lines[line][:a].encode("utf-16-le")) // 2),
+                                end=lsp.Position(line=line, character=len(lines[line][:b].encode("utf-16-le")) // 2)),
+                text=rng.choice(snippets))
+            doc = docs.change(uri, [ch], step + 2)
+            fresh_docs = Documents()  # another server's view of the same file
+            fresh = fresh_docs.open(uri, doc.text, 1)
+            assert view(docs, doc) == view(fresh_docs, fresh), (n, step, ch)
