@@ -159,7 +159,7 @@ def _compute(doc: Doc, k: Kernel, ws_params: list[str]) -> KernelFacts:
 def kernel_facts(docs: Documents, doc: Doc, k: Kernel) -> KernelFacts:
     """Facts for kernel ``k`` of ``doc``'s current version (cached)."""
     def compute() -> KernelFacts:
-        errors = kernel_has_errors(doc.cf, k.name)
+        errors = kernel_has_errors(doc.cf, k)
         if errors:
             return KernelFacts(name=k.name, syntax_errors=list(errors))
         ws_params, stamp = _workspace_params(doc, k.name)

@@ -8,19 +8,24 @@ answered with an error by pygls and notifications are reported to the client; th
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import logging
 import os
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from agent_core.model import KerntuneError
 
 from . import __version__, commands
 from .actions import code_actions
-from .diagnostics import diagnostics
+from .diagnostics import diagnostics, diagnostics_json
 from .documents import Documents, is_cuda_uri
 from .edits import best_text, spec_text, workspace_edit
 from .hints import inlay_hints
@@ -34,9 +39,37 @@ timing = logging.getLogger("kerntune.timing")  # per-edit figures: KERNTUNE_LOG_
 timing.setLevel(logging.INFO if os.environ.get("KERNTUNE_LOG_TIMING") else logging.WARNING)
 
 
+class KerntuneProtocol(LanguageServerProtocol):
+    """pygls keeps a copy of every open document and applies each change to it. kerntune keeps its own copy
+    of the CUDA documents (``Documents``: the text, the line index and the tree, re-parsed incrementally), so
+    pygls's copy of those is not kept: applying every keystroke a second time to a 10,000-line text costs
+    milliseconds. Other documents are kept by pygls as usual."""
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams):
+        td = params.text_document
+        if not _ours(td.uri, td.language_id):
+            self.workspace.put_text_document(td)
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):
+        if unquote(params.text_document.uri) in self.workspace.text_documents:
+            for change in params.content_changes:
+                self.workspace.update_text_document(params.text_document, change)
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+
+def _ours(uri: str, language_id: str | None) -> bool:
+    return is_cuda_uri(uri) or language_id in ("cuda-cpp", "cuda")
+
+
 class KerntuneServer(LanguageServer):
     def __init__(self):
-        super().__init__("kerntune", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__("kerntune", __version__, protocol_cls=KerntuneProtocol,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.docs = Documents()
         self.results = Results()
         self.jobs = TuningJobs(self, self.results, self.refresh)
@@ -51,18 +84,35 @@ class KerntuneServer(LanguageServer):
         return self.docs.encoding
 
     def publish(self, uri: str) -> int:
-        """Publish the document's diagnostics; how many."""
+        """Publish the document's diagnostics; how many. The JSON is put together from per-kernel pieces
+        serialized once (``diagnostics_json``) and framed like pygls frames every message."""
         doc = self.docs.get(uri)
         if doc is None:
             return 0
+        proto = self.protocol
+        if proto.writer is None or not getattr(proto, "_include_headers", False):  # not over stdio: the plain way
+            try:
+                diags = diagnostics(self.docs, doc, self.results, self.encoding)
+            except Exception:
+                log.exception("diagnostics of %s failed", uri)
+                diags = []
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
+                                                                                version=doc.version))
+            return len(diags)
         try:
-            diags = diagnostics(self.docs, doc, self.results, self.encoding)
+            array, n = diagnostics_json(self.docs, doc, self.results, self.encoding, proto._converter)
         except Exception:
             log.exception("diagnostics of %s failed", uri)
-            diags = []
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags,
-                                                                            version=doc.version))
-        return len(diags)
+            array, n = "[]", 0
+        body = ('{"params": {"uri": ' + json.dumps(uri) + ', "diagnostics": ' + array + ', "version": '
+                + json.dumps(doc.version) + '}, "method": "' + lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
+                + '", "jsonrpc": "2.0"}').encode(proto.CHARSET)
+        header = (f"Content-Length: {len(body)}\r\nContent-Type: {proto.CONTENT_TYPE}; "
+                  f"charset={proto.CHARSET}\r\n\r\n").encode(proto.CHARSET)
+        res = proto.writer.write(header + body)
+        if inspect.isawaitable(res):
+            asyncio.ensure_future(res)
+        return n
 
     def refresh(self, uri: str, final: bool) -> None:
         """After a tuning event: republish diagnostics, ask the client to re-request lenses and hints."""
@@ -105,7 +155,7 @@ def create_server() -> KerntuneServer:
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: KerntuneServer, params: lsp.DidOpenTextDocumentParams):
         td = params.text_document
-        if not is_cuda_uri(td.uri) and td.language_id not in ("cuda-cpp", "cuda"):
+        if not _ours(td.uri, td.language_id):
             return
         ls.docs.open(td.uri, td.text, td.version)
         ls.publish(td.uri)

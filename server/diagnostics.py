@@ -3,6 +3,9 @@ invalid: warning at the field), kernels kerntune cannot tune, and the tuning res
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from lsprotocol import types as lsp
 
 from .analysis import KernelFacts, all_facts
@@ -27,18 +30,23 @@ def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encodi
                        cache: dict | None = None) -> list[lsp.Diagnostic]:
     """The kernel's diagnostics. ``cache`` (per document): the part that depends only on the kernel's facts
     and position is reused while those are the same objects (an edit elsewhere in the file)."""
+    static = _static_cached(doc, k, facts, encoding, cache)[0]
+    if facts.syntax_errors:
+        return static
+    return static + _result_diagnostics(doc, k, results, encoding)
+
+
+def _static_cached(doc: Doc, k, facts: KernelFacts, encoding: str, cache: dict | None) -> list:
+    """[diagnostics, their JSON (filled in by ``diagnostics_json``)] of the facts-only part, cached."""
     ns = k.name_span
     key = (ns.line, ns.col, ns.end_line, ns.end_col, encoding)
     hit = cache.get(k.name) if cache is not None else None
     if hit is not None and hit[0] is facts and hit[1] == key:
-        static = hit[2]
-    else:
-        static = _static_diagnostics(doc, k, facts, encoding)
-        if cache is not None:
-            cache[k.name] = (facts, key, static)
-    if facts.syntax_errors:
-        return static
-    return static + _result_diagnostics(doc, k, results, encoding)
+        return hit[2]
+    entry = [_static_diagnostics(doc, k, facts, encoding), None]
+    if cache is not None:
+        cache[k.name] = (facts, key, entry)
+    return entry
 
 
 def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str) -> list[lsp.Diagnostic]:
@@ -113,3 +121,37 @@ def diagnostics(docs: Documents, doc: Doc, results: Results, encoding: str) -> l
     for k, facts in all_facts(docs, doc):
         out.extend(kernel_diagnostics(doc, k, facts, results, encoding, cache))
     return out
+
+
+def diagnostics_json(docs: Documents, doc: Doc, results: Results, encoding: str, converter: Any) -> tuple[str, int]:
+    """The same diagnostics as ``diagnostics``, as the JSON text of the array and how many. Each kernel's
+    facts-only diagnostics are serialized once and reused until they change: re-serializing hundreds of
+    diagnostics on every keystroke costs more than computing what changed."""
+    cache = docs.diag_cache.setdefault(doc.uri, {})
+    memo = docs.diag_json_memo.setdefault(doc.uri, {})
+    if len(memo) > 4096:
+        memo.clear()
+    parts: list[str] = []
+    n = 0
+
+    def dumps(d: lsp.Diagnostic) -> str:
+        return json.dumps(converter.unstructure(d))
+
+    for k, facts in all_facts(docs, doc):
+        entry = _static_cached(doc, k, facts, encoding, cache)
+        if entry[1] is None:
+            entry[1] = ", ".join(dumps(d) for d in entry[0])
+        if entry[1]:
+            parts.append(entry[1])
+            n += len(entry[0])
+        if facts.syntax_errors:
+            continue
+        for d in _result_diagnostics(doc, k, results, encoding):
+            r = d.range
+            key = (r.start.line, r.start.character, r.end.line, r.end.character, d.code, d.message)
+            text = memo.get(key)
+            if text is None:
+                text = memo[key] = dumps(d)
+            parts.append(text)
+            n += 1
+    return "[" + ", ".join(parts) + "]", n

@@ -131,6 +131,7 @@ class Documents:
         self.kernel_cache: dict[tuple[str, str], Any] = {}
         # per document: kernel -> (facts, key, the diagnostics that depend on them only)
         self.diag_cache: dict[str, dict[str, tuple]] = {}
+        self.diag_json_memo: dict[str, dict[tuple, str]] = {}  # per document: the result hints' JSON
 
     def get(self, uri: str) -> Doc | None:
         return self.docs.get(uri)
@@ -147,6 +148,7 @@ class Documents:
         for key in [key for key in self.kernel_cache if key[0] == uri]:
             del self.kernel_cache[key]
         self.diag_cache.pop(uri, None)
+        self.diag_json_memo.pop(uri, None)
 
     def change(self, uri: str, changes: list, version: int) -> Doc | None:
         doc = self.docs.get(uri)

@@ -123,11 +123,7 @@ def hover(docs: Documents, doc: Doc, results: Results, pos: lsp.Position, encodi
             return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown,
                                                         value=kernel_markdown(doc, k, facts, results)),
                              range=doc.index.range(k.name_span, encoding))
-    for k in doc.cf.kernels:
-        in_kernel = k.span.line <= line <= k.span.end_line
-        in_launch = any(s.span.line <= line <= s.span.end_line for s in k.launch_sites)
-        if not (in_kernel or in_launch or doc.cf.defines):
-            continue
+    for k in doc.cf.kernels:  # a tunable: in the kernel, at a launch, in a #define, in the spec comment, ...
         facts = kernel_facts(docs, doc, k)
         for site in facts.sites:
             if site.param in facts.params and span_contains(site.span, line, col):

@@ -60,7 +60,18 @@ class LineIndex:
             starts.append(start + i + 1)
             i = new.find(b"\n", i + 1)
         starts.extend(s + delta for s in self.starts[last:])
-        return LineIndex(data.decode("utf-8", "replace"), data, starts)
+        out = LineIndex(data.decode("utf-8", "replace"), data, starts)
+        if self._wide is not None:  # lines with non-ASCII: those before the edit, those after it (moved), and
+            first_line = first - 1  # the edited lines looked at again
+            dl = (len(starts) - len(self.starts))
+            new_last = bisect_right(starts, start + len(new)) - 1
+            wide = {ln for ln in self._wide if ln < first_line}
+            wide.update(ln + dl for ln in self._wide if ln > last - 1)
+            for ln in range(first_line, new_last + 1):
+                if not out.line_bytes(ln).isascii():
+                    wide.add(ln)
+            out._wide = wide
+        return out
 
     def _ascii_line(self, line: int) -> bool:
         if self._wide is None:

@@ -6,6 +6,7 @@ tuning thread writes through its own connection). A running session's best-so-fa
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -113,7 +114,7 @@ class Results:
         s = hit[1]
         if s is None:
             return None
-        text_hash = doc.memo("sha256", lambda: sha256_text(doc.text))
+        text_hash = doc.memo("sha256", lambda: hashlib.sha256(doc.index.data).hexdigest())  # = sha256_text
         return {**s, "stale": text_hash != s.get("original_hash")}
 
     def forget(self, path: str) -> None:
