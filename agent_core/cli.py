@@ -231,6 +231,85 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
 
 
 # --------------------------------------------------------------------------------------------- optimize
+def _llm_hooks_for(store, be, base_url, model, max_calls, max_tokens, max_seconds, budget, rounds):
+    """The LLM roles for `optimize`, or None when no endpoint is configured (the offline loop, as before).
+    The API key comes only from the environment ($KERNTUNE_LLM_API_KEY or $OPENAI_API_KEY)."""
+    from .llm.config import settings_from_env
+    from .llm.hooks import llm_hooks
+    from .llm.limits import Limits
+
+    settings = settings_from_env(base_url=base_url, model=model)
+    if settings is None:
+        if any(v is not None for v in (max_calls, max_tokens, max_seconds)):
+            err.print("note: no LLM endpoint configured (--llm-base-url / --llm-model or $KERNTUNE_LLM_BASE_URL / "
+                      "$KERNTUNE_LLM_MODEL): the --llm-max-* limits are ignored", markup=False, soft_wrap=True)
+        return None
+    limits = Limits.from_env(max_calls=max_calls, max_tokens=max_tokens, max_wall_s=max_seconds)
+    try:  # proposals are compiled for the device that measures them
+        arch = be.device().arch
+    except KerntuneError:
+        arch = None
+    hooks = llm_hooks(store, settings, limits, arch=arch, budget_per_round=budget, max_rounds=rounds)
+    lim = ", ".join(f"{n} {v:g}" for n, v in (("calls", limits.max_calls), ("tokens", limits.max_tokens),
+                                             ("seconds", limits.max_wall_s)) if v is not None)
+    err.print(f"LLM: {settings.model} at {settings.base_url} ({'API key set' if settings.api_key else 'no API key'}"
+              f"; limits: {lim or 'none'})", markup=False, soft_wrap=True)
+    return hooks
+
+
+class _PlanMarks:
+    """Wraps the LLM planner to note how many model calls had been made when each plan was chosen, so that
+    each round can show the calls that led to it."""
+
+    def __init__(self, planner, log):
+        self.planner, self.log, self.marks = planner, log, []
+        self.name = planner.name
+
+    def plan(self, rounds, candidates):
+        try:
+            return self.planner.plan(rounds, candidates)
+        finally:
+            self.marks.append(len(self.log.entries))
+
+    def groups(self) -> list[list[dict]]:
+        """The model calls made for each plan (the templater's come before the plan they fed)."""
+        starts = [0, *self.marks]
+        return [self.log.entries[a:b] for a, b in zip(starts, starts[1:])]
+
+
+def _call_fate(e: dict, rounds) -> str:
+    """What happened to one model call's answer."""
+    from .llm.roles import FEEDBACK_KINDS
+
+    outcome, attempt = e.get("outcome"), e.get("attempt", 1)
+    if outcome == "rejected":
+        return "fed back to the model" if attempt == 1 else "dropped"
+    if outcome == "error":
+        if e.get("fatal"):
+            return "the model is not asked again: the session goes on offline"
+        if attempt == 1 and e.get("error_kind") in FEEDBACK_KINDS:
+            return "fed back to the model"
+        return "no answer: the rules decide"
+    if rounds is not None and e.get("role") == "templater" and e.get("template_hash"):
+        for r in rounds:
+            if r.template.template_hash == e["template_hash"]:
+                sp = r.summary.get("speedup")
+                return f"searched in round {r.index + 1}: " + (f"{sp:.2f}x" if sp else "no variant verified")
+        return "a candidate; not searched"
+    return ""
+
+
+def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
+    for e in entries:
+        tok = e.get("tokens") or {}
+        n = (tok.get("prompt_tokens") or 0) + (tok.get("completion_tokens") or 0)
+        head = f"{indent}model {e.get('role')} (attempt {e.get('attempt', 1)}): {e.get('outcome')}"
+        text = e.get("text", "").split(": ", 1)[-1].splitlines()[0] if e.get("text") else ""
+        fate = _call_fate(e, rounds)
+        out.print(head + (f", {n} tokens" if n else "") + f": {text}" + (f" -> {fate}" if fate else ""),
+                  soft_wrap=True, markup=False)
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-k", "--kernel", required=True)
@@ -244,10 +323,23 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH")
 @click.option("--store", "store_path", default=None)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+@click.option("--llm-base-url", default=None, metavar="URL",
+              help="OpenAI-compatible endpoint for the LLM templater, analyst and planner (default "
+                   "$KERNTUNE_LLM_BASE_URL; none: the offline agent). The API key is read only from "
+                   "$KERNTUNE_LLM_API_KEY or $OPENAI_API_KEY")
+@click.option("--llm-model", default=None, metavar="NAME", help="model name (default $KERNTUNE_LLM_MODEL)")
+@click.option("--llm-max-calls", type=click.IntRange(min=0), default=None,
+              help="most requests to the model (default $KERNTUNE_LLM_MAX_CALLS; no limit)")
+@click.option("--llm-max-tokens", type=click.IntRange(min=0), default=None,
+              help="most prompt + answer tokens (default $KERNTUNE_LLM_MAX_TOKENS; no limit)")
+@click.option("--llm-max-seconds", type=click.FloatRange(min=0), default=None,
+              help="most seconds waiting on the model (default $KERNTUNE_LLM_MAX_WALL_S; no limit)")
 def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, backend,
-             store_path, json_out):
-    """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached."""
-    from .agent import AgentOptions, optimize as run_optimize
+             store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds):
+    """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
+    With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
+    compiled, verified and timed like any other template."""
+    from .agent import AgentOptions, expert_templater, optimize as run_optimize
     from .store import Store
     from .tuner import open_backend, prepare
     from .workspace import store_path_for
@@ -255,6 +347,17 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     prepare(file, kernel)
     be = open_backend(backend)
     store = Store(store_path or store_path_for(file))
+    try:
+        hooks = _llm_hooks_for(store, be, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds,
+                               budget, rounds)
+    except BaseException:
+        be.close()
+        raise
+    planner = templaters = marks = None
+    if hooks is not None:
+        marks = _PlanMarks(hooks.planner, hooks.roles.log)
+        planner = marks
+        templaters = ([] if no_experts else [expert_templater]) + hooks.templaters
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
 
@@ -265,28 +368,69 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     try:
         res = run_optimize(file, kernel, be, store, AgentOptions(
             budget_per_round=budget, max_rounds=rounds, total_budget=total_budget, time_budget_s=time_budget,
-            strategy=strategy, seed=seed, use_experts=not no_experts), on_event=on_event, cancel=cancel)
+            strategy=strategy, seed=seed, use_experts=not no_experts), planner=planner, templaters=templaters,
+            on_event=on_event, cancel=cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
         be.close()
+    groups = marks.groups() if marks is not None else []
     for r in res.rounds:
         sp = r.summary.get("speedup")
         out.print(f"[bold]round {r.index + 1}[/] {r.template.origin}: {escape(r.step.reason)}", soft_wrap=True)
+        if r.index < len(groups):
+            _print_calls(groups[r.index], res.rounds)
         out.print(f"  -> {sp:.2f}x" if sp else "  -> no variant verified")
+        missed = (r.summary.get("counts") or {}).get("not_recorded")
+        if missed and hooks is not None:  # the model's templates are new to a replayed recording
+            out.print(f"     not recorded: {missed} configurations of this template are not in the replayed store")
         for line in r.analysis.text.splitlines():
             out.print(f"     {line}", soft_wrap=True, markup=False)
+    for g in groups[len(res.rounds):]:
+        _print_calls(g, res.rounds)
     if res.final_step:
         out.print(f"stop: {escape(res.final_step.reason)}", soft_wrap=True)
+    report = None
+    if hooks is not None:
+        report = hooks.report()
+        report["sessions"] = [r.summary.get("session_id") for r in res.rounds]
+        offline = hooks.roles.offline
+        out.print(hooks.spend.line() + ("; offline from then on: " + offline if offline else "; the model stayed online"),
+                  soft_wrap=True, markup=False)
+        if res.rounds and res.rounds[-1].summary.get("session_id") is not None:
+            store.put_step(res.rounds[-1].summary["session_id"], "llm_summary", hooks.spend.line(), report)
     best = res.best
     if best:
         print_summary(best.summary)
         if json_out:
-            Path(json_out).write_text(json.dumps({"best": best.summary, "rounds": [
+            doc = {"best": best.summary, "rounds": [
                 {"origin": r.template.origin, "step": r.step.reason, "analysis": r.analysis.text,
-                 "summary": r.summary} for r in res.rounds]}, indent=2))
+                 "summary": r.summary} for r in res.rounds]}
+            if hooks is not None:
+                doc["llm"] = report
+                doc["llm_calls"] = hooks.roles.log.entries
+            Path(json_out).write_text(json.dumps(doc, indent=2, default=str))
     else:
         err.print("no variant verified in any round")
         sys.exit(1)
+
+
+def _print_recorded_calls(store, session_id) -> None:
+    """The model calls an `optimize` with an LLM recorded: those of every round of the run when this session
+    ended one (its llm_summary step lists the rounds' sessions), else those attached to this session."""
+    if session_id is None:
+        return
+    steps = store.steps(session_id)
+    summary = next((s for s in reversed(steps) if s["kind"] == "llm_summary"), None)
+    sids = [x for x in ((summary or {}).get("data") or {}).get("sessions", []) if x is not None] or [session_id]
+    calls = [s for sid in sids for s in (steps if sid == session_id else store.steps(sid)) if s["kind"] == "llm"]
+    if not calls and summary is None:
+        return
+    out.print(f"model calls ({len(calls)}):", markup=False)
+    _print_calls([{"text": s["text"], **(s["data"] or {})} for s in sorted(calls, key=lambda s: s["id"])], None)
+    if summary is not None:
+        d = summary["data"] or {}
+        out.print(f"{summary['text']}" + (f"; offline from then on: {d['offline']}" if d.get("offline") else ""),
+                  soft_wrap=True, markup=False)
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -303,10 +447,12 @@ def results(file, kernel, store_path):
     p = Path(store_path or store_path_for(file))
     if not p.exists():
         raise KerntuneError(f"no results yet for {file} (no store at {p})")
-    s = result_summary(Store(p), file, kernel, read_source(file))
+    store = Store(p)
+    s = result_summary(store, file, kernel, read_source(file))
     if not s:
         raise KerntuneError(f"no finished tuning session for kernel '{kernel}' in {p}")
     print_summary(s)
+    _print_recorded_calls(store, s.get("session_id"))
     if s.get("stale"):
         out.print("[yellow]stale: the file has changed since this result was measured[/]")
 

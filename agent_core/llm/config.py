@@ -1,6 +1,8 @@
 """Where the model lives: endpoint, model name, API key and client settings, from explicit arguments or the
 environment (``KERNTUNE_LLM_BASE_URL``, ``KERNTUNE_LLM_MODEL``, ``KERNTUNE_LLM_API_KEY`` or
-``OPENAI_API_KEY``). No endpoint configured: ``settings_from_env`` returns None and the agent runs offline."""
+``OPENAI_API_KEY``; client settings ``KERNTUNE_LLM_TIMEOUT_S``, ``_CONTEXT_TOKENS``, ``_MAX_OUTPUT_TOKENS``,
+``_MAX_RETRIES``, ``_BACKOFF_S``, ``_TOKEN_PARAM``, ``_RECORD``). No endpoint configured:
+``settings_from_env`` returns None and the agent runs offline."""
 
 from __future__ import annotations
 
@@ -62,7 +64,9 @@ def settings_from_env(base_url: str | None = None, model: str | None = None, api
     extra = {}
     for name, fld, cast in (("KERNTUNE_LLM_TIMEOUT_S", "timeout_s", float),
                             ("KERNTUNE_LLM_CONTEXT_TOKENS", "context_tokens", int),
-                            ("KERNTUNE_LLM_MAX_OUTPUT_TOKENS", "max_output_tokens", int)):
+                            ("KERNTUNE_LLM_MAX_OUTPUT_TOKENS", "max_output_tokens", int),
+                            ("KERNTUNE_LLM_MAX_RETRIES", "max_retries", int),
+                            ("KERNTUNE_LLM_BACKOFF_S", "backoff_s", float)):
         v = _num(env, name, cast)
         if v is not None:
             extra[fld] = v

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..model import KerntuneError
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -23,7 +25,12 @@ class Limits:
                                 ("max_wall_s", "KERNTUNE_LLM_MAX_WALL_S", float)):
             v = explicit.get(fld)
             if v is None and env.get(name):
-                v = cast(env[name])
+                try:
+                    v = cast(env[name])
+                except ValueError:
+                    raise KerntuneError(f"${name} must be a number, got '{env[name]}'", field_name=name) from None
+            if v is not None and v < 0:
+                raise KerntuneError(f"the LLM limit {fld} must not be negative (got {v})", field_name=name)
             vals[fld] = v
         return Limits(**vals)
 

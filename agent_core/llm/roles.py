@@ -65,18 +65,22 @@ class LlmRoles:
         return self.client.spend
 
     def _record(self, role: str, outcome: str, text: str, attempt: int, reply=None, error: LlmError | None = None,
-                proposal=None, reason: str = "") -> None:
+                proposal=None, reason: str = "", extra: dict | None = None) -> None:
         data = {"role": role, "model": self.client.settings.model, "attempt": attempt, "outcome": outcome,
                 "reason": reason, "proposal": proposal, "spent": self.spend.to_dict()}
         if reply is not None:
             data["tokens"] = reply.usage()
         if error is not None:
             data["error_kind"] = error.kind
+            data["fatal"] = error.fatal
+        data.update(extra or {})
         self.log.add(f"{role}: {text}", data)
 
     def call(self, role: str, messages: list[dict], validate: Callable[[object], T],
-             describe: Callable[[object], str] = lambda d: "answered") -> T | None:
-        """Ask, validate, feed a rejection back once; None when there is no usable answer."""
+             describe: Callable[[object], str] = lambda d: "answered",
+             note: Callable[[T], dict] | None = None) -> T | None:
+        """Ask, validate, feed a rejection back once; None when there is no usable answer. ``note`` adds
+        fields about the accepted value to its record (e.g. the hash of a proposed template)."""
         if self.offline:
             return None
         for attempt in (1, 2):
@@ -102,7 +106,8 @@ class LlmRoles:
                         prompts.render("feedback", reason=e.message)
                     continue
                 return None
-            self._record(role, "accepted", describe(reply.data), attempt, reply, proposal=reply.data)
+            self._record(role, "accepted", describe(reply.data), attempt, reply, proposal=reply.data,
+                         extra=note(value) if note is not None else None)
             self.last_messages = messages + [{"role": "assistant", "content": reply.content}]
             return value
         return None
@@ -159,7 +164,8 @@ class LlmTemplater:
         t = r.call("templater", msgs,
                    lambda d: template_from_proposal(d, prep, compile_check=r.compile_check, arch=r.arch),
                    describe=lambda d: f"template ({d.get('idea', '')}), params "
-                                      + ", ".join(f"{p['name']}={p['values']}" for p in d.get("params", [])))
+                                      + ", ".join(f"{p['name']}={p['values']}" for p in d.get("params", [])),
+                   note=lambda t: {"template_hash": t.template_hash})
         if t is not None:
             self.proposed[t.template_hash] = r.last_messages
         return t
