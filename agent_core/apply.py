@@ -24,6 +24,18 @@ def strip_header(text: str) -> str:
     return _HEADER_RE.sub("", text, count=1)
 
 
+_DEFAULT_GUARD_RE = re.compile(
+    r"^[ \t]*#[ \t]*ifndef[ \t]+(KT_\w+)[^\n]*\n"      # #ifndef KT_X
+    r"[ \t]*#[ \t]*define[ \t]+\1\b[^\n]*\n"          # #define KT_X <default>
+    r"[ \t]*#[ \t]*endif[^\n]*(?:\n|\Z)", re.M)          # #endif
+
+
+def strip_default_guards(text: str) -> str:
+    """``text`` without the ``#ifndef KT_X / #define KT_X default / #endif`` blocks a template may carry
+    outside its header (an LLM's or an expert's): once the macros are replaced by values they mean nothing."""
+    return _DEFAULT_GUARD_RE.sub("", text)
+
+
 def _site_text(site: Site, value: int, original: int) -> str:
     """What a site reads for ``value``: its original text at the original value, else the site's
     expression (``{value} - 1``) folded to a number when it is one."""
@@ -67,7 +79,7 @@ def render(template: KernelTemplate, cfg: dict[str, int]) -> str:
             pos = site.span.end
         out.append(src[pos:])
         return b"".join(out).decode("utf-8")
-    body = strip_header(template.text)
+    body = strip_default_guards(strip_header(template.text))
     if not values:
         return body
 

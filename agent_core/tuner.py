@@ -399,15 +399,22 @@ def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOp
 
 
 def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None) -> dict | None:
-    """The latest finished (or cancelled) session's summary for this kernel, with "stale" set when the
-    file's text has changed since."""
+    """The best result for this kernel: among the finished (or cancelled) sessions of the file as it was at
+    the latest one (the rounds of an optimize run, re-runs of tune), the one with the highest speedup; "stale"
+    is set when the file's text has changed since. ``sessions`` lists the ids considered."""
     path = str(Path(path).resolve())
     row = store.latest_session(path, kernel, finished_only=True)
     if not row:
         return None
-    summary = dict(row.get("summary") or {})
+    same = [r for r in store.sessions(path, kernel) if r.get("status") in ("finished", "cancelled")
+            and r.get("original_hash") == row.get("original_hash") and r.get("summary")]
+    with_speedup = [r for r in same if r["summary"].get("speedup")]
+    best = max(with_speedup, key=lambda r: (r["summary"]["speedup"], r["id"])) if with_speedup else row
+    summary = dict(best.get("summary") or {})
     if not summary:
         return None
+    summary["session_id"] = best["id"]
+    summary["sessions"] = [r["id"] for r in same]
     summary["stale"] = current_text is not None and sha256_text(current_text) != row.get("original_hash")
     return summary
 
