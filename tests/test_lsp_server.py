@@ -317,6 +317,10 @@ async def test_bad_documents_never_break_the_server(client: LanguageClient, tmp_
     res = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="kerntune.optimize", arguments=[uri, "nope"]))
     assert res["status"] == "error"
+    # a command called with the wrong arguments is an error response too
+    with pytest.raises(Exception):
+        await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+            command="kerntune.optimize", arguments=[uri]))
     # an unknown document is an error response
     with pytest.raises(Exception):
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams(

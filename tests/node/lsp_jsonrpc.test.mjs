@@ -17,8 +17,8 @@ const require = createRequire(path.join(client, "package.json"));
 const rpc = require("vscode-jsonrpc/node");
 const python = process.env.KERNTUNE_PYTHON || "python3";
 
-function startServer(env = {}) {
-  const proc = spawn(python, ["-m", "server"], {
+function startServer(env = {}, args = ["-m", "server"], answers = {}) {
+  const proc = spawn(python, args, {
     cwd: repo,
     env: { ...process.env, PYTHONPATH: repo, KERNTUNE_BACKEND: "", ...env },
     stdio: ["pipe", "pipe", "pipe"],
@@ -32,7 +32,10 @@ function startServer(env = {}) {
   const conn = rpc.createMessageConnection(reader, writer);
   const notes = [];
   conn.onNotification((method, params) => notes.push({ method, params }));
+  // $/progress is not a plain notification to vscode-jsonrpc: it goes to the token's handler, if any
+  conn.onUnhandledProgress((params) => notes.push({ method: "$/progress", params }));
   conn.onRequest((method, params) => {
+    if (method in answers) return answers[method](params);
     if (method === "workspace/configuration") return [{ tuning: { budget: 4 } }];
     if (method === "window/workDoneProgress/create") return null;
     if (method === "workspace/codeLens/refresh" || method === "workspace/inlayHint/refresh") return null;
@@ -143,4 +146,119 @@ test("extension resolves the server command from its settings", () => {
   assert.equal(cmd.env.KERNTUNE_API_KEY, "sk");
   const keep = serverLaunch(base, { KERNTUNE_API_KEY: "env" }, "secret");
   assert.equal(keep.env.KERNTUNE_API_KEY, "env");
+});
+
+// The stdout guard itself: noise written to fd 1 after it (a print, a child process such as nvcc inheriting
+// the descriptor) must never reach the client, or vscode-jsonrpc's reader breaks.
+const NOISY_SERVER = `
+import os, sys
+import server.main as m
+setup = m.setup_logging
+def noisy():
+    setup()
+    print("noise from print")
+    sys.stdout.write("noise from sys.stdout\\n")
+    os.system("echo noise from a child process")
+    os.write(1, b"noise on fd 1\\n")
+m.setup_logging = noisy
+m.run_stdio()
+`;
+
+test("noise on stdout after the guard never reaches the client", { timeout: 60000 }, async () => {
+  const s = startServer({}, ["-c", NOISY_SERVER]);
+  try {
+    let answered = false;
+    const broken = waitFor(() => answered || s.readerErrors.length > 0, 30000).then(() => {
+      if (!answered) throw new Error(`stdout carried something that is not an LSP message: ${s.readerErrors.map(String)}`);
+    });
+    const init = await Promise.race([
+      s.conn.sendRequest("initialize", { processId: process.pid, rootUri: null, capabilities: {} }), broken]);
+    answered = true;
+    assert.equal(init.serverInfo.name, "kerntune");
+    await s.conn.sendRequest("shutdown");
+    await s.conn.sendNotification("exit");
+    assert.equal(await new Promise((r) => s.proc.on("exit", r)), 0);
+    assert.deepEqual(s.readerErrors.map(String), [], "stdout carried something that is not an LSP message");
+    assert.match(s.stderr(), /noise from a child process/); // it went to stderr instead
+  } finally {
+    s.proc.kill();
+  }
+});
+
+// Optimize over the H100 recording (replay backend) through VS Code's parser: progress with percentage and the
+// best so far, the result in hover and inlay hints, Apply best as a workspace edit (nvcc checks the rewrite
+// when it is on PATH: its output must not reach stdout either).
+test("optimize over a replayed recording, hover, hints and apply through vscode-jsonrpc", { timeout: 120000 }, async (t) => {
+  const recording = path.join(repo, "tests", "data", "stores", "examples.sqlite");
+  if (!fs.existsSync(recording)) {
+    t.skip("no recorded store at tests/data/stores/examples.sqlite (gpu/run_examples.sh records it on a GPU)");
+    return;
+  }
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kerntune-node-replay-"));
+  const file = path.join(tmp, "row_sum.cu");
+  const text = fs.readFileSync(path.join(here, "fixtures", "row_sum.cu"), "utf8");
+  fs.writeFileSync(file, text);
+  fs.copyFileSync(recording, path.join(tmp, "recording.sqlite"));
+  const uri = pathToFileURL(file).href;
+  const edits = [];
+  const s = startServer({
+    KERNTUNE_BACKEND: `replay:${path.join(tmp, "recording.sqlite")}`,
+    KERNTUNE_STORE: path.join(tmp, "results.sqlite"),
+    KERNTUNE_WORKDIR: path.join(tmp, ".kerntune"),
+    KERNTUNE_CACHE: path.join(tmp, "cache"),
+    KERNTUNE_REPLAY_DELAY_S: "0.02",
+  }, ["-m", "server"], {
+    "workspace/configuration": () => [{ tuning: { strategy: "exhaustive", budget: 200 } }],
+    "workspace/applyEdit": (p) => { edits.push(p.edit); return { applied: true }; },
+  });
+  try {
+    await s.conn.sendRequest("initialize", {
+      processId: process.pid,
+      rootUri: pathToFileURL(tmp).href,
+      capabilities: {
+        window: { workDoneProgress: true },
+        workspace: { configuration: true, applyEdit: true, workspaceEdit: { documentChanges: true } },
+      },
+    });
+    await s.conn.sendNotification("initialized", {});
+    await s.conn.sendNotification("textDocument/didOpen", {
+      textDocument: { uri, languageId: "cuda-cpp", version: 1, text },
+    });
+    await waitFor(() => s.notes.find((n) => n.method === "textDocument/publishDiagnostics"));
+    const res = await s.conn.sendRequest("workspace/executeCommand", { command: "kerntune.optimize", arguments: [uri, "row_sum"] });
+    assert.equal(res.status, "started", JSON.stringify(res));
+    const progress = () => s.notes.filter((n) => n.method === "$/progress" && n.params.token === res.token).map((n) => n.params.value);
+    const end = await waitFor(() => progress().find((v) => v.kind === "end"), 60000).catch((e) => {
+      throw new Error(`${e.message}: no end of progress; messages ${JSON.stringify(s.notes.filter((n) => n.method !== "textDocument/publishDiagnostics").slice(-8))}; stderr ${s.stderr().slice(-2000)}`);
+    });
+    assert.match(end.message, /finished, 1\.\d\dx/);
+    const reports = progress().filter((v) => v.kind === "report");
+    assert.ok(reports.some((v) => v.percentage > 0 && /best \d\.\d\dx/.test(v.message)), JSON.stringify(reports));
+
+    const lines = text.split("\n");
+    const row = lines.findIndex((l) => l.includes("void row_sum("));
+    const hover = await s.conn.sendRequest("textDocument/hover", {
+      textDocument: { uri }, position: { line: row, character: lines[row].indexOf("row_sum") + 2 },
+    });
+    assert.match(hover.contents.value, /NVIDIA H100/);
+    assert.match(hover.contents.value, /\| size set \| original µs \| best µs \| speedup \| GB\/s \| % copy bw \|/);
+    const hints = await s.conn.sendRequest("textDocument/inlayHint", {
+      textDocument: { uri }, range: { start: { line: 0, character: 0 }, end: { line: lines.length, character: 0 } },
+    });
+    const labels = hints.map((h) => h.label).sort();
+    assert.ok(labels.includes("→ 256") && labels.includes("→ 16"), JSON.stringify(labels));
+
+    const applied = await s.conn.sendRequest("workspace/executeCommand", { command: "kerntune.applyBest", arguments: [uri, "row_sum"] });
+    assert.equal(applied.applied, true, JSON.stringify(applied));
+    const newTexts = edits[0].documentChanges[0].edits.map((e) => e.newText).join(" ");
+    assert.match(newTexts, /256/);
+
+    await s.conn.sendRequest("shutdown");
+    await s.conn.sendNotification("exit");
+    assert.equal(await new Promise((r) => s.proc.on("exit", r)), 0);
+    assert.deepEqual(s.readerErrors.map(String), [], "stdout carried something that is not an LSP message");
+  } finally {
+    s.proc.kill();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
 });
