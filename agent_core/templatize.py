@@ -1,12 +1,21 @@
 """Structural templatization: lift the hard-coded, performance-relevant constants of one kernel (block size,
-fixed grid of a grid-stride loop, ``#pragma unroll N``, ``__launch_bounds__``, integer template arguments)
-into named parameters with domains and constraints -> ``model.KernelTemplate``.
+fixed grid and items per thread of a grid-stride loop, ``#pragma unroll N``, ``__launch_bounds__``, integer
+template arguments) into named parameters with domains and constraints -> ``model.KernelTemplate``.
+
+Everything tied to the block size follows its parameter: the launch's grid (``cdiv(n, 256)``), ``__shared__``
+array sizes, block-strided loop steps, a tree reduction's first stride, macros and constants of the same value,
+a warp-count macro, and the spec's literal launch (which becomes the template's ``launch`` and, in a spec
+comment, sites). What cannot be tied restricts the domain: a tree reduction on the block size constrains it to
+powers of two; a literal that looks like the block (``if (tid < 128) s[tid] += s[tid + 128]``) fixes it, and
+the parameter's ``why`` names that literal.
 
 Also ``launch_exprs``: a launch site's configuration in the expression language, for drafting specs.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import keyword
 import os
 import re
@@ -29,11 +38,14 @@ BLOCK_XS = [8, 16, 32, 64, 128, 256, 512, 1024]  # x of a 2D block
 BLOCK_YS = [1, 2, 4, 8, 16, 32]
 UNROLLS = [1, 2, 4, 8, 16]
 TEMPLATE_VALUES = [1, 2, 4, 8, 16]
+ITEMS = [1, 2, 4, 8, 16, 32]
 MIN_BLOCKS = [1, 2, 3, 4, 6, 8]
 GRIDS = sorted({SM_COUNT * k for k in (1, 2, 3, 4, 6, 8, 12, 16, 32)} | {2 ** i for i in range(6, 17)})
 
 _INT_RE = re.compile(r"^\s*\(?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?\s*$")
-_HALVING_RE = re.compile(r">>=\s*1\b|/=\s*2\b|>>\s*1\b|/\s*2\b")
+# a kernel that splits its block into warps (warp ids, lanes, shuffles)
+_WARP_RE = re.compile(r"/\s*(?:32|warpSize|WARP_SIZE)\b|>>\s*5\b|%\s*(?:32|warpSize|WARP_SIZE)\b|&\s*31\b|"
+                      r"\bwarpSize\b|__shfl")
 _SIZEOF = {"char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "short": 2,
            "int16_t": 2, "uint16_t": 2, "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "int": 4,
            "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4, "float": 4, "double": 8, "long long": 8,
@@ -195,6 +207,12 @@ class _Analysis:
         self.body = self.f.node(k.body_span)
         self.body_text = cf.text.encode("utf-8")[k.body_span.start:k.body_span.end].decode("utf-8", "replace")
         self.block: str | None = None  # the block-size parameter (x)
+        self.block_y: str | None = None  # the block-size parameter in y, when the block is 2D
+        self.block_tp: str | None = None  # the kernel's template parameter that is the block size, if any
+        self.tp_of: dict[str, str] = {}  # template-argument parameter -> the kernel's template parameter name
+        self.grid_tied = False  # the launch's grid follows the block parameter (`cdiv(n, 256)`)
+        self.items: str | None = None  # the items-per-thread parameter of a grid-stride kernel's grid
+        self.launch: dict | None = None  # the spec's launch with its literal block size tied to the parameters
 
     # ------------------------------------------------------------------------------------- registry
     def _unique(self, name: str) -> str:
@@ -215,10 +233,13 @@ class _Analysis:
         return name
 
     def tie(self, src: _Source, param: str, render: str = "{value}") -> None:
-        if src.key not in self.by_key:
-            src.render = render
-            self.params[param].sites.append(src)
-            self.by_key[src.key] = param
+        """Make ``src`` a site of ``param``; ``render`` for a derived literal (the 255 of ``(n + 255) / 256``
+        is ``{value} - 1``; apply folds it back to a number)."""
+        if src.key in self.by_key:
+            return
+        src.render = render
+        self.params[param].sites.append(src)
+        self.by_key[src.key] = param
 
     def constrain(self, c: str, env: dict[str, int] | None = None) -> None:
         env = env or {n: p.original for n, p in self.params.items()}
@@ -241,11 +262,15 @@ class _Analysis:
             self.grid_size(sites[0])
             for s in sites:
                 self.grid_follows_block(s)
+            self.items_per_thread(sites[0])
         else:
             self.notes.append("no launch site of it in this file")
         self.block_assumptions()
         self.launch_bounds()
         self.unroll()
+        self.block_pow2()
+        self.untied_block_literals()
+        self.spec_launch()
 
     def template_args(self, site: LaunchSite) -> None:
         if not site.template_args:
@@ -264,6 +289,7 @@ class _Analysis:
                 values += [src.value // 2, src.value * 2]
             name = self.add(src, _param_name(tp.name), "template_arg", values,
                             f"template argument {tp.name} of {self.k.name}, from {src.where}")
+            self.tp_of.setdefault(name, tp.name)
             if pow2 and src.value >= 1:
                 self.constrain(f"is_pow2({name})")
 
@@ -289,7 +315,10 @@ class _Analysis:
         if src.key in self.by_key:  # e.g. k<BLOCK><<<g, BLOCK>>>
             name = self.by_key[src.key]
             p = self.params[name]
-            p.kind, p.values = "block_size", self._block_values(src.value)
+            if p.kind == "template_arg":
+                self.block_tp = self.tp_of.get(name)
+                self.constraints = [c for c in self.constraints if c != f"is_pow2({name})"]  # block_pow2 decides
+            p.kind, p.values = "block_size", self._block_values(src.value, multi)
             p.why = f"threads per block, from {src.where}"
         else:
             tp = self._template_param_for_block(src.value) if src.name is None else None
@@ -297,25 +326,24 @@ class _Analysis:
                 name = tp
                 self.tie(src, tp)
                 p = self.params[tp]
-                p.kind, p.values = "block_size", self._block_values(src.value)
+                p.kind, p.values = "block_size", self._block_values(src.value, multi)
                 p.why = f"threads per block; {p.why}"
-                if not self._halving():
-                    self.constraints = [c for c in self.constraints if c != f"is_pow2({tp})"]
+                self.constraints = [c for c in self.constraints if c != f"is_pow2({tp})"]  # block_pow2 decides
+                self.block_tp = self.tp_of.get(tp)
             else:
                 default = "BLOCK_X" if multi else "BLOCK"
-                values = sorted(set(BLOCK_XS) | {src.value}) if multi else self._block_values(src.value)
                 name = self.add(src, _param_name(src.name) if src.name else default, "block_size",
-                                values, f"threads per block{' in x' if multi else ''}, from {src.where}")
+                                self._block_values(src.value, multi),
+                                f"threads per block{' in x' if multi else ''}, from {src.where}")
         self.block = name
         self.constrain(f"{name} % 32 == 0")
         self.constrain(f"{name} <= 1024")
-        if self._halving():
-            self.constrain(f"is_pow2({name})")
         if multi and len(comps) > 1:
             ysrc = r.resolve(comps[1])
             if ysrc is not None and ysrc.value > 1 and ysrc.key not in self.by_key:
                 yname = self.add(ysrc, _param_name(ysrc.name) if ysrc.name else "BLOCK_Y", "block_size",
                                  BLOCK_YS, f"threads per block in y, from {ysrc.where}")
+                self.block_y = yname
                 self.constraints = [c for c in self.constraints if not c.startswith(f"{name} % 32")]
                 self.constrain(f"({name} * {yname}) % 32 == 0")
                 self.constrain(f"{name} * {yname} <= 1024")
@@ -326,12 +354,9 @@ class _Analysis:
                 return name
         return None
 
-    def _halving(self) -> bool:
-        return bool(_HALVING_RE.search(_strip_comments(self.body_text)))
-
-    def _block_values(self, original: int) -> list[int]:
-        base = POW2_BLOCKS if self._halving() and expr.FUNCTIONS["is_pow2"](original) else ALL_BLOCKS
-        return sorted(set(base) | {original})
+    def _block_values(self, original: int, multi: bool = False) -> list[int]:
+        """Every multiple of 32 up to 1024 (block_pow2 narrows it to powers of two for a tree reduction)."""
+        return sorted(set(BLOCK_XS if multi else ALL_BLOCKS) | {original})
 
     def grid_size(self, site: LaunchSite) -> None:
         if not self._grid_stride():
@@ -351,19 +376,26 @@ class _Analysis:
         self.constrain(f"{name} <= 2147483647")
 
     def grid_follows_block(self, site: LaunchSite) -> None:
-        """Literals of the grid's x expression that are the literal block size (``(n + 255) / 256`` with
-        ``<<<..., 256>>>``): they become the block parameter (and ``BLOCK - 1``), so the grid keeps covering
-        the problem when the block changes."""
+        """Literals of the grid's x expression that are the literal block size: ``cdiv(n, 256)`` with
+        ``<<<..., 256>>>`` makes the 256 a site of the block parameter, so the grid keeps covering the
+        problem when the block changes; the 255 of ``(n + 255) / 256`` becomes ``BLOCK - 1``. A host variable
+        that is also passed to the kernel (``num_groups = n / 128`` launched as ``<<<num_groups, 128>>>(...,
+        num_groups)``) is part of the problem, not of the launch shape: its literals are left alone."""
         if self.block is None or not site.config:
             return
         p = self.params[self.block]
-        if p.kind != "block_size" or any(s.name for s in p.sites):
+        if p.kind != "block_size":
+            return
+        if any(s.name for s in p.sites):
+            self.grid_tied = self.grid_tied or self._grid_mentions(site, {s.name for s in p.sites if s.name})
             return  # a named block size (macro, variable) is followed by name already
         r = _Resolver(self.f, site.host_vars)
         node = self.f.node(site.config[0].span)
         comps = _dim3_components(self.f, r, node)
         todo = [comps[0] if comps else node]
-        seen: set[str] = set()
+        seen: set[str] = set(_launch_arg_names(self.f, site))
+        exact: list[_Source] = []
+        derived: list[tuple[_Source, str]] = []
         while todo:
             n = todo.pop()
             if n is None:
@@ -383,12 +415,19 @@ class _Analysis:
                         continue  # a grid that is just `256` is its own thing, not the block size
                     src = _Source(_span_of(x), v, self.f.t(x), None, f"line {x.start_point.row + 1}")
                     if v == p.original:
-                        self.tie(src, self.block)
+                        exact.append(src)
                     elif v == p.original - 1:
                         par = x.parent
                         additive = par is not None and par.type == "binary_expression" and \
                             self.f.t(par.child_by_field_name("operator")) == "+"
-                        self.tie(src, self.block, "{value} - 1" if additive else "({value} - 1)")
+                        derived.append((src, "{value} - 1" if additive else "({value} - 1)"))
+        if not exact:
+            return  # `n + 255` alone is not the block size
+        self.grid_tied = True
+        for src in exact:
+            self.tie(src, self.block)
+        for src, render in derived:
+            self.tie(src, self.block, render)
 
     def _grid_stride(self) -> bool:
         if self.body is None or "gridDim" not in self.body_text:
@@ -418,54 +457,435 @@ class _Analysis:
                         return True
         return False
 
+    def items_per_thread(self, site: LaunchSite) -> None:
+        """In a grid-stride kernel launched on ``cdiv(n, 256 * 4)`` blocks, the 4 (items per thread the grid
+        is sized for) can be anything: the loop covers the problem with any grid. It becomes ITEMS."""
+        if self.block is None or not site.config or not self._grid_stride():
+            return
+        r = _Resolver(self.f, site.host_vars)
+        node = self.f.node(site.config[0].span)
+        comps = _dim3_components(self.f, r, node)
+        todo = [comps[0] if comps else node]
+        seen: set[str] = set(_launch_arg_names(self.f, site))
+        ceil, found = False, []
+        while todo:
+            n = todo.pop()
+            if n is None:
+                continue
+            for x in _walk(n):
+                if x.type == "identifier":
+                    name = self.f.t(x)
+                    hv = r.vars.get(name)
+                    if hv is not None and hv.init is not None and name not in seen and "dim3" not in hv.type:
+                        seen.add(name)
+                        todo.append(self.f.node(hv.init.span))
+                elif x.type == "call_expression":
+                    fn = x.child_by_field_name("function")
+                    ceil = ceil or (fn is not None and self.f.t(fn).split("::")[-1] in _CDIV_FUNCS)
+                elif x.type == "binary_expression":
+                    op = self.f.t(x.child_by_field_name("operator"))
+                    lt, rt = x.child_by_field_name("left"), x.child_by_field_name("right")
+                    if lt is None or rt is None:
+                        continue
+                    if op == "/" and any(y.type == "binary_expression" and
+                                         self.f.t(y.child_by_field_name("operator")) == "+" for y in _walk(lt)):
+                        ceil = True
+                    if op == "*":
+                        for a, b in ((lt, rt), (rt, lt)):
+                            if b.type == "number_literal" and (b.start_byte, b.end_byte) not in self.by_key \
+                                    and self._is_block(a, r):
+                                found.append(b)
+        if not found:
+            return
+        where = f"line {found[0].start_point.row + 1}"
+        values = {_int_literal(self.f.t(b)) for b in found}
+        if not ceil or len(values) != 1 or None in values or min(values) < 1:  # type: ignore[type-var]
+            self.notes.append(f"the items per thread of the grid at {where} are not lifted: the grid is not a "
+                              "round-up division by one product of the block size")
+            return
+        srcs = [_Source(_span_of(b), _int_literal(self.f.t(b)), self.f.t(b), None, f"line {b.start_point.row + 1}")
+                for b in found]
+        k = srcs[0].value
+        name = self.add(srcs[0], "ITEMS", "items_per_thread", ITEMS,
+                        f"items per thread the grid is sized for ({k} at {where}); the grid-stride loop covers "
+                        "the problem with any grid, so this only trades blocks for work per thread")
+        for src in srcs[1:]:
+            self.tie(src, name)
+        self.items = name
+        self.constrain(f"{name} >= 1")
+
+    def _is_block(self, n: Node, r: _Resolver) -> bool:
+        """``n`` stands for the block parameter (a literal site of it, or a name resolving to one)."""
+        if n.type == "parenthesized_expression" and n.named_child_count == 1:
+            return self._is_block(n.named_children[0], r)
+        if n.type == "number_literal":
+            return self.by_key.get((n.start_byte, n.end_byte)) == self.block
+        if n.type == "identifier":
+            src = r.resolve(n)
+            return src is not None and self.by_key.get(src.key) == self.block
+        return False
+
+    def _grid_mentions(self, site: LaunchSite, names: set[str]) -> bool:
+        """The grid's x expression (through host variables) uses one of ``names``."""
+        r = _Resolver(self.f, site.host_vars)
+        node = self.f.node(site.config[0].span)
+        comps = _dim3_components(self.f, r, node)
+        todo = [comps[0] if comps else node]
+        seen: set[str] = set(_launch_arg_names(self.f, site))
+        while todo:
+            n = todo.pop()
+            if n is None:
+                continue
+            for x in _walk(n):
+                if x.type != "identifier":
+                    continue
+                name = self.f.t(x)
+                if name in names:
+                    return True
+                hv = r.vars.get(name)
+                if hv is not None and hv.init is not None and name not in seen:
+                    seen.add(name)
+                    if src := r.resolve_name(name):
+                        if src.name in names:
+                            return True
+                    todo.append(self.f.node(hv.init.span))
+        return False
+
+    def _thread_vars(self) -> set[str]:
+        """Variables of the kernel computed from ``threadIdx`` (``int tid = threadIdx.x; int i = tid;``)."""
+        out: set[str] = set()
+        decls = []
+        for n in _walk(self.body):
+            if n.type == "init_declarator":
+                d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                if d is not None and v is not None:
+                    decls.append((self.f.t(d), v))
+            elif n.type == "assignment_expression" and self.f.t(n.child_by_field_name("operator")) == "=":
+                d, v = n.child_by_field_name("left"), n.child_by_field_name("right")
+                if d is not None and v is not None and d.type == "identifier":
+                    decls.append((self.f.t(d), v))
+        changed = True
+        while changed:
+            changed = False
+            for name, v in decls:
+                if name in out:
+                    continue
+                ids = {self.f.t(x) for x in _walk(v) if x.type == "identifier"}
+                if "threadIdx" in ids or ids & out:
+                    out.add(name)
+                    changed = True
+        return out
+
+    def _block_names(self) -> set[str]:
+        """Names that stand for the block size inside the kernel: ``blockDim``, the macro / constant / template
+        parameter of the block parameter, and macros and constants defined from those."""
+        names = {"blockDim"}
+        if self.block is None:
+            return names
+        names |= {s.name for s in self.params[self.block].sites if s.name}
+        if self.block_tp:
+            names.add(self.block_tp)
+        changed = True
+        while changed:
+            changed = False
+            for d in self.f.cf.defines:
+                if d.name not in names and set(re.findall(r"[A-Za-z_]\w*", d.value)) & names:
+                    names.add(d.name)
+                    changed = True
+            for cname, hv in self.f.consts.items():
+                if cname not in names and hv.init is not None and \
+                        set(re.findall(r"[A-Za-z_]\w*", hv.init.text)) & names:
+                    names.add(cname)
+                    changed = True
+        return names
+
     def block_assumptions(self) -> None:
-        """Literals in the kernel equal to a literal block size: ``__shared__`` array sizes and
-        ``threadIdx``-strided loop steps assume blockDim.x, so they follow the block parameter."""
+        """Constants in the kernel that assume the block size follow the block parameter: ``__shared__`` array
+        sizes, the step of a ``threadIdx``-strided loop, ``blockIdx.x * 256`` and the first stride
+        ``s = 128`` of a tree reduction, whether written as a literal or as a constant of their own
+        (``#define SMEM 256``); a padded dimension (``[256 + 1]``, ``[257]``) follows as ``BLOCK + 1``; a
+        macro or constant that is the warp count (``#define NWARPS 8`` sizing a ``__shared__`` array, with
+        256 threads, in a kernel that computes warp ids) follows as ``BLOCK / 32``."""
         if self.block is None or self.body is None:
             return
         bp = self.params[self.block]
+        orig = bp.original
         r = _Resolver(self.f, None)
+        warps = bool(_WARP_RE.search(_strip_comments(self.body_text)))
+        tvars = self._thread_vars()
         for n in _walk(self.body):
-            cands: list[Node] = []
+            cands: list[tuple[Node | None, bool]] = []  # (node, is a __shared__ array size)
             if n.type == "declaration" and "__shared__" in [self.f.t(c) for c in n.children
                                                              if c.type in ("type_qualifier", "storage_class_specifier",
                                                                            "attribute_specifier")]:
                 for a in _walk(n):
                     if a.type == "array_declarator":
-                        sz = a.child_by_field_name("size")
-                        if sz is not None:
-                            cands.append(sz)
+                        cands.append((a.child_by_field_name("size"), True))
             elif n.type == "binary_expression" and self.f.t(n.child_by_field_name("operator")) == "*":
                 lt, rt = n.child_by_field_name("left"), n.child_by_field_name("right")
                 if lt is not None and rt is not None:  # blockIdx.x * 256
                     if self.f.t(lt).replace(" ", "") == "blockIdx.x":
-                        cands.append(rt)
+                        cands.append((rt, False))
                     elif self.f.t(rt).replace(" ", "") == "blockIdx.x":
-                        cands.append(lt)
-            elif n.type == "for_statement":
-                init = n.child_by_field_name("initializer")
-                upd = n.child_by_field_name("update")
-                if init is not None and upd is not None and "threadIdx" in self.f.t(init) \
-                        and upd.type == "assignment_expression":
-                    op = upd.child_by_field_name("operator")
-                    if op is not None and self.f.t(op) == "+=":
-                        cands.append(upd.child_by_field_name("right"))
-            if n.type == "for_statement" and bp.original % 2 == 0:  # for (s = 128; s > 0; s >>= 1)
+                        cands.append((lt, False))
+            elif n.type == "assignment_expression":  # i += 256 / i = i + 256 on a threadIdx-derived i
+                op, lt, rt = (n.child_by_field_name(x) for x in ("operator", "left", "right"))
+                if op is not None and lt is not None and rt is not None and lt.type == "identifier" \
+                        and self.f.t(lt) in tvars:
+                    if self.f.t(op) == "+=":
+                        cands.append((rt, False))
+                    elif self.f.t(op) == "=" and rt.type == "binary_expression" and \
+                            self.f.t(rt.child_by_field_name("operator")) == "+":
+                        a, b = rt.child_by_field_name("left"), rt.child_by_field_name("right")
+                        if a is not None and b is not None:
+                            if self.f.t(a) == self.f.t(lt):
+                                cands.append((b, False))
+                            elif self.f.t(b) == self.f.t(lt):
+                                cands.append((a, False))
+            if n.type == "for_statement" and orig % 2 == 0:  # for (s = 128; s > 0; s >>= 1)
                 upd = n.child_by_field_name("update")
                 init = n.child_by_field_name("initializer")
                 if upd is not None and init is not None and re.search(r">>=\s*1\b|/=\s*2\b", self.f.t(upd)):
                     for x in _walk(init):
                         if x.type == "number_literal" and x.parent is not None and \
                                 x.parent.type in ("init_declarator", "assignment_expression") and \
-                                _int_literal(self.f.t(x)) == bp.original // 2:
-                            src = _Source(_span_of(x), bp.original // 2, self.f.t(x), None, "")
+                                _int_literal(self.f.t(x)) == orig // 2:
+                            src = _Source(_span_of(x), orig // 2, self.f.t(x), None, "")
                             self.tie(src, self.block, "{value} / 2")
-            for c in cands:
-                if c is None or c.type != "number_literal":
-                    continue  # names (BLOCK) follow by themselves
-                src = r.resolve(c)
-                if src is not None and src.value == bp.original:
-                    self.tie(src, self.block)
+            for c, shared in cands:
+                self._tie_block_constant(c, r, shared, warps)
+
+    def _tie_block_constant(self, c: Node | None, r: _Resolver, shared: bool, warps: bool) -> None:
+        if c is None:
+            return
+        orig = self.params[self.block].original
+        if shared and c.type == "binary_expression" and self.f.t(c.child_by_field_name("operator")) == "+":
+            a, b = c.child_by_field_name("left"), c.child_by_field_name("right")  # [256 + 1]: padding
+            self._tie_block_constant(a, r, shared, warps)
+            return
+        if c.type not in ("number_literal", "identifier"):
+            return
+        src = r.resolve(c)
+        if src is None or src.key in self.by_key:
+            return  # not a constant, or a name that follows the block parameter already
+        if src.value == orig:
+            self.tie(src, self.block)
+        elif shared and src.value == orig + 1 and c.type == "number_literal":
+            self.tie(src, self.block, "{value} + 1")
+        elif shared and warps and src.name and orig // 32 >= 2 and src.value == orig // 32:
+            self.tie(src, self.block, "({value} / 32)")
+
+    def block_pow2(self) -> None:
+        """A tree reduction whose first stride comes from the block size (``for (s = BLOCK / 2; s > 0;
+        s >>= 1)``) needs a power-of-two block: the domain is narrowed to powers of two and constrained."""
+        if self.block is None:
+            return
+        p = self.params[self.block]
+        if p.kind != "block_size":
+            return
+        line = self._tree_reduction()
+        if line is None or not expr.FUNCTIONS["is_pow2"](p.original):
+            return
+        p.values = sorted({v for v in p.values if expr.FUNCTIONS["is_pow2"](v)} | {p.original})
+        self.constrain(f"is_pow2({p.name})")
+
+    def _tree_reduction(self) -> int | None:
+        """The 0-based line of a halving update (``s >>= 1``, ``s /= 2``, ``s = s / 2``) of a variable whose
+        start comes from the block size, or whose start is unknown; None when there is none."""
+        if self.body is None:
+            return None
+        names = self._block_names()
+        bp = self.params[self.block] if self.block else None
+        halvings: list[tuple[str, Node]] = []
+        inits: dict[str, list[Node]] = {}
+        for n in _walk(self.body):
+            if n.type == "init_declarator":
+                d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                if d is not None and v is not None and d.type == "identifier":
+                    inits.setdefault(self.f.t(d), []).append(v)
+                continue
+            if n.type != "assignment_expression":
+                continue
+            op, lt, rt = (n.child_by_field_name(x) for x in ("operator", "left", "right"))
+            if op is None or lt is None or rt is None or lt.type != "identifier":
+                continue
+            v, o = self.f.t(lt), self.f.t(op)
+            if (o == ">>=" and _int_literal(self.f.t(rt)) == 1) or (o == "/=" and _int_literal(self.f.t(rt)) == 2):
+                halvings.append((v, n))
+            elif o == "=" and rt.type == "binary_expression" and self.f.t(rt.child_by_field_name("left")) == v \
+                    and (self.f.t(rt.child_by_field_name("operator")), _int_literal(
+                        self.f.t(rt.child_by_field_name("right")))) in ((">>", 1), ("/", 2)):
+                halvings.append((v, n))
+            elif o == "=":
+                inits.setdefault(v, []).append(rt)
+
+        def from_block(x: Node) -> bool:
+            for y in _walk(x):
+                if y.type in ("identifier", "type_identifier") and self.f.t(y) in names:
+                    return True
+                if y.type == "number_literal":
+                    if self.by_key.get((y.start_byte, y.end_byte)) == self.block:
+                        return True
+                    if bp is not None and _int_literal(self.f.t(y)) in (bp.original, bp.original // 2):
+                        return True
+            return False
+
+        for v, n in halvings:
+            starts = inits.get(v, [])
+            if not starts or any(from_block(x) for x in starts):
+                return n.start_point.row
+        return None
+
+    def untied_block_literals(self) -> None:
+        """A literal in the kernel that looks like the block size (or half of it, or its warp count) next to
+        thread indices, but is not tied to the parameter (``if (tid < 128) red[tid] += red[tid + 128];``):
+        kerntune cannot tell what it means, so the block size stays fixed, and ``why`` says which literal."""
+        if self.block is None or self.body is None:
+            return
+        p = self.params[self.block]
+        if p.kind != "block_size" or len(p.values) == 1:
+            return
+        orig = p.original
+        suspects = {orig: "the block size"}
+        if orig // 2 >= 16:
+            suspects.setdefault(orig // 2, "half the block size")
+        if _WARP_RE.search(_strip_comments(self.body_text)) and orig // 32 >= 2:
+            suspects.setdefault(orig // 32, "the warp count of the block")
+        tvars = self._thread_vars() | {"threadIdx"}
+        for x in _walk(self.body):
+            if x.type != "number_literal" or (x.start_byte, x.end_byte) in self.by_key:
+                continue
+            v = _int_literal(self.f.t(x))
+            if v not in suspects:
+                continue
+            ctx = _statement_of(x)
+            ids = {self.f.t(y) for y in _walk(ctx) if y.type == "identifier"} if ctx is not None else set()
+            shared = ctx is not None and ctx.type == "declaration" and "__shared__" in self.f.t(ctx).split()
+            if not (ids & tvars or shared):
+                continue
+            line = x.start_point.row + 1
+            p.values = [orig]
+            p.why += (f"; fixed at {orig}: the literal {self.f.t(x)} at line {line} looks like {suspects[v]} "
+                      f"but kerntune cannot tie it to {p.name}; write it from {p.name} (or blockDim.x) to tune "
+                      "the block size")
+            self.notes.append(f"the block size {orig} stays fixed: the literal {self.f.t(x)} at line {line} looks like "
+                              f"{suspects[v]} but is not written from it")
+            return
+
+    def spec_launch(self) -> None:
+        """The kernel's spec gives the launch the tuner runs; when it writes the block size as a literal
+        (``block = "256"``) it must follow the block parameter, or every variant would run on the original
+        block (a shared array sized for 64 threads indexed by 256, a stride of 512 walked by 256 threads). Its
+        literal block size, and the block-size literals of its grid where the launch's own grid follows the
+        block (``cdiv(n, 128)``), become the parameter's names in the template's ``launch``; written in a
+        spec comment, they are also sites, so that a rewritten file's spec still matches its launch."""
+        if self.block is None:
+            return
+        from . import spec as spec_mod  # spec drafts through templatize: imported here, not at the top
+        try:
+            sp = spec_mod.find_spec(self.cf, self.k.name)
+        except KerntuneError:
+            return  # a broken spec is reported where it is used
+        if sp is None:
+            return
+        names = set(self.params)
+        edits: dict[tuple[str, int], list[tuple[int, int, str, int, str, str]]] = {}
+        block_params = [self.block, self.block_y]
+        for j, e in enumerate(sp.block):
+            pname = block_params[j] if j < len(block_params) else None
+            if pname is None or _expr_names(e) & names:
+                continue
+            node = _expr_int(e)
+            if node is not None and node[2] == self.params[pname].original:
+                edits[("block", j)] = [(node[0], node[1], pname, node[2], pname, "{value}")]
+        if sp.grid and not _expr_names(sp.grid[0]) & names:
+            got = self._spec_grid_edits(sp.grid[0])
+            if got:
+                edits[("grid", 0)] = got
+        if not edits:
+            return
+        launch = {"grid": list(sp.grid), "block": list(sp.block), "smem": sp.smem or "0"}
+        for (fld, j), es in edits.items():
+            text = launch[fld][j].encode("utf-8")
+            for a, b, rep, *_ in sorted(es, reverse=True):
+                text = text[:a] + rep.encode("utf-8") + text[b:]
+            launch[fld][j] = text.decode("utf-8")
+        self.launch = launch
+        if sp.span is None:  # a sidecar spec: the launch is all there is
+            return
+        for (fld, j), es in edits.items():
+            start = self._spec_string_start(sp, fld, j)
+            if start is None:
+                continue
+            for a, b, _rep, value, param, render in es:
+                sb, se = start + a, start + b  # a TOML string on one line
+                line, col = self.f.line_of(sb), sb - (self.f.data.rfind(b"\n", 0, sb) + 1)
+                src = _Source(Span(sb, se, line, col, line, col + (se - sb)), value,
+                              self.f.data[sb:se].decode("utf-8"), None, f"the spec's {fld} at line {line + 1}")
+                self.tie(src, param, render)
+
+    def _spec_grid_edits(self, e: str) -> list[tuple[int, int, str, int, str, str]]:
+        """Where the spec's grid expression ``e`` must name parameters: the block size where the launch's
+        grid follows the block (``cdiv(n, 128)``, ``(n + 127) / 128``), the items per thread next to it, a
+        fixed grid of a grid-stride loop."""
+        try:
+            tree = ast.parse(e.strip(), mode="eval")
+        except SyntaxError:
+            return []
+        lead = len(e) - len(e.lstrip())
+        offs = lambda n: (lead + n.col_offset, lead + n.end_col_offset)  # noqa: E731 (one line: UTF-8 offsets)
+        out = []
+        grid = next((p for p in self.params.values() if p.kind == "grid_size"), None)
+        if grid is not None and isinstance(tree.body, ast.Constant) and tree.body.value == grid.original:
+            a, b = offs(tree.body)
+            return [(a, b, grid.name, grid.original, grid.name, "{value}")]
+        if not self.grid_tied or self.block is None:
+            return []
+        bo = self.params[self.block].original
+        io = self.params[self.items].original if self.items else None
+        parents = {c: par for par in ast.walk(tree) for c in ast.iter_child_nodes(par)}
+        ints = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int]
+        exact = [n for n in ints if n.value == bo and isinstance(parents.get(n), (ast.BinOp, ast.Call))]
+        if not exact:
+            return []
+        for n in exact:
+            a, b = offs(n)
+            out.append((a, b, self.block, bo, self.block, "{value}"))
+        for n in ints:
+            par = parents.get(n)
+            if n in exact or par is None:
+                continue
+            a, b = offs(n)
+            if n.value == bo - 1 and isinstance(par, ast.BinOp):
+                additive = isinstance(par.op, ast.Add)  # n + 127 -> n + BLOCK - 1; else parenthesized
+                out.append((a, b, f"{self.block} - 1" if additive else f"({self.block} - 1)", bo - 1, self.block,
+                            "{value} - 1" if additive else "({value} - 1)"))
+            elif io is not None and n.value == io and isinstance(par, ast.BinOp) and isinstance(par.op, ast.Mult) \
+                    and any(o in exact for o in (par.left, par.right)):
+                out.append((a, b, self.items, io, self.items, "{value}"))
+        return out
+
+    def _spec_string_start(self, sp, fld: str, j: int) -> int | None:
+        """The byte offset in the file where the text of the spec comment's ``fld`` (its ``j``-th string,
+        for a list) starts; None when it cannot be found exactly as parsed."""
+        if sp.span is None or fld not in sp.lines:
+            return None
+        data = self.f.data
+        pos = 0
+        for _ in range(sp.lines[fld]):
+            pos = data.find(b"\n", pos) + 1
+            if pos == 0:
+                return None
+        m = re.compile(rb"\b" + fld.encode() + rb"\s*=\s*").match(data, data.find(fld.encode(), pos))
+        if m is None or m.start() >= sp.span.end:
+            return None
+        strings = list(re.compile(rb'"((?:[^"\\\n])*)"|\'([^\'\n]*)\'').finditer(data, m.end(), sp.span.end))
+        if j >= len(strings):
+            return None
+        sm = strings[j]
+        g = 1 if sm.group(1) is not None else 2
+        value = getattr(sp, fld)[j]
+        return sm.start(g) if sm.group(g).decode("utf-8", "replace") == value else None
 
     def launch_bounds(self) -> None:
         lb = self.k.launch_bounds
@@ -475,7 +895,8 @@ class _Analysis:
         src = r.resolve(self.f.node(lb[0].span))
         lb_name = None
         if src is None:
-            self.notes.append(f"__launch_bounds__({lb[0].text}) is not a constant")
+            if lb[0].text.strip() not in {tp.name for tp in self.k.template_params}:  # a template parameter follows
+                self.notes.append(f"__launch_bounds__({lb[0].text}) is not a constant")
         elif src.key in self.by_key:
             lb_name = self.by_key[src.key]
         elif self.block is not None and src.value == self.params[self.block].original:
@@ -540,6 +961,44 @@ def _in_arithmetic(f: _File, x: Node) -> bool:
     return False
 
 
+def _expr_names(e: str) -> set[str]:
+    try:
+        return expr.names(e)
+    except expr.ExprError:
+        return set()
+
+
+def _expr_int(e: str) -> tuple[int, int, int] | None:
+    """(start, end, value) of ``e`` when it is one integer literal (``"256"``), offsets in UTF-8 bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*", e)
+    return (m.start(1), m.end(1), int(m.group(1))) if m else None
+
+
+def _statement_of(x: Node) -> Node | None:
+    """The statement (or loop header, or declaration) around an expression node."""
+    n = x
+    while n.parent is not None:
+        par = n.parent
+        if par.type == "for_statement":
+            return n if n.type != "compound_statement" else None  # the initializer / condition / update
+        if n.type in ("expression_statement", "declaration", "return_statement", "condition_clause"):
+            return n
+        if par.type in ("if_statement", "while_statement") and n.type == "parenthesized_expression":
+            return n
+        n = par
+    return None
+
+
+def _launch_arg_names(f: _File, site: LaunchSite) -> list[str]:
+    """The identifiers a launch passes to the kernel as (parts of) its arguments."""
+    out = []
+    for a in site.args:
+        n = f.node(a.span)
+        if n is not None:
+            out += [f.t(x) for x in _walk(n) if x.type == "identifier"]
+    return out
+
+
 def _strip_comments(text: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
 
@@ -568,8 +1027,30 @@ def _check_supported(cf: CudaFile, k: Kernel) -> None:
                             cf.path, e.span.line, e.span.col)
 
 
+def _kernel(cf: CudaFile, name: str) -> Kernel:
+    """The kernel named ``name``; else a KerntuneError naming the file, the kernels it has (with their lines)
+    and the closest name, located at a function of that name that is not a kernel, the closest kernel, or the
+    file's first line."""
+    for k in cf.kernels:
+        if k.name == name:
+            return k
+    fn = re.compile(rf"\b{re.escape(name)}\s*\(")
+    plain = next((i for i, text in enumerate(_strip_comments(cf.text).split("\n")) if fn.search(text)), None)
+    note = f"; '{name}' at line {plain + 1} is not a __global__ function" if plain is not None else ""
+    if not cf.kernels:
+        raise KerntuneError(f"no __global__ kernel named '{name}': this file has no __global__ kernels{note}",
+                            cf.path, plain or 0, 0)
+    close = difflib.get_close_matches(name, [k.name for k in cf.kernels], 1, 0.5)
+    at = next(k for k in cf.kernels if k.name == close[0]) if close else cf.kernels[0]
+    have = ", ".join(f"{k.name} (line {k.name_span.line + 1})" for k in cf.kernels)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    line, col = (plain, 0) if plain is not None else (at.name_span.line, at.name_span.col)
+    raise KerntuneError(f"no __global__ kernel named '{name}' (kernels in this file: {have}){note}{hint}", cf.path,
+                        line, col)
+
+
 def _analyze(cf: CudaFile, kernel: str) -> _Analysis:
-    k = cf.kernel(kernel)
+    k = _kernel(cf, kernel)
     _check_supported(cf, k)
     a = _Analysis(cf, k)
     a.run()
@@ -580,18 +1061,24 @@ def _analyze(cf: CudaFile, kernel: str) -> _Analysis:
 def tunable_sites(cf: CudaFile, kernel: str) -> list[Site]:
     """The hard-coded tunable places of ``kernel`` (empty when there are none or it cannot be analyzed)."""
     try:
-        return _analyze(cf, kernel).sites()
+        a = _analyze(cf, kernel)
     except KerntuneError:
         return []
+    if all(len(p.values) == 1 for p in a.params.values()):
+        return []  # templatize says why there is nothing to tune
+    return a.sites()
 
 
-def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: list[Site]) -> str:
+def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: list[Site],
+                  launch: dict | None = None) -> str:
     """The file with every site replaced by its macro, behind the params header.
 
     nvcc does not macro-expand ``#pragma unroll N`` but evaluates N as a constant expression, so a parameter
     used there becomes a ``constexpr int`` of the macro's name (the macro is read, then undefined). The
     header's last line is a ``#line`` directive continued onto the end marker, so that nvcc reports the
-    user's own line numbers and ``apply.strip_header`` still removes the whole header."""
+    user's own line numbers and ``apply.strip_header`` still removes the whole header. A ``launch`` (the
+    spec's, tied to the parameters) is written in the header too: variants of the same text launched
+    differently are different templates."""
     data = cf.text.encode("utf-8")
     out, pos = [], 0
     for s in sorted(sites, key=lambda s: s.span.start):
@@ -602,6 +1089,9 @@ def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: li
     in_pragma = {p.name for p in params.values() if p.kind == "unroll"}
     lines = [HEADER_BEGIN,
              f"// kerntune: structural template of kernel '{kernel}'; compile with -DKT_<PARAM>=<value>"]
+    if launch:
+        lines.append("// kerntune: launched on grid ({}) x block ({}), smem {}".format(
+            ", ".join(_as_list(launch.get("grid"))), ", ".join(_as_list(launch.get("block"))), launch.get("smem") or 0))
     for p in params.values():
         m = macro_name(p.name)
         lines += [f"// {p.name} ({p.kind}): {p.why}", f"#ifndef {m}", f"#define {m} {p.original}", "#endif"]
@@ -620,18 +1110,23 @@ def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
     and the reason) when there is nothing to tune or the kernel cannot be analyzed."""
     a = _analyze(cf, kernel)
     k = a.k
-    if not a.params:
+    if not a.params or all(len(p.values) == 1 for p in a.params.values()):
         raise KerntuneError(f"nothing to tune in kernel '{kernel}': {a.why_nothing()}. kerntune lifts constant "
-                            "block sizes at a launch in this file, fixed grids of grid-stride loops, "
-                            "#pragma unroll N, __launch_bounds__ and integer template arguments",
+                            "block sizes at a launch in this file (with what assumes them), fixed grids and items "
+                            "per thread of grid-stride loops, #pragma unroll N, __launch_bounds__ and integer "
+                            "template arguments",
                             cf.path, k.name_span.line, k.name_span.col)
     params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why)
               for n, p in a.params.items()}
     sites = a.sites()
     space = ParamSpace(kernel=kernel, params=params, constraints=list(a.constraints))
     return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text,
-                          text=template_text(cf, kernel, params, sites), space=space, sites=sites,
-                          origin="structural", launch=None, entry=None)
+                          text=template_text(cf, kernel, params, sites, a.launch), space=space, sites=sites,
+                          origin="structural", launch=a.launch, entry=None)
+
+
+def _as_list(v) -> list[str]:
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else [str(v)]
 
 
 # --------------------------------------------------------------------------------------------- launch exprs
@@ -761,10 +1256,6 @@ class _Conv:
         return [_strip_outer(self.conv(c)) for c in comps] or ["1"]
 
 
-def _wrap(s: str) -> str:
-    return s if _atomic(s) else f"({s})"
-
-
 def _atomic(s: str) -> bool:
     return bool(re.fullmatch(r"[\w.]+", s))
 
@@ -790,7 +1281,7 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
     """The launch site's configuration in the expression language: ``{"grid": [...], "block": [...],
     "smem": str, "args": [...], "names": [...]}`` with host locals inlined and, given ``template``, its
     tunable sites replaced by parameter names. ``names`` are the free host names left (sizes to define)."""
-    k = cf.kernel(kernel)
+    k = _kernel(cf, kernel)
     if not k.launch_sites:
         raise KerntuneError(f"kernel '{kernel}' is not launched in this file: write the spec's grid and block "
                             "by hand", cf.path, k.name_span.line, k.name_span.col)
@@ -802,7 +1293,8 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
     site_params: dict[tuple[int, int], str] = {}
     params: set[str] = set()
     if template is not None and template.original_text == cf.text:
-        site_params = {(s.span.start, s.span.end): _wrap(s.render.format(value=s.param)) for s in template.sites}
+        site_params = {(s.span.start, s.span.end): s.render.format(value=s.param) if s.render != "{value}"
+                       else s.param for s in template.sites}  # renders carry their own parentheses
         params = set(template.space.params)
     c = _Conv(f, ls, site_params)
     out = {"grid": c.config(f.node(ls.config[0].span)),
