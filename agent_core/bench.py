@@ -503,6 +503,10 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
     name = backend_name or getattr(backend, "name", "?")
     doc = new_document(kernels, name, options, command)
     done = finished_records(out_dir, options) if resume else {}
+    names = {bk.name for bk in kernels}
+    for name, rec in done.items():  # kernels of the earlier run that this one (--only) does not name
+        if name not in names:
+            doc["kernels"].append(rec)
     for bk in kernels:
         if bk.name in done:
             doc["kernels"].append(done[bk.name])
@@ -511,7 +515,8 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
                 doc["device"] = to_plain(dev) if dev else {"name": done[bk.name]["device"]}
             doc["copy_bw_gbps"] = doc["copy_bw_gbps"] or done[bk.name].get("copy_bw_gbps")
     if done:
-        doc["resumed"] = sorted(n for n in done if any(k.name == n for k in kernels))
+        doc["resumed"] = sorted(done)
+        doc["planned"] = len(names | set(done))
     write_results(doc, out_dir)
     try:
         _run_kernels(doc, [k for k in kernels if k.name not in done], backend, store, out_dir, options, on_event,
