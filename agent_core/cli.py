@@ -414,6 +414,17 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         sys.exit(1)
 
 
+def _run_end_session(store, summary: dict):
+    """The session that ended the optimize run the best result belongs to (its llm_summary step lists the
+    run's sessions); the best session itself when no such step exists."""
+    best = summary.get("session_id")
+    for sid in summary.get("sessions") or []:  # newest first
+        for st in store.steps(sid):
+            if st["kind"] == "llm_summary" and best in ((st.get("data") or {}).get("sessions") or []):
+                return sid
+    return best
+
+
 def _print_recorded_calls(store, session_id) -> None:
     """The model calls an `optimize` with an LLM recorded: those of every round of the run when this session
     ended one (its llm_summary step lists the rounds' sessions), else those attached to this session."""
@@ -452,7 +463,7 @@ def results(file, kernel, store_path):
     if not s:
         raise KerntuneError(f"no finished tuning session for kernel '{kernel}' in {p}")
     print_summary(s)
-    _print_recorded_calls(store, s.get("session_id"))
+    _print_recorded_calls(store, _run_end_session(store, s))
     if s.get("stale"):
         out.print("[yellow]stale: the file has changed since this result was measured[/]")
 
