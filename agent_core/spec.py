@@ -136,41 +136,23 @@ def parse_spec(data: dict, kernel: str, origin: str, path: str | None = None, li
 
 
 # --------------------------------------------------------------------------------------------- finding
+_LEX = re.compile(r"""
+    (?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
+  | (?P<space>\s+)
+  | (?P<string>(?P<q>["'])(?:\\.|(?!(?P=q))[^\\\n])*(?:(?P=q)|\n|\\\Z)?)
+  | (?P<code>(?:[^\s"'/]|/(?![/*]))+|.)
+""", re.S | re.X)
+
+
 def _segments(text: str, end: int, start: int = 0) -> list[tuple[str, int, int]]:
     """Lex ``text[start:end]`` into ("comment"|"code"|"space", start, end) segments (strings count as code);
     ``start`` must not be inside a comment or a string."""
     out: list[tuple[str, int, int]] = []
-    i = start
-    while i < end:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = end if j < 0 or j > end else j
-            out.append(("comment", i, j))
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = end if j < 0 else min(j + 2, end)
-            out.append(("comment", i, j))
-            i = j
-        elif c.isspace():
-            j = i
-            while j < end and text[j].isspace():
-                j += 1
-            out.append(("space", i, j))
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < end and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(("code", i, min(j + 1, end)))
-            i = min(j + 1, end)
-        else:
-            j = i
-            while j < end and not text[j].isspace() and not text.startswith(("//", "/*"), j) and text[j] not in "\"'":
-                j += 1
-            out.append(("code", i, max(j, i + 1)))
-            i = max(j, i + 1)
+    for m in _LEX.finditer(text, start):  # tokens may look past ``end`` (a "/" before it starting "//"): cut
+        if m.start() >= end:
+            break
+        kind = m.lastgroup
+        out.append(("code" if kind in ("string", "q") else kind, m.start(), min(m.end(), end)))
     return out
 
 

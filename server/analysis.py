@@ -156,31 +156,111 @@ def _compute(doc: Doc, k: Kernel, ws_params: list[str]) -> KernelFacts:
     return facts
 
 
-def kernel_facts(docs: Documents, doc: Doc, k: Kernel) -> KernelFacts:
-    """Facts for kernel ``k`` of ``doc``'s current version (cached)."""
-    def compute() -> KernelFacts:
+def facts_and_shift(docs: Documents, doc: Doc, k: Kernel) -> tuple[KernelFacts, int]:
+    """(facts, dl): kernel ``k``'s facts as they were computed or last moved, and how many lines everything
+    they place has moved since. An edit above a kernel moves it and all it refers to by the same number of
+    lines; the facts are then kept as they are (dl != 0) and the diagnostics' JSON is shifted (see
+    diagnostics.diagnostics_json) instead of moving and re-serializing every kernel below the edit."""
+    def compute() -> tuple[KernelFacts, int]:
         errors = kernel_has_errors(doc.cf, k)
         if errors:
-            return KernelFacts(name=k.name, syntax_errors=list(errors))
+            return KernelFacts(name=k.name, syntax_errors=list(errors)), 0
         ws_params, stamp = _workspace_params(doc, k.name)
         side_stamp = doc.memo("sidecar", lambda: _mtime(spec_mod.sidecar_path(doc.path)))
         key = (kernel_key(doc, k), stamp, side_stamp)
         anchors = _anchors(doc, k)
         hit = docs.kernel_cache.get((doc.uri, k.name))
-        if hit is not None and hit[0] == key:
-            old_anchors, facts = hit[1], hit[2]
+        if hit is not None and hit[0] == key and len(hit[1]) == len(anchors):
+            old_anchors, facts, used = hit[1], hit[2], hit[3]
             if _lines_cols(old_anchors) == _lines_cols(anchors):
-                # only byte offsets moved (an edit earlier on another line of the file... or none): the
-                # editor's features use lines and columns, so the facts stand as they are; their spans stay
-                # consistent with the anchors kept beside them
-                return facts
+                # only byte offsets moved (an edit earlier on the same line... or none): the editor's features
+                # use lines and columns, so the facts stand as they are; their spans stay consistent with the
+                # anchors kept beside them
+                return facts, 0
+            dl = _uniform_shift(old_anchors, anchors, used)
+            if dl is not None:
+                return facts, dl
             facts = _moved_facts(facts, old_anchors, anchors, doc.path)
         else:
             facts = _compute(doc, k, ws_params)
-        docs.kernel_cache[(doc.uri, k.name)] = (key, anchors, facts)
-        return facts
+        docs.kernel_cache[(doc.uri, k.name)] = (key, anchors, facts, _used_anchors(facts, anchors, doc.path))
+        return facts, 0
 
-    return doc.memo(("facts", k.name), compute)
+    return doc.memo(("facts+shift", k.name), compute)
+
+
+def kernel_facts(docs: Documents, doc: Doc, k: Kernel) -> KernelFacts:
+    """Facts for kernel ``k`` of ``doc``'s current version, positions up to date (cached)."""
+    facts, dl = facts_and_shift(docs, doc, k)
+    if dl == 0:
+        return facts
+    return doc.memo(("facts", k.name), lambda: _shifted_facts(facts, dl, doc.path))
+
+
+def _used_anchors(facts: KernelFacts, anchors: list[Span], path: str) -> frozenset[int] | None:
+    """The anchors that the facts place something in (a site) or refer to ("at line N", the spec error's
+    line); None when they refer to a line outside every anchor (those facts are always moved, not shifted)."""
+    used = {0, 1}  # the kernel (its name) and the text above it (the spec comment)
+
+    def anchor_of_line(line: int) -> int | None:
+        return next((i for i, a in enumerate(anchors) if a.line <= line <= a.end_line), None)
+
+    for st in facts.sites:
+        i = next((i for i, a in enumerate(anchors) if a.start <= st.span.start and st.span.end <= a.end), None)
+        if i is None:
+            i = anchor_of_line(st.span.line)
+        if i is None:
+            return None
+        used.add(i)
+    texts = [p.why for p in facts.params.values()]
+    lines: list[int] = []
+    for e in (facts.template_error, facts.spec_error):
+        if e is not None:
+            texts.append(e.message)
+            if e.line is not None and e.path in (None, "", path):
+                lines.append(e.line)
+    lines += [int(m.group(1)) - 1 for t in texts for m in _LINE_REF.finditer(t)]
+    for line in lines:
+        i = anchor_of_line(line)
+        if i is None:
+            return None
+        used.add(i)
+    return frozenset(used)
+
+
+def _uniform_shift(old: list[Span], new: list[Span], used: frozenset[int] | None) -> int | None:
+    """How many lines every used anchor moved, when they all moved by the same number and kept their columns."""
+    if used is None:
+        return None
+    dl = None
+    for i in used:
+        a, b = old[i], new[i]
+        if a.col != b.col or a.end_col != b.end_col or b.end_line - b.line != a.end_line - a.line:
+            return None
+        if dl is None:
+            dl = b.line - a.line
+        elif dl != b.line - a.line:
+            return None
+    return dl
+
+
+def _shifted_facts(facts: KernelFacts, dl: int, path: str) -> KernelFacts:
+    """``facts`` moved down ``dl`` lines (all of it: see ``_uniform_shift``)."""
+    def sp(s: Span) -> Span:
+        return Span(s.start, s.end, s.line + dl, s.col, s.end_line + dl, s.end_col)
+
+    def relined(text: str) -> str:
+        return _LINE_REF.sub(lambda m: f"line {int(m.group(1)) + dl}", text)
+
+    def moved_error(e: KerntuneError | None) -> KerntuneError | None:
+        if e is None:
+            return None
+        same_file = e.line is not None and e.path in (None, "", path)
+        return KerntuneError(relined(e.message), e.path, e.line + dl if same_file else e.line, e.col, e.field_name)
+
+    return replace(facts, sites=[replace(st, span=sp(st.span)) for st in facts.sites],
+                   params={n: replace(p, why=relined(p.why)) for n, p in facts.params.items()},
+                   template_error=moved_error(facts.template_error), spec_error=moved_error(facts.spec_error))
 
 
 def all_facts(docs: Documents, doc: Doc) -> list[tuple[Kernel, KernelFacts]]:

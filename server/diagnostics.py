@@ -4,11 +4,12 @@ invalid: warning at the field), kernels kerntune cannot tune, and the tuning res
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lsprotocol import types as lsp
 
-from .analysis import KernelFacts, all_facts
+from .analysis import KernelFacts, all_facts, facts_and_shift, kernel_facts
 from .documents import Doc, Documents
 from .results import Results
 
@@ -123,11 +124,15 @@ def diagnostics(docs: Documents, doc: Doc, results: Results, encoding: str) -> l
     return out
 
 
+_JSON_LINE = re.compile(r'"line": (\d+)|\bline (\d+)')
+
+
 def diagnostics_json(docs: Documents, doc: Doc, results: Results, encoding: str, converter: Any) -> tuple[str, int]:
     """The same diagnostics as ``diagnostics``, as the JSON text of the array and how many. Each kernel's
-    facts-only diagnostics are serialized once and reused until they change: re-serializing hundreds of
-    diagnostics on every keystroke costs more than computing what changed."""
-    cache = docs.diag_cache.setdefault(doc.uri, {})
+    facts-only diagnostics are serialized once, as a template whose line numbers (the ranges' and the
+    messages' "at line N") are filled in for where the kernel stands now: an edit above a hundred kernels
+    moves them all, and re-serializing hundreds of diagnostics on every keystroke costs more than the rest."""
+    templates = docs.diag_templates.setdefault(doc.uri, {})
     memo = docs.diag_json_memo.setdefault(doc.uri, {})
     if len(memo) > 4096:
         memo.clear()
@@ -137,21 +142,45 @@ def diagnostics_json(docs: Documents, doc: Doc, results: Results, encoding: str,
     def dumps(d: lsp.Diagnostic) -> str:
         return json.dumps(converter.unstructure(d))
 
-    for k, facts in all_facts(docs, doc):
-        entry = _static_cached(doc, k, facts, encoding, cache)
-        if entry[1] is None:
-            entry[1] = ", ".join(dumps(d) for d in entry[0])
-        if entry[1]:
-            parts.append(entry[1])
-            n += len(entry[0])
+    if doc.cf is None:
+        return "[]", 0
+    for k in doc.cf.kernels:
+        facts, dl = facts_and_shift(docs, doc, k)
+        ns = k.name_span
+        key = (encoding, ns.col, ns.end_col, ns.end_line - ns.line)
+        hit = templates.get(k.name)
+        if hit is not None and hit[0] is facts and hit[1] == key:
+            texts, nums, count = hit[2]
+        else:
+            static = _static_diagnostics(doc, k, kernel_facts(docs, doc, k), encoding)
+            text = ", ".join(dumps(d) for d in static)
+            texts, nums, pos = [], [], 0
+            for m in _JSON_LINE.finditer(text):
+                g = 1 if m.group(1) is not None else 2
+                texts.append(text[pos:m.start(g)])
+                nums.append(int(m.group(g)) - dl)  # where it was when the facts were made
+                pos = m.end(g)
+            texts.append(text[pos:])
+            count = len(static)
+            templates[k.name] = (facts, key, (texts, nums, count))
+        if count:
+            if nums:
+                out = [texts[0]]
+                for t, v in zip(texts[1:], nums):
+                    out.append(str(v + dl))
+                    out.append(t)
+                parts.append("".join(out))
+            else:
+                parts.append(texts[0])
+            n += count
         if facts.syntax_errors:
             continue
         for d in _result_diagnostics(doc, k, results, encoding):
             r = d.range
-            key = (r.start.line, r.start.character, r.end.line, r.end.character, d.code, d.message)
-            text = memo.get(key)
+            key2 = (r.start.line, r.start.character, r.end.line, r.end.character, d.code, d.message)
+            text = memo.get(key2)
             if text is None:
-                text = memo[key] = dumps(d)
+                text = memo[key2] = dumps(d)
             parts.append(text)
             n += 1
     return "[" + ", ".join(parts) + "]", n

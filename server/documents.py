@@ -132,6 +132,7 @@ class Documents:
         # per document: kernel -> (facts, key, the diagnostics that depend on them only)
         self.diag_cache: dict[str, dict[str, tuple]] = {}
         self.diag_json_memo: dict[str, dict[tuple, str]] = {}  # per document: the result hints' JSON
+        self.diag_templates: dict[str, dict[str, tuple]] = {}  # per document: kernel -> JSON template
 
     def get(self, uri: str) -> Doc | None:
         return self.docs.get(uri)
@@ -149,6 +150,7 @@ class Documents:
             del self.kernel_cache[key]
         self.diag_cache.pop(uri, None)
         self.diag_json_memo.pop(uri, None)
+        self.diag_templates.pop(uri, None)
 
     def change(self, uri: str, changes: list, version: int) -> Doc | None:
         doc = self.docs.get(uri)

@@ -574,8 +574,14 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
     edit, the diagnostics, lenses and inlay positions of a document opened fresh with the same text."""
     import random
 
-    from server.diagnostics import diagnostics
+    import json
+
+    from pygls.protocol import default_converter
+
+    from server.analysis import kernel_facts
+    from server.diagnostics import diagnostics, diagnostics_json
     from server.documents import Documents
+    from server.hints import inlay_hints
     from server.lenses import code_lenses
     from server.results import Results
 
@@ -588,28 +594,52 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
     snippets = ["", " ", "\n", "x", "}", "{", "/*", "*/", "//", "ü😀", "\n\n", "#define BLOCK 64\n",
                 "#pragma unroll 8\n", "const int N = 7;\n", "/* kerntune:\nsizes = []\n*/\n", "256", "__global__ "]
 
+    converter = default_converter()
+
     def view(docs, doc):
         ds = sorted((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
                      d.message) for d in diagnostics(docs, doc, Results(), "utf-16"))
+        # what is published: the JSON put together from per-kernel templates, shifted when kernels moved
+        array, n = diagnostics_json(docs, doc, Results(), "utf-16", converter)
+        published = json.loads(array)
+        assert len(published) == n
+        js = sorted((d["code"], d["range"]["start"]["line"], d["range"]["start"]["character"],
+                     d["range"]["end"]["line"], d["range"]["end"]["character"], d["message"]) for d in published)
+        assert js == ds
         ls = [(lz.range.start.line, lz.range.start.character, lz.command.title) for lz in
               code_lenses(doc, Results(), "utf-16")]
-        return ds, ls
+        hs = sorted((h.position.line, h.position.character) for h in inlay_hints(
+            docs, doc, AllResults(), lsp.Range(start=lsp.Position(line=0, character=0),
+                                               end=lsp.Position(line=10_000, character=0)), "utf-16"))
+        return ds, ls, hs
+
+    class AllResults(Results):
+        """Every kernel has a best configuration: every site gets an inlay hint."""
+
+        def summary(self, doc, kernel):
+            facts = kernel_facts(docs_of[doc.uri], doc, doc.kernel(kernel))
+            return {"best_params": {p: 1 for p in facts.params}, "device": "test", "stale": False}
 
     texts = [FIXTURE.read_text(), (FIXTURES / "row_sum.cu").read_text(), generate(300)]
     for n, text in enumerate(texts):
         uri = (tmp_path / f"f{n}.cu").as_uri()
         docs = Documents()
         doc = docs.open(uri, text, 1)
+        docs_of = {}
         for step in range(25):
             lines = doc.text.split("\n")
-            line = rng.randrange(len(lines))
+            # the first edits above everything: every kernel below moves (its facts shift, not recomputed)
+            line = 0 if step < 4 else rng.randrange(len(lines))
             a = rng.randrange(len(lines[line]) + 1)
             b = min(len(lines[line]), a + rng.choice([0, 0, 1, 4]))
             ch = lsp.TextDocumentContentChangePartial(
                 range=lsp.Range(start=lsp.Position(line=line, character=len(lines[line][:a].encode("utf-16-le")) // 2),
                                 end=lsp.Position(line=line, character=len(lines[line][:b].encode("utf-16-le")) // 2)),
-                text=rng.choice(snippets))
+                text=rng.choice(snippets) if step >= 4 else "// one more line\n")
             doc = docs.change(uri, [ch], step + 2)
             fresh_docs = Documents()  # another server's view of the same file
             fresh = fresh_docs.open(uri, doc.text, 1)
-            assert view(docs, doc) == view(fresh_docs, fresh), (n, step, ch)
+            docs_of[uri] = docs
+            mine = view(docs, doc)
+            docs_of[uri] = fresh_docs
+            assert mine == view(fresh_docs, fresh), (n, step, ch)
