@@ -116,14 +116,20 @@ class _Builder:
         if prev is not None:
             prev_index, prev_macros, _ = prev
             for ch in chunks:
-                if not ch.node.has_error:
-                    got = prev_index.get(ch.key)
-                    if got is not None:
-                        ch.facts = got.moved_to(ch.node)
+                got = prev_index.get(ch.key)
+                if got is None or ch.error:
+                    continue
+                if got.empty:  # nothing in it (most chunks: host code, comments): nothing to move
+                    ch.facts = got
+                    continue
+                pt = ch.node.start_point
+                if pt.column == got.col:  # on another column its facts' columns would be off: redone
+                    ch.facts = got.moved_to(ch.start, pt.row)
         missing = [ch for ch in chunks if ch.facts is None]
         found = self._query(missing)
         for ch in missing:  # defines first: kernels declared through a macro depend on all of them
-            ch.facts = _ChunkFacts(ch.node.start_byte, ch.node.start_point.row,
+            pt = ch.node.start_point
+            ch.facts = _ChunkFacts(ch.start, pt.row, pt.column,
                                    defines=[d for d in map(self.define, found[id(ch)]["define"]) if d is not None])
         defines = [d for ch in chunks for d in ch.facts.defines]
         macro_globals = {d.name for d in defines if "__global__" in d.value.split()}
@@ -137,7 +143,7 @@ class _Builder:
             f.kernels = [k for k in (self.kernel(n, macro_globals) for n in got["function"]) if k is not None]
             f.launches = [x for x in (self.launch(n, []) for n in got["launch"]) if x is not None]
             f.consts = [(g.end_byte, self.declared(g)) for g in got["global"] if _is_constant_decl(self, g)]
-        kernels = [dataclasses.replace(k, launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
+        kernels = [_with(k, launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
         consts = [c for ch in chunks for c in ch.facts.consts]  # file-scope constants, in order
         by_name = {k.name: k for k in kernels}
         for ch in chunks:
@@ -152,10 +158,9 @@ class _Builder:
                     for v in vs:
                         host_vars[v.name] = v
                 host_vars.update(site.host_vars)
-                k.launch_sites.append(dataclasses.replace(site, host_vars=host_vars))
+                k.launch_sites.append(_with(site, host_vars=host_vars))
         cf = CudaFile(self.path, self.text, kernels, defines, self.errors(root))
-        cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.node.has_error}, macro_globals,
-                      [ch.facts for ch in chunks])
+        cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.error}, macro_globals, [ch.facts for ch in chunks])
         return cf
 
     def _query(self, chunks: list["_Chunk"], query: Query = _FILE_QUERY) -> dict[int, dict[str, list[Node]]]:
@@ -512,49 +517,61 @@ _SPLIT_BYTES = 4096  # containers larger than this are cut into their children
 
 @dataclasses.dataclass
 class _ChunkFacts:
-    """What ``build`` found in one chunk: positions as they were when the chunk stood at (start, row)."""
+    """What ``build`` found in one chunk: positions as they were when the chunk stood at (start, row, col)."""
     start: int
     row: int
+    col: int
     defines: list[Define] = dataclasses.field(default_factory=list)
     kernels: list[Kernel] = dataclasses.field(default_factory=list)  # without launch sites
     launches: list[LaunchSite] = dataclasses.field(default_factory=list)  # host_vars: the locals only
     consts: list[tuple[int, list[HostVar]]] = dataclasses.field(default_factory=list)  # (end byte, vars)
 
-    def moved_to(self, node: Node) -> "_ChunkFacts":
-        db, dr = node.start_byte - self.start, node.start_point.row - self.row
+    @property
+    def empty(self) -> bool:
+        return not (self.defines or self.kernels or self.launches or self.consts)
+
+    def moved_to(self, start: int, row: int) -> "_ChunkFacts":
+        db, dr = start - self.start, row - self.row
         if db == 0 and dr == 0:
             return self
-        if not (self.defines or self.kernels or self.launches or self.consts):
-            return _ChunkFacts(node.start_byte, node.start_point.row, self.defines, self.kernels, self.launches,
-                               self.consts)  # nothing in it to move (most chunks: host code, comments)
-        return _ChunkFacts(node.start_byte, node.start_point.row, _moved(self.defines, db, dr),
-                           _moved(self.kernels, db, dr), _moved(self.launches, db, dr),
-                           [(end + db, _moved(vs, db, dr)) for end, vs in self.consts])
+        return _ChunkFacts(start, row, self.col, _moved(self.defines, db, dr), _moved(self.kernels, db, dr),
+                           _moved(self.launches, db, dr), [(end + db, _moved(vs, db, dr)) for end, vs in self.consts])
 
 
-@dataclasses.dataclass
 class _Chunk:
-    node: Node
-    key: tuple
-    facts: _ChunkFacts | None = None
+    __slots__ = ("node", "key", "start", "error", "facts")
+
+    def __init__(self, node: Node, key: tuple, start: int):
+        self.node, self.key, self.start = node, key, start
+        self.error = node.has_error
+        self.facts: _ChunkFacts | None = None
 
 
 def _chunks(root: Node, data: bytes) -> list[_Chunk]:
-    """The file cut into chunks, in order. A chunk's key is what its facts depend on: its text, its type,
-    the type of what contains it and the column it starts at (so that moved facts keep their columns)."""
+    """The file cut into chunks, in order. A chunk's key is what its facts depend on: its text, its type and
+    the type of what contains it (the column it starts at is checked when its facts are reused)."""
     out: list[_Chunk] = []
-    stack = [root]
-    while stack:
-        parent = stack.pop()
-        kids = parent.children
-        for i in range(len(kids) - 1, -1, -1):
-            c = kids[i]
-            if c.type in _CONTAINERS and c.end_byte - c.start_byte > _SPLIT_BYTES:
-                stack.append(c)
+
+    def walk(parent: Node) -> None:
+        ptype = parent.type
+        for c in parent.children:
+            s, e, t = c.start_byte, c.end_byte, c.type
+            if t in _CONTAINERS and e - s > _SPLIT_BYTES:
+                walk(c)
             else:
-                out.append(_Chunk(c, (parent.type, c.type, c.start_point.column, data[c.start_byte:c.end_byte])))
-    out.sort(key=lambda ch: ch.node.start_byte)
+                out.append(_Chunk(c, (ptype, t, data[s:e]), s))
+
+    walk(root)
     return out
+
+
+def _with(x, **changes):
+    """A shallow copy of dataclass ``x`` with ``changes`` (``dataclasses.replace`` without re-running
+    ``__init__``: the chunk facts are copied for every build)."""
+    y = object.__new__(type(x))
+    y.__dict__.update(x.__dict__)
+    y.__dict__.update(changes)
+    return y
 
 
 _MOVABLE: dict[type, tuple[str, ...]] = {}  # per dataclass: the fields that can hold a Span

@@ -108,19 +108,38 @@ def _workdir(path: str):
     return wd
 
 
+_SPACES: dict[str, tuple[tuple, list[str]]] = {}  # space file -> (stamp, its parameters)
+
+
 def _workspace_params(doc: Doc, kernel: str) -> tuple[list[str], tuple]:
+    """The parameters of the kernel's space file in .kerntune/ (the user may have edited it), and its stamp."""
+    names = doc.memo("workdir", lambda: _listdir(_workdir(doc.path)))  # once per version, not per kernel
     _, sname = template_file_names(doc.path, kernel)
+    if sname not in names:
+        return [], ()
     spath = _workdir(doc.path) / sname
     try:
         st = os.stat(spath)
     except OSError:
         return [], ()
     stamp = (st.st_mtime_ns, st.st_size)
+    hit = _SPACES.get(str(spath))
+    if hit is not None and hit[0] == stamp:
+        return hit[1], stamp
     try:
         space, _ = space_from_toml(spath.read_text(encoding="utf-8"), str(spath), None)
-        return list(space.params), stamp
+        params = list(space.params)
     except Exception:  # reported when the template is used
-        return [], stamp
+        params = []
+    _SPACES[str(spath)] = (stamp, params)
+    return params, stamp
+
+
+def _listdir(path) -> frozenset[str]:
+    try:
+        return frozenset(os.listdir(path))
+    except OSError:
+        return frozenset()
 
 
 def _mtime(p) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from .analysis import kernel_facts
+from .analysis import facts_and_shift
 from .documents import Doc, Documents
 from .results import Results
 
@@ -35,15 +35,16 @@ def inlay_hints(docs: Documents, doc: Doc, results: Results, rng: lsp.Range, enc
         params, note = best_params(doc, k.name, results)
         if not params:
             continue
-        facts = kernel_facts(docs, doc, k)
+        facts, dl = facts_and_shift(docs, doc, k)  # dl: lines the kernel moved since (see analysis)
+        stale = "stale" in note
         for site in facts.sites:
-            if site.span.end_line < first or site.span.end_line > last or site.param not in params:
+            line = site.span.end_line + dl
+            if line < first or line > last or site.param not in params:
                 continue
             value = params[site.param]
-            stale = "stale" in note
             label = f"→ {value}" + ("?" if stale else "")
             tip = f"kerntune: {site.param} = {value}, {note} (original {site.original_text})"
-            out.append(lsp.InlayHint(position=doc.index.position(site.span.end_line, site.span.end_col, encoding),
+            out.append(lsp.InlayHint(position=doc.index.position(line, site.span.end_col, encoding),
                                      label=label, kind=lsp.InlayHintKind.Parameter, padding_left=True,
                                      tooltip=tip))
     return out
