@@ -1,6 +1,7 @@
-"""The tuning job, off the event loop: prepare, open the backend, run ``tuner.tune`` in a thread (the GPU
-backend runs the kernels in worker processes), report `$/progress` with the best so far, and cancel from
-the progress notification or the Cancel command."""
+"""The tuning job, off the event loop: prepare, open the backend, run the optimize loop (``agent.optimize``:
+rounds of ``tuner.tune`` over the structural template, the expert templates that match, and LLM proposals
+when an endpoint is configured) in a thread (the GPU backend runs the kernels in worker processes), report
+`$/progress` with the best so far, and cancel from the progress notification or the Cancel command."""
 
 from __future__ import annotations
 
@@ -61,6 +62,25 @@ def expected_evaluations(prep, options: TuneOptions) -> int:
     return options.budget
 
 
+DEFAULT_ROUNDS = 3
+
+
+def rounds_from(settings: dict | None, override: dict | None) -> tuple[int, bool]:
+    """(most rounds, use the expert templates) from ``kerntune.tuning.rounds`` / ``.experts`` or the override."""
+    t = dict((settings or {}).get("tuning") or {})
+    t.update(override or {})
+    rounds = int(t["rounds"]) if t.get("rounds") else DEFAULT_ROUNDS
+    return max(1, rounds), bool(t.get("experts", True))
+
+
+def llm_from(settings: dict | None):
+    """LLM settings from ``kerntune.llm.endpoint`` / ``.model`` (else $KERNTUNE_LLM_BASE_URL / _MODEL); the key
+    only from the environment ($KERNTUNE_LLM_API_KEY, which the extension sets from SecretStorage). None: offline."""
+    from agent_core.llm.config import settings_from_env
+    llm = dict((settings or {}).get("llm") or {})
+    return settings_from_env(base_url=llm.get("endpoint") or None, model=llm.get("model") or None)
+
+
 def options_from(settings: dict | None, override: dict | None) -> TuneOptions:
     t = dict((settings or {}).get("tuning") or {})
     t.update(override or {})
@@ -95,6 +115,13 @@ class TuningJobs:
             return {"status": "running", "token": live.token}
         loop = asyncio.get_running_loop()
         options = options_from(settings, override)
+        rounds, experts = rounds_from(settings, override)
+        try:
+            llm = llm_from(settings)
+        except KerntuneError as e:
+            self.message(f"kerntune: the LLM settings are incomplete ({e}); optimizing offline",
+                         lsp.MessageType.Warning)
+            llm = None
         try:
             prep = await loop.run_in_executor(self.executor, prepare, path, kernel, text)
         except KerntuneError as e:
@@ -114,6 +141,9 @@ class TuningJobs:
         total = await loop.run_in_executor(self.executor, expected_evaluations, prep, options)
         token = f"kerntune-tune-{uuid.uuid4().hex[:12]}"
         live = Live(uri=uri, path=path, kernel=kernel, token=token, total=total)
+        live.round_total = total  # type: ignore[attr-defined]
+        live.budget = options.budget  # type: ignore[attr-defined]
+        live.estimate = total * rounds  # later rounds: about as many as the first (their spaces are unknown yet)  # type: ignore[attr-defined]
         self.results.live[key] = live
         progress = bool(getattr(getattr(self.ls.client_capabilities, "window", None), "work_done_progress", False))
         if progress:
@@ -128,8 +158,8 @@ class TuningJobs:
         if progress:
             self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
                 title=f"kerntune: tuning {kernel}", cancellable=True, percentage=0,
-                message=f"0/{total} on {backend.name}"))
-        task = asyncio.ensure_future(self._run(live, prep, backend, options, progress))
+                message=f"round 1: 0/{total} on {backend.name}"))
+        task = asyncio.ensure_future(self._run(live, prep, backend, options, progress, rounds, experts, llm))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         self.on_update(uri, False)
@@ -143,16 +173,32 @@ class TuningJobs:
         live.message = "cancelling"
         return True
 
-    def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop) -> dict:
+    def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop, rounds: int = 1,
+                     experts: bool = True, llm=None) -> dict:
+        from agent_core.agent import AgentOptions, expert_templater, optimize
         store = Store(store_path_for(prep.path))
 
         def on_event(ev: TuneEvent) -> None:
             loop.call_soon_threadsafe(self._on_event, live, ev)
 
         try:
-            res = tune(prep.path, live.kernel, backend, store, options, on_event=on_event, cancel=live.cancel,
-                       text=prep.text, prepared=prep)
-            return {"status": res.status, "summary": res.summary}
+            hooks = None
+            if llm is not None:
+                from agent_core.llm.hooks import llm_hooks
+                hooks = llm_hooks(store, llm, budget_per_round=options.budget, max_rounds=rounds)
+            templaters = ([expert_templater] if experts else []) + (hooks.templaters if hooks else [])
+            res = optimize(prep.path, live.kernel, backend, store, AgentOptions(
+                budget_per_round=options.budget, max_rounds=rounds, time_budget_s=options.time_budget_s,
+                strategy=options.strategy, seed=options.seed, use_experts=experts),
+                planner=hooks.planner if hooks else None, templaters=templaters, on_event=on_event,
+                cancel=live.cancel, text=prep.text)
+            best = res.best
+            status = "cancelled" if live.cancel.is_set() else "finished"
+            summary = best.summary if best else (res.rounds[-1].summary if res.rounds else {})
+            return {"status": status, "summary": summary, "rounds": len(res.rounds),
+                    "origin": best.template.origin if best else None,
+                    "stop": res.final_step.reason if res.final_step else "",
+                    "llm": hooks.spend.line() if hooks and hasattr(hooks.spend, "line") else None}
         finally:
             try:
                 backend.close()
@@ -160,8 +206,17 @@ class TuningJobs:
                 store.close()
 
     def _on_event(self, live: Live, ev: TuneEvent) -> None:
-        live.done = ev.done
-        live.total = max(live.total, ev.done)
+        if ev.kind == "status" and ev.message.startswith("plan: ") and getattr(live, "round_done", None) is not None:
+            # a new round of the optimize loop: what was measured so far stays counted
+            live.base = getattr(live, "base", 0) + live.round_done  # type: ignore[attr-defined]
+            live.round = getattr(live, "round", 1) + 1  # type: ignore[attr-defined]
+            live.round_done = 0  # type: ignore[attr-defined]
+            live.round_total = getattr(live, "budget", 0)  # type: ignore[attr-defined]
+        if ev.kind != "status" or ev.done:
+            live.round_done = ev.done  # type: ignore[attr-defined]
+            live.round_total = max(getattr(live, "round_total", 0) or 0, ev.done)  # type: ignore[attr-defined]
+        live.done = getattr(live, "base", 0) + (getattr(live, "round_done", 0) or 0)
+        live.total = max(live.total, live.done)
         if ev.best is not None:
             live.best = ev.best
         if ev.kind == "evaluation" and ev.evaluation is not None:
@@ -186,15 +241,23 @@ class TuningJobs:
         if live.token not in self.ls.work_done_progress.tokens:
             return
         best = f", best {live.speedup:.2f}x" if live.speedup else ""
-        pct = min(100, int(100 * live.done / live.total)) if live.total else None
+        estimate = max(getattr(live, "estimate", 0) or 0, live.total)
+        pct = min(99, int(100 * live.done / estimate)) if estimate else None
+        pct = max(pct or 0, getattr(live, "_pct", 0))  # never goes back
+        live._pct = pct  # type: ignore[attr-defined]
+        rnd = getattr(live, "round", 1)
+        done_r = getattr(live, "round_done", live.done) or 0
+        total_r = getattr(live, "round_total", live.total) or live.total
         self.ls.work_done_progress.report(live.token, lsp.WorkDoneProgressReport(
-            message=f"{live.done}/{live.total}{best} · {live.message}", percentage=pct, cancellable=True))
+            message=f"round {rnd}: {done_r}/{total_r}{best} · {live.message}", percentage=pct, cancellable=True))
 
-    async def _run(self, live: Live, prep, backend, options: TuneOptions, progress: bool) -> None:
+    async def _run(self, live: Live, prep, backend, options: TuneOptions, progress: bool, rounds: int = 1,
+                   experts: bool = True, llm=None) -> None:
         loop = asyncio.get_running_loop()
         result: dict = {"status": "failed", "summary": {}}
         try:
-            result = await loop.run_in_executor(self.executor, self._tune_thread, live, prep, backend, options, loop)
+            result = await loop.run_in_executor(self.executor, self._tune_thread, live, prep, backend, options, loop,
+                                                rounds, experts, llm)
         except KerntuneError as e:
             self.message(f"kerntune: tuning '{live.kernel}' failed: {e}", lsp.MessageType.Error)
         except Exception as e:
@@ -208,8 +271,14 @@ class TuningJobs:
         s = result.get("summary") or {}
         sp = s.get("speedup")
         status = result.get("status")
-        text = (f"{live.kernel}: {status}, {sp:.2f}x with {s.get('best_params')}" if sp
+        how = f" ({result['origin']}, {result['rounds']} round{'s' if result.get('rounds') != 1 else ''})" \
+            if result.get("origin") else ""
+        text = (f"{live.kernel}: {status}, {sp:.2f}x with {s.get('best_params')}{how}" if sp
                 else f"{live.kernel}: {status}, no verified speedup")
+        if result.get("stop"):
+            text += f"; stopped: {result['stop']}"
+        if result.get("llm"):
+            text += f"; {result['llm']}"
         if progress:
             self.ls.work_done_progress.end(live.token, lsp.WorkDoneProgressEnd(message=text))
             self.ls.work_done_progress.tokens.pop(live.token, None)

@@ -643,3 +643,28 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
             mine = view(docs, doc)
             docs_of[uri] = fresh_docs
             assert mine == view(fresh_docs, fresh), (n, step, ch)
+
+
+async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Path):
+    """Optimize kernel is the optimize loop, not one search: on the bench's SiLU-and-mul (a real H100 recording)
+    the structural round is followed by the expert template that matched, and the result says so."""
+    rec = tmp_path / "bench.sqlite"
+    shutil.copy(REPO / "tests" / "data" / "stores" / "bench.sqlite", rec)
+    src = tmp_path / "silu_and_mul.cu"
+    shutil.copy(REPO / "bench" / "silu_and_mul.cu", src)
+    env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
+           "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune")}
+    async with lsp_server(env) as client:
+        uri = open_doc(client, src)
+        await diagnostics_for(client, uri)
+        res = await execute(client, "kerntune.optimize", uri, "silu_and_mul_kernel", {"budget": 30, "rounds": 3})
+        assert res["status"] == "started", res
+        end = await wait_until(lambda: progress_end(client, res["token"]), "the end of the optimize loop", 60)
+        assert "finished" in end.message and "expert:act_and_mul" in end.message, end.message
+        messages = [r.message for r in client.progress_reports[res["token"]] if isinstance(r, lsp.WorkDoneProgressReport)]
+        assert any(m.startswith("round 2:") for m in messages), messages
+        pcts = [r.percentage for r in client.progress_reports[res["token"]] if isinstance(r, lsp.WorkDoneProgressReport)]
+        assert pcts == sorted(pcts)
+        diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"],
+                                 "the result diagnostic")
+        assert "faster" in diags[0].message

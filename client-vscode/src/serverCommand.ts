@@ -36,6 +36,6 @@ export function serverLaunch(
   for (const [k, v] of Object.entries(s.env || {})) env[k] = String(v);
   env["KERNTUNE_LOG_LEVEL"] = s.logLevel || "info";
   env["PYTHONUNBUFFERED"] = "1";
-  if (apiKey && !env["KERNTUNE_API_KEY"]) env["KERNTUNE_API_KEY"] = apiKey;
+  if (apiKey && !env["KERNTUNE_LLM_API_KEY"]) env["KERNTUNE_LLM_API_KEY"] = apiKey;
   return { command, args, env };
 }

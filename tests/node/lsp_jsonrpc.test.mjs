@@ -143,9 +143,9 @@ test("extension resolves the server command from its settings", () => {
   const cmd = serverLaunch({ ...base, command: ["/x/kerntune", "lsp"], interpreter: "/ignored" }, { A: "1" }, "sk");
   assert.deepEqual([cmd.command, ...cmd.args], ["/x/kerntune", "lsp"]);
   assert.equal(cmd.env.A, "1");
-  assert.equal(cmd.env.KERNTUNE_API_KEY, "sk");
-  const keep = serverLaunch(base, { KERNTUNE_API_KEY: "env" }, "secret");
-  assert.equal(keep.env.KERNTUNE_API_KEY, "env");
+  assert.equal(cmd.env.KERNTUNE_LLM_API_KEY, "sk");
+  const keep = serverLaunch(base, { KERNTUNE_LLM_API_KEY: "env" }, "secret");
+  assert.equal(keep.env.KERNTUNE_LLM_API_KEY, "env");
 });
 
 // The stdout guard itself: noise written to fd 1 after it (a print, a child process such as nvcc inheriting
