@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import ast
+import copy
 import difflib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import expr
-from .model import KernelTemplate, KerntuneError, Site, macro_name, sha256_text
+from .cuda_parse import parse_cuda
+from .model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec, macro_name,
+                    sha256_text)
 
 HEADER_BEGIN = "// kerntune:params-begin"
 HEADER_END = "// kerntune:params-end"
@@ -129,9 +136,9 @@ def apply_edits(old: str, edits: list[tuple[int, int, str]]) -> str:
     return b"".join(out).decode("utf-8")
 
 
-def check_compiles(text: str, path: str | Path, arch: str = "sm_90", timeout: float = 300) -> None:
-    """Compile ``text`` (as if it were ``path``) with ``nvcc -cubin``; raise KerntuneError with the
-    compiler's message when it fails."""
+def check_compiles(text: str, path: str | Path, arch: str = "sm_90", timeout: float = 300, host: bool = False) -> None:
+    """Compile ``text`` (as if it were ``path``) with ``nvcc -cubin`` (``host``: ``nvcc -c``, the host code
+    compiled too); raise KerntuneError with the compiler's message when it fails."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise KerntuneError("nvcc is not on PATH: cannot check that the rewritten file compiles", str(path))
@@ -141,7 +148,8 @@ def check_compiles(text: str, path: str | Path, arch: str = "sm_90", timeout: fl
         if cu.suffix != ".cu":
             cu = cu.with_suffix(".cu")
         cu.write_text(text, encoding="utf-8")
-        cmd = [nvcc, "-cubin", f"-arch={arch}", "-I", str(src_dir), "-o", str(Path(tmp) / "out.cubin"), str(cu)]
+        cmd = [nvcc, "-c" if host else "-cubin", f"-arch={arch}", "-I", str(src_dir), "-o",
+               str(Path(tmp) / ("out.o" if host else "out.cubin")), str(cu)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -153,17 +161,859 @@ def check_compiles(text: str, path: str | Path, arch: str = "sm_90", timeout: fl
 
 def apply_to_file(path: str | Path, template: KernelTemplate, cfg: dict[str, int], check_compile: bool = True,
                   arch: str = "sm_90") -> str:
-    """Rewrite ``path`` to ``cfg`` (after checking it compiles); refuse if the file changed since it was
+    """Rewrite ``path`` to ``cfg`` (``rewrite_file``: in place for a template that is not a whole file; the
+    spec's sidecar too when it changes) after checking it compiles; refuse if the file changed since it was
     templatized. Returns the new text."""
     path = Path(path)
     current = path.read_text(encoding="utf-8")
     if sha256_text(current) != template.original_hash:
         raise KerntuneError(f"{path.name} changed since kernel '{template.kernel}' was templatized; "
                             "templatize (and tune) again before applying", str(path))
-    new = render(template, cfg)
+    rw = rewrite_file(current, path, template.kernel, template, cfg)
+    new = rw.text
     if check_compile:
-        check_compiles(new, path, arch)
-    tmp = path.with_name(f".{path.name}.kerntune-tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
+        check_compiles(new, path, arch, host=rw.in_place)
+    writes = [(path, new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
+    for p, t in writes:
+        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
+    for p, _ in writes:
+        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
     return new
+
+
+# =============================================================================================== in place
+# A template that is not a whole file (an expert's helpers + device code + a wrapper with the kernel's
+# signature, or an LLM's partial template) is written back *into* the user's file: the kernel definition is
+# replaced by the template's code, the spec's launch and every launch site follow the template's launch.
+
+@dataclass
+class Rewrite:
+    """What applying a configuration changes: the file's new text, the spec's sidecar when it changes
+    (``(path, new text)``), warnings for the user, whether the kernel was rewritten in place (a template
+    that is not a whole file), and the kernel's spec as it reads after the rewrite (None when unreadable)."""
+    text: str
+    sidecar: tuple[str, str] | None = None
+    warnings: list[str] = field(default_factory=list)
+    in_place: bool = False
+    spec: TuningSpec | None = None
+
+
+# ------------------------------------------------------------------ launch expressions
+def _is_int_const(n: ast.AST) -> bool:
+    return isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool)
+
+
+def _try_const(n: ast.AST) -> ast.AST:
+    try:
+        v = expr._eval(n, {})
+    except Exception:
+        return n
+    if isinstance(v, bool):
+        v = int(v)
+    return ast.Constant(v) if isinstance(v, (int, float)) else n
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _simplify(n: ast.AST) -> ast.AST:
+    """Constant folding and the identities launch expressions need (``x * 1``, ``x / 1``, ``cdiv(x, 1)``,
+    ``(a * b) / b`` for a size name or positive constant ``b``): exact in integer arithmetic."""
+    if isinstance(n, ast.BinOp):
+        l, r = _simplify(n.left), _simplify(n.right)
+        out = ast.BinOp(l, n.op, r)
+        if isinstance(l, ast.Constant) and isinstance(r, ast.Constant):
+            return _try_const(out)
+        op = n.op
+        if isinstance(op, ast.Mult):
+            if _is_int_const(l) and l.value == 1:
+                return r
+            if _is_int_const(r) and r.value == 1:
+                return l
+        if isinstance(op, ast.Add):
+            if _is_int_const(l) and l.value == 0:
+                return r
+            if _is_int_const(r) and r.value == 0:
+                return l
+        if isinstance(op, ast.Sub) and _is_int_const(r) and r.value == 0:
+            return l
+        if isinstance(op, (ast.Div, ast.FloorDiv)):
+            if _is_int_const(r) and r.value == 1:
+                return l
+            positive = isinstance(r, ast.Name) or _is_int_const(r) and r.value > 0
+            if positive and isinstance(l, ast.BinOp) and isinstance(l.op, ast.Mult):
+                if _same(l.right, r):
+                    return l.left
+                if _same(l.left, r):
+                    return l.right
+        return out
+    if isinstance(n, ast.UnaryOp):
+        out = ast.UnaryOp(n.op, _simplify(n.operand))
+        return _try_const(out) if isinstance(out.operand, ast.Constant) else out
+    if isinstance(n, ast.Call):
+        args = [_simplify(a) for a in n.args]
+        out = ast.Call(ast.Name(n.func.id, ast.Load()), args, [])
+        if all(isinstance(a, ast.Constant) for a in args):
+            return _try_const(out)
+        if n.func.id in ("cdiv", "round_up") and len(args) == 2 and _is_int_const(args[1]) and args[1].value == 1:
+            return args[0]
+        if n.func.id in ("min", "max") and len(args) == 1:
+            return args[0]
+        return out
+    if isinstance(n, ast.IfExp):
+        test = _simplify(n.test)
+        if isinstance(test, ast.Constant):
+            return _simplify(n.body) if test.value else _simplify(n.orelse)
+        return ast.IfExp(test, _simplify(n.body), _simplify(n.orelse))
+    if isinstance(n, ast.Compare):
+        out = ast.Compare(_simplify(n.left), n.ops, [_simplify(c) for c in n.comparators])
+        return _try_const(out) if all(isinstance(c, ast.Constant) for c in [out.left, *out.comparators]) else out
+    if isinstance(n, ast.BoolOp):
+        out = ast.BoolOp(n.op, [_simplify(v) for v in n.values])
+        return _try_const(out) if all(isinstance(v, ast.Constant) for v in out.values) else out
+    return n
+
+
+def fold(text: str | int, values: dict[str, int] | None = None) -> ast.AST:
+    """The expression ``text`` with the names in ``values`` replaced by their values, simplified."""
+    tree = copy.deepcopy(expr.parse(str(text)).body)
+    values = values or {}
+
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Constant(values[node.id]) if node.id in values else node
+
+        def visit_Call(self, node):  # the function's name is not a variable
+            node.args = [self.visit(a) for a in node.args]
+            return node
+
+    return _simplify(Sub().visit(tree))
+
+
+def spec_expr(node: ast.AST) -> str:
+    """An expression tree in the spec's language."""
+    return ast.unparse(node)
+
+
+_C_PREC = {ast.Mult: 80, ast.Div: 80, ast.FloorDiv: 80, ast.Mod: 80, ast.Add: 70, ast.Sub: 70, ast.LShift: 60,
+           ast.RShift: 60, ast.BitAnd: 40, ast.BitXor: 35, ast.BitOr: 30}
+_C_OP = {ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "/", ast.Mod: "%", ast.Add: "+", ast.Sub: "-", ast.LShift: "<<",
+         ast.RShift: ">>", ast.BitAnd: "&", ast.BitXor: "^", ast.BitOr: "|"}
+_C_CMP = {ast.Eq: ("==", 45), ast.NotEq: ("!=", 45), ast.Lt: ("<", 50), ast.LtE: ("<=", 50), ast.Gt: (">", 50),
+          ast.GtE: (">=", 50)}
+
+
+def _c_atomic(t: str) -> bool:
+    """A C expression that needs no parentheses as an operand."""
+    t = t.strip()
+    if re.fullmatch(r"[A-Za-z_]\w*(?:(?:\.|->)[A-Za-z_]\w*)*|\d+[uUlL]*", t):
+        return True
+    if t.startswith("(") and _match_paren(t, 0) == len(t) - 1:
+        return True
+    return False
+
+
+def _match_paren(s: str, i: int) -> int:
+    """The index of the bracket closing the one at ``s[i]`` (``(``/``[``/``{``); -1 when unbalanced."""
+    opening = s[i]
+    closing = {"(": ")", "[": "]", "{": "}"}[opening]
+    depth, j = 0, i
+    while j < len(s):
+        c = s[j]
+        if c in "\"'":
+            k = j + 1
+            while k < len(s) and s[k] != c:
+                k += 2 if s[k] == "\\" else 1
+            j = k
+        elif c == opening:
+            depth += 1
+        elif c == closing:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return -1
+
+
+def _split_top(s: str) -> list[str]:
+    """``s`` split at the commas outside brackets."""
+    out, depth, cur = [], 0, []
+    for c in s:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    out.append("".join(cur))
+    return [x.strip() for x in out]
+
+
+class _Unmapped(Exception):
+    def __init__(self, names: set[str], why: str = ""):
+        super().__init__(", ".join(sorted(names)) or why)
+        self.names, self.why = names, why
+
+
+def to_c(node: ast.AST, host: dict[str, str]) -> str:
+    """A (folded) expression tree as C over the host's values: ``host`` maps ``ast.dump`` of a size name (or
+    of a whole sub-expression) to the C text that holds it at the launch. Raises _Unmapped naming the size
+    names that have no host value."""
+    missing: set[str] = set()
+
+    def wrap(t: tuple[str, int], prec: int) -> str:
+        return t[0] if t[1] >= prec else f"({t[0]})"
+
+    def go(n: ast.AST) -> tuple[str, int]:
+        if not isinstance(n, ast.Constant):
+            h = host.get(ast.dump(n))
+            if h is not None:
+                return (h, 100) if _c_atomic(h) else (f"({h})", 100)
+        if isinstance(n, ast.Constant):
+            v = n.value
+            if isinstance(v, bool):
+                return ("1" if v else "0"), 100
+            return (str(v), 100) if v >= 0 else (f"({v})", 100)
+        if isinstance(n, ast.Name):
+            missing.add(n.id)
+            return n.id, 100
+        if isinstance(n, ast.BinOp):
+            if isinstance(n.op, ast.Pow):
+                raise _Unmapped(set(), f"'{spec_expr(n)}' has no C form (**)")
+            p = _C_PREC[type(n.op)]
+            return f"{wrap(go(n.left), p)} {_C_OP[type(n.op)]} {wrap(go(n.right), p + 1)}", p
+        if isinstance(n, ast.UnaryOp):
+            if isinstance(n.op, ast.UAdd):
+                return go(n.operand)
+            op = {ast.USub: "-", ast.Not: "!", ast.Invert: "~"}[type(n.op)]
+            return f"{op}{wrap(go(n.operand), 90)}", 90
+        if isinstance(n, ast.IfExp):
+            return f"({wrap(go(n.test), 6)} ? {wrap(go(n.body), 6)} : {wrap(go(n.orelse), 6)})", 100
+        if isinstance(n, ast.Compare):
+            parts, left = [], n.left
+            for op, right in zip(n.ops, n.comparators):
+                sym, p = _C_CMP[type(op)]
+                parts.append(f"{wrap(go(left), p)} {sym} {wrap(go(right), p + 1)}")
+                left = right
+            if len(parts) == 1:
+                return parts[0], _C_CMP[type(n.ops[0])][1]
+            return " && ".join(f"({x})" for x in parts), 20
+        if isinstance(n, ast.BoolOp):
+            sym, p = ("&&", 20) if isinstance(n.op, ast.And) else ("||", 10)
+            return f" {sym} ".join(wrap(go(v), p + 1) for v in n.values), p
+        if isinstance(n, ast.Call):
+            fn, args = n.func.id, n.args
+            if fn in ("cdiv", "round_up") and len(args) == 2:
+                a = wrap(go(args[0]), 70)
+                if _is_int_const(args[1]) and args[1].value > 0:
+                    b = args[1].value
+                    q = f"({a} + {b - 1}) / {b}" if b > 1 else a
+                    return (f"{q} * {b}" if fn == "round_up" and b > 1 else q), 80
+                bt = go(args[1])
+                q = f"({a} + {wrap(bt, 71)} - 1) / {wrap(bt, 81)}"
+                return (f"{q} * {wrap(bt, 81)}" if fn == "round_up" else q), 80
+            if fn in ("min", "max") and args:
+                cur = go(args[0])
+                for x in args[1:]:
+                    a, b = wrap(cur, 51), wrap(go(x), 51)
+                    cur = (f"({a} {'<' if fn == 'min' else '>'} {b} ? {a} : {b})", 100)
+                return cur
+            if fn == "int" and len(args) == 1:
+                return go(args[0])
+            if fn == "abs" and len(args) == 1:
+                a = wrap(go(args[0]), 51)
+                return f"({a} < 0 ? -{a} : {a})", 100
+            raise _Unmapped(set(), f"'{spec_expr(n)}' has no C form ({fn})")
+        raise _Unmapped(set(), f"'{spec_expr(n)}' has no C form")
+
+    text = go(node)[0]
+    if missing:
+        raise _Unmapped(missing)
+    return text
+
+
+def _dims(exprs: list[str] | str, values: dict[str, int]) -> list[ast.AST]:
+    """Launch dimensions folded, trailing dimensions of 1 dropped (``[x, 1]`` launches as ``x``)."""
+    items = exprs if isinstance(exprs, (list, tuple)) else [exprs]
+    nodes = [fold(x, values) for x in items]
+    while len(nodes) > 1 and _is_int_const(nodes[-1]) and nodes[-1].value == 1:
+        nodes.pop()
+    return nodes
+
+
+def _launch_text(nodes: list[ast.AST], host: dict[str, str]) -> str:
+    cs = [to_c(n, host) for n in nodes]
+    return cs[0] if len(cs) == 1 else f"dim3({', '.join(cs)})"
+
+
+# ------------------------------------------------------------------ template pieces
+_VALUE_GUARD_RE = re.compile(
+    r"^[ \t]*#[ \t]*ifndef[ \t]+KT_(\w+)[^\n]*\n"
+    r"[ \t]*#[ \t]*define[ \t]+KT_\1\b[ \t]*([^\n]*?)[ \t]*(?://[^\n]*|/\*.*?\*/)?[ \t]*\n"
+    r"[ \t]*#[ \t]*endif[^\n]*(?:\n|\Z)", re.M)
+_KT_DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+KT_(\w+)[ \t]+([^\n]*?)[ \t]*(?://[^\n]*)?(?:\n|\Z)", re.M)
+_EXPERT_META_RE = re.compile(r"/\*\s*kerntune-expert:.*?\*/[ \t]*\n?", re.S)
+_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include\b[^\n]*", re.M)
+
+
+def _template_values(template: KernelTemplate, cfg: dict[str, int]) -> tuple[str, dict[str, str]]:
+    """The template's text without its params header, its ``#ifndef KT_X`` defaults and its bind-time
+    ``#define KT_X v`` lines; and the value of every ``KT_X`` they gave (``cfg`` over the originals over the
+    defines over the defaults)."""
+    body = strip_header(template.text)
+    values: dict[str, str] = {}
+    for m in _VALUE_GUARD_RE.finditer(body):
+        values.setdefault(m.group(1), m.group(2).strip())
+    body = _VALUE_GUARD_RE.sub("", body)
+    for m in _KT_DEFINE_RE.finditer(body):
+        values[m.group(1)] = m.group(2).strip()
+    body = _KT_DEFINE_RE.sub("", body)
+    values.update({k: str(v) for k, v in template.space.original_config().items()})
+    values.update({k: str(v) for k, v in cfg.items()})
+    return body, values
+
+
+def _subst(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\bKT_([A-Za-z_]\w*)\b", lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def is_whole_file(template: KernelTemplate, cf: CudaFile) -> bool:
+    """Whether rendering ``template`` gives the user's whole file (structural templates, the user's own
+    edited copies, an LLM template that kept the host code and the spec) rather than the kernel alone."""
+    if template.origin == "structural" or template.sites:
+        return True
+    if (template.entry or template.kernel) != template.kernel:
+        return False
+    text = strip_header(template.text)
+    k = cf.kernel(template.kernel)
+    names = {s.host_function for s in k.launch_sites if s.host_function}
+    names |= {o.name for o in cf.kernels if o.name != k.name}
+    if any(not re.search(rf"\b{re.escape(n)}\s*\(", text) for n in names):
+        return False
+    spec_comment = re.compile(r"/\*\s*kerntune\s*:")
+    if spec_comment.search(cf.text) and not spec_comment.search(text):
+        return False
+    return True
+
+
+def _norm_include(line: str) -> str:
+    return re.sub(r"\s+", "", line)
+
+
+def _ident(s: str) -> str:
+    return re.sub(r"\W", "_", s).strip("_") or "template"
+
+
+def _fold_launch_bounds(head: str) -> str:
+    m = re.search(r"__launch_bounds__\s*\(", head)
+    if not m:
+        return head
+    i = m.end() - 1
+    j = _match_paren(head, i)
+    if j < 0:
+        return head
+    parts = []
+    for a in _split_top(head[i + 1:j]):
+        try:
+            parts.append(str(expr.evaluate_int(a, {})))
+        except Exception:
+            parts.append(a)
+    return head[:i + 1] + ", ".join(parts) + head[j:]
+
+
+def _param_list(text_bytes: bytes, after: int) -> tuple[int, int] | None:
+    """(start, end) byte offsets of the text inside the parameter list's parentheses that follow ``after``."""
+    s = text_bytes[after:].decode("utf-8", "replace")
+    m = re.match(r"\s*\(", s)
+    if not m:
+        return None
+    j = _match_paren(s, m.end() - 1)
+    if j < 0:
+        return None
+    return after + len(s[:m.end()].encode("utf-8")), after + len(s[:j].encode("utf-8"))
+
+
+def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaFile, k: Kernel,
+                        before: str) -> tuple[str, str, dict[str, str]]:
+    """(support code, the new kernel definition, parameter values) of a partial template; ``before`` is the
+    file's text before the support code goes (the includes it has need not be repeated)."""
+    body, values = _template_values(template, cfg)
+    entry = template.entry or template.kernel
+    rcf = parse_cuda(body, template.path or cf.path)
+    if entry != k.name:  # a copy of the user's kernel inside the template would be defined twice
+        dups = sorted((x.span for x in rcf.kernels if x.name == k.name), key=lambda s: -s.start)
+        if dups:
+            b = body.encode("utf-8")
+            for s in dups:
+                b = b[:s.start] + b[s.end:]
+            body = b.decode("utf-8")
+            rcf = parse_cuda(body, template.path or cf.path)
+    ek = next((x for x in rcf.kernels if x.name == entry), None)
+    if ek is None:
+        raise KerntuneError(f"the tuned template ({template.origin}) has no __global__ function '{entry}': "
+                            "optimize again", cf.path, k.span.line)
+    rb = body.encode("utf-8")
+    prefix = rb[:ek.span.start].decode("utf-8")
+    suffix = rb[ek.span.end:].decode("utf-8")
+
+    # the new kernel: the entry renamed, the user's parameter list, `extern "C"` only if the user had it
+    ub = cf.text.encode("utf-8")
+    user_head = ub[k.span.start:k.name_span.start].decode("utf-8")
+    head = rb[ek.span.start:ek.name_span.start].decode("utf-8")
+    plist = _param_list(rb, ek.name_span.end)
+    uplist = _param_list(ub, k.name_span.end)
+    if plist is None:
+        raise KerntuneError(f"cannot read the parameter list of '{entry}' in the tuned template", cf.path, k.span.line)
+    params_text = rb[plist[0]:plist[1]].decode("utf-8")
+    if uplist is not None and [p.name for p in ek.params] == [p.name for p in k.params]:
+        params_text = ub[uplist[0]:uplist[1]].decode("utf-8")
+    rest = rb[plist[1]:ek.span.end].decode("utf-8")
+    user_extern = re.match(r"\s*extern\s*\"C\"", user_head) is not None
+    if not user_extern:
+        head = re.sub(r"^\s*extern\s*\"C\"\s*", "", head)
+    elif not re.match(r"\s*extern\s*\"C\"", head):
+        head = 'extern "C" ' + head
+    if re.search(r"\bstatic\b", user_head) and not re.search(r"\bstatic\b", head):
+        head = "static " + head
+    head = _fold_launch_bounds(_subst(head, values))
+    kernel_text = _subst(f"{head}{k.name}({params_text}{rest}", values)
+
+    # the support code: includes the file lacks, helpers (guarded once per file), the device code (guarded
+    # by its own content)
+    meta = _EXPERT_META_RE.search(prefix)
+    pre, device = (prefix[:meta.start()], prefix[meta.end():]) if meta else (prefix, "")
+    lines = pre.splitlines(True)
+    i, includes = 0, []
+    while i < len(lines):
+        s = lines[i].strip()
+        if not s or s.startswith("//"):
+            i += 1
+        elif re.match(r"#\s*include\b", s):
+            includes.append(s)
+            i += 1
+        else:
+            break
+    have = {_norm_include(m.group(0)) for m in _INCLUDE_RE.finditer(before)}
+    new_includes = []
+    for inc in includes:
+        if _norm_include(inc) not in have and inc not in new_includes:
+            new_includes.append(inc)
+    rest_pre = "".join(lines[i:]).strip("\n")
+    expert = template.origin.startswith("expert:")
+    name = _ident(template.origin.split(":", 1)[1] if ":" in template.origin else template.origin)
+    blocks: list[str] = []
+    local: list[str] = []
+    if meta is not None:
+        # the helpers are shared by every expert kernel of the file, so they stay free of values: a macro of
+        # theirs that reads KT_X (KT_DISPATCH_ITEMS) gets it from a #define around the device code using it
+        helpers = "\n".join(new_includes + ([rest_pre] if rest_pre else [])).strip("\n")
+        if helpers and not re.search(r"^[ \t]*#[ \t]*define[ \t]+KERNTUNE_EXPERT_HELPERS\b", before, re.M):
+            blocks.append(f"#ifndef KERNTUNE_EXPERT_HELPERS\n#define KERNTUNE_EXPERT_HELPERS\n{helpers}\n"
+                          "#endif  // KERNTUNE_EXPERT_HELPERS")
+        code = _subst(device.strip("\n"), values)
+        uncommented = re.sub(r"//[^\n]*|/\*.*?\*/", " ", helpers, flags=re.S)
+        used: set[str] = set()
+        for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", uncommented, re.M):
+            if re.search(rf"\b{re.escape(m.group(1))}\b", code):
+                used |= set(re.findall(r"\bKT_(\w+)\b", m.group(2))) & set(values)
+        local = sorted(used)
+    else:
+        code = _subst("\n".join(new_includes + ([rest_pre] if rest_pre else [])).strip("\n"), values)
+    if code:
+        defs = "".join(f"#define KT_{n} {values[n]}\n" for n in local)
+        tag = f"{name}_{sha256_text(defs + code)[:8]}"
+        guard = f"KERNTUNE_{'EXPERT' if expert else 'TEMPLATE'}_{tag.upper()}"
+        mo = re.search(r"^namespace[ \t]+kt[ \t]*\{[ \t]*\n", code, re.M)
+        mcs = list(re.finditer(r"^\}[ \t]*//[ \t]*namespace[ \t]+kt[ \t]*$", code, re.M))
+        if mo and mcs and mo.end() <= mcs[-1].start():
+            mc = mcs[-1]
+            code = (code[:mo.end()] + f"namespace {tag} {{\nusing namespace ::kt;\n" + code[mo.end():mc.start()]
+                    + f"}}  // namespace {tag}\n" + code[mc.start():])
+            kernel_text = re.sub(r"(?<![\w:])kt::", f"kt::{tag}::", kernel_text)
+        if local:
+            code = defs + code + "\n" + "".join(f"#undef KT_{n}\n" for n in local)
+        if not re.search(rf"^[ \t]*#[ \t]*define[ \t]+{guard}\b", before, re.M):  # not there already
+            blocks.append(f"#ifndef {guard}\n#define {guard}\n{code.rstrip()}\n#endif  // {guard}")
+    if suffix.strip():
+        kernel_text += "\n" + re.sub(rf"\b{re.escape(entry)}\b", k.name, _subst(suffix.strip("\n"), values))
+    return "\n".join(blocks), kernel_text, values
+
+
+# ------------------------------------------------------------------ the spec's launch
+def _toml_value_end(text: str, i: int) -> int:
+    """Where the TOML value starting at ``text[i]`` ends (arrays, strings, bare values to the line end)."""
+    if i >= len(text):
+        return i
+    c = text[i]
+    if c == "[":
+        j = _match_paren(text, i)
+        return j + 1 if j >= 0 else len(text)
+    if c in "\"'":
+        if text.startswith(c * 3, i):
+            j = text.find(c * 3, i + 3)
+            return j + 3 if j >= 0 else len(text)
+        j = i + 1
+        while j < len(text) and text[j] != c and text[j] != "\n":
+            j += 2 if c == '"' and text[j] == "\\" else 1
+        return min(j + 1, len(text))
+    m = re.compile(r"[^\n#]*").match(text, i)
+    return i + len(m.group(0).rstrip())
+
+
+def _toml_launch(nodes: list[ast.AST]) -> str:
+    items = [json.dumps(spec_expr(n)) for n in nodes]
+    return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
+
+
+def _spec_key_edits(text: str, start: int, end: int, hints: dict[str, int], first_line: int,
+                    new: dict[str, str | None]) -> list[tuple[int, int, str]]:
+    """Character-offset edits of ``text[start:end]`` (a spec comment or a sidecar table) setting the keys of
+    ``new`` to their TOML values (None: leave the key alone); a key that is absent is added after ``block``."""
+    edits = []
+    found: dict[str, tuple[re.Match, int]] = {}
+    line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+    for key in ("grid", "block", "smem"):
+        pat = re.compile(rf"^([ \t]*(?:\*[ \t]+)?){key}([ \t]*=[ \t]*)", re.M)
+        m = None
+        ln = hints.get(key)
+        if ln is not None and ln < len(line_starts):
+            m = pat.match(text, line_starts[ln])
+            if m and not start <= m.start() < end:
+                m = None
+        if m is None:
+            m = pat.search(text, start, end)
+        if m is not None:
+            found[key] = (m, _toml_value_end(text, m.end()))
+    for key, val in new.items():
+        if val is None:
+            continue
+        if key in found:
+            m, ve = found[key]
+            edits.append((m.end(), ve, val))
+        elif "block" in found or "grid" in found:
+            m, ve = found.get("block") or found["grid"]
+            edits.append((ve, ve, f"\n{m.group(1)}{key} = {val}"))
+        else:
+            raise KerntuneError(f"cannot find `grid` and `block` in the spec to rewrite them", None, first_line)
+    return sorted(edits)
+
+
+def _char_edits_to_bytes(text: str, edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    if text.isascii():
+        return edits
+    return [(len(text[:s].encode("utf-8")), len(text[:e].encode("utf-8")), r) for s, e, r in edits]
+
+
+def _apply_char_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    out, pos = [], 0
+    for s, e, r in sorted(edits):
+        out += [text[pos:s], r]
+        pos = e
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ launch sites
+def _host_dims(text: str, site: LaunchSite, source: str) -> list[str] | None:
+    """The components of a launch dimension as the host writes it: ``dim3(a, b)``, a ``dim3`` variable
+    declared before the launch, or a plain expression. None when they cannot be read."""
+    t = text.strip()
+    m = re.fullmatch(r"dim3\s*([({])(.*)([)}])", t, re.S)
+    if m and _match_paren(t, m.start(1)) == len(t) - 1:
+        return _split_top(m.group(2)) or None
+    hv = site.host_vars.get(t)
+    if hv is not None and re.search(r"\bdim3\b", hv.type):
+        if hv.init is None:  # `dim3 grid(tokens);` reads as a function declaration to the parser
+            decl = source.encode("utf-8")[hv.span.start:hv.span.end].decode("utf-8", "replace").strip()
+            m = re.fullmatch(rf"{re.escape(hv.name)}\s*(\(.*\))", decl, re.S)
+            if not m:
+                return None
+            it = "dim3" + m.group(1)
+        else:
+            it = hv.init.text.strip()
+        m = re.fullmatch(r"[\w:]*\s*([({])(.*)([)}])", it, re.S)
+        if m and _match_paren(it, m.start(1)) == len(it) - 1:
+            return _split_top(m.group(2)) or None
+        return [it]
+    if re.fullmatch(r"dim3\s*[({].*", t, re.S):
+        return None
+    return [t]
+
+
+def _reassigned(text: str, name: str, start: int, end: int) -> bool:
+    """Whether host code between byte offsets ``start`` and ``end`` may change variable ``name``."""
+    seg = text.encode("utf-8")[start:end].decode("utf-8", "replace")
+    n = re.escape(name)
+    return re.search(rf"\b{n}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*{n}\b|\b{n}\s*(?:\+\+|--)|&\s*{n}\b",
+                     seg) is not None
+
+
+def _host_values(site: LaunchSite, spec: TuningSpec, old_values: dict[str, int], text: str) -> dict[str, str]:
+    """What the launch site gives for the spec's names: ``ast.dump`` of a size name (or of a whole spec
+    expression) -> the C text that holds its value at this launch. A kernel scalar whose spec value is an
+    expression of sizes gives the argument passed at its position; a grid/block/smem component the same; a
+    local variable declared before the launch (and not changed since) whose initializer is an expression of
+    those gives itself (``total = (long long)tokens * heads * head_size``)."""
+    from . import spec as spec_mod
+    host: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+
+    def add(e: str, h: str) -> None:
+        try:
+            n = fold(e, old_values)
+        except expr.ExprError:
+            return
+        if isinstance(n, ast.Constant) or not h.strip():
+            return
+        host.setdefault(ast.dump(n), h.strip())
+        if isinstance(n, ast.Name):
+            by_name.setdefault(n.id, h.strip())
+
+    for i, a in enumerate(spec.args):
+        if a.role == "scalar" and i < len(site.args):
+            add(a.value, site.args[i].text)
+    for idx, comps in ((0, spec.grid), (1, spec.block)):
+        if idx < len(site.config):
+            hc = _host_dims(site.config[idx].text, site, text)
+            if hc is None:
+                continue
+            n = max(len(hc), len(comps))
+            for e, h in zip(list(comps) + ["1"] * (n - len(comps)), hc + ["1"] * (n - len(hc))):
+                add(e, h)
+    if len(site.config) > 2:
+        add(spec.smem or "0", site.config[2].text)
+    inverse = {h: n for n, h in by_name.items() if re.fullmatch(r"[A-Za-z_]\w*", h)}
+    for hv in site.host_vars.values():
+        if hv.init is None or re.search(r"\bdim3\b", hv.type) or hv.name in inverse:
+            continue
+        cleaned = spec_mod._clean_host_expr(hv.init.text)
+        if cleaned is None:
+            continue
+        try:
+            used = expr.names(cleaned)
+        except expr.ExprError:
+            continue
+        if not used or not used <= set(inverse) or _reassigned(text, hv.name, hv.span.end, site.span.start):
+            continue
+        renamed = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inverse.get(m.group(0), m.group(0)), cleaned)
+        try:
+            node = fold(renamed, old_values)
+        except expr.ExprError:
+            continue
+        if not isinstance(node, ast.Constant):
+            host.setdefault(ast.dump(node), hv.name)
+    return host
+
+
+def _spec_launch_words(grid: list[ast.AST], block: list[ast.AST], smem: ast.AST) -> str:
+    s = f"grid = {_toml_launch(grid)}, block = {_toml_launch(block)}"
+    if not (_is_int_const(smem) and smem.value == 0):
+        s += f", smem = {json.dumps(spec_expr(smem))}"
+    return s
+
+
+# ------------------------------------------------------------------ the rewrite
+def _insertion_point(cf: CudaFile, k: Kernel, spec: TuningSpec | None, text: str) -> int:
+    """Byte offset where support code goes: above the kernel's spec comment (it must stay directly above the
+    kernel), outside any namespace or ``extern "C" { }`` block the kernel is in, at a line start."""
+    b = text.encode("utf-8")
+    point = k.span.start
+    if spec is not None and spec.span is not None and spec.span.end <= k.span.start:
+        point = spec.span.start
+    from .cuda_parse import parse_tree
+    node = parse_tree(b).root_node.descendant_for_byte_range(k.span.start, k.span.start)
+    while node is not None:
+        if node.type in ("namespace_definition", "linkage_specification") and \
+                any(c.type == "declaration_list" for c in node.children):
+            point = min(point, node.start_byte)
+        node = node.parent
+    ls = b.rfind(b"\n", 0, point) + 1
+    if not b[ls:point].strip():
+        point = ls
+    return point
+
+
+def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTemplate, cfg: dict[str, int],
+                 spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
+    """The user's file (``text``, at ``path``) with ``kernel`` tuned to ``cfg`` of ``template``.
+
+    A whole-file template (structural, or one that kept the host code and the spec) is rendered as it is. A
+    partial one (an expert's or an LLM's) is written in place: the kernel's definition becomes the template's
+    support code (guarded so that a second kernel rewritten later does not define it twice) and its entry,
+    renamed to the kernel, with the kernel's parameter list; the spec's grid/block/smem become the template's
+    launch at ``cfg``; every launch site of the kernel in the file launches that, over the host's own values.
+    Raises KerntuneError (and changes nothing) when a launch site does not give a size the launch needs."""
+    from . import spec as spec_mod
+    path = str(path)
+    if template.origin == "structural" or template.sites:
+        new = render(template, cfg)
+        return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
+    cf = cf if cf is not None else parse_cuda(text, path)
+    k = cf.kernel(kernel)
+    if is_whole_file(template, cf):
+        new = render(template, cfg)
+        return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
+    if spec is None:
+        spec = spec_mod.find_spec(cf, kernel)
+    if spec is None:
+        raise KerntuneError(f"kernel '{kernel}' has no tuning spec: cannot rewrite its launch", path, k.span.line)
+    if k.template_params:
+        raise KerntuneError(f"kernel '{kernel}' is a template: a {template.origin} template cannot replace it in "
+                            "place", path, k.span.line)
+    start = _insertion_point(cf, k, spec, text)
+    support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
+                                                       text.encode("utf-8")[:start].decode("utf-8", "replace"))
+    params = {**template.space.original_config(), **cfg}
+    try:
+        from .templatize import templatize
+        old_values = templatize(cf, kernel).space.original_config()
+    except Exception:
+        old_values = {}
+
+    # the launch: the template's (or the spec's) at cfg, folded
+    src = template.launch or {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
+    lv = {**old_values, **params}
+    grid, block = _dims(src["grid"], lv), _dims(src["block"], lv)
+    smem = fold(src.get("smem") or "0", lv)
+    for i, s in enumerate(spec.sizes):  # the folded launch is the template's, on every size set
+        want = spec_mod.launch(src, s, lv)
+        got = spec_mod.launch({"grid": [spec_expr(n) for n in grid], "block": [spec_expr(n) for n in block],
+                               "smem": spec_expr(smem)}, s)
+        if want != got:
+            raise KerntuneError(f"internal: the simplified launch {got} differs from the template's {want} "
+                                f"on size set {i + 1}", path, k.span.line)
+    old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
+    old_smem = fold(spec.smem or "0", old_values)
+    same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
+        [ast.dump(n) for n in old_grid + [ast.Constant(0)] + old_block + [ast.Constant(0), old_smem]]
+    launch_words = _spec_launch_words(grid, block, smem)
+
+    warnings: list[str] = []
+    edits: list[tuple[int, int, str]] = []  # byte offsets into text
+    # launch sites
+    if not same:
+        for site in sorted(k.launch_sites, key=lambda s: s.span.start):
+            host = _host_values(site, spec, old_values, text)
+            try:
+                g, b_ = _launch_text(grid, host), _launch_text(block, host)
+                sm = to_c(smem, host)
+            except _Unmapped as e:
+                what = (f"the size(s) {', '.join(f'`{n}`' for n in sorted(e.names))} of the spec, which this "
+                        "launch does not pass (neither as a kernel argument whose spec value is that size nor as "
+                        "a launch dimension that is)") if e.names else e.why
+                raise KerntuneError(
+                    f"cannot rewrite this launch of '{kernel}' for the tuned kernel ({template.origin}): it must "
+                    f"launch {launch_words} (in the spec's size names), and that needs {what}. Nothing was "
+                    "changed: pass the size to the launch, or change the launch by hand after applying",
+                    path, site.span.line, site.span.col) from None
+            parts = [g, b_]
+            if len(site.config) >= 4:
+                parts += [sm] + [c.text for c in site.config[3:]]
+            elif len(site.config) == 3 or sm != "0":
+                parts.append(sm)
+            edits.append((site.config[0].span.start, site.config[-1].span.end, ", ".join(parts)))
+        if not k.launch_sites:
+            warnings.append(f"{path}: '{kernel}' is not launched in this file: its host launch must now be "
+                            f"{launch_words} (in the spec's size names)")
+
+    # the kernel and its support code
+    vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
+    note = f"// kerntune: {kernel} from the {template.origin} template, tuned: {vals}\n"
+    edits.append((start, start, note + (support + "\n\n" if support else "")))
+    edits.append((k.span.start, k.span.end, kernel_text))
+
+    # the spec's launch
+    sidecar = None
+    if not same:
+        new_vals = {"grid": _toml_launch(grid), "block": _toml_launch(block),
+                    "smem": json.dumps(spec_expr(smem)) if (spec.smem and spec.smem.strip() != "0") or
+                    not (_is_int_const(smem) and smem.value == 0) else None}
+        if spec.span is not None:
+            cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
+            edits += _char_edits_to_bytes(text, _spec_key_edits(text, cs, ce, spec.lines, spec.span.line, new_vals))
+        else:
+            sp = spec.path or str(spec_mod.sidecar_path(path))
+            st = Path(sp).read_text(encoding="utf-8")
+            hdr = re.search(r"^[ \t]*\[[ \t]*" + re.escape(kernel) + r"[ \t]*\][^\n]*\n?", st, re.M)
+            if hdr is None:
+                raise KerntuneError(f"cannot find the table [{kernel}] in {sp}", sp)
+            nxt = re.search(r"^[ \t]*\[(?!\[)", st[hdr.end():], re.M)
+            te = hdr.end() + nxt.start() if nxt else len(st)
+            sidecar = (sp, _apply_char_edits(st, _spec_key_edits(st, hdr.start(), te, spec.lines,
+                                                                  spec.lines.get("", 0), new_vals)))
+    new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
+    new_spec = _spec_of(new, path, kernel, sidecar)
+    if new_spec is None:
+        raise KerntuneError(f"internal: the rewritten spec of '{kernel}' cannot be read back", path, k.span.line)
+    return Rewrite(new, sidecar, warnings, True, new_spec)
+
+
+def _spec_of(text: str, path: str, kernel: str, sidecar: tuple[str, str] | None = None) -> TuningSpec | None:
+    """The kernel's spec in ``text`` (and the sidecar's new text, when given); None when it cannot be read."""
+    from . import spec as spec_mod
+    try:
+        cf = parse_cuda(text, path)
+        if sidecar is None:
+            return spec_mod.find_spec(cf, kernel)
+        data = tomllib.loads(sidecar[1])
+        return spec_mod.parse_spec(data[kernel], kernel, sidecar[0], sidecar[0])
+    except (KerntuneError, KeyError, tomllib.TOMLDecodeError):
+        return None
+
+
+def _char_offset(text: str, byte_offset: int) -> int:
+    if text.isascii():
+        return byte_offset
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
+
+
+def tuned_template(path: str | Path, kernel: str, text: str, summary: dict | None, store=None) -> KernelTemplate:
+    """The template a result summary was tuned with (what `apply` and the editor's Apply best render): the
+    kernel's current template when its hash matches, else the one recorded in the store, with the origin,
+    launch, entry and space of its space file (an expert's or an LLM's). KerntuneError when there is none."""
+    from .model import ParamSpace
+    from .space import space_from_toml
+    from .tuner import prepare
+    path = str(Path(path).resolve())
+    if not summary or not summary.get("best_params"):
+        raise KerntuneError(f"no tuned result for kernel '{kernel}'", path)
+    if summary.get("stale"):
+        raise KerntuneError(f"{Path(path).name} changed since kernel '{kernel}' was tuned; tune again before "
+                            "applying", path)
+    try:
+        prep = prepare(path, kernel, text)
+    except KerntuneError:
+        if (summary.get("origin") or "structural") == "structural":
+            raise
+        prep = None  # not structurally tunable (or no template files): an expert's result can still be applied
+    if prep is not None and prep.template.template_hash == summary.get("template_hash"):
+        return prep.template
+    own = store is None
+    if own:
+        from .store import Store
+        from .workspace import store_path_for
+        store = Store(store_path_for(path))
+    try:
+        row = store.get_template(summary.get("template_hash") or "")
+    finally:
+        if own:
+            store.close()
+    if not row:
+        raise KerntuneError("the template that was tuned is not in the store; tune again", path)
+    structural = prep.structural if prep is not None else None
+    same_text = structural is not None and structural.text == row["text"]
+    space = structural.space if same_text else prep.template.space if prep is not None else ParamSpace(kernel, {}, [])
+    meta: dict = {}
+    if row.get("space_toml"):
+        try:
+            space, meta = space_from_toml(row["space_toml"])
+        except KerntuneError:
+            pass
+    origin = row.get("origin") or meta.get("origin") or (prep.template.origin if prep is not None else "user")
+    return KernelTemplate(kernel=kernel, path=path, original_text=text, text=row["text"], space=space,
+                          sites=list(structural.sites) if same_text else [], origin=origin,
+                          launch=meta.get("launch"), entry=meta.get("entry"))

@@ -477,10 +477,12 @@ def results(file, kernel, store_path):
 @click.option("--backend", default=None, help="verify the rewritten kernel on: auto | gpu | none")
 def apply(file, kernel, store_path, dry_run, backend):
     """Rewrite the kernel and its launch site to the best configuration found."""
-    from .apply import render
+    import os
+
+    from .apply import check_compiles, rewrite_file, tuned_template
     from .compiler import compile_kernel
     from .store import Store
-    from .tuner import prepare, read_source, result_summary
+    from .tuner import read_source, result_summary
     from .workspace import cache_dir, store_path_for
 
     text = read_source(file)
@@ -490,32 +492,43 @@ def apply(file, kernel, store_path, dry_run, backend):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
-    prep = prepare(file, kernel, text)
-    template = prep.template
-    if template.template_hash != s["template_hash"]:
-        row = store.get_template(s["template_hash"])
-        if not row:
-            raise KerntuneError("the template that was tuned is not in the store; tune again")
-        template.text = row["text"]
-    new = render(template, s["best_params"])
-    if new == text:
+    template = tuned_template(file, kernel, text, s, store)
+    rw = rewrite_file(text, file, kernel, template, s["best_params"])
+    new = rw.text
+    for w in rw.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+    side_old = Path(rw.sidecar[0]).read_text(encoding="utf-8") if rw.sidecar else None
+    if new == text and (rw.sidecar is None or rw.sidecar[1] == side_old):
         out.print("the best configuration is the original one: nothing to change")
         return
     diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), file, file + " (tuned)"))
+    if rw.sidecar:
+        diff += "".join(difflib.unified_diff(side_old.splitlines(True), rw.sidecar[1].splitlines(True),
+                                             rw.sidecar[0], rw.sidecar[0] + " (tuned)"))
     if dry_run:
         out.print(diff, markup=False, highlight=False)
         return
-    # the rewritten file must compile, and (with a GPU) verify against the original and be timed
-    compile_kernel(new, kernel, arch=s.get("arch") or "sm_90", include_dirs=[str(Path(file).resolve().parent)],
-                   cache_dir=cache_dir())
-    verified = _verify_applied(file, kernel, text, new, backend)
-    Path(file).write_text(new, encoding="utf-8")
+    # the rewritten file must compile (all of it, host code included, when the kernel was rewritten in place),
+    # and (with a GPU) verify against the original and be timed
+    arch = s.get("arch") or (s.get("best_resources") or {}).get("arch") or "sm_90"
+    compile_kernel(new, kernel, arch=arch, include_dirs=[str(Path(file).resolve().parent)], cache_dir=cache_dir())
+    if rw.in_place:
+        check_compiles(new, file, arch, host=True)
+    verified = _verify_applied(file, kernel, text, new, backend, rw.spec)
+    writes = [(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
+    for p, t in writes:  # both written, or neither
+        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
+    for p, _ in writes:
+        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
     out.print(diff, markup=False, highlight=False)
-    out.print(f"applied {s['best_params']} to {file} ({s['speedup']:.2f}x measured); {verified}")
+    how = f" in place ({template.origin} template)" if rw.in_place else ""
+    speed = f"{s['speedup']:.2f}x measured" if s.get("speedup") else "no speedup measured"
+    out.print(f"applied {s['best_params']} to {file}{how} ({speed}); {verified}", soft_wrap=True)
 
 
-def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None) -> str:
-    """Verify the rewritten kernel against the original on the GPU; a plain note when there is none."""
+def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None, new_spec=None) -> str:
+    """Verify the rewritten kernel against the original on the GPU (launched as ``new_spec``, the spec after the
+    rewrite; default: the one in ``new``); a plain note when there is no GPU."""
     if backend == "none":
         return "not verified on a GPU (--backend none)"
     from .gpu_backend import gpu_available
@@ -528,7 +541,7 @@ def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | N
     from .tuner import verify_rewrite
     be = GpuBackend()
     try:
-        ev, confirmed = verify_rewrite(file, kernel, old, new, be)
+        ev, confirmed = verify_rewrite(file, kernel, old, new, be, new_spec=new_spec)
     finally:
         be.close()
     if not ev.ok:

@@ -420,15 +420,22 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
 
 
 def verify_rewrite(path: str, kernel: str, old_text: str, new_text: str, backend: Backend,
-                   seed: int = 1) -> tuple[Evaluation, tuple[list[Timing], list[Timing]] | None]:
-    """Check a rewritten file (what `apply` writes) against the original one on the backend's GPU: the new
-    kernel at the launch its own host code now has, verified on fresh inputs, then timed interleaved."""
+                   seed: int = 1, new_spec: TuningSpec | None = None
+                   ) -> tuple[Evaluation, tuple[list[Timing], list[Timing]] | None]:
+    """Check a rewritten file (what `apply` writes) against the original one on the backend's GPU: the old
+    kernel at the old spec's launch is the reference; the new kernel runs at the launch the rewritten spec
+    gives (``new_spec``, default: the spec in ``new_text``; an in-place rewrite changes grid and block), on the
+    same sizes, verified on fresh inputs, then timed interleaved."""
     old = prepare(path, kernel, old_text, use_workspace_files=False)
     cf_new, _ = parse_checked(path, kernel, new_text)
     try:
         new_cfg = templatize(cf_new, kernel).space.original_config()
     except KerntuneError:
         new_cfg = {}
+    if new_spec is None:
+        new_spec = spec_mod.find_spec(cf_new, kernel)
+    if new_spec is None:
+        raise KerntuneError(f"the rewritten file has no tuning spec for '{kernel}'", path)
     dev = backend.device()
     job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())
     ref = compile_kernel(old_text, kernel, **job)
@@ -440,7 +447,8 @@ def verify_rewrite(path: str, kernel: str, old_text: str, new_text: str, backend
                       original_hash=sha256_text(old_text), template_hash=sha256_text(new_text),
                       spec_hash=spec.spec_hash, seed=seed)
     backend.start(problem)
-    variant = Variant(params=new_cfg, compiled=new, launches=[spec_mod.launch(spec, s, new_cfg) for s in spec.sizes])
+    variant = Variant(params=new_cfg, compiled=new,
+                      launches=[spec_mod.launch(new_spec, s, new_cfg) for s in spec.sizes])
     ev = backend.evaluate(variant)
     confirmed = backend.confirm(variant, 5) if ev.ok else None
     return ev, confirmed

@@ -4,15 +4,13 @@ Both come from the engine (``apply.render`` / ``spec.insert_spec``) and are turn
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from lsprotocol import types as lsp
 
 from agent_core import spec as spec_mod
-from agent_core.apply import check_compiles, render, text_edits
+from agent_core.apply import check_compiles, rewrite_file, text_edits, tuned_template
 from agent_core.model import KerntuneError
-from agent_core.store import Store
-from agent_core.tuner import prepare
-from agent_core.workspace import store_path_for
 
 from .documents import Doc
 
@@ -39,26 +37,23 @@ def spec_text(doc: Doc, kernel: str) -> str:
 
 
 def best_text(path: str, text: str, kernel: str, summary: dict | None, check_compile: bool = True) -> str:
-    """The file rewritten to the stored best configuration (runs off the event loop: it may call nvcc)."""
+    """The file rewritten to the stored best configuration (runs off the event loop: it may call nvcc). A
+    template that is not a whole file (an expert's) is written in place: kernel, spec launch, launch sites."""
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
     if summary.get("stale"):
         raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
                             path)
-    prep = prepare(path, kernel, text)
-    template = prep.template
-    if template.template_hash != summary.get("template_hash"):
-        store = Store(store_path_for(path))
-        try:
-            row = store.get_template(summary["template_hash"])
-        finally:
-            store.close()
-        if not row:
-            raise KerntuneError("the template that was tuned is not in the store; optimize again", path)
-        template.text = row["text"]
-    new = render(template, summary["best_params"])
+    template = tuned_template(path, kernel, text, summary)
+    rw = rewrite_file(text, path, kernel, template, summary["best_params"])
+    if rw.sidecar is not None:
+        raise KerntuneError(f"the spec of '{kernel}' is in {Path(rw.sidecar[0]).name}, whose launch must change "
+                            f"with the kernel and which this edit cannot include: apply from a terminal with "
+                            f"`kerntune apply {Path(path).name} -k {kernel}`", path)
+    new = rw.text
     if new == text:
         raise KerntuneError(f"the best configuration of '{kernel}' is the original one: nothing to change", path)
     if check_compile and shutil.which("nvcc"):
-        check_compiles(new, path, (summary.get("best_resources") or {}).get("arch") or summary.get("arch") or "sm_90")
+        check_compiles(new, path, (summary.get("best_resources") or {}).get("arch") or summary.get("arch") or "sm_90",
+                       host=rw.in_place)
     return new

@@ -1,11 +1,18 @@
+import ast
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from agent_core.apply import apply_edits, apply_to_file, check_compiles, render, strip_header, text_edits
-from agent_core.model import KernelTemplate, KerntuneError, Param, ParamSpace
+from agent_core import experts, spec as spec_mod
+from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, is_whole_file, render, rewrite_file,
+                              spec_expr, strip_header, text_edits, to_c, tuned_template)
+from agent_core.cuda_parse import parse_cuda
+from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
 
 ROW_SUM = '''#include <cuda_runtime.h>
 #define BLOCK 128
@@ -218,3 +225,466 @@ def test_sites_render_derived_literals_as_numbers():
     t.text = t.text.replace("int s = KT_BLOCK / 2;", "int s = KT_BLOCK / 2;  // edited")
     new = render(t, {"BLOCK": 512})
     assert "int s = 512 / 2;  // edited" in new and "kerntune:params" not in new
+
+
+# =============================================================================================== in place
+# A winner that is not a whole file (an expert bound to the kernel) is written *into* the user's file: the
+# kernel's definition becomes the expert's code + the wrapper renamed to the kernel, the spec's launch and the
+# launch sites follow the expert's launch. Real bench files, the experts as agent_core.experts binds them, and
+# the parameters the H100 recording (tests/data/stores/bench.sqlite) found best.
+BENCH_STORE = ROOT / "tests" / "data" / "stores" / "bench.sqlite"
+
+
+def _nvcc_c(path: Path) -> None:
+    nvcc = shutil.which("nvcc")
+    r = subprocess.run([nvcc, "-arch=sm_90", "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _bind(path: Path, kernel: str | None = None):
+    """(text, CudaFile, kernel name, spec, the best-matching expert bound to the kernel)."""
+    text = path.read_text()
+    cf = parse_cuda(text, str(path))
+    k = kernel or cf.kernels[0].name
+    spec = spec_mod.find_spec(cf, k)
+    matches = experts.match(cf, k, spec)
+    assert matches, f"no expert matches {k}"
+    return text, cf, k, spec, experts.bind(matches[0], cf, spec)
+
+
+def _recorded_best(template) -> dict[str, int]:
+    """The best configuration the H100 recording has for this bound expert (its default when none)."""
+    from agent_core.store import Store
+    st = Store(BENCH_STORE)
+    try:
+        ok = [e for e in st.evaluations(template_hash=template.template_hash) if e.ok and e.objective]
+    finally:
+        st.close()
+    return min(ok, key=lambda e: e.objective).params if ok else template.space.original_config()
+
+
+# bench file -> (expert, recorded best, spec grid, spec block, the launch site's new configuration)
+IN_PLACE = {
+    "silu_and_mul": ("act_and_mul", {"ITEMS": 1, "THREADS": 128, "VEC": 4}, ["tokens", "cdiv(d, 512)"], ["128"],
+                     "dim3(tokens, (d + 511) / 512), 128, 0, stream"),
+    "rms_norm": ("rms_norm", {"ITEMS": 32, "ROWS": 1, "THREADS": 1024, "VEC": 8}, ["tokens"], ["1024"],
+                 "tokens, 1024, 0, stream"),
+    # the host's own `total` (a long long computed before the launch) stands for tokens * heads * head_size
+    "merge_attn_states": ("merge_attn_states", {"ITEMS": 1, "THREADS": 64, "VEC": 4},
+                          ["cdiv(num_tokens * num_heads * head_size, 256)"], ["64"],
+                          "(total + 255) / 256, 64, 0, stream"),
+    # no scalar holds `tokens` or `hidden`, but one holds the whole `tokens * hidden / 128` the launch needs
+    "per_token_group_quant_int8": ("per_token_group_quant", {"ITEMS": 8, "LANES": 32, "ROWS": 8, "VEC": 1},
+                                   ["cdiv(tokens * hidden / 128, 8)"], ["32", "8"],
+                                   "(num_groups + 7) / 8, dim3(32, 8), 0, stream"),
+}
+
+
+def _in_place(tmp_path: Path, name: str):
+    f = tmp_path / f"{name}.cu"
+    shutil.copy(ROOT / "bench" / f"{name}.cu", f)
+    text, cf, k, spec, t = _bind(f)
+    cfg = _recorded_best(t)
+    return f, text, cf, k, spec, t, cfg, rewrite_file(text, f, k, t, cfg)
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_expert_winner_is_rewritten_in_place(tmp_path, name):
+    expert, best, grid, block, site_cfg = IN_PLACE[name]
+    f, text, cf, k, spec, t, cfg, rw = _in_place(tmp_path, name)
+    assert t.origin == f"expert:{expert}" and cfg == best
+    assert not is_whole_file(t, cf) and rw.in_place and rw.sidecar is None and rw.warnings == []
+    new = rw.text
+    kern = cf.kernel(k)
+    site = kern.launch_sites[0]
+    raw = text.encode()
+    # everything above the spec comment is kept; below the kernel only the launch configuration changed
+    assert new.startswith(raw[:spec.span.start].decode())
+    old_cfg = raw[site.config[0].span.start:site.config[-1].span.end].decode()
+    after = raw[kern.span.end:].decode()
+    assert new.endswith(after.replace(old_cfg, site_cfg)) and f"{k}<<<{site_cfg}>>>" in new
+    # the spec: the same args and sizes, the expert's launch at the tuned values; it parses and validates
+    ncf = parse_cuda(new, str(f))
+    nspec = spec_mod.find_spec(ncf, k)
+    assert (nspec.grid, nspec.block, nspec.smem) == (grid, block, "0") and rw.spec.grid == grid
+    assert [a.__dict__ for a in nspec.args] == [a.__dict__ for a in spec.args] and nspec.sizes == spec.sizes
+    nk = ncf.kernel(k)
+    spec_mod.validate_spec(nspec, nk, set())
+    for s in spec.sizes:  # launches exactly what the tuner measured
+        assert spec_mod.launch(nspec, s) == spec_mod.launch(t.launch, s, cfg)
+    # the kernel: the user's name and parameter list, the wrapper's launch bounds, the expert's code
+    assert [(p.name, p.type) for p in nk.params] == [(p.name, p.type) for p in kern.params]
+    assert [b.text for b in nk.launch_bounds] == [str(spec_mod.launch(t.launch, spec.sizes[0], cfg).threads)]
+    assert not nk.signature.startswith("extern") and f"kt_{expert}_{k}" not in new
+    assert "kerntune-expert:" not in new and "// why:" not in new
+    assert f"// kerntune: {k} from the expert:{expert} template, tuned: " in new
+    # no parameter macro is left, but in the shared helpers' KT_DISPATCH_ITEMS (from #defines around the code)
+    helpers = re.search(r"#ifndef KERNTUNE_EXPERT_HELPERS\n.*?#endif  // KERNTUNE_EXPERT_HELPERS", new, re.S).group(0)
+    rest = re.sub(r"^#(define|undef) KT_\w+.*$", "", new.replace(helpers, ""), flags=re.M)
+    assert not re.search(r"\bKT_(?!DISPATCH_ITEMS\b)\w+", rest)
+    assert "#define KT_" not in helpers.replace("#define KT_DISPATCH_ITEMS", "")
+    assert new.count("#ifndef KERNTUNE_EXPERT_HELPERS") == 1 and f"namespace {expert}_" in new
+    assert [x.name for x in ncf.kernels] == [x.name for x in cf.kernels]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_expert_rewrite_compiles_with_the_host_code(tmp_path, name):
+    f, *_, rw = _in_place(tmp_path, name)
+    f.write_text(rw.text)
+    _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_two_kernels_of_one_file_rewritten_one_after_the_other_compile(tmp_path):
+    """silu and gelu bind the same expert with other values (and another activation), rms_norm another: the
+    helpers are defined once, each expert's code once per configuration, and every kernel keeps its spec."""
+    f = tmp_path / "mlp.cu"
+    names = ("silu_and_mul", "gelu_and_mul", "rms_norm")
+    f.write_text("".join((ROOT / "bench" / f"{n}.cu").read_text() for n in names))
+    kernels = ["gelu_and_mul_kernel", "silu_and_mul_kernel", "rms_norm_kernel"]
+    for n, k in zip(("gelu_and_mul", "silu_and_mul", "rms_norm"), kernels):
+        cfg = _recorded_best(_bind(ROOT / "bench" / f"{n}.cu")[4])
+        text, cf, _, spec, t = _bind(f, k)
+        rw = rewrite_file(text, f, k, t, cfg)
+        f.write_text(rw.text)
+        _nvcc_c(f)
+    new = f.read_text()
+    cf = parse_cuda(new, str(f))
+    # gelu (2nd in the file) brought the helpers, silu (1st) its own copy, as it comes first: the preprocessor
+    # keeps silu's; rms_norm (last) found them defined above and brought none
+    assert new.count("#define KERNTUNE_EXPERT_HELPERS") == 2
+    assert len(set(re.findall(r"namespace (act_and_mul_\w+) \{", new))) == 2
+    for k in kernels:
+        s = spec_mod.find_spec(cf, k)
+        spec_mod.validate_spec(s, cf.kernel(k), set())
+        assert cf.kernel(k).launch_bounds and "kt::" in new.encode()[cf.kernel(k).body_span.start:].decode()[:400]
+    assert spec_mod.find_spec(cf, "gelu_and_mul_kernel").block == ["64"]
+    assert "gelu_and_mul_kernel<<<dim3(tokens, (d + 511) / 512), 64, 0, stream>>>" in new
+
+
+UNMAPPED = '''#include <cuda_fp16.h>
+
+/* kerntune:
+args  = ["out: out f16[tokens * d]", "x: in f16[tokens * 2 * d]", "d: i32 = d", "n: i32 = tokens * d"]
+sizes = [{ tokens = 64, d = 4096 }, { tokens = 77, d = 4099 }]
+grid  = "cdiv(tokens * d, 256)"
+block = "256"
+*/
+__global__ void silu_flat(__half* out, const __half* x, int d, int n) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= n) return;
+  const int t = i / d, j = i % d;
+  const float a = __half2float(x[(long long)t * 2 * d + j]);
+  out[i] = __float2half(a / (1.0f + expf(-a)) * __half2float(x[(long long)t * 2 * d + d + j]));
+}
+'''
+UNMAPPED_HOST = '''
+void silu(__half* out, const __half* x, int rows, int d, cudaStream_t s) {
+  const int n = rows * d;
+  silu_flat<<<(n + 255) / 256, 256, 0, s>>>(out, x, d, n);
+}
+'''
+
+
+def test_a_size_the_launch_does_not_pass_is_an_error_and_nothing_changes(tmp_path):
+    """The expert launches one block per row; the host passes only d and the element count: `tokens` cannot be
+    written over the host's values, so the error says what the launch must become and the file stays."""
+    f = tmp_path / "unmapped.cu"
+    f.write_text(UNMAPPED + UNMAPPED_HOST)
+    text, cf, k, spec, t = _bind(f)
+    cfg = t.space.original_config()
+    with pytest.raises(KerntuneError) as ei:
+        rewrite_file(text, f, k, t, cfg)
+    msg = str(ei.value)
+    line = text.splitlines().index("  silu_flat<<<(n + 255) / 256, 256, 0, s>>>(out, x, d, n);") + 1
+    assert msg.startswith(f"{f}:{line}:")
+    assert "`tokens`" in msg and 'must launch grid = ["tokens", "cdiv(d, ' in msg and "Nothing was changed" in msg
+    with pytest.raises(KerntuneError):
+        apply_to_file(f, t, cfg, check_compile=False)
+    assert f.read_text() == text
+
+
+def test_no_launch_site_rewrites_kernel_and_spec_and_says_what_the_launch_must_be(tmp_path):
+    f = tmp_path / "nolaunch.cu"
+    f.write_text(UNMAPPED)
+    text, cf, k, spec, t = _bind(f)
+    cfg = t.space.original_config()
+    rw = rewrite_file(text, f, k, t, cfg)
+    assert len(rw.warnings) == 1 and "'silu_flat' is not launched in this file" in rw.warnings[0]
+    g = [spec_expr(fold(x, cfg)) for x in t.launch["grid"]]
+    assert f"grid = {json.dumps(g)}" in rw.warnings[0] and rw.spec.grid == g
+    assert rw.spec.block == [str(cfg["THREADS"])] and "kt::act_and_mul_" in rw.text
+
+
+SIDECAR_HOST = '''#include <cuda_fp16.h>
+
+namespace ops {
+extern "C" __global__ void silu_kernel(__half* out, const __half* x, int d) {
+  const long long t = blockIdx.x;
+  for (int i = threadIdx.x; i < d; i += 256) {
+    const float a = __half2float(x[t * 2 * d + i]);
+    out[t * d + i] = __float2half(a / (1.0f + expf(-a)) * __half2float(x[t * 2 * d + d + i]));
+  }
+}
+}  // namespace ops
+
+void silu(__half* out, const __half* x, int tokens, int d, cudaStream_t stream) {
+  dim3 grid(tokens);
+  dim3 block(256);
+  ops::silu_kernel<<<grid, block, 0, stream>>>(out, x, d);
+}
+'''
+SIDECAR = '''# tuning specs of silu.cu
+[silu_kernel]
+args  = ["out: out f16[tokens * d]", "x: in f16[tokens * 2 * d]", "d: i32 = d"]
+sizes = [{ tokens = 64, d = 4096 }, { tokens = 77, d = 4099 }]
+grid  = "tokens"   # one token per block
+block = "256"
+rtol = 1e-2
+'''
+
+
+def test_sidecar_spec_extern_c_in_a_namespace_and_dim3_variables(tmp_path):
+    """The spec in FILE.cu.kerntune.toml changes there; the kernel stays extern "C" inside its namespace (the
+    expert's code goes above the namespace); the grid's size comes from the `dim3 grid(tokens)` variable."""
+    f = tmp_path / "silu.cu"
+    f.write_text(SIDECAR_HOST)
+    side = tmp_path / "silu.cu.kerntune.toml"
+    side.write_text(SIDECAR)
+    text, cf, k, spec, t = _bind(f)
+    cfg = {"ITEMS": 2, "THREADS": 256, "VEC": 8}
+    rw = rewrite_file(text, f, k, t, cfg)
+    assert rw.sidecar is not None and rw.sidecar[0] == str(side)
+    assert rw.sidecar[1] == SIDECAR.replace('grid  = "tokens"', 'grid  = ["tokens", "cdiv(d, 4096)"]')
+    assert (rw.spec.grid, rw.spec.block) == (["tokens", "cdiv(d, 4096)"], ["256"])
+    assert "ops::silu_kernel<<<dim3(tokens, (d + 4095) / 4096), 256, 0, stream>>>(out, x, d);" in rw.text
+    new_cf = parse_cuda(rw.text, str(f))
+    assert new_cf.kernel(k).signature.startswith('extern "C" __global__ void __launch_bounds__(256) silu_kernel(')
+    assert rw.text.index("#define KERNTUNE_EXPERT_HELPERS") < rw.text.index("namespace ops {")
+    apply_to_file(f, t, cfg, check_compile=shutil.which("nvcc") is not None)
+    assert f.read_text() == rw.text and side.read_text() == rw.sidecar[1]
+
+
+def test_launch_expressions_fold_and_translate_to_c():
+    assert spec_expr(fold("cdiv(((tokens * hidden) / (hidden)), ROWS)", {"ROWS": 1})) == "tokens"
+    assert spec_expr(fold("cdiv((d), THREADS * VEC * ITEMS)", {"THREADS": 128, "VEC": 4, "ITEMS": 1})) == "cdiv(d, 512)"
+    assert spec_expr(fold("max(THREADS, 32) if ROWS > 1 else THREADS", {"THREADS": 64, "ROWS": 1})) == "64"
+
+    def host(**names):
+        return {ast.dump(ast.Name(n, ast.Load())): h for n, h in names.items()}
+
+    assert to_c(fold("cdiv(n, 256)"), host(n="count")) == "(count + 255) / 256"
+    assert to_c(fold("cdiv(n, B)"), host(n="a + b", B="blk")) == "((a + b) + blk - 1) / blk"
+    assert to_c(fold("min(n, 4) * 2 - (k - 1)"), host(n="x + 1", k="y")) == "((x + 1) < 4 ? (x + 1) : 4) * 2 - (y - 1)"
+    assert to_c(fold("round_up(n, 32) // 2"), host(n="m")) == "(m + 31) / 32 * 32 / 2"
+    # a whole sub-expression the host holds is used as it is
+    whole = {ast.dump(fold("rows * hidden / 128")): "num_groups"}
+    assert to_c(fold("cdiv(rows * hidden / 128, 8)"), whole) == "(num_groups + 7) / 8"
+    with pytest.raises(Exception) as ei:
+        to_c(fold("cdiv(rows, 8) * cols"), host(rows="r"))
+    assert "cols" in str(ei.value)
+
+
+@pytest.mark.nvcc
+def test_verify_rewrite_launches_the_new_kernel_with_the_rewritten_spec(tmp_path, monkeypatch):
+    """The reference runs the old kernel at the old spec's launch; the rewritten kernel at the new spec's."""
+    from agent_core.tuner import verify_rewrite
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    f, text, cf, k, spec, t, cfg, rw = _in_place(tmp_path, "silu_and_mul")
+
+    class Recorder:
+        name = "recorder"
+
+        def device(self):
+            return DeviceInfo("recorder", "sm_90", 132)
+
+        def start(self, problem):
+            self.problem = problem
+            return []
+
+        def evaluate(self, variant):
+            self.variant = variant
+            return Evaluation(params=variant.params, status=Status.OK)
+
+        def confirm(self, variant, rounds=5):
+            return None
+
+    rec = Recorder()
+    ev, confirmed = verify_rewrite(str(f), k, text, rw.text, rec)
+    assert ev.ok and confirmed is None
+    assert rec.problem.reference_launches == [spec_mod.launch(spec, s) for s in spec.sizes]
+    assert rec.variant.launches == [spec_mod.launch(t.launch, s, cfg) for s in spec.sizes]
+    assert rec.variant.launches[0].grid[1] > 1 and rec.variant.launches[0].block == (128, 1, 1)
+
+
+@pytest.fixture
+def reproduce(tmp_path, monkeypatch):
+    """The reproduce case: bench/silu_and_mul.cu optimized over the H100 recording (replay backend)."""
+    shutil.copy(ROOT / "bench" / "silu_and_mul.cu", tmp_path / "silu_and_mul.cu")
+    shutil.copy(BENCH_STORE, tmp_path / "rec.sqlite")
+    monkeypatch.chdir(tmp_path)
+    for v in ("KERNTUNE_STORE", "KERNTUNE_BACKEND", "KERNTUNE_WORKDIR"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    from agent_core.cli import main
+    r = CliRunner().invoke(main, ["optimize", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--budget", "30",
+                                  "--rounds", "3", "--backend", "replay:rec.sqlite"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return tmp_path, main
+
+
+def test_cli_apply_dry_run_of_an_expert_winner_is_in_place(reproduce):
+    work, main = reproduce
+    before = (work / "silu_and_mul.cu").read_text()
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--dry-run"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert '+grid  = ["tokens", "cdiv(d, 512)"]' in r.output and '-grid  = "tokens"' in r.output
+    assert "+  silu_and_mul_kernel<<<dim3(tokens, (d + 511) / 512), 128, 0, stream>>>(out, x, d);" in r.output
+    assert "-void silu_and_mul(" not in r.output and "-/* kerntune:" not in r.output
+    assert (work / "silu_and_mul.cu").read_text() == before
+    # the helper both the CLI and the server use finds the expert template in the store
+    from agent_core.store import Store
+    from agent_core.tuner import result_summary
+    st = Store(work / ".kerntune" / "results.sqlite")
+    s = result_summary(st, "silu_and_mul.cu", "silu_and_mul_kernel", before)
+    t = tuned_template("silu_and_mul.cu", "silu_and_mul_kernel", before, s, st)
+    st.close()
+    assert t.origin == "expert:act_and_mul" and t.entry == "kt_act_and_mul_silu_and_mul_kernel" and t.launch
+
+
+@pytest.mark.nvcc
+def test_cli_apply_writes_an_expert_winner_in_place(reproduce):
+    work, main = reproduce
+    f = work / "silu_and_mul.cu"
+    before = f.read_text()
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "in place (expert:act_and_mul template)" in r.output
+    after = f.read_text()
+    host = before[before.index("void silu_and_mul("):]
+    assert after.startswith(before[:before.index("/* kerntune:")])
+    assert after.endswith(host.replace("<<<tokens, 256, 0, stream>>>",
+                                       "<<<dim3(tokens, (d + 511) / 512), 128, 0, stream>>>"))
+    cf = parse_cuda(after, str(f))
+    s = spec_mod.find_spec(cf, "silu_and_mul_kernel")
+    assert (s.grid, s.block) == (["tokens", "cdiv(d, 512)"], ["128"])
+    assert "__global__ void __launch_bounds__(128) silu_and_mul_kernel(__half* out, const __half* x, int d) {" in after
+    _nvcc_c(f)
+    # applying again: the file changed since it was tuned
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"])
+    assert r.exit_code == 2 and "changed since" in r.output
+
+
+ROW_SUM_STARS = '''#include <cuda_runtime.h>
+
+/* kerntune:
+ * args  = ["out: out f32[rows]", "x: in f32[rows * cols]", "cols: i32 = cols"]
+ * sizes = [{ rows = 64, cols = 1000 }, { rows = 33, cols = 4099 }]
+ * grid  = "rows"
+ * block = "128"
+ */
+__global__ void row_sum(float* out, const float* x, int cols) {
+  __shared__ float s[128];
+  float acc = 0.f;
+  for (int c = threadIdx.x; c < cols; c += 128) acc += x[(size_t)blockIdx.x * cols + c];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int k = 64; k > 0; k >>= 1) {
+    if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+
+void launch(float* out, const float* x, int rows, int cols) {
+  row_sum<<<rows, 128>>>(out, x, cols);
+}
+'''
+# what an LLM templater might answer when it does not keep the whole file: helpers and an entry of its own
+# (other parameter names), dynamic shared memory from the parameter
+LLM_PARTIAL = '''#include <cuda_runtime.h>
+#ifndef KT_BLOCK
+#define KT_BLOCK 128
+#endif
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__global__ void __launch_bounds__(KT_BLOCK) row_sum_llm(float* o, const float* in, int n) {
+  extern __shared__ float part[];
+  float acc = 0.f;
+  for (int c = threadIdx.x; c < n; c += KT_BLOCK) acc += in[(size_t)blockIdx.x * n + c];
+  acc = warp_sum(acc);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    acc = threadIdx.x < KT_BLOCK / 32 ? part[threadIdx.x] : 0.f;
+    acc = warp_sum(acc);
+    if (threadIdx.x == 0) o[blockIdx.x] = acc;
+  }
+}
+'''
+
+
+def _llm_template(path: Path, text: str, body: str, entry: str | None) -> KernelTemplate:
+    return KernelTemplate("row_sum", str(path), text, body,
+                          ParamSpace("row_sum", {"BLOCK": Param("BLOCK", [64, 128, 256], 128, "block_size")}, []),
+                          origin="llm", launch={"grid": ["rows"], "block": ["BLOCK"], "smem": "BLOCK / 32 * 4"},
+                          entry=entry)
+
+
+def test_partial_llm_template_in_place_with_dynamic_shared_memory(tmp_path):
+    f = tmp_path / "row_sum.cu"
+    f.write_text(ROW_SUM_STARS)
+    cf = parse_cuda(ROW_SUM_STARS, str(f))
+    t = _llm_template(f, ROW_SUM_STARS, LLM_PARTIAL, "row_sum_llm")
+    assert not is_whole_file(t, cf)
+    rw = rewrite_file(ROW_SUM_STARS, f, "row_sum", t, {"BLOCK": 256})
+    new = rw.text
+    # the smem the spec lacked is added after block, in the comment's ` * ` margin; the launch passes it
+    assert ' * grid  = "rows"\n * block = "256"\n * smem = "32"\n */' in new
+    assert "  row_sum<<<rows, 256, 32>>>(out, x, cols);" in new
+    # the entry keeps its own parameter names (its body uses them), renamed to the kernel
+    assert "__global__ void __launch_bounds__(256) row_sum(float* o, const float* in, int n) {" in new
+    assert "row_sum_llm" not in new and "KT_BLOCK" not in new and "c += 256" in new
+    assert re.search(r"#ifndef KERNTUNE_TEMPLATE_LLM_[0-9A-F]{8}\n", new)
+    assert new.count("#include <cuda_runtime.h>") == 1
+    s = spec_mod.find_spec(parse_cuda(new, str(f)), "row_sum")
+    assert (s.grid, s.block, s.smem) == (["rows"], ["256"], "32") and rw.spec.smem == "32"
+    if shutil.which("nvcc"):
+        f.write_text(new)
+        _nvcc_c(f)
+
+
+def test_a_whole_file_llm_template_is_rendered_as_a_whole(tmp_path):
+    """An LLM template that kept the host code and the spec (what the templater is asked for) is the file."""
+    f = tmp_path / "row_sum.cu"
+    body = ROW_SUM_STARS.replace("__shared__ float s[128];", "__shared__ float s[KT_BLOCK];").replace(
+        "c += 128", "c += KT_BLOCK")
+    t = _llm_template(f, ROW_SUM_STARS, "#ifndef KT_BLOCK\n#define KT_BLOCK 128\n#endif\n" + body, None)
+    assert is_whole_file(t, parse_cuda(ROW_SUM_STARS, str(f)))
+    rw = rewrite_file(ROW_SUM_STARS, f, "row_sum", t, {"BLOCK": 128})
+    assert not rw.in_place and rw.text == ROW_SUM_STARS
+
+
+def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
+    """server/edits.py best_text goes through the same rewrite as the CLI."""
+    from server.edits import best_text
+    from agent_core.store import Store
+    from agent_core.tuner import result_summary
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    st = Store(work / ".kerntune" / "results.sqlite")
+    s = result_summary(st, str(f), "silu_and_mul_kernel", text)
+    st.close()
+    new = best_text(str(f), text, "silu_and_mul_kernel", s, check_compile=shutil.which("nvcc") is not None)
+    t = tuned_template(f, "silu_and_mul_kernel", text, s)
+    assert new == rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text
+    assert "silu_and_mul_kernel<<<dim3(tokens, (d + 511) / 512), 128, 0, stream>>>" in new
+    assert new.endswith("}\n") and "void silu_and_mul(__half* out" in new
