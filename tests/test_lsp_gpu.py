@@ -21,7 +21,9 @@ async def test_optimize_and_apply_on_the_gpu_through_the_lsp(tmp_path: Path):
     src = tmp_path / "silu.cu"
     shutil.copy(REPO / "examples" / "silu.cu", src)
     text = src.read_text(encoding="utf-8")
-    env = {**ENV, "KERNTUNE_BACKEND": "gpu", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
+    import os
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # pycuda's folder
+    env = {**ENV, "PYTHONPATH": pythonpath, "KERNTUNE_BACKEND": "gpu", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
            "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune")}
     lines = text.split("\n")
     row = next(i for i, ln in enumerate(lines) if "void silu(" in ln)
@@ -30,7 +32,7 @@ async def test_optimize_and_apply_on_the_gpu_through_the_lsp(tmp_path: Path):
         uri = open_doc(client, src)
         await diagnostics_for(client, uri)
         t0 = time.monotonic()
-        res = await execute(client, "kerntune.optimize", uri, "silu", {"strategy": "tpe", "budget": 40})
+        res = await execute(client, "kerntune.optimize", uri, "silu", {"strategy": "tpe", "budget": 40, "rounds": 2})
         assert res["status"] == "started", res
         token = res["token"]
         end = await wait_until(lambda: progress_end(client, token), "the end of tuning on the GPU", 400)
