@@ -14,11 +14,13 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .backend import Backend
-from .model import KernelTemplate, KerntuneError
+from .model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
 from .planning import Analysis, Planner, Round, RuleBasedPlanner, Step, analyze
 from .store import Store
 from .tuner import Prepared, TuneEvent, TuneOptions, prepare, tune
 
+# A test designer gives the spec to verify and time a template on (extra size sets, input distributions), or None.
+TestDesigner = Callable[[Prepared, KernelTemplate], "TuningSpec | None"]
 # A templater proposes extra templates for a kernel (expert bindings, LLM proposals) given the rounds so far.
 Templater = Callable[[Prepared, list[Round]], list[KernelTemplate]]
 
@@ -60,7 +62,10 @@ def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate
 def optimize(path: str, kernel: str, backend: Backend, store: Store, options: AgentOptions | None = None,
              planner: Planner | None = None, templaters: list[Templater] | None = None,
              on_event: Callable[[TuneEvent], None] | None = None, cancel: threading.Event | None = None,
-             text: str | None = None) -> AgentResult:
+             text: str | None = None, test_designer: TestDesigner | None = None) -> AgentResult:
+    """``test_designer`` (e.g. the LLM's) is asked, before an LLM-proposed template is searched, for size sets
+    and input distributions that stress it; the round then verifies and times it (and the original) on them
+    too. When the backend cannot measure them (a replay recorded without them), the round uses the spec."""
     opt = options or AgentOptions()
     planner = planner or RuleBasedPlanner(opt.budget_per_round)
     cancel = cancel or threading.Event()
@@ -95,9 +100,24 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             if budget <= 0:
                 result.final_step = Step("stop", "total evaluation budget spent")
                 break
-        r = tune(path, kernel, backend, store,
-                 TuneOptions(budget=budget, time_budget_s=opt.time_budget_s, strategy=opt.strategy, seed=opt.seed),
-                 on_event=on_event, cancel=cancel, prepared=replace(prep, template=step.template))
+        topt = TuneOptions(budget=budget, time_budget_s=opt.time_budget_s, strategy=opt.strategy, seed=opt.seed)
+        prepared = replace(prep, template=step.template)
+        if test_designer is not None and step.template.origin.startswith("llm"):
+            designed = test_designer(prep, step.template)
+            if designed is not None:
+                extra = len(designed.sizes) - len(prep.spec.sizes)
+                emit(TuneEvent("status", f"test designer: {extra} extra size sets for the {step.template.origin} "
+                                         "template (verified and timed on them too)"))
+                prepared = replace(prepared, spec=designed)
+        try:
+            r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel, prepared=prepared)
+        except KerntuneError as e:
+            if prepared.spec is prep.spec or isinstance(e, NoGpuError):
+                raise
+            emit(TuneEvent("status", f"the designed size sets cannot be measured here ({e.message}); "
+                                     "searching on the spec's"))
+            r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel,
+                     prepared=replace(prep, template=step.template))
         spent += r.summary["counts"]["measured"]
         profile = _profile(backend, r)
         analysis = analyze(r.summary, profile)

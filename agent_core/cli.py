@@ -334,8 +334,12 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
               help="most prompt + answer tokens (default $KERNTUNE_LLM_MAX_TOKENS; no limit)")
 @click.option("--llm-max-seconds", type=click.FloatRange(min=0), default=None,
               help="most seconds waiting on the model (default $KERNTUNE_LLM_MAX_WALL_S; no limit)")
+@click.option("--llm-test-sizes", is_flag=True,
+              help="ask the model's test designer for size sets and input distributions that stress each "
+                   "template it proposes; the template is verified and timed on them too")
 def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, backend,
-             store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds):
+             store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds,
+             llm_test_sizes):
     """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
     compiled, verified and timed like any other template."""
@@ -353,7 +357,11 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     except BaseException:
         be.close()
         raise
-    planner = templaters = marks = None
+    planner = templaters = marks = designer = None
+    if llm_test_sizes and hooks is None:
+        err.print("note: --llm-test-sizes needs an LLM endpoint; the loop runs offline", markup=False)
+    if hooks is not None and llm_test_sizes:
+        designer = hooks.test_designer.design
     if hooks is not None:
         marks = _PlanMarks(hooks.planner, hooks.roles.log)
         planner = marks
@@ -369,7 +377,7 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         res = run_optimize(file, kernel, be, store, AgentOptions(
             budget_per_round=budget, max_rounds=rounds, total_budget=total_budget, time_budget_s=time_budget,
             strategy=strategy, seed=seed, use_experts=not no_experts), planner=planner, templaters=templaters,
-            on_event=on_event, cancel=cancel)
+            on_event=on_event, cancel=cancel, test_designer=designer)
     finally:
         signal.signal(signal.SIGINT, previous)
         be.close()

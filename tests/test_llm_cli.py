@@ -262,3 +262,49 @@ def test_scripted_loop_over_the_h100_recording(work):
     s_llm, s_struct = recorded["llm"]["speedup"] or 0, recorded["structural"]["speedup"] or 0
     if abs(s_llm - s_struct) > 0.1 * max(s_llm, s_struct):  # a clear winner on the GPU stays the winner
         assert o["best"]["origin"] == ("llm" if s_llm > s_struct else "structural")
+
+
+LLM_TESTS_RECORDING = STORES / "llm_row_sum_tests.sqlite"  # gpu/run_llm.sh row_sum_test_sizes ... --llm-test-sizes
+
+
+@pytest.mark.nvcc  # the templater's proposal is compiled before it is used
+@pytest.mark.skipif(not LLM_TESTS_RECORDING.is_file(), reason="no H100 recording of the test designer's run")
+def test_test_designer_sizes_over_the_h100_recording(work):
+    """--llm-test-sizes: before the model's template is searched, the test designer adds size sets and an input
+    distribution; the round verifies and times the template (and the original) on all of them, as the H100 did."""
+    shutil.copy(LLM_TESTS_RECORDING, work / "td_rec.sqlite")
+    with Store(work / "td_rec.sqlite") as s:
+        recorded = {ses["origin"]: ses["summary"] for ses in reversed(s.sessions()) if ses["summary"]}
+    with ReplayServer("row_sum_test_sizes") as srv:
+        r = optimize("--llm-base-url", srv.base_url, "--llm-model", "scripted", "--llm-test-sizes",
+                     rec="td_rec.sqlite")
+        assert not srv.mismatches and srv.remaining == 0 and len(srv.requests) == 8
+    out = flat(r.output)
+    assert "test designer: 2 extra size sets for the llm template" in out and "cannot be measured" not in out
+    assert "model test_designer (attempt 1): accepted, 1290 tokens: 2 size sets, 1 inits" in out
+    o = json.loads((work / "o.json").read_text())
+    llm = o["rounds"][1]["summary"]
+    assert o["rounds"][1]["origin"] == "llm" and len(llm["sizes"]) == 4
+    assert {"rows": 2048, "cols": 33} in llm["sizes"] and {"rows": 3, "cols": 4097} in llm["sizes"]
+    assert llm["counts"]["not_recorded"] == 0 and llm["counts"]["ok"] == recorded["llm"]["counts"]["ok"]
+    assert llm["best_params"] == recorded["llm"]["best_params"]
+    assert len(o["rounds"][0]["summary"]["sizes"]) == 2  # the structural round keeps the user's spec
+
+
+@pytest.mark.nvcc
+def test_test_designer_sizes_that_were_never_measured_fall_back_to_the_spec(work):
+    """Over a recording without the designed sizes (the examples' H100 run), the round says so and searches
+    on the user's size sets; nothing is invented."""
+    with ReplayServer("row_sum_test_sizes") as srv:
+        r = optimize("--llm-base-url", srv.base_url, "--llm-model", "scripted", "--llm-test-sizes")
+        assert not srv.mismatches
+    out = flat(r.output)
+    assert "test designer: 2 extra size sets" in out
+    assert "the designed size sets cannot be measured here (no recorded measurement of the original kernel" in out
+    o = json.loads((work / "o.json").read_text())
+    assert all(len(x["summary"]["sizes"]) == 2 for x in o["rounds"])
+
+
+def test_test_sizes_without_an_endpoint_says_so(work):
+    r = optimize("--llm-test-sizes")
+    assert "--llm-test-sizes needs an LLM endpoint" in r.output

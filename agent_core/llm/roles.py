@@ -212,7 +212,9 @@ class LlmTestDesigner:
                 raise ProposalError("inits", f"inits[{j}]: '{it['arg']}' is not an input buffer of the kernel")
             a.init = it["init"]
         new = replace(spec, args=args, sizes=spec.sizes + extra)
-        spec_mod.validate_spec(new, prep.kernel, set(template.space.params))
+        # the spec's own launch names the structural parameters; the template brings its launch and parameters
+        names = set(template.space.params) | (set(prep.structural.space.params) if prep.structural else set())
+        spec_mod.validate_spec(new, prep.kernel, names)
         return new
 
 
