@@ -424,13 +424,8 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
 
 def _run_end_session(store, summary: dict):
     """The session that ended the optimize run the best result belongs to (its llm_summary step lists the
-    run's sessions); the best session itself when no such step exists."""
-    best = summary.get("session_id")
-    for sid in summary.get("sessions") or []:  # newest first
-        for st in store.steps(sid):
-            if st["kind"] == "llm_summary" and best in ((st.get("data") or {}).get("sessions") or []):
-                return sid
-    return best
+    run's sessions, see tuner.result_summary); the best session itself when no such step exists."""
+    return (summary.get("llm_run") or {}).get("session_id") or summary.get("session_id")
 
 
 def _print_recorded_calls(store, session_id) -> None:

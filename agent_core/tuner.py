@@ -415,6 +415,12 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
         return None
     summary["session_id"] = best["id"]
     summary["sessions"] = [r["id"] for r in same]
+    for r in same:  # newest first: the optimize run with an LLM that the best session belongs to
+        st = next((x for x in store.steps(r["id"]) if x["kind"] == "llm_summary"
+                   and best["id"] in ((x.get("data") or {}).get("sessions") or [])), None)
+        if st is not None:
+            summary["llm_run"] = {"session_id": r["id"], "text": st["text"]}
+            break
     summary["stale"] = current_text is not None and sha256_text(current_text) != row.get("original_hash")
     return summary
 

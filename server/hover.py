@@ -63,6 +63,8 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     c = s.get("counts") or {}
     lines.append(f"Evaluations: {c.get('ok', 0)} ok · {c.get('failed', 0)} failed · {c.get('pruned', 0)} pruned"
                  + (f" · {c['reused']} reused from the store" if c.get("reused") else ""))
+    if s.get("llm_run"):
+        lines.append(f"Model: {s['llm_run']['text']} (`kerntune results` lists every call)")
     top = s.get("top") or []
     if top:
         t = ["| # | configuration | time vs original |", "|--:|---|--:|"]

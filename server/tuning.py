@@ -159,7 +159,9 @@ class TuningJobs:
             self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
                 title=f"kerntune: tuning {kernel}", cancellable=True, percentage=0,
                 message=f"round 1: 0/{total} on {backend.name}"))
-        task = asyncio.ensure_future(self._run(live, prep, backend, options, progress, rounds, experts, llm))
+        test_sizes = bool(((settings or {}).get("llm") or {}).get("testSizes"))
+        task = asyncio.ensure_future(self._run(live, prep, backend, options, progress, rounds, experts, llm,
+                                               test_sizes))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         self.on_update(uri, False)
@@ -174,7 +176,7 @@ class TuningJobs:
         return True
 
     def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop, rounds: int = 1,
-                     experts: bool = True, llm=None) -> dict:
+                     experts: bool = True, llm=None, test_sizes: bool = False) -> dict:
         from agent_core.agent import AgentOptions, expert_templater, optimize
         store = Store(store_path_for(prep.path))
 
@@ -186,12 +188,17 @@ class TuningJobs:
             if llm is not None:
                 from agent_core.llm.hooks import llm_hooks
                 hooks = llm_hooks(store, llm, budget_per_round=options.budget, max_rounds=rounds)
+            designer = hooks.test_designer.design if hooks is not None and test_sizes else None
             templaters = ([expert_templater] if experts else []) + (hooks.templaters if hooks else [])
             res = optimize(prep.path, live.kernel, backend, store, AgentOptions(
                 budget_per_round=options.budget, max_rounds=rounds, time_budget_s=options.time_budget_s,
                 strategy=options.strategy, seed=options.seed, use_experts=experts),
                 planner=hooks.planner if hooks else None, templaters=templaters, on_event=on_event,
-                cancel=live.cancel, text=prep.text)
+                cancel=live.cancel, text=prep.text, test_designer=designer)
+            if hooks is not None and res.rounds and res.rounds[-1].summary.get("session_id") is not None:
+                report = hooks.report()  # what the run spent, for hovers and `kerntune results` (no key)
+                report["sessions"] = [r.summary.get("session_id") for r in res.rounds]
+                store.put_step(res.rounds[-1].summary["session_id"], "llm_summary", hooks.spend.line(), report)
             best = res.best
             status = "cancelled" if live.cancel.is_set() else "finished"
             summary = best.summary if best else (res.rounds[-1].summary if res.rounds else {})
@@ -252,12 +259,12 @@ class TuningJobs:
             message=f"round {rnd}: {done_r}/{total_r}{best} · {live.message}", percentage=pct, cancellable=True))
 
     async def _run(self, live: Live, prep, backend, options: TuneOptions, progress: bool, rounds: int = 1,
-                   experts: bool = True, llm=None) -> None:
+                   experts: bool = True, llm=None, test_sizes: bool = False) -> None:
         loop = asyncio.get_running_loop()
         result: dict = {"status": "failed", "summary": {}}
         try:
             result = await loop.run_in_executor(self.executor, self._tune_thread, live, prep, backend, options, loop,
-                                                rounds, experts, llm)
+                                                rounds, experts, llm, test_sizes)
         except KerntuneError as e:
             self.message(f"kerntune: tuning '{live.kernel}' failed: {e}", lsp.MessageType.Error)
         except Exception as e:

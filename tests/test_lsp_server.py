@@ -8,6 +8,7 @@ Every wait is bounded: nothing here waits for a notification that may already ha
 from __future__ import annotations
 
 import asyncio
+import json
 import contextlib
 import math
 import os
@@ -668,3 +669,35 @@ async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Pa
         diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"],
                                  "the result diagnostic")
         assert "faster" in diags[0].message
+
+
+@pytest.mark.nvcc  # the model's template is compiled before it is used
+async def test_optimize_through_an_llm_endpoint_shows_what_it_spent(tmp_path: Path):
+    """kerntune.llm / $KERNTUNE_LLM_*: the server's optimize loop asks the model (a scripted transcript on a
+    loopback OpenAI-compatible server) and measures its template on the H100 recording of that run; the end of
+    the progress and the kernel's hover say what the model calls spent; the key appears nowhere."""
+    from tests.llm_server import ReplayServer
+    rec = tmp_path / "llm.sqlite"
+    shutil.copy(REPO / "tests" / "data" / "stores" / "llm_row_sum.sqlite", rec)
+    src = tmp_path / "row_sum.cu"
+    shutil.copy(REPO / "examples" / "row_sum.cu", src)
+    key = "sk-lsp-test-KEY-0123456789abcdef"
+    lines = src.read_text().split("\n")
+    row = next(i for i, ln in enumerate(lines) if "void row_sum(" in ln)
+    with ReplayServer("row_sum_loop") as srv:
+        env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
+               "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune"), "KERNTUNE_LLM_BASE_URL": srv.base_url,
+               "KERNTUNE_LLM_MODEL": "scripted", "KERNTUNE_LLM_API_KEY": key}
+        async with lsp_server(env) as client:
+            uri = open_doc(client, src)
+            await diagnostics_for(client, uri)
+            res = await execute(client, "kerntune.optimize", uri, "row_sum", {"budget": 30, "rounds": 3})
+            end = await wait_until(lambda: progress_end(client, res["token"]), "the end of the optimize loop", 90)
+            assert "LLM: 7 calls, 11150 tokens" in end.message, end.message
+            await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"], "the result")
+            md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("row_sum") + 2))
+            assert "Model: LLM: 7 calls, 11150 tokens" in md, md
+        assert not srv.mismatches and srv.remaining == 0
+    from agent_core.store import Store
+    with Store(tmp_path / "results.sqlite") as s:
+        assert key not in json.dumps([st for ses in s.sessions() for st in s.steps(ses["id"])], default=str)
