@@ -389,38 +389,22 @@ class _Analysis:
         if any(s.name for s in p.sites):
             self.grid_tied = self.grid_tied or self._grid_mentions(site, {s.name for s in p.sites if s.name})
             return  # a named block size (macro, variable) is followed by name already
-        r = _Resolver(self.f, site.host_vars)
-        node = self.f.node(site.config[0].span)
-        comps = _dim3_components(self.f, r, node)
-        todo = [comps[0] if comps else node]
-        seen: set[str] = set(_launch_arg_names(self.f, site))
         exact: list[_Source] = []
         derived: list[tuple[_Source, str]] = []
-        while todo:
-            n = todo.pop()
-            if n is None:
+        for x in self._grid_x_nodes(site, _Resolver(self.f, site.host_vars), follow_dim3=True):
+            if x.type != "number_literal":
                 continue
-            for x in _walk(n):
-                if x.type == "identifier":
-                    name = self.f.t(x)
-                    hv = r.vars.get(name)
-                    if hv is not None and hv.init is not None and name not in seen:
-                        seen.add(name)
-                        init = self.f.node(hv.init.span)
-                        c = _dim3_components(self.f, r, init) if "dim3" in hv.type else None
-                        todo.append(c[0] if c else init)
-                elif x.type == "number_literal":
-                    v = _int_literal(self.f.t(x))
-                    if v is None or (x.start_byte, x.end_byte) in self.by_key or not _in_arithmetic(self.f, x):
-                        continue  # a grid that is just `256` is its own thing, not the block size
-                    src = _Source(_span_of(x), v, self.f.t(x), None, f"line {x.start_point.row + 1}")
-                    if v == p.original:
-                        exact.append(src)
-                    elif v == p.original - 1:
-                        par = x.parent
-                        additive = par is not None and par.type == "binary_expression" and \
-                            self.f.t(par.child_by_field_name("operator")) == "+"
-                        derived.append((src, "{value} - 1" if additive else "({value} - 1)"))
+            v = _int_literal(self.f.t(x))
+            if v is None or (x.start_byte, x.end_byte) in self.by_key or not _in_arithmetic(self.f, x):
+                continue  # a grid that is just `256` is its own thing, not the block size
+            src = _Source(_span_of(x), v, self.f.t(x), None, f"line {x.start_point.row + 1}")
+            if v == p.original:
+                exact.append(src)
+            elif v == p.original - 1:
+                par = x.parent
+                additive = par is not None and par.type == "binary_expression" and \
+                    self.f.t(par.child_by_field_name("operator")) == "+"
+                derived.append((src, "{value} - 1" if additive else "({value} - 1)"))
         if not exact:
             return  # `n + 255` alone is not the block size
         self.grid_tied = True
@@ -457,17 +441,13 @@ class _Analysis:
                         return True
         return False
 
-    def items_per_thread(self, site: LaunchSite) -> None:
-        """In a grid-stride kernel launched on ``cdiv(n, 256 * 4)`` blocks, the 4 (items per thread the grid
-        is sized for) can be anything: the loop covers the problem with any grid. It becomes ITEMS."""
-        if self.block is None or not site.config or not self._grid_stride():
-            return
-        r = _Resolver(self.f, site.host_vars)
+    def _grid_x_nodes(self, site: LaunchSite, r: "_Resolver", follow_dim3: bool):
+        """Every node of the launch's grid x expression, host variables followed to their initializers (the
+        kernel's own arguments are not followed; a dim3 variable to its x component, or not at all)."""
         node = self.f.node(site.config[0].span)
         comps = _dim3_components(self.f, r, node)
         todo = [comps[0] if comps else node]
         seen: set[str] = set(_launch_arg_names(self.f, site))
-        ceil, found = False, []
         while todo:
             n = todo.pop()
             if n is None:
@@ -476,25 +456,38 @@ class _Analysis:
                 if x.type == "identifier":
                     name = self.f.t(x)
                     hv = r.vars.get(name)
-                    if hv is not None and hv.init is not None and name not in seen and "dim3" not in hv.type:
+                    is_dim3 = hv is not None and "dim3" in hv.type
+                    if hv is not None and hv.init is not None and name not in seen and (follow_dim3 or not is_dim3):
                         seen.add(name)
-                        todo.append(self.f.node(hv.init.span))
-                elif x.type == "call_expression":
-                    fn = x.child_by_field_name("function")
-                    ceil = ceil or (fn is not None and self.f.t(fn).split("::")[-1] in _CDIV_FUNCS)
-                elif x.type == "binary_expression":
-                    op = self.f.t(x.child_by_field_name("operator"))
-                    lt, rt = x.child_by_field_name("left"), x.child_by_field_name("right")
-                    if lt is None or rt is None:
-                        continue
-                    if op == "/" and any(y.type == "binary_expression" and
-                                         self.f.t(y.child_by_field_name("operator")) == "+" for y in _walk(lt)):
-                        ceil = True
-                    if op == "*":
-                        for a, b in ((lt, rt), (rt, lt)):
-                            if b.type == "number_literal" and (b.start_byte, b.end_byte) not in self.by_key \
-                                    and self._is_block(a, r):
-                                found.append(b)
+                        init = self.f.node(hv.init.span)
+                        c = _dim3_components(self.f, r, init) if is_dim3 else None
+                        todo.append(c[0] if c else init)
+                yield x
+
+    def items_per_thread(self, site: LaunchSite) -> None:
+        """In a grid-stride kernel launched on ``cdiv(n, 256 * 4)`` blocks, the 4 (items per thread the grid
+        is sized for) can be anything: the loop covers the problem with any grid. It becomes ITEMS."""
+        if self.block is None or not site.config or not self._grid_stride():
+            return
+        r = _Resolver(self.f, site.host_vars)
+        ceil, found = False, []
+        for x in self._grid_x_nodes(site, r, follow_dim3=False):
+            if x.type == "call_expression":
+                fn = x.child_by_field_name("function")
+                ceil = ceil or (fn is not None and self.f.t(fn).split("::")[-1] in _CDIV_FUNCS)
+            elif x.type == "binary_expression":
+                op = self.f.t(x.child_by_field_name("operator"))
+                lt, rt = x.child_by_field_name("left"), x.child_by_field_name("right")
+                if lt is None or rt is None:
+                    continue
+                if op == "/" and any(y.type == "binary_expression" and
+                                     self.f.t(y.child_by_field_name("operator")) == "+" for y in _walk(lt)):
+                    ceil = True
+                if op == "*":
+                    for a, b in ((lt, rt), (rt, lt)):
+                        if b.type == "number_literal" and (b.start_byte, b.end_byte) not in self.by_key \
+                                and self._is_block(a, r):
+                            found.append(b)
         if not found:
             return
         where = f"line {found[0].start_point.row + 1}"
