@@ -39,6 +39,16 @@ class Live:
     pruned: int = 0
     message: str = "starting"
     finished: bool = False
+    # the optimize loop's rounds: done = base (earlier rounds) + round_done
+    round: int = 1
+    round_done: int = 0
+    round_total: int = 0
+    round_started: bool = False  # an evaluation or the original's timing was seen in this round
+    base: int = 0
+    budget: int = 0  # evaluations per round
+    estimate: int = 0  # evaluations of the whole loop, for the percentage
+    percentage: int = 0  # last reported (never goes back)
+    last_update: float = 0.0
 
     @property
     def speedup(self) -> float | None:

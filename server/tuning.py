@@ -141,9 +141,8 @@ class TuningJobs:
         total = await loop.run_in_executor(self.executor, expected_evaluations, prep, options)
         token = f"kerntune-tune-{uuid.uuid4().hex[:12]}"
         live = Live(uri=uri, path=path, kernel=kernel, token=token, total=total)
-        live.round_total = total  # type: ignore[attr-defined]
-        live.budget = options.budget  # type: ignore[attr-defined]
-        live.estimate = total * rounds  # later rounds: about as many as the first (their spaces are unknown yet)  # type: ignore[attr-defined]
+        live.round_total, live.budget = total, options.budget
+        live.estimate = total * rounds  # later rounds: about as many as the first (their spaces are unknown yet)
         self.results.live[key] = live
         progress = bool(getattr(getattr(self.ls.client_capabilities, "window", None), "work_done_progress", False))
         if progress:
@@ -213,16 +212,16 @@ class TuningJobs:
                 store.close()
 
     def _on_event(self, live: Live, ev: TuneEvent) -> None:
-        if ev.kind == "status" and ev.message.startswith("plan: ") and getattr(live, "round_done", None) is not None:
+        if ev.kind == "status" and ev.message.startswith("plan: ") and live.round_started:
             # a new round of the optimize loop: what was measured so far stays counted
-            live.base = getattr(live, "base", 0) + live.round_done  # type: ignore[attr-defined]
-            live.round = getattr(live, "round", 1) + 1  # type: ignore[attr-defined]
-            live.round_done = 0  # type: ignore[attr-defined]
-            live.round_total = getattr(live, "budget", 0)  # type: ignore[attr-defined]
+            live.base += live.round_done
+            live.round += 1
+            live.round_done, live.round_total, live.round_started = 0, live.budget, False
         if ev.kind != "status" or ev.done:
-            live.round_done = ev.done  # type: ignore[attr-defined]
-            live.round_total = max(getattr(live, "round_total", 0) or 0, ev.done)  # type: ignore[attr-defined]
-        live.done = getattr(live, "base", 0) + (getattr(live, "round_done", 0) or 0)
+            live.round_done = ev.done
+            live.round_total = max(live.round_total, ev.done)
+            live.round_started = True
+        live.done = live.base + live.round_done
         live.total = max(live.total, live.done)
         if ev.best is not None:
             live.best = ev.best
@@ -237,8 +236,8 @@ class TuningJobs:
         if ev.kind in ("status", "original"):
             live.message = ev.message
         now = time.monotonic()
-        if ev.kind in ("evaluation", "best", "original") and now - getattr(live, "_last", 0.0) >= UPDATE_EVERY_S:
-            live._last = now  # type: ignore[attr-defined]
+        if ev.kind in ("evaluation", "best", "original") and now - live.last_update >= UPDATE_EVERY_S:
+            live.last_update = now
             self._report(live)
             self.on_update(live.uri, False)
         elif ev.kind == "status":
@@ -248,13 +247,10 @@ class TuningJobs:
         if live.token not in self.ls.work_done_progress.tokens:
             return
         best = f", best {live.speedup:.2f}x" if live.speedup else ""
-        estimate = max(getattr(live, "estimate", 0) or 0, live.total)
+        estimate = max(live.estimate, live.total)
         pct = min(99, int(100 * live.done / estimate)) if estimate else None
-        pct = max(pct or 0, getattr(live, "_pct", 0))  # never goes back
-        live._pct = pct  # type: ignore[attr-defined]
-        rnd = getattr(live, "round", 1)
-        done_r = getattr(live, "round_done", live.done) or 0
-        total_r = getattr(live, "round_total", live.total) or live.total
+        pct = live.percentage = max(pct or 0, live.percentage)  # never goes back
+        rnd, done_r, total_r = live.round, live.round_done, live.round_total or live.total
         self.ls.work_done_progress.report(live.token, lsp.WorkDoneProgressReport(
             message=f"round {rnd}: {done_r}/{total_r}{best} · {live.message}", percentage=pct, cancellable=True))
 
