@@ -98,13 +98,16 @@ def load_expert(path: str | Path) -> Expert:
         if f"#define {macro_name(pname)}" not in text:
             raise KerntuneError(f"parameter {pname} has no `#ifndef {macro_name(pname)} / #define` default", path,
                                 line, field_name=f"params.{pname}")
-        params[pname] = Param(pname, list(vals), p["default"], p.get("kind", "expert"), p.get("why", ""))
+        params[pname] = Param(pname, list(vals), p["default"], p.get("kind", "expert"), p.get("why", ""),
+                              closed=True)  # an expert lists every value its code supports
     launch = meta["launch"]
     role_sizes = _role_size_names(meta["roles"])
     known = set(params) | role_sizes | {"ESIZE", "CSIZE"}
     exprs = [("constraints", c) for c in meta.get("constraints", [])]
     exprs += [("launch.grid", g) for g in launch.get("grid", [])] + [("launch.block", b) for b in launch.get("block", [])]
     exprs.append(("launch.smem", launch.get("smem", "0")))
+    if "bounds" in launch:
+        exprs.append(("launch.bounds", launch["bounds"]))
     for fname, e in exprs:
         try:
             unknown = expr.names(e) - known
@@ -115,9 +118,16 @@ def load_expert(path: str | Path) -> Expert:
                                 f"{sorted(params)}, role sizes: {sorted(role_sizes)})", path, line, field_name=fname)
     if not launch.get("grid") or not launch.get("block"):
         raise KerntuneError("launch needs `grid` and `block`", path, line, field_name="launch")
+    bounds_names = expr.names(launch["bounds"]) if "bounds" in launch else set()
+    if bounds_names - set(params):
+        raise KerntuneError(f"launch.bounds: `{launch['bounds']}` may use parameters only (it becomes the "
+                            f"kernel's __launch_bounds__), not {sorted(bounds_names - set(params))}", path, line,
+                            field_name="launch.bounds")
+    ldict = {"grid": list(launch["grid"]), "block": list(launch["block"]), "smem": str(launch.get("smem", "0"))}
+    if "bounds" in launch:
+        ldict["bounds"] = str(launch["bounds"])
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
-                  list(meta.get("constraints", [])), {"grid": list(launch["grid"]), "block": list(launch["block"]),
-                                                      "smem": str(launch.get("smem", "0"))}, text, path)
+                  list(meta.get("constraints", [])), ldict, text, path)
 
 
 def _role_size_names(roles: list[str]) -> set[str]:
@@ -527,8 +537,8 @@ def bind(m: Match, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     subs = {n: f"({v})" for n, v in m.sizes.items()}
     subs.update({n: str(v) for n, v in m.consts.items()})
     constraints = [_subst(c, subs) for c in e.constraints]
-    params = {n: Param(p.name, [v for v in p.values if v in m.fixed.get(n, p.values)], p.original, p.kind, p.why)
-              for n, p in e.params.items()}
+    params = {n: Param(p.name, [v for v in p.values if v in m.fixed.get(n, p.values)], p.original, p.kind, p.why,
+                       closed=p.closed) for n, p in e.params.items()}
     try:
         valid = _valid_configs(params, constraints, spec.sizes)
     except KerntuneError as err:
@@ -556,7 +566,11 @@ def _render(m: Match, k: Kernel, cf: CudaFile, entry: str) -> str:
     common = (EXPERT_DIR / COMMON).read_text(encoding="utf-8").replace("#pragma once\n", "")
     includes = [ln for ln in cf.text.splitlines() if re.match(r"\s*#\s*include\s*<", ln)]
     pnames = set(e.params)
-    bounds = " * ".join(f"({_subst(b, {n: macro_name(n) for n in pnames})})" for b in e.launch["block"])
+    macros = {n: macro_name(n) for n in pnames}
+    # __launch_bounds__ needs a constant: the header's `bounds` (the most threads a block of this configuration
+    # has) where the block depends on sizes, else the block's own extent.
+    bounds = (f"({_subst(e.launch['bounds'], macros)})" if "bounds" in e.launch
+              else " * ".join(f"({_subst(b, macros)})" for b in e.launch["block"]))
     sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
     targs = f"<{', '.join(m.template_args)}>" if m.template_args else ""
     lines = [f"// kerntune: expert template `{e.name}` ({e.family}) bound to kernel `{k.name}` of {Path(cf.path).name}",

@@ -161,6 +161,7 @@ class Param:
     original: int  # the value in the user's original code
     kind: str  # "block_size", "grid_size", "unroll", "launch_bounds", "template_arg", "define", "items_per_thread", ...
     why: str = ""  # one line for the user: where it comes from and what it controls
+    closed: bool = False  # the domain already lists every value the template supports: the planner never widens it
 
 
 @dataclass

@@ -105,6 +105,8 @@ def _at_edge(summary: dict, template: KernelTemplate) -> list[str]:
     best = summary.get("best_params") or {}
     edge = []
     for name, p in template.space.params.items():
+        if p.closed:
+            continue  # the template supports no other value
         if name in best and len(p.values) > 1 and best[name] in (min(p.values), max(p.values)):
             edge.append(name)
     return edge
@@ -133,9 +135,10 @@ def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTe
 class RuleBasedPlanner:
     """Deterministic offline planner.
 
-    1. First round: search the structural template of the user's own kernel.
+    1. First round: the best-matching expert template where one matched (the family's known-good code reaches
+       a good result soonest), else the structural template of the user's own kernel.
     2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth.
-    3. Otherwise try the next expert template that matched (best match first).
+    3. Otherwise try the next candidate not yet searched (the structural template, then further experts).
     4. Otherwise widen a domain whose best value sits on its edge (once per template).
     5. Otherwise stop.
     """
@@ -149,6 +152,11 @@ class RuleBasedPlanner:
         if not rounds:
             if not candidates:
                 return Step("stop", "nothing to tune: no template for this kernel")
+            experts = [c for c in candidates if c.origin.startswith("expert:")]
+            if experts:
+                first = experts[0]
+                return Step("search", f"search the {first.origin} template first: the kernel's structure matches "
+                                      "its family", first, self.budget)
             first = candidates[0]
             return Step("search", f"search the {first.origin} template of the kernel first", first, self.budget)
         last = rounds[-1]

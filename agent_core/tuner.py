@@ -28,6 +28,9 @@ from .store import Store
 from .templatize import templatize
 from .workspace import cache_dir, workdir_for
 
+# Objectives within this fraction of the best are a tie (the geometric mean moves by about this much between
+# repeated timings); among tied configurations the one with the least total time over the size sets wins.
+TIE_FRACTION = 0.01
 FAILED = {Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT, Status.LAUNCH_ERROR}
 
 
@@ -311,9 +314,26 @@ class Session:
             for cfg in self.not_recorded[missed:]:
                 strategy.tell(cfg, None)
 
+    def break_tie(self) -> None:
+        """Among the verified configurations whose objective is within TIE_FRACTION of the best (tied within
+        measurement noise), keep the one with the least total time over the size sets: the one that saves the
+        most time where the work is."""
+        def total(e: Evaluation) -> float:
+            return sum(t.median_us for t in e.timings if t is not None)
+        tied = [e for e in self.evaluations if e.ok and e.objective is not None and len(e.timings) == len(
+            self.best.timings) and all(t is not None for t in e.timings)
+                and e.objective <= self.best.objective * (1 + TIE_FRACTION)]
+        pick = min(tied, key=lambda e: (total(e), e.objective), default=self.best)
+        if pick is not self.best and total(pick) < total(self.best):
+            self.emit("status", f"tie within {TIE_FRACTION:.0%} of the best objective: {pick.params} takes "
+                                f"{total(pick):.1f} us over the size sets against {total(self.best):.1f} us for "
+                                f"{self.best.params}; keeping {pick.params}", pick)
+            self.best = pick
+
     def confirm(self) -> tuple[list[Timing], list[Timing]] | None:
         if self.best is None or self.cancel.is_set():
             return None
+        self.break_tie()
         self.emit("status", "confirming the best against the original, interleaved")
         cfg = self.best.params
         compiled = None

@@ -213,8 +213,10 @@ def test_replay_run_figures_come_from_the_recording(replayed, recording):
             assert s["pct_copy"] == pytest.approx(n / (us * 1e3) / DEVICE.copy_bandwidth_gbps * 100)
             assert s["memory_bound"]
         assert k["speedup"] == pytest.approx(math.prod(s["speedup"] for s in k["shapes"]) ** (1 / len(k["shapes"])))
-        # the rounds: structural first, then the expert; counts summed over both
-        assert [r["origin"] for r in k["rounds"]][0] == "structural" and len(k["rounds"]) == 2
+        # the rounds: the matching expert first; it reaches the stop rule (>= 90% of copy bandwidth) in this
+        # fixture, so the structural template is never searched; counts summed over the rounds
+        assert [r["origin"] for r in k["rounds"]] == [k["origin"]], k["rounds"]
+        assert k["final_step"]["action"] == "stop" and "copy bandwidth" in k["final_step"]["reason"], k["final_step"]
         for key in ("ok", "failed", "pruned"):
             assert k["counts"][key] == sum(r["counts"][key] for r in k["rounds"])
         c = k["counts"]

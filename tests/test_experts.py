@@ -188,7 +188,11 @@ def test_bind_gives_a_template_with_the_users_signature(lib):
     assert t.space.params["ROWS"].values == [1]
     env = dict(spec.sizes[0], **t.space.original_config())
     launch = S.launch(t.launch, spec.sizes[0], t.space.original_config())
-    assert launch.grid[0] == spec.sizes[0]["tokens"] and launch.block[0] == env["THREADS"]
+    # threads per row: just enough to give each thread ITEMS vectors, a whole number of warps, at most THREADS
+    per_row = -(-env["hidden"] // (env["VEC"] * env["ITEMS"]))
+    assert launch.grid[0] == spec.sizes[0]["tokens"]
+    assert launch.block[0] == min(env["THREADS"], -(-per_row // 32) * 32) and launch.block[0] % 32 == 0
+    assert f"__launch_bounds__(({'KT_THREADS * KT_ROWS'}))" in t.text
     for s in spec.sizes:
         assert check_config(t.space, t.space.original_config(), [s]) is None
 

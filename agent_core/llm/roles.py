@@ -237,7 +237,8 @@ class LlmAnalyst:
 
 class LlmPlanner:
     """A planning.Planner: the model picks the next step; the rule-based planner picks it when the model
-    gives no usable answer, and the first round is always the user's own kernel (rules)."""
+    gives no usable answer, and the first round is always the rules' (the best-matching expert, else the
+    user's own kernel)."""
 
     name = "llm"
 

@@ -53,38 +53,40 @@ __device__ __forceinline__ float warp_reduce(float v, Op op) {
   return v;
 }
 
-// Reduce over the THREADS threads of one row (threadIdx.x of one threadIdx.y); every thread gets the result.
-// THREADS <= 32: warp shuffles only. Otherwise warp shuffles, then one warp over the per-warp partials.
-template <int THREADS, int ROWS, typename Op>
+// Threads per row: THREADS where it is fixed at compile time, else (THREADS == 0) blockDim.x, which the launch
+// sizes to the row (a multiple of 32).
+template <int THREADS>
+__device__ __forceinline__ int row_threads() { return THREADS > 0 ? THREADS : (int)blockDim.x; }
+
+// Reduce over the threads of one row (threadIdx.x of one threadIdx.y); every thread gets the result.
+// One warp per row: warp shuffles only. Otherwise warp shuffles, one __syncthreads, then every warp reduces the
+// per-warp partials itself. SLOT names the shared buffer: consecutive reductions of one kernel use different
+// slots, so no barrier is needed between them.
+template <int THREADS, int ROWS, int SLOT = 0, typename Op>
 __device__ __forceinline__ float row_reduce(float v, Op op, float identity) {
-  if constexpr (THREADS <= 32) {
+  if constexpr (THREADS > 0 && THREADS <= 32) {
     return warp_reduce<THREADS>(v, op);
   } else {
-    constexpr int WARPS = THREADS / 32;
-    __shared__ float part[ROWS][WARPS];
-    __shared__ float result[ROWS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nthr = row_threads<THREADS>();
     v = warp_reduce<32>(v, op);
+    if (THREADS == 0 && nthr <= 32) return v;  // one warp per row (uniform over the block)
+    constexpr int MAXW = THREADS > 0 ? THREADS / 32 : 32;
+    __shared__ float part[ROWS][MAXW];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) part[threadIdx.y][warp] = v;
     __syncthreads();
-    if (warp == 0) {
-      float w = lane < WARPS ? part[threadIdx.y][lane] : identity;
-      w = warp_reduce<32>(w, op);
-      if (lane == 0) result[threadIdx.y] = w;
-    }
-    __syncthreads();
-    float r = result[threadIdx.y];
-    __syncthreads();  // the buffers may be reused by the next reduction
-    return r;
+    float w = lane < (nthr >> 5) ? part[threadIdx.y][lane] : identity;
+    return warp_reduce<32>(w, op);
   }
 }
 
-// One row held in registers: element e(i, j) of the row is, on the vector path, (i * THREADS + tid) * VEC + j
-// (16-byte accesses, coalesced), on the scalar path (any size, any alignment), (i * VEC + j) * THREADS + tid.
-// Elements past n read as 0 and are not stored. Capacity: THREADS * VEC * ITEMS >= n.
+// One row held in registers: element e(i, j) of the row is, on the vector path, (i * NT + tid) * VEC + j
+// (16-byte accesses, coalesced), on the scalar path (any size, any alignment), (i * VEC + j) * NT + tid, with NT
+// the threads of the row (row_threads). Elements past n read as 0 and are not stored. Capacity: NT * VEC * ITEMS >= n.
 template <int THREADS, int VEC, int ITEMS>
 __device__ __forceinline__ int row_elem(bool vec, int i, int j) {
-  return vec ? (i * THREADS + (int)threadIdx.x) * VEC + j : (i * VEC + j) * THREADS + (int)threadIdx.x;
+  const int nt = row_threads<THREADS>();
+  return vec ? (i * nt + (int)threadIdx.x) * VEC + j : (i * VEC + j) * nt + (int)threadIdx.x;
 }
 
 template <int THREADS, int VEC, int ITEMS, typename T>
@@ -150,7 +152,8 @@ __device__ __forceinline__ void row_store(T* __restrict__ r, int n, bool vec, co
 template <typename T> __device__ __forceinline__ float round_t(float v) { return to_f(from_f<T>(v)); }
 
 // Call CALL with `constexpr int IT` = the fewest items per thread (a power of two <= KT_ITEMS) whose capacity
-// KT_THREADS_ * KT_VEC * IT covers n: one compiled configuration serves short and long rows.
+// THR * KT_VEC * IT covers n (THR: the row's threads, a constant or blockDim.x): one compiled configuration
+// serves short and long rows.
 #define KT_DISPATCH_ITEMS(THR, n, CALL)                                                          \
   do {                                                                                           \
     const int kt_n_ = (n);                                                                       \

@@ -4,16 +4,16 @@ family = "fused_add_rms_norm"
 description = "Fused residual add + RMSNorm: z = (T)(x + residual); residual = z; x = (T)(z * rsqrt(mean(z^2) + eps)) * w. Both buffers are written. One pass over memory (rows in registers), 16-byte loads, warp-shuffle block reduction."
 function = "kt::fused_add_rms_norm"
 roles = ["x: inout T[rows * hidden]", "residual: inout T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
-constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 64"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
 values = [32, 64, 128, 256, 512, 1024]
 default = 256
 kind = "block_size"
-why = "threads per row; the row is reduced over them (warp shuffles, then one warp over the warps' partials)"
+why = "most threads per row: the launch gives each row min(THREADS, ceil(hidden / (VEC * ITEMS)) rounded up to a warp) threads, so one configuration fits short and long rows; the row is reduced over them (warp shuffles, then the warps' partials through shared memory)"
 
 [params.ROWS]
-values = [1, 2, 4]
+values = [1, 2, 4, 8]
 default = 1
 kind = "rows_per_block"
 why = "rows per block (blockDim.y): more work per block for short rows"
@@ -28,11 +28,12 @@ why = "elements per load/store: 16 bytes at most; scalar fallback when the row o
 values = [1, 2, 4, 8, 16]
 default = 8
 kind = "items_per_thread"
-why = "most vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the row); each row uses the fewest that cover it"
+why = "vectors each thread keeps in registers (the row is spread over just enough threads to give each this many; THREADS * VEC * ITEMS must cover the row); a row that needs fewer uses the fewest that cover it"
 
 [launch]
 grid = ["cdiv(rows, ROWS)"]
-block = ["THREADS", "ROWS"]
+block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
+bounds = "THREADS * ROWS"
 smem = "0"
 */
 #ifndef KT_THREADS
@@ -58,12 +59,12 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
   const long long off = (long long)(active ? row : 0) * hidden;
   const bool vec = vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w);
   float v[IT][KT_VEC];
-  row_load<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
-    row_load_item<KT_THREADS, KT_VEC, IT>(residual + off, hidden, vec, i, r);
+    row_load_item<0, KT_VEC, IT>(residual + off, hidden, vec, i, r);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<T>(v[i][j] + r[j]);
@@ -71,22 +72,22 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
       ss += z * z;
     }
   }
-  if (active) row_store<KT_THREADS, KT_VEC, IT>(residual + off, hidden, vec, v);
-  ss = row_reduce<KT_THREADS, KT_ROWS>(ss, Sum(), 0.f);
+  if (active) row_store<0, KT_VEC, IT>(residual + off, hidden, vec, v);
+  ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
   const float inv = rsqrtf(ss / (float)hidden + eps);
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_load_item<KT_THREADS, KT_VEC, IT>(w, hidden, vec, i, wv);
+    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
   }
-  if (active) row_store<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT>(x + off, hidden, vec, v);
 }
 
 template <typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS(KT_THREADS, hidden, (fused_add_rms_norm_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (fused_add_rms_norm_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
 }
 
 }  // namespace kt

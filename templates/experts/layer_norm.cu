@@ -4,16 +4,16 @@ family = "layer_norm"
 description = "LayerNorm over rows: out = (x - mean) * rsqrt(var + eps) * gamma + beta, mean and variance from the row kept in registers (one pass over memory, exact two-step variance), 16-byte loads, warp-shuffle block reductions."
 function = "kt::layer_norm"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "gamma: in W[hidden]", "beta: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
-constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 64"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
 values = [32, 64, 128, 256, 512, 1024]
 default = 256
 kind = "block_size"
-why = "threads per row; the row is reduced over them (warp shuffles, then one warp over the warps' partials)"
+why = "most threads per row: the launch gives each row min(THREADS, ceil(hidden / (VEC * ITEMS)) rounded up to a warp) threads, so one configuration fits short and long rows; the row is reduced over them (warp shuffles, then the warps' partials through shared memory)"
 
 [params.ROWS]
-values = [1, 2, 4]
+values = [1, 2, 4, 8]
 default = 1
 kind = "rows_per_block"
 why = "rows per block (blockDim.y): more work per block for short rows"
@@ -28,11 +28,12 @@ why = "elements per load/store: 16 bytes at most; the kernel falls back to scala
 values = [1, 2, 4, 8, 16]
 default = 8
 kind = "items_per_thread"
-why = "most vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the row); each row uses the fewest that cover it"
+why = "vectors each thread keeps in registers (the row is spread over just enough threads to give each this many; THREADS * VEC * ITEMS must cover the row); a row that needs fewer uses the fewest that cover it"
 
 [launch]
 grid = ["cdiv(rows, ROWS)"]
-block = ["THREADS", "ROWS"]
+block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
+bounds = "THREADS * ROWS"
 smem = "0"
 */
 #ifndef KT_THREADS
@@ -59,37 +60,37 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   const long long off = (long long)(active ? row : 0) * hidden;
   const bool vec = vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta);
   float v[IT][KT_VEC];
-  row_load<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) s += v[i][j];
-  const float mean = row_reduce<KT_THREADS, KT_ROWS>(s, Sum(), 0.f) / (float)hidden;
+  const float mean = row_reduce<0, KT_ROWS, 0>(s, Sum(), 0.f) / (float)hidden;
   float q = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float d = row_elem<KT_THREADS, KT_VEC, IT>(vec, i, j) < hidden ? v[i][j] - mean : 0.f;
+      const float d = row_elem<0, KT_VEC, IT>(vec, i, j) < hidden ? v[i][j] - mean : 0.f;
       q += d * d;
     }
-  const float var = row_reduce<KT_THREADS, KT_ROWS>(q, Sum(), 0.f) / (float)hidden;
+  const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
   const float inv = rsqrtf(var + eps);
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float g[KT_VEC], b[KT_VEC];
-    row_load_item<KT_THREADS, KT_VEC, IT>(gamma, hidden, vec, i, g);
-    row_load_item<KT_THREADS, KT_VEC, IT>(beta, hidden, vec, i, b);
+    row_load_item<0, KT_VEC, IT>(gamma, hidden, vec, i, g);
+    row_load_item<0, KT_VEC, IT>(beta, hidden, vec, i, b);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
   }
-  if (active) row_store<KT_THREADS, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
 }
 
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS(KT_THREADS, hidden, (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden)));
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden)));
 }
 
 }  // namespace kt

@@ -1,13 +1,13 @@
 /* kerntune-expert:
 name = "merge_attn_states"
 family = "merge_attn_states"
-description = "Merge two partial attention outputs with their log-sum-exps: out = p * e^(lp - m) / S + s * e^(ls - m) / S with S = e^(lp - m) + e^(ls - m), out_lse = log(S) + m. 16-byte loads, several vectors per thread, grid-stride loop."
+description = "Merge two partial attention outputs with their log-sum-exps: out = p * e^(lp - m) / S + s * e^(ls - m) / S with S = e^(lp - m) + e^(ls - m), out_lse = log(S) + m. 16-byte loads, several independent vectors per thread loaded before any is combined, 32-bit indexing where it fits."
 function = "kt::merge_attn_states"
 roles = ["out: out T[tokens * heads * head_size]", "out_lse: out f32[tokens * heads] (optional)", "p: in T[tokens * heads * head_size]", "p_lse: in f32[tokens * heads]", "s: in T[tokens * heads * head_size]", "s_lse: in f32[tokens * heads]", "tokens: i32", "heads: i32", "head_size: i32"]
 constraints = ["VEC * ESIZE <= 16"]
 
 [params.THREADS]
-values = [64, 128, 256, 512]
+values = [64, 128, 256, 512, 1024]
 default = 128
 kind = "block_size"
 why = "threads per block"
@@ -16,13 +16,13 @@ why = "threads per block"
 values = [1, 2, 4, 8]
 default = 8
 kind = "vector_width"
-why = "elements per load/store: 16 bytes at most; scalar fallback when head_size or a pointer is not aligned"
+why = "elements per load/store: 16 bytes at most; where head_size or a pointer does not allow VEC, the widest half of it that does (down to scalar)"
 
 [params.ITEMS]
-values = [1, 2, 4]
+values = [1, 2, 4, 8]
 default = 1
 kind = "items_per_thread"
-why = "vectors per thread: the grid is sized for ITEMS vectors per thread (grid-stride loop)"
+why = "vectors per thread, all loaded before any is combined (more loads in flight); the grid is sized for ITEMS vectors per thread"
 
 [launch]
 grid = ["cdiv(tokens * heads * head_size, THREADS * VEC * ITEMS)"]
@@ -44,53 +44,84 @@ smem = "0"
 
 namespace kt {
 
-template <int VEC, typename T>
+// Slot = VEC consecutive elements of one (token, head) row. Each thread merges ITEMS slots, gridDim.x * blockDim.x
+// apart (coalesced), loading all of them before combining any (ITEMS independent loads in flight). I: the index
+// type, 32-bit whenever the element count allows it (cheaper divisions).
+template <int VEC, int IT, typename I, typename T>
 __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restrict__ out_lse, const T* __restrict__ p,
                                             const float* __restrict__ p_lse, const T* __restrict__ s,
                                             const float* __restrict__ s_lse, int tokens, int heads, int head_size) {
-  const int per_head = head_size / VEC;
-  const long long slots = (long long)tokens * heads * per_head;
-  for (long long slot = (long long)blockIdx.x * blockDim.x + threadIdx.x; slot < slots;
-       slot += (long long)gridDim.x * blockDim.x) {
-    const long long th = slot / per_head;  // token * heads + head
-    const int part = (int)(slot - th * per_head);
-    const int token = (int)(th / heads), head = (int)(th - (long long)token * heads);
+  const I per_head = head_size / VEC;
+  const I slots = (I)tokens * heads * per_head;
+  const I stride = (I)gridDim.x * blockDim.x;
+  for (I base = (I)blockIdx.x * blockDim.x + threadIdx.x; base < slots; base += stride * IT) {
+    float a[IT][VEC], b[IT][VEC], pl[IT], sl[IT];
+    I li[IT], e[IT];
+    int part[IT];
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+      const I slot = base + (I)it * stride;
+      if (slot < slots) {
+        const I th = slot / per_head;  // token * heads + head
+        part[it] = (int)(slot - th * per_head);
+        const I token = th / heads, head = th - token * heads;
 #if KT_EXPERT_LSE_TOKEN_MAJOR
-    const long long li = th;
+        li[it] = th;
 #else
-    const long long li = (long long)head * tokens + token;
+        li[it] = head * tokens + token;
 #endif
-    float pl = p_lse[li], sl = s_lse[li];
-    pl = isinf(pl) ? -INFINITY : pl;
-    sl = isinf(sl) ? -INFINITY : sl;
-    const float m = fmaxf(pl, sl);
-    const float pe = expf(pl - m), se = expf(sl - m);
-    const float sum = pe + se;
-    const float ps = pe / sum, ss = se / sum;
-    const long long e = th * head_size + (long long)part * VEC;
-    float a[VEC], b[VEC];
-    if constexpr (VEC == 1) {
-      a[0] = to_f(p[e]);
-      b[0] = to_f(s[e]);
-    } else {
-      load_vec<T, VEC>(p + e, a);
-      load_vec<T, VEC>(s + e, b);
+        e[it] = th * head_size + (I)part[it] * VEC;
+        pl[it] = p_lse[li[it]];
+        sl[it] = s_lse[li[it]];
+        if constexpr (VEC == 1) {
+          a[it][0] = to_f(p[e[it]]);
+          b[it][0] = to_f(s[e[it]]);
+        } else {
+          load_vec<T, VEC>(p + e[it], a[it]);
+          load_vec<T, VEC>(s + e[it], b[it]);
+        }
+      }
     }
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) a[j] = a[j] * ps + b[j] * ss;
-    if constexpr (VEC == 1) out[e] = from_f<T>(a[0]);
-    else store_vec<T, VEC>(out + e, a);
-    if (out_lse != nullptr && part == 0) out_lse[li] = logf(sum) + m;
+    for (int it = 0; it < IT; ++it) {
+      if (base + (I)it * stride < slots) {
+        const float pv = isinf(pl[it]) ? -INFINITY : pl[it], sv = isinf(sl[it]) ? -INFINITY : sl[it];
+        const float m = fmaxf(pv, sv);
+        const float pe = expf(pv - m), se = expf(sv - m);
+        const float sum = pe + se;
+        const float ps = pe / sum, ss = se / sum;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[it][j] = a[it][j] * ps + b[it][j] * ss;
+        if constexpr (VEC == 1) out[e[it]] = from_f<T>(a[it][0]);
+        else store_vec<T, VEC>(out + e[it], a[it]);
+        if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = logf(sum) + m;
+      }
+    }
   }
+}
+
+template <int VEC, typename T>
+__device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
+                                            const float* s_lse, int tokens, int heads, int head_size) {
+  const long long n = (long long)tokens * heads * head_size;
+  if (n + (long long)gridDim.x * blockDim.x * KT_ITEMS * VEC < 0x7fffffffLL)
+    merge_slots<VEC, KT_ITEMS, int>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+  else
+    merge_slots<VEC, KT_ITEMS, long long>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
 }
 
 template <typename T>
 __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
                                                   const float* s_lse, int tokens, int heads, int head_size) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
   if (vec_ok<T, KT_VEC>(head_size, out, p, s))
-    merge_slots<KT_VEC>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+    merge_index<KT_VEC>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+  else if (KT_VEC >= 4 && vec_ok<T, (KT_VEC >= 4 ? KT_VEC / 2 : 1)>(head_size, out, p, s))
+    merge_index<(KT_VEC >= 4 ? KT_VEC / 2 : 1)>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+  else if (KT_VEC >= 8 && vec_ok<T, (KT_VEC >= 8 ? KT_VEC / 4 : 1)>(head_size, out, p, s))
+    merge_index<(KT_VEC >= 8 ? KT_VEC / 4 : 1)>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
   else
-    merge_slots<1>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+    merge_index<1>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
 }
 
 }  // namespace kt

@@ -1,7 +1,7 @@
 /* kerntune-expert:
 name = "per_token_group_quant"
 family = "group_quant"
-description = "Per-token-group quantization to int8 or fp8 e4m3 with one fp32 scale per group: scale = max(absmax, eps) / QMAX, q = clamp(x / scale). A segment of LANES threads per group (warp-shuffle absmax), the group in registers (one read), 16-byte loads, several groups per block."
+description = "Per-token-group quantization to int8 or fp8 e4m3 with one fp32 scale per group: scale = max(absmax, eps) / QMAX, q = clamp(x / scale). A segment of LANES threads per group (warp-shuffle absmax), the group in registers (one read), 16-byte loads, VEC quantized values per store, several groups per block."
 function = "kt::group_quant"
 roles = ["x: in T[rows * group_size]", "q: out Q[rows * group_size]", "scales: out f32[rows]", "group_size: i32", "rows: i32", "eps: f32", "qmin: f32 (optional)", "qmax: f32 (optional)"]
 constraints = ["VEC * ESIZE <= 16", "LANES * VEC * ITEMS >= group_size", "LANES * ROWS <= 1024", "LANES * ROWS >= 32"]
@@ -96,13 +96,27 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   if (!active) return;  // no block-wide barrier below
   if (threadIdx.x == 0) scales[g] = scale;
   Q* qo = q + off;
+  if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
+    // VEC quantized values leave as one store (VEC bytes), like the loads
 #pragma unroll
-  for (int i = 0; i < IT; ++i)
+    for (int i = 0; i < IT; ++i) {
+      const int e = row_elem<KT_LANES, KT_VEC, IT>(true, i, 0);
+      if (e < group_size) {
+        Vec<Q, KT_VEC> t;
 #pragma unroll
-    for (int j = 0; j < KT_VEC; ++j) {
-      const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
-      if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+        for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+        *reinterpret_cast<Vec<Q, KT_VEC>*>(qo + e) = t;
+      }
     }
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) {
+        const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+      }
+  }
 }
 
 template <typename T, typename Q>

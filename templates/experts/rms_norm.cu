@@ -4,16 +4,16 @@ family = "rms_norm"
 description = "RMSNorm over rows: out = (T)(x * rsqrt(mean(x^2) + eps)) * w. One pass over memory (the row stays in registers), 16-byte loads, warp-shuffle + one-warp block reduction, several rows per block for short rows."
 function = "kt::rms_norm"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
-constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 64"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
 values = [32, 64, 128, 256, 512, 1024]
 default = 256
 kind = "block_size"
-why = "threads per row; the row is reduced over them (warp shuffles, then one warp over the warps' partials)"
+why = "most threads per row: the launch gives each row min(THREADS, ceil(hidden / (VEC * ITEMS)) rounded up to a warp) threads, so one configuration fits short and long rows; the row is reduced over them (warp shuffles, then the warps' partials through shared memory)"
 
 [params.ROWS]
-values = [1, 2, 4]
+values = [1, 2, 4, 8]
 default = 1
 kind = "rows_per_block"
 why = "rows per block (blockDim.y): more work per block for short rows"
@@ -28,11 +28,12 @@ why = "elements per load/store: 16 bytes at most; the kernel falls back to scala
 values = [1, 2, 4, 8, 16]
 default = 8
 kind = "items_per_thread"
-why = "most vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the row); each row uses the fewest that cover it"
+why = "vectors each thread keeps in registers (the row is spread over just enough threads to give each this many; THREADS * VEC * ITEMS must cover the row); a row that needs fewer uses the fewest that cover it"
 
 [launch]
 grid = ["cdiv(rows, ROWS)"]
-block = ["THREADS", "ROWS"]
+block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
+bounds = "THREADS * ROWS"
 smem = "0"
 */
 #ifndef KT_THREADS
@@ -58,27 +59,27 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
   const long long off = (long long)(active ? row : 0) * hidden;
   const bool vec = vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w);
   float v[IT][KT_VEC];
-  row_load<KT_THREADS, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) ss += v[i][j] * v[i][j];
-  ss = row_reduce<KT_THREADS, KT_ROWS>(ss, Sum(), 0.f);
+  ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
   const float inv = rsqrtf(ss / (float)hidden + eps);
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_load_item<KT_THREADS, KT_VEC, IT>(w, hidden, vec, i, wv);
+    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
   }
-  if (active) row_store<KT_THREADS, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
 }
 
 template <typename T, typename W>
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS(KT_THREADS, hidden, (rms_norm_impl<IT, T, W>(out, x, w, eps, rows, hidden)));
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (rms_norm_impl<IT, T, W>(out, x, w, eps, rows, hidden)));
 }
 
 }  // namespace kt
