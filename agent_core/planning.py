@@ -121,6 +121,8 @@ def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTe
     changed = False
     for n in names:
         p = t.space.params[n]
+        if p.closed:
+            continue  # the template supports no other value
         v = best[n]
         lo, hi = min(p.values), max(p.values)
         if v == hi and p.kind not in ("block_size", "launch_bounds") and hi * 2 <= 1 << 20:

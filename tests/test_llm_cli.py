@@ -256,7 +256,13 @@ def test_scripted_loop_over_the_h100_recording(work):
         want = recorded[rnd["origin"]]
         got = rnd["summary"]
         assert got["counts"]["not_recorded"] == 0 and got["counts"]["ok"] == want["counts"]["ok"]
-        assert got["best_params"] == want["best_params"], rnd["origin"]
+        if rnd["origin"] == "structural":
+            # the recording's session chose UNROLL=16 (lowest objective); UNROLL=8 is within 1% of it and takes
+            # less total time, so today's tuner keeps it (the tie rule)
+            assert want["best_params"] == {"BLOCK": 256, "UNROLL": 16}
+            assert got["best_params"] == {"BLOCK": 256, "UNROLL": 8}
+        else:
+            assert got["best_params"] == want["best_params"], rnd["origin"]
         # replayed search figures vs the H100's interleaved confirmation of the same variant
         assert got["speedup"] == pytest.approx(want["speedup"], rel=0.1), rnd["origin"]
     s_llm, s_struct = recorded["llm"]["speedup"] or 0, recorded["structural"]["speedup"] or 0

@@ -471,8 +471,11 @@ async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path:
         assert "0/30" in begin.message  # the 30 valid configurations of the recorded space, not the budget of 200
         pcts = [r.percentage for r in reports if isinstance(r, lsp.WorkDoneProgressReport)]
         assert len(pcts) >= 3 and pcts == sorted(pcts) and pcts[-1] <= 100
+        # the recording's own session chose UNROLL=16 (lowest objective); UNROLL=8 is within 1% of it and takes
+        # less time over the size sets, so today's tuner takes it (the tie rule)
         assert recorded["best_params"] == {"BLOCK": 256, "UNROLL": 16}
-        speedup, orig_us, best_us = expected_replay(replay.recording, replay.sessions["row_sum"], recorded["best_params"])
+        speedup, orig_us, best_us = expected_replay(replay.recording, replay.sessions["row_sum"],
+                                                    {"BLOCK": 256, "UNROLL": 8})
         assert "finished" in end.message and f"{speedup:.2f}x" in end.message, end.message
         # diagnostics were republished during the session, each with the evaluations done so far
         tuning = [m for m in client.diag_history if m.startswith("kerntune: tuning ")]
@@ -481,7 +484,7 @@ async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path:
 
         diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"],
                                  "the result diagnostic")
-        assert f"{speedup:.2f}x faster with BLOCK=256, UNROLL=16" in diags[0].message
+        assert f"{speedup:.2f}x faster with BLOCK=256, UNROLL=8" in diags[0].message
         assert (f"Apply best ({speedup:.2f}x)", "kerntune.applyBest") in await lenses(client, uri)
         md = await hover_text(client, uri, name_pos)
         assert "NVIDIA H100 80GB HBM3" in md and "| size set | original µs | best µs | speedup | GB/s | % copy bw |" in md
@@ -493,13 +496,13 @@ async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path:
         assert "Domain:" in pmd and "Best found: **256**" in pmd and "| 128 (original) |" in pmd
         got = await hints(client, uri)
         labels = sorted(h.label for h in got)
-        assert "→ 256" in labels and "→ 16" in labels, labels
+        assert "→ 256" in labels and "→ 8" in labels, labels
 
         # Apply best: one workspace edit of the kernel's file, the tuned values in place
         applied = await execute(client, "kerntune.applyBest", uri, "row_sum")
-        assert applied["applied"] is True and applied["params"] == {"BLOCK": 256, "UNROLL": 16}, applied
+        assert applied["applied"] is True and applied["params"] == {"BLOCK": 256, "UNROLL": 8}, applied
         new = apply_text_edits(text, client.applied_edits[-1])
-        assert "#define BLOCK 256" in new and "#pragma unroll 16" in new and "#define BLOCK 128" not in new
+        assert "#define BLOCK 256" in new and "#pragma unroll 8" in new and "#define BLOCK 128" not in new
         assert new.count("\n") == text.count("\n")
         before_md, before_hints = md, [(h.position, h.label) for h in got]
 

@@ -134,9 +134,10 @@ def test_evaluate_miss(backend, examples):
 
 
 def test_recorded_failures_replay_as_failures(tmp_path):
-    """The bench recording holds real failures (illegal addresses, wrong results) of real variants."""
+    """The first H100 bench recording (2026-11-22, before the row experts sized their threads to the row) holds
+    real failures (illegal addresses, wrong results) of real variants."""
     import json
-    path = copy_store(tmp_path, "bench.sqlite")
+    path = copy_store(tmp_path, "bench_2026-11-22.sqlite")
     fails = raw(path, "SELECT e.params_json, e.status, e.error, s.original_hash, s.template_hash, s.spec_hash, "
                       "s.kernel FROM evaluations e JOIN sessions s ON s.id = e.session_id "
                       "WHERE e.status IN ('crashed', 'verify_failed') ORDER BY e.id")
@@ -201,8 +202,10 @@ def test_tuner_session_on_the_recorded_row_sum(tmp_path, examples):
         s = r.summary
         assert r.status == "finished" and s["device"] == H100 and s["backend"] == "replay"
         assert s["counts"]["ok"] == 30 and s["counts"]["failed"] == 0 and s["counts"]["not_recorded"] == 0
-        assert r.best.objective == best_obj
-        assert s["best_params"] == {"BLOCK": 256, "UNROLL": 16}  # what the H100 said
+        # the lowest objective is BLOCK=256, UNROLL=16; UNROLL=8 is within 1% of it and takes less time over the
+        # size sets, so the tie goes to it (what the H100 said, read with the tuner's tie rule)
+        assert best_obj <= r.best.objective <= best_obj * 1.01
+        assert s["best_params"] == {"BLOCK": 256, "UNROLL": 8}
         assert 1.0 < s["speedup"] < 1.2
         assert ws.latest_session(str(src), "row_sum", finished_only=True)["summary"]["best_params"] == s["best_params"]
         # TPE with a third of the space finds a configuration within 5% of the recorded optimum

@@ -1,0 +1,60 @@
+"""The rule-based planner's order of steps, over real templates (a bench kernel's structural template and the
+expert bound to it). The percentages are the planner's inputs, not measurements: these tests check decisions."""
+
+from pathlib import Path
+
+from agent_core import experts
+from agent_core.planning import Analysis, Round, RuleBasedPlanner, Step, widen
+from agent_core.tuner import prepare
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _templates():
+    prep = prepare(str(BENCH / "rms_norm.cu"), "rms_norm_kernel")
+    expert = experts.bind(experts.match(prep.cf, prep.kernel.name, prep.spec)[0], prep.cf, prep.spec)
+    return prep.template, expert
+
+
+def _round(i, template, pct, best, action="search"):
+    return Round(i, template, {"best_params": best, "speedup": 1.5}, Analysis("", {"pct_copy": pct}),
+                 Step(action, "", template))
+
+
+def test_matching_expert_is_searched_first_then_the_structural_template():
+    structural, expert = _templates()
+    pl = RuleBasedPlanner(30)
+    first = pl.plan([], [structural, expert])
+    assert first.action == "search" and first.template is expert and first.budget == 30
+    assert "matches its family" in first.reason
+    # below the stop rule: the structural template is the next candidate
+    r1 = _round(0, expert, 85.0, expert.space.original_config())
+    nxt = pl.plan([r1], [structural])
+    assert nxt.action == "switch_template" and nxt.template is structural
+    # at or above 90% of copy bandwidth: stop, the structural template is never searched
+    done = pl.plan([_round(0, expert, 92.0, expert.space.original_config())], [structural])
+    assert done.action == "stop" and "92%" in done.reason
+
+
+def test_without_an_expert_the_users_kernel_comes_first():
+    structural, _ = _templates()
+    s = RuleBasedPlanner(30).plan([], [structural])
+    assert s.action == "search" and s.template is structural
+
+
+def test_an_experts_closed_domain_is_never_widened_a_structural_one_is():
+    structural, expert = _templates()
+    top = {n: max(p.values) for n, p in expert.space.params.items()}
+    assert all(p.closed for p in expert.space.params.values())
+    assert widen(expert, list(top), {"best_params": top}) is None
+    # every candidate tried, the expert's best at the edge of every domain: nothing to widen, so stop
+    s = RuleBasedPlanner(30).plan([_round(0, structural, 70.0, structural.space.original_config()),
+                                   _round(1, expert, 80.0, top, "switch_template")], [])
+    assert s.action == "stop" and "every candidate template tried" in s.reason
+    # the user's own parameters are open: a best value at the top of its domain is widened by one step
+    structural = prepare(str(BENCH.parent / "examples" / "row_sum.cu"), "row_sum").template
+    sp = structural.space.params
+    name = next(n for n, p in sp.items() if p.kind not in ("block_size", "launch_bounds") and max(p.values) > 1)
+    best = dict(structural.space.original_config(), **{name: max(sp[name].values)})
+    w = widen(structural, [name], {"best_params": best})
+    assert w is not None and max(w.space.params[name].values) == 2 * max(sp[name].values)
