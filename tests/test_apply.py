@@ -268,8 +268,9 @@ def _recorded_best(template) -> dict[str, int]:
 
 # bench file -> (expert, recorded best, spec grid, spec block, the launch site's new configuration)
 IN_PLACE = {
-    "silu_and_mul": ("act_and_mul", {"ITEMS": 1, "THREADS": 128, "VEC": 8}, ["tokens", "cdiv(d, 1024)"], ["128"],
-                     "dim3(tokens, (d + 1023) / 1024), 128, 0, stream"),
+    # one block per chunk of a row, in memory order: the grid is the rows times the chunks of a row
+    "silu_and_mul": ("act_and_mul", {"ITEMS": 1, "THREADS": 64, "VEC": 8}, ["tokens * cdiv(d, 512)"], ["64"],
+                     "tokens * ((d + 511) / 512), 64, 0, stream"),
     # threads per row sized to the row at launch: the block depends on `hidden`, in the spec and at the site
     "rms_norm": ("rms_norm", {"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8}, ["tokens"],
                  ["min(1024, round_up(cdiv(hidden, 16), 32))"],
@@ -370,8 +371,8 @@ def test_two_kernels_of_one_file_rewritten_one_after_the_other_compile(tmp_path)
         s = spec_mod.find_spec(cf, k)
         spec_mod.validate_spec(s, cf.kernel(k), set())
         assert cf.kernel(k).launch_bounds and "kt::" in new.encode()[cf.kernel(k).body_span.start:].decode()[:400]
-    assert spec_mod.find_spec(cf, "gelu_and_mul_kernel").block == ["256"]
-    assert "gelu_and_mul_kernel<<<dim3(tokens, (d + 2047) / 2048), 256, 0, stream>>>" in new
+    assert spec_mod.find_spec(cf, "gelu_and_mul_kernel").block == ["64"]
+    assert "gelu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>" in new
 
 
 UNMAPPED = '''#include <cuda_fp16.h>
@@ -410,7 +411,7 @@ def test_a_size_the_launch_does_not_pass_is_an_error_and_nothing_changes(tmp_pat
     msg = str(ei.value)
     line = text.splitlines().index("  silu_flat<<<(n + 255) / 256, 256, 0, s>>>(out, x, d, n);") + 1
     assert msg.startswith(f"{f}:{line}:")
-    assert "`tokens`" in msg and 'must launch grid = ["tokens", "cdiv(d, ' in msg and "Nothing was changed" in msg
+    assert "`tokens`" in msg and 'must launch grid = "tokens * cdiv(d, ' in msg and "Nothing was changed" in msg
     with pytest.raises(KerntuneError):
         apply_to_file(f, t, cfg, check_compile=False)
     assert f.read_text() == text
@@ -424,7 +425,7 @@ def test_no_launch_site_rewrites_kernel_and_spec_and_says_what_the_launch_must_b
     rw = rewrite_file(text, f, k, t, cfg)
     assert len(rw.warnings) == 1 and "'silu_flat' is not launched in this file" in rw.warnings[0]
     g = [spec_expr(fold(x, cfg)) for x in t.launch["grid"]]
-    assert f"grid = {json.dumps(g)}" in rw.warnings[0] and rw.spec.grid == g
+    assert f"grid = {json.dumps(g[0] if len(g) == 1 else g)}" in rw.warnings[0] and rw.spec.grid == g
     assert rw.spec.block == [str(cfg["THREADS"])] and "kt::act_and_mul_" in rw.text
 
 
@@ -467,9 +468,9 @@ def test_sidecar_spec_extern_c_in_a_namespace_and_dim3_variables(tmp_path):
     cfg = {"ITEMS": 2, "THREADS": 256, "VEC": 8}
     rw = rewrite_file(text, f, k, t, cfg)
     assert rw.sidecar is not None and rw.sidecar[0] == str(side)
-    assert rw.sidecar[1] == SIDECAR.replace('grid  = "tokens"', 'grid  = ["tokens", "cdiv(d, 4096)"]')
-    assert (rw.spec.grid, rw.spec.block) == (["tokens", "cdiv(d, 4096)"], ["256"])
-    assert "ops::silu_kernel<<<dim3(tokens, (d + 4095) / 4096), 256, 0, stream>>>(out, x, d);" in rw.text
+    assert rw.sidecar[1] == SIDECAR.replace('grid  = "tokens"', 'grid  = "tokens * cdiv(d, 4096)"')
+    assert (rw.spec.grid, rw.spec.block) == (["tokens * cdiv(d, 4096)"], ["256"])
+    assert "ops::silu_kernel<<<tokens * ((d + 4095) / 4096), 256, 0, stream>>>(out, x, d);" in rw.text
     new_cf = parse_cuda(rw.text, str(f))
     assert new_cf.kernel(k).signature.startswith('extern "C" __global__ void __launch_bounds__(256) silu_kernel(')
     assert rw.text.index("#define KERNTUNE_EXPERT_HELPERS") < rw.text.index("namespace ops {")
@@ -526,7 +527,8 @@ def test_verify_rewrite_launches_the_new_kernel_with_the_rewritten_spec(tmp_path
     assert ev.ok and confirmed is None
     assert rec.problem.reference_launches == [spec_mod.launch(spec, s) for s in spec.sizes]
     assert rec.variant.launches == [spec_mod.launch(t.launch, s, cfg) for s in spec.sizes]
-    assert rec.variant.launches[0].grid[1] > 1 and rec.variant.launches[0].block == (128, 1, 1)
+    # the rows times the chunks of a row, 1-D; the winner's 64 threads
+    assert rec.variant.launches[0].grid[0] > spec.sizes[0]["tokens"] and rec.variant.launches[0].block == (64, 1, 1)
 
 
 @pytest.fixture
@@ -552,8 +554,8 @@ def test_cli_apply_dry_run_of_an_expert_winner_is_in_place(reproduce):
     r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--dry-run"],
                            catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert '+grid  = ["tokens", "cdiv(d, 1024)"]' in r.output and '-grid  = "tokens"' in r.output
-    assert "+  silu_and_mul_kernel<<<dim3(tokens, (d + 1023) / 1024), 128, 0, stream>>>(out, x, d);" in r.output
+    assert '+grid  = "tokens * cdiv(d, 512)"' in r.output and '-grid  = "tokens"' in r.output
+    assert "+  silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>(out, x, d);" in r.output
     assert "-void silu_and_mul(" not in r.output and "-/* kerntune:" not in r.output
     assert (work / "silu_and_mul.cu").read_text() == before
     # the helper both the CLI and the server use finds the expert template in the store
@@ -579,11 +581,11 @@ def test_cli_apply_writes_an_expert_winner_in_place(reproduce):
     host = before[before.index("void silu_and_mul("):]
     assert after.startswith(before[:before.index("/* kerntune:")])
     assert after.endswith(host.replace("<<<tokens, 256, 0, stream>>>",
-                                       "<<<dim3(tokens, (d + 1023) / 1024), 128, 0, stream>>>"))
+                                       "<<<tokens * ((d + 511) / 512), 64, 0, stream>>>"))
     cf = parse_cuda(after, str(f))
     s = spec_mod.find_spec(cf, "silu_and_mul_kernel")
-    assert (s.grid, s.block) == (["tokens", "cdiv(d, 1024)"], ["128"])
-    assert "__global__ void __launch_bounds__(128) silu_and_mul_kernel(__half* out, const __half* x, int d) {" in after
+    assert (s.grid, s.block) == (["tokens * cdiv(d, 512)"], ["64"])
+    assert "__global__ void __launch_bounds__(64) silu_and_mul_kernel(__half* out, const __half* x, int d) {" in after
     _nvcc_c(f)
     # applying again: the file changed since it was tuned
     r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"])
@@ -696,5 +698,5 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
     new = best_text(str(f), text, "silu_and_mul_kernel", s, check_compile=shutil.which("nvcc") is not None)
     t = tuned_template(f, "silu_and_mul_kernel", text, s)
     assert new == rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text
-    assert "silu_and_mul_kernel<<<dim3(tokens, (d + 1023) / 1024), 128, 0, stream>>>" in new
+    assert "silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>" in new
     assert new.endswith("}\n") and "void silu_and_mul(__half* out" in new

@@ -1,10 +1,10 @@
 /* kerntune-expert:
 name = "act_and_mul"
 family = "gated_activation"
-description = "Gated activation: out[r, i] = (T)act(x[r, i]) * x[r, d + i] with act = SiLU, GELU (erf) or GELU (tanh). 16-byte loads and stores, several vectors per thread, a 2-D grid (rows x chunks of the row)."
+description = "Gated activation: out[r, i] = (T)act(x[r, i]) * x[r, d + i] with act = SiLU, GELU (erf) or GELU (tanh). 16-byte loads and stores, several vectors per thread, one block per chunk of a row, blocks in memory order (the chunks of a row, then the next row)."
 function = "kt::act_and_mul"
 roles = ["out: out T[rows * d]", "x: in T[rows * 2 * d]", "d: i32"]
-constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS <= 4 * d + THREADS * VEC", "cdiv(d, THREADS * VEC * ITEMS) <= 65535"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS <= 4 * d + THREADS * VEC", "rows * cdiv(d, THREADS * VEC * ITEMS) <= 2147483647"]
 
 [params.THREADS]
 values = [64, 128, 256, 512, 1024]
@@ -25,7 +25,7 @@ kind = "items_per_thread"
 why = "vectors per thread (more independent loads in flight, fewer blocks)"
 
 [launch]
-grid = ["rows", "cdiv(d, THREADS * VEC * ITEMS)"]
+grid = ["rows * cdiv(d, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
 */
@@ -57,8 +57,9 @@ __device__ __forceinline__ float gate_act(float v) {
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
   constexpr int CHUNK = KT_THREADS * KT_VEC * KT_ITEMS;
-  const long long row = blockIdx.x;
-  const int base = blockIdx.y * CHUNK;
+  const int chunks = (d + CHUNK - 1) / CHUNK;  // blocks per row; consecutive blocks walk memory in order
+  const long long row = blockIdx.x / chunks;
+  const int base = (int)(blockIdx.x - row * chunks) * CHUNK;
   const int n = d - base;
   const T* a = x + row * 2 * d + base;
   const T* g = a + d;
