@@ -16,7 +16,7 @@ why = "threads per token (one block per token)"
 values = [1, 2, 4, 8]
 default = 4
 kind = "vector_width"
-why = "rotary pairs per thread step, loaded as vectors (scalar fallback when rot_dim / 2 or a pointer is not aligned)"
+why = "rotary pairs per thread step, loaded as vectors; where rot_dim / 2, head_size or a pointer does not allow VEC, the widest half of it that does (down to scalar)"
 
 [launch]
 grid = ["tokens"]
@@ -60,6 +60,14 @@ __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __re
   }
 }
 
+template <int V, typename T, typename C>
+__device__ __forceinline__ bool rotary_vec_ok(int embed, int head_size, int rot_dim, const T* query, const T* key,
+                                              const C* cache) {
+  return vec_ok<T, V>(embed, query, key) && (head_size % V) == 0 && vec_ok<C, V>(embed, cache) && (rot_dim % V) == 0;
+}
+constexpr int HALF_VEC = KT_VEC >= 4 ? KT_VEC / 2 : 1;
+constexpr int QUARTER_VEC = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+
 template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, T* query, T* key, const C* cache, int rot_dim,
                                             int num_heads, int num_kv_heads, int head_size) {
@@ -69,11 +77,16 @@ __device__ __forceinline__ void rotary_neox(const P* positions, T* query, T* key
   const int embed = rot_dim / 2;
   T* q = query + token * num_heads * head_size;
   T* k = key + token * num_kv_heads * head_size;
-  const bool vec = vec_ok<T, KT_VEC>(embed, query, key) && (head_size % KT_VEC) == 0 &&
-                   vec_ok<C, KT_VEC>(embed, cache) && (rot_dim % KT_VEC) == 0;
-  if (vec) {
+  // the widest vector (VEC, then halves of it) that the rotary half, the head and the pointers allow
+  if (rotary_vec_ok<KT_VEC, T, C>(embed, head_size, rot_dim, query, key, cache)) {
     rotate_heads<KT_VEC>(q, cs, num_heads, head_size, embed, threadIdx.x, blockDim.x);
     rotate_heads<KT_VEC>(k, cs, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
+  } else if (KT_VEC >= 4 && rotary_vec_ok<HALF_VEC, T, C>(embed, head_size, rot_dim, query, key, cache)) {
+    rotate_heads<HALF_VEC>(q, cs, num_heads, head_size, embed, threadIdx.x, blockDim.x);
+    rotate_heads<HALF_VEC>(k, cs, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
+  } else if (KT_VEC >= 8 && rotary_vec_ok<QUARTER_VEC, T, C>(embed, head_size, rot_dim, query, key, cache)) {
+    rotate_heads<QUARTER_VEC>(q, cs, num_heads, head_size, embed, threadIdx.x, blockDim.x);
+    rotate_heads<QUARTER_VEC>(k, cs, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
   } else {
     rotate_heads<1>(q, cs, num_heads, head_size, embed, threadIdx.x, blockDim.x);
     rotate_heads<1>(k, cs, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
