@@ -106,8 +106,9 @@ def load_expert(path: str | Path) -> Expert:
     exprs = [("constraints", c) for c in meta.get("constraints", [])]
     exprs += [("launch.grid", g) for g in launch.get("grid", [])] + [("launch.block", b) for b in launch.get("block", [])]
     exprs.append(("launch.smem", launch.get("smem", "0")))
-    if "bounds" in launch:
-        exprs.append(("launch.bounds", launch["bounds"]))
+    bounds = launch.get("bounds")  # optional: the kernel's __launch_bounds__ where the block depends on sizes
+    if bounds is not None:
+        exprs.append(("launch.bounds", bounds))
     for fname, e in exprs:
         try:
             unknown = expr.names(e) - known
@@ -118,14 +119,13 @@ def load_expert(path: str | Path) -> Expert:
                                 f"{sorted(params)}, role sizes: {sorted(role_sizes)})", path, line, field_name=fname)
     if not launch.get("grid") or not launch.get("block"):
         raise KerntuneError("launch needs `grid` and `block`", path, line, field_name="launch")
-    bounds_names = expr.names(launch["bounds"]) if "bounds" in launch else set()
-    if bounds_names - set(params):
-        raise KerntuneError(f"launch.bounds: `{launch['bounds']}` may use parameters only (it becomes the "
-                            f"kernel's __launch_bounds__), not {sorted(bounds_names - set(params))}", path, line,
-                            field_name="launch.bounds")
     ldict = {"grid": list(launch["grid"]), "block": list(launch["block"]), "smem": str(launch.get("smem", "0"))}
-    if "bounds" in launch:
-        ldict["bounds"] = str(launch["bounds"])
+    if bounds is not None:
+        sizes_used = expr.names(bounds) - set(params)
+        if sizes_used:
+            raise KerntuneError(f"launch.bounds: `{bounds}` may use parameters only (it becomes the kernel's "
+                                f"__launch_bounds__), not {sorted(sizes_used)}", path, line, field_name="launch.bounds")
+        ldict["bounds"] = str(bounds)
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path)
 

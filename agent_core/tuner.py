@@ -317,7 +317,10 @@ class Session:
     def break_tie(self) -> None:
         """Among the verified configurations whose objective is within TIE_FRACTION of the best (tied within
         measurement noise), keep the one with the least total time over the size sets: the one that saves the
-        most time where the work is."""
+        most time where the work is. Nothing to choose from when nothing verified or the session was cancelled."""
+        if self.best is None or self.cancel.is_set():
+            return
+
         def total(e: Evaluation) -> float:
             return sum(t.median_us for t in e.timings if t is not None)
         tied = [e for e in self.evaluations if e.ok and e.objective is not None and len(e.timings) == len(
@@ -333,7 +336,6 @@ class Session:
     def confirm(self) -> tuple[list[Timing], list[Timing]] | None:
         if self.best is None or self.cancel.is_set():
             return None
-        self.break_tie()
         self.emit("status", "confirming the best against the original, interleaved")
         cfg = self.best.params
         compiled = None
@@ -402,6 +404,7 @@ def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOp
     status, confirmed = "finished", None
     try:
         s.search()
+        s.break_tie()
         confirmed = s.confirm()
         if s.cancel.is_set():
             status = "cancelled"

@@ -96,6 +96,11 @@ def test_bad_expert_header_is_reported(tmp_path):
     with pytest.raises(KerntuneError) as e:
         X.load_library(tmp_path)
     assert e.value.field_name == "params.THREADS.default"
+    # __launch_bounds__ must be a constant of the configuration: a size in `bounds` is refused
+    (tmp_path / "a.cu").write_text(src.replace('bounds = "THREADS * ROWS"', 'bounds = "THREADS * rows"'))
+    with pytest.raises(KerntuneError) as e:
+        X.load_library(tmp_path)
+    assert e.value.field_name == "launch.bounds" and "['rows']" in str(e.value)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
