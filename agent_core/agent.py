@@ -4,20 +4,24 @@ Each round is one tuning session (agent_core.tuner) over one template: the user'
 structurally, an expert template bound to the user's signature (agent_core.experts), or a template an LLM
 proposed (agent_core.llm). After each round the analysis says what limits the best variant and the planner
 chooses the next step; both are written to the store as the session's steps, so the user can read how the
-result was reached.
+result was reached. After the last round, the per-shape dispatch (agent_core.dispatch) gives each size set
+that another verified configuration serves clearly faster than the winner that configuration.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .backend import Backend
 from .model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
-from .planning import Analysis, Planner, Round, RuleBasedPlanner, Step, analyze
+from .planning import Planner, Round, RuleBasedPlanner, Step, analyze
 from .store import Store
-from .tuner import Prepared, TuneEvent, TuneOptions, prepare, tune
+from .tuner import Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare, tune
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatch
 
 # A test designer gives the spec to verify and time a template on (extra size sets, input distributions), or None.
 TestDesigner = Callable[[Prepared, KernelTemplate], "TuningSpec | None"]
@@ -34,12 +38,14 @@ class AgentOptions:
     strategy: str = "auto"
     seed: int = 0
     use_experts: bool = True
+    dispatch: bool = True  # after the rounds: a configuration of its own for size sets the winner serves badly
 
 
 @dataclass
 class AgentResult:
     rounds: list[Round] = field(default_factory=list)
     final_step: Step | None = None
+    dispatch: "Dispatch | None" = None  # per-shape dispatch over every round's verified configurations
 
     @property
     def best(self) -> Round | None:
@@ -76,6 +82,7 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         templaters = [expert_templater] if opt.use_experts else []
     result = AgentResult()
     spent = 0
+    verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     for i in range(opt.max_rounds + 1):
         for t in templaters:
             try:
@@ -119,6 +126,8 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel,
                      prepared=replace(prep, template=step.template))
         spent += r.summary["counts"]["measured"]
+        if prepared.spec is prep.spec:
+            verified.append((step.template, r))
         profile = _profile(backend, r)
         analysis = analyze(r.summary, profile)
         sid = r.session_id
@@ -130,7 +139,68 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         if r.status == "cancelled":
             result.final_step = Step("stop", "cancelled")
             break
+    if opt.dispatch and result.best is not None and not cancel.is_set():
+        result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel)
     return result
+
+
+def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple[KernelTemplate, TuneResult]],
+                       backend: Backend, store: Store, emit: Callable[[TuneEvent], None],
+                       cancel: threading.Event) -> "Dispatch | None":
+    """The dispatch over the verified configurations of every round whose template the rewrite can hold several
+    configurations of (an expert's or an LLM's partial template, not the user's whole file), against the best
+    round's winner; confirmed interleaved with the original and recorded as a step of the last round's session.
+    None when no size set gains enough, or the winner is the kernel's own structural template."""
+    from . import dispatch as dsp
+    from .apply import is_whole_file
+    best = result.best
+    wt = best.template
+    if is_whole_file(wt, prep.cf):
+        emit(TuneEvent("status", f"per-shape dispatch: not offered, the winner is the {wt.origin} template, which "
+                                 "is written back whole (one configuration)"))
+        return None
+    templates = {wt.template_hash: wt}
+    cands = []
+    for t, r in verified:
+        if is_whole_file(t, prep.cf) or not r.original:
+            continue
+        templates[t.template_hash] = t
+        orig = [x.median_us for x in r.original]
+        for ev in r.evaluations:
+            if ev.ok and len(ev.timings) == len(orig) and all(x is not None for x in ev.timings):
+                cands.append(dsp.Candidate(t.template_hash, t.origin, dict(ev.params),
+                                           [x.median_us for x in ev.timings], orig))
+    d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
+    if d is None:
+        emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
+                                 f"{dsp.MIN_GAIN:.0%} faster by another verified configuration; one configuration"))
+        return None
+    emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "
+                             f"{d.single_speedup:.2f}x in the search); confirming them against the original"))
+    todo = d.entries + [d.winner]
+    figures = dict(zip([e.key for e in todo], confirm_configs(
+        prep, backend, [(templates[e.template_hash], e.params) for e in todo], cancel=cancel)))
+    confirmed = dsp.confirm(d, lambda e: figures[e.key])
+    if confirmed is not None:
+        confirmed.backend = getattr(backend, "name", "")
+    sid = result.rounds[-1].summary.get("session_id")
+    if confirmed is None:
+        why = "; ".join(d.dropped) if d.dropped else "no size set kept its gain"
+        emit(TuneEvent("status", f"per-shape dispatch: the confirmation did not hold the gains ({why}); "
+                                 "one configuration"))
+        if sid is not None:
+            store.put_step(sid, "plan", "per-shape dispatch not kept: the confirmation did not hold its gains",
+                           {"action": "dispatch", "search": d.to_dict()})
+        return None
+    head = (f"per-shape dispatch: {confirmed.speedup:.2f}x against {confirmed.single_speedup:.2f}x for one "
+            "configuration (confirmed)")
+    lines = [f"per-shape dispatch #{i + 1}: {x}" for i, x in enumerate(dsp.describe(confirmed))]
+    for line in [head] + lines:
+        emit(TuneEvent("status", line))
+    text = "\n".join([head] + lines)
+    if sid is not None:
+        store.put_step(sid, "dispatch", text, confirmed.to_dict())
+    return confirmed
 
 
 def _profile(backend: Backend, r) -> dict | None:

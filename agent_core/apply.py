@@ -196,6 +196,8 @@ class Rewrite:
     warnings: list[str] = field(default_factory=list)
     in_place: bool = False
     spec: TuningSpec | None = None
+    kernels: list[tuple[str, TuningSpec]] = field(default_factory=list)  # in-place: each kernel written, its spec
+    dispatch: object | None = None  # the per-shape dispatch written (agent_core.dispatch.Dispatch), if one was
 
 
 # ------------------------------------------------------------------ launch expressions
@@ -538,9 +540,11 @@ def _param_list(text_bytes: bytes, after: int) -> tuple[int, int] | None:
 
 
 def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaFile, k: Kernel,
-                        before: str) -> tuple[str, str, dict[str, str]]:
+                        before: str, kernel_name: str | None = None) -> tuple[str, str, dict[str, str]]:
     """(support code, the new kernel definition, parameter values) of a partial template; ``before`` is the
-    file's text before the support code goes (the includes it has need not be repeated)."""
+    file's text before the support code goes (the includes it has need not be repeated); the kernel is named
+    ``kernel_name`` (default: the user's kernel's name)."""
+    kname = kernel_name or k.name
     body, values = _template_values(template, cfg)
     entry = template.entry or template.kernel
     rcf = parse_cuda(body, template.path or cf.path)
@@ -580,7 +584,7 @@ def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaF
     if re.search(r"\bstatic\b", user_head) and not re.search(r"\bstatic\b", head):
         head = "static " + head
     head = _fold_launch_bounds(_subst(head, values))
-    kernel_text = _subst(f"{head}{k.name}({params_text}{rest}", values)
+    kernel_text = _subst(f"{head}{kname}({params_text}{rest}", values)
 
     # the support code: includes the file lacks, helpers (guarded once per file), the device code (guarded
     # by its own content)
@@ -639,7 +643,7 @@ def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaF
         if not re.search(rf"^[ \t]*#[ \t]*define[ \t]+{guard}\b", before, re.M):  # not there already
             blocks.append(f"#ifndef {guard}\n#define {guard}\n{code.rstrip()}\n#endif  // {guard}")
     if suffix.strip():
-        kernel_text += "\n" + re.sub(rf"\b{re.escape(entry)}\b", k.name, _subst(suffix.strip("\n"), values))
+        kernel_text += "\n" + re.sub(rf"\b{re.escape(entry)}\b", kname, _subst(suffix.strip("\n"), values))
     return "\n".join(blocks), kernel_text, values
 
 
@@ -698,7 +702,7 @@ def _spec_key_edits(text: str, start: int, end: int, hints: dict[str, int], firs
             m, ve = found.get("block") or found["grid"]
             edits.append((ve, ve, f"\n{m.group(1)}{key} = {val}"))
         else:
-            raise KerntuneError(f"cannot find `grid` and `block` in the spec to rewrite them", None, first_line)
+            raise KerntuneError("cannot find `grid` and `block` in the spec to rewrite them", None, first_line)
     return sorted(edits)
 
 
@@ -847,7 +851,6 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     renamed to the kernel, with the kernel's parameter list; the spec's grid/block/smem become the template's
     launch at ``cfg``; every launch site of the kernel in the file launches that, over the host's own values.
     Raises KerntuneError (and changes nothing) when a launch site does not give a size the launch needs."""
-    from . import spec as spec_mod
     path = str(path)
     if template.origin == "structural" or template.sites:
         new = render(template, cfg)
@@ -857,35 +860,11 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if is_whole_file(template, cf):
         new = render(template, cfg)
         return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
-    if spec is None:
-        spec = spec_mod.find_spec(cf, kernel)
-    if spec is None:
-        raise KerntuneError(f"kernel '{kernel}' has no tuning spec: cannot rewrite its launch", path, k.span.line)
-    if k.template_params:
-        raise KerntuneError(f"kernel '{kernel}' is a template: a {template.origin} template cannot replace it in "
-                            "place", path, k.span.line)
-    start = _insertion_point(cf, k, spec, text)
+    spec, start, old_values = _in_place_context(text, path, cf, k, spec, template)
     support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
                                                        text.encode("utf-8")[:start].decode("utf-8", "replace"))
     params = {**template.space.original_config(), **cfg}
-    try:
-        from .templatize import templatize
-        old_values = templatize(cf, kernel).space.original_config()
-    except Exception:
-        old_values = {}
-
-    # the launch: the template's (or the spec's) at cfg, folded
-    src = template.launch or {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
-    lv = {**old_values, **params}
-    grid, block = _dims(src["grid"], lv), _dims(src["block"], lv)
-    smem = fold(src.get("smem") or "0", lv)
-    for i, s in enumerate(spec.sizes):  # the folded launch is the template's, on every size set
-        want = spec_mod.launch(src, s, lv)
-        got = spec_mod.launch({"grid": [spec_expr(n) for n in grid], "block": [spec_expr(n) for n in block],
-                               "smem": spec_expr(smem)}, s)
-        if want != got:
-            raise KerntuneError(f"internal: the simplified launch {got} differs from the template's {want} "
-                                f"on size set {i + 1}", path, k.span.line)
+    grid, block, smem = _folded_launch(template, params, spec, old_values, path, k)
     old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
     old_smem = fold(spec.smem or "0", old_values)
     same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
@@ -898,24 +877,8 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if not same:
         for site in sorted(k.launch_sites, key=lambda s: s.span.start):
             host = _host_values(site, spec, old_values, text)
-            try:
-                g, b_ = _launch_text(grid, host), _launch_text(block, host)
-                sm = to_c(smem, host)
-            except _Unmapped as e:
-                what = (f"the size(s) {', '.join(f'`{n}`' for n in sorted(e.names))} of the spec, which this "
-                        "launch does not pass (neither as a kernel argument whose spec value is that size nor as "
-                        "a launch dimension that is)") if e.names else e.why
-                raise KerntuneError(
-                    f"cannot rewrite this launch of '{kernel}' for the tuned kernel ({template.origin}): it must "
-                    f"launch {launch_words} (in the spec's size names), and that needs {what}. Nothing was "
-                    "changed: pass the size to the launch, or change the launch by hand after applying",
-                    path, site.span.line, site.span.col) from None
-            parts = [g, b_]
-            if len(site.config) >= 4:
-                parts += [sm] + [c.text for c in site.config[3:]]
-            elif len(site.config) == 3 or sm != "0":
-                parts.append(sm)
-            edits.append((site.config[0].span.start, site.config[-1].span.end, ", ".join(parts)))
+            edits.append((site.config[0].span.start, site.config[-1].span.end,
+                          _site_config(site, grid, block, smem, host, kernel, template.origin, launch_words, path)))
         if not k.launch_sites:
             warnings.append(f"{path}: '{kernel}' is not launched in this file: its host launch must now be "
                             f"{launch_words} (in the spec's size names)")
@@ -929,27 +892,260 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     # the spec's launch
     sidecar = None
     if not same:
-        new_vals = {"grid": _toml_launch(grid), "block": _toml_launch(block),
-                    "smem": json.dumps(spec_expr(smem)) if (spec.smem and spec.smem.strip() != "0") or
-                    not (_is_int_const(smem) and smem.value == 0) else None}
-        if spec.span is not None:
-            cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
-            edits += _char_edits_to_bytes(text, _spec_key_edits(text, cs, ce, spec.lines, spec.span.line, new_vals))
-        else:
-            sp = spec.path or str(spec_mod.sidecar_path(path))
-            st = Path(sp).read_text(encoding="utf-8")
-            hdr = re.search(r"^[ \t]*\[[ \t]*" + re.escape(kernel) + r"[ \t]*\][^\n]*\n?", st, re.M)
-            if hdr is None:
-                raise KerntuneError(f"cannot find the table [{kernel}] in {sp}", sp)
-            nxt = re.search(r"^[ \t]*\[(?!\[)", st[hdr.end():], re.M)
-            te = hdr.end() + nxt.start() if nxt else len(st)
-            sidecar = (sp, _apply_char_edits(st, _spec_key_edits(st, hdr.start(), te, spec.lines,
-                                                                  spec.lines.get("", 0), new_vals)))
+        edits_spec, sidecar = _spec_launch_edits(text, path, kernel, spec, _spec_values(spec, grid, block, smem))
+        edits += edits_spec
     new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
     new_spec = _spec_of(new, path, kernel, sidecar)
     if new_spec is None:
         raise KerntuneError(f"internal: the rewritten spec of '{kernel}' cannot be read back", path, k.span.line)
-    return Rewrite(new, sidecar, warnings, True, new_spec)
+    return Rewrite(new, sidecar, warnings, True, new_spec, [(kernel, new_spec)])
+
+
+def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: TuningSpec | None,
+                      template: KernelTemplate) -> tuple[TuningSpec, int, dict[str, int]]:
+    """(the kernel's spec, the byte offset where support code goes, the values of the kernel's own tunables)
+    for an in-place rewrite; KerntuneError when the kernel cannot be rewritten in place."""
+    from . import spec as spec_mod
+    if spec is None:
+        spec = spec_mod.find_spec(cf, k.name)
+    if spec is None:
+        raise KerntuneError(f"kernel '{k.name}' has no tuning spec: cannot rewrite its launch", path, k.span.line)
+    if k.template_params:
+        raise KerntuneError(f"kernel '{k.name}' is a template: a {template.origin} template cannot replace it in "
+                            "place", path, k.span.line)
+    start = _insertion_point(cf, k, spec, text)
+    try:
+        from .templatize import templatize
+        old_values = templatize(cf, k.name).space.original_config()
+    except Exception:
+        old_values = {}
+    return spec, start, old_values
+
+
+def _folded_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
+                   path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST]:
+    """The template's (or the spec's) launch at ``params``, folded: (grid, block, smem) expression trees over
+    the spec's size names, checked to give the template's launch on every size set."""
+    from . import spec as spec_mod
+    src = template.launch or {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
+    lv = {**old_values, **params}
+    grid, block = _dims(src["grid"], lv), _dims(src["block"], lv)
+    smem = fold(src.get("smem") or "0", lv)
+    for i, s in enumerate(spec.sizes):  # the folded launch is the template's, on every size set
+        want = spec_mod.launch(src, s, lv)
+        got = spec_mod.launch({"grid": [spec_expr(n) for n in grid], "block": [spec_expr(n) for n in block],
+                               "smem": spec_expr(smem)}, s)
+        if want != got:
+            raise KerntuneError(f"internal: the simplified launch {got} differs from the template's {want} "
+                                f"on size set {i + 1}", path, k.span.line)
+    return grid, block, smem
+
+
+def _unmapped_error(e: "_Unmapped", kernel: str, origin: str, needs: str, path: str, site: LaunchSite) -> KerntuneError:
+    what = (f"the size(s) {', '.join(f'`{n}`' for n in sorted(e.names))} of the spec, which this launch does not "
+            "pass (neither as a kernel argument whose spec value is that size nor as a launch dimension that is)"
+            if e.names else e.why)
+    return KerntuneError(f"cannot rewrite this launch of '{kernel}' for the tuned kernel ({origin}): it must "
+                         f"{needs} (in the spec's size names), and that needs {what}. Nothing was changed: pass the "
+                         "size to the launch, or change the launch by hand after applying",
+                         path, site.span.line, site.span.col)
+
+
+def _site_config(site: LaunchSite, grid: list[ast.AST], block: list[ast.AST], smem: ast.AST, host: dict[str, str],
+                 kernel: str, origin: str, launch_words: str, path: str) -> str:
+    """The text between ``<<<`` and ``>>>`` of one launch site for the folded launch, over the host's values
+    (the site's stream and any further argument kept as written)."""
+    try:
+        g, b_ = _launch_text(grid, host), _launch_text(block, host)
+        sm = to_c(smem, host)
+    except _Unmapped as e:
+        raise _unmapped_error(e, kernel, origin, f"launch {launch_words}", path, site) from None
+    parts = [g, b_]
+    if len(site.config) >= 4:
+        parts += [sm] + [c.text for c in site.config[3:]]
+    elif len(site.config) == 3 or sm != "0":
+        parts.append(sm)
+    return ", ".join(parts)
+
+
+def _spec_values(spec: TuningSpec, grid: list[ast.AST], block: list[ast.AST], smem: ast.AST) -> dict[str, str | None]:
+    """The spec's new ``grid``/``block``/``smem`` TOML values (``smem`` None: leave it as it is)."""
+    return {"grid": _toml_launch(grid), "block": _toml_launch(block),
+            "smem": json.dumps(spec_expr(smem)) if (spec.smem and spec.smem.strip() != "0") or
+            not (_is_int_const(smem) and smem.value == 0) else None}
+
+
+def _sidecar_table(st: str, kernel: str, sp: str) -> tuple[int, int]:
+    """(start, end) character offsets of the table ``[kernel]`` in the sidecar text ``st``."""
+    hdr = re.search(r"^[ \t]*\[[ \t]*" + re.escape(kernel) + r"[ \t]*\][^\n]*\n?", st, re.M)
+    if hdr is None:
+        raise KerntuneError(f"cannot find the table [{kernel}] in {sp}", sp)
+    nxt = re.search(r"^[ \t]*\[(?!\[)", st[hdr.end():], re.M)
+    return hdr.start(), (hdr.end() + nxt.start() if nxt else len(st))
+
+
+def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_vals: dict[str, str | None]
+                       ) -> tuple[list[tuple[int, int, str]], tuple[str, str] | None]:
+    """(byte edits of ``text`` where the spec is a comment, the sidecar's new text where it is a sidecar) setting
+    the spec's launch keys to ``new_vals``."""
+    from . import spec as spec_mod
+    if spec.span is not None:
+        cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
+        return _char_edits_to_bytes(text, _spec_key_edits(text, cs, ce, spec.lines, spec.span.line, new_vals)), None
+    sp = spec.path or str(spec_mod.sidecar_path(path))
+    st = Path(sp).read_text(encoding="utf-8")
+    ts, te = _sidecar_table(st, kernel, sp)
+    return [], (sp, _apply_char_edits(st, _spec_key_edits(st, ts, te, spec.lines, spec.lines.get("", 0), new_vals)))
+
+
+# ------------------------------------------------------------------ per-shape dispatch
+def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
+    """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``);
+    None when the launch is part of a larger expression."""
+    from .cuda_parse import parse_tree
+    b = text.encode("utf-8")
+    node = parse_tree(b).root_node.descendant_for_byte_range(site.span.start, site.span.end)
+    while node is not None and not (node.start_byte == site.span.start and node.end_byte == site.span.end):
+        node = node.parent
+    if node is None or node.parent is None or node.parent.type != "expression_statement":
+        return None
+    st = node.parent
+    if b[st.start_byte:st.end_byte].decode("utf-8", "replace").strip() != \
+            b[site.span.start:site.span.end].decode("utf-8", "replace").strip() + ";":
+        return None
+    return st.start_byte, st.end_byte
+
+
+def _condition_c(when: list, host: dict[str, str]) -> str:
+    """A dispatch rule's bounds as a C condition over the host's values (raises _Unmapped)."""
+    parts = []
+    for bd in when:
+        x = to_c(fold(bd.name), host)
+        x = x if _c_atomic(x) else f"({x})"
+        if bd.above is not None:
+            parts.append(f"{x} > {bd.above}")
+        if bd.upto is not None:
+            parts.append(f"{x} <= {bd.upto}")
+    return " && ".join(parts) or "1"
+
+
+def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tuple[KernelTemplate, dict[str, int]]],
+                     dispatch, spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
+    """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.dispatch.Dispatch) whose entries
+    are ``entries`` (template, configuration), ``entries[0]`` the default. Each entry is written in place like
+    ``rewrite_file`` writes one: the default under the kernel's name with the kernel's spec, every other one as a
+    kernel of its own (``dispatch.kernel_names``) with a copy of the spec at its own launch; every launch
+    statement of the kernel becomes an ``if``/``else`` over the dispatch's rules, each branch launching its
+    entry over the host's own values. Raises KerntuneError (and changes nothing) where that cannot be written:
+    a template that is the whole file, a launch that is not a statement of its own, a size the rules or a
+    launch need that the site does not give."""
+    from . import dispatch as dsp
+    path = str(path)
+    cf = cf if cf is not None else parse_cuda(text, path)
+    k = cf.kernel(kernel)
+    if len(entries) != len(dispatch.entries) or len(entries) < 2:
+        raise KerntuneError(f"internal: {len(entries)} templates for a dispatch of {len(dispatch.entries)} entries",
+                            path, k.span.line)
+    for t, _ in entries:
+        if t.origin == "structural" or t.sites or is_whole_file(t, cf):
+            raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin} template (it is written back as "
+                                "the whole file): apply one configuration instead", path, k.span.line)
+    spec, start, old_values = _in_place_context(text, path, cf, k, spec, entries[0][0])
+    taken = {x.name for x in cf.kernels} | set(re.findall(r"\b[A-Za-z_]\w*\b", text))
+    names = dsp.kernel_names(dispatch, kernel, taken - {kernel})
+    raw = text.encode("utf-8")
+    before = raw[:start].decode("utf-8", "replace")
+    supports, kernel_texts, launches = [], [], []
+    for (t, cfg), name in zip(entries, names):
+        sup, ktext, _ = _support_and_kernel(t, cfg, cf, k, before + "\n".join(supports), kernel_name=name)
+        supports.append(sup)
+        kernel_texts.append(ktext)
+        params = {**t.space.original_config(), **cfg}
+        launches.append(_folded_launch(t, params, spec, old_values, path, k))
+
+    edits: list[tuple[int, int, str]] = []
+    warnings: list[str] = []
+    # every launch statement becomes the dispatch
+    for site in sorted(k.launch_sites, key=lambda s: s.span.start):
+        if site.span.start < start:
+            raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
+                                "dispatch's other kernels would not be declared yet: apply one configuration, or "
+                                "move the launch below the kernel", path, site.span.line, site.span.col)
+        stmt = _launch_statement(text, site)
+        if stmt is None:
+            raise KerntuneError(f"this launch of '{kernel}' is part of a larger expression: the per-shape dispatch "
+                                "needs it as a statement of its own (`k<<<...>>>(...);`) to write an if/else around "
+                                "it. Nothing was changed: apply one configuration instead", path, site.span.line,
+                                site.span.col)
+        host = _host_values(site, spec, old_values, text)
+        call = raw[site.span.start:site.span.end].decode("utf-8", "replace")
+        lt = call.index("<<<")
+        c0 = site.config[0].span.start - site.span.start
+        c1 = site.config[-1].span.end - site.span.start
+        calls = []
+        for (t, _), name, (g, b_, sm) in zip(entries, names, launches):
+            words = f"launch {_spec_launch_words(g, b_, sm)}"
+            cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin, words, path)
+            prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
+            calls.append(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};")
+        line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
+        indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
+        inner = indent + "  "
+        chain = []
+        for i, r in enumerate(dispatch.rules):
+            if not r.when:
+                break
+            try:
+                cond = _condition_c(r.when, host)
+            except _Unmapped as e:
+                raise _unmapped_error(e, kernel, "per-shape dispatch", "choose its configuration by "
+                                      + " and ".join(b.words() for b in r.when), path, site) from None
+            chain.append(f"{'if' if i == 0 else '} else if'} ({cond}) {{\n{inner}{calls[r.entry]}\n{indent}")
+        chain.append(f"}} else {{\n{inner}{calls[dispatch.rules[-1].entry]}\n{indent}}}")
+        edits.append((stmt[0], stmt[1], "".join(chain)))
+    if not k.launch_sites:
+        warnings.append(f"{path}: '{kernel}' is not launched in this file: its host code must now choose between "
+                        + "; ".join(f"{n} ({dsp.condition_words(dispatch, i)})" for i, n in enumerate(names)))
+
+    # the support code, the other entries' kernels (each with its spec) and the default under the kernel's name
+    lines = [f"// kerntune: {kernel} tuned per shape (per-shape dispatch at its launch sites):"]
+    for i, ((t, cfg), name) in enumerate(zip(entries, names)):
+        params = {**t.space.original_config(), **cfg}
+        vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
+        lines.append(f"//   {name}: {dsp.condition_words(dispatch, i)}: {t.origin} template, {vals}")
+    sidecar = None
+    new_vals = [_spec_values(spec, *ln) for ln in launches]
+    extra_specs: list[str] = []
+    if spec.span is not None:
+        cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
+        comment = text[cs:ce]
+        for nv in new_vals[1:]:
+            extra_specs.append(_apply_char_edits(comment, _spec_key_edits(comment, 0, len(comment), {}, spec.span.line,
+                                                                         nv)))
+    extras = "".join((extra_specs[i - 1] + "\n" if extra_specs else "") + kernel_texts[i] + "\n\n"
+                     for i in range(1, len(entries)))
+    support = "\n\n".join(x for x in supports if x)
+    edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "") + extras))
+    edits.append((k.span.start, k.span.end, kernel_texts[0]))
+    spec_edits, sidecar = _spec_launch_edits(text, path, kernel, spec, new_vals[0])
+    edits += spec_edits
+    if sidecar is not None:
+        sp, st = sidecar
+        ts, te = _sidecar_table(st, kernel, sp)
+        table = st[ts:te].rstrip("\n") + "\n"
+        for name, nv in zip(names[1:], new_vals[1:]):
+            copy_ = re.sub(r"^([ \t]*)\[[ \t]*" + re.escape(kernel) + r"[ \t]*\]", lambda m: f"{m.group(1)}[{name}]",
+                           table, count=1, flags=re.M)
+            st = st.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, len(copy_), {}, 0, nv))
+        sidecar = (sp, st)
+    new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
+    kernels = []
+    for name in names:
+        ns = _spec_of(new, path, name, sidecar)
+        if ns is None:
+            raise KerntuneError(f"internal: the rewritten spec of '{name}' cannot be read back", path, k.span.line)
+        kernels.append((name, ns))
+    return Rewrite(new, sidecar, warnings, True, kernels[0][1], kernels, dispatch)
 
 
 def _spec_of(text: str, path: str, kernel: str, sidecar: tuple[str, str] | None = None) -> TuningSpec | None:
@@ -975,22 +1171,31 @@ def tuned_template(path: str | Path, kernel: str, text: str, summary: dict | Non
     """The template a result summary was tuned with (what `apply` and the editor's Apply best render): the
     kernel's current template when its hash matches, else the one recorded in the store, with the origin,
     launch, entry and space of its space file (an expert's or an LLM's). KerntuneError when there is none."""
-    from .model import ParamSpace
-    from .space import space_from_toml
-    from .tuner import prepare
     path = str(Path(path).resolve())
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}'", path)
     if summary.get("stale"):
         raise KerntuneError(f"{Path(path).name} changed since kernel '{kernel}' was tuned; tune again before "
                             "applying", path)
+    return template_by_hash(path, kernel, text, summary.get("template_hash") or "", summary.get("origin"), store)
+
+
+def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: str, origin: str | None = None,
+                     store=None) -> KernelTemplate:
+    """The kernel's template with this hash: its current template when the hash matches, else the one recorded
+    in the store (``store``, default the workspace's), with the origin, launch, entry and space of its space file.
+    KerntuneError when the store does not have it."""
+    from .model import ParamSpace
+    from .space import space_from_toml
+    from .tuner import prepare
+    path = str(Path(path).resolve())
     try:
         prep = prepare(path, kernel, text)
     except KerntuneError:
-        if (summary.get("origin") or "structural") == "structural":
+        if (origin or "structural") == "structural":
             raise
         prep = None  # not structurally tunable (or no template files): an expert's result can still be applied
-    if prep is not None and prep.template.template_hash == summary.get("template_hash"):
+    if prep is not None and prep.template.template_hash == template_hash:
         return prep.template
     own = store is None
     if own:
@@ -998,7 +1203,7 @@ def tuned_template(path: str | Path, kernel: str, text: str, summary: dict | Non
         from .workspace import store_path_for
         store = Store(store_path_for(path))
     try:
-        row = store.get_template(summary.get("template_hash") or "")
+        row = store.get_template(template_hash)
     finally:
         if own:
             store.close()
@@ -1017,3 +1222,19 @@ def tuned_template(path: str | Path, kernel: str, text: str, summary: dict | Non
     return KernelTemplate(kernel=kernel, path=path, original_text=text, text=row["text"], space=space,
                           sites=list(structural.sites) if same_text else [], origin=origin,
                           launch=meta.get("launch"), entry=meta.get("entry"))
+
+
+def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | None, store=None,
+                   single: bool = False) -> tuple[Rewrite, KernelTemplate]:
+    """The rewrite of ``text`` for a stored result (tuner.result_summary): its per-shape dispatch where it has
+    one (and ``single`` is not set), else its best configuration. Returns (rewrite, the winner's template)."""
+    from .dispatch import Dispatch
+    template = tuned_template(path, kernel, text, summary, store)
+    d = summary.get("dispatch") if summary else None
+    if d and not single:
+        disp = Dispatch.from_dict(d)
+        entries = [(template if e.template_hash == template.template_hash else
+                    template_by_hash(path, kernel, text, e.template_hash, e.origin, store), dict(e.params))
+                   for e in disp.entries]
+        return rewrite_dispatch(text, path, kernel, entries, disp), template
+    return rewrite_file(text, path, kernel, template, summary["best_params"]), template

@@ -166,29 +166,38 @@ def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | N
                        "analysis": r.analysis.text})
     best = result.best
     src = best.summary if best else (result.rounds[0].summary if result.rounds else None)
+    d = getattr(result, "dispatch", None)
     t5, best_obj = time_to_within(timeline)
     shapes = []
     sizes = bk.spec.sizes
     if src:
-        orig = src.get("original_us") or [None] * len(sizes)
-        tuned = (src.get("best_us") if best else None) or [None] * len(sizes)
-        gbps = (src.get("gbps") if best else None) or [None] * len(sizes)
-        pct = (src.get("pct_copy") if best else None) or [None] * len(sizes)
-        ogbps = src.get("original_gbps") or [None] * len(sizes)
-        opct = src.get("original_pct_copy") or [None] * len(sizes)
-        nbytes = src.get("bytes") or [None] * len(sizes)
+        n = len(src.get("sizes") or sizes)
+        orig = src.get("original_us") or [None] * n
+        tuned = (src.get("best_us") if best else None) or [None] * n
+        ogbps = src.get("original_gbps") or [None] * n
+        opct = src.get("original_pct_copy") or [None] * n
+        nbytes = src.get("bytes") or [None] * n
+        bw = src.get("copy_bw_gbps")
         for i, sz in enumerate(src.get("sizes") or sizes):
-            sp = orig[i] / tuned[i] if orig[i] and tuned[i] else None
+            single = orig[i] / tuned[i] if orig[i] and tuned[i] else None
+            o, t, entry = orig[i], tuned[i], None
+            if d is not None:  # what the rewrite runs on this size set: the dispatch's configuration for it
+                o, t, entry = d.original_us[i], d.tuned_us[i], d.serve[i]
+            g = nbytes[i] / (t * 1e3) if nbytes[i] and t else None
             shapes.append({"sizes": sz, "label": _shape_label(sz), "bytes": nbytes[i],
                            "memory_bound": _memory_bound(bk.spec, sz, nbytes[i] or 0),
-                           "original_us": orig[i], "tuned_us": tuned[i], "speedup": sp,
-                           "gbps": gbps[i], "pct_copy": pct[i],
-                           "original_gbps": ogbps[i], "original_pct_copy": opct[i]})
+                           "original_us": o, "tuned_us": t, "speedup": o / t if o and t else None,
+                           "gbps": g, "pct_copy": g / bw * 100 if g and bw else None,
+                           "original_gbps": ogbps[i], "original_pct_copy": opct[i],
+                           "single_original_us": orig[i], "single_us": tuned[i], "single_speedup": single,
+                           "entry": entry})
     if not status:
         status = "ok" if best else "no_variant"
     return {
         "name": bk.name, "file": bk.path, "kernel": bk.kernel, "status": status, "error": "",
         "speedup": geomean([s["speedup"] for s in shapes]) if best else None,
+        "single_speedup": geomean([s["single_speedup"] for s in shapes]) if best else None,
+        "dispatch": d.to_dict() if d is not None else None,
         "confirmed": bool(best and best.summary.get("confirmed")),
         "origin": best.template.origin if best else None,
         "params": best.summary.get("best_params") if best else None,
@@ -206,7 +215,7 @@ def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | N
 
 def error_record(bk: BenchKernel, message: str, wall_s: float, status: str = "error") -> dict:
     return {"name": bk.name, "file": bk.path, "kernel": bk.kernel, "status": status, "error": message,
-            "speedup": None, "confirmed": False, "origin": None, "params": None, "original_params": None,
+            "speedup": None, "single_speedup": None, "dispatch": None, "confirmed": False, "origin": None, "params": None, "original_params": None,
             "template_hash": None, "copy_bw_gbps": None, "device": None, "shapes": [],
             "counts": {"ok": 0, "failed": 0, "pruned": 0, "measured": 0, "reused": 0}, "rounds": [],
             "final_step": None, "wall_s": wall_s, "time_to_5pct_s": None, "best_objective": None, "timeline": []}
@@ -225,7 +234,7 @@ def _suite_speedup(k: dict) -> float | None:
 def suite_summary(kernels: list[dict]) -> dict:
     """Geometric means over kernels (each kernel's geomean over its shapes) and over all (kernel, shape)
     pairs. Kernels with no verified variant count as 1.00x; kernels that did not finish are left out."""
-    per_kernel, pairs, counted, left_out = [], [], [], []
+    per_kernel, single, pairs, counted, left_out = [], [], [], [], []
     for k in kernels:
         sp = _suite_speedup(k)
         if sp is None:
@@ -233,11 +242,14 @@ def suite_summary(kernels: list[dict]) -> dict:
             continue
         counted.append(k["name"])
         per_kernel.append(sp)
+        single.append(k.get("single_speedup") or sp)
         if k["status"] == "no_variant":
             pairs += [1.0] * max(1, len(k["shapes"]))
         else:
             pairs += [s["speedup"] if s.get("speedup") else 1.0 for s in k["shapes"]]
     return {"geomean_over_kernels": geomean(per_kernel), "geomean_over_shapes": geomean(pairs),
+            "geomean_one_configuration": geomean(single),
+            "kernels_with_dispatch": [k["name"] for k in kernels if k.get("dispatch") and k["name"] in counted],
             "kernels_counted": counted, "kernels_left_out": left_out, "n_kernels": len(per_kernel),
             "n_shapes": len(pairs)}
 
@@ -287,7 +299,7 @@ def render_markdown(doc: dict) -> str:
     """The human-readable report: tables, suite geomeans, targets and definitions."""
     dev = doc.get("device") or {}
     bw = doc.get("copy_bw_gbps")
-    L = [f"# kerntune bench results", ""]
+    L = ["# kerntune bench results", ""]
     status = doc.get("status")
     if status != "finished":
         L += [f"**Status: {status}** — {len(doc['kernels'])} of {doc.get('planned', '?')} kernels reported"
@@ -303,33 +315,56 @@ def render_markdown(doc: dict) -> str:
           f"- started {doc.get('started_at_iso', '')}, options: " + ", ".join(
               f"{k}={v}" for k, v in (doc.get("options") or {}).items()), ""]
     L += ["## Per shape", "",
-          "| kernel | shape | MB moved | original µs | tuned µs | speedup | GB/s | % copy bw | original % |",
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+          "| kernel | shape | MB moved | original µs | tuned µs | speedup | GB/s | % copy bw | original % | "
+          "one configuration | entry |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k in doc["kernels"]:
         for s in k["shapes"]:
+            entry = s.get("entry")
             L.append(f"| {k['name']} | {s['label']} | {_f(s['bytes'] and s['bytes'] / 1e6, '.1f')} | "
                      f"{_f(s['original_us'], '.1f')} | {_f(s['tuned_us'], '.1f')} | {_f(s['speedup'], '.2f')}x | "
-                     f"{_f(s['gbps'], '.0f')} | {_f(s['pct_copy'], '.0f')}% | {_f(s['original_pct_copy'], '.0f')}% |")
+                     f"{_f(s['gbps'], '.0f')} | {_f(s['pct_copy'], '.0f')}% | {_f(s['original_pct_copy'], '.0f')}% | "
+                     f"{_f(s.get('single_speedup'), '.2f')}x | {'-' if entry is None else f'#{entry + 1}'} |")
         if not k["shapes"]:
-            L.append(f"| {k['name']} | - | | | | | | | {k['status']} |")
+            L.append(f"| {k['name']} | - | | | | | | | {k['status']} | | |")
     L += ["", "## Per kernel", "",
-          "| kernel | status | speedup (geomean over shapes) | template | parameters | evaluations ok / failed / "
-          "pruned | rounds | wall s | to 5% of best s |",
-          "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
+          "| kernel | status | speedup (geomean over shapes) | one configuration | template | parameters | "
+          "evaluations ok / failed / pruned | rounds | wall s | to 5% of best s |",
+          "| --- | --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: |"]
     for k in doc["kernels"]:
         c = k["counts"]
         params = ", ".join(f"{a}={b}" for a, b in (k.get("params") or {}).items()) or "-"
         st = k["status"] + ("" if k.get("confirmed") or k["status"] != "ok" else " (search figures)")
-        L.append(f"| {k['name']} | {st} | {_f(k['speedup'], '.2f')}x | {k.get('origin') or '-'} | {params} | "
-                 f"{c['ok']} / {c['failed']} / {c['pruned']} | {len(k['rounds'])} | {_f(k['wall_s'], '.1f')} | "
-                 f"{_f(k['time_to_5pct_s'], '.1f')} |")
+        n = len((k.get("dispatch") or {}).get("entries") or [])
+        L.append(f"| {k['name']} | {st} | {_f(k['speedup'], '.2f')}x"
+                 + (f" (dispatch of {n})" if n else "") + f" | {_f(k.get('single_speedup'), '.2f')}x | "
+                 f"{k.get('origin') or '-'} | {params} | {c['ok']} / {c['failed']} / {c['pruned']} | "
+                 f"{len(k['rounds'])} | {_f(k['wall_s'], '.1f')} | {_f(k['time_to_5pct_s'], '.1f')} |")
     errs = [k for k in doc["kernels"] if k.get("error")]
     if errs:
         L += [""] + [f"- {k['name']}: {k['status']}: {k['error']}" for k in errs]
+    disp = [k for k in doc["kernels"] if k.get("dispatch")]
+    if disp:
+        from .dispatch import Dispatch, condition_words
+        L += ["", "## Per-shape dispatch", "",
+              "Where another verified configuration serves some size sets at least "
+              "5% faster than the single winner (and still at least 1% faster when confirmed interleaved with "
+              "the original), the tuned rewrite holds one kernel per configuration and chooses at each launch; "
+              "entry #1 is the default.", ""]
+        for k in disp:
+            dd = Dispatch.from_dict(k["dispatch"])
+            L.append(f"- {k['name']}: {dd.speedup:.2f}x against {dd.single_speedup:.2f}x for one configuration")
+            for i, e in enumerate(dd.entries):
+                L.append(f"  - #{i + 1}: {condition_words(dd, i)} → "
+                         + ", ".join(f"{a}={b}" for a, b in e.params.items()) + f" ({e.origin})")
+            for why in dd.dropped:
+                L.append(f"  - kept on the winner after confirmation: {why}")
     s, t = doc["suite"], doc["targets"]
     L += ["", "## Suite", "",
           f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "
           f"**{_f(s['geomean_over_kernels'], '.2f')}x** ({s['n_kernels']} kernels)",
+          f"- the same with one configuration per kernel (no per-shape dispatch): "
+          f"{_f(s.get('geomean_one_configuration'), '.2f')}x",
           f"- geometric-mean speedup over all (kernel, shape) pairs: **{_f(s['geomean_over_shapes'], '.2f')}x** "
           f"({s['n_shapes']} pairs)",
           "- a kernel with no verified variant counts as 1.00x (its original stays); "
@@ -353,10 +388,12 @@ def render_markdown(doc: dict) -> str:
     for it in tt["failing"]:
         L.append(f"  - {it['kernel']}: {_f(it['time_to_5pct_s'], '.1f', 'never (no verified variant)')} s")
     L += ["", "## Definitions", "",
-          "- original µs / tuned µs: median times of the original kernel and of the winning variant, timed "
+          "- original µs / tuned µs: median times of the original kernel and of what the tuned rewrite runs on "
+          "that shape (the winning variant, or the per-shape dispatch's configuration for it, entry #N), timed "
           "interleaved in the same process after the search (the confirmation); \"(search figures)\" marks a "
           "kernel whose confirmation did not run. Speedup = original / tuned per shape; a kernel's speedup is "
-          "the geometric mean over its shapes.",
+          "the geometric mean over its shapes. \"one configuration\": the same for the single winner on every "
+          "shape.",
           "- GB/s: the bytes the kernel must move for that shape (the spec's `bytes`, default every input read "
           "once and every output written once) over the tuned time; % copy bw is that against the device's "
           "measured device-to-device copy bandwidth.",
@@ -462,6 +499,7 @@ class BenchOptions:
     strategy: str = "auto"
     seed: int = 0
     use_experts: bool = True
+    dispatch: bool = True
 
 
 def git_info(where: str | Path) -> tuple[str | None, bool | None]:
@@ -559,7 +597,7 @@ def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_ke
             res = optimize(bk.path, bk.kernel, backend, store,
                            AgentOptions(budget_per_round=options.budget_per_round, max_rounds=options.rounds,
                                         strategy=options.strategy, seed=options.seed,
-                                        use_experts=options.use_experts),
+                                        use_experts=options.use_experts, dispatch=options.dispatch),
                            on_event=events, cancel=cancel)
             rec = kernel_record(bk, res, timeline, time.time() - t0,
                                 "interrupted" if cancel.is_set() else "")
@@ -619,7 +657,8 @@ def plot_only(results_json: str | Path, png: str | Path | None = None) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- command
-def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_path, only, no_experts) -> str:
+def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_path, only, no_experts,
+                  no_dispatch=False) -> str:
     parts = ["kerntune", "bench", *kernels, "--budget", str(budget), "--rounds", str(rounds),
              "--strategy", strategy, "--seed", str(seed), "--out", str(out)]
     if backend:
@@ -630,6 +669,8 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
         parts += ["--only", o]
     if no_experts:
         parts.append("--no-experts")
+    if no_dispatch:
+        parts.append("--no-dispatch")
     return shlex.join(parts)
 
 
@@ -646,10 +687,11 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
 @click.option("--store", "store_path", default=None, help="results store (default OUT/results.sqlite)")
 @click.option("--only", multiple=True, help="only this kernel (kernel name or file stem); repeatable")
 @click.option("--no-experts", is_flag=True, help="only the structural template of each kernel")
+@click.option("--no-dispatch", is_flag=True, help="one configuration per kernel (no per-shape dispatch)")
 @click.option("--resume", is_flag=True, help="keep the kernels that finished in OUT's results file; run the rest")
 @click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
               help="draw the plot of an existing bench_results.json and exit")
-def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
+def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, no_dispatch,
                   resume, plot_json):
     """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
     from rich.console import Console
@@ -666,7 +708,8 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
             png = plot_only(plot_json)
             click.echo(f"plot: {png}")
             return
-        _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, resume)
+        _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, resume,
+               no_dispatch)
     except NoGpuError as e:
         fail(e, 3)
     except KerntuneError as e:
@@ -674,7 +717,7 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
 
 
 def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
-           resume=False):
+           resume=False, no_dispatch=False):
     from .store import Store
     from .tuner import open_backend
 
@@ -696,6 +739,9 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
 
     def on_kernel(rec):
         sp = f"{rec['speedup']:.2f}x" if rec.get("speedup") else rec["status"]
+        if rec.get("dispatch"):
+            sp += (f" (per-shape dispatch of {len(rec['dispatch']['entries'])}; one configuration "
+                   f"{rec['single_speedup']:.2f}x)")
         t5 = rec.get("time_to_5pct_s")
         err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
@@ -706,9 +752,10 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
     try:
         err.print(f"benchmarking {len(todo)} kernels: " + ", ".join(k.name for k in todo), soft_wrap=True,
                   markup=False)
-        doc = run_bench(todo, be, store, out, BenchOptions(budget, rounds, strategy, seed, not no_experts),
+        doc = run_bench(todo, be, store, out, BenchOptions(budget, rounds, strategy, seed, not no_experts,
+                                                           not no_dispatch),
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
-                                      no_experts),
+                                      no_experts, no_dispatch),
                         backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
                         on_kernel=on_kernel, cancel=cancel, resume=resume)
     finally:
@@ -718,7 +765,8 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
         store.close()
     s, t = doc["suite"], doc["targets"]
     click.echo(f"geomean speedup: {_f(s['geomean_over_kernels'], '.2f')}x over {s['n_kernels']} kernels, "
-               f"{_f(s['geomean_over_shapes'], '.2f')}x over {s['n_shapes']} (kernel, shape) pairs")
+               f"{_f(s['geomean_over_shapes'], '.2f')}x over {s['n_shapes']} (kernel, shape) pairs; "
+               f"{_f(s.get('geomean_one_configuration'), '.2f')}x with one configuration per kernel")
     click.echo(f"targets: geomean {_mark(t['geomean']['met'])}, bandwidth {_mark(t['bandwidth']['met'])}"
                f" ({len(t['bandwidth']['failing'])} shapes below {BW_TARGET_PCT:.0f}%), time to 5% "
                f"{_mark(t['time_to_5pct']['met'])}" + ("" if t["complete"] else "  (incomplete run)"))

@@ -177,6 +177,30 @@ def print_summary(s: dict) -> None:
     for f in s.get("failures", [])[:3]:
         out.print(f"  failed {f['params']}: {f['status']}: {f['error'].splitlines()[0] if f['error'] else ''}",
                   soft_wrap=True, markup=False)
+    if s.get("dispatch"):
+        print_dispatch(s["dispatch"])
+
+
+def print_dispatch(data: dict) -> None:
+    """The per-shape dispatch of a result: which configuration serves which sizes, and each size set's figures."""
+    from .dispatch import Dispatch, condition_words
+    d = Dispatch.from_dict(data)
+    how = ("replayed from a recorded store" if d.backend == "replay" else
+           "confirmed, interleaved" if d.confirmed else "search figures")
+    table = Table(title=f"per-shape dispatch ({how})")
+    for col in ("size set", "original µs", "tuned µs", "speedup", "one config.", "entry"):
+        table.add_column(col, justify="right")
+    for i, sz in enumerate(d.sizes):
+        table.add_row(", ".join(f"{k}={v}" for k, v in sz.items()), _fmt_us(d.original_us[i]), _fmt_us(d.tuned_us[i]),
+                      f"{d.original_us[i] / d.tuned_us[i]:.2f}x", f"{d.single_original_us[i] / d.single_us[i]:.2f}x",
+                      f"#{d.serve[i] + 1}")
+    out.print(table)
+    out.print(f"per-shape dispatch: [bold]{d.speedup:.2f}x[/] against {d.single_speedup:.2f}x for one configuration")
+    for i, e in enumerate(d.entries):
+        out.print(f"  #{i + 1}{' (default)' if i == 0 else ''}: {condition_words(d, i)} -> {e.origin} "
+                  + ", ".join(f"{k}={v}" for k, v in e.params.items()), soft_wrap=True, markup=False)
+    for why in d.dropped:
+        out.print(f"  kept on the winner after confirmation: {why}", soft_wrap=True, markup=False)
 
 
 @main.command()
@@ -320,6 +344,7 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-experts", is_flag=True, help="only the structural template of your own kernel")
+@click.option("--no-dispatch", is_flag=True, help="one configuration for every size set (no per-shape dispatch)")
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH")
 @click.option("--store", "store_path", default=None)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
@@ -337,8 +362,8 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 @click.option("--llm-test-sizes", is_flag=True,
               help="ask the model's test designer for size sets and input distributions that stress each "
                    "template it proposes; the template is verified and timed on them too")
-def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, backend,
-             store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds,
+def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, no_dispatch,
+             backend, store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds,
              llm_test_sizes):
     """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
@@ -376,7 +401,8 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     try:
         res = run_optimize(file, kernel, be, store, AgentOptions(
             budget_per_round=budget, max_rounds=rounds, total_budget=total_budget, time_budget_s=time_budget,
-            strategy=strategy, seed=seed, use_experts=not no_experts), planner=planner, templaters=templaters,
+            strategy=strategy, seed=seed, use_experts=not no_experts, dispatch=not no_dispatch), planner=planner,
+            templaters=templaters,
             on_event=on_event, cancel=cancel, test_designer=designer)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -409,8 +435,10 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     best = res.best
     if best:
         print_summary(best.summary)
+        if res.dispatch is not None:
+            print_dispatch(res.dispatch.to_dict())
         if json_out:
-            doc = {"best": best.summary, "rounds": [
+            doc = {"best": best.summary, "dispatch": res.dispatch.to_dict() if res.dispatch else None, "rounds": [
                 {"origin": r.template.origin, "step": r.step.reason, "analysis": r.analysis.text,
                  "summary": r.summary} for r in res.rounds]}
             if hooks is not None:
@@ -478,11 +506,14 @@ def results(file, kernel, store_path):
 @click.option("--store", "store_path", default=None)
 @click.option("--dry-run", is_flag=True, help="print the diff, write nothing")
 @click.option("--backend", default=None, help="verify the rewritten kernel on: auto | gpu | none")
-def apply(file, kernel, store_path, dry_run, backend):
-    """Rewrite the kernel and its launch site to the best configuration found."""
+@click.option("--single", is_flag=True, help="one configuration (the best overall) even where the result has a "
+                                             "per-shape dispatch")
+def apply(file, kernel, store_path, dry_run, backend, single):
+    """Rewrite the kernel and its launch site to the best configuration found (or to its per-shape dispatch:
+    one kernel per configuration, an if/else over the sizes at each launch)."""
     import os
 
-    from .apply import check_compiles, rewrite_file, tuned_template
+    from .apply import check_compiles, rewrite_result
     from .compiler import compile_kernel
     from .store import Store
     from .tuner import read_source, result_summary
@@ -495,12 +526,11 @@ def apply(file, kernel, store_path, dry_run, backend):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
-    template = tuned_template(file, kernel, text, s, store)
-    rw = rewrite_file(text, file, kernel, template, s["best_params"])
+    rw, template = rewrite_result(file, kernel, text, s, store, single=single)
     new = rw.text
     for w in rw.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
-    side_old = Path(rw.sidecar[0]).read_text(encoding="utf-8") if rw.sidecar else None
+    side_old = Path(rw.sidecar[0]).read_text(encoding="utf-8") if rw.sidecar and Path(rw.sidecar[0]).exists() else ""
     if new == text and (rw.sidecar is None or rw.sidecar[1] == side_old):
         out.print("the best configuration is the original one: nothing to change")
         return
@@ -514,10 +544,11 @@ def apply(file, kernel, store_path, dry_run, backend):
     # the rewritten file must compile (all of it, host code included, when the kernel was rewritten in place),
     # and (with a GPU) verify against the original and be timed
     arch = s.get("arch") or (s.get("best_resources") or {}).get("arch") or "sm_90"
-    compile_kernel(new, kernel, arch=arch, include_dirs=[str(Path(file).resolve().parent)], cache_dir=cache_dir())
+    for name, _ in rw.kernels or [(kernel, None)]:
+        compile_kernel(new, name, arch=arch, include_dirs=[str(Path(file).resolve().parent)], cache_dir=cache_dir())
     if rw.in_place:
         check_compiles(new, file, arch, host=True)
-    verified = _verify_applied(file, kernel, text, new, backend, rw.spec)
+    verified = _verify_applied(file, kernel, text, new, backend, rw)
     writes = [(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
     for p, t in writes:  # both written, or neither
         p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
@@ -525,13 +556,22 @@ def apply(file, kernel, store_path, dry_run, backend):
         os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
     out.print(diff, markup=False, highlight=False)
     how = f" in place ({template.origin} template)" if rw.in_place else ""
-    speed = f"{s['speedup']:.2f}x measured" if s.get("speedup") else "no speedup measured"
-    out.print(f"applied {s['best_params']} to {file}{how} ({speed}); {verified}", soft_wrap=True)
+    if rw.dispatch is not None:
+        d = rw.dispatch
+        what = (f"a per-shape dispatch of {len(d.entries)} configurations ({', '.join(n for n, _ in rw.kernels)})")
+        speed = (f"{d.speedup:.2f}x {'confirmed' if d.confirmed else 'in the search'}, against "
+                 f"{d.single_speedup:.2f}x for one configuration")
+    else:
+        what = str(s["best_params"])
+        speed = f"{s['speedup']:.2f}x measured" if s.get("speedup") else "no speedup measured"
+    out.print(f"applied {what} to {file}{how} ({speed}); {verified}", soft_wrap=True)
 
 
-def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None, new_spec=None) -> str:
-    """Verify the rewritten kernel against the original on the GPU (launched as ``new_spec``, the spec after the
-    rewrite; default: the one in ``new``); a plain note when there is no GPU."""
+def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None, rw=None) -> str:
+    """Verify the rewritten kernel(s) against the original on the GPU (each launched as its spec after the
+    rewrite, ``rw.kernels``; default: the kernel's spec in ``new``); a plain note when there is no GPU. For a
+    per-shape dispatch, every configuration is verified on every size set and each size set is timed with the
+    configuration the dispatch gives it."""
     if backend == "none":
         return "not verified on a GPU (--backend none)"
     from .gpu_backend import gpu_available
@@ -541,18 +581,22 @@ def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | N
             raise NoGpuError(f"no CUDA device available: {why}")
         return f"verified during tuning; not re-verified here ({why})"
     from .gpu_backend import GpuBackend
-    from .tuner import verify_rewrite
+    from .tuner import verify_kernels
+    kernels = list(rw.kernels) if rw is not None and rw.kernels else [(kernel, rw.spec if rw is not None else None)]
     be = GpuBackend()
     try:
-        ev, confirmed = verify_rewrite(file, kernel, old, new, be, new_spec=new_spec)
+        results = verify_kernels(file, kernel, old, new, be, kernels)
     finally:
         be.close()
-    if not ev.ok:
-        raise KerntuneError(f"the rewritten kernel did not pass verification ({ev.status.value}): {ev.error}; "
-                            "the file was not changed", file)
-    if confirmed:
-        o = [t.median_us for t in confirmed[0]]
-        b = [t.median_us for t in confirmed[1]]
+    for (name, _), (ev, _) in zip(kernels, results):
+        if not ev.ok:
+            raise KerntuneError(f"the rewritten kernel {name} did not pass verification ({ev.status.value}): "
+                                f"{ev.error}; the file was not changed", file)
+    if all(c is not None for _, c in results):
+        d = rw.dispatch if rw is not None else None
+        serve = d.serve if d is not None else [0] * len(results[0][1][0])
+        o = [results[e][1][0][i].median_us for i, e in enumerate(serve)]
+        b = [results[e][1][1][i].median_us for i, e in enumerate(serve)]
         figures = ", ".join(f"{x:.1f} -> {y:.1f} us" for x, y in zip(o, b))
         return f"verified on the GPU against the original; timed interleaved: {figures}"
     return "verified on the GPU against the original"

@@ -18,12 +18,12 @@ from typing import Callable
 
 from . import hardware, spec as spec_mod
 from .backend import Backend, Launch, Problem, Variant
-from .compiler import CompileError, compile_kernel, compile_many
+from .compiler import compile_kernel, compile_many
 from .cuda_parse import kernel_has_errors, parse_cuda
 from .model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
                     Timing, TuningSpec, macro_name, sha256_text, to_plain)
 from .search import make_strategy
-from .space import check_config, read_template_files
+from .space import read_template_files
 from .store import Store
 from .templatize import templatize
 from .workspace import cache_dir, workdir_for
@@ -75,6 +75,7 @@ class TuneResult:
     template: KernelTemplate | None = None
     evaluations: list[Evaluation] = field(default_factory=list)
     best_variant: Variant | None = None  # compiled, for profiling (None on replay)
+    original: list[Timing] = field(default_factory=list)  # the original as timed before the search
 
 
 def read_source(path: str | Path) -> str:
@@ -418,7 +419,39 @@ def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOp
         summary = s.summary(status, confirmed)
         store.finish_session(s.session_id, status, summary)
         s.emit("done", f"{status}: " + (f"{summary['speedup']:.2f}x" if summary["speedup"] else "no speedup"))
-    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations, s.best_variant)
+    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations, s.best_variant, s.original)
+
+
+def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[KernelTemplate, dict[str, int]]],
+                    rounds: int = 5, seed: int = 0, cancel: threading.Event | None = None,
+                    ) -> list[tuple[list[Timing], list[Timing]]]:
+    """Time configurations (of any templates of the kernel, each verified on the spec's size sets by an earlier
+    search) interleaved with the original, ``rounds`` times each per size set: (original, variant) timings per
+    configuration, in order. The backend is set up once per template (a replay looks the template up)."""
+    dev = backend.device()
+    runs = backend.name != "replay"
+    job = dict(arch=dev.arch, include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir(),
+               source_path=prep.path)
+    reference = compile_kernel(prep.text, prep.kernel.name, **job) if runs else None
+    orig_cfg = prep.structural.space.original_config() if prep.structural else {}
+    ref_launches = [spec_mod.launch(prep.spec, sizes, orig_cfg) for sizes in prep.spec.sizes]
+    out: list[tuple[list[Timing], list[Timing]] | None] = [None] * len(configs)
+    order = sorted(range(len(configs)), key=lambda i: configs[i][0].template_hash)
+    current = None
+    for i in order:
+        if cancel is not None and cancel.is_set():
+            raise KerntuneError("cancelled")
+        t, cfg = configs[i]
+        if t.template_hash != current:
+            backend.start(Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
+                                  original_hash=sha256_text(prep.text), template_hash=t.template_hash,
+                                  spec_hash=prep.spec.spec_hash, seed=seed))
+            current = t.template_hash
+        compiled = compile_kernel(t.text, t.entry or t.kernel, defines={macro_name(n): v for n, v in cfg.items()},
+                                  **job) if runs else None
+        out[i] = backend.confirm(Variant(params=cfg, compiled=compiled, launches=_launches(t, prep.spec, cfg)),
+                                 rounds)
+    return out  # type: ignore[return-value]
 
 
 def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None) -> dict | None:
@@ -444,8 +477,24 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
         if st is not None:
             summary["llm_run"] = {"session_id": r["id"], "text": st["text"]}
             break
+    summary["dispatch"] = _recorded_dispatch(store, same, summary)
     summary["stale"] = current_text is not None and sha256_text(current_text) != row.get("original_hash")
     return summary
+
+
+def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dict | None:
+    """The newest per-shape dispatch (agent_core.dispatch, a ``dispatch`` step) recorded for these sessions whose
+    winner is the summary's best configuration (an older one, chosen against another winner, no longer holds)."""
+    from .model import params_key
+    want = (summary.get("template_hash"), params_key(summary.get("best_params") or {}))
+    for r in sorted(sessions, key=lambda r: -r["id"]):
+        for st in reversed(store.steps(r["id"])):
+            if st["kind"] != "dispatch" or not isinstance(st.get("data"), dict):
+                continue
+            w = st["data"].get("winner") or {}
+            if (w.get("template_hash"), params_key(w.get("params") or {})) == want:
+                return st["data"]
+    return None
 
 
 def verify_rewrite(path: str, kernel: str, old_text: str, new_text: str, backend: Backend,
@@ -455,29 +504,44 @@ def verify_rewrite(path: str, kernel: str, old_text: str, new_text: str, backend
     kernel at the old spec's launch is the reference; the new kernel runs at the launch the rewritten spec
     gives (``new_spec``, default: the spec in ``new_text``; an in-place rewrite changes grid and block), on the
     same sizes, verified on fresh inputs, then timed interleaved."""
+    return verify_kernels(path, kernel, old_text, new_text, backend, [(kernel, new_spec)], seed)[0]
+
+
+def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend: Backend,
+                   kernels: list[tuple[str, TuningSpec | None]], seed: int = 1
+                   ) -> list[tuple[Evaluation, tuple[list[Timing], list[Timing]] | None]]:
+    """``verify_rewrite`` for several kernels of the rewritten file (a per-shape dispatch writes one per
+    configuration): each (name, its spec after the rewrite; None: the spec in ``new_text``) is verified against
+    the original ``kernel`` on every size set of the original spec and, when it passes, timed interleaved with
+    it. Returns (evaluation, confirmation or None) per kernel, in order."""
     old = prepare(path, kernel, old_text, use_workspace_files=False)
-    cf_new, _ = parse_checked(path, kernel, new_text)
-    try:
-        new_cfg = templatize(cf_new, kernel).space.original_config()
-    except KerntuneError:
-        new_cfg = {}
-    if new_spec is None:
-        new_spec = spec_mod.find_spec(cf_new, kernel)
-    if new_spec is None:
-        raise KerntuneError(f"the rewritten file has no tuning spec for '{kernel}'", path)
+    spec = old.spec
     dev = backend.device()
     job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())
     ref = compile_kernel(old_text, kernel, **job)
-    new = compile_kernel(new_text, kernel, **job)
-    spec = old.spec
     orig_cfg = old.structural.space.original_config() if old.structural else {}
     problem = Problem(spec=spec, reference=ref,
                       reference_launches=[spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes],
                       original_hash=sha256_text(old_text), template_hash=sha256_text(new_text),
                       spec_hash=spec.spec_hash, seed=seed)
+    checks = []
+    for name, new_spec in kernels:
+        cf_new, _ = parse_checked(path, name, new_text)
+        try:
+            new_cfg = templatize(cf_new, name).space.original_config()
+        except KerntuneError:
+            new_cfg = {}
+        if new_spec is None:
+            new_spec = spec_mod.find_spec(cf_new, name)
+        if new_spec is None:
+            raise KerntuneError(f"the rewritten file has no tuning spec for '{name}'", path)
+        checks.append((name, new_spec, new_cfg))
     backend.start(problem)
-    variant = Variant(params=new_cfg, compiled=new,
-                      launches=[spec_mod.launch(new_spec, s, new_cfg) for s in spec.sizes])
-    ev = backend.evaluate(variant)
-    confirmed = backend.confirm(variant, 5) if ev.ok else None
-    return ev, confirmed
+    out = []
+    for name, new_spec, new_cfg in checks:
+        new = compile_kernel(new_text, name, **job)
+        variant = Variant(params=new_cfg, compiled=new,
+                          launches=[spec_mod.launch(new_spec, s, new_cfg) for s in spec.sizes])
+        ev = backend.evaluate(variant)
+        out.append((ev, backend.confirm(variant, 5) if ev.ok else None))
+    return out

@@ -111,8 +111,11 @@ def _result_diagnostics(doc: Doc, k, results: Results, encoding: str) -> list[ls
         s = results.summary(doc, k.name)
         if s and s.get("speedup"):
             stale = " (stale: the file changed since; optimize again)" if s.get("stale") else ""
+            d = s.get("dispatch") or {}
+            per = (f"; {d['speedup']:.2f}x with a per-shape dispatch of {len(d.get('entries') or [])} configurations"
+                   if d.get("speedup") else "")
             diag(None, f"kerntune: {s['speedup']:.2f}x faster with {_fmt_params(s.get('best_params'))} "
-                 f"on {s.get('device')}{stale}", HINT, "result")
+                 f"on {s.get('device')}{per}{stale}", HINT, "result")
     return out
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from lsprotocol import types as lsp
 
 from agent_core import cuda_parse
 from agent_core.model import CudaFile, Kernel

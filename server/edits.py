@@ -9,7 +9,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from agent_core import spec as spec_mod
-from agent_core.apply import check_compiles, rewrite_file, text_edits, tuned_template
+from agent_core.apply import check_compiles, rewrite_result, text_edits
 from agent_core.model import KerntuneError
 
 from .documents import Doc
@@ -37,15 +37,15 @@ def spec_text(doc: Doc, kernel: str) -> str:
 
 
 def best_text(path: str, text: str, kernel: str, summary: dict | None, check_compile: bool = True) -> str:
-    """The file rewritten to the stored best configuration (runs off the event loop: it may call nvcc). A
-    template that is not a whole file (an expert's) is written in place: kernel, spec launch, launch sites."""
+    """The file rewritten to the stored best configuration, or to its per-shape dispatch where the result has
+    one (runs off the event loop: it may call nvcc). A template that is not a whole file (an expert's) is written
+    in place: kernel(s), spec launch, launch sites."""
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
     if summary.get("stale"):
         raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
                             path)
-    template = tuned_template(path, kernel, text, summary)
-    rw = rewrite_file(text, path, kernel, template, summary["best_params"])
+    rw, _ = rewrite_result(path, kernel, text, summary)
     if rw.sidecar is not None:
         raise KerntuneError(f"the spec of '{kernel}' is in {Path(rw.sidecar[0]).name}, whose launch must change "
                             f"with the kernel and which this edit cannot include: apply from a terminal with "

@@ -60,6 +60,8 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     sp = s.get("speedup")
     lines.append(f"Speedup **{sp:.2f}x** (geometric mean) with {_p(s.get('best_params'))}; original "
                  f"{_p(s.get('original_params'))}" if sp else "No variant verified faster than the original.")
+    if s.get("dispatch"):
+        lines.append(dispatch_markdown(s["dispatch"], k.name))
     c = s.get("counts") or {}
     lines.append(f"Evaluations: {c.get('ok', 0)} ok · {c.get('failed', 0)} failed · {c.get('pruned', 0)} pruned"
                  + (f" · {c['reused']} reused from the store" if c.get("reused") else ""))
@@ -80,6 +82,29 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
             fl.append(f"- {_p(f.get('params'))}: **{f.get('status')}**" + (f": {err[0][:160]}" if err else ""))
         lines.append("Why variants failed:\n\n" + "\n".join(fl))
     return "\n\n".join(lines)
+
+
+def dispatch_markdown(data: dict, kernel: str) -> str:
+    """The per-shape dispatch of a result: each size set's figures and which kernel serves it, then the rules."""
+    from agent_core.dispatch import Dispatch, condition_words, kernel_names
+    from agent_core.model import KerntuneError
+    try:
+        d = Dispatch.from_dict(data)
+    except KerntuneError as e:
+        return f"Per-shape dispatch: unreadable record ({e.message})"
+    names = kernel_names(d, kernel)
+    how = "replayed" if d.backend == "replay" else "confirmed interleaved" if d.confirmed else "search figures"
+    rows = [f"**Per-shape dispatch** ({how}): **{d.speedup:.2f}x** against {d.single_speedup:.2f}x for one "
+            "configuration; **Apply best** writes it (one kernel per configuration, an `if`/`else` at each launch).",
+            "", "| size set | original µs | tuned µs | speedup | one configuration | kernel |", "|---|--:|--:|--:|--:|---|"]
+    for i, sz in enumerate(d.sizes):
+        rows.append(f"| {_sizes(sz)} | {_us(d.original_us[i])} | {_us(d.tuned_us[i])} | "
+                    f"{d.original_us[i] / d.tuned_us[i]:.2f}x | {d.single_original_us[i] / d.single_us[i]:.2f}x | "
+                    f"`{names[d.serve[i]]}` |")
+    rows.append("")
+    for i, e in enumerate(d.entries):
+        rows.append(f"- `{names[i]}`: {condition_words(d, i)} → {e.origin} {_p(e.params)}")
+    return "\n".join(rows)
 
 
 def param_markdown(doc: Doc, k, facts: KernelFacts, param: str, original_text: str, results: Results) -> str:

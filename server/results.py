@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from agent_core.model import Evaluation, sha256_text
+from agent_core.model import Evaluation
 from agent_core.store import Store
 from agent_core.tuner import result_summary
 from agent_core.workspace import store_path_for

@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 
 from agent_core.model import KerntuneError, NoGpuError, Status
 from agent_core.store import Store
-from agent_core.tuner import TuneEvent, TuneOptions, open_backend, prepare, tune
+from agent_core.tuner import TuneEvent, TuneOptions, open_backend, prepare
 from agent_core.workspace import store_path_for
 
 from .results import Live, Results
@@ -202,6 +202,7 @@ class TuningJobs:
             status = "cancelled" if live.cancel.is_set() else "finished"
             summary = best.summary if best else (res.rounds[-1].summary if res.rounds else {})
             return {"status": status, "summary": summary, "rounds": len(res.rounds),
+                    "dispatch": res.dispatch.to_dict() if res.dispatch is not None else None,
                     "origin": best.template.origin if best else None,
                     "stop": res.final_step.reason if res.final_step else "",
                     "llm": hooks.spend.line() if hooks and hasattr(hooks.spend, "line") else None}
@@ -280,6 +281,9 @@ class TuningJobs:
                 else f"{live.kernel}: {status}, no verified speedup")
         if result.get("stop"):
             text += f"; stopped: {result['stop']}"
+        if result.get("dispatch"):
+            d = result["dispatch"]
+            text += (f"; per-shape dispatch of {len(d['entries'])} configurations: {d['speedup']:.2f}x")
         if result.get("llm"):
             text += f"; {result['llm']}"
         if progress:

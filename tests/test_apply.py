@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from agent_core import experts, expr as expr_mod, spec as spec_mod
 from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, is_whole_file, render, rewrite_file,
-                              spec_expr, strip_header, text_edits, to_c, tuned_template)
+                              rewrite_dispatch, rewrite_result, spec_expr, strip_header, text_edits, to_c,
+                              tuned_template)
 from agent_core.cuda_parse import parse_cuda
 from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
 
@@ -551,7 +552,7 @@ def reproduce(tmp_path, monkeypatch):
 def test_cli_apply_dry_run_of_an_expert_winner_is_in_place(reproduce):
     work, main = reproduce
     before = (work / "silu_and_mul.cu").read_text()
-    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--dry-run"],
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--dry-run", "--single"],
                            catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert '+grid  = "tokens * cdiv(d, 512)"' in r.output and '-grid  = "tokens"' in r.output
@@ -573,8 +574,8 @@ def test_cli_apply_writes_an_expert_winner_in_place(reproduce):
     work, main = reproduce
     f = work / "silu_and_mul.cu"
     before = f.read_text()
-    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"],
-                           catch_exceptions=False)
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none",
+                                  "--single"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "in place (expert:act_and_mul template)" in r.output
     after = f.read_text()
@@ -696,7 +697,183 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
     s = result_summary(st, str(f), "silu_and_mul_kernel", text)
     st.close()
     new = best_text(str(f), text, "silu_and_mul_kernel", s, check_compile=shutil.which("nvcc") is not None)
-    t = tuned_template(f, "silu_and_mul_kernel", text, s)
-    assert new == rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text
+    assert s["dispatch"] is not None  # the result has a per-shape dispatch, and the editor applies it
+    assert new == rewrite_result(f, "silu_and_mul_kernel", text, s)[0].text
     assert "silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>" in new
+    assert "silu_and_mul_kernel__items4_threads128_vec1<<<" in new
     assert new.endswith("}\n") and "void silu_and_mul(__half* out" in new
+    # without the dispatch, the single winner
+    single = dict(s, dispatch=None)
+    t = tuned_template(f, "silu_and_mul_kernel", text, s)
+    assert best_text(str(f), text, "silu_and_mul_kernel", single, check_compile=False) == \
+        rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text
+
+
+# =============================================================================================== per-shape dispatch
+# The reproduce case's result carries a per-shape dispatch (the H100 recording's search found configurations clearly
+# faster on the 16- and 77-token size sets): `apply` writes one kernel per configuration and an if/else at the launch.
+def _summary(work: Path, text: str | None = None) -> dict:
+    from agent_core.store import Store
+    from agent_core.tuner import result_summary
+    st = Store(work / ".kerntune" / "results.sqlite")
+    try:
+        return result_summary(st, str(work / "silu_and_mul.cu"), "silu_and_mul_kernel", text)
+    finally:
+        st.close()
+
+
+def _chain(text: str) -> list[tuple[str | None, str]]:
+    """(C condition or None for the else branch, kernel launched) of the if/else chain in the host function."""
+    host = text[text.index("void silu_and_mul("):]
+    return [(c, k) for c, k in re.findall(r"(?:if \((.*?)\) \{|else \{)\s*\n\s*(\w+)<<<", host)] or \
+        [(None, k) for k in re.findall(r"(\w+)<<<", host)]
+
+
+def _c_true(cond: str, env: dict) -> bool:
+    """A dispatch condition (integer comparisons joined by &&) evaluated like C."""
+    return bool(eval(cond.replace("&&", " and "), {}, dict(env)))
+
+
+def test_cli_apply_dry_run_shows_the_per_shape_dispatch(reproduce):
+    work, main = reproduce
+    before = (work / "silu_and_mul.cu").read_text()
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--dry-run"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "+  if (tokens > 35 && tokens <= 277 && d <= 6717) {" in out
+    assert "+    silu_and_mul_kernel__items4_threads128_vec1<<<tokens * ((d + 511) / 512), 128, 0, stream>>>(out, x, d);" in out
+    assert "+  } else if (tokens <= 35 && d > 14077) {" in out
+    assert "+    silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>(out, x, d);" in out
+    assert (work / "silu_and_mul.cu").read_text() == before
+
+
+@pytest.mark.nvcc
+def test_cli_apply_writes_the_per_shape_dispatch_and_its_rules_match_the_dispatch(reproduce):
+    from agent_core.dispatch import Dispatch, kernel_names, select
+    work, main = reproduce
+    f = work / "silu_and_mul.cu"
+    before = f.read_text()
+    d = Dispatch.from_dict(_summary(work, before)["dispatch"])
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "a per-shape dispatch of 3 configurations" in " ".join(r.output.split())
+    after = f.read_text()
+    names = kernel_names(d, "silu_and_mul_kernel")
+    cf = parse_cuda(after, str(f))
+    assert sorted(k.name for k in cf.kernels) == sorted(names)
+    # every kernel has its own spec at its own launch, the user's sizes and arguments
+    for name, e in zip(names, d.entries):
+        s = spec_mod.find_spec(cf, name)
+        assert s is not None and [a.name for a in s.args] == ["out", "x", "d"] and len(s.sizes) == 5
+        assert s.block == [str(e.params["THREADS"])]
+        assert s.grid == [f"tokens * cdiv(d, {e.params['THREADS'] * e.params['VEC'] * e.params['ITEMS']})"]
+    # the host's if/else sends every measured size set (and unmeasured ones) where the dispatch's rules do
+    chain = _chain(after)
+    assert len(chain) == 3 and chain[-1] == ("", "silu_and_mul_kernel")
+    for sizes in spec_mod.find_spec(cf, "silu_and_mul_kernel").sizes + [{"tokens": 1, "d": 14336},
+                                                                      {"tokens": 100, "d": 128}]:
+        got = next(k for c, k in chain if not c or _c_true(c, sizes))
+        assert got == names[select(d, sizes)], sizes
+    _nvcc_c(f)
+
+
+def test_the_dispatch_with_its_spec_in_a_sidecar_adds_a_table_per_kernel(reproduce):
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    m = re.search(r"/\* kerntune:\n(.*?)\*/\n", text, re.S)
+    side = work / "silu_and_mul.cu.kerntune.toml"
+    side.write_text("[silu_and_mul_kernel]\n" + m.group(1))
+    bare = text.replace(m.group(0), "")
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", bare, s)
+    assert rw.sidecar is not None and rw.sidecar[0] == str(side)
+    tables = re.findall(r"^\[(\w+)\]", rw.sidecar[1], re.M)
+    assert sorted(tables) == sorted(n for n, _ in rw.kernels)
+    assert "/* kerntune:" not in rw.text  # nothing added to the file's comments
+    for name, spec in rw.kernels:
+        assert spec.path == str(side) and spec.kernel == name
+
+
+def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
+    from agent_core.dispatch import Bound, Dispatch
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    # a launch inside a larger expression
+    expr_launch = text.replace("silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);",
+                               "(silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d), (void)0);")
+    assert expr_launch != text
+    with pytest.raises(KerntuneError, match="part of a larger expression"):
+        rewrite_result(f, "silu_and_mul_kernel", expr_launch, s)
+    # a launch above the kernel's definition (the other configurations' kernels would not be declared there)
+    early = text.replace("/* kerntune:", "__global__ void silu_and_mul_kernel(__half* out, const __half* x, int d);\n"
+                         "void early(__half* out, const __half* x, int tokens, int d, cudaStream_t stream) {\n"
+                         "  silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);\n}\n\n/* kerntune:", 1)
+    with pytest.raises(KerntuneError, match="comes before the kernel's definition"):
+        rewrite_result(f, "silu_and_mul_kernel", early, s)
+    # a rule over a size the launch does not give
+    d = Dispatch.from_dict(s["dispatch"])
+    d.rules[0].when.append(Bound("experts", None, 8))
+    s2 = dict(s, dispatch=d.to_dict())
+    with pytest.raises(KerntuneError, match="`experts`"):
+        rewrite_result(f, "silu_and_mul_kernel", text, s2)
+    # the kernel's own (structural) template cannot be one of several configurations in the file
+    prep_t = tuned_template(f, "silu_and_mul_kernel", text, s)
+    from agent_core.tuner import prepare
+    structural = prepare(str(f), "silu_and_mul_kernel", text).structural
+    with pytest.raises(KerntuneError, match="cannot hold the structural template"):
+        rewrite_dispatch(text, f, "silu_and_mul_kernel", [(prep_t, s["best_params"]),
+                                                           (structural, structural.space.original_config()),
+                                                           (prep_t, s["best_params"])], d)
+    # nothing was written
+    assert f.read_text() == text
+
+
+def test_a_dispatch_of_a_kernel_launched_nowhere_in_the_file_says_what_the_host_must_choose(reproduce):
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    no_host = text[:text.index("void silu_and_mul(")]
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", no_host, s)
+    assert len(rw.warnings) == 1 and "must now choose between" in rw.warnings[0]
+    assert "tokens <= 35 and d > 14077" in rw.warnings[0]
+
+
+@pytest.mark.nvcc
+def test_verify_kernels_checks_every_kernel_of_the_dispatch_at_its_own_launch(reproduce, monkeypatch):
+    from agent_core.tuner import verify_kernels
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", text, _summary(work, text))
+
+    class Recorder:
+        name = "recorder"
+        variants = []
+
+        def device(self):
+            return DeviceInfo("recorder", "sm_90", 132)
+
+        def start(self, problem):
+            self.problem = problem
+            return []
+
+        def evaluate(self, variant):
+            self.variants.append(variant)
+            return Evaluation(params=variant.params, status=Status.OK)
+
+        def confirm(self, variant, rounds=5):
+            return None
+
+    rec = Recorder()
+    out = verify_kernels(str(f), "silu_and_mul_kernel", text, rw.text, rec, rw.kernels)
+    assert len(out) == 3 and all(ev.ok for ev, _ in out)
+    spec = spec_mod.find_spec(parse_cuda(text, str(f)), "silu_and_mul_kernel")
+    for (name, new_spec), v in zip(rw.kernels, rec.variants):
+        assert v.compiled.symbol.endswith(name) or name in v.compiled.symbol
+        assert v.launches == [spec_mod.launch(new_spec, s) for s in spec.sizes]

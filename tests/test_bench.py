@@ -275,7 +275,9 @@ def test_results_files_json_schema_and_markdown(replayed):
         for s in k["shapes"]:
             assert f"| {k['name']} | {s['label']} | " in md
             assert f"{s['speedup']:.2f}x" in md
-        assert f"| {k['name']} | ok | {k['speedup']:.2f}x | {k['origin']} |" in md
+        n = len((k.get("dispatch") or {}).get("entries") or [])
+        assert (f"| {k['name']} | ok | {k['speedup']:.2f}x" + (f" (dispatch of {n})" if n else "")
+                + f" | {k['single_speedup']:.2f}x | {k['origin']} |") in md
     assert f"**{doc['suite']['geomean_over_kernels']:.2f}x**" in md
     assert "over all (kernel, shape) pairs" in md and "each kernel counted once" in md
     assert "within 5% of it" in md and "from the start of the optimize loop" in md  # the 5% definition

@@ -202,9 +202,24 @@ def test_bench_over_the_recording_reproduces_the_h100_table(work):
         g = got[k["name"]]
         assert g["status"] == "ok" and g["origin"] == k["origin"], k["name"]
         # replayed search figures vs the H100's interleaved confirmation: the same winners, within a few %
-        assert g["speedup"] == pytest.approx(k["speedup"], rel=0.05), k["name"]
+        single = k.get("single_speedup") or k["speedup"]
+        assert g["single_speedup"] == pytest.approx(single, rel=0.05), k["name"]
+        assert g["params"] == k["params"], k["name"]
+        # the per-shape dispatch over the same recorded evaluations: never below one configuration
+        assert g["speedup"] >= g["single_speedup"] - 1e-9, k["name"]
+        if g["dispatch"]:
+            d = g["dispatch"]
+            assert d["winner"]["params"] == g["params"] and len(d["entries"]) >= 2
+            assert d["backend"] == "replay" and d["confirmed"]
+    # the kernels the recording's search found a clearly faster configuration for on some size set
+    assert sorted(k["name"] for k in doc["kernels"] if k["dispatch"]) == [
+        "fused_add_rms_norm_kernel", "gelu_and_mul_kernel", "per_token_group_quant_int8_kernel", "rms_norm_kernel",
+        "rotary_neox_kernel", "silu_and_mul_kernel", "softmax_kernel"]
+    suite = doc["suite"]
+    assert suite["geomean_one_configuration"] == pytest.approx(1.90, abs=0.02)
+    assert suite["geomean_over_kernels"] == pytest.approx(1.97, abs=0.02)
     assert (work / "out" / "bench_results.md").read_text().startswith("# kerntune bench results")
-    assert "geomean speedup" in r.output
+    assert "geomean speedup" in r.output and "with one configuration per kernel" in r.output
 
 
 def test_lsp_command_starts_a_server_that_answers_initialize(work):

@@ -1,0 +1,376 @@
+"""Per-shape dispatch: the fastest verified configuration for each regime of problem sizes.
+
+A round's search ranks configurations by the geometric mean over the size sets, so its winner is the best
+single compromise: a configuration that is clearly faster where rows are few, or where the row length rules
+out the winner's vector width, loses there. Every configuration the search verified was verified on every
+size set, so any of them may serve any size. ``choose`` keeps, for each size set where another verified
+configuration beats the winner by at least MIN_GAIN, that configuration, and finds the rule that sends each
+size set to its configuration: thresholds on one size name (``tokens <= 72``), halfway (geometrically)
+between the measured values on either side. The rule is what the tuned rewrite writes at the launch site
+(agent_core.apply), so it is also what the user reads and may edit.
+
+``confirm`` times every configuration of a dispatch interleaved with the original (the figures a report
+quotes) and gives back to the winner every size set where the confirmation does not keep a gain of
+CONFIRM_GAIN. Nothing here runs code: the caller passes the measuring function.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .model import KerntuneError, Timing, params_key
+
+MIN_GAIN = 0.05  # a size set gets its own configuration only where that is at least 5% faster (search figures)
+CONFIRM_GAIN = 0.01  # ... and still at least 1% faster when timed interleaved with the original
+TIE = 0.01  # configurations within 1% of the fastest on a size set count as equally fast there
+MAX_ENTRIES = 4  # configurations in one dispatch: each becomes a kernel in the user's file
+
+
+@dataclass
+class Candidate:
+    """One verified configuration with its times on every size set of the spec (from one tuning session)."""
+    template_hash: str
+    origin: str
+    params: dict[str, int]
+    us: list[float]  # median time per size set
+    original_us: list[float]  # the original's median per size set, timed in the same session
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.template_hash, params_key(self.params)
+
+    @property
+    def ratio(self) -> list[float]:
+        """Variant time / original time per size set (lower is better): comparable across sessions."""
+        return [u / o for u, o in zip(self.us, self.original_us)]
+
+
+@dataclass
+class Entry:
+    """One configuration of a dispatch: the template it instantiates and its parameter values."""
+    template_hash: str
+    origin: str
+    params: dict[str, int]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.template_hash, params_key(self.params)
+
+
+@dataclass
+class Bound:
+    """``above < name <= upto`` (either side may be open)."""
+    name: str
+    above: int | None = None
+    upto: int | None = None
+
+    def holds(self, sizes: dict[str, int]) -> bool:
+        v = sizes.get(self.name)
+        if v is None:
+            raise KerntuneError(f"the dispatch reads the size `{self.name}`, which this size set does not give")
+        return (self.above is None or v > self.above) and (self.upto is None or v <= self.upto)
+
+    def words(self) -> str:
+        if self.above is not None and self.upto is not None:
+            return f"{self.above} < {self.name} <= {self.upto}"
+        return f"{self.name} > {self.above}" if self.above is not None else f"{self.name} <= {self.upto}"
+
+
+@dataclass
+class Rule:
+    """Sizes for which every bound holds go to ``entry``; the last rule has no bounds (everything else)."""
+    when: list[Bound]
+    entry: int  # index into Dispatch.entries
+
+
+@dataclass
+class Dispatch:
+    """Which configuration serves which sizes: the first rule whose bounds all hold. ``entries[0]`` is the
+    default (the configuration most size sets chose; it keeps the kernel's name in the rewrite), the others
+    become kernels of their own, each used only for sizes like the ones it was measured fastest on (within
+    the geometric midpoints to the other measured values of every size name)."""
+    rules: list[Rule]
+    entries: list[Entry]
+    winner: Entry  # the single best configuration (the search's winner), which every gain is measured against
+    sizes: list[dict[str, int]]
+    serve: list[int]  # the entry the rules give each size set
+    original_us: list[float]  # per size set: the original, timed with the serving configuration
+    tuned_us: list[float]  # per size set: the serving configuration
+    single_original_us: list[float]  # per size set: the original, timed with the winner
+    single_us: list[float]  # per size set: the winner
+    confirmed: bool = False  # figures from interleaved confirmation (else the search's)
+    dropped: list[str] = field(default_factory=list)  # what the confirmation gave back to the winner, in words
+    backend: str = ""  # what measured the figures ("gpu", "replay": a recording's figures)
+
+    @property
+    def speedup(self) -> float:
+        return _geomean([o / t for o, t in zip(self.original_us, self.tuned_us)])
+
+    @property
+    def single_speedup(self) -> float:
+        return _geomean([o / t for o, t in zip(self.single_original_us, self.single_us)])
+
+    def to_dict(self) -> dict:
+        return {"rules": [{"when": [{"name": b.name, "above": b.above, "upto": b.upto} for b in r.when],
+                           "entry": r.entry} for r in self.rules],
+                "entries": [_entry_dict(e) for e in self.entries], "winner": _entry_dict(self.winner),
+                "sizes": self.sizes, "serve": self.serve, "original_us": self.original_us, "tuned_us": self.tuned_us,
+                "single_original_us": self.single_original_us, "single_us": self.single_us,
+                "confirmed": self.confirmed, "dropped": self.dropped, "backend": self.backend, "speedup": self.speedup,
+                "single_speedup": self.single_speedup}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Dispatch":
+        try:
+            return Dispatch(rules=[Rule([Bound(b["name"], b.get("above"), b.get("upto")) for b in r["when"]],
+                                        int(r["entry"])) for r in d["rules"]],
+                            entries=[Entry(e["template_hash"], e["origin"], dict(e["params"])) for e in d["entries"]],
+                            winner=Entry(d["winner"]["template_hash"], d["winner"]["origin"],
+                                         dict(d["winner"]["params"])),
+                            sizes=[dict(s) for s in d["sizes"]], serve=[int(x) for x in d["serve"]],
+                            original_us=list(d["original_us"]), tuned_us=list(d["tuned_us"]),
+                            single_original_us=list(d["single_original_us"]), single_us=list(d["single_us"]),
+                            confirmed=bool(d.get("confirmed")), dropped=list(d.get("dropped") or []),
+                            backend=str(d.get("backend") or ""))
+        except (KeyError, TypeError, ValueError) as e:
+            raise KerntuneError(f"not a per-shape dispatch record ({type(e).__name__}: {e})") from None
+
+
+def _entry_dict(e: Entry) -> dict:
+    return {"template_hash": e.template_hash, "origin": e.origin, "params": dict(e.params)}
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+# --------------------------------------------------------------------------------------------- the rules
+def select(d: Dispatch, sizes: dict[str, int]) -> int:
+    """The entry the dispatch's rules give for one size set (any sizes, measured or not)."""
+    for r in d.rules:
+        if all(b.holds(sizes) for b in r.when):
+            return r.entry
+    return d.rules[-1].entry
+
+
+def _boundary(a: int, b: int) -> int:
+    """A threshold t with a <= t < b: the geometric midpoint for positive sizes, else the arithmetic one."""
+    t = math.isqrt(a * b) if a > 0 and b > 0 else (a + b) // 2
+    return min(max(t, a), b - 1)
+
+
+def _box(inside: list[int], outside: list[int], sizes: list[dict[str, int]], names: list[str]) -> list[Bound] | None:
+    """Bounds on every size name that hold for the size sets ``inside``, reaching halfway (geometrically) to
+    the nearest value of the other size sets on each side; None when some size set of ``outside`` satisfies
+    them all (no box separates them)."""
+    bounds = []
+    for n in names:
+        vin = [sizes[i][n] for i in inside]
+        vout = [sizes[j][n] for j in outside]
+        lo, hi = min(vin), max(vin)
+        below, above = [v for v in vout if v < lo], [v for v in vout if v > hi]
+        b = Bound(n, _boundary(max(below), lo) if below else None, _boundary(hi, min(above)) if above else None)
+        if b.above is not None or b.upto is not None:
+            bounds.append(b)
+    if any(all(b.holds(sizes[j]) for b in bounds) for j in outside):
+        return None
+    return bounds
+
+
+def _rules(labels: list[tuple[str, str]], sizes: list[dict[str, int]], winner: tuple[str, str],
+           score: Callable[[tuple[str, str]], float]) -> list[tuple[list[Bound], tuple[str, str]]] | None:
+    """The decision list giving every size set its label: the label most size sets have is the default (ties:
+    the winner, then the lower ``score``); every other label gets a box (``_box``) around its size sets, or one
+    box per size set where one box would take in a size set of another label. None when a size set cannot be
+    boxed apart from the others (two size sets equal in every size name but with different labels)."""
+    names = [n for n in sizes[0] if all(n in s and isinstance(s[n], int) for s in sizes)]
+    counts: dict[tuple[str, str], int] = {}
+    for lab in labels:
+        counts[lab] = counts.get(lab, 0) + 1
+    default = min(counts, key=lambda lab: (-counts[lab], lab != winner, score(lab), lab))
+    out = []
+    for lab in sorted((x for x in counts if x != default), key=lambda x: (-counts[x], score(x), x)):
+        inside = [i for i, x in enumerate(labels) if x == lab]
+        outside = [j for j, x in enumerate(labels) if x != lab]
+        box = _box(inside, outside, sizes, names)
+        if box is not None:
+            out.append((box, lab))
+            continue
+        for i in inside:
+            one = _box([i], outside, sizes, names)
+            if one is None:
+                return None
+            out.append((one, lab))
+    out.append(([], default))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- choosing
+def choose(candidates: list[Candidate], winner: tuple[str, dict[str, int]], sizes: list[dict[str, int]],
+           min_gain: float = MIN_GAIN, max_entries: int = MAX_ENTRIES) -> Dispatch | None:
+    """A dispatch over ``candidates`` (verified configurations of templates the rewrite can hold, each timed on
+    every size set of ``sizes``) against ``winner`` ((template hash, parameters) of the single best, which must
+    be among them); None when no size set gains ``min_gain`` from a configuration of its own."""
+    n = len(sizes)
+    by_key: dict[tuple[str, str], Candidate] = {}
+    for c in candidates:
+        if len(c.us) == n and len(c.original_us) == n and all(
+                x is not None and math.isfinite(x) and x > 0 for x in c.us + c.original_us):
+            by_key.setdefault(c.key, c)
+    w = by_key.get((winner[0], params_key(winner[1])))
+    if w is None or n < 2:
+        return None
+    cands = sorted(by_key.values(), key=lambda c: c.key)
+    labels = _cover(cands, w, n, min_gain)
+    while True:
+        if all(lab == w.key for lab in labels):
+            return None
+        rules = _rules(labels, sizes, w.key, lambda k: sum(by_key[k].ratio))
+        if rules is not None and len(set(labels)) <= max_entries:
+            break
+        # the weakest gain goes back to the winner, and the rules are sought again
+        weakest = min((i for i in range(n) if labels[i] != w.key),
+                      key=lambda i: (w.ratio[i] / by_key[labels[i]].ratio[i], i))
+        labels[weakest] = w.key
+    return _build(rules, labels, by_key, w, sizes)
+
+
+def _cover(cands: list[Candidate], w: Candidate, n: int, min_gain: float) -> list[tuple[str, str]]:
+    """A label (candidate key) per size set: the winner, or a configuration at least ``min_gain`` faster there;
+    where several are about equally fast (within TIE), the one that also serves the most other size sets, so
+    the dispatch needs as few configurations as it can."""
+    options: list[set[tuple[str, str]]] = []
+    for i in range(n):
+        better = [c for c in cands if w.ratio[i] >= c.ratio[i] * (1 + min_gain)]
+        if better:
+            fastest = min(c.ratio[i] for c in better)
+            options.append({c.key for c in better if c.ratio[i] <= fastest * (1 + TIE)})
+        else:
+            options.append(set())
+    labels = [w.key] * n
+    remaining = {i for i in range(n) if options[i]}
+    by_key = {c.key: c for c in cands}
+    while remaining:
+        def score(k):
+            covered = [i for i in remaining if k in options[i]]
+            return (-len(covered), sum(by_key[k].ratio[i] for i in covered), k)
+        pick = min({k for i in remaining for k in options[i]}, key=score)
+        for i in [i for i in remaining if pick in options[i]]:
+            labels[i] = pick
+            remaining.discard(i)
+    return labels
+
+
+def _build(rules: list[tuple[list[Bound], tuple[str, str]]], labels: list[tuple[str, str]],
+           by_key: dict[tuple[str, str], Candidate], w: Candidate, sizes: list[dict[str, int]]) -> Dispatch:
+    keys: list[tuple[str, str]] = [rules[-1][1]]
+    for _, lab in rules:
+        if lab not in keys:
+            keys.append(lab)
+    entries = [Entry(by_key[k].template_hash, by_key[k].origin, dict(by_key[k].params)) for k in keys]
+    d = Dispatch(rules=[Rule(when, keys.index(lab)) for when, lab in rules], entries=entries,
+                 winner=Entry(w.template_hash, w.origin, dict(w.params)), sizes=[dict(s) for s in sizes], serve=[],
+                 original_us=[], tuned_us=[], single_original_us=list(w.original_us), single_us=list(w.us))
+    d.serve = [select(d, s) for s in sizes]
+    for i, e in enumerate(d.serve):
+        if keys[e] != labels[i]:
+            raise AssertionError(f"internal: the dispatch rules send size set {i + 1} to another configuration")
+        c = by_key[keys[e]]
+        d.original_us.append(c.original_us[i])
+        d.tuned_us.append(c.us[i])
+    return d
+
+
+# --------------------------------------------------------------------------------------------- confirming
+Measure = Callable[[Entry], "tuple[list[Timing], list[Timing]]"]
+
+
+def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Dispatch | None:
+    """The dispatch with confirmed figures: ``measure(entry)`` times the entry's configuration interleaved with
+    the original on every size set ((original timings, variant timings), e.g. Backend.confirm). A size set whose
+    configuration is not at least ``min_gain`` faster than the winner under confirmation goes back to the
+    winner. None when no size set keeps its own configuration."""
+    figures: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for e in d.entries + [d.winner]:
+        if e.key not in figures:
+            o, v = measure(e)
+            if len(o) != len(d.sizes) or len(v) != len(d.sizes):
+                raise KerntuneError(f"confirmation of {e.params} gave {len(v)} timings for {len(d.sizes)} size sets")
+            figures[e.key] = ([t.median_us for t in o], [t.median_us for t in v])
+    wo, wv = figures[d.winner.key]
+    labels, dropped = [], []
+    for i, ei in enumerate(d.serve):
+        e = d.entries[ei]
+        o, v = figures[e.key]
+        if e.key != d.winner.key and not (wv[i] / wo[i] >= (v[i] / o[i]) * (1 + min_gain)):
+            dropped.append(f"{_label(d.sizes[i])}: {_fmt(e.params)} {v[i]:.1f} us against the winner's "
+                           f"{wv[i]:.1f} us when confirmed")
+            labels.append(d.winner.key)
+        else:
+            labels.append(e.key)
+    if all(lab == d.winner.key for lab in labels):
+        return None
+    cands = {e.key: Candidate(e.template_hash, e.origin, dict(e.params), figures[e.key][1], figures[e.key][0])
+             for e in d.entries + [d.winner]}
+    rules = _rules(labels, d.sizes, d.winner.key, lambda k: sum(cands[k].ratio))
+    if rules is None:  # cannot happen (fewer labels stay separable), but never guess
+        return None
+    out = _build(rules, labels, cands, cands[d.winner.key], d.sizes)
+    out.confirmed = True
+    out.dropped = dropped
+    return out
+
+
+# --------------------------------------------------------------------------------------------- words
+def _fmt(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def _label(sizes: dict) -> str:
+    return "×".join(str(v) for v in sizes.values())
+
+
+def condition_words(d: Dispatch, entry_index: int) -> str:
+    """The sizes an entry serves, in the spec's words (``tokens <= 72 and hidden > 4097``; ``otherwise``)."""
+    parts = []
+    for r in d.rules:
+        if r.entry == entry_index:
+            parts.append(" and ".join(b.words() for b in r.when) if r.when else "otherwise")
+    return " or ".join(f"({p})" if len(parts) > 1 and " and " in p else p for p in parts)
+
+
+def describe(d: Dispatch) -> list[str]:
+    """One line per entry: the sizes it serves, its template and values, and the size sets measured with it."""
+    lines = []
+    for ei, e in enumerate(d.entries):
+        shapes = [i for i, s in enumerate(d.serve) if s == ei]
+        figs = ", ".join(f"{_label(d.sizes[i])} {d.original_us[i] / d.tuned_us[i]:.2f}x"
+                         + (f" (one configuration: {d.single_original_us[i] / d.single_us[i]:.2f}x)"
+                            if e.key != d.winner.key else "") for i in shapes)
+        lines.append(f"{condition_words(d, ei)}: {e.origin} {_fmt(e.params)}" + (f" — {figs}" if figs else ""))
+    return lines
+
+
+def kernel_names(d: Dispatch, kernel: str, taken: set[str] | None = None) -> list[str]:
+    """The kernel name of each entry in the rewrite: the kernel's own for entries[0] (the default); for the
+    others ``<kernel>__<what differs>``: the values that differ from the default's (``__vec2_items8``), led by
+    the expert's name where the template differs; made unique against ``taken``."""
+    taken = set(taken or ()) | {kernel}
+    names = [kernel]
+    base_entry = d.entries[0]
+    for e in d.entries[1:]:
+        parts = []
+        if e.template_hash != base_entry.template_hash:
+            parts.append(e.origin.split(":", 1)[-1])
+        parts += [f"{k}{v}" for k, v in e.params.items() if base_entry.params.get(k) != v
+                  or e.template_hash != base_entry.template_hash]
+        base = f"{kernel}__" + re.sub(r"\W", "_", "_".join(parts).lower() or "alt")
+        name, k = base, 2
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        names.append(name)
+    return names

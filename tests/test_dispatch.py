@@ -1,0 +1,239 @@
+"""Per-shape dispatch (agent_core.dispatch): choosing configurations per size set, the rules that send sizes to
+them, confirmation, and the optimize loop recording it — over hand-made candidates (the arithmetic) and over the
+H100 recording of the bench (tests/data/stores/bench.sqlite: real measurements)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent_core import dispatch as dsp
+from agent_core.dispatch import Candidate, Dispatch, Entry
+from agent_core.model import KerntuneError, Timing, params_key
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_STORE = ROOT / "tests" / "data" / "stores" / "bench.sqlite"
+
+SIZES = [{"tokens": 4096, "hidden": 4096}, {"tokens": 8192, "hidden": 8192}, {"tokens": 16, "hidden": 14336},
+         {"tokens": 333, "hidden": 4099}]
+ORIG = [100.0, 400.0, 20.0, 10.0]
+
+
+def cand(name: str, ratios: list[float], template: str = "T") -> Candidate:
+    return Candidate(template, "expert:x", {"P": name}, [r * o for r, o in zip(ratios, ORIG)], list(ORIG))
+
+
+def test_no_dispatch_when_no_size_set_gains_enough():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    c = cand("c", [0.6, 0.6, 0.49, 0.49])  # 2% faster on two size sets: noise, not a regime
+    assert dsp.choose([w, c], ("T", w.params), SIZES) is None
+
+
+def test_a_clearly_faster_configuration_gets_the_size_sets_it_wins():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    c = cand("c", [0.6, 0.6, 0.3, 0.6])  # 1.67x faster than the winner on the 16-token size set only
+    d = dsp.choose([w, c], ("T", w.params), SIZES)
+    assert d is not None and d.serve == [0, 0, 1, 0]
+    assert [e.params for e in d.entries] == [w.params, c.params]  # the default serves the most size sets
+    assert d.tuned_us == [50.0, 200.0, 6.0, 5.0] and d.original_us == ORIG
+    assert d.single_us == [50.0, 200.0, 10.0, 5.0]
+    assert d.speedup == pytest.approx((2 * 2 * (20 / 6) * 2) ** 0.25)
+    assert d.single_speedup == pytest.approx(2.0)
+    # the rule: a box around the 16-token size set, halfway (geometrically) to the other measured values
+    (rule, default) = d.rules
+    assert default.when == [] and default.entry == 0
+    assert {(b.name, b.above, b.upto) for b in rule.when} == {("tokens", None, 72), ("hidden", 10836, None)}
+    assert dsp.condition_words(d, 1) == "tokens <= 72 and hidden > 10836"
+    # unmeasured sizes: like the 16-token set in every size name -> its configuration; otherwise the default
+    assert dsp.select(d, {"tokens": 32, "hidden": 14336}) == 1
+    assert dsp.select(d, {"tokens": 32, "hidden": 4096}) == 0
+    assert dsp.select(d, {"tokens": 128, "hidden": 14336}) == 0
+
+
+def test_the_majority_configuration_is_the_default_even_when_it_is_not_the_winner():
+    w = cand("w", [0.5, 0.5, 0.5, 0.40])  # the compromise: the only one that is good on the odd row length
+    c = cand("c", [0.45, 0.45, 0.45, 0.9])  # 11% faster where rows are aligned, 2.25x slower on 4099
+    d = dsp.choose([w, c], ("T", w.params), SIZES)
+    assert [e.params for e in d.entries] == [c.params, w.params] and d.serve == [0, 0, 0, 1]
+    assert d.winner.params == w.params
+    assert dsp.condition_words(d, 1) == "72 < tokens <= 1167 and 4097 < hidden <= 5794"
+    assert dsp.condition_words(d, 0) == "otherwise"
+
+
+def test_equally_fast_challengers_are_pooled_so_the_dispatch_needs_few_configurations():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    a = cand("a", [0.5, 0.5, 0.30, 0.6])    # fastest on 16 tokens by a hair
+    b = cand("b", [0.5, 0.5, 0.302, 0.40])  # within 1% there, and also the fastest on 333x4099
+    d = dsp.choose([w, a, b], ("T", w.params), SIZES)
+    assert {e.params["P"] for e in d.entries} == {"w", "b"}
+    assert d.serve == [0, 0, 1, 1]
+
+
+def test_more_configurations_than_allowed_gives_the_weakest_gains_back_to_the_winner():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    cs = [cand("a", [0.3, 0.9, 0.9, 0.9]), cand("b", [0.9, 0.45, 0.9, 0.9]), cand("c", [0.9, 0.9, 0.2, 0.9])]
+    d = dsp.choose([w] + cs, ("T", w.params), SIZES, max_entries=2)
+    # the winner plus the one biggest gain (c: 2.5x on 16 tokens); a (1.67x) and b (1.11x) dropped
+    assert {e.params["P"] for e in d.entries} == {"w", "c"} and d.serve == [0, 0, 1, 0]
+
+
+def test_size_sets_no_single_size_tells_apart_still_get_boxes():
+    sizes = [{"m": 1, "n": 1}, {"m": 1, "n": 100}, {"m": 100, "n": 1}, {"m": 100, "n": 100}]
+    w = Candidate("T", "e", {"P": 0}, [1.0, 1.0, 1.0, 1.0], [2.0] * 4)
+    c = Candidate("T", "e", {"P": 1}, [0.5, 2.0, 2.0, 0.5], [2.0] * 4)  # the diagonal: an XOR of the sizes
+    d = dsp.choose([w, c], ("T", w.params), sizes)
+    assert [dsp.select(d, s) for s in sizes] == d.serve
+    assert [d.entries[e].params["P"] for e in d.serve] == [1, 0, 0, 1]
+
+
+def test_candidates_with_missing_or_bad_timings_are_left_out_and_the_winner_must_be_there():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    bad = Candidate("T", "e", {"P": "bad"}, [1.0, 1.0, 0.0, 1.0], list(ORIG))
+    short = Candidate("T", "e", {"P": "short"}, [1.0, 1.0], ORIG[:2])
+    assert dsp.choose([w, bad, short], ("T", w.params), SIZES) is None
+    assert dsp.choose([cand("c", [0.1] * 4)], ("T", w.params), SIZES) is None  # no winner among them
+
+
+def test_the_dispatch_round_trips_through_json_and_refuses_a_broken_record():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    d = dsp.choose([w, cand("c", [0.6, 0.6, 0.3, 0.6], template="U")], ("T", w.params), SIZES)
+    back = Dispatch.from_dict(json.loads(json.dumps(d.to_dict())))
+    assert back.to_dict() == d.to_dict()
+    assert back.entries[1].template_hash == "U"
+    with pytest.raises(KerntuneError, match="not a per-shape dispatch record"):
+        Dispatch.from_dict({"rules": []})
+
+
+def _timings(us):
+    return [Timing(median_us=u, min_us=u, max_us=u, iqr_us=0.0, reps=10, batch=1, l2="flushed") for u in us]
+
+
+def test_confirmation_keeps_the_gains_that_hold_and_gives_back_the_rest():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    a = cand("a", [0.6, 0.6, 0.3, 0.6])
+    b = cand("b", [0.6, 0.6, 0.6, 0.3])
+    d = dsp.choose([w, a, b], ("T", w.params), SIZES)
+    assert sorted(e.params["P"] for e in d.entries) == ["a", "b", "w"]
+    measured = {"w": [50, 200, 10, 5], "a": [60, 240, 6, 6], "b": [60, 240, 12, 4.98]}  # b's gain is gone
+
+    def measure(e: Entry):
+        return _timings(ORIG), _timings(measured[e.params["P"]])
+    c = dsp.confirm(d, measure)
+    assert c.confirmed and [e.params["P"] for e in c.entries] == ["w", "a"]
+    assert c.serve == [0, 0, 1, 0] and c.tuned_us == [50, 200, 6, 5]
+    assert len(c.dropped) == 1 and "4.98" in c.dropped[0] or "5.0" in c.dropped[0]
+    # nothing holds: no dispatch
+    assert dsp.confirm(d, lambda e: (_timings(ORIG), _timings(measured["w"]))) is None
+
+
+def test_kernel_names_say_what_differs_and_stay_unique():
+    w = Candidate("T", "expert:rms_norm", {"THREADS": 1024, "VEC": 8}, [1.0] * 4, [2.0] * 4)
+    c = Candidate("T", "expert:rms_norm", {"THREADS": 1024, "VEC": 2}, [0.5, 2.0, 2.0, 2.0], [2.0] * 4)
+    o = Candidate("U", "expert:rms_norm_split", {"SPLIT": 4}, [2.0, 0.5, 2.0, 2.0], [2.0] * 4)
+    d = dsp.choose([w, c, o], ("T", w.params), SIZES)
+    names = dsp.kernel_names(d, "rms", taken={"rms__vec2"})
+    assert names[0] == "rms" and set(names[1:]) == {"rms__vec2_2", "rms__rms_norm_split_split4"}
+
+
+# ------------------------------------------------------------------------------------- the H100 recording
+def _recorded(kernel: str):
+    """(candidates, winner, sizes) of a bench kernel's last recorded session (real H100 measurements)."""
+    from agent_core.store import Store
+    st = Store(BENCH_STORE)
+    try:
+        row = [r for r in st.sessions() if r["kernel"] == kernel and r["status"] == "finished"][0]  # newest first
+        orig = [t.median_us for t in st.get_original(row["original_hash"], row["spec_hash"], row["device"])]
+        evs = st.evaluations(template_hash=row["template_hash"])
+    finally:
+        st.close()
+    cands = [Candidate(row["template_hash"], row["origin"], e.params, [t.median_us for t in e.timings], orig)
+             for e in evs if e.ok]
+    return cands, (row["template_hash"], row["summary"]["best_params"]), row["summary"]["sizes"]
+
+
+def test_over_the_h100_recording_silu_gets_its_small_and_odd_shapes_their_own_configurations():
+    cands, winner, sizes = _recorded("silu_and_mul_kernel")
+    d = dsp.choose(cands, winner, sizes)
+    assert d.entries[0].params == {"ITEMS": 1, "THREADS": 64, "VEC": 8} == winner[1]
+    served = {params_key(d.entries[e].params): [sizes[i] for i, x in enumerate(d.serve) if x == e]
+              for e in range(len(d.entries))}
+    assert served[params_key({"ITEMS": 4, "THREADS": 128, "VEC": 1})] == [{"tokens": 77, "d": 4099}]
+    assert served[params_key({"ITEMS": 1, "THREADS": 128, "VEC": 2})] == [{"tokens": 16, "d": 14336}]
+    assert d.single_speedup == pytest.approx(2.94, abs=0.01) and d.speedup == pytest.approx(3.17, abs=0.01)
+
+
+def test_over_the_h100_recording_rotary_keeps_an_unmeasured_common_shape_on_the_default():
+    """The rotary kernel's VEC=2 configuration won only on head_size 72 / rot_dim 36 with 4 KV heads: a shape with
+    4 KV heads but rot_dim 128 (8 KV heads split over two GPUs) must not be sent to it."""
+    cands, winner, sizes = _recorded("rotary_neox_kernel")
+    d = dsp.choose(cands, winner, sizes)
+    assert [e.params["VEC"] for e in d.entries] == [8, 2]
+    llama_tp2 = {"tokens": 1000, "num_heads": 16, "num_kv_heads": 4, "head_size": 128, "rot_dim": 128}
+    assert dsp.select(d, llama_tp2) == 0
+    assert dsp.select(d, {"tokens": 900, "num_heads": 28, "num_kv_heads": 4, "head_size": 72, "rot_dim": 36}) == 1
+
+
+def test_over_the_h100_recording_layer_norm_and_merge_need_no_dispatch():
+    for k in ("layer_norm_kernel", "merge_attn_states_kernel"):
+        cands, winner, sizes = _recorded(k)
+        assert dsp.choose(cands, winner, sizes) is None, k
+
+
+# ------------------------------------------------------------------------------------- the optimize loop
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    shutil.copy(BENCH_STORE, tmp_path / "rec.sqlite")
+    for f in ("rms_norm.cu", "layer_norm.cu"):
+        shutil.copy(ROOT / "bench" / f, tmp_path / f)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _optimize(work, file, kernel, **opts):
+    from agent_core.agent import AgentOptions, optimize
+    from agent_core.store import Store
+    from agent_core.tuner import open_backend
+    be = open_backend(f"replay:{work / 'rec.sqlite'}")
+    st = Store(work / "s.sqlite")
+    events = []
+    res = optimize(str(work / file), kernel, be, st, AgentOptions(budget_per_round=30, max_rounds=3, **opts),
+                   on_event=lambda e: events.append(e.message))
+    return res, st, events
+
+
+def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
+    from agent_core.tuner import result_summary
+    res, st, events = _optimize(work, "rms_norm.cu", "rms_norm_kernel")
+    d = res.dispatch
+    assert d is not None and d.confirmed and d.backend == "replay"
+    assert [e.params for e in d.entries] == [{"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8},
+                                             {"ITEMS": 8, "ROWS": 1, "THREADS": 1024, "VEC": 2}]
+    assert d.serve == [0, 0, 0, 0, 1]  # the 333 x 4099 size set: a row length VEC=8 cannot take
+    assert any(m.startswith("per-shape dispatch: 1.74x against 1.69x") for m in events)
+    steps = st.steps(res.rounds[-1].summary["session_id"])
+    assert [s for s in steps if s["kind"] == "dispatch"][0]["data"] == d.to_dict()
+    s = result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")
+    assert s["dispatch"] == d.to_dict()
+    # a result whose best configuration is another one no longer carries that dispatch
+    st.finish_session(res.rounds[-1].summary["session_id"], "finished",
+                      dict(res.rounds[-1].summary, best_params={"ITEMS": 1, "ROWS": 1, "THREADS": 1024, "VEC": 8}))
+    assert result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")["dispatch"] is None
+
+
+def test_no_dispatch_when_turned_off_or_when_nothing_gains(work):
+    res, _, _ = _optimize(work, "rms_norm.cu", "rms_norm_kernel", dispatch=False)
+    assert res.dispatch is None and res.best is not None
+    res, _, events = _optimize(work, "layer_norm.cu", "layer_norm_kernel")
+    assert res.dispatch is None and any("per-shape dispatch: no size set" in m for m in events)
+
+
+def test_a_structural_winner_gets_no_dispatch(tmp_path, monkeypatch):
+    """The user's own kernel's template is written back as the whole file: one configuration."""
+    shutil.copy(ROOT / "tests" / "data" / "stores" / "examples.sqlite", tmp_path / "rec.sqlite")
+    shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
+    monkeypatch.chdir(tmp_path)
+    res, _, events = _optimize(tmp_path, "row_sum.cu", "row_sum", use_experts=False)
+    assert res.best is not None and res.best.template.origin == "structural"
+    assert res.dispatch is None and any("written back whole" in m for m in events)
