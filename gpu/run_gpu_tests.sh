@@ -5,7 +5,7 @@ set -o pipefail
 source .gpu/gpu-setup.sh /tmp/site || exit 1
 export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-python3 -m pytest -q -s -rA -m gpu tests/test_gpu_backend.py 2>&1 | tee ${OUT:-/tmp}/log
+python3 -m pytest -q -s -rA -m gpu tests/test_gpu_backend.py tests/test_dispatch_gpu.py 2>&1 | tee ${OUT:-/tmp}/log
 rc=$?
 python3 -m pytest -q tests/test_gpu_worker_protocol.py 2>&1 | tail -3 | tee -a ${OUT:-/tmp}/log
 exit $rc

@@ -672,6 +672,24 @@ async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Pa
         diags = await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"],
                                  "the result diagnostic")
         assert "faster" in diags[0].message
+        # the loop's per-shape dispatch (the recording's search found configurations clearly faster on the 16-
+        # and 77-token size sets): in the progress's end, the diagnostic, the hover, the lens and Apply best
+        assert "per-shape dispatch of 3 configurations: 3.17x" in end.message, end.message
+        assert "3.17x with a per-shape dispatch of 3 configurations" in diags[0].message, diags[0].message
+        text = src.read_text()
+        lines = text.split("\n")
+        row = next(i for i, ln in enumerate(lines) if "__global__ void silu_and_mul_kernel(" in ln)
+        md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("silu_and_mul_kernel")))
+        assert "**Per-shape dispatch** (replayed): **3.17x** against 2.94x for one configuration" in md, md
+        assert "| d=4099, tokens=77 | 16.14 | 4.51 | 3.58x | 2.67x | `silu_and_mul_kernel__items4_threads128_vec1` |" \
+            in md, md
+        assert "- `silu_and_mul_kernel__threads128_vec2`: tokens <= 35 and d > 14077" in md, md
+        assert ("Apply best (3.17x, per-shape dispatch of 3)", "kerntune.applyBest") in await lenses(client, uri)
+        applied = await execute(client, "kerntune.applyBest", uri, "silu_and_mul_kernel")
+        assert applied["applied"] is True, applied
+        new = apply_text_edits(text, client.applied_edits[-1])
+        assert "  } else if (tokens <= 35 && d > 14077) {\n    silu_and_mul_kernel__threads128_vec2<<<" in new
+        assert new.count("/* kerntune:") == 3 and "void silu_and_mul(__half* out" in new
 
 
 @pytest.mark.nvcc  # the model's template is compiled before it is used
