@@ -73,7 +73,7 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     and input distributions that stress it; the round then verifies and times it (and the original) on them
     too. When the backend cannot measure them (a replay recorded without them), the round uses the spec."""
     opt = options or AgentOptions()
-    planner = planner or RuleBasedPlanner(opt.budget_per_round)
+    planner = planner or RuleBasedPlanner(opt.budget_per_round, dispatch=opt.dispatch)
     cancel = cancel or threading.Event()
     emit = on_event or (lambda e: None)
     prep = prepare(path, kernel, text)

@@ -49,15 +49,47 @@ def _parser() -> Parser:
     return p
 
 
+# Kernel attributes newer than tree-sitter-cuda 0.21's grammar (it reads them as syntax errors): Hopper's
+# compile-time cluster size and the per-kernel register cap.
+_NEWER_ATTRIBUTES = re.compile(rb"\b(?:__cluster_dims__|__maxnreg__)\s*\(")
+
+
+def mask_newer_attributes(source: bytes) -> bytes:
+    """``source`` with each ``__cluster_dims__(...)`` and ``__maxnreg__(...)`` blanked (spaces, newlines kept), so
+    tree-sitter parses the kernel around them and every byte offset stays that of ``source``."""
+    if b"__cluster_dims__" not in source and b"__maxnreg__" not in source:
+        return source
+    out = bytearray(source)
+    for m in _NEWER_ATTRIBUTES.finditer(source):
+        depth, j = 0, m.end() - 1
+        while j < len(source):
+            c = source[j]
+            depth += c == 0x28  # (
+            depth -= c == 0x29  # )
+            if depth == 0:
+                break
+            j += 1
+        if depth:
+            continue  # unbalanced (being typed): leave it to the grammar
+        for i in range(m.start(), j + 1):
+            if out[i] != 0x0A:
+                out[i] = 0x20
+    return bytes(out)
+
+
 def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
     """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
-    Every call returns a tree of its own (safe to edit; trees are not shared between threads)."""
+    Every call returns a tree of its own (safe to edit; trees are not shared between threads). Attributes the
+    grammar does not know are masked first (``mask_newer_attributes``); a source that has any is parsed whole."""
     source = bytes(source)
     with _tree_lock:
         hit = _TREE_CACHE.get(source)
         if hit is not None:
             return hit.copy()
-    tree = _parser().parse(source, old_tree) if old_tree is not None else _parser().parse(source)
+    masked = mask_newer_attributes(source)
+    if masked is not source:
+        old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
+    tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
     with _tree_lock:
         _TREE_CACHE[source] = tree.copy()
         while len(_TREE_CACHE) > _TREE_CACHE_SIZE:

@@ -44,6 +44,8 @@ class Expert:
     launch: dict  # {"grid": [...], "block": [...], "smem": "..."} over role sizes and parameter names
     source: str  # the whole expert file
     path: str
+    helpers: list[str] = field(default_factory=list)  # helper files (templates/experts/) put inside its namespace kt
+    serves: str | None = None  # the sizes this expert is for (a regime, e.g. few rows): an expression over role sizes
 
 
 @dataclass
@@ -120,14 +122,41 @@ def load_expert(path: str | Path) -> Expert:
     if not launch.get("grid") or not launch.get("block"):
         raise KerntuneError("launch needs `grid` and `block`", path, line, field_name="launch")
     ldict = {"grid": list(launch["grid"]), "block": list(launch["block"]), "smem": str(launch.get("smem", "0"))}
-    if bounds is not None:
-        sizes_used = expr.names(bounds) - set(params)
+    # optional: constants of the kernel (parameters only): __launch_bounds__ where the block depends on sizes, and
+    # the thread-block cluster size (__cluster_dims__; the grid must be a multiple of it)
+    for key, what in (("bounds", "__launch_bounds__"), ("cluster", "__cluster_dims__")):
+        v = launch.get(key)
+        if v is None:
+            continue
+        try:
+            sizes_used = expr.names(str(v)) - set(params)
+        except KerntuneError as err:
+            raise KerntuneError(f"launch.{key}: {err.message}", path, line, field_name=f"launch.{key}") from None
         if sizes_used:
-            raise KerntuneError(f"launch.bounds: `{bounds}` may use parameters only (it becomes the kernel's "
-                                f"__launch_bounds__), not {sorted(sizes_used)}", path, line, field_name="launch.bounds")
-        ldict["bounds"] = str(bounds)
+            raise KerntuneError(f"launch.{key}: `{v}` may use parameters only (it becomes the kernel's {what}), not "
+                                f"{sorted(sizes_used)}", path, line, field_name=f"launch.{key}")
+        ldict[key] = str(v)
+    helpers = meta.get("helpers", [])
+    if not isinstance(helpers, list) or not all(isinstance(h, str) for h in helpers):
+        raise KerntuneError("`helpers` must be a list of file names", path, line, field_name="helpers")
+    for h in helpers:
+        if not (Path(path).parent / h).is_file():
+            raise KerntuneError(f"helper file {h} not found beside the expert", path, line, field_name="helpers")
+    if helpers and not re.search(r"^namespace kt \{\n", text[m.end():], re.M):
+        raise KerntuneError("an expert with `helpers` needs a `namespace kt {` line to put them in", path, line,
+                            field_name="helpers")
+    serves = meta.get("serves")
+    if serves is not None:
+        try:
+            unknown = expr.names(str(serves)) - role_sizes
+        except KerntuneError as err:
+            raise KerntuneError(f"serves: {err.message}", path, line, field_name="serves") from None
+        if unknown:
+            raise KerntuneError(f"serves: `{serves}` may use role sizes only ({sorted(role_sizes)}), not "
+                                f"{sorted(unknown)}", path, line, field_name="serves")
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
-                  list(meta.get("constraints", [])), ldict, text, path)
+                  list(meta.get("constraints", [])), ldict, text, path, list(helpers),
+                  str(serves) if serves is not None else None)
 
 
 def _role_size_names(roles: list[str]) -> set[str]:
@@ -321,7 +350,21 @@ def _match_rows(f: _Facts, lib: dict[str, Expert]) -> list[Match]:
                            f"(int)({hname})"]
             m.consts = {"ESIZE": NBYTES[T]}
             out.append(m)
-    return out
+    return out + [t for t in (_cluster_twin(m, lib) for m in out) if t is not None]
+
+
+def _cluster_twin(m: Match, lib: dict[str, Expert]) -> Match | None:
+    """The same binding of the family's cluster expert (``<name>_cluster``: each row split over the blocks of a
+    thread-block cluster, for few rows), proposed after the family's own expert; rows read from the grid
+    (``gridDim.x``) are the grid over the cluster size there."""
+    twin = lib.get(f"{m.expert.name}_cluster")
+    if twin is None:
+        return None
+    t = Match(twin, round(m.score - 0.3, 2), f"{m.reason}; for few rows, each row split over a thread-block cluster",
+              m.kernel)
+    t.call_args = ["(int)(gridDim.x / KT_CLUSTER)" if a == "(int)gridDim.x" else a for a in m.call_args]
+    t.template_args, t.sizes, t.consts, t.defines = list(m.template_args), dict(m.sizes), dict(m.consts), dict(m.defines)
+    return t
 
 
 def _fused_add_roles(f: _Facts, io: list[ArgSpec]) -> tuple[ArgSpec, ArgSpec]:
@@ -558,7 +601,8 @@ def bind(m: Match, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     text = _render(m, k, cf, entry)
     space = ParamSpace(k.name, params, constraints)
     return KernelTemplate(kernel=k.name, path=cf.path, original_text=cf.text, text=text, space=space, sites=[],
-                          origin=f"expert:{e.name}", launch=launch, entry=entry)
+                          origin=f"expert:{e.name}", launch=launch, entry=entry,
+                          serves=_subst(e.serves, subs) if e.serves else None)
 
 
 def _render(m: Match, k: Kernel, cf: CudaFile, entry: str) -> str:
@@ -571,12 +615,25 @@ def _render(m: Match, k: Kernel, cf: CudaFile, entry: str) -> str:
     # has) where the block depends on sizes, else the block's own extent.
     bounds = (f"({_subst(e.launch['bounds'], macros)})" if "bounds" in e.launch
               else " * ".join(f"({_subst(b, macros)})" for b in e.launch["block"]))
+    cluster = f" __cluster_dims__(({_subst(e.launch['cluster'], macros)}), 1, 1)" if "cluster" in e.launch else ""
     sig = ", ".join(f"{p.type} {p.name}" for p in k.params)
     targs = f"<{', '.join(m.template_args)}>" if m.template_args else ""
     lines = [f"// kerntune: expert template `{e.name}` ({e.family}) bound to kernel `{k.name}` of {Path(cf.path).name}",
              f"// why: {m.reason}", *includes]
     lines += [f"#define {n} {v}" for n, v in m.defines.items()]
-    lines += [common, e.source,
-              f'extern "C" __global__ void __launch_bounds__({bounds}) {entry}({sig}) {{',
+    lines += [common, _with_helpers(e),
+              f'extern "C" __global__ void __launch_bounds__({bounds}){cluster} {entry}({sig}) {{',
               f"  {e.function}{targs}({', '.join(m.call_args)});", "}", ""]
     return "\n".join(lines)
+
+
+def _with_helpers(e: Expert) -> str:
+    """The expert's source with its helper files (``helpers``) inside its first ``namespace kt {``: they are part
+    of the expert's own device code (written into a user's file with it, in its namespace)."""
+    if not e.helpers:
+        return e.source
+    text = "".join((Path(e.path).parent / h).read_text(encoding="utf-8").replace("#pragma once\n", "")
+                   for h in e.helpers)
+    m = re.search(r"^namespace kt \{\n", e.source[_HEADER.search(e.source).end():], re.M)
+    at = _HEADER.search(e.source).end() + m.end()
+    return e.source[:at] + text + e.source[at:]

@@ -213,6 +213,10 @@ class KernelTemplate:
     # None: the spec's grid/block/smem (structural templates keep the original launch expressions).
     launch: dict | None = None
     entry: str | None = None  # the __global__ function to run in ``text``; None: ``kernel``
+    # A template for one regime of sizes (an expert's ``serves``: e.g. few rows): an expression over the spec's
+    # size names that holds on the size sets it is meant for. The planner searches it for the per-shape dispatch
+    # where the best so far lags on those size sets, never as the next template for the whole kernel.
+    serves: str | None = None
 
     @property
     def template_hash(self) -> str:

@@ -15,6 +15,7 @@ from typing import Protocol
 from .model import KernelTemplate
 
 STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
+LAG_PCT_OF_COPY = 50.0  # a size set below this % is worth a template made for its regime (per-shape dispatch)
 
 
 @dataclass
@@ -134,27 +135,66 @@ def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTe
     return t if changed else None
 
 
+def served_size_sets(template: KernelTemplate, sizes: list[dict]) -> list[int]:
+    """The size sets a regime template (``serves``) is meant for."""
+    from . import expr
+    out = []
+    for i, sz in enumerate(sizes):
+        try:
+            if expr.evaluate(template.serves, sz):
+                out.append(i)
+        except expr.ExprError:
+            continue
+    return out
+
+
 class RuleBasedPlanner:
     """Deterministic offline planner.
 
     1. First round: the best-matching expert template where one matched (the family's known-good code reaches
        a good result soonest), else the structural template of the user's own kernel.
-    2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth.
-    3. Otherwise try the next candidate not yet searched (the structural template, then further experts).
-    4. Otherwise widen a domain whose best value sits on its edge (once per template).
-    5. Otherwise stop.
+    2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth, unless (with the per-shape
+       dispatch) a template made for a regime of sizes (``serves``: few rows) has size sets to serve that are below
+       LAG_PCT_OF_COPY %: search it first; the dispatch gives it those size sets if it wins them.
+    3. Otherwise try the next candidate not yet searched (the structural template, then further experts; regime
+       templates only as in 2).
+    4. Otherwise a regime template as in 2.
+    5. Otherwise widen a domain whose best value sits on its edge (once per template).
+    6. Otherwise stop.
     """
 
     name = "rules"
 
-    def __init__(self, budget_per_round: int = 40):
+    def __init__(self, budget_per_round: int = 40, dispatch: bool = True):
         self.budget = budget_per_round
+        self.dispatch = dispatch
+
+    def _regime(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step | None:
+        """A regime template not yet searched whose size sets lag in the best round so far."""
+        if not self.dispatch:
+            return None
+        tried = {r.template.template_hash for r in rounds}
+        ok = [r for r in rounds if r.summary.get("speedup")]
+        if not ok:
+            return None
+        best = max(ok, key=lambda r: r.summary["speedup"])
+        pct, sizes = best.summary.get("pct_copy") or [], best.summary.get("sizes") or []
+        for c in candidates:
+            if not c.serves or c.template_hash in tried:
+                continue
+            lag = [i for i in served_size_sets(c, sizes) if i < len(pct) and pct[i] is not None and pct[i] < LAG_PCT_OF_COPY]
+            if lag:
+                what = ", ".join(f"{', '.join(f'{k}={v}' for k, v in sizes[i].items())} ({pct[i]:.0f}%)" for i in lag)
+                return Step("switch_template", f"size sets the {c.origin} template is made for lag below "
+                                               f"{LAG_PCT_OF_COPY:.0f}% of copy bandwidth: {what}; search it for the "
+                                               "per-shape dispatch", c, self.budget)
+        return None
 
     def plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
         if not rounds:
             if not candidates:
                 return Step("stop", "nothing to tune: no template for this kernel")
-            experts = [c for c in candidates if c.origin.startswith("expert:")]
+            experts = [c for c in candidates if c.origin.startswith("expert:") and not c.serves]
             if experts:
                 first = experts[0]
                 return Step("search", f"search the {first.origin} template first: the kernel's structure matches "
@@ -164,13 +204,17 @@ class RuleBasedPlanner:
         last = rounds[-1]
         best_pct = max((r.analysis.data.get("pct_copy") or 0) for r in rounds)
         if best_pct >= STOP_PCT_OF_COPY:
-            return Step("stop", f"reached {best_pct:.0f}% of the device's copy bandwidth "
-                                f"(memory-bound; the stop rule is {STOP_PCT_OF_COPY:.0f}%)")
+            return self._regime(rounds, candidates) or Step(
+                "stop", f"reached {best_pct:.0f}% of the device's copy bandwidth (memory-bound; the stop rule is "
+                        f"{STOP_PCT_OF_COPY:.0f}%)")
         tried = {r.template.template_hash for r in rounds}
         for c in candidates:
-            if c.template_hash not in tried:
+            if c.template_hash not in tried and not c.serves:
                 return Step("switch_template", f"{best_pct:.0f}% of copy bandwidth so far: try the {c.origin} "
                                                "template", c, self.budget)
+        regime = self._regime(rounds, candidates)
+        if regime is not None:
+            return regime
         edge = _at_edge(last.summary, last.template)
         if edge and last.step.action != "widen":
             w = widen(last.template, edge, last.summary)

@@ -178,10 +178,27 @@ class Session:
         self.best_variant: Variant | None = None
         self.not_recorded: list[dict] = []  # replay: configurations the recording does not have
         self.started = time.monotonic()
+        # a template made for a regime of sizes (serves: few rows) is ranked on those size sets only (it is
+        # still verified on all of them): the per-shape dispatch uses it there
+        from .planning import served_size_sets
+        self.served = served_size_sets(self.template, self.spec.sizes) if self.template.serves else None
 
     # ------------------------------------------------------------------ helpers
     def emit(self, kind: str, message: str, ev: Evaluation | None = None) -> None:
         self.on_event(TuneEvent(kind, message, self.measured, self.opt.budget, ev, self.best))
+
+    def score(self, ev: Evaluation) -> float | None:
+        """What the search minimizes: the evaluation's objective (geometric mean over the size sets of variant
+        time / original time), over the size sets a regime template serves where it has ``serves``."""
+        if not ev.ok or ev.objective is None:
+            return None
+        if not self.served:
+            return ev.objective
+        try:
+            return math.exp(sum(math.log(ev.timings[i].median_us / self.original[i].median_us)
+                                for i in self.served) / len(self.served))
+        except (IndexError, AttributeError, ValueError, ZeroDivisionError):
+            return ev.objective
 
     def out_of_budget(self) -> bool:
         if self.measured >= self.opt.budget:
@@ -243,9 +260,11 @@ class Session:
             self.measured += 1
             if ev.status in FAILED:
                 self.failed += 1
-        if ev.ok and ev.objective is not None and (self.best is None or ev.objective < self.best.objective):
+        sc = self.score(ev)
+        if sc is not None and (self.best is None or sc < self.score(self.best)):
             self.best = ev
-            self.emit("best", f"best so far {1 / ev.objective:.2f}x with {ev.params}", ev)
+            where = f" on the {len(self.served)} size sets it serves" if self.served else ""
+            self.emit("best", f"best so far {1 / sc:.2f}x{where} with {ev.params}", ev)
         self.emit("evaluation", f"{ev.status.value} {ev.params}", ev)
 
     def evaluate_batch(self, cfgs: list[dict]) -> list[Evaluation]:
@@ -311,7 +330,7 @@ class Session:
             missed = len(self.not_recorded)
             for ev in self.evaluate_batch(cfgs):
                 self.record(ev)
-                strategy.tell(ev.params, ev.objective if ev.ok else None)
+                strategy.tell(ev.params, self.score(ev))
             for cfg in self.not_recorded[missed:]:
                 strategy.tell(cfg, None)
 
@@ -323,11 +342,13 @@ class Session:
             return
 
         def total(e: Evaluation) -> float:
-            return sum(t.median_us for t in e.timings if t is not None)
+            return sum(t.median_us for i, t in enumerate(e.timings)
+                       if t is not None and (not self.served or i in self.served))
+        best = self.score(self.best)
         tied = [e for e in self.evaluations if e.ok and e.objective is not None and len(e.timings) == len(
             self.best.timings) and all(t is not None for t in e.timings)
-                and e.objective <= self.best.objective * (1 + TIE_FRACTION)]
-        pick = min(tied, key=lambda e: (total(e), e.objective), default=self.best)
+                and self.score(e) <= best * (1 + TIE_FRACTION)]
+        pick = min(tied, key=lambda e: (total(e), self.score(e)), default=self.best)
         if pick is not self.best and total(pick) < total(self.best):
             self.emit("status", f"tie within {TIE_FRACTION:.0%} of the best objective: {pick.params} takes "
                                 f"{total(pick):.1f} us over the size sets against {total(self.best):.1f} us for "
@@ -387,6 +408,7 @@ class Session:
                      "us": [t.median_us if t else None for t in e.timings]} for e in ok[:10]],
             "failures": failures, "pruned": pruned, "per_param": per_param,
             "confirmed": confirmed is not None, "backend": getattr(self.backend, "name", "?"), "timing": to_plain(self.original[0]) if self.original else None,
+            "served": self.served,
             "template_hash": self.template.template_hash, "original_hash": self.problem.original_hash,
             "origin": self.template.origin, "strategy": self.opt.strategy, "budget": self.opt.budget,
             "wall_s": time.monotonic() - self.started,

@@ -877,3 +877,57 @@ def test_verify_kernels_checks_every_kernel_of_the_dispatch_at_its_own_launch(re
     for (name, new_spec), v in zip(rw.kernels, rec.variants):
         assert v.compiled.symbol.endswith(name) or name in v.compiled.symbol
         assert v.launches == [spec_mod.launch(new_spec, s) for s in spec.sizes]
+
+
+# =============================================================================================== cluster experts
+@pytest.mark.nvcc
+def test_a_cluster_expert_is_written_in_place_with_its_cluster_dims(tmp_path):
+    """rms_norm's cluster twin (each row over a thread-block cluster) as the winner: the kernel gets
+    __cluster_dims__, the launch site rows * CLUSTER blocks; the file still parses and compiles."""
+    f = tmp_path / "rms_norm.cu"
+    shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    spec = spec_mod.find_spec(cf, "rms_norm_kernel")
+    m = experts.match(cf, "rms_norm_kernel", spec)[1]
+    t = experts.bind(m, cf, spec)
+    cfg = {"CLUSTER": 4, "THREADS": 256, "VEC": 8, "ITEMS": 2}
+    rw = rewrite_file(text, f, "rms_norm_kernel", t, cfg)
+    assert "__launch_bounds__(256) __cluster_dims__((4), 1, 1) rms_norm_kernel(" in rw.text
+    assert "(int)(gridDim.x / 4)" in rw.text
+    assert "rms_norm_kernel<<<tokens * 4, " in rw.text
+    assert rw.spec.grid == ["tokens * 4"]
+    new_cf = parse_cuda(rw.text, str(f))
+    from agent_core.cuda_parse import kernel_has_errors
+    assert not kernel_has_errors(new_cf, "rms_norm_kernel")
+    f.write_text(rw.text)
+    _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_a_dispatch_across_two_templates_writes_both(tmp_path):
+    """The family's expert for most sizes and its cluster twin for few rows, in one file."""
+    from agent_core.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
+    f = tmp_path / "rms_norm.cu"
+    shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    spec = spec_mod.find_spec(cf, "rms_norm_kernel")
+    ms = experts.match(cf, "rms_norm_kernel", spec)
+    base, twin = experts.bind(ms[0], cf, spec), experts.bind(ms[1], cf, spec)
+    bcfg = {"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8}
+    tcfg = {"CLUSTER": 8, "THREADS": 256, "VEC": 8, "ITEMS": 1}
+    n = len(spec.sizes)
+    d = Dispatch(rules=[Rule([Bound("tokens", None, 72)], 1), Rule([], 0)],
+                 entries=[Entry(base.template_hash, base.origin, bcfg), Entry(twin.template_hash, twin.origin, tcfg)],
+                 winner=Entry(base.template_hash, base.origin, bcfg), sizes=spec.sizes, serve=[], original_us=[1.0] * n,
+                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in spec.sizes]
+    rw = rewrite_dispatch(text, f, "rms_norm_kernel", [(base, bcfg), (twin, tcfg)], d)
+    names = kernel_names(d, "rms_norm_kernel")
+    assert names[1] == "rms_norm_kernel__rms_norm_cluster_cluster8_threads256_vec8_items1"
+    assert f"  if (tokens <= 72) {{\n    {names[1]}<<<tokens * 8, " in rw.text
+    assert "__cluster_dims__((8), 1, 1) " + names[1] + "(" in rw.text
+    assert [s.grid for _, s in rw.kernels] == [["tokens"], ["tokens * 8"]]
+    f.write_text(rw.text)
+    _nvcc_c(f)

@@ -141,3 +141,23 @@ def test_incremental_reparse_matches_full_parse():
     cf = build_file(tree2, new.decode(), "x.cu")
     assert cf.kernel("k").launch_sites[0].config[1].text == "128"
     assert cf.kernel("k").launch_sites[0].config[1].span == parse_cuda(new.decode()).kernel("k").launch_sites[0].config[1].span
+
+
+def test_kernel_attributes_newer_than_the_grammar_are_masked_not_errors():
+    """tree-sitter-cuda 0.21 does not know Hopper's __cluster_dims__ (nor __maxnreg__): the parser blanks them, so
+    the kernel, its launch bounds and its launch site are read, every offset that of the source."""
+    from agent_core.cuda_parse import mask_newer_attributes
+    text = ('extern "C" __global__ void __launch_bounds__((256)) __cluster_dims__((4),\n 1, 1) k(float* o, int n) {\n'
+            '  o[0] = n;\n}\n__global__ void __maxnreg__(64) m(float* o) { o[0] = 1.f; }\n'
+            'void host(float* o, int n) { k<<<n * 4, 256>>>(o, n); }\n')
+    cf = parse_cuda(text, "a.cu")
+    assert not cf.errors and [k.name for k in cf.kernels] == ["k", "m"]
+    k = cf.kernels[0]
+    assert [e.text for e in k.launch_bounds] == ["(256)"] and len(k.launch_sites) == 1
+    assert "__cluster_dims__((4),\n 1, 1)" in k.signature  # the text is the source's
+    assert text.encode()[k.name_span.start:k.name_span.end] == b"k"
+    masked = mask_newer_attributes(text.encode())
+    assert len(masked) == len(text.encode()) and masked.count(b"\n") == text.count("\n")
+    assert b"__cluster_dims__" not in masked and b"__maxnreg__" not in masked
+    # one being typed (unbalanced) is left to the grammar
+    assert mask_newer_attributes(b"__global__ void __cluster_dims__(4, k(") == b"__global__ void __cluster_dims__(4, k("

@@ -217,8 +217,8 @@ def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
     s = result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")
     assert s["dispatch"] == d.to_dict()
     # a result whose best configuration is another one no longer carries that dispatch
-    st.finish_session(res.rounds[-1].summary["session_id"], "finished",
-                      dict(res.rounds[-1].summary, best_params={"ITEMS": 1, "ROWS": 1, "THREADS": 1024, "VEC": 8}))
+    st.finish_session(res.best.summary["session_id"], "finished",
+                      dict(res.best.summary, best_params={"ITEMS": 1, "ROWS": 1, "THREADS": 1024, "VEC": 8}))
     assert result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")["dispatch"] is None
 
 

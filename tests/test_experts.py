@@ -8,6 +8,7 @@ import pytest
 
 from agent_core import experts as X
 from agent_core import spec as S
+from agent_core.cuda_parse import parse_cuda
 from agent_core.model import CudaFile, Kernel, KernelParam, KerntuneError, Span, macro_name
 from agent_core.space import check_config
 
@@ -107,8 +108,14 @@ def test_bad_expert_header_is_reported(tmp_path):
 def test_bench_kernel_matches_its_family(lib, name):
     cf, k, spec = bench_case(name)
     ms = X.match(cf, k.name, spec, lib)
-    assert [m.expert.name for m in ms] == [EXPECTED[name]], [m.reason for m in ms]
+    # the family's expert first; a row family's cluster twin (each row over a thread-block cluster, for few rows)
+    # after it, bound the same way
+    twin = [f"{EXPECTED[name]}_cluster"] if f"{EXPECTED[name]}_cluster" in {e.name for e in lib} else []
+    assert [m.expert.name for m in ms] == [EXPECTED[name]] + twin, [m.reason for m in ms]
     assert "→" in ms[0].reason and 0 < ms[0].score <= 1
+    if twin:
+        assert ms[1].score < ms[0].score and ms[1].template_args == ms[0].template_args
+        assert ms[1].expert.serves == "rows <= 256" and ms[1].expert.launch["cluster"] == "CLUSTER"
 
 
 def test_activation_is_read_from_the_body(lib):
@@ -245,3 +252,47 @@ def test_bench_kernel_compiles(name):
     r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", "/dev/null", str(BENCH / f"{name}.cu")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------------------ the cluster twins (few rows)
+CLUSTER_TWINS = ["fused_add_rms_norm", "layer_norm", "rms_norm", "softmax"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", CLUSTER_TWINS)
+def test_cluster_twin_binds_and_compiles_for_sm90(lib, name):
+    """Each row family's cluster expert, bound to the bench kernel: __cluster_dims__ on the wrapper, the rows of a
+    grid-sized binding divided by the cluster, the helpers inside the expert's namespace; it compiles at its
+    default and smallest and largest configurations, and ptxas reports no spills at the default."""
+    from agent_core.compiler import compile_kernel
+    cf, k, spec = bench_case(name)
+    m = X.match(cf, k.name, spec, lib)[1]
+    assert m.expert.name == f"{name}_cluster"
+    t = X.bind(m, cf, spec)
+    assert t.origin == f"expert:{name}_cluster" and t.serves and t.launch["grid"][0].endswith("* CLUSTER")
+    assert "__cluster_dims__((KT_CLUSTER), 1, 1)" in t.text and "(int)(gridDim.x / KT_CLUSTER)" in t.text
+    assert t.text.index("cluster_reduce(") > t.text.index("#include <cooperative_groups.h>")
+    tcf = parse_cuda(t.text, "t.cu")  # __cluster_dims__ is masked for the parser: the entry reads as a kernel
+    from agent_core.cuda_parse import kernel_has_errors
+    assert t.entry in [x.name for x in tcf.kernels] and not kernel_has_errors(tcf, t.entry)
+    lo = {n: min(p.values) for n, p in t.space.params.items()}
+    hi = {n: max(p.values) for n, p in t.space.params.items()}
+    for cfg in [t.space.original_config(), lo, hi]:
+        if check_config(t.space, cfg, spec.sizes) is not None:
+            continue
+        c = compile_kernel(t.text, t.entry, arch="sm_90", defines={macro_name(n): v for n, v in cfg.items()})
+        if cfg == t.space.original_config():
+            assert c.resources.spill_stores == 0 and c.resources.spill_loads == 0, c.resources
+
+
+def test_expert_header_keys_of_the_cluster_experts_are_checked(tmp_path):
+    src = (X.EXPERT_DIR / "rms_norm_cluster.cu").read_text()
+    shutil.copy(X.EXPERT_DIR / "_cluster.cuh", tmp_path / "_cluster.cuh")
+    cases = [(src.replace('cluster = "CLUSTER"', 'cluster = "rows"'), "launch.cluster", "['rows']"),
+             (src.replace('serves = "rows <= 256"', 'serves = "tokens <= 256"'), "serves", "['tokens']"),
+             (src.replace('helpers = ["_cluster.cuh"]', 'helpers = ["_nope.cuh"]'), "helpers", "_nope.cuh")]
+    for text, field, words in cases:
+        (tmp_path / "a.cu").write_text(text)
+        with pytest.raises(KerntuneError) as e:
+            X.load_library(tmp_path)
+        assert e.value.field_name == field and words in str(e.value), (field, str(e.value))

@@ -58,3 +58,48 @@ def test_an_experts_closed_domain_is_never_widened_a_structural_one_is():
     best = dict(structural.space.original_config(), **{name: max(sp[name].values)})
     w = widen(structural, [name], {"best_params": best})
     assert w is not None and max(w.space.params[name].values) == 2 * max(sp[name].values)
+
+
+# ------------------------------------------------------------------------------ templates made for a regime
+def _with_cluster():
+    prep = prepare(str(BENCH / "rms_norm.cu"), "rms_norm_kernel")
+    ms = experts.match(prep.cf, prep.kernel.name, prep.spec)
+    expert, cluster = (experts.bind(m, prep.cf, prep.spec) for m in ms[:2])
+    return prep, expert, cluster
+
+
+def _lagging_round(expert, prep, pct_largest, pct_few):
+    """The expert's round: the largest size set at pct_largest, the 16-token one (which the cluster twin serves)
+    at pct_few, the others at 80%."""
+    sizes = prep.spec.sizes
+    pct = [pct_few if s["tokens"] <= 256 else 80.0 for s in sizes]
+    pct[max(range(len(sizes)), key=lambda i: sizes[i]["tokens"] * sizes[i]["hidden"])] = pct_largest
+    return Round(0, expert, {"best_params": expert.space.original_config(), "speedup": 1.7, "sizes": sizes,
+                             "pct_copy": pct}, Analysis("", {"pct_copy": pct_largest}), Step("search", "", expert))
+
+
+def test_a_regime_template_is_searched_for_the_dispatch_where_its_size_sets_lag():
+    prep, expert, cluster = _with_cluster()
+    assert cluster.serves and expert.serves is None
+    pl = RuleBasedPlanner(30)
+    # never first, even though it is an expert
+    assert pl.plan([], [prep.template, expert, cluster]).template is expert
+    # the expert reached the stop rule on the largest size set, but 16 tokens are at 7%: search the twin
+    r1 = _lagging_round(expert, prep, 96.0, 7.0)
+    s = pl.plan([r1], [prep.template, cluster])
+    assert s.action == "switch_template" and s.template is cluster
+    assert "tokens=16, hidden=14336 (7%)" in s.reason and "per-shape dispatch" in s.reason
+    # without the dispatch there is nothing a regime template can win: stop
+    assert RuleBasedPlanner(30, dispatch=False).plan([r1], [prep.template, cluster]).action == "stop"
+    # its size sets already at 60% (above the 50% lag line): stop
+    assert pl.plan([_lagging_round(expert, prep, 96.0, 60.0)], [prep.template, cluster]).action == "stop"
+    # below the stop rule the next template for the whole kernel comes first, then the regime template
+    r_low = _lagging_round(expert, prep, 85.0, 7.0)
+    assert pl.plan([r_low], [prep.template, cluster]).template is prep.template
+    r2 = Round(1, prep.template, {"best_params": prep.template.space.original_config(), "speedup": 1.1},
+               Analysis("", {"pct_copy": 70.0}), Step("switch_template", "", prep.template))
+    assert pl.plan([r_low, r2], [cluster]).template is cluster
+    # once searched, never again
+    r3 = Round(2, cluster, {"best_params": cluster.space.original_config(), "speedup": 0.9},
+               Analysis("", {"pct_copy": 40.0}), Step("switch_template", "", cluster))
+    assert pl.plan([r_low, r2, r3], []).action == "stop"

@@ -1,0 +1,103 @@
+/* kerntune-expert:
+name = "fused_add_rms_norm_cluster"
+family = "fused_add_rms_norm"
+description = "Fused residual add + RMSNorm for few rows (decode): each row split over the CLUSTER blocks of a thread-block cluster (Hopper). Each block adds, writes and normalizes its own slice only (in place stays safe), the sum of squares is reduced over the block and then over the cluster (distributed shared memory). z = (T)(x + residual); residual = z; x = (T)(z * rsqrt(mean(z^2) + eps)) * w, like fused_add_rms_norm."
+function = "kt::fused_add_rms_norm_cluster"
+roles = ["x: inout T[rows * hidden]", "residual: inout T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
+constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= round_up(cdiv(hidden, CLUSTER), VEC)"]
+serves = "rows <= 256"
+helpers = ["_cluster.cuh"]
+
+[params.CLUSTER]
+values = [2, 4, 8]
+default = 4
+kind = "cluster_size"
+why = "blocks of a thread-block cluster that share one row (each loads 1/CLUSTER of it); the row's reductions go over the cluster's distributed shared memory. 8 is the most a cluster may portably have"
+
+[params.THREADS]
+values = [32, 64, 128, 256, 512, 1024]
+default = 256
+kind = "block_size"
+why = "most threads per block: the launch gives each block min(THREADS, ceil(slice / (VEC * ITEMS)) rounded up to a warp), the slice being ceil(hidden / CLUSTER) rounded up to a vector"
+
+[params.VEC]
+values = [1, 2, 4, 8]
+default = 8
+kind = "vector_width"
+why = "elements per load/store: 16 bytes at most; a block falls back to scalar accesses when its slice or a pointer is not aligned"
+
+[params.ITEMS]
+values = [1, 2, 4]
+default = 2
+kind = "items_per_thread"
+why = "vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the slice); a slice that needs fewer uses the fewest that cover it"
+
+[launch]
+grid = ["rows * CLUSTER"]
+block = ["min(THREADS, round_up(cdiv(round_up(cdiv(hidden, CLUSTER), VEC), VEC * ITEMS), 32))"]
+bounds = "THREADS"
+cluster = "CLUSTER"
+smem = "0"
+*/
+#ifndef KT_CLUSTER
+#define KT_CLUSTER 4
+#endif
+#ifndef KT_THREADS
+#define KT_THREADS 256
+#endif
+#ifndef KT_VEC
+#define KT_VEC 8
+#endif
+#ifndef KT_ITEMS
+#define KT_ITEMS 2
+#endif
+#include <cooperative_groups.h>
+
+namespace kt {
+
+template <int IT, typename T, typename W>
+__device__ __forceinline__ void fused_add_rms_norm_cluster_impl(T* __restrict__ x, T* __restrict__ residual,
+                                                                const W* __restrict__ w, float eps, int rows,
+                                                                int hidden) {
+  if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
+  const long long row = blockIdx.x / KT_CLUSTER;
+  int begin, len;
+  cluster_chunk<KT_CLUSTER, KT_VEC>(hidden, begin, len);
+  const long long off = row * hidden + begin;
+  const bool vec = vec_ok<T, KT_VEC>(len, x + off, residual + off) && vec_ok<W, KT_VEC>(len, w + begin);
+  float v[IT][KT_VEC];
+  row_load<0, KT_VEC, IT>(x + off, len, vec, v);
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float r[KT_VEC];
+    row_load_item<0, KT_VEC, IT>(residual + off, len, vec, i, r);
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const float z = round_t<T>(v[i][j] + r[j]);
+      v[i][j] = z;
+      ss += z * z;
+    }
+  }
+  const SliceWeights<IT, KT_VEC, W> ws(w + begin, len, vec);
+  row_store<0, KT_VEC, IT>(residual + off, len, vec, v);
+  ss = cluster_reduce<KT_CLUSTER, 0>(row_reduce<0, 1, 0>(ss, Sum(), 0.f), Sum());
+  const float inv = rsqrtf(ss / (float)hidden + eps);
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float wv[KT_VEC];
+    ws.item(i, wv);
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+  }
+  row_store<0, KT_VEC, IT>(x + off, len, vec, v);
+}
+
+template <typename T, typename W>
+__device__ __forceinline__ void fused_add_rms_norm_cluster(T* x, T* residual, const W* w, float eps, int rows,
+                                                           int hidden) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                    (fused_add_rms_norm_cluster_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
+}
+
+}  // namespace kt
