@@ -97,7 +97,9 @@ def analyze(summary: dict, profile: dict | None = None) -> Analysis:
         if profile.get("top_stalls"):
             lines.append("ncu: top stalls " + ", ".join(profile["top_stalls"][:3]))
     if not lines:
-        lines.append("no variant verified in this round")
+        missed = counts.get("not_recorded")
+        lines.append(f"nothing measured: the recording replayed has none of this template's {missed} configurations "
+                     "tried" if missed else "no variant verified in this round")
     return Analysis("\n".join(lines), data)
 
 

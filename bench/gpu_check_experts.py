@@ -1,7 +1,11 @@
 """Sanity check of the expert templates on a GPU: each bench kernel against its bound expert.
 
-    python bench/gpu_check_experts.py prep OUTDIR   # here (nvcc): compile originals + expert configs to cubins
-    python bench/gpu_check_experts.py run OUTDIR    # on the GPU machine (cupy + numpy): verify and time
+    python bench/gpu_check_experts.py prep OUTDIR [EXPERT ...]  # here (nvcc): originals + expert configs to cubins
+    python bench/gpu_check_experts.py run OUTDIR                # on the GPU machine (cupy + numpy): verify and time
+
+Without EXPERT names each bench kernel is checked against the expert that matched it first; with names, against
+every matching expert of those names (e.g. the cluster twins: rms_norm_cluster fused_add_rms_norm_cluster
+layer_norm_cluster softmax_cluster).
 
 Verification follows the engine's rules (fresh random inputs, poisoned outputs, every written buffer compared,
 every size set incl. the tails); timing is the median of CUDA-event-timed batches with L2 flushed before each.
@@ -21,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS_PER_KERNEL = 8
 
 
-def prep(out: Path) -> None:
+def prep(out: Path, only: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tests"))
     from agent_core import experts as X, spec as S
@@ -30,12 +34,17 @@ def prep(out: Path) -> None:
     from test_experts import EXPECTED, bench_case
     out.mkdir(parents=True, exist_ok=True)
     manifest = []
-    for name in sorted(EXPECTED):
-        cf, k, spec = bench_case(name)
-        m = X.match(cf, k.name, spec)[0]
+    cases = []
+    for bench_name in sorted(EXPECTED):
+        cf, k, spec = bench_case(bench_name)
+        ms = X.match(cf, k.name, spec)
+        for m in ([x for x in ms if x.expert.name in only] if only else ms[:1]):
+            cases.append((bench_name if not only else f"{bench_name}.{m.expert.name}", bench_name, cf, k, spec, m))
+    for name, bench_name, cf, k, spec, m in cases:
         t = X.bind(m, cf, spec)
         orig = out / f"{name}.orig.cubin"
-        subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(orig), str(ROOT / "bench" / f"{name}.cu")], check=True)
+        subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(orig), str(ROOT / "bench" / f"{bench_name}.cu")],
+                       check=True)
         sym = re.search(rb"_Z\d+" + k.name.encode() + rb"[A-Za-z0-9_]*", orig.read_bytes()).group(0).decode()
         (out / f"{name}.kt.cu").write_text(t.text)
         rng = random.Random(0)
@@ -210,4 +219,7 @@ def run(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    {"prep": prep, "run": run}[sys.argv[1]](Path(sys.argv[2]))
+    if sys.argv[1] == "prep":
+        prep(Path(sys.argv[2]), sys.argv[3:] or None)
+    else:
+        run(Path(sys.argv[2]))
