@@ -1125,7 +1125,12 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     extras = "".join((extra_specs[i - 1] + "\n" if extra_specs else "") + kernel_texts[i] + "\n\n"
                      for i in range(1, len(entries)))
     support = "\n\n".join(x for x in supports if x)
-    edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "") + extras))
+    edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "")))
+    # the other entries' kernels right above the kernel (and its spec comment): in the same namespace or
+    # extern "C" block, so a launch that names the kernel qualified names them the same way
+    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
+    at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
+    edits.append((at, at, extras))
     edits.append((k.span.start, k.span.end, kernel_texts[0]))
     spec_edits, sidecar = _spec_launch_edits(text, path, kernel, spec, new_vals[0])
     edits += spec_edits

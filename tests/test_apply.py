@@ -505,31 +505,36 @@ def test_verify_rewrite_launches_the_new_kernel_with_the_rewritten_spec(tmp_path
     from agent_core.tuner import verify_rewrite
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
     f, text, cf, k, spec, t, cfg, rw = _in_place(tmp_path, "silu_and_mul")
-
-    class Recorder:
-        name = "recorder"
-
-        def device(self):
-            return DeviceInfo("recorder", "sm_90", 132)
-
-        def start(self, problem):
-            self.problem = problem
-            return []
-
-        def evaluate(self, variant):
-            self.variant = variant
-            return Evaluation(params=variant.params, status=Status.OK)
-
-        def confirm(self, variant, rounds=5):
-            return None
-
     rec = Recorder()
     ev, confirmed = verify_rewrite(str(f), k, text, rw.text, rec)
     assert ev.ok and confirmed is None
     assert rec.problem.reference_launches == [spec_mod.launch(spec, s) for s in spec.sizes]
-    assert rec.variant.launches == [spec_mod.launch(t.launch, s, cfg) for s in spec.sizes]
+    assert rec.variants[0].launches == [spec_mod.launch(t.launch, s, cfg) for s in spec.sizes]
     # the rows times the chunks of a row, 1-D; the winner's 64 threads
-    assert rec.variant.launches[0].grid[0] > spec.sizes[0]["tokens"] and rec.variant.launches[0].block == (64, 1, 1)
+    v = rec.variants[0]
+    assert v.launches[0].grid[0] > spec.sizes[0]["tokens"] and v.launches[0].block == (64, 1, 1)
+
+
+class Recorder:
+    """A backend that runs nothing: it records the problem and the variants it is asked to verify, every one OK."""
+    name = "recorder"
+
+    def __init__(self):
+        self.variants = []
+
+    def device(self):
+        return DeviceInfo("recorder", "sm_90", 132)
+
+    def start(self, problem):
+        self.problem = problem
+        return []
+
+    def evaluate(self, variant):
+        self.variants.append(variant)
+        return Evaluation(params=variant.params, status=Status.OK)
+
+    def confirm(self, variant, rounds=5):
+        return None
 
 
 @pytest.fixture
@@ -851,25 +856,6 @@ def test_verify_kernels_checks_every_kernel_of_the_dispatch_at_its_own_launch(re
     f = work / "silu_and_mul.cu"
     text = f.read_text()
     rw, _ = rewrite_result(f, "silu_and_mul_kernel", text, _summary(work, text))
-
-    class Recorder:
-        name = "recorder"
-        variants = []
-
-        def device(self):
-            return DeviceInfo("recorder", "sm_90", 132)
-
-        def start(self, problem):
-            self.problem = problem
-            return []
-
-        def evaluate(self, variant):
-            self.variants.append(variant)
-            return Evaluation(params=variant.params, status=Status.OK)
-
-        def confirm(self, variant, rounds=5):
-            return None
-
     rec = Recorder()
     out = verify_kernels(str(f), "silu_and_mul_kernel", text, rw.text, rec, rw.kernels)
     assert len(out) == 3 and all(ev.ok for ev, _ in out)
@@ -929,5 +915,26 @@ def test_a_dispatch_across_two_templates_writes_both(tmp_path):
     assert f"  if (tokens <= 72) {{\n    {names[1]}<<<tokens * 8, " in rw.text
     assert "__cluster_dims__((8), 1, 1) " + names[1] + "(" in rw.text
     assert [s.grid for _, s in rw.kernels] == [["tokens"], ["tokens * 8"]]
+    f.write_text(rw.text)
+    _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_a_dispatch_of_a_kernel_in_a_namespace_keeps_its_kernels_there(reproduce):
+    """The other configurations' kernels go beside the kernel, inside its namespace: a launch from outside that
+    names the kernel qualified (`ops::k<<<...>>>`) names them the same way, and the file compiles."""
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    i = text.index("/* kerntune:")
+    j = text.index("void silu_and_mul(")
+    wrapped = (text[:i] + "namespace ops {\n" + text[i:j] + "}  // namespace ops\n\n"
+               + text[j:].replace("silu_and_mul_kernel<<<", "ops::silu_and_mul_kernel<<<"))
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", wrapped, s)
+    ns = rw.text[rw.text.index("namespace ops {"):rw.text.index("}  // namespace ops")]
+    for name, _ in rw.kernels:
+        assert f" {name}(" in ns, name
+    assert "    ops::silu_and_mul_kernel__threads128_vec2<<<" in rw.text
     f.write_text(rw.text)
     _nvcc_c(f)
