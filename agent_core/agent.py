@@ -178,12 +178,20 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "
                              f"{d.single_speedup:.2f}x in the search); confirming them against the original"))
     todo = d.entries + [d.winner]
-    figures = dict(zip([e.key for e in todo], confirm_configs(
-        prep, backend, [(templates[e.template_hash], e.params) for e in todo], cancel=cancel)))
+    sid = result.rounds[-1].summary.get("session_id")
+    try:
+        figures = dict(zip([e.key for e in todo], confirm_configs(
+            prep, backend, [(templates[e.template_hash], e.params) for e in todo], cancel=cancel)))
+    except KerntuneError as e:  # the rounds stand; only the dispatch is not offered
+        why = "cancelled" if cancel.is_set() else e.message
+        emit(TuneEvent("status", f"per-shape dispatch: not confirmed ({why}); one configuration"))
+        if sid is not None:
+            store.put_step(sid, "plan", f"per-shape dispatch not kept: its confirmation failed ({why})",
+                           {"action": "dispatch", "search": d.to_dict()})
+        return None
     confirmed = dsp.confirm(d, lambda e: figures[e.key])
     if confirmed is not None:
         confirmed.backend = getattr(backend, "name", "")
-    sid = result.rounds[-1].summary.get("session_id")
     if confirmed is None:
         why = "; ".join(d.dropped) if d.dropped else "no size set kept its gain"
         emit(TuneEvent("status", f"per-shape dispatch: the confirmation did not hold the gains ({why}); "

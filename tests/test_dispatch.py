@@ -237,3 +237,28 @@ def test_a_structural_winner_gets_no_dispatch(tmp_path, monkeypatch):
     res, _, events = _optimize(tmp_path, "row_sum.cu", "row_sum", use_experts=False)
     assert res.best is not None and res.best.template.origin == "structural"
     assert res.dispatch is None and any("written back whole" in m for m in events)
+
+
+def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):
+    """A worker that dies while the dispatch is confirmed: the loop's result and its rounds stand, one
+    configuration, and the store says why."""
+    from agent_core.agent import AgentOptions, optimize
+    from agent_core.gpu_backend import WorkerCrashed
+    from agent_core.replay import ReplayBackend
+    from agent_core.store import Store
+
+    class Crashy(ReplayBackend):
+        def confirm(self, variant, rounds=5):
+            if variant.params.get("VEC") == 2:
+                raise WorkerCrashed("the worker died (signal 11) while timing")
+            return super().confirm(variant, rounds)
+
+    st = Store(work / "s.sqlite")
+    events = []
+    res = optimize(str(work / "rms_norm.cu"), "rms_norm_kernel", Crashy(Store(work / "rec.sqlite")), st,
+                   AgentOptions(budget_per_round=30, max_rounds=3), on_event=lambda e: events.append(e.message))
+    assert res.best is not None and res.best.summary["speedup"] == pytest.approx(1.69, abs=0.01)
+    assert res.dispatch is None
+    assert any("per-shape dispatch: not confirmed (the worker died" in m for m in events)
+    steps = [x for r in res.rounds for x in st.steps(r.summary["session_id"])]
+    assert any(x["kind"] == "plan" and "its confirmation failed" in x["text"] for x in steps)
