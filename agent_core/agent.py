@@ -10,6 +10,7 @@ that another verified configuration serves clearly faster than the winner that c
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
@@ -65,6 +66,17 @@ def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate
     return out
 
 
+def _unsupported(t: KernelTemplate, backend: Backend) -> str | None:
+    """Why the device cannot run template ``t`` (thread-block clusters need sm_90 or newer), or None."""
+    if "__cluster_dims__" not in t.text:
+        return None
+    arch = backend.device().arch
+    m = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
+    if m and int(m.group(1)) >= 90:
+        return None
+    return f"it launches thread-block clusters (__cluster_dims__), which need sm_90 or newer; the device is {arch}"
+
+
 def optimize(path: str, kernel: str, backend: Backend, store: Store, options: AgentOptions | None = None,
              planner: Planner | None = None, templaters: list[Templater] | None = None,
              on_event: Callable[[TuneEvent], None] | None = None, cancel: threading.Event | None = None,
@@ -83,12 +95,18 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     result = AgentResult()
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
+    skipped: list[KernelTemplate] = []  # templates the device cannot run
     for i in range(opt.max_rounds + 1):
         for t in templaters:
             try:
                 for c in t(prep, result.rounds):
-                    if all(c.template_hash != x.template_hash for x in candidates):
-                        candidates.append(c)
+                    if all(c.template_hash != x.template_hash for x in candidates + skipped):
+                        why = _unsupported(c, backend)
+                        if why:
+                            skipped.append(c)
+                            emit(TuneEvent("status", f"the {c.origin} template is not searched: {why}"))
+                        else:
+                            candidates.append(c)
             except KerntuneError as e:
                 emit(TuneEvent("status", f"templater skipped: {e}"))
         tried = {r.template.template_hash for r in result.rounds}
@@ -177,7 +195,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
         return None
     emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "
                              f"{d.single_speedup:.2f}x in the search); confirming them against the original"))
-    todo = d.entries + [d.winner]
+    todo = list({e.key: e for e in d.entries + [d.winner]}.values())  # the winner is often entry 0: time it once
     sid = result.rounds[-1].summary.get("session_id")
     try:
         figures = dict(zip([e.key for e in todo], confirm_configs(

@@ -316,8 +316,22 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Di
     cands = {e.key: Candidate(e.template_hash, e.origin, dict(e.params), figures[e.key][1], figures[e.key][0])
              for e in d.entries + [d.winner]}
     rules = _rules(labels, d.sizes, d.winner.key, lambda k: sum(cands[k].ratio))
-    if rules is None:  # cannot happen (fewer labels stay separable), but never guess
-        return None
+    while rules is None:
+        # Some size sets cannot be told apart by their sizes any more (the default moved): the size sets of the
+        # configuration that gains least against the winner go back to it, until the rest can be told apart.
+        others = {lab for lab in labels if lab != d.winner.key}
+        if not others:
+            return None
+        gain = {lab: sum(wv[i] / figures[lab][1][i] - 1 for i, x in enumerate(labels) if x == lab) for lab in others}
+        worst = min(others, key=lambda lab: (gain[lab], lab))
+        for i, lab in enumerate(labels):
+            if lab == worst:
+                dropped.append(f"{_label(d.sizes[i])}: {_fmt(cands[lab].params)} cannot be told apart from the "
+                               "winner's size sets by its sizes")
+                labels[i] = d.winner.key
+        if all(lab == d.winner.key for lab in labels):
+            return None
+        rules = _rules(labels, d.sizes, d.winner.key, lambda k: sum(cands[k].ratio))
     out = _build(rules, labels, cands, cands[d.winner.key], d.sizes)
     out.confirmed = True
     out.dropped = dropped

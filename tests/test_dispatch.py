@@ -127,6 +127,23 @@ def test_confirmation_keeps_the_gains_that_hold_and_gives_back_the_rest():
     assert dsp.confirm(d, lambda e: (_timings(ORIG), _timings(measured["w"]))) is None
 
 
+def test_confirmation_gives_back_what_the_sizes_can_no_longer_tell_apart():
+    # two size sets alike in every integer size (they differ in dtype only): one rule must serve both
+    sizes = [{"n": 1, "dt": "f16"}, {"n": 1, "dt": "f32"}, {"n": 2, "dt": "f16"}, {"n": 3, "dt": "f16"}]
+    orig = [10.0, 10.0, 10.0, 10.0]
+
+    def c(name, us):
+        return Candidate("T", "expert:x", {"P": name}, us, list(orig))
+    w, a, b = c("w", [5, 5, 5, 5]), c("a", [3, 3, 6, 6]), c("b", [6, 6, 3, 6])
+    d = dsp.choose([w, a, b], ("T", w.params), sizes)
+    assert d is not None and [d.entries[i].params["P"] for i in d.serve] == ["a", "a", "b", "w"]
+    measured = {"w": [5, 5, 5, 5], "a": [3, 5.2, 6, 6], "b": [6, 6, 3, 6]}  # a holds on f16 only
+    got = dsp.confirm(d, lambda e: (_timings(orig), _timings(measured[e.params["P"]])))
+    assert got is not None and got.confirmed
+    assert [got.entries[i].params["P"] for i in got.serve] == ["w", "w", "b", "w"]
+    assert any("cannot be told apart" in x for x in got.dropped)
+
+
 def test_kernel_names_say_what_differs_and_stay_unique():
     w = Candidate("T", "expert:rms_norm", {"THREADS": 1024, "VEC": 8}, [1.0] * 4, [2.0] * 4)
     c = Candidate("T", "expert:rms_norm", {"THREADS": 1024, "VEC": 2}, [0.5, 2.0, 2.0, 2.0], [2.0] * 4)
@@ -262,3 +279,29 @@ def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):
     assert any("per-shape dispatch: not confirmed (the worker died" in m for m in events)
     steps = [x for r in res.rounds for x in st.steps(r.summary["session_id"])]
     assert any(x["kind"] == "plan" and "its confirmation failed" in x["text"] for x in steps)
+
+
+def test_cluster_templates_are_not_searched_on_a_device_older_than_sm90(work):
+    """The cluster twins launch thread-block clusters: on an sm_80 device they are not offered at all."""
+    from dataclasses import replace as dc_replace
+
+    from agent_core.agent import AgentOptions, optimize
+    from agent_core.replay import ReplayBackend
+    from agent_core.store import Store
+
+    class Ampere(ReplayBackend):
+        def device(self):
+            return dc_replace(super().device(), arch="sm_80")
+
+    events = []
+    res = optimize(str(work / "rms_norm.cu"), "rms_norm_kernel", Ampere(Store(work / "rec.sqlite")),
+                   Store(work / "s.sqlite"), AgentOptions(budget_per_round=30, max_rounds=3),
+                   on_event=lambda e: events.append(e.message))
+    assert any("expert:rms_norm_cluster template is not searched" in m and "sm_80" in m for m in events)
+    assert all("cluster" not in r.template.origin for r in res.rounds)
+    # on the H100 recording's own device it is a candidate (the planner may or may not reach it)
+    events.clear()
+    optimize(str(work / "rms_norm.cu"), "rms_norm_kernel", ReplayBackend(Store(work / "rec.sqlite")),
+             Store(work / "s2.sqlite"), AgentOptions(budget_per_round=30, max_rounds=3),
+             on_event=lambda e: events.append(e.message))
+    assert not any("is not searched" in m for m in events)

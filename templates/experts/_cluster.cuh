@@ -39,10 +39,11 @@ __device__ __forceinline__ float cluster_reduce(float v, Op op) {
 
 // A weight's slice (one W per element of the block's slice), read in the order of row_load: held in registers
 // where there are few items (loaded before the reductions, so their latency passes under them), else read item
-// by item where it is used (no spills at 1024 threads, where a thread has 64 registers).
-template <int IT, int VEC, typename W>
+// by item where it is used (no spills at 1024 threads, where a thread has 64 registers). HOLD: the most IT * VEC
+// held; a kernel that holds two weights (layer_norm: gamma and beta) passes half.
+template <int IT, int VEC, typename W, int HOLD = 16>
 struct SliceWeights {
-  static constexpr bool kHold = IT * VEC <= 16;
+  static constexpr bool kHold = IT * VEC <= HOLD;
   float v[kHold ? IT : 1][VEC];
   const W* p;
   int n;

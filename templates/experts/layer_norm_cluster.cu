@@ -67,7 +67,7 @@ __device__ __forceinline__ void layer_norm_cluster_impl(T* __restrict__ out, con
   const bool vec = vec_ok<T, KT_VEC>(len, x + off, out + off) && vec_ok<W, KT_VEC>(len, gamma + begin, beta + begin);
   float v[IT][KT_VEC];
   row_load<0, KT_VEC, IT>(x + off, len, vec, v);
-  const SliceWeights<IT, KT_VEC, W> gs(gamma + begin, len, vec), bs(beta + begin, len, vec);
+  const SliceWeights<IT, KT_VEC, W, 8> gs(gamma + begin, len, vec), bs(beta + begin, len, vec);
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
