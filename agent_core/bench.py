@@ -530,12 +530,15 @@ def new_document(kernels: list[BenchKernel], backend_name: str, options: BenchOp
 def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, options: BenchOptions | None = None,
               command: str = "kerntune bench", backend_name: str | None = None,
               on_event: Callable | None = None, on_kernel: Callable[[dict], None] | None = None,
-              cancel: threading.Event | None = None, plot: bool = True, resume: bool = False) -> dict:
+              cancel: threading.Event | None = None, plot: bool = True, resume: bool = False,
+              suite: list[BenchKernel] | None = None) -> dict:
     """Tune each kernel with agent.optimize through ``backend`` into ``store``; write the results to
     ``out_dir`` after every kernel. ``cancel`` stops between evaluations: the current kernel is reported as
     interrupted and the rest as not run. ``resume``: kernels that finished in the results file already in
     ``out_dir`` (an earlier, cut-off run with the same options) keep their records and are not run again.
-    Returns the results document."""
+    ``suite``: every kernel of the suite the targets are judged over (``kernels`` is a part of it under --only);
+    those neither run now nor kept from the earlier run are reported as not run, so a part is never judged as
+    the whole. Returns the results document."""
     options = options or BenchOptions()
     cancel = cancel or threading.Event()
     name = backend_name or getattr(backend, "name", "?")
@@ -554,11 +557,16 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
             doc["copy_bw_gbps"] = doc["copy_bw_gbps"] or done[bk.name].get("copy_bw_gbps")
     if done:
         doc["resumed"] = sorted(done)
-        doc["planned"] = len(names | set(done))
+    left = [bk for bk in (suite or []) if bk.name not in names and bk.name not in done]
+    doc["planned"] = len(names | set(done) | {bk.name for bk in left})
+    doc["planned_kernels"] += [{"name": bk.name, "file": bk.path} for bk in left]
     write_results(doc, out_dir)
     try:
         _run_kernels(doc, [k for k in kernels if k.name not in done], backend, store, out_dir, options, on_event,
                      on_kernel, cancel)
+        for bk in left:  # the suite's kernels this run (--only) does not name and no earlier run finished
+            doc["kernels"].append(error_record(bk, "not run: not named by --only and not finished by an earlier "
+                                               "run in this folder", 0.0, "not_run"))
     except BaseException:  # a hard stop (second Ctrl-C, a crash): keep what was measured, say it stopped
         doc["status"] = "interrupted"
         write_results(doc, out_dir)
@@ -722,6 +730,7 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
     from .tuner import open_backend
 
     todo = discover(list(kernels) or None, list(only) or None)
+    suite = discover(list(kernels) or None) if only else todo  # the targets are judged over the whole suite
     be = open_backend(backend)  # NoGpuError without a GPU (unless replay)
     out = Path(out_dir)
     store = Store(store_path or out / "results.sqlite")
@@ -757,7 +766,7 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
                                       no_experts, no_dispatch),
                         backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
-                        on_kernel=on_kernel, cancel=cancel, resume=resume)
+                        on_kernel=on_kernel, cancel=cancel, resume=resume, suite=suite)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -403,3 +403,19 @@ def test_command_refuses_without_a_gpu(tmp_path):
 def test_command_rejects_an_unknown_kernel(tmp_path):
     r = CliRunner().invoke(bench.bench_command, ["--only", "nope", "--backend", "gpu", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "--only nope" in r.output
+
+
+def test_a_part_of_the_suite_is_never_judged_as_the_whole(recording, tmp_path):
+    """--only runs a part of the suite: the kernels it leaves out (and no earlier run finished) are reported as
+    not run, and the targets say the run is incomplete however well the part did."""
+    part = replay_run(recording, tmp_path, names=RECORDED[:1], suite=discover(RECORDED))
+    assert part["planned"] == len(RECORDED)
+    left = [k for k in part["kernels"] if k["status"] == "not_run"]
+    assert len(left) == len(RECORDED) - 1 and "--only" in left[0]["error"]
+    assert part["targets"]["complete"] is False
+    assert "Incomplete run" in (tmp_path / "bench_results.md").read_text()
+    # the rest, resumed in the same folder: the whole suite, complete
+    whole = replay_run(recording, tmp_path, names=RECORDED[1:], suite=discover(RECORDED), resume=True)
+    assert whole["resumed"] == [part["kernels"][0]["name"]]
+    assert {k["status"] for k in whole["kernels"]} <= {"ok", "no_variant"}
+    assert whole["targets"]["complete"] is True and whole["planned"] == len(RECORDED)
