@@ -291,8 +291,14 @@ def _f(x, fmt: str, dash: str = "-") -> str:
     return dash if x is None else format(x, fmt)
 
 
-def _mark(ok: bool) -> str:
-    return "met" if ok else "NOT met"
+def _x(x) -> str:
+    """A speedup: ``1.57x``, or ``-`` where there is none."""
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _mark(ok: bool, complete: bool = True) -> str:
+    """A target's verdict; on an incomplete run a target can only be met so far (the suite decides)."""
+    return ("met" if complete else "met so far") if ok else "NOT met"
 
 
 def render_markdown(doc: dict) -> str:
@@ -322,9 +328,9 @@ def render_markdown(doc: dict) -> str:
         for s in k["shapes"]:
             entry = s.get("entry")
             L.append(f"| {k['name']} | {s['label']} | {_f(s['bytes'] and s['bytes'] / 1e6, '.1f')} | "
-                     f"{_f(s['original_us'], '.1f')} | {_f(s['tuned_us'], '.1f')} | {_f(s['speedup'], '.2f')}x | "
+                     f"{_f(s['original_us'], '.1f')} | {_f(s['tuned_us'], '.1f')} | {_x(s['speedup'])} | "
                      f"{_f(s['gbps'], '.0f')} | {_f(s['pct_copy'], '.0f')}% | {_f(s['original_pct_copy'], '.0f')}% | "
-                     f"{_f(s.get('single_speedup'), '.2f')}x | {'-' if entry is None else f'#{entry + 1}'} |")
+                     f"{_x(s.get('single_speedup'))} | {'-' if entry is None else f'#{entry + 1}'} |")
         if not k["shapes"]:
             L.append(f"| {k['name']} | - | | | | | | | {k['status']} | | |")
     L += ["", "## Per kernel", "",
@@ -336,8 +342,8 @@ def render_markdown(doc: dict) -> str:
         params = ", ".join(f"{a}={b}" for a, b in (k.get("params") or {}).items()) or "-"
         st = k["status"] + ("" if k.get("confirmed") or k["status"] != "ok" else " (search figures)")
         n = len((k.get("dispatch") or {}).get("entries") or [])
-        L.append(f"| {k['name']} | {st} | {_f(k['speedup'], '.2f')}x"
-                 + (f" (dispatch of {n})" if n else "") + f" | {_f(k.get('single_speedup'), '.2f')}x | "
+        L.append(f"| {k['name']} | {st} | {_x(k['speedup'])}"
+                 + (f" (dispatch of {n})" if n else "") + f" | {_x(k.get('single_speedup'))} | "
                  f"{k.get('origin') or '-'} | {params} | {c['ok']} / {c['failed']} / {c['pruned']} | "
                  f"{len(k['rounds'])} | {_f(k['wall_s'], '.1f')} | {_f(k['time_to_5pct_s'], '.1f')} |")
     errs = [k for k in doc["kernels"] if k.get("error")]
@@ -362,10 +368,10 @@ def render_markdown(doc: dict) -> str:
     s, t = doc["suite"], doc["targets"]
     L += ["", "## Suite", "",
           f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "
-          f"**{_f(s['geomean_over_kernels'], '.2f')}x** ({s['n_kernels']} kernels)",
+          f"**{_x(s['geomean_over_kernels'])}** ({s['n_kernels']} kernels)",
           f"- the same with one configuration per kernel (no per-shape dispatch): "
-          f"{_f(s.get('geomean_one_configuration'), '.2f')}x",
-          f"- geometric-mean speedup over all (kernel, shape) pairs: **{_f(s['geomean_over_shapes'], '.2f')}x** "
+          f"{_x(s.get('geomean_one_configuration'))}",
+          f"- geometric-mean speedup over all (kernel, shape) pairs: **{_x(s['geomean_over_shapes'])}** "
           f"({s['n_shapes']} pairs)",
           "- a kernel with no verified variant counts as 1.00x (its original stays); "
           + (f"left out (did not finish): {', '.join(s['kernels_left_out'])}" if s["kernels_left_out"]
@@ -374,17 +380,18 @@ def render_markdown(doc: dict) -> str:
     if not t["complete"]:
         L += ["_Incomplete run: the targets below are judged on the kernels reported so far._", ""]
     g = t["geomean"]
-    L.append(f"- geometric-mean speedup over kernels ≥ {g['target']:.1f}x: {_f(g['value'], '.2f')}x — "
-             f"**{_mark(g['met'])}**")
+    L.append(f"- geometric-mean speedup over kernels ≥ {g['target']:.1f}x: {_x(g['value'])} — "
+             f"**{_mark(g['met'], t['complete'])}**")
     b = t["bandwidth"]
     L.append(f"- every memory-bound shape moving ≥ {b['min_bytes'] / 1e6:.0f} MB at ≥ {b['target_pct']:.0f}% of "
              f"copy bandwidth: {len(b['checked']) - len(b['failing'])} of {len(b['checked'])} shapes — "
-             f"**{_mark(b['met'])}**")
+             f"**{_mark(b['met'], t['complete'])}**")
     for it in b["failing"]:
         L.append(f"  - {it['kernel']} {it['shape']}: {_f(it['pct_copy'], '.0f')}% ({it['bytes'] / 1e6:.0f} MB)")
     tt = t["time_to_5pct"]
     L.append(f"- each kernel within {tt['within'] * 100:.0f}% of its final best in < {tt['target_s']:.0f} s: "
-             f"{len(tt['checked']) - len(tt['failing'])} of {len(tt['checked'])} kernels — **{_mark(tt['met'])}**")
+             f"{len(tt['checked']) - len(tt['failing'])} of {len(tt['checked'])} kernels — "
+             f"**{_mark(tt['met'], t['complete'])}**")
     for it in tt["failing"]:
         L.append(f"  - {it['kernel']}: {_f(it['time_to_5pct_s'], '.1f', 'never (no verified variant)')} s")
     L += ["", "## Definitions", "",
@@ -773,12 +780,13 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
         be.close()
         store.close()
     s, t = doc["suite"], doc["targets"]
-    click.echo(f"geomean speedup: {_f(s['geomean_over_kernels'], '.2f')}x over {s['n_kernels']} kernels, "
-               f"{_f(s['geomean_over_shapes'], '.2f')}x over {s['n_shapes']} (kernel, shape) pairs; "
-               f"{_f(s.get('geomean_one_configuration'), '.2f')}x with one configuration per kernel")
-    click.echo(f"targets: geomean {_mark(t['geomean']['met'])}, bandwidth {_mark(t['bandwidth']['met'])}"
+    click.echo(f"geomean speedup: {_x(s['geomean_over_kernels'])} over {s['n_kernels']} kernels, "
+               f"{_x(s['geomean_over_shapes'])} over {s['n_shapes']} (kernel, shape) pairs; "
+               f"{_x(s.get('geomean_one_configuration'))} with one configuration per kernel")
+    done = t["complete"]
+    click.echo(f"targets: geomean {_mark(t['geomean']['met'], done)}, bandwidth {_mark(t['bandwidth']['met'], done)}"
                f" ({len(t['bandwidth']['failing'])} shapes below {BW_TARGET_PCT:.0f}%), time to 5% "
-               f"{_mark(t['time_to_5pct']['met'])}" + ("" if t["complete"] else "  (incomplete run)"))
+               f"{_mark(t['time_to_5pct']['met'], done)}" + ("" if done else "  (incomplete run)"))
     click.echo(f"results: {out / RESULTS_JSON}, {out / RESULTS_MD}"
                + (f", {doc['plot']}" if doc.get("plot") else ""))
     if doc.get("plot_note"):

@@ -305,3 +305,33 @@ def test_cluster_templates_are_not_searched_on_a_device_older_than_sm90(work):
              Store(work / "s2.sqlite"), AgentOptions(budget_per_round=30, max_rounds=3),
              on_event=lambda e: events.append(e.message))
     assert not any("is not searched" in m for m in events)
+
+
+DISPATCH_STORE = ROOT / "tests" / "data" / "stores" / "bench_2026-11-23_dispatch.sqlite"
+
+
+def test_the_h100_run_with_cluster_twins_replays_its_rounds_and_dispatch(tmp_path, monkeypatch):
+    """The second H100 recording (bench run of 2026-11-23 with the per-shape dispatch and the cluster twins): the
+    loop reaches the cluster twin for the 64-token size set, which was measured (verified on every size set) but
+    serves none — one block per row of 1024 threads was faster there on the H100 — and the confirmed dispatch of
+    the run comes back: 2.29x on the GPU against 2.14x for one configuration."""
+    from agent_core.agent import AgentOptions, optimize
+    from agent_core.replay import ReplayBackend
+    from agent_core.store import Store
+    shutil.copy(DISPATCH_STORE, tmp_path / "rec.sqlite")
+    shutil.copy(ROOT / "bench" / "fused_add_rms_norm.cu", tmp_path / "fused_add_rms_norm.cu")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    events = []
+    res = optimize(str(tmp_path / "fused_add_rms_norm.cu"), "fused_add_rms_norm_kernel",
+                   ReplayBackend(Store(tmp_path / "rec.sqlite")), Store(tmp_path / "s.sqlite"),
+                   AgentOptions(budget_per_round=30, max_rounds=3), on_event=lambda e: events.append(e.message))
+    assert [r.template.origin for r in res.rounds] == ["expert:fused_add_rms_norm",
+                                                      "expert:fused_add_rms_norm_cluster"]
+    twin = res.rounds[1].summary
+    assert twin["counts"]["ok"] > 0 and twin["counts"]["failed"] == 0
+    assert not any("nothing measured" in m for m in events)
+    d = res.dispatch
+    assert d is not None and d.confirmed and len(d.entries) == 2
+    assert {e.origin for e in d.entries} == {"expert:fused_add_rms_norm"}
+    assert d.speedup == pytest.approx(2.29, abs=0.02) and d.single_speedup == pytest.approx(2.14, abs=0.01)
