@@ -159,6 +159,14 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             break
     if opt.dispatch and result.best is not None and not cancel.is_set():
         result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel)
+    if result.best is not None and result.dispatch is None and not cancel.is_set():
+        # this run's answer is one configuration: an older run's dispatch for the same winner no longer applies
+        sid = result.rounds[-1].summary.get("session_id")
+        if sid is not None:
+            b = result.best.summary
+            store.put_step(sid, "single", "one configuration for every size set" + (
+                "" if opt.dispatch else " (per-shape dispatch turned off)"),
+                {"winner": {"template_hash": b.get("template_hash"), "params": b.get("best_params")}})
     return result
 
 

@@ -506,16 +506,18 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
 
 def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dict | None:
     """The newest per-shape dispatch (agent_core.dispatch, a ``dispatch`` step) recorded for these sessions whose
-    winner is the summary's best configuration (an older one, chosen against another winner, no longer holds)."""
+    winner is the summary's best configuration (an older one, chosen against another winner, no longer holds);
+    None when a newer optimize run ended with one configuration for that winner (a ``single`` step: the
+    dispatch turned off, or no longer gaining)."""
     from .model import params_key
     want = (summary.get("template_hash"), params_key(summary.get("best_params") or {}))
     for r in sorted(sessions, key=lambda r: -r["id"]):
         for st in reversed(store.steps(r["id"])):
-            if st["kind"] != "dispatch" or not isinstance(st.get("data"), dict):
+            if st["kind"] not in ("dispatch", "single") or not isinstance(st.get("data"), dict):
                 continue
             w = st["data"].get("winner") or {}
             if (w.get("template_hash"), params_key(w.get("params") or {})) == want:
-                return st["data"]
+                return st["data"] if st["kind"] == "dispatch" else None
     return None
 
 

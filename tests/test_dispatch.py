@@ -239,6 +239,29 @@ def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
     assert result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")["dispatch"] is None
 
 
+def test_a_later_run_with_one_configuration_retires_the_older_dispatch(work):
+    """optimize, then optimize --no-dispatch with the same winner: the result (what apply writes) carries no
+    dispatch any more; a third run with the dispatch brings it back."""
+    from agent_core.agent import AgentOptions, optimize
+    from agent_core.tuner import open_backend
+    from agent_core.store import Store
+    from agent_core.tuner import result_summary
+    st = Store(work / "s.sqlite")
+    path = str(work / "rms_norm.cu")
+
+    def run(**opts):
+        return optimize(path, "rms_norm_kernel", open_backend(f"replay:{work / 'rec.sqlite'}"), st,
+                        AgentOptions(budget_per_round=30, max_rounds=3, **opts))
+    first = run()
+    assert first.dispatch is not None
+    assert result_summary(st, path, "rms_norm_kernel")["dispatch"] == first.dispatch.to_dict()
+    second = run(dispatch=False)
+    assert second.best.summary["best_params"] == first.best.summary["best_params"]
+    assert result_summary(st, path, "rms_norm_kernel")["dispatch"] is None
+    third = run()
+    assert result_summary(st, path, "rms_norm_kernel")["dispatch"] == third.dispatch.to_dict()
+
+
 def test_no_dispatch_when_turned_off_or_when_nothing_gains(work):
     res, _, _ = _optimize(work, "rms_norm.cu", "rms_norm_kernel", dispatch=False)
     assert res.dispatch is None and res.best is not None
