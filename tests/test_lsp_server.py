@@ -12,6 +12,7 @@ import json
 import contextlib
 import math
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -764,6 +765,29 @@ async def test_apply_best_writes_one_configuration_where_the_dispatch_cannot_be_
         s = result_summary(store, str(src), "silu_and_mul_kernel", text)
         assert s["dispatch"] is not None and not s["stale"]
         assert new == rewrite_result(src, "silu_and_mul_kernel", text, s, store, single=True)[0].text
+
+
+async def test_the_hover_names_the_dispatch_kernels_as_apply_best_writes_them(tmp_path: Path):
+    """A name the per-shape dispatch would give one of its kernels is taken in the file already: the hover shows
+    the name the rewrite writes instead, the same as Apply best."""
+    from agent_core.cuda_parse import parse_cuda
+    taken = "silu_and_mul_kernel__threads128_vec2"
+    text = BENCH_SILU.read_text(encoding="utf-8").replace(
+        "void silu_and_mul(", f"__device__ float {taken}(float v) {{ return v; }}\n\nvoid silu_and_mul(", 1)
+    src, env = silu_and_mul_replay(tmp_path, text)
+    async with lsp_server(env) as client:
+        uri = await optimize_silu_and_mul(client, src)
+        lines = text.split("\n")
+        row = next(i for i, ln in enumerate(lines) if "__global__ void silu_and_mul_kernel(" in ln)
+        md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("silu_and_mul_kernel")))
+        assert f"- `{taken}_2`: tokens <= 35 and d > 14077" in md, md
+        assert f"`{taken}`" not in md
+        shown = re.findall(r"^- `(\w+)`:", md, re.M)
+        applied = await execute(client, "kerntune.applyBest", uri, "silu_and_mul_kernel")
+        assert applied["applied"] is True and applied["warnings"] == [], applied
+        new = apply_text_edits(text, client.applied_edits[-1])
+    assert len(shown) == 3 and sorted(k.name for k in parse_cuda(new).kernels) == sorted(shown)
+    assert f"    {taken}_2<<<" in new and f"__device__ float {taken}(float v)" in new
 
 
 @pytest.mark.nvcc  # the model's template is compiled before it is used
