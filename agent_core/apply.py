@@ -1029,6 +1029,14 @@ def _condition_c(when: list, host: dict[str, str]) -> str:
     return " && ".join(parts) or "1"
 
 
+def dispatch_kernel_names(text: str, cf: CudaFile, kernel: str, dispatch) -> list[str]:
+    """The kernel name of each entry of ``dispatch`` as ``rewrite_dispatch`` writes them into ``text``
+    (``dispatch.kernel_names``, unique against every kernel and identifier already in the file)."""
+    from . import dispatch as dsp
+    taken = {x.name for x in cf.kernels} | set(re.findall(r"\b[A-Za-z_]\w*\b", text))
+    return dsp.kernel_names(dispatch, kernel, taken - {kernel})
+
+
 def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tuple[KernelTemplate, dict[str, int]]],
                      dispatch, spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
     """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.dispatch.Dispatch) whose entries
@@ -1051,8 +1059,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin} template (it is written back as "
                                 "the whole file): apply one configuration instead", path, k.span.line)
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, entries[0][0])
-    taken = {x.name for x in cf.kernels} | set(re.findall(r"\b[A-Za-z_]\w*\b", text))
-    names = dsp.kernel_names(dispatch, kernel, taken - {kernel})
+    names = dispatch_kernel_names(text, cf, kernel, dispatch)
     raw = text.encode("utf-8")
     before = raw[:start].decode("utf-8", "replace")
     supports, kernel_texts, launches = [], [], []

@@ -252,7 +252,7 @@ def create_server() -> KerntuneServer:
         version, text = doc.version, doc.text
         loop = asyncio.get_running_loop()
         try:
-            new = await loop.run_in_executor(None, best_text, doc.path, text, kernel, summary)
+            new, warnings = await loop.run_in_executor(None, best_text, doc.path, text, kernel, summary)
         except KerntuneError as e:
             ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error,
                                                          message=f"kerntune: cannot apply: {e.message}"))
@@ -261,8 +261,11 @@ def create_server() -> KerntuneServer:
             return {"applied": False, "message": "the document changed while the rewrite was checked; try again"}
         res = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
             edit=workspace_edit(doc, new, ls.encoding), label=f"kerntune: apply best configuration of {kernel}"))
+        if res.applied:
+            for w in warnings:
+                ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"kerntune: {w}"))
         return {"applied": bool(res.applied), "params": summary.get("best_params") if summary else None,
-                "message": res.failure_reason}
+                "message": res.failure_reason, "warnings": warnings}
 
     @ls.command(commands.CREATE_SPEC)
     async def create_spec(ls: KerntuneServer, uri: str, kernel: str):

@@ -36,16 +36,30 @@ def spec_text(doc: Doc, kernel: str) -> str:
     return spec_mod.insert_spec(doc.text, doc.cf, kernel)
 
 
-def best_text(path: str, text: str, kernel: str, summary: dict | None, check_compile: bool = True) -> str:
+def best_text(path: str, text: str, kernel: str, summary: dict | None,
+              check_compile: bool = True) -> tuple[str, list[str]]:
     """The file rewritten to the stored best configuration, or to its per-shape dispatch where the result has
-    one (runs off the event loop: it may call nvcc). A template that is not a whole file (an expert's) is written
-    in place: kernel(s), spec launch, launch sites."""
+    one (runs off the event loop: it may call nvcc), and the warnings to show. A template that is not a whole
+    file (an expert's) is written in place: kernel(s), spec launch, launch sites. Where the dispatch cannot be
+    written (a launch the rewrite refuses), the single best configuration is (`kerntune apply --single`), and
+    a warning says why."""
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
     if summary.get("stale"):
         raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
                             path)
-    rw, _ = rewrite_result(path, kernel, text, summary)
+    warnings = []
+    try:
+        rw, _ = rewrite_result(path, kernel, text, summary)
+    except KerntuneError as e:
+        if not summary.get("dispatch"):
+            raise
+        rw, _ = rewrite_result(path, kernel, text, summary, single=True)
+        where = f"line {e.line + 1}: " if e.line is not None else ""
+        warnings.append(f"the per-shape dispatch of '{kernel}' cannot be written, so its single best configuration "
+                        f"({_params(summary['best_params'])}) was applied instead. The dispatch's rewrite said: "
+                        f"{where}{e.message}")
+    warnings += rw.warnings
     if rw.sidecar is not None:
         raise KerntuneError(f"the spec of '{kernel}' is in {Path(rw.sidecar[0]).name}, whose launch must change "
                             f"with the kernel and which this edit cannot include: apply from a terminal with "
@@ -56,4 +70,8 @@ def best_text(path: str, text: str, kernel: str, summary: dict | None, check_com
     if check_compile and shutil.which("nvcc"):
         check_compiles(new, path, (summary.get("best_resources") or {}).get("arch") or summary.get("arch") or "sm_90",
                        host=rw.in_place)
-    return new
+    return new, warnings
+
+
+def _params(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())

@@ -61,7 +61,7 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     lines.append(f"Speedup **{sp:.2f}x** (geometric mean) with {_p(s.get('best_params'))}; original "
                  f"{_p(s.get('original_params'))}" if sp else "No variant verified faster than the original.")
     if s.get("dispatch"):
-        lines.append(dispatch_markdown(s["dispatch"], k.name))
+        lines.append(dispatch_markdown(s["dispatch"], k.name, doc))
     c = s.get("counts") or {}
     lines.append(f"Evaluations: {c.get('ok', 0)} ok · {c.get('failed', 0)} failed · {c.get('pruned', 0)} pruned"
                  + (f" · {c['reused']} reused from the store" if c.get("reused") else ""))
@@ -84,15 +84,17 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     return "\n\n".join(lines)
 
 
-def dispatch_markdown(data: dict, kernel: str) -> str:
-    """The per-shape dispatch of a result: each size set's figures and which kernel serves it, then the rules."""
-    from agent_core.dispatch import Dispatch, condition_words, kernel_names
+def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
+    """The per-shape dispatch of a result: each size set's figures and which kernel serves it (named as Apply
+    best would name it in the document), then the rules."""
+    from agent_core.apply import dispatch_kernel_names
+    from agent_core.dispatch import Dispatch, condition_words
     from agent_core.model import KerntuneError
     try:
         d = Dispatch.from_dict(data)
     except KerntuneError as e:
         return f"Per-shape dispatch: unreadable record ({e.message})"
-    names = kernel_names(d, kernel)
+    names = dispatch_kernel_names(doc.text, doc.cf, kernel, d)
     how = "replayed" if d.backend == "replay" else "confirmed interleaved" if d.confirmed else "search figures"
     rows = [f"**Per-shape dispatch** ({how}): **{d.speedup:.2f}x** against {d.single_speedup:.2f}x for one "
             "configuration; **Apply best** writes it (one kernel per configuration, an `if`/`else` at each launch).",

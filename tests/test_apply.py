@@ -701,7 +701,8 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
     st = Store(work / ".kerntune" / "results.sqlite")
     s = result_summary(st, str(f), "silu_and_mul_kernel", text)
     st.close()
-    new = best_text(str(f), text, "silu_and_mul_kernel", s, check_compile=shutil.which("nvcc") is not None)
+    new, warnings = best_text(str(f), text, "silu_and_mul_kernel", s, check_compile=shutil.which("nvcc") is not None)
+    assert warnings == []
     assert s["dispatch"] is not None  # the result has a per-shape dispatch, and the editor applies it
     assert new == rewrite_result(f, "silu_and_mul_kernel", text, s)[0].text
     assert "silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>" in new
@@ -711,7 +712,7 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
     single = dict(s, dispatch=None)
     t = tuned_template(f, "silu_and_mul_kernel", text, s)
     assert best_text(str(f), text, "silu_and_mul_kernel", single, check_compile=False) == \
-        rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text
+        (rewrite_file(text, f, "silu_and_mul_kernel", t, s["best_params"]).text, [])
 
 
 # =============================================================================================== per-shape dispatch

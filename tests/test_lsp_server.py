@@ -12,6 +12,7 @@ import json
 import contextlib
 import math
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -649,15 +650,47 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
             assert mine == view(fresh_docs, fresh), (n, step, ch)
 
 
-async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Path):
-    """Optimize kernel is the optimize loop, not one search: on the bench's SiLU-and-mul (a real H100 recording)
-    the structural round is followed by the expert template that matched, and the result says so."""
+BENCH_SILU = REPO / "bench" / "silu_and_mul.cu"
+SILU_LAUNCH = "silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);"
+
+
+def silu_and_mul_replay(tmp_path: Path, text: str | None = None) -> tuple[Path, dict]:
+    """The bench's SiLU-and-mul in ``tmp_path`` (``text``: the same kernel with other code around it) and the
+    environment of a server that optimizes it over a copy of the bench's H100 recording (tests/data/stores/
+    bench.sqlite). For ``text``, the recorded original's timings are filed under that file's hash as well: the
+    kernel measured is the same, and the expert template the loop measures does not depend on the code around it."""
+    from agent_core.cuda_parse import parse_cuda
+    from agent_core.model import sha256_text
+    from agent_core.store import Store
+    from agent_core.tuner import prepare
     rec = tmp_path / "bench.sqlite"
     shutil.copy(REPO / "tests" / "data" / "stores" / "bench.sqlite", rec)
     src = tmp_path / "silu_and_mul.cu"
-    shutil.copy(REPO / "bench" / "silu_and_mul.cu", src)
+    shutil.copy(BENCH_SILU, src)
+    if text is not None:
+        bench = src.read_text(encoding="utf-8")
+
+        def kernel_text(t: str) -> bytes:
+            k = parse_cuda(t).kernel("silu_and_mul_kernel")
+            return t.encode("utf-8")[k.span.start:k.span.end]
+
+        assert kernel_text(text) == kernel_text(bench)
+        src.write_text(text, encoding="utf-8")
+        spec_hash = prepare(str(src), "silu_and_mul_kernel", text).spec.spec_hash
+        with Store(rec) as store:
+            device = store.get_device().name
+            timings = store.get_original(sha256_text(bench), spec_hash, device)
+            assert timings is not None
+            store.put_original(sha256_text(text), spec_hash, device, timings)
     env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
            "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune")}
+    return src, env
+
+
+async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Path):
+    """Optimize kernel is the optimize loop, not one search: on the bench's SiLU-and-mul (a real H100 recording)
+    the structural round is followed by the expert template that matched, and the result says so."""
+    src, env = silu_and_mul_replay(tmp_path)
     async with lsp_server(env) as client:
         uri = open_doc(client, src)
         await diagnostics_for(client, uri)
@@ -690,6 +723,71 @@ async def test_optimize_runs_the_agent_loop_into_an_expert_template(tmp_path: Pa
         new = apply_text_edits(text, client.applied_edits[-1])
         assert "  } else if (tokens <= 35 && d > 14077) {\n    silu_and_mul_kernel__threads128_vec2<<<" in new
         assert new.count("/* kerntune:") == 3 and "void silu_and_mul(__half* out" in new
+
+
+async def optimize_silu_and_mul(client: LanguageClient, src: Path) -> str:
+    """Open the file, run Optimize kernel on silu_and_mul_kernel to its end (a per-shape dispatch of 3); the uri."""
+    uri = open_doc(client, src)
+    await diagnostics_for(client, uri)
+    res = await execute(client, "kerntune.optimize", uri, "silu_and_mul_kernel", {"budget": 30, "rounds": 3})
+    assert res["status"] == "started", res
+    end = await wait_until(lambda: progress_end(client, res["token"]), "the end of the optimize loop", 60)
+    assert "per-shape dispatch of 3 configurations: 3.17x" in end.message, end.message
+    await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"], "the result")
+    return uri
+
+
+async def test_apply_best_writes_one_configuration_where_the_dispatch_cannot_be_written(tmp_path: Path):
+    """The launch is part of a larger expression, where the per-shape dispatch's if/else cannot go: Apply best
+    writes the single best configuration (what `kerntune apply --single` writes) as one edit, and a warning
+    says why."""
+    from agent_core.apply import rewrite_result
+    from agent_core.store import Store
+    from agent_core.tuner import result_summary
+    text = BENCH_SILU.read_text(encoding="utf-8").replace(SILU_LAUNCH, f"({SILU_LAUNCH[:-1]}, (void)0);")
+    src, env = silu_and_mul_replay(tmp_path, text)
+    async with lsp_server(env) as client:
+        uri = await optimize_silu_and_mul(client, src)
+        applied = await execute(client, "kerntune.applyBest", uri, "silu_and_mul_kernel")
+        assert applied["applied"] is True and applied["params"] == {"ITEMS": 1, "THREADS": 64, "VEC": 8}, applied
+        assert len(client.applied_edits) == 1  # one edit: one undo
+        new = apply_text_edits(text, client.applied_edits[-1])
+        warnings = await wait_until(lambda: [m.message for m in client.messages
+                                             if m.type == lsp.MessageType.Warning and "per-shape" in m.message],
+                                    "the warning")
+    assert warnings == [f"kerntune: {applied['warnings'][0]}"] and len(applied["warnings"]) == 1
+    assert ("the per-shape dispatch of 'silu_and_mul_kernel' cannot be written, so its single best configuration "
+            "(ITEMS=1, THREADS=64, VEC=8) was applied instead. The dispatch's rewrite said: line 22: this launch of "
+            "'silu_and_mul_kernel' is part of a larger expression") in warnings[0], warnings
+    assert "(silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>(out, x, d), (void)0);" in new
+    assert "silu_and_mul_kernel__" not in new and new.count("/* kerntune:") == 1
+    with Store(env["KERNTUNE_STORE"]) as store:
+        s = result_summary(store, str(src), "silu_and_mul_kernel", text)
+        assert s["dispatch"] is not None and not s["stale"]
+        assert new == rewrite_result(src, "silu_and_mul_kernel", text, s, store, single=True)[0].text
+
+
+async def test_the_hover_names_the_dispatch_kernels_as_apply_best_writes_them(tmp_path: Path):
+    """A name the per-shape dispatch would give one of its kernels is taken in the file already: the hover shows
+    the name the rewrite writes instead, the same as Apply best."""
+    from agent_core.cuda_parse import parse_cuda
+    taken = "silu_and_mul_kernel__threads128_vec2"
+    text = BENCH_SILU.read_text(encoding="utf-8").replace(
+        "void silu_and_mul(", f"__device__ float {taken}(float v) {{ return v; }}\n\nvoid silu_and_mul(", 1)
+    src, env = silu_and_mul_replay(tmp_path, text)
+    async with lsp_server(env) as client:
+        uri = await optimize_silu_and_mul(client, src)
+        lines = text.split("\n")
+        row = next(i for i, ln in enumerate(lines) if "__global__ void silu_and_mul_kernel(" in ln)
+        md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("silu_and_mul_kernel")))
+        assert f"- `{taken}_2`: tokens <= 35 and d > 14077" in md, md
+        assert f"`{taken}`" not in md
+        shown = re.findall(r"^- `(\w+)`:", md, re.M)
+        applied = await execute(client, "kerntune.applyBest", uri, "silu_and_mul_kernel")
+        assert applied["applied"] is True and applied["warnings"] == [], applied
+        new = apply_text_edits(text, client.applied_edits[-1])
+    assert len(shown) == 3 and sorted(k.name for k in parse_cuda(new).kernels) == sorted(shown)
+    assert f"    {taken}_2<<<" in new and f"__device__ float {taken}(float v)" in new
 
 
 @pytest.mark.nvcc  # the model's template is compiled before it is used
