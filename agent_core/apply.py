@@ -1063,11 +1063,16 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
         params = {**t.space.original_config(), **cfg}
         launches.append(_folded_launch(t, params, spec, old_values, path, k))
 
+    # the other entries' kernels go right above the kernel (and its spec comment): in the same namespace or
+    # extern "C" block, so a launch that names the kernel qualified names them the same way
+    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
+    at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
+
     edits: list[tuple[int, int, str]] = []
     warnings: list[str] = []
     # every launch statement becomes the dispatch
     for site in sorted(k.launch_sites, key=lambda s: s.span.start):
-        if site.span.start < start:
+        if site.span.start < at:
             raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
                                 "dispatch's other kernels would not be declared yet: apply one configuration, or "
                                 "move the launch below the kernel", path, site.span.line, site.span.col)
@@ -1126,10 +1131,6 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
                      for i in range(1, len(entries)))
     support = "\n\n".join(x for x in supports if x)
     edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "")))
-    # the other entries' kernels right above the kernel (and its spec comment): in the same namespace or
-    # extern "C" block, so a launch that names the kernel qualified names them the same way
-    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
-    at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
     edits.append((at, at, extras))
     edits.append((k.span.start, k.span.end, kernel_texts[0]))
     spec_edits, sidecar = _spec_launch_edits(text, path, kernel, spec, new_vals[0])

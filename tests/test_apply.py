@@ -820,6 +820,13 @@ def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
                          "  silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);\n}\n\n/* kerntune:", 1)
     with pytest.raises(KerntuneError, match="comes before the kernel's definition"):
         rewrite_result(f, "silu_and_mul_kernel", early, s)
+    # ... also inside the kernel's namespace: the other kernels go right above the kernel, below that launch
+    i, j = text.index("/* kerntune:"), text.index("void silu_and_mul(")
+    early_ns = (text[:i] + "namespace ops {\n" + early[i:early.index("void silu_and_mul(")] + "}  // namespace ops\n\n"
+                + text[j:].replace("silu_and_mul_kernel<<<", "ops::silu_and_mul_kernel<<<"))
+    assert early_ns.index("void early(") < early_ns.index("/* kerntune:")
+    with pytest.raises(KerntuneError, match="comes before the kernel's definition"):
+        rewrite_result(f, "silu_and_mul_kernel", early_ns, s)
     # a rule over a size the launch does not give
     d = Dispatch.from_dict(s["dispatch"])
     d.rules[0].when.append(Bound("experts", None, 8))
