@@ -1000,8 +1000,8 @@ def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_
 
 # ------------------------------------------------------------------ per-shape dispatch
 def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
-    """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``);
-    None when the launch is part of a larger expression."""
+    """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``,
+    white space and line breaks before the ``;`` included); None when the launch is part of a larger expression."""
     from .cuda_parse import parse_tree
     b = text.encode("utf-8")
     node = parse_tree(b).root_node.descendant_for_byte_range(site.span.start, site.span.end)
@@ -1010,8 +1010,7 @@ def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
     if node is None or node.parent is None or node.parent.type != "expression_statement":
         return None
     st = node.parent
-    if b[st.start_byte:st.end_byte].decode("utf-8", "replace").strip() != \
-            b[site.span.start:site.span.end].decode("utf-8", "replace").strip() + ";":
+    if b[st.start_byte:site.span.start].strip() or not re.fullmatch(rb"\s*;", b[site.span.end:st.end_byte]):
         return None
     return st.start_byte, st.end_byte
 
@@ -1092,7 +1091,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             words = f"launch {_spec_launch_words(g, b_, sm)}"
             cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin, words, path)
             prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
-            calls.append(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};")
+            # a launch written over several lines moves in with it, a level deeper (not a line a `\` continues)
+            calls.append(re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
         line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
         indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
         inner = indent + "  "

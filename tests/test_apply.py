@@ -802,6 +802,36 @@ def test_the_dispatch_with_its_spec_in_a_sidecar_adds_a_table_per_kernel(reprodu
         assert spec.path == str(side) and spec.kernel == name
 
 
+def test_the_dispatch_rewrites_a_launch_with_space_before_its_semicolon_or_over_several_lines(reproduce):
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    launch = "silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);"
+    host = text[text.index("void silu_and_mul("):]
+    forms = ["silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d) ;",
+             "silu_and_mul_kernel<<<tokens, 256,\n                        0, stream>>>(out, x,\n"
+             "                                     d)\n      ;",
+             "silu_and_mul_kernel\n      <<<tokens, 256, 0, stream>>>\n      (out, x, d);"]
+    many = text.replace(host, "\n".join(host.replace("silu_and_mul(", f"silu_and_mul_{i}(").replace(launch, form)
+                                        for i, form in enumerate(forms)))
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", many, s)
+    new_host = rw.text[rw.text.index("void silu_and_mul_0("):]
+    assert new_host.count("  if (tokens > 35 && tokens <= 277 && d <= 6717) {\n") == 3
+    assert new_host.count("  } else if (tokens <= 35 && d > 14077) {\n") == 3 and new_host.count("  } else {\n") == 3
+    assert "    silu_and_mul_kernel__threads128_vec2<<<tokens * ((d + 255) / 256), 128, 0, stream>>>(out, x, d);\n" \
+           "  } else {\n    silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>(out, x, d);\n  }\n" \
+           in new_host
+    # a launch over several lines moves in a level with its first line
+    assert "    silu_and_mul_kernel__threads128_vec2<<<tokens * ((d + 255) / 256), 128, 0, stream>>>(out, x,\n" \
+           "                                       d);\n  } else {\n" in new_host
+    assert "    silu_and_mul_kernel\n        <<<tokens * ((d + 511) / 512), 64, 0, stream>>>\n        (out, x, d);\n" \
+           "  }\n" in new_host
+    if shutil.which("nvcc"):
+        f.write_text(rw.text)
+        _nvcc_c(f)
+
+
 def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
     from agent_core.dispatch import Bound, Dispatch
     work, _ = reproduce
