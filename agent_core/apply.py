@@ -984,6 +984,18 @@ def _sidecar_table(st: str, kernel: str, sp: str) -> tuple[int, int]:
     return hdr.start(), (hdr.end() + nxt.start() if nxt else len(st))
 
 
+def _sidecar_copy(st: str, kernel: str, name: str, sp: str) -> tuple[str, int]:
+    """The kernel's tables in the sidecar text ``st`` copied for kernel ``name``: ``[kernel]`` and every table whose
+    header names the kernel first (``[kernel.x]``, arrays of tables ``[[kernel.sizes]]``), each from its header to
+    the next header, renamed; and where the copy of ``[kernel]`` itself ends (its keys come before any sub-table)."""
+    ts, _ = _sidecar_table(st, kernel, sp)
+    heads = [m.start() for m in re.finditer(r"^[ \t]*\[", st, re.M)] + [len(st)]
+    own = re.compile(r"([ \t]*\[\[?[ \t]*)" + re.escape(kernel) + r"(?=[ \t]*[.\]])")
+    tables = sorted(((s, e) for s, e in zip(heads, heads[1:]) if own.match(st, s)), key=lambda t: t[0] != ts)
+    copies = [own.sub(lambda m: m.group(1) + name, st[s:e], count=1).rstrip("\n") + "\n" for s, e in tables]
+    return "\n".join(copies), len(copies[0])
+
+
 def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_vals: dict[str, str | None]
                        ) -> tuple[list[tuple[int, int, str]], tuple[str, str] | None]:
     """(byte edits of ``text`` where the spec is a comment, the sidecar's new text where it is a sidecar) setting
@@ -1137,13 +1149,11 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     edits += spec_edits
     if sidecar is not None:
         sp, st = sidecar
-        ts, te = _sidecar_table(st, kernel, sp)
-        table = st[ts:te].rstrip("\n") + "\n"
+        out = st
         for name, nv in zip(names[1:], new_vals[1:]):
-            copy_ = re.sub(r"^([ \t]*)\[[ \t]*" + re.escape(kernel) + r"[ \t]*\]", lambda m: f"{m.group(1)}[{name}]",
-                           table, count=1, flags=re.M)
-            st = st.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, len(copy_), {}, 0, nv))
-        sidecar = (sp, st)
+            copy_, main_end = _sidecar_copy(st, kernel, name, sp)
+            out = out.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, main_end, {}, 0, nv))
+        sidecar = (sp, out)
     new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
     kernels = []
     for name in names:

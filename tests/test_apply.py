@@ -802,6 +802,35 @@ def test_the_dispatch_with_its_spec_in_a_sidecar_adds_a_table_per_kernel(reprodu
         assert spec.path == str(side) and spec.kernel == name
 
 
+def test_the_dispatch_copies_a_sidecar_table_with_its_arrays_of_tables_for_each_kernel(reproduce):
+    """Sizes written as arrays of tables (`[[kernel.sizes]]`, one of them after another kernel's table): each
+    kernel's copy has its own, renamed, and the kernel keeps its own sizes (not the copies' as well)."""
+    import tomllib
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    m = re.search(r"/\* kerntune:\n(.*?)\*/\n", text, re.S)
+    sizes = spec_mod.find_spec(parse_cuda(text, str(f)), "silu_and_mul_kernel").sizes
+    k = "silu_and_mul_kernel"
+    tables = ["".join(f"[[{k}.sizes]]\n" + "".join(f"{n} = {v}\n" for n, v in sz.items()) + "\n" for sz in sizes[:3]),
+              '[other_kernel]\nargs = ["y: out f32[n]"]\nsizes = [{ n = 1 }]\ngrid = "n"\nblock = "1"\n\n',
+              "".join(f"[[ {k}.sizes ]]  # more\n" + "".join(f"{n} = {v}\n" for n, v in sz.items()) + "\n"
+                      for sz in sizes[3:])]
+    own = "".join(ln + "\n" for ln in m.group(1).splitlines() if re.match(r"(args|grid|block) ", ln))
+    side = work / "silu_and_mul.cu.kerntune.toml"
+    side.write_text(f"[{k}]\n" + own + "\n" + "".join(tables))
+    rw, _ = rewrite_result(f, k, text.replace(m.group(0), ""), s)
+    data = tomllib.loads(rw.sidecar[1])
+    assert sorted(data) == sorted([n for n, _ in rw.kernels] + ["other_kernel"]) and len(rw.kernels) == 3
+    assert data["other_kernel"]["sizes"] == [{"n": 1}]
+    for name, spec in rw.kernels:
+        assert data[name]["sizes"] == sizes and spec.sizes == sizes and spec.kernel == name
+        assert len(re.findall(rf"^\[\[ ?{name}\.sizes ?\]\]", rw.sidecar[1], re.M)) == len(sizes)
+    assert [s_.grid for _, s_ in rw.kernels] == [["tokens * cdiv(d, 512)"], ["tokens * cdiv(d, 512)"],
+                                                ["tokens * cdiv(d, 256)"]]
+
+
 def test_the_dispatch_rewrites_a_launch_with_space_before_its_semicolon_or_over_several_lines(reproduce):
     work, _ = reproduce
     f = work / "silu_and_mul.cu"
