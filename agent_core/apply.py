@@ -1057,6 +1057,13 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     if len(entries) != len(dispatch.entries) or len(entries) < 2:
         raise KerntuneError(f"internal: {len(entries)} templates for a dispatch of {len(dispatch.entries)} entries",
                             path, k.span.line)
+    # the rules as `select` reads them: a rule without bounds is the final else; nothing unreachable is written
+    dispatch, kept = dsp.reachable(dispatch)
+    entries = [entries[i] for i in kept]
+    if len(entries) < 2:
+        raise KerntuneError("the per-shape dispatch's rules give every size one configuration "
+                            f"({', '.join(f'{n}={v}' for n, v in entries[0][1].items())}): apply that configuration "
+                            "instead", path, k.span.line)
     for t, _ in entries:
         if t.origin == "structural" or t.sites or is_whole_file(t, cf):
             raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin} template (it is written back as "
@@ -1109,9 +1116,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
         indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
         inner = indent + "  "
         chain = []
-        for i, r in enumerate(dispatch.rules):
-            if not r.when:
-                break
+        for i, r in enumerate(dispatch.rules[:-1]):
             try:
                 cond = _condition_c(r.when, host)
             except _Unmapped as e:

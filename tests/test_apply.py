@@ -3,6 +3,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -983,6 +984,42 @@ def test_a_dispatch_across_two_templates_writes_both(tmp_path):
     assert [s.grid for _, s in rw.kernels] == [["tokens"], ["tokens * 8"]]
     f.write_text(rw.text)
     _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_a_rule_without_bounds_before_the_last_is_the_final_else(tmp_path):
+    """A dispatch record whose rule without bounds is not the last (choose never builds one; an edited record may):
+    the rewrite reads it as `select` does, so that rule is the else, the rules after it and the configurations
+    only they give are not written, and a first rule without bounds leaves nothing to dispatch."""
+    from agent_core.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
+    f = tmp_path / "rms_norm.cu"
+    shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    spec = spec_mod.find_spec(cf, "rms_norm_kernel")
+    base = experts.bind(experts.match(cf, "rms_norm_kernel", spec)[0], cf, spec)
+    cfgs = [{"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8}, {"ITEMS": 1, "ROWS": 1, "THREADS": 256, "VEC": 8},
+            {"ITEMS": 2, "ROWS": 1, "THREADS": 512, "VEC": 8}]
+    n = len(spec.sizes)
+    d = Dispatch(rules=[Rule([Bound("tokens", None, 72)], 1), Rule([], 2), Rule([Bound("hidden", 5000, None)], 0)],
+                 entries=[Entry(base.template_hash, base.origin, c) for c in cfgs],
+                 winner=Entry(base.template_hash, base.origin, cfgs[0]), sizes=spec.sizes, serve=[],
+                 original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in spec.sizes]
+    rw = rewrite_dispatch(text, f, "rms_norm_kernel", [(base, c) for c in cfgs], d)
+    assert [e.params for e in rw.dispatch.entries] == cfgs[1:]  # the first configuration serves no size
+    names = kernel_names(rw.dispatch, "rms_norm_kernel")
+    assert [name for name, _ in rw.kernels] == names and names[1] == "rms_norm_kernel__items2_threads512"
+    assert sorted(k.name for k in parse_cuda(rw.text, str(f)).kernels) == sorted(names)
+    host = rw.text[rw.text.index("void rms_norm("):]
+    assert re.findall(r"(if \(.*?\)|else if|else) \{\n\s*(\w+)<<<", host) == \
+        [("if (tokens <= 72)", "rms_norm_kernel"), ("else", names[1])]
+    assert [rw.dispatch.entries[i] for i in rw.dispatch.serve] == [d.entries[i] for i in d.serve]
+    f.write_text(rw.text)
+    _nvcc_c(f)
+    d.rules = [Rule([], 0), Rule([Bound("tokens", None, 72)], 1)]
+    with pytest.raises(KerntuneError, match="give every size one configuration"):
+        rewrite_dispatch(text, f, "rms_norm_kernel", [(base, c) for c in cfgs[:2]], replace(d, entries=d.entries[:2]))
 
 
 @pytest.mark.nvcc
