@@ -984,6 +984,18 @@ def _sidecar_table(st: str, kernel: str, sp: str) -> tuple[int, int]:
     return hdr.start(), (hdr.end() + nxt.start() if nxt else len(st))
 
 
+def _sidecar_copy(st: str, kernel: str, name: str, sp: str) -> tuple[str, int]:
+    """The kernel's tables in the sidecar text ``st`` copied for kernel ``name``: ``[kernel]`` and every table whose
+    header names the kernel first (``[kernel.x]``, arrays of tables ``[[kernel.sizes]]``), each from its header to
+    the next header, renamed; and where the copy of ``[kernel]`` itself ends (its keys come before any sub-table)."""
+    ts, _ = _sidecar_table(st, kernel, sp)
+    heads = [m.start() for m in re.finditer(r"^[ \t]*\[", st, re.M)] + [len(st)]
+    own = re.compile(r"([ \t]*\[\[?[ \t]*)" + re.escape(kernel) + r"(?=[ \t]*[.\]])")
+    tables = sorted(((s, e) for s, e in zip(heads, heads[1:]) if own.match(st, s)), key=lambda t: t[0] != ts)
+    copies = [own.sub(lambda m: m.group(1) + name, st[s:e], count=1).rstrip("\n") + "\n" for s, e in tables]
+    return "\n".join(copies), len(copies[0])
+
+
 def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_vals: dict[str, str | None]
                        ) -> tuple[list[tuple[int, int, str]], tuple[str, str] | None]:
     """(byte edits of ``text`` where the spec is a comment, the sidecar's new text where it is a sidecar) setting
@@ -1000,8 +1012,8 @@ def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_
 
 # ------------------------------------------------------------------ per-shape dispatch
 def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
-    """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``);
-    None when the launch is part of a larger expression."""
+    """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``,
+    white space and line breaks before the ``;`` included); None when the launch is part of a larger expression."""
     from .cuda_parse import parse_tree
     b = text.encode("utf-8")
     node = parse_tree(b).root_node.descendant_for_byte_range(site.span.start, site.span.end)
@@ -1010,8 +1022,7 @@ def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
     if node is None or node.parent is None or node.parent.type != "expression_statement":
         return None
     st = node.parent
-    if b[st.start_byte:st.end_byte].decode("utf-8", "replace").strip() != \
-            b[site.span.start:site.span.end].decode("utf-8", "replace").strip() + ";":
+    if b[st.start_byte:site.span.start].strip() or not re.fullmatch(rb"\s*;", b[site.span.end:st.end_byte]):
         return None
     return st.start_byte, st.end_byte
 
@@ -1054,6 +1065,13 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     if len(entries) != len(dispatch.entries) or len(entries) < 2:
         raise KerntuneError(f"internal: {len(entries)} templates for a dispatch of {len(dispatch.entries)} entries",
                             path, k.span.line)
+    # the rules as `select` reads them: a rule without bounds is the final else; nothing unreachable is written
+    dispatch, kept = dsp.reachable(dispatch)
+    entries = [entries[i] for i in kept]
+    if len(entries) < 2:
+        raise KerntuneError("the per-shape dispatch's rules give every size one configuration "
+                            f"({', '.join(f'{n}={v}' for n, v in entries[0][1].items())}): apply that configuration "
+                            "instead", path, k.span.line)
     for t, _ in entries:
         if t.origin == "structural" or t.sites or is_whole_file(t, cf):
             raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin} template (it is written back as "
@@ -1070,11 +1088,16 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
         params = {**t.space.original_config(), **cfg}
         launches.append(_folded_launch(t, params, spec, old_values, path, k))
 
+    # the other entries' kernels go right above the kernel (and its spec comment): in the same namespace or
+    # extern "C" block, so a launch that names the kernel qualified names them the same way
+    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
+    at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
+
     edits: list[tuple[int, int, str]] = []
     warnings: list[str] = []
     # every launch statement becomes the dispatch
     for site in sorted(k.launch_sites, key=lambda s: s.span.start):
-        if site.span.start < start:
+        if site.span.start < at:
             raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
                                 "dispatch's other kernels would not be declared yet: apply one configuration, or "
                                 "move the launch below the kernel", path, site.span.line, site.span.col)
@@ -1094,14 +1117,13 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             words = f"launch {_spec_launch_words(g, b_, sm)}"
             cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin, words, path)
             prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
-            calls.append(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};")
+            # a launch written over several lines moves in with it, a level deeper (not a line a `\` continues)
+            calls.append(re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
         line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
         indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
         inner = indent + "  "
         chain = []
-        for i, r in enumerate(dispatch.rules):
-            if not r.when:
-                break
+        for i, r in enumerate(dispatch.rules[:-1]):
             try:
                 cond = _condition_c(r.when, host)
             except _Unmapped as e:
@@ -1133,23 +1155,17 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
                      for i in range(1, len(entries)))
     support = "\n\n".join(x for x in supports if x)
     edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "")))
-    # the other entries' kernels right above the kernel (and its spec comment): in the same namespace or
-    # extern "C" block, so a launch that names the kernel qualified names them the same way
-    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
-    at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
     edits.append((at, at, extras))
     edits.append((k.span.start, k.span.end, kernel_texts[0]))
     spec_edits, sidecar = _spec_launch_edits(text, path, kernel, spec, new_vals[0])
     edits += spec_edits
     if sidecar is not None:
         sp, st = sidecar
-        ts, te = _sidecar_table(st, kernel, sp)
-        table = st[ts:te].rstrip("\n") + "\n"
+        out = st
         for name, nv in zip(names[1:], new_vals[1:]):
-            copy_ = re.sub(r"^([ \t]*)\[[ \t]*" + re.escape(kernel) + r"[ \t]*\]", lambda m: f"{m.group(1)}[{name}]",
-                           table, count=1, flags=re.M)
-            st = st.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, len(copy_), {}, 0, nv))
-        sidecar = (sp, st)
+            copy_, main_end = _sidecar_copy(st, kernel, name, sp)
+            out = out.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, main_end, {}, 0, nv))
+        sidecar = (sp, out)
     new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
     kernels = []
     for name in names:

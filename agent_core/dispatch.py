@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .model import KerntuneError, Timing, params_key
@@ -154,6 +154,24 @@ def select(d: Dispatch, sizes: dict[str, int]) -> int:
         if all(b.holds(sizes) for b in r.when):
             return r.entry
     return d.rules[-1].entry
+
+
+def reachable(d: Dispatch) -> tuple[Dispatch, list[int]]:
+    """``d`` with only what ``select`` reaches, and the index in ``d.entries`` of each entry kept: the rules up to
+    the first one without bounds (it takes every size the rules before it leave, so later rules are never read),
+    the last of them without bounds (``select`` gives its entry to every size the others leave), and the entries
+    those rules give, in their order. ``choose`` and ``confirm`` build dispatches that are so already (one rule
+    without bounds, the last): those come back unchanged. A record edited by hand or by other code may not be."""
+    if not d.rules:
+        raise KerntuneError("a per-shape dispatch without rules")
+    cut = next((i for i, r in enumerate(d.rules) if not r.when), len(d.rules) - 1)
+    kept = sorted({r.entry for r in d.rules[:cut + 1]})
+    if cut == len(d.rules) - 1 and not d.rules[-1].when and kept == list(range(len(d.entries))):
+        return d, kept
+    out = replace(d, rules=[Rule(list(r.when) if i < cut else [], kept.index(r.entry))
+                            for i, r in enumerate(d.rules[:cut + 1])], entries=[d.entries[i] for i in kept])
+    out.serve = [select(out, s) for s in d.sizes]
+    return out, kept
 
 
 def _boundary(a: int, b: int) -> int:

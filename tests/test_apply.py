@@ -3,6 +3,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -803,6 +804,65 @@ def test_the_dispatch_with_its_spec_in_a_sidecar_adds_a_table_per_kernel(reprodu
         assert spec.path == str(side) and spec.kernel == name
 
 
+def test_the_dispatch_copies_a_sidecar_table_with_its_arrays_of_tables_for_each_kernel(reproduce):
+    """Sizes written as arrays of tables (`[[kernel.sizes]]`, one of them after another kernel's table): each
+    kernel's copy has its own, renamed, and the kernel keeps its own sizes (not the copies' as well)."""
+    import tomllib
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    m = re.search(r"/\* kerntune:\n(.*?)\*/\n", text, re.S)
+    sizes = spec_mod.find_spec(parse_cuda(text, str(f)), "silu_and_mul_kernel").sizes
+    k = "silu_and_mul_kernel"
+    tables = ["".join(f"[[{k}.sizes]]\n" + "".join(f"{n} = {v}\n" for n, v in sz.items()) + "\n" for sz in sizes[:3]),
+              '[other_kernel]\nargs = ["y: out f32[n]"]\nsizes = [{ n = 1 }]\ngrid = "n"\nblock = "1"\n\n',
+              "".join(f"[[ {k}.sizes ]]  # more\n" + "".join(f"{n} = {v}\n" for n, v in sz.items()) + "\n"
+                      for sz in sizes[3:])]
+    own = "".join(ln + "\n" for ln in m.group(1).splitlines() if re.match(r"(args|grid|block) ", ln))
+    side = work / "silu_and_mul.cu.kerntune.toml"
+    side.write_text(f"[{k}]\n" + own + "\n" + "".join(tables))
+    rw, _ = rewrite_result(f, k, text.replace(m.group(0), ""), s)
+    data = tomllib.loads(rw.sidecar[1])
+    assert sorted(data) == sorted([n for n, _ in rw.kernels] + ["other_kernel"]) and len(rw.kernels) == 3
+    assert data["other_kernel"]["sizes"] == [{"n": 1}]
+    for name, spec in rw.kernels:
+        assert data[name]["sizes"] == sizes and spec.sizes == sizes and spec.kernel == name
+        assert len(re.findall(rf"^\[\[ ?{name}\.sizes ?\]\]", rw.sidecar[1], re.M)) == len(sizes)
+    assert [s_.grid for _, s_ in rw.kernels] == [["tokens * cdiv(d, 512)"], ["tokens * cdiv(d, 512)"],
+                                                ["tokens * cdiv(d, 256)"]]
+
+
+def test_the_dispatch_rewrites_a_launch_with_space_before_its_semicolon_or_over_several_lines(reproduce):
+    work, _ = reproduce
+    f = work / "silu_and_mul.cu"
+    text = f.read_text()
+    s = _summary(work, text)
+    launch = "silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);"
+    host = text[text.index("void silu_and_mul("):]
+    forms = ["silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d) ;",
+             "silu_and_mul_kernel<<<tokens, 256,\n                        0, stream>>>(out, x,\n"
+             "                                     d)\n      ;",
+             "silu_and_mul_kernel\n      <<<tokens, 256, 0, stream>>>\n      (out, x, d);"]
+    many = text.replace(host, "\n".join(host.replace("silu_and_mul(", f"silu_and_mul_{i}(").replace(launch, form)
+                                        for i, form in enumerate(forms)))
+    rw, _ = rewrite_result(f, "silu_and_mul_kernel", many, s)
+    new_host = rw.text[rw.text.index("void silu_and_mul_0("):]
+    assert new_host.count("  if (tokens > 35 && tokens <= 277 && d <= 6717) {\n") == 3
+    assert new_host.count("  } else if (tokens <= 35 && d > 14077) {\n") == 3 and new_host.count("  } else {\n") == 3
+    assert "    silu_and_mul_kernel__threads128_vec2<<<tokens * ((d + 255) / 256), 128, 0, stream>>>(out, x, d);\n" \
+           "  } else {\n    silu_and_mul_kernel<<<tokens * ((d + 511) / 512), 64, 0, stream>>>(out, x, d);\n  }\n" \
+           in new_host
+    # a launch over several lines moves in a level with its first line
+    assert "    silu_and_mul_kernel__threads128_vec2<<<tokens * ((d + 255) / 256), 128, 0, stream>>>(out, x,\n" \
+           "                                       d);\n  } else {\n" in new_host
+    assert "    silu_and_mul_kernel\n        <<<tokens * ((d + 511) / 512), 64, 0, stream>>>\n        (out, x, d);\n" \
+           "  }\n" in new_host
+    if shutil.which("nvcc"):
+        f.write_text(rw.text)
+        _nvcc_c(f)
+
+
 def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
     from agent_core.dispatch import Bound, Dispatch
     work, _ = reproduce
@@ -821,6 +881,13 @@ def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
                          "  silu_and_mul_kernel<<<tokens, 256, 0, stream>>>(out, x, d);\n}\n\n/* kerntune:", 1)
     with pytest.raises(KerntuneError, match="comes before the kernel's definition"):
         rewrite_result(f, "silu_and_mul_kernel", early, s)
+    # ... also inside the kernel's namespace: the other kernels go right above the kernel, below that launch
+    i, j = text.index("/* kerntune:"), text.index("void silu_and_mul(")
+    early_ns = (text[:i] + "namespace ops {\n" + early[i:early.index("void silu_and_mul(")] + "}  // namespace ops\n\n"
+                + text[j:].replace("silu_and_mul_kernel<<<", "ops::silu_and_mul_kernel<<<"))
+    assert early_ns.index("void early(") < early_ns.index("/* kerntune:")
+    with pytest.raises(KerntuneError, match="comes before the kernel's definition"):
+        rewrite_result(f, "silu_and_mul_kernel", early_ns, s)
     # a rule over a size the launch does not give
     d = Dispatch.from_dict(s["dispatch"])
     d.rules[0].when.append(Bound("experts", None, 8))
@@ -918,6 +985,42 @@ def test_a_dispatch_across_two_templates_writes_both(tmp_path):
     assert [s.grid for _, s in rw.kernels] == [["tokens"], ["tokens * 8"]]
     f.write_text(rw.text)
     _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_a_rule_without_bounds_before_the_last_is_the_final_else(tmp_path):
+    """A dispatch record whose rule without bounds is not the last (choose never builds one; an edited record may):
+    the rewrite reads it as `select` does, so that rule is the else, the rules after it and the configurations
+    only they give are not written, and a first rule without bounds leaves nothing to dispatch."""
+    from agent_core.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
+    f = tmp_path / "rms_norm.cu"
+    shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    spec = spec_mod.find_spec(cf, "rms_norm_kernel")
+    base = experts.bind(experts.match(cf, "rms_norm_kernel", spec)[0], cf, spec)
+    cfgs = [{"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8}, {"ITEMS": 1, "ROWS": 1, "THREADS": 256, "VEC": 8},
+            {"ITEMS": 2, "ROWS": 1, "THREADS": 512, "VEC": 8}]
+    n = len(spec.sizes)
+    d = Dispatch(rules=[Rule([Bound("tokens", None, 72)], 1), Rule([], 2), Rule([Bound("hidden", 5000, None)], 0)],
+                 entries=[Entry(base.template_hash, base.origin, c) for c in cfgs],
+                 winner=Entry(base.template_hash, base.origin, cfgs[0]), sizes=spec.sizes, serve=[],
+                 original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in spec.sizes]
+    rw = rewrite_dispatch(text, f, "rms_norm_kernel", [(base, c) for c in cfgs], d)
+    assert [e.params for e in rw.dispatch.entries] == cfgs[1:]  # the first configuration serves no size
+    names = kernel_names(rw.dispatch, "rms_norm_kernel")
+    assert [name for name, _ in rw.kernels] == names and names[1] == "rms_norm_kernel__items2_threads512"
+    assert sorted(k.name for k in parse_cuda(rw.text, str(f)).kernels) == sorted(names)
+    host = rw.text[rw.text.index("void rms_norm("):]
+    assert re.findall(r"(if \(.*?\)|else if|else) \{\n\s*(\w+)<<<", host) == \
+        [("if (tokens <= 72)", "rms_norm_kernel"), ("else", names[1])]
+    assert [rw.dispatch.entries[i] for i in rw.dispatch.serve] == [d.entries[i] for i in d.serve]
+    f.write_text(rw.text)
+    _nvcc_c(f)
+    d.rules = [Rule([], 0), Rule([Bound("tokens", None, 72)], 1)]
+    with pytest.raises(KerntuneError, match="give every size one configuration"):
+        rewrite_dispatch(text, f, "rms_norm_kernel", [(base, c) for c in cfgs[:2]], replace(d, entries=d.entries[:2]))
 
 
 @pytest.mark.nvcc

@@ -4,6 +4,7 @@ H100 recording of the bench (tests/data/stores/bench.sqlite: real measurements).
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,27 @@ def test_the_dispatch_round_trips_through_json_and_refuses_a_broken_record():
     assert back.entries[1].template_hash == "U"
     with pytest.raises(KerntuneError, match="not a per-shape dispatch record"):
         Dispatch.from_dict({"rules": []})
+
+
+def test_reachable_keeps_what_select_reaches_and_a_rule_without_bounds_ends_the_rules():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    d = dsp.choose([w, cand("a", [0.6, 0.6, 0.3, 0.6]), cand("b", [0.6, 0.6, 0.6, 0.3])], ("T", w.params), SIZES)
+    assert dsp.reachable(d) == (d, [0, 1, 2])  # what choose builds is already so
+    # a rule without bounds before the last (a record edited by hand): it is the final else, later rules and
+    # the entries only they give are dropped
+    t72, h5k = dsp.Bound("tokens", None, 72), dsp.Bound("hidden", 5000, None)
+    e = [Entry("T", "expert:x", {"P": p}) for p in "wab"]
+    odd = Dispatch(rules=[dsp.Rule([t72], 1), dsp.Rule([], 2), dsp.Rule([h5k], 0)], entries=e, winner=e[0],
+                   sizes=SIZES, serve=[2, 2, 1, 2], original_us=ORIG, tuned_us=ORIG, single_original_us=ORIG,
+                   single_us=ORIG)
+    r, kept = dsp.reachable(odd)
+    assert kept == [1, 2] and [x.params["P"] for x in r.entries] == ["a", "b"]
+    assert [(x.when, x.entry) for x in r.rules] == [([t72], 0), ([], 1)] and r.serve == [1, 1, 0, 1]
+    assert all(r.entries[dsp.select(r, s)] == odd.entries[dsp.select(odd, s)] for s in SIZES)
+    assert dsp.condition_words(r, 1) == "otherwise"
+    # no rule without bounds: the last rule's entry takes what the others leave (as select gives it)
+    r, kept = dsp.reachable(replace(odd, rules=[dsp.Rule([t72], 1), dsp.Rule([h5k], 0)]))
+    assert kept == [0, 1] and [(x.when, x.entry) for x in r.rules] == [([t72], 1), ([], 0)]
 
 
 def _timings(us):
