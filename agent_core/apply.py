@@ -18,7 +18,7 @@ from pathlib import Path
 from . import expr
 from .cuda_parse import parse_cuda
 from .model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec, macro_name,
-                    sha256_text)
+                    params_words, sha256_text)
 
 HEADER_BEGIN = "// kerntune:params-begin"
 HEADER_END = "// kerntune:params-end"
@@ -1070,7 +1070,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     entries = [entries[i] for i in kept]
     if len(entries) < 2:
         raise KerntuneError("the per-shape dispatch's rules give every size one configuration "
-                            f"({', '.join(f'{n}={v}' for n, v in entries[0][1].items())}): apply that configuration "
+                            f"({params_words(entries[0][1])}): apply that configuration "
                             "instead", path, k.span.line)
     for t, _ in entries:
         if t.origin == "structural" or t.sites or is_whole_file(t, cf):

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .model import KerntuneError, Timing, params_key
+from .model import KerntuneError, Timing, params_key, params_words
 
 MIN_GAIN = 0.05  # a size set gets its own configuration only where that is at least 5% faster (search figures)
 CONFIRM_GAIN = 0.01  # ... and still at least 1% faster when timed interleaved with the original
@@ -324,7 +324,7 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Di
         e = d.entries[ei]
         o, v = figures[e.key]
         if e.key != d.winner.key and not (wv[i] / wo[i] >= (v[i] / o[i]) * (1 + min_gain)):
-            dropped.append(f"{_label(d.sizes[i])}: {_fmt(e.params)} {v[i]:.1f} us against the winner's "
+            dropped.append(f"{_label(d.sizes[i])}: {params_words(e.params)} {v[i]:.1f} us against the winner's "
                            f"{wv[i]:.1f} us when confirmed")
             labels.append(d.winner.key)
         else:
@@ -333,23 +333,25 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Di
         return None
     cands = {e.key: Candidate(e.template_hash, e.origin, dict(e.params), figures[e.key][1], figures[e.key][0])
              for e in d.entries + [d.winner]}
-    rules = _rules(labels, d.sizes, d.winner.key, lambda k: sum(cands[k].ratio))
+
+    def score(k: tuple[str, str]) -> float:
+        return sum(cands[k].ratio)
+
+    rules = _rules(labels, d.sizes, d.winner.key, score)
     while rules is None:
         # Some size sets cannot be told apart by their sizes any more (the default moved): the size sets of the
         # configuration that gains least against the winner go back to it, until the rest can be told apart.
         others = {lab for lab in labels if lab != d.winner.key}
-        if not others:
-            return None
         gain = {lab: sum(wv[i] / figures[lab][1][i] - 1 for i, x in enumerate(labels) if x == lab) for lab in others}
         worst = min(others, key=lambda lab: (gain[lab], lab))
         for i, lab in enumerate(labels):
             if lab == worst:
-                dropped.append(f"{_label(d.sizes[i])}: {_fmt(cands[lab].params)} cannot be told apart from the "
-                               "winner's size sets by its sizes")
+                dropped.append(f"{_label(d.sizes[i])}: {params_words(cands[lab].params)} cannot be told apart "
+                               "from the winner's size sets by its sizes")
                 labels[i] = d.winner.key
         if all(lab == d.winner.key for lab in labels):
             return None
-        rules = _rules(labels, d.sizes, d.winner.key, lambda k: sum(cands[k].ratio))
+        rules = _rules(labels, d.sizes, d.winner.key, score)
     out = _build(rules, labels, cands, cands[d.winner.key], d.sizes)
     out.confirmed = True
     out.dropped = dropped
@@ -357,10 +359,6 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Di
 
 
 # --------------------------------------------------------------------------------------------- words
-def _fmt(params: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
-
-
 def _label(sizes: dict) -> str:
     return "×".join(str(v) for v in sizes.values())
 
@@ -382,7 +380,8 @@ def describe(d: Dispatch) -> list[str]:
         figs = ", ".join(f"{_label(d.sizes[i])} {d.original_us[i] / d.tuned_us[i]:.2f}x"
                          + (f" (one configuration: {d.single_original_us[i] / d.single_us[i]:.2f}x)"
                             if e.key != d.winner.key else "") for i in shapes)
-        lines.append(f"{condition_words(d, ei)}: {e.origin} {_fmt(e.params)}" + (f" — {figs}" if figs else ""))
+        lines.append(f"{condition_words(d, ei)}: {e.origin} {params_words(e.params)}"
+                     + (f" — {figs}" if figs else ""))
     return lines
 
 

@@ -354,6 +354,11 @@ def params_key(params: dict[str, int]) -> str:
     return json.dumps({k: params[k] for k in sorted(params)}, separators=(",", ":"))
 
 
+def params_words(params: dict | None) -> str:
+    """Parameter values for people: ``THREADS=256, VEC=8``; ``-`` for none."""
+    return ", ".join(f"{k}={v}" for k, v in (params or {}).items()) or "-"
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .model import KernelTemplate
+from .model import KernelTemplate, params_words
 
 STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
 LAG_PCT_OF_COPY = 50.0  # a size set below this % is worth a template made for its regime (per-shape dispatch)
@@ -48,10 +48,6 @@ class Planner(Protocol):
         """The next step, given the finished rounds and the templates not yet tried."""
 
 
-def _fmt_params(p: dict | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (p or {}).items()) or "-"
-
-
 def analyze(summary: dict, profile: dict | None = None) -> Analysis:
     """Findings of one round from its summary (agent_core.tuner) and an optional ncu profile."""
     lines: list[str] = []
@@ -70,7 +66,7 @@ def analyze(summary: dict, profile: dict | None = None) -> Analysis:
             lines.append(f"the original reached {opct:.0f}%")
     if summary.get("speedup"):
         data["speedup"] = summary["speedup"]
-        lines.append(f"speedup {summary['speedup']:.2f}x with {_fmt_params(summary.get('best_params'))}")
+        lines.append(f"speedup {summary['speedup']:.2f}x with {params_words(summary.get('best_params'))}")
     res = summary.get("best_resources") or {}
     if res:
         data.update({k: res.get(k) for k in ("registers", "spill_stores", "spill_loads", "occupancy",

@@ -10,7 +10,7 @@ from lsprotocol import types as lsp
 
 from agent_core import spec as spec_mod
 from agent_core.apply import check_compiles, rewrite_result, text_edits
-from agent_core.model import KerntuneError
+from agent_core.model import KerntuneError, params_words
 
 from .documents import Doc
 
@@ -57,7 +57,7 @@ def best_text(path: str, text: str, kernel: str, summary: dict | None,
         rw, _ = rewrite_result(path, kernel, text, summary, single=True)
         where = f"line {e.line + 1}: " if e.line is not None else ""
         warnings.append(f"the per-shape dispatch of '{kernel}' cannot be written, so its single best configuration "
-                        f"({_params(summary['best_params'])}) was applied instead. The dispatch's rewrite said: "
+                        f"({params_words(summary['best_params'])}) was applied instead. The dispatch's rewrite said: "
                         f"{where}{e.message}")
     warnings += rw.warnings
     if rw.sidecar is not None:
@@ -71,7 +71,3 @@ def best_text(path: str, text: str, kernel: str, summary: dict | None,
         check_compiles(new, path, (summary.get("best_resources") or {}).get("arch") or summary.get("arch") or "sm_90",
                        host=rw.in_place)
     return new, warnings
-
-
-def _params(params: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items())
