@@ -15,9 +15,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import expr
-from .cuda_parse import parse_cuda
-from .model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec, macro_name,
+from agent_core import expr
+from agent_core.source.cuda_parse import parse_cuda
+from agent_core.model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec, macro_name,
                     params_words, sha256_text)
 
 HEADER_BEGIN = "// kerntune:params-begin"
@@ -197,7 +197,7 @@ class Rewrite:
     in_place: bool = False
     spec: TuningSpec | None = None
     kernels: list[tuple[str, TuningSpec]] = field(default_factory=list)  # in-place: each kernel written, its spec
-    dispatch: object | None = None  # the per-shape dispatch written (agent_core.dispatch.Dispatch), if one was
+    dispatch: object | None = None  # the per-shape dispatch written (agent_core.agent.dispatch.Dispatch), if one was
 
 
 # ------------------------------------------------------------------ launch expressions
@@ -762,7 +762,7 @@ def _host_values(site: LaunchSite, spec: TuningSpec, old_values: dict[str, int],
     expression of sizes gives the argument passed at its position; a grid/block/smem component the same; a
     local variable declared before the launch (and not changed since) whose initializer is an expression of
     those gives itself (``total = (long long)tokens * heads * head_size``)."""
-    from . import spec as spec_mod
+    from agent_core.source import spec as spec_mod
     host: dict[str, str] = {}
     by_name: dict[str, str] = {}
 
@@ -828,7 +828,7 @@ def _insertion_point(cf: CudaFile, k: Kernel, spec: TuningSpec | None, text: str
     point = k.span.start
     if spec is not None and spec.span is not None and spec.span.end <= k.span.start:
         point = spec.span.start
-    from .cuda_parse import parse_tree
+    from agent_core.source.cuda_parse import parse_tree
     node = parse_tree(b).root_node.descendant_for_byte_range(k.span.start, k.span.start)
     while node is not None:
         if node.type in ("namespace_definition", "linkage_specification") and \
@@ -905,7 +905,7 @@ def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: Tunin
                       template: KernelTemplate) -> tuple[TuningSpec, int, dict[str, int]]:
     """(the kernel's spec, the byte offset where support code goes, the values of the kernel's own tunables)
     for an in-place rewrite; KerntuneError when the kernel cannot be rewritten in place."""
-    from . import spec as spec_mod
+    from agent_core.source import spec as spec_mod
     if spec is None:
         spec = spec_mod.find_spec(cf, k.name)
     if spec is None:
@@ -915,7 +915,7 @@ def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: Tunin
                             "place", path, k.span.line)
     start = _insertion_point(cf, k, spec, text)
     try:
-        from .templatize import templatize
+        from agent_core.templating.templatize import templatize
         old_values = templatize(cf, k.name).space.original_config()
     except Exception:
         old_values = {}
@@ -926,7 +926,7 @@ def _folded_launch(template: KernelTemplate, params: dict[str, int], spec: Tunin
                    path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST]:
     """The template's (or the spec's) launch at ``params``, folded: (grid, block, smem) expression trees over
     the spec's size names, checked to give the template's launch on every size set."""
-    from . import spec as spec_mod
+    from agent_core.source import spec as spec_mod
     src = template.launch or {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
     lv = {**old_values, **params}
     grid, block = _dims(src["grid"], lv), _dims(src["block"], lv)
@@ -1000,7 +1000,7 @@ def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_
                        ) -> tuple[list[tuple[int, int, str]], tuple[str, str] | None]:
     """(byte edits of ``text`` where the spec is a comment, the sidecar's new text where it is a sidecar) setting
     the spec's launch keys to ``new_vals``."""
-    from . import spec as spec_mod
+    from agent_core.source import spec as spec_mod
     if spec.span is not None:
         cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
         return _char_edits_to_bytes(text, _spec_key_edits(text, cs, ce, spec.lines, spec.span.line, new_vals)), None
@@ -1014,7 +1014,7 @@ def _spec_launch_edits(text: str, path: str, kernel: str, spec: TuningSpec, new_
 def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
     """(start, end) byte offsets of the expression statement that is exactly this launch (``k<<<...>>>(...);``,
     white space and line breaks before the ``;`` included); None when the launch is part of a larger expression."""
-    from .cuda_parse import parse_tree
+    from agent_core.source.cuda_parse import parse_tree
     b = text.encode("utf-8")
     node = parse_tree(b).root_node.descendant_for_byte_range(site.span.start, site.span.end)
     while node is not None and not (node.start_byte == site.span.start and node.end_byte == site.span.end):
@@ -1043,14 +1043,14 @@ def _condition_c(when: list, host: dict[str, str]) -> str:
 def dispatch_kernel_names(text: str, cf: CudaFile, kernel: str, dispatch) -> list[str]:
     """The kernel name of each entry of ``dispatch`` as ``rewrite_dispatch`` writes them into ``text``
     (``dispatch.kernel_names``, unique against every kernel and identifier already in the file)."""
-    from . import dispatch as dsp
+    from agent_core.agent import dispatch as dsp
     taken = {x.name for x in cf.kernels} | set(re.findall(r"\b[A-Za-z_]\w*\b", text))
     return dsp.kernel_names(dispatch, kernel, taken - {kernel})
 
 
 def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tuple[KernelTemplate, dict[str, int]]],
                      dispatch, spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
-    """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.dispatch.Dispatch) whose entries
+    """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.agent.dispatch.Dispatch) whose entries
     are ``entries`` (template, configuration), ``entries[0]`` the default. Each entry is written in place like
     ``rewrite_file`` writes one: the default under the kernel's name with the kernel's spec, every other one as a
     kernel of its own (``dispatch.kernel_names``) with a copy of the spec at its own launch; every launch
@@ -1058,7 +1058,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     entry over the host's own values. Raises KerntuneError (and changes nothing) where that cannot be written:
     a template that is the whole file, a launch that is not a statement of its own, a size the rules or a
     launch need that the site does not give."""
-    from . import dispatch as dsp
+    from agent_core.agent import dispatch as dsp
     path = str(path)
     cf = cf if cf is not None else parse_cuda(text, path)
     k = cf.kernel(kernel)
@@ -1178,7 +1178,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
 
 def _spec_of(text: str, path: str, kernel: str, sidecar: tuple[str, str] | None = None) -> TuningSpec | None:
     """The kernel's spec in ``text`` (and the sidecar's new text, when given); None when it cannot be read."""
-    from . import spec as spec_mod
+    from agent_core.source import spec as spec_mod
     try:
         cf = parse_cuda(text, path)
         if sidecar is None:
@@ -1213,9 +1213,9 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
     """The kernel's template with this hash: its current template when the hash matches, else the one recorded
     in the store (``store``, default the workspace's), with the origin, launch, entry and space of its space file.
     KerntuneError when the store does not have it."""
-    from .model import ParamSpace
-    from .space import space_from_toml
-    from .tuner import prepare
+    from agent_core.model import ParamSpace
+    from agent_core.templating.space import space_from_toml
+    from agent_core.search.tuner import prepare
     path = str(Path(path).resolve())
     try:
         prep = prepare(path, kernel, text)
@@ -1227,8 +1227,8 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
         return prep.template
     own = store is None
     if own:
-        from .store import Store
-        from .workspace import store_path_for
+        from agent_core.store import Store
+        from agent_core.workspace import store_path_for
         store = Store(store_path_for(path))
     try:
         row = store.get_template(template_hash)
@@ -1256,7 +1256,7 @@ def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | Non
                    single: bool = False) -> tuple[Rewrite, KernelTemplate]:
     """The rewrite of ``text`` for a stored result (tuner.result_summary): its per-shape dispatch where it has
     one (and ``single`` is not set), else its best configuration. Returns (rewrite, the winner's template)."""
-    from .dispatch import Dispatch
+    from agent_core.agent.dispatch import Dispatch
     template = tuned_template(path, kernel, text, summary, store)
     d = summary.get("dispatch") if summary else None
     if d and not single:

@@ -25,7 +25,7 @@ from typing import Callable
 
 import click
 
-from .model import KerntuneError, NoGpuError, TuningSpec, to_plain
+from agent_core.model import KerntuneError, NoGpuError, TuningSpec, to_plain
 
 SCHEMA = "kerntune-bench/1"
 RESULTS_JSON = "bench_results.json"
@@ -75,9 +75,9 @@ def discover(args: list[str] | None = None, only: list[str] | None = None,
              bench_dir: str | Path | None = None) -> list[BenchKernel]:
     """The kernels with a tuning spec in ``args`` (files, folders or names of ``bench/`` files; default: every
     ``bench/*.cu``), keeping those whose kernel name or file stem is in ``only`` when given."""
-    from . import spec as spec_mod
-    from .cuda_parse import parse_cuda
-    from .tuner import read_source
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.search.tuner import read_source
 
     bdir = Path(bench_dir) if bench_dir else (BENCH_DIR if BENCH_DIR.is_dir() else Path("bench"))
     files: list[Path] = []
@@ -140,7 +140,7 @@ def _shape_label(sizes: dict) -> str:
 def _memory_bound(spec: TuningSpec, sizes: dict, nbytes: int) -> bool:
     if not spec.flops:
         return True
-    from . import expr
+    from agent_core import expr
     try:
         flops = float(expr.evaluate(spec.flops, sizes))
     except Exception:
@@ -351,7 +351,7 @@ def render_markdown(doc: dict) -> str:
         L += [""] + [f"- {k['name']}: {k['status']}: {k['error']}" for k in errs]
     disp = [k for k in doc["kernels"] if k.get("dispatch")]
     if disp:
-        from .dispatch import Dispatch, condition_words
+        from agent_core.agent.dispatch import Dispatch, condition_words
         L += ["", "## Per-shape dispatch", "",
               "Where another verified configuration serves some size sets at least "
               "5% faster than the single winner (and still at least 1% faster when confirmed interleaved with "
@@ -591,8 +591,8 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
 
 
 def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_kernel, cancel) -> None:
-    from .agent import AgentOptions, optimize
-    from .tuner import TuneEvent
+    from agent_core.agent.loop import AgentOptions, optimize
+    from agent_core.search.tuner import TuneEvent
 
     for bk in kernels:
         if cancel.is_set():
@@ -733,8 +733,8 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
 
 def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
            resume=False, no_dispatch=False):
-    from .store import Store
-    from .tuner import open_backend
+    from agent_core.store import Store
+    from agent_core.search.tuner import open_backend
 
     todo = discover(list(kernels) or None, list(only) or None)
     suite = discover(list(kernels) or None) if only else todo  # the targets are judged over the whole suite

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .model import KerntuneError, NoGpuError
+from agent_core.model import KerntuneError, NoGpuError
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -47,10 +47,10 @@ def main():
 @click.argument("file", type=click.Path(dir_okay=False))
 def show(file):
     """Kernels, launch sites, tunables and spec status (no GPU needed)."""
-    from . import spec as spec_mod
-    from .cuda_parse import kernel_has_errors, parse_cuda
-    from .templatize import templatize
-    from .tuner import read_source
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
+    from agent_core.templating.templatize import templatize
+    from agent_core.search.tuner import read_source
 
     text = read_source(file)
     cf = parse_cuda(text, file)
@@ -102,8 +102,9 @@ def show(file):
 @click.option("--write", is_flag=True, help="insert the drafted spec above the kernel in FILE")
 def spec(file, kernel, write):
     """Draft a tuning spec from the kernel's signature and launch site."""
-    from . import spec as spec_mod
-    from .tuner import parse_checked, read_source
+    from agent_core.source import spec as spec_mod
+    from agent_core.search.tuner import parse_checked, read_source
+    from agent_core.templating.draft_spec import draft_spec, insert_spec
 
     text = read_source(file)
     cf, k = parse_checked(file, kernel, text)
@@ -112,9 +113,9 @@ def spec(file, kernel, write):
         raise KerntuneError(f"kernel '{kernel}' already has a spec ({existing.origin}); edit it there", file,
                             k.span.line)
     if not write:
-        out.print(spec_mod.draft_spec(cf, kernel), markup=False, highlight=False, soft_wrap=True)
+        out.print(draft_spec(cf, kernel), markup=False, highlight=False, soft_wrap=True)
         return
-    Path(file).write_text(spec_mod.insert_spec(text, cf, kernel), encoding="utf-8")
+    Path(file).write_text(insert_spec(text, cf, kernel), encoding="utf-8")
     err.print(f"wrote a draft spec above {kernel} in {file}: fill in the TODO sizes")
 
 
@@ -125,10 +126,10 @@ def spec(file, kernel, write):
 @click.option("--force", is_flag=True, help="overwrite existing template files")
 def templatize(file, kernel, force):
     """Write the kernel's template and parameter space to .kerntune/ for reading and editing."""
-    from .space import write_template_files
-    from .templatize import templatize as do_templatize
-    from .tuner import parse_checked, read_source
-    from .workspace import workdir_for
+    from agent_core.templating.workfiles import write_template_files
+    from agent_core.templating.templatize import templatize as do_templatize
+    from agent_core.search.tuner import parse_checked, read_source
+    from agent_core.workspace import workdir_for
 
     text = read_source(file)
     cf, _ = parse_checked(file, kernel, text)
@@ -183,7 +184,7 @@ def print_summary(s: dict) -> None:
 
 def print_dispatch(data: dict) -> None:
     """The per-shape dispatch of a result: which configuration serves which sizes, and each size set's figures."""
-    from .dispatch import Dispatch, condition_words
+    from agent_core.agent.dispatch import Dispatch, condition_words
     d = Dispatch.from_dict(data)
     how = ("replayed from a recorded store" if d.backend == "replay" else
            "confirmed, interleaved" if d.confirmed else "search figures")
@@ -216,9 +217,9 @@ def print_dispatch(data: dict) -> None:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the summary here")
 def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path, json_out):
     """Tune a kernel on the GPU: every variant verified against the original, then timed."""
-    from .store import Store
-    from .tuner import TuneOptions, open_backend, prepare, tune as run_tune
-    from .workspace import store_path_for
+    from agent_core.store import Store
+    from agent_core.search.tuner import TuneOptions, open_backend, prepare, tune as run_tune
+    from agent_core.workspace import store_path_for
 
     prep = prepare(file, kernel)  # bad input fails before any device work
     be = open_backend(backend)
@@ -258,9 +259,9 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
 def _llm_hooks_for(store, be, base_url, model, max_calls, max_tokens, max_seconds, budget, rounds):
     """The LLM roles for `optimize`, or None when no endpoint is configured (the offline loop, as before).
     The API key comes only from the environment ($KERNTUNE_LLM_API_KEY or $OPENAI_API_KEY)."""
-    from .llm.config import settings_from_env
-    from .llm.hooks import llm_hooks
-    from .llm.limits import Limits
+    from agent_core.agent.llm.config import settings_from_env
+    from agent_core.agent.llm.hooks import llm_hooks
+    from agent_core.agent.llm.limits import Limits
 
     settings = settings_from_env(base_url=base_url, model=model)
     if settings is None:
@@ -303,7 +304,7 @@ class _PlanMarks:
 
 def _call_fate(e: dict, rounds) -> str:
     """What happened to one model call's answer."""
-    from .llm.roles import FEEDBACK_KINDS
+    from agent_core.agent.llm.roles import FEEDBACK_KINDS
 
     outcome, attempt = e.get("outcome"), e.get("attempt", 1)
     if outcome == "rejected":
@@ -368,10 +369,10 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
     compiled, verified and timed like any other template."""
-    from .agent import AgentOptions, expert_templater, optimize as run_optimize
-    from .store import Store
-    from .tuner import open_backend, prepare
-    from .workspace import store_path_for
+    from agent_core.agent.loop import AgentOptions, expert_templater, optimize as run_optimize
+    from agent_core.store import Store
+    from agent_core.search.tuner import open_backend, prepare
+    from agent_core.workspace import store_path_for
 
     prepare(file, kernel)
     be = open_backend(backend)
@@ -482,9 +483,9 @@ def _print_recorded_calls(store, session_id) -> None:
 @click.option("--store", "store_path", default=None)
 def results(file, kernel, store_path):
     """Show the latest stored result for a kernel (no GPU needed)."""
-    from .store import Store
-    from .tuner import read_source, result_summary
-    from .workspace import store_path_for
+    from agent_core.store import Store
+    from agent_core.search.tuner import read_source, result_summary
+    from agent_core.workspace import store_path_for
 
     p = Path(store_path or store_path_for(file))
     if not p.exists():
@@ -513,11 +514,11 @@ def apply(file, kernel, store_path, dry_run, backend, single):
     one kernel per configuration, an if/else over the sizes at each launch)."""
     import os
 
-    from .apply import check_compiles, rewrite_result
-    from .compiler import compile_kernel
-    from .store import Store
-    from .tuner import read_source, result_summary
-    from .workspace import cache_dir, store_path_for
+    from agent_core.apply import check_compiles, rewrite_result
+    from agent_core.measure.compiler import compile_kernel
+    from agent_core.store import Store
+    from agent_core.search.tuner import read_source, result_summary
+    from agent_core.workspace import cache_dir, store_path_for
 
     text = read_source(file)
     store = Store(store_path or store_path_for(file))
@@ -574,14 +575,14 @@ def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | N
     configuration the dispatch gives it."""
     if backend == "none":
         return "not verified on a GPU (--backend none)"
-    from .gpu_backend import gpu_available
+    from agent_core.measure.gpu_backend import gpu_available
     ok, why = gpu_available()
     if not ok:
         if backend == "gpu":
             raise NoGpuError(f"no CUDA device available: {why}")
         return f"verified during tuning; not re-verified here ({why})"
-    from .gpu_backend import GpuBackend
-    from .tuner import verify_kernels
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import verify_kernels
     kernels = list(rw.kernels) if rw is not None and rw.kernels else [(kernel, rw.spec if rw is not None else None)]
     be = GpuBackend()
     try:
@@ -613,7 +614,7 @@ def lsp():
 
 # --------------------------------------------------------------------------------------------- bench
 def _register_bench() -> None:
-    from .bench import bench_command
+    from agent_core.bench import bench_command
 
     main.add_command(bench_command)
 

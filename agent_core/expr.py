@@ -14,7 +14,7 @@ import math
 from functools import lru_cache
 from typing import Callable, Mapping
 
-from .model import KerntuneError
+from agent_core.model import KerntuneError
 
 
 def _cdiv(a: int, b: int) -> int:

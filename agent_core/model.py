@@ -383,3 +383,15 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_plain(v) for k, v in obj.items()}
     return obj
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: grid and block extents, dynamic shared memory in bytes."""
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .model import (DeviceInfo, Evaluation, KerntuneError, Resources, Status, Timing, params_key, template_hash_of,
+from agent_core.model import (DeviceInfo, Evaluation, KerntuneError, Resources, Status, Timing, params_key, template_hash_of,
                     to_plain)
 
 SCHEMA_VERSION = 2

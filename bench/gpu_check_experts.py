@@ -28,9 +28,10 @@ CONFIGS_PER_KERNEL = 8
 def prep(out: Path, only: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tests"))
-    from agent_core import experts as X, spec as S
+    from agent_core.templating import experts as X
+    from agent_core.source import spec as S
     from agent_core.model import macro_name
-    from agent_core.space import check_config
+    from agent_core.templating.space import check_config
     from test_experts import EXPECTED, bench_case
     out.mkdir(parents=True, exist_ok=True)
     manifest = []

@@ -13,11 +13,11 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
-from agent_core import spec as spec_mod
-from agent_core.cuda_parse import kernel_has_errors
+from agent_core.source import spec as spec_mod
+from agent_core.source.cuda_parse import kernel_has_errors
 from agent_core.model import Kernel, KerntuneError, Param, ParseIssue, Site, Span
-from agent_core.space import space_from_toml, template_file_names
-from agent_core.templatize import templatize
+from agent_core.templating.space import space_from_toml, template_file_names
+from agent_core.templating.templatize import templatize
 from agent_core.workspace import workdir_for
 
 from .documents import Doc, Documents, kernel_key, lead_start

@@ -296,9 +296,10 @@ def create_server() -> KerntuneServer:
 
 
 def _templatize(path: str, text: str, kernel: str, force: bool):
-    from agent_core.space import template_file_names, write_template_files
-    from agent_core.templatize import templatize
-    from agent_core.tuner import parse_checked
+    from agent_core.templating.space import template_file_names
+    from agent_core.templating.workfiles import write_template_files
+    from agent_core.templating.templatize import templatize
+    from agent_core.search.tuner import parse_checked
     from agent_core.workspace import workdir_for
 
     cf, _ = parse_checked(path, kernel, text)

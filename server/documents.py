@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from agent_core import cuda_parse
+from agent_core.source import cuda_parse
 from agent_core.model import CudaFile, Kernel
 from pygls.uris import to_fs_path
 

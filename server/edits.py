@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from agent_core import spec as spec_mod
+from agent_core.source import spec as spec_mod
+from agent_core.templating.draft_spec import insert_spec
 from agent_core.apply import check_compiles, rewrite_result, text_edits
 from agent_core.model import KerntuneError, params_words
 
@@ -33,7 +34,7 @@ def spec_text(doc: Doc, kernel: str) -> str:
         k = doc.cf.kernel(kernel)
         raise KerntuneError(f"kernel '{kernel}' already has a spec ({existing.origin}); edit it there",
                             doc.path, k.name_span.line)
-    return spec_mod.insert_spec(doc.text, doc.cf, kernel)
+    return insert_spec(doc.text, doc.cf, kernel)
 
 
 def best_text(path: str, text: str, kernel: str, summary: dict | None,

@@ -88,7 +88,7 @@ def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
     """The per-shape dispatch of a result: each size set's figures and which kernel serves it (named as Apply
     best would name it in the document), then the rules."""
     from agent_core.apply import dispatch_kernel_names
-    from agent_core.dispatch import Dispatch, condition_words
+    from agent_core.agent.dispatch import Dispatch, condition_words
     from agent_core.model import KerntuneError
     try:
         d = Dispatch.from_dict(data)

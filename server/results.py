@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from agent_core.model import Evaluation
 from agent_core.store import Store
-from agent_core.tuner import result_summary
+from agent_core.search.tuner import result_summary
 from agent_core.workspace import store_path_for
 
 from .documents import Doc

@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 
 from agent_core.model import KerntuneError, NoGpuError, Status
 from agent_core.store import Store
-from agent_core.tuner import TuneEvent, TuneOptions, open_backend, prepare
+from agent_core.search.tuner import TuneEvent, TuneOptions, open_backend, prepare
 from agent_core.workspace import store_path_for
 
 from .results import Live, Results
@@ -52,7 +52,7 @@ def _env_seconds(name: str) -> float:
 
 def expected_evaluations(prep, options: TuneOptions) -> int:
     """How many evaluations the session will measure at most: the budget, or fewer valid configurations."""
-    from agent_core.space import valid_configs
+    from agent_core.templating.space import valid_configs
     space = prep.template.space
     try:
         if space.size() <= SCAN_LIMIT:
@@ -76,7 +76,7 @@ def rounds_from(settings: dict | None, override: dict | None) -> tuple[int, bool
 def llm_from(settings: dict | None):
     """LLM settings from ``kerntune.llm.endpoint`` / ``.model`` (else $KERNTUNE_LLM_BASE_URL / _MODEL); the key
     only from the environment ($KERNTUNE_LLM_API_KEY, which the extension sets from SecretStorage). None: offline."""
-    from agent_core.llm.config import settings_from_env
+    from agent_core.agent.llm.config import settings_from_env
     llm = dict((settings or {}).get("llm") or {})
     return settings_from_env(base_url=llm.get("endpoint") or None, model=llm.get("model") or None)
 
@@ -176,7 +176,7 @@ class TuningJobs:
 
     def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop, rounds: int = 1,
                      experts: bool = True, llm=None, test_sizes: bool = False) -> dict:
-        from agent_core.agent import AgentOptions, expert_templater, optimize
+        from agent_core.agent.loop import AgentOptions, expert_templater, optimize
         store = Store(store_path_for(prep.path))
 
         def on_event(ev: TuneEvent) -> None:
@@ -185,7 +185,7 @@ class TuningJobs:
         try:
             hooks = None
             if llm is not None:
-                from agent_core.llm.hooks import llm_hooks
+                from agent_core.agent.llm.hooks import llm_hooks
                 hooks = llm_hooks(store, llm, budget_per_round=options.budget, max_rounds=rounds)
             designer = hooks.test_designer.design if hooks is not None and test_sizes else None
             templaters = ([expert_templater] if experts else []) + (hooks.templaters if hooks else [])

@@ -6,7 +6,7 @@ import pytest
 def pytest_collection_modifyitems(config, items):
     have_nvcc = shutil.which("nvcc") is not None
     try:
-        from agent_core.gpu_backend import gpu_available
+        from agent_core.measure.gpu_backend import gpu_available
         have_gpu, why = gpu_available()
     except Exception as e:  # module not importable: no GPU path at all
         have_gpu, why = False, f"gpu backend unavailable: {e}"

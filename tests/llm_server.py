@@ -1,5 +1,5 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1 (ephemeral port, a thread) that replays
-a transcript (agent_core.llm.transcript): each POST to /v1/chat/completions gets the next exchange.
+a transcript (agent_core.agent.llm.transcript): each POST to /v1/chat/completions gets the next exchange.
 It keeps every request it received (headers and JSON body) for the tests to inspect."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from agent_core.llm.transcript import completion_body, load
+from agent_core.agent.llm.transcript import completion_body, load
 
 TRANSCRIPTS = Path(__file__).parent / "data" / "transcripts"
 

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_core import experts, expr as expr_mod, spec as spec_mod
+from agent_core.templating import experts
+from agent_core import expr as expr_mod
+from agent_core.source import spec as spec_mod
 from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, is_whole_file, render, rewrite_file,
                               rewrite_dispatch, rewrite_result, spec_expr, strip_header, text_edits, to_c,
                               tuned_template)
-from agent_core.cuda_parse import parse_cuda
+from agent_core.source.cuda_parse import parse_cuda
 from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
 
 ROW_SUM = '''#include <cuda_runtime.h>
@@ -184,8 +186,8 @@ REAL_FILES = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("examples/*.cu
 
 
 def _real_template(rel: str, kernel: str | None = None):
-    from agent_core.cuda_parse import parse_cuda
-    from agent_core.templatize import templatize
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.templating.templatize import templatize
     path = ROOT / rel
     cf = parse_cuda(path.read_text(), str(path))
     return templatize(cf, kernel or cf.kernels[0].name)
@@ -232,7 +234,7 @@ def test_sites_render_derived_literals_as_numbers():
 # =============================================================================================== in place
 # A winner that is not a whole file (an expert bound to the kernel) is written *into* the user's file: the
 # kernel's definition becomes the expert's code + the wrapper renamed to the kernel, the spec's launch and the
-# launch sites follow the expert's launch. Real bench files, the experts as agent_core.experts binds them, and
+# launch sites follow the expert's launch. Real bench files, the experts as agent_core.templating.experts binds them, and
 # the parameters the H100 recording (tests/data/stores/bench.sqlite) found best.
 BENCH_STORE = ROOT / "tests" / "data" / "stores" / "bench.sqlite"
 
@@ -503,7 +505,7 @@ def test_launch_expressions_fold_and_translate_to_c():
 @pytest.mark.nvcc
 def test_verify_rewrite_launches_the_new_kernel_with_the_rewritten_spec(tmp_path, monkeypatch):
     """The reference runs the old kernel at the old spec's launch; the rewritten kernel at the new spec's."""
-    from agent_core.tuner import verify_rewrite
+    from agent_core.search.tuner import verify_rewrite
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
     f, text, cf, k, spec, t, cfg, rw = _in_place(tmp_path, "silu_and_mul")
     rec = Recorder()
@@ -567,7 +569,7 @@ def test_cli_apply_dry_run_of_an_expert_winner_is_in_place(reproduce):
     assert (work / "silu_and_mul.cu").read_text() == before
     # the helper both the CLI and the server use finds the expert template in the store
     from agent_core.store import Store
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     st = Store(work / ".kerntune" / "results.sqlite")
     s = result_summary(st, "silu_and_mul.cu", "silu_and_mul_kernel", before)
     t = tuned_template("silu_and_mul.cu", "silu_and_mul_kernel", before, s, st)
@@ -695,7 +697,7 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
     """server/edits.py best_text goes through the same rewrite as the CLI."""
     from server.edits import best_text
     from agent_core.store import Store
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     work, _ = reproduce
     f = work / "silu_and_mul.cu"
     text = f.read_text()
@@ -721,7 +723,7 @@ def test_the_editor_apply_best_writes_an_expert_winner_in_place(reproduce):
 # faster on the 16- and 77-token size sets): `apply` writes one kernel per configuration and an if/else at the launch.
 def _summary(work: Path, text: str | None = None) -> dict:
     from agent_core.store import Store
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     st = Store(work / ".kerntune" / "results.sqlite")
     try:
         return result_summary(st, str(work / "silu_and_mul.cu"), "silu_and_mul_kernel", text)
@@ -757,7 +759,7 @@ def test_cli_apply_dry_run_shows_the_per_shape_dispatch(reproduce):
 
 @pytest.mark.nvcc
 def test_cli_apply_writes_the_per_shape_dispatch_and_its_rules_match_the_dispatch(reproduce):
-    from agent_core.dispatch import Dispatch, kernel_names, select
+    from agent_core.agent.dispatch import Dispatch, kernel_names, select
     work, main = reproduce
     f = work / "silu_and_mul.cu"
     before = f.read_text()
@@ -864,7 +866,7 @@ def test_the_dispatch_rewrites_a_launch_with_space_before_its_semicolon_or_over_
 
 
 def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
-    from agent_core.dispatch import Bound, Dispatch
+    from agent_core.agent.dispatch import Bound, Dispatch
     work, _ = reproduce
     f = work / "silu_and_mul.cu"
     text = f.read_text()
@@ -896,7 +898,7 @@ def test_the_dispatch_refuses_what_it_cannot_write(reproduce):
         rewrite_result(f, "silu_and_mul_kernel", text, s2)
     # the kernel's own (structural) template cannot be one of several configurations in the file
     prep_t = tuned_template(f, "silu_and_mul_kernel", text, s)
-    from agent_core.tuner import prepare
+    from agent_core.search.tuner import prepare
     structural = prepare(str(f), "silu_and_mul_kernel", text).structural
     with pytest.raises(KerntuneError, match="cannot hold the structural template"):
         rewrite_dispatch(text, f, "silu_and_mul_kernel", [(prep_t, s["best_params"]),
@@ -919,7 +921,7 @@ def test_a_dispatch_of_a_kernel_launched_nowhere_in_the_file_says_what_the_host_
 
 @pytest.mark.nvcc
 def test_verify_kernels_checks_every_kernel_of_the_dispatch_at_its_own_launch(reproduce, monkeypatch):
-    from agent_core.tuner import verify_kernels
+    from agent_core.search.tuner import verify_kernels
     work, _ = reproduce
     f = work / "silu_and_mul.cu"
     text = f.read_text()
@@ -952,7 +954,7 @@ def test_a_cluster_expert_is_written_in_place_with_its_cluster_dims(tmp_path):
     assert "rms_norm_kernel<<<tokens * 4, " in rw.text
     assert rw.spec.grid == ["tokens * 4"]
     new_cf = parse_cuda(rw.text, str(f))
-    from agent_core.cuda_parse import kernel_has_errors
+    from agent_core.source.cuda_parse import kernel_has_errors
     assert not kernel_has_errors(new_cf, "rms_norm_kernel")
     f.write_text(rw.text)
     _nvcc_c(f)
@@ -961,7 +963,7 @@ def test_a_cluster_expert_is_written_in_place_with_its_cluster_dims(tmp_path):
 @pytest.mark.nvcc
 def test_a_dispatch_across_two_templates_writes_both(tmp_path):
     """The family's expert for most sizes and its cluster twin for few rows, in one file."""
-    from agent_core.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
     f = tmp_path / "rms_norm.cu"
     shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
     text = f.read_text()
@@ -992,7 +994,7 @@ def test_a_rule_without_bounds_before_the_last_is_the_final_else(tmp_path):
     """A dispatch record whose rule without bounds is not the last (choose never builds one; an edited record may):
     the rewrite reads it as `select` does, so that rule is the else, the rules after it and the configurations
     only they give are not written, and a first rule without bounds leaves nothing to dispatch."""
-    from agent_core.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, kernel_names, select
     f = tmp_path / "rms_norm.cu"
     shutil.copy(ROOT / "bench" / "rms_norm.cu", f)
     text = f.read_text()

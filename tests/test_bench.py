@@ -19,7 +19,7 @@ from agent_core.bench import (BenchOptions, check_targets, discover, geomean, re
                               suite_summary, time_to_within)
 from agent_core.model import (ArgSpec, DeviceInfo, Evaluation, KerntuneError, Status, Timing, TuningSpec,
                               params_key, sha256_text)
-from agent_core.replay import ReplayBackend
+from agent_core.measure.replay import ReplayBackend
 from agent_core.store import Store
 
 DEVICE = DeviceInfo(name="fixture device (synthetic recording)", arch="sm_90", sm_count=132,
@@ -59,10 +59,10 @@ def variant_us(origin: str, cfg: dict, original_cfg: dict, orig: list[float]) ->
 def record_kernel(store: Store, bk) -> dict:
     """Record one bench kernel: its original timings and every valid configuration of every template the
     optimize loop may try. Returns {template_hash: {params_key: us list or None}} for the checks."""
-    from agent_core.agent import expert_templater
-    from agent_core.space import valid_configs
-    from agent_core.spec import bytes_moved
-    from agent_core.tuner import prepare
+    from agent_core.agent.loop import expert_templater
+    from agent_core.templating.space import valid_configs
+    from agent_core.source.spec import bytes_moved
+    from agent_core.search.tuner import prepare
 
     prep = prepare(bk.path, bk.kernel)
     spec = prep.spec
@@ -391,7 +391,7 @@ def test_command_over_a_replay_store(recording, tmp_path):
 
 
 def test_command_refuses_without_a_gpu(tmp_path):
-    from agent_core.gpu_backend import gpu_available
+    from agent_core.measure.gpu_backend import gpu_available
     if gpu_available()[0]:
         pytest.skip("a GPU is available here")
     r = CliRunner().invoke(bench.bench_command, ["rms_norm", "--backend", "gpu", "--out", str(tmp_path / "o")])

@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from agent_core import compiler
-from agent_core.compiler import CompileError, compile_kernel, compile_many, parse_ptxas_report
+from agent_core.measure import compiler
+from agent_core.measure.compiler import CompileError, compile_kernel, compile_many, parse_ptxas_report
 from agent_core.model import KerntuneError, Resources
 
 KERNELS = r"""

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.cuda_parse import build_file, kernel_has_errors, parse_cuda, parse_tree
+from agent_core.source.cuda_parse import build_file, kernel_has_errors, parse_cuda, parse_tree
 from agent_core.model import KerntuneError
 
 DATA = Path(__file__).parent / "data" / "cu"
@@ -146,7 +146,7 @@ def test_incremental_reparse_matches_full_parse():
 def test_kernel_attributes_newer_than_the_grammar_are_masked_not_errors():
     """tree-sitter-cuda 0.21 does not know Hopper's __cluster_dims__ (nor __maxnreg__): the parser blanks them, so
     the kernel, its launch bounds and its launch site are read, every offset that of the source."""
-    from agent_core.cuda_parse import mask_newer_attributes
+    from agent_core.source.cuda_parse import mask_newer_attributes
     text = ('extern "C" __global__ void __launch_bounds__((256)) __cluster_dims__((4),\n 1, 1) k(float* o, int n) {\n'
             '  o[0] = n;\n}\n__global__ void __maxnreg__(64) m(float* o) { o[0] = 1.f; }\n'
             'void host(float* o, int n) { k<<<n * 4, 256>>>(o, n); }\n')

@@ -1,4 +1,4 @@
-"""Per-shape dispatch (agent_core.dispatch): choosing configurations per size set, the rules that send sizes to
+"""Per-shape dispatch (agent_core.agent.dispatch): choosing configurations per size set, the rules that send sizes to
 them, confirmation, and the optimize loop recording it — over hand-made candidates (the arithmetic) and over the
 H100 recording of the bench (tests/data/stores/bench.sqlite: real measurements)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import dispatch as dsp
-from agent_core.dispatch import Candidate, Dispatch, Entry
+from agent_core.agent import dispatch as dsp
+from agent_core.agent.dispatch import Candidate, Dispatch, Entry
 from agent_core.model import KerntuneError, Timing, params_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,9 +231,9 @@ def work(tmp_path, monkeypatch):
 
 
 def _optimize(work, file, kernel, **opts):
-    from agent_core.agent import AgentOptions, optimize
+    from agent_core.agent.loop import AgentOptions, optimize
     from agent_core.store import Store
-    from agent_core.tuner import open_backend
+    from agent_core.search.tuner import open_backend
     be = open_backend(f"replay:{work / 'rec.sqlite'}")
     st = Store(work / "s.sqlite")
     events = []
@@ -243,7 +243,7 @@ def _optimize(work, file, kernel, **opts):
 
 
 def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     res, st, events = _optimize(work, "rms_norm.cu", "rms_norm_kernel")
     d = res.dispatch
     assert d is not None and d.confirmed and d.backend == "replay"
@@ -264,10 +264,10 @@ def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
 def test_a_later_run_with_one_configuration_retires_the_older_dispatch(work):
     """optimize, then optimize --no-dispatch with the same winner: the result (what apply writes) carries no
     dispatch any more; a third run with the dispatch brings it back."""
-    from agent_core.agent import AgentOptions, optimize
-    from agent_core.tuner import open_backend
+    from agent_core.agent.loop import AgentOptions, optimize
+    from agent_core.search.tuner import open_backend
     from agent_core.store import Store
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     st = Store(work / "s.sqlite")
     path = str(work / "rms_norm.cu")
 
@@ -304,9 +304,9 @@ def test_a_structural_winner_gets_no_dispatch(tmp_path, monkeypatch):
 def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):
     """A worker that dies while the dispatch is confirmed: the loop's result and its rounds stand, one
     configuration, and the store says why."""
-    from agent_core.agent import AgentOptions, optimize
-    from agent_core.gpu_backend import WorkerCrashed
-    from agent_core.replay import ReplayBackend
+    from agent_core.agent.loop import AgentOptions, optimize
+    from agent_core.measure.gpu_backend import WorkerCrashed
+    from agent_core.measure.replay import ReplayBackend
     from agent_core.store import Store
 
     class Crashy(ReplayBackend):
@@ -330,8 +330,8 @@ def test_cluster_templates_are_not_searched_on_a_device_older_than_sm90(work):
     """The cluster twins launch thread-block clusters: on an sm_80 device they are not offered at all."""
     from dataclasses import replace as dc_replace
 
-    from agent_core.agent import AgentOptions, optimize
-    from agent_core.replay import ReplayBackend
+    from agent_core.agent.loop import AgentOptions, optimize
+    from agent_core.measure.replay import ReplayBackend
     from agent_core.store import Store
 
     class Ampere(ReplayBackend):
@@ -360,8 +360,8 @@ def test_the_h100_run_with_cluster_twins_replays_its_rounds_and_dispatch(tmp_pat
     loop reaches the cluster twin for the 64-token size set, which was measured (verified on every size set) but
     serves none — one block per row of 1024 threads was faster there on the H100 — and the confirmed dispatch of
     the run comes back: 2.29x on the GPU against 2.14x for one configuration."""
-    from agent_core.agent import AgentOptions, optimize
-    from agent_core.replay import ReplayBackend
+    from agent_core.agent.loop import AgentOptions, optimize
+    from agent_core.measure.replay import ReplayBackend
     from agent_core.store import Store
     shutil.copy(DISPATCH_STORE, tmp_path / "rec.sqlite")
     shutil.copy(ROOT / "bench" / "fused_add_rms_norm.cu", tmp_path / "fused_add_rms_norm.cu")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import dispatch as dsp
-from agent_core.agent import AgentOptions, optimize
+from agent_core.agent import dispatch as dsp
+from agent_core.agent.loop import AgentOptions, optimize
 from agent_core.apply import check_compiles, rewrite_dispatch, template_by_hash
 from agent_core.store import Store
 
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_dispatch_written_into_the_file_verifies_on_the_gpu(tmp_path, monkeypatch):
-    from agent_core.gpu_backend import GpuBackend
-    from agent_core.tuner import verify_kernels
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import verify_kernels
     src = tmp_path / "silu_and_mul.cu"
     shutil.copy(ROOT / "bench" / "silu_and_mul.cu", src)
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))

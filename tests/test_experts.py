@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import experts as X
-from agent_core import spec as S
-from agent_core.cuda_parse import parse_cuda
+from agent_core.templating import experts as X
+from agent_core.source import spec as S
+from agent_core.source.cuda_parse import parse_cuda
 from agent_core.model import CudaFile, Kernel, KernelParam, KerntuneError, Span, macro_name
-from agent_core.space import check_config
+from agent_core.templating.space import check_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -31,7 +31,7 @@ def _span(b: bytes, s: int, e: int) -> Span:
 
 
 def _hand_parse(text: str, path: str) -> CudaFile:
-    """Kernels of a plain (untemplated) file, for when agent_core.cuda_parse is not there."""
+    """Kernels of a plain (untemplated) file, for when agent_core.source.cuda_parse is not there."""
     b = text.encode()
     ks = []
     for mo in re.finditer(rb"__global__\s+void\s+(\w+)\s*\(([^)]*)\)\s*\{", b):
@@ -54,7 +54,7 @@ def _hand_parse(text: str, path: str) -> CudaFile:
 def parse(path: Path) -> CudaFile:
     text = path.read_text()
     try:
-        from agent_core.cuda_parse import parse_cuda
+        from agent_core.source.cuda_parse import parse_cuda
     except ImportError:
         return _hand_parse(text, str(path))
     return parse_cuda(text, str(path))
@@ -264,7 +264,7 @@ def test_cluster_twin_binds_and_compiles_for_sm90(lib, name):
     """Each row family's cluster expert, bound to the bench kernel: __cluster_dims__ on the wrapper, the rows of a
     grid-sized binding divided by the cluster, the helpers inside the expert's namespace; it compiles at its
     default and smallest and largest configurations, and ptxas reports no spills at the default."""
-    from agent_core.compiler import compile_kernel
+    from agent_core.measure.compiler import compile_kernel
     cf, k, spec = bench_case(name)
     m = X.match(cf, k.name, spec, lib)[1]
     assert m.expert.name == f"{name}_cluster"
@@ -273,7 +273,7 @@ def test_cluster_twin_binds_and_compiles_for_sm90(lib, name):
     assert "__cluster_dims__((KT_CLUSTER), 1, 1)" in t.text and "(int)(gridDim.x / KT_CLUSTER)" in t.text
     assert t.text.index("cluster_reduce(") > t.text.index("#include <cooperative_groups.h>")
     tcf = parse_cuda(t.text, "t.cu")  # __cluster_dims__ is masked for the parser: the entry reads as a kernel
-    from agent_core.cuda_parse import kernel_has_errors
+    from agent_core.source.cuda_parse import kernel_has_errors
     assert t.entry in [x.name for x in tcf.kernels] and not kernel_has_errors(tcf, t.entry)
     lo = {n: min(p.values) for n, p in t.space.params.items()}
     hi = {n: max(p.values) for n, p in t.space.params.items()}

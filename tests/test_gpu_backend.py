@@ -12,10 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from agent_core import expr, spec as spec_mod
-from agent_core.backend import Launch, Problem, Variant
-from agent_core.compiler import compile_kernel
-from agent_core.gpu_backend import GpuBackend
+from agent_core import expr
+from agent_core.source import spec as spec_mod
+from agent_core.measure.backend import Launch, Problem, Variant
+from agent_core.measure.compiler import compile_kernel
+from agent_core.measure.gpu_backend import GpuBackend
 from agent_core.model import ArgSpec, Status, TuningSpec
 
 pytestmark = pytest.mark.gpu

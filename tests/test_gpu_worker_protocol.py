@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_core import gpu_worker
-from agent_core.backend import Launch, Variant
-from agent_core.gpu_backend import (GpuBackend, Supervisor, WorkerCrashed, WorkerError, WorkerProcess,
+from agent_core.measure import gpu_worker
+from agent_core.measure.backend import Launch, Variant
+from agent_core.measure.gpu_backend import (GpuBackend, Supervisor, WorkerCrashed, WorkerError, WorkerProcess,
                                     WorkerTimeout, gpu_available, parse_ncu_csv)
 from agent_core.model import KerntuneError, Timing
 
@@ -170,7 +170,7 @@ def test_worker_stdout_never_reaches_the_parents_stdout(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path[:0] = [{str(ROOT)!r}, {str(Path(__file__).parent)!r}]
-        from agent_core.gpu_backend import WorkerProcess
+        from agent_core.measure.gpu_backend import WorkerProcess
         from test_gpu_worker_protocol import EchoWorker
         if __name__ == "__main__":
             w = WorkerProcess(EchoWorker, (), watchdog_s=10)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from agent_core import hardware
-from agent_core.backend import Launch
-from agent_core.hardware import check_launch, occupancy, profile_for_arch, prune_reason
+from agent_core.measure import hardware
+from agent_core.measure.backend import Launch
+from agent_core.measure.hardware import check_launch, occupancy, profile_for_arch, prune_reason
 from agent_core.model import DeviceInfo, KerntuneError, Resources
 
 H100 = profile_for_arch("sm_90")

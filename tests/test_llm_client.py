@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
-from agent_core.llm.client import LlmClient
-from agent_core.llm.config import LlmSettings, settings_from_env
-from agent_core.llm.errors import LlmError, redact
-from agent_core.llm.limits import Limits
+from agent_core.agent.llm.client import LlmClient
+from agent_core.agent.llm.config import LlmSettings, settings_from_env
+from agent_core.agent.llm.errors import LlmError, redact
+from agent_core.agent.llm.limits import Limits
 from agent_core.model import KerntuneError
 from tests.llm_server import ReplayServer, free_port
 
@@ -193,7 +193,7 @@ def test_recording_an_error_that_echoes_the_key(tmp_path):
 
 
 def test_no_endpoint_no_hooks():
-    from agent_core.llm.hooks import llm_hooks
+    from agent_core.agent.llm.hooks import llm_hooks
     assert llm_hooks(None, env={"OPENAI_API_KEY": "sk-x"}) is None
     h = llm_hooks(None, env={"KERNTUNE_LLM_BASE_URL": "http://127.0.0.1:9/v1", "KERNTUNE_LLM_MODEL": "m",
                              "KERNTUNE_LLM_MAX_CALLS": "5"})

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.agent import AgentOptions, expert_templater, optimize
-from agent_core.llm.config import LlmSettings
-from agent_core.llm.hooks import llm_hooks
-from agent_core.llm.limits import Limits
-from agent_core.llm.proposal import template_from_proposal
+from agent_core.agent.loop import AgentOptions, expert_templater, optimize
+from agent_core.agent.llm.config import LlmSettings
+from agent_core.agent.llm.hooks import llm_hooks
+from agent_core.agent.llm.limits import Limits
+from agent_core.agent.llm.proposal import template_from_proposal
 from agent_core.model import DeviceInfo, Evaluation, Status, Timing, sha256_text
-from agent_core.replay import ReplayBackend
-from agent_core.space import valid_configs
+from agent_core.measure.replay import ReplayBackend
+from agent_core.templating.space import valid_configs
 from agent_core.store import Store
-from agent_core.tuner import prepare
+from agent_core.search.tuner import prepare
 from tests.llm_server import TRANSCRIPTS, ReplayServer, free_port
 
 pytestmark = pytest.mark.nvcc

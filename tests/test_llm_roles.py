@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.llm.client import LlmClient
-from agent_core.llm.config import LlmSettings
-from agent_core.llm.prompts import render
-from agent_core.llm.proposal import ProposalError, check_includes, template_from_proposal
-from agent_core.llm.roles import LlmPlanner, LlmRoles, LlmTemplater, LlmTestDesigner
+from agent_core.agent.llm.client import LlmClient
+from agent_core.agent.llm.config import LlmSettings
+from agent_core.agent.llm.prompts import render
+from agent_core.agent.llm.proposal import ProposalError, check_includes, template_from_proposal
+from agent_core.agent.llm.roles import LlmPlanner, LlmRoles, LlmTemplater, LlmTestDesigner
 from agent_core.model import KerntuneError
-from agent_core.planning import Analysis, Round, Step
-from agent_core.tuner import prepare
+from agent_core.agent.planning import Analysis, Round, Step
+from agent_core.search.tuner import prepare
 from tests.llm_server import TRANSCRIPTS, ReplayServer
 
 ROOT = Path(__file__).resolve().parents[1]

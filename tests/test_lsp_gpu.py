@@ -56,8 +56,8 @@ async def test_optimize_and_apply_on_the_gpu_through_the_lsp(tmp_path: Path):
     src.write_text(new, encoding="utf-8")
     print("[gpu-lsp] applied:\n" + "\n".join(ln for ln in new.split("\n") if "int blocks" in ln or "int threads" in ln))
     # the applied file compiles and is verified + faster on the GPU (the CLI's verify_rewrite)
-    from agent_core.gpu_backend import GpuBackend
-    from agent_core.tuner import verify_rewrite
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import verify_rewrite
     be = GpuBackend()
     try:
         ev, confirmed = verify_rewrite(str(src), "silu", text, new, be)

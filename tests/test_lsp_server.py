@@ -659,10 +659,10 @@ def silu_and_mul_replay(tmp_path: Path, text: str | None = None) -> tuple[Path, 
     environment of a server that optimizes it over a copy of the bench's H100 recording (tests/data/stores/
     bench.sqlite). For ``text``, the recorded original's timings are filed under that file's hash as well: the
     kernel measured is the same, and the expert template the loop measures does not depend on the code around it."""
-    from agent_core.cuda_parse import parse_cuda
+    from agent_core.source.cuda_parse import parse_cuda
     from agent_core.model import sha256_text
     from agent_core.store import Store
-    from agent_core.tuner import prepare
+    from agent_core.search.tuner import prepare
     rec = tmp_path / "bench.sqlite"
     shutil.copy(REPO / "tests" / "data" / "stores" / "bench.sqlite", rec)
     src = tmp_path / "silu_and_mul.cu"
@@ -743,7 +743,7 @@ async def test_apply_best_writes_one_configuration_where_the_dispatch_cannot_be_
     says why."""
     from agent_core.apply import rewrite_result
     from agent_core.store import Store
-    from agent_core.tuner import result_summary
+    from agent_core.search.tuner import result_summary
     text = BENCH_SILU.read_text(encoding="utf-8").replace(SILU_LAUNCH, f"({SILU_LAUNCH[:-1]}, (void)0);")
     src, env = silu_and_mul_replay(tmp_path, text)
     async with lsp_server(env) as client:
@@ -770,7 +770,7 @@ async def test_apply_best_writes_one_configuration_where_the_dispatch_cannot_be_
 async def test_the_hover_names_the_dispatch_kernels_as_apply_best_writes_them(tmp_path: Path):
     """A name the per-shape dispatch would give one of its kernels is taken in the file already: the hover shows
     the name the rewrite writes instead, the same as Apply best."""
-    from agent_core.cuda_parse import parse_cuda
+    from agent_core.source.cuda_parse import parse_cuda
     taken = "silu_and_mul_kernel__threads128_vec2"
     text = BENCH_SILU.read_text(encoding="utf-8").replace(
         "void silu_and_mul(", f"__device__ float {taken}(float v) {{ return v; }}\n\nvoid silu_and_mul(", 1)

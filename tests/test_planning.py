@@ -3,9 +3,9 @@ expert bound to it). The percentages are the planner's inputs, not measurements:
 
 from pathlib import Path
 
-from agent_core import experts
-from agent_core.planning import Analysis, Round, RuleBasedPlanner, Step, widen
-from agent_core.tuner import prepare
+from agent_core.templating import experts
+from agent_core.agent.planning import Analysis, Round, RuleBasedPlanner, Step, widen
+from agent_core.search.tuner import prepare
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 

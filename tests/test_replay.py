@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.backend import Backend, Launch, Problem, Variant
+from agent_core.measure.backend import Backend, Launch, Problem, Variant
 from agent_core.model import KerntuneError, Status
-from agent_core.replay import ReplayBackend, ReplayMiss
+from agent_core.measure.replay import ReplayBackend, ReplayMiss
 from agent_core.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,8 +173,8 @@ def stored_template(path: Path, kernel: str, src: Path):
     from dataclasses import replace
 
     from agent_core.model import KernelTemplate
-    from agent_core.space import space_from_toml
-    from agent_core.tuner import prepare
+    from agent_core.templating.space import space_from_toml
+    from agent_core.search.tuner import prepare
 
     row = session_row(path, kernel)
     (t,) = raw(path, "SELECT * FROM templates WHERE template_hash=?", (row["template_hash"],))
@@ -187,7 +187,7 @@ def stored_template(path: Path, kernel: str, src: Path):
 
 
 def test_tuner_session_on_the_recorded_row_sum(tmp_path, examples):
-    from agent_core.tuner import TuneOptions, tune
+    from agent_core.search.tuner import TuneOptions, tune
 
     src = tmp_path / "row_sum.cu"
     shutil.copy(REPO / "examples" / "row_sum.cu", src)

@@ -4,9 +4,9 @@ import statistics
 import pytest
 
 from agent_core.model import KerntuneError, Param, ParamSpace, params_key
-from agent_core.search import (STRATEGIES, Exhaustive, RandomSearch, Tpe, expected_random_best, make_strategy,
+from agent_core.search.strategies import (STRATEGIES, Exhaustive, RandomSearch, Tpe, expected_random_best, make_strategy,
                                score_against_random)
-from agent_core.space import check_config, valid_configs
+from agent_core.templating.space import check_config, valid_configs
 
 SIZES = [{"cols": 4096}, {"cols": 4099}]
 

@@ -1,8 +1,8 @@
 import pytest
 
 from agent_core.model import KernelTemplate, KerntuneError, Param, ParamSpace, sha256_text
-from agent_core.space import (check_config, iter_configs, read_template_files, space_from_toml, space_to_toml,
-                              valid_configs, write_template_files)
+from agent_core.templating.space import check_config, iter_configs, space_from_toml, space_to_toml, valid_configs
+from agent_core.templating.workfiles import read_template_files, write_template_files
 
 
 def make_space(constraints=("BLOCK % 32 == 0", "BLOCK * U <= n")):
@@ -127,8 +127,8 @@ def test_template_files_round_trip_and_stale_source(tmp_path):
 def test_real_template_files_round_trip(tmp_path):
     from pathlib import Path
     from agent_core.apply import render
-    from agent_core.cuda_parse import parse_cuda
-    from agent_core.templatize import templatize
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.templating.templatize import templatize
     src = tmp_path / "row_sum.cu"
     src.write_text((Path(__file__).resolve().parent.parent / "examples" / "row_sum.cu").read_text())
     text = src.read_text()

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import spec as S
-from agent_core.backend import Launch
+from agent_core.source import spec as S
+from agent_core.templating import draft_spec as D
+from agent_core.measure.backend import Launch
 from agent_core.model import CudaFile, Kernel, KernelParam, KerntuneError, Param, ParamSpace, Span
 
 Z = Span(0, 0, 0, 0, 0, 0)
@@ -320,13 +321,13 @@ def test_draft_without_launch_site_and_insert():
     params = [("x", "const __half* __restrict__", True, True), ("y", "float*", True, False),
               ("a", "float", False, False), ("n", "int", False, False)]
     cf = hand_file(NO_LAUNCH, "axpy", params)
-    d = S.draft_spec(cf, "axpy")
+    d = D.draft_spec(cf, "axpy")
     assert d.startswith("/* kerntune:\n") and d.endswith("\n*/")
     assert '"x: in f16[n]"' in d and '"y: out f32[n]"' in d and "or inout if it is read" in d
     assert '"a: f32 = 1.0"' in d and '"n: i32 = n"' in d and "{ n = 0 }" in d
     assert 'grid = "TODO"' in d and "no launch of this kernel" in d
-    new = S.insert_spec(NO_LAUNCH, cf, "axpy")
-    assert S.insert_spec(NO_LAUNCH, cf, "axpy") == new  # deterministic
+    new = D.insert_spec(NO_LAUNCH, cf, "axpy")
+    assert D.insert_spec(NO_LAUNCH, cf, "axpy") == new  # deterministic
     lines = new.split("\n")
     i = lines.index("    /* kerntune:")
     assert lines[i - 1] == "namespace k {" and lines[i + 1].startswith("    # drafted")
@@ -358,7 +359,7 @@ DRAFT_CASES = [
 
 
 def _without_spec(path: Path, kernel: str) -> str:
-    from agent_core.cuda_parse import parse_cuda
+    from agent_core.source.cuda_parse import parse_cuda
     text = path.read_text()
     s = S.find_spec(parse_cuda(text, str(path)), kernel)
     if s is None:
@@ -370,14 +371,14 @@ def _without_spec(path: Path, kernel: str) -> str:
 
 @pytest.mark.parametrize("name, kernel, sizes, counts, grid, block", DRAFT_CASES)
 def test_draft_for_the_examples_parses_and_validates_once_filled(name, kernel, sizes, counts, grid, block):
-    from agent_core.cuda_parse import parse_cuda
-    from agent_core.templatize import templatize
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.templating.templatize import templatize
     path = EXAMPLES / name
     text = _without_spec(path, kernel)
     cf = parse_cuda(text, str(path))
     assert S.find_spec(cf, kernel) is None
     t = templatize(cf, kernel)
-    new = S.insert_spec(text, cf, kernel)
+    new = D.insert_spec(text, cf, kernel)
     cf2 = parse_cuda(new, str(path))
     assert not cf2.errors and [k.name for k in cf2.kernels] == [k.name for k in cf.kernels]
     s = S.find_spec(cf2, kernel)

@@ -1,4 +1,4 @@
-"""Structural templatization (agent_core/templatize.py) on real CUDA text: which constants become parameters,
+"""Structural templatization (agent_core/templating/templatize.py) on real CUDA text: which constants become parameters,
 with which sites, domains and constraints; ties between them; the spec's launch following the parameters;
 error messages; and (with nvcc) that rendered configurations compile."""
 
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import spec as spec_mod
+from agent_core.source import spec as spec_mod
 from agent_core.apply import render
-from agent_core.cuda_parse import parse_cuda
+from agent_core.source.cuda_parse import parse_cuda
 from agent_core.model import KernelTemplate, KerntuneError, macro_name
-from agent_core.space import check_config, iter_configs
-from agent_core.templatize import (ALL_BLOCKS, GRIDS, HEADER_END, ITEMS, POW2_BLOCKS, UNROLLS, launch_exprs,
+from agent_core.templating.space import check_config, iter_configs
+from agent_core.templating.templatize import (ALL_BLOCKS, GRIDS, HEADER_END, ITEMS, POW2_BLOCKS, UNROLLS, launch_exprs,
                                    templatize, tunable_sites)
-from agent_core.tuner import _launches
+from agent_core.search.tuner import _launches
 
 ROOT = Path(__file__).resolve().parent.parent
 CU = ROOT / "tests" / "data" / "cu"
@@ -495,7 +495,7 @@ def test_a_spec_block_that_is_not_the_launch_block_is_not_tied():
 
 
 def test_the_launch_survives_the_template_files(tmp_path):
-    from agent_core.space import read_template_files, write_template_files
+    from agent_core.templating.workfiles import read_template_files, write_template_files
     src = tmp_path / "rms_norm.cu"
     shutil.copy(ROOT / "bench" / "rms_norm.cu", src)
     t = templatize(parse_cuda(src.read_text(), str(src)), "rms_norm_kernel")

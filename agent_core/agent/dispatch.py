@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .model import KerntuneError, Timing, params_key, params_words
+from agent_core.model import KerntuneError, Timing, params_key, params_words
 
 MIN_GAIN = 0.05  # a size set gets its own configuration only where that is at least 5% faster (search figures)
 CONFIRM_GAIN = 0.01  # ... and still at least 1% faster when timed interleaved with the original

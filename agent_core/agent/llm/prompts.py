@@ -8,9 +8,9 @@ import string
 from functools import lru_cache
 from pathlib import Path
 
-from ..model import KerntuneError
+from agent_core.model import KerntuneError
 
-PROMPT_DIR = Path(__file__).resolve().parents[2] / "templates" / "prompts"
+PROMPT_DIR = Path(__file__).resolve().parents[3] / "templates" / "prompts"
 _SECTION = re.compile(r"^# (system|user)\s*$", re.M)
 
 

@@ -14,7 +14,7 @@ from bisect import bisect_right
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
-from .model import (CudaFile, Define, Expr, HostVar, Kernel, KernelParam, LaunchSite, ParseIssue, Pragma, Span,
+from agent_core.model import (CudaFile, Define, Expr, HostVar, Kernel, KernelParam, LaunchSite, ParseIssue, Pragma, Span,
                     TemplateParam)
 
 LANGUAGE = Language(tree_sitter_cuda.language())

@@ -10,18 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .model import Compiled, DeviceInfo, Evaluation, Timing, TuningSpec
-
-
-@dataclass(frozen=True)
-class Launch:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    smem: int = 0
-
-    @property
-    def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
+from agent_core.model import Compiled, DeviceInfo, Evaluation, Launch, Timing, TuningSpec  # noqa: F401 (Launch: re-exported)
 
 
 @dataclass
@@ -58,6 +47,11 @@ class Backend(Protocol):
     def evaluate(self, variant: Variant) -> Evaluation:
         """Verify the variant against the original on fresh inputs for every size set, then time it.
         Never raises for a bad variant: the status says what happened."""
+
+    def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
+        """Verify the variant against the original on fresh inputs for the given size sets (indices into the
+        spec's sizes) and time nothing: the cheap test that decides whether a candidate is worth timing.
+        Status OK (no timings) or what failed; never raises for a bad variant."""
 
     def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
         """Time the original and the variant interleaved, ``rounds`` times each, per size set:

@@ -14,8 +14,8 @@ import warnings
 from math import comb
 from typing import Iterator
 
-from .model import ParamSpace, params_key
-from .space import check_config, iter_configs, valid_configs
+from agent_core.model import ParamSpace, params_key
+from agent_core.templating.space import check_config, iter_configs, valid_configs
 
 STRATEGIES = ("auto", "exhaustive", "random", "tpe")
 AUTO_SCAN_LIMIT = 20_000  # "auto" counts valid configurations only in spaces up to this size
@@ -244,7 +244,7 @@ def make_strategy(name: str, space: ParamSpace, sizes: list[dict] | None, seed: 
                   budget: int | None = None) -> Strategy:
     """A strategy by name. "auto": exhaustive when the valid space fits the budget, else TPE."""
     if name not in STRATEGIES:
-        from .model import KerntuneError
+        from agent_core.model import KerntuneError
         raise KerntuneError(f"unknown search strategy '{name}' (use one of: {', '.join(STRATEGIES)})",
                             field_name="strategy")
     if name == "auto":

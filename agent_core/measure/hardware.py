@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .backend import Launch
-from .model import DeviceInfo, KerntuneError, Resources
+from agent_core.measure.backend import Launch
+from agent_core.model import DeviceInfo, KerntuneError, Resources
 
 KB = 1024
 MB = 1024 * 1024

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..model import KerntuneError
+from agent_core.model import KerntuneError
 
 
 def load(path: str | Path) -> dict:

@@ -6,7 +6,7 @@ reference, poisons outputs, verifies a variant against the reference on the GPU,
 CUDA events (L2 flush, batches of back-to-back launches queued behind a spin kernel, median of many
 repetitions). pycuda is imported only inside ``GpuWorker``, so this module imports anywhere.
 
-Run as ``python -m agent_core.gpu_worker profile REQUEST.pkl``: launch a variant once (for ``ncu``).
+Run as ``python -m agent_core.measure.gpu_worker profile REQUEST.pkl``: launch a variant once (for ``ncu``).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import spec as spec_mod
-from .backend import Launch, Problem, Variant
-from .model import ArgSpec, DeviceInfo, Evaluation, KerntuneError, Status, Timing
+from agent_core.source import spec as spec_mod
+from agent_core.measure.backend import Launch, Problem, Variant
+from agent_core.model import ArgSpec, DeviceInfo, Evaluation, KerntuneError, Status, Timing
 
 KERNELS_CU = Path(__file__).with_name("gpu_kernels.cu")
 
@@ -112,7 +112,7 @@ def helper_cubin(arch: str, cache_dir: Path | None = None) -> Path:
                             "(install the CUDA toolkit or add its bin/ to PATH)")
     key = hashlib.sha256(src + arch.encode()).hexdigest()[:16]
     if cache_dir is None:
-        from .workspace import cache_dir as default_cache
+        from agent_core.workspace import cache_dir as default_cache
         cache_dir = default_cache()
     out = Path(cache_dir) / f"kt_helpers_{arch}_{key}.cubin"
     if out.is_file():
@@ -238,7 +238,7 @@ class GpuWorker:
 
     # ------------------------------------------------------------------ device
     def device_info(self) -> DeviceInfo:
-        from .hardware import device_info_from_pycuda
+        from agent_core.measure.hardware import device_info_from_pycuda
         return device_info_from_pycuda(self.dev)
 
     def copy_bandwidth(self, nbytes: int = 1 << 30, reps: int = 10) -> float:
@@ -562,24 +562,9 @@ class GpuWorker:
         if len(variant.launches) != len(self.sets):
             ev.status, ev.error = Status.LAUNCH_ERROR, f"{len(variant.launches)} launches for {len(self.sets)} size sets"
             return ev
-        try:
-            fn = self._load_variant(variant)
-        except (KerntuneError, self.cuda.Error) as e:
-            ev.status, ev.error = Status.LAUNCH_ERROR, str(e)
+        fn = self._verify(variant, counter, self.sets, ev)
+        if fn is None:
             return ev
-        for ss in self.sets:
-            launch = variant.launches[ss.index]
-            self._fill(ss, counter)
-            self._run_reference(ss)
-            self._poison(ss)
-            failed = self._run_variant(fn, ss, launch, ev)
-            if failed:
-                return ev
-            diff = self._compare(ss)
-            if diff:
-                ev.status, ev.error = Status.VERIFY_FAILED, diff
-                return ev
-            self.beat()
         for ss in self.sets:
             try:
                 samples = self._time(fn, ss, variant.launches[ss.index], ss.batch)
@@ -588,6 +573,42 @@ class GpuWorker:
                 return ev
             ev.timings.append(summarize(samples, ss.batch, ss.l2))
         return ev
+
+    def check(self, variant: Variant, counter: int, size_sets: list[int]) -> Evaluation:
+        """Verify ``variant`` on fresh inputs for the size sets ``size_sets`` only; time nothing."""
+        ev = Evaluation(params=dict(variant.params), status=Status.OK)
+        if self.problem is None:
+            raise KerntuneError("the worker has no problem: start(problem) first")
+        if len(variant.launches) != len(self.sets):
+            ev.status, ev.error = Status.LAUNCH_ERROR, f"{len(variant.launches)} launches for {len(self.sets)} size sets"
+            return ev
+        bad = [i for i in size_sets if not 0 <= i < len(self.sets)]
+        if bad or not size_sets:
+            raise KerntuneError(f"check: size sets {size_sets} are not among the {len(self.sets)} of the problem")
+        self._verify(variant, counter, [self.sets[i] for i in size_sets], ev)
+        return ev
+
+    def _verify(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation):
+        """Load the variant and verify it on ``sets`` (fresh inputs, poisoned outputs); the loaded function, or
+        None with ev's status and error set."""
+        try:
+            fn = self._load_variant(variant)
+        except (KerntuneError, self.cuda.Error) as e:
+            ev.status, ev.error = Status.LAUNCH_ERROR, str(e)
+            return None
+        for ss in sets:
+            launch = variant.launches[ss.index]
+            self._fill(ss, counter)
+            self._run_reference(ss)
+            self._poison(ss)
+            if self._run_variant(fn, ss, launch, ev):
+                return None
+            diff = self._compare(ss)
+            if diff:
+                ev.status, ev.error = Status.VERIFY_FAILED, diff
+                return None
+            self.beat()
+        return fn
 
     def _run_variant(self, fn, ss: _SizeSet, launch: Launch, ev: Evaluation) -> bool:
         """Launch once; on failure set ev's status (LAUNCH_ERROR, or CRASHED and exit) and return True."""
@@ -654,5 +675,5 @@ def _profile_main(request: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "profile":
         sys.exit(_profile_main(sys.argv[2]))
-    print("usage: python -m agent_core.gpu_worker profile REQUEST.pkl", file=sys.stderr)
+    print("usage: python -m agent_core.measure.gpu_worker profile REQUEST.pkl", file=sys.stderr)
     sys.exit(2)

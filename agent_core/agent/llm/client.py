@@ -82,7 +82,7 @@ class LlmClient:
 
     def ask(self, role: str, messages: list[dict], schema: dict | None = None,
             max_output_tokens: int | None = None) -> Reply:
-        """One role call. ``schema`` defaults to the role's (agent_core.llm.schemas). Raises LlmError."""
+        """One role call. ``schema`` defaults to the role's (agent_core.agent.llm.schemas). Raises LlmError."""
         s = self.settings
         schema = schema if schema is not None else schemas_mod.SCHEMAS[role]
         max_out = max_output_tokens or s.max_output_tokens

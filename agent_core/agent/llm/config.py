@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..model import KerntuneError
+from agent_core.model import KerntuneError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -28,7 +28,7 @@ class LlmSettings:
     max_output_tokens: int = 8192  # per answer
     temperature: float | None = 0.2
     token_param: str = "max_tokens"  # or "max_completion_tokens" (newer OpenAI reasoning models)
-    record_path: str | None = None  # append every exchange to this transcript file (agent_core.llm.transcript)
+    record_path: str | None = None  # append every exchange to this transcript file (agent_core.agent.llm.transcript)
 
     def __str__(self) -> str:
         return f"{self.model} at {self.base_url}"

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from . import expr
-from .cuda_parse import file_constants, kernel_has_errors, parse_tree
-from .model import (CudaFile, HostVar, Kernel, KernelTemplate, KerntuneError, LaunchSite, Param, ParamSpace, Site,
+from agent_core import expr
+from agent_core.source.cuda_parse import file_constants, kernel_has_errors, parse_tree
+from agent_core.model import (CudaFile, HostVar, Kernel, KernelTemplate, KerntuneError, LaunchSite, Param, ParamSpace, Site,
                     Span, macro_name)
 
 HEADER_BEGIN = "// kerntune:params-begin"
@@ -774,7 +774,7 @@ class _Analysis:
         spec comment, they are also sites, so that a rewritten file's spec still matches its launch."""
         if self.block is None:
             return
-        from . import spec as spec_mod  # spec drafts through templatize: imported here, not at the top
+        from agent_core.source import spec as spec_mod
         try:
             sp = spec_mod.find_spec(self.cf, self.k.name)
         except KerntuneError:

@@ -30,10 +30,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import spec as spec_mod
-from .backend import Problem, Variant
-from .gpu_worker import GpuWorker, serve
-from .model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
+from agent_core.source import spec as spec_mod
+from agent_core.measure.backend import Problem, Variant
+from agent_core.measure.gpu_worker import GpuWorker, serve
+from agent_core.model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
 
 _log = logging.getLogger("kerntune.gpu")
 
@@ -276,14 +276,15 @@ class GpuBackend:
             raise KerntuneError("start(problem) must come before evaluating variants")
         return self.problem
 
-    def evaluate(self, variant: Variant) -> Evaluation:
-        problem = self._need_problem()
+    def _worker_eval(self, op: str, variant: Variant, *args: Any) -> Evaluation:
+        """``op`` ("evaluate" or "check") in the worker; a hang or a crash is the variant's status."""
+        self._need_problem()
         if variant.compiled is None:
             return Evaluation(params=dict(variant.params), status=Status.COMPILE_ERROR,
                               error="the GPU backend needs a compiled variant")
         self._counter += 1
         try:
-            ev = self.sup.call("evaluate", replace(variant, meta={}), self._counter)
+            ev = self.sup.call(op, replace(variant, meta={}), self._counter, *args)
         except WorkerTimeout as e:
             ev = Evaluation(params=dict(variant.params), status=Status.TIMEOUT, error=e.message)
         except WorkerCrashed as e:
@@ -291,6 +292,14 @@ class GpuBackend:
         except WorkerFailure as e:
             raise KerntuneError(f"GPU worker: {e.message}") from None
         ev.resources = variant.compiled.resources
+        return ev
+
+    def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
+        return self._worker_eval("check", variant, list(size_sets))
+
+    def evaluate(self, variant: Variant) -> Evaluation:
+        problem = self._need_problem()
+        ev = self._worker_eval("evaluate", variant)
         if ev.status == Status.OK:
             ev.gbps = [spec_mod.bytes_moved(problem.spec, sizes) / (t.median_us * 1e3)
                        for sizes, t in zip(problem.spec.sizes, ev.timings)]
@@ -320,9 +329,9 @@ class GpuBackend:
             cmd = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--kernel-name-base", "mangled",
                    "--kernel-name", variant.compiled.symbol, "--launch-count", "1",
                    "--section", "WarpStateStats", "--metrics", ",".join(metrics or PROFILE_METRICS),
-                   sys.executable, "-m", "agent_core.gpu_worker", "profile", str(req)]
+                   sys.executable, "-m", "agent_core.measure.gpu_worker", "profile", str(req)]
             env = dict(os.environ)
-            root = str(Path(__file__).resolve().parents[1])
+            root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import expr, spec as spec_mod
-from ..cuda_parse import parse_cuda
-from ..model import KernelTemplate, KerntuneError, Param, ParamSpace, macro_name
-from ..space import check_config, space_from_toml, space_to_toml
+from agent_core import expr
+from agent_core.source import spec as spec_mod
+from agent_core.source.cuda_parse import parse_cuda
+from agent_core.model import KernelTemplate, KerntuneError, Param, ParamSpace, macro_name
+from agent_core.templating.space import check_config, space_from_toml, space_to_toml
 
 MAX_CONFIGS = 1_000_000
 MAX_TEMPLATE_CHARS = 200_000
@@ -153,8 +154,8 @@ def template_from_proposal(data: dict, prep, compile_check: bool = True, arch: s
     except KerntuneError as e:
         raise ProposalError("space", f"the space does not round-trip through its file: {e.message}") from None
     if compile_check:
-        from ..compiler import CompileError, compile_kernel
-        from ..workspace import cache_dir
+        from agent_core.measure.compiler import CompileError, compile_kernel
+        from agent_core.workspace import cache_dir
         try:
             compile_kernel(text, entry, arch=arch, defines={macro_name(n): v for n, v in space.original_config().items()},
                            include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir())

@@ -1,10 +1,10 @@
 """The optimize loop: templating, testing, analysis, planning — round after round.
 
-Each round is one tuning session (agent_core.tuner) over one template: the user's kernel parameterized
-structurally, an expert template bound to the user's signature (agent_core.experts), or a template an LLM
-proposed (agent_core.llm). After each round the analysis says what limits the best variant and the planner
+Each round is one tuning session (agent_core.search.tuner) over one template: the user's kernel parameterized
+structurally, an expert template bound to the user's signature (agent_core.templating.experts), or a template an LLM
+proposed (agent_core.agent.llm). After each round the analysis says what limits the best variant and the planner
 chooses the next step; both are written to the store as the session's steps, so the user can read how the
-result was reached. After the last round, the per-shape dispatch (agent_core.dispatch) gives each size set
+result was reached. After the last round, the per-shape dispatch (agent_core.agent.dispatch) gives each size set
 that another verified configuration serves clearly faster than the winner that configuration.
 """
 
@@ -15,14 +15,14 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from .backend import Backend
-from .model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
-from .planning import Planner, Round, RuleBasedPlanner, Step, analyze
-from .store import Store
-from .tuner import Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare, tune
+from agent_core.measure.backend import Backend
+from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
+from agent_core.agent.planning import Planner, Round, RuleBasedPlanner, Step, analyze
+from agent_core.store import Store
+from agent_core.search.tuner import Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare, tune
 
 if TYPE_CHECKING:
-    from .dispatch import Dispatch
+    from agent_core.agent.dispatch import Dispatch
 
 # A test designer gives the spec to verify and time a template on (extra size sets, input distributions), or None.
 TestDesigner = Callable[[Prepared, KernelTemplate], "TuningSpec | None"]
@@ -56,7 +56,7 @@ class AgentResult:
 
 def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
     """Expert templates whose family the kernel's structure suggests, bound to its signature."""
-    from . import experts
+    from agent_core.templating import experts
     out = []
     for m in experts.match(prep.cf, prep.kernel.name, prep.spec):
         try:
@@ -177,8 +177,8 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     configurations of (an expert's or an LLM's partial template, not the user's whole file), against the best
     round's winner; confirmed interleaved with the original and recorded as a step of the last round's session.
     None when no size set gains enough, or the winner is the kernel's own structural template."""
-    from . import dispatch as dsp
-    from .apply import is_whole_file
+    from agent_core.agent import dispatch as dsp
+    from agent_core.apply import is_whole_file
     best = result.best
     wt = best.template
     if is_whole_file(wt, prep.cf):

@@ -12,9 +12,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from . import expr
-from .backend import Launch
-from .model import ArgSpec, CudaFile, Kernel, KerntuneError, ParamSpace, Span, TuningSpec
+from agent_core import expr
+from agent_core.model import ArgSpec, CudaFile, Kernel, KerntuneError, Launch, ParamSpace, Span, TuningSpec
 
 # dtype -> (numpy dtype string, itemsize); bf16 is carried as its raw 16 bits
 DTYPES: dict[str, tuple[str, int]] = {
@@ -254,8 +253,20 @@ def _strip_stars(body: str) -> str:
     return "\n".join(ls)
 
 
+def toml_error_line(e: tomllib.TOMLDecodeError, text: str = "") -> tuple[str, int | None, int | None]:
+    """(message, 0-based line, 0-based col) of a TOML syntax error in ``text`` (tomllib puts them in the
+    message; an error at the end of the document is put on the last line)."""
+    msg = str(e)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)\s*$", msg)
+    if m:
+        return msg[:m.start()], int(m.group(1)) - 1, int(m.group(2)) - 1
+    m = re.search(r"\s*\(at end of document\)\s*$", msg)
+    if m:
+        return msg[:m.start()] + " at the end", max(0, len(text.rstrip("\n").split("\n")) - 1), None
+    return msg, None, None
+
+
 def _load_toml(body: str, path: str, first_line: int, what: str) -> dict:
-    from .space import toml_error_line
     try:
         return tomllib.loads(body)
     except tomllib.TOMLDecodeError as e:
@@ -591,124 +602,3 @@ def _names_in(texts: list[str]) -> list[str]:
             if isinstance(node, ast.Name) and node.id not in expr.FUNCTIONS and node.id not in seen:
                 seen.append(node.id)
     return seen
-
-
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _launch_info(cf: CudaFile, kernel: str) -> tuple[dict | None, set[str]]:
-    """(launch_exprs with the template applied when the kernel is tunable, its parameter names)."""
-    k = cf.kernel(kernel)
-    if not k.launch_sites:
-        return None, set()
-    from . import templatize as tz
-    template = None
-    try:
-        template = tz.templatize(cf, kernel)
-    except KerntuneError:
-        template = None
-    try:
-        le = tz.launch_exprs(cf, kernel, template)
-    except KerntuneError:
-        if template is None:
-            return None, set()
-        template = None
-        try:
-            le = tz.launch_exprs(cf, kernel, None)
-        except KerntuneError:
-            return None, set()
-    return le, set(template.space.params) if template is not None else set()
-
-
-def draft_spec(cf: CudaFile, kernel: str) -> str:
-    """A `/* kerntune: ... */` block for ``kernel`` from its signature and launch site, with TODOs."""
-    k = cf.kernel(kernel)
-    le, param_names = _launch_info(cf, kernel)
-    host_args = list(le.get("args") or []) if le else []
-    arg_lines: list[tuple[str, str]] = []
-    values: list[str] = []
-    for i, p in enumerate(k.params):
-        dt = c_dtype(p.type)
-        notes = []
-        if dt is None:
-            notes.append(f"TODO: dtype of '{p.type.strip()}'")
-            dt = "f32"
-        if p.is_pointer:
-            role = "in" if p.is_const else "out"
-            arg_lines.append((f"{p.name}: {role} {dt}[COUNT_{p.name}]",
-                              "; ".join(notes + [f"TODO: element count of {p.name}"] +
-                                        ([] if p.is_const else ["or inout if it is read"]))))
-            continue
-        host = host_args[i] if i < len(host_args) else None
-        val = _clean_host_expr(host) if host else None
-        if dt in FLOAT_DTYPES:
-            if val is None or _names_in([val]):
-                notes.append(f"TODO: the value your code passes ({host.strip()})" if host else "TODO: value")
-                val = "1.0"
-        elif val is None:
-            if host:
-                notes.append(f"TODO: your code passes {host.strip()}")
-            val = p.name
-        if dt not in FLOAT_DTYPES:
-            values.append(val)
-        arg_lines.append((f"{p.name}: {dt} = {val}", "; ".join(notes)))
-
-    launch_notes: dict[str, str] = {}
-    launch_vals: dict[str, list[str]] = {}
-    for key in ("grid", "block"):
-        raw = (le or {}).get(key)
-        raw = [raw] if isinstance(raw, str) else list(raw or [])
-        cleaned = [_clean_host_expr(r) for r in raw]
-        if not raw or any(c is None for c in cleaned):
-            launch_vals[key] = ["TODO"]
-            launch_notes[key] = ("TODO: your launch has " + ", ".join(raw) if raw else
-                                 "TODO: no launch of this kernel in the file; the launch " + key)
-        else:
-            launch_vals[key] = cleaned  # type: ignore[assignment]
-    smem_raw = str((le or {}).get("smem") or "0")
-    smem = _clean_host_expr(smem_raw)
-    smem_note = "" if smem is not None else f"TODO: your launch has {smem_raw}"
-    smem = smem if smem is not None else "0"
-
-    size_names = [n for n in _names_in(values + launch_vals["grid"] + launch_vals["block"] + [smem])
-                  if n not in param_names and n != "TODO"]
-    if not size_names:
-        size_names = ["n"]
-    guess = " * ".join(size_names)
-    arg_lines = [(re.sub(r"\[COUNT_\w+\]", f"[{guess}]", a), c) for a, c in arg_lines]
-
-    def with_comment(line: str, note: str) -> str:
-        return f"{line}  # {note}" if note else line.rstrip()
-
-    out = ["/* kerntune:",
-           "# drafted by `kerntune spec`: fix every TODO (sizes, element counts), then `kerntune tune`"]
-    out.append("args = [")
-    width = max((len(_toml_str(a)) for a, _ in arg_lines), default=0) + 1
-    for a, c in arg_lines:
-        out.append(with_comment(f"  {(_toml_str(a) + ',').ljust(width)}", c))
-    out.append("]")
-    zeros = ", ".join(f"{n} = 0" for n in size_names)
-    out.append("sizes = [")
-    out.append(f"  {{ {zeros} }},  # TODO: a typical problem size")
-    out.append(f"  {{ {zeros} }},  # TODO: one that is not a multiple of the block size (e.g. 4099)")
-    out.append("]")
-    for key in ("grid", "block"):
-        v = launch_vals[key]
-        val = _toml_str(v[0]) if len(v) == 1 else "[" + ", ".join(_toml_str(x) for x in v) + "]"
-        out.append(with_comment(f"{key} = {val}", launch_notes.get(key, "")))
-    if smem != "0" or smem_note:
-        out.append(with_comment(f"smem = {_toml_str(smem)}", smem_note))
-    out.append("*/")
-    return "\n".join(out)
-
-
-def insert_spec(text: str, cf: CudaFile, kernel: str) -> str:
-    """``text`` with the drafted spec inserted above the kernel (above its ``template <...>``), indented
-    like the kernel."""
-    k = cf.kernel(kernel)
-    start = _kernel_start(text, k)
-    line_start = text.rfind("\n", 0, start) + 1
-    indent = re.match(r"[ \t]*", text[line_start:start]).group(0)
-    block = "\n".join((indent + ln) if ln else ln for ln in draft_spec(cf, kernel).split("\n"))
-    return text[:line_start] + block + "\n" + text[line_start:]

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..model import KerntuneError
+from agent_core.model import KerntuneError
 
 
 @dataclass(frozen=True)

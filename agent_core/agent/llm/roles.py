@@ -1,5 +1,5 @@
 """The four roles — templater, test designer, analyst, planner — on the agent loop's interfaces
-(agent_core.agent.Templater, agent_core.planning.Planner). Each renders its prompt, asks the model for a
+(agent_core.agent.loop.Templater, agent_core.agent.planning.Planner). Each renders its prompt, asks the model for a
 JSON answer, validates it, feeds a rejected answer back once, then drops it. When the endpoint fails, the
 role answers as if there were no model (no templates, the rule-based planner), so the session goes on
 offline; after a fatal failure (unreachable, bad key, a limit spent) the model is not asked again."""
@@ -11,10 +11,10 @@ import json
 from dataclasses import replace
 from typing import Callable, TypeVar
 
-from .. import spec as spec_mod
-from ..model import KernelTemplate, KerntuneError, TuningSpec
-from ..planning import Analysis, Round, RuleBasedPlanner, Step
-from ..space import space_to_toml, valid_configs
+from agent_core.source import spec as spec_mod
+from agent_core.model import KernelTemplate, KerntuneError, TuningSpec
+from agent_core.agent.planning import Analysis, Round, RuleBasedPlanner, Step
+from agent_core.templating.space import space_to_toml, valid_configs
 from . import prompts
 from .client import LlmClient
 from .errors import LlmError

@@ -3,7 +3,7 @@
 ``analyze`` turns a round's summary (and, where available, the ncu profile of its best variant) into the
 "why" a user reads: achieved bandwidth against the device's copy bandwidth, registers and spills,
 theoretical occupancy and its limiter, what failed. A ``Planner`` turns the rounds so far into the next
-``Step``; ``RuleBasedPlanner`` is deterministic and offline, the LLM planner (agent_core.llm) implements
+``Step``; ``RuleBasedPlanner`` is deterministic and offline, the LLM planner (agent_core.agent.llm) implements
 the same protocol.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .model import KernelTemplate, params_words
+from agent_core.model import KernelTemplate, params_words
+from agent_core.templating.space import served_size_sets
 
 STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
 LAG_PCT_OF_COPY = 50.0  # a size set below this % is worth a template made for its regime (per-shape dispatch)
@@ -49,7 +50,7 @@ class Planner(Protocol):
 
 
 def analyze(summary: dict, profile: dict | None = None) -> Analysis:
-    """Findings of one round from its summary (agent_core.tuner) and an optional ncu profile."""
+    """Findings of one round from its summary (agent_core.search.tuner) and an optional ncu profile."""
     lines: list[str] = []
     data: dict = {}
     pct = summary.get("pct_copy") or []
@@ -131,19 +132,6 @@ def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTe
             p.values = sorted(set(p.values) | {lo // 2})
             changed = True
     return t if changed else None
-
-
-def served_size_sets(template: KernelTemplate, sizes: list[dict]) -> list[int]:
-    """The size sets a regime template (``serves``) is meant for."""
-    from . import expr
-    out = []
-    for i, sz in enumerate(sizes):
-        try:
-            if expr.evaluate(template.serves, sz):
-                out.append(i)
-        except expr.ExprError:
-            continue
-    return out
 
 
 class RuleBasedPlanner:

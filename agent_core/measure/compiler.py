@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from .model import Compiled, KerntuneError, Resources, sha256_text
+from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
 
 DEFAULT_TIMEOUT_S = 300.0
 CACHE_FORMAT = 1  # bump when the cached JSON changes meaning

@@ -3,7 +3,7 @@ none ever carries the API key (``redact``)."""
 
 from __future__ import annotations
 
-from ..model import KerntuneError
+from agent_core.model import KerntuneError
 
 # kinds after which the session stops asking the model (it goes on offline)
 FATAL_KINDS = {"unreachable", "auth", "limit", "bad_request", "not_found"}

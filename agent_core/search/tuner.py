@@ -1,6 +1,6 @@
 """One tuning session: template -> spec -> compile -> prune -> measure -> store.
 
-The session is driven by a search strategy (agent_core.search) and measures through a Backend (a real GPU,
+The session is driven by a search strategy (agent_core.search.strategies) and measures through a Backend (a real GPU,
 or the replay of recorded measurements). Every evaluation is written to the store as it arrives; one that
 is already in the store for the same template, spec, device and parameters is reused, not re-measured.
 Progress goes to ``on_event``; ``cancel`` (a threading.Event) stops the session between evaluations.
@@ -16,17 +16,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from . import hardware, spec as spec_mod
-from .backend import Backend, Launch, Problem, Variant
-from .compiler import compile_kernel, compile_many
-from .cuda_parse import kernel_has_errors, parse_cuda
-from .model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
+from agent_core.measure import hardware
+from agent_core.source import spec as spec_mod
+from agent_core.measure.backend import Backend, Launch, Problem, Variant
+from agent_core.measure.compiler import compile_kernel, compile_many
+from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
+from agent_core.model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
                     Timing, TuningSpec, macro_name, sha256_text, to_plain)
-from .search import make_strategy
-from .space import read_template_files
-from .store import Store
-from .templatize import templatize
-from .workspace import cache_dir, workdir_for
+from agent_core.search.strategies import make_strategy
+from agent_core.templating.workfiles import read_template_files
+from agent_core.store import Store
+from agent_core.templating.templatize import templatize
+from agent_core.workspace import cache_dir, workdir_for
 
 # Objectives within this fraction of the best are a tie (the geometric mean moves by about this much between
 # repeated timings); among tied configurations the one with the least total time over the size sets wins.
@@ -131,7 +132,7 @@ def open_backend(kind: str | None, store: Store | None = None, replay_store_path
     """"auto" | "gpu" | "replay" (or "replay:/path"); $KERNTUNE_BACKEND when kind is None."""
     kind = kind or os.environ.get("KERNTUNE_BACKEND") or "auto"
     if kind.startswith("replay"):
-        from .replay import ReplayBackend
+        from agent_core.measure.replay import ReplayBackend
         path = replay_store_path or (kind.split(":", 1)[1] if ":" in kind else None)
         if not path:
             raise KerntuneError("the replay backend needs a recorded store: replay:/path/to/results.sqlite")
@@ -140,7 +141,7 @@ def open_backend(kind: str | None, store: Store | None = None, replay_store_path
         return ReplayBackend(Store(path))
     if kind not in ("auto", "gpu"):
         raise KerntuneError(f"unknown backend '{kind}' (use auto, gpu or replay:PATH)")
-    from .gpu_backend import GpuBackend, gpu_available
+    from agent_core.measure.gpu_backend import GpuBackend, gpu_available
     ok, why = gpu_available()
     if not ok:
         raise NoGpuError(f"no CUDA device available: {why}. Tuning measures on a GPU; "
@@ -180,7 +181,7 @@ class Session:
         self.started = time.monotonic()
         # a template made for a regime of sizes (serves: few rows) is ranked on those size sets only (it is
         # still verified on all of them): the per-shape dispatch uses it there
-        from .planning import served_size_sets
+        from agent_core.templating.space import served_size_sets
         self.served = served_size_sets(self.template, self.spec.sizes) if self.template.serves else None
 
     # ------------------------------------------------------------------ helpers
@@ -241,7 +242,7 @@ class Session:
         self.session_id = self.store.start_session(
             prep.path, prep.kernel.name, self.problem.original_hash, t.template_hash, self.problem.spec_hash,
             self.device.name, self.opt.strategy, self.opt.budget, self.opt.seed, t.origin)
-        from .space import space_to_toml
+        from agent_core.templating.space import space_to_toml
         self.store.put_template(t.template_hash, t.kernel, t.origin, t.text, space_to_toml(t))
         self.emit("status", f"timing the original {prep.kernel.name} on {self.device.name}")
         self.original = self.backend.start(self.problem)
@@ -287,7 +288,7 @@ class Session:
         if not todo:
             return results
         if not self.runs_code:
-            from .replay import ReplayMiss
+            from agent_core.measure.replay import ReplayMiss
             for cfg, launches in todo:
                 try:
                     results.append(self.backend.evaluate(Variant(params=cfg, compiled=None, launches=launches)))
@@ -505,11 +506,11 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
 
 
 def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dict | None:
-    """The newest per-shape dispatch (agent_core.dispatch, a ``dispatch`` step) recorded for these sessions whose
+    """The newest per-shape dispatch (agent_core.agent.dispatch, a ``dispatch`` step) recorded for these sessions whose
     winner is the summary's best configuration (an older one, chosen against another winner, no longer holds);
     None when a newer optimize run ended with one configuration for that winner (a ``single`` step: the
     dispatch turned off, or no longer gaining)."""
-    from .model import params_key
+    from agent_core.model import params_key
     want = (summary.get("template_hash"), params_key(summary.get("best_params") or {}))
     for r in sorted(sessions, key=lambda r: -r["id"]):
         for st in reversed(store.steps(r["id"])):

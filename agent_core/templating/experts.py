@@ -17,11 +17,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import expr
-from .model import (ArgSpec, CudaFile, Kernel, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec,
+from agent_core import expr
+from agent_core.model import (ArgSpec, CudaFile, Kernel, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec,
                     macro_name)
 
-EXPERT_DIR = Path(__file__).resolve().parent.parent / "templates" / "experts"
+EXPERT_DIR = Path(__file__).resolve().parents[2] / "templates" / "experts"
 COMMON = "_common.cuh"
 _HEADER = re.compile(r"/\*\s*kerntune-expert:\s*\n(.*?)\*/", re.S)
 

@@ -1,0 +1,1 @@
+"""The optimize loop: planning, per-shape dispatch, the LLM roles."""

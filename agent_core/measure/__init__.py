@@ -1,0 +1,1 @@
+"""Measuring: compile, hardware limits, the backends (GPU worker processes, replay)."""

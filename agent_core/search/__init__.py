@@ -1,0 +1,1 @@
+"""Searching a template's space: strategies and the tuning session."""

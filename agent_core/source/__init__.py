@@ -1,0 +1,1 @@
+"""Reading the user's file: parse CUDA, find/parse/validate the tuning spec."""

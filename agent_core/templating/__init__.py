@@ -1,0 +1,1 @@
+"""Making templates: the structural template, parameter spaces, expert templates."""
