@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import spec as spec_mod
-from agent_core.cuda_parse import kernel_has_errors, parse_cuda
+from agent_core.source import spec as spec_mod
+from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.model import KerntuneError
-from agent_core.templatize import templatize
-from agent_core.tuner import read_source
+from agent_core.templating.templatize import templatize
+from agent_core.search.tuner import read_source
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "bench" / "corpus"
@@ -207,7 +207,7 @@ def _build_and_run(nvcc: str, version: str, stubs_obj: Path, v: dict, spec) -> t
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory):
     """{file: (ok, output)} for every variant, built in parallel."""
-    from agent_core.compiler import nvcc_version
+    from agent_core.measure.compiler import nvcc_version
     nvcc = shutil.which("nvcc")
     version = nvcc_version()
     stubs_obj = _cache() / f"stubs-{hashlib.sha256((STUBS + version).encode()).hexdigest()[:40]}.o"
@@ -225,7 +225,7 @@ def launches(tmp_path_factory):
 
 
 def _kernel_of(mangled: str) -> str:
-    from agent_core.compiler import demangle, split_demangled
+    from agent_core.measure.compiler import demangle, split_demangled
     return split_demangled(demangle([mangled])[mangled])[0].split("::")[-1]
 
 
