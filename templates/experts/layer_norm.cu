@@ -36,6 +36,7 @@ block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
 bounds = "THREADS * ROWS"
 smem = "0"
 */
+// kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(var + eps), 0: 1 / (sqrt(var) + eps))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -110,7 +111,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(var) + eps);
+#else  // kt:bind
   const float inv = rsqrtf(var + eps);
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float g[KT_VEC], b[KT_VEC];

@@ -91,6 +91,12 @@ class Evidence:
         """Whether the whitespace-free body matches ``pattern`` (index shapes: ``2*d``, ``[2*i+1]``)."""
         return re.search(pattern, self.flat) is not None
 
+    def uses(self, size: "SizeExpr") -> int:
+        """How often the body uses the arguments a size expression is made of (at most 3 each): an argument the
+        body never reads cannot be the row length it walks."""
+        names = re.findall(r"\(int\)\((\w+)\)", size.c)
+        return sum(min(3, len(re.findall(rf"\b{re.escape(n)}\b", self.body))) for n in names)
+
     def reduction_words(self) -> str:
         if self.shuffles:
             return "reduces with warp shuffles"

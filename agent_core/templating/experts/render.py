@@ -19,7 +19,8 @@ def subst(e: str, names: dict[str, str]) -> str:
 
 def resolve_conventions(source: str, values: dict[str, int], path: str = "<expert>") -> str:
     """The source with every ``kt:bind`` line gone: declarations dropped, ``#if/#elif/#else/#endif  // kt:bind``
-    resolved for ``values`` (the expert's defaults overridden by the binding), only the taken branches kept."""
+    resolved for ``values`` (the expert's defaults overridden by the binding), only the taken branches kept, and
+    a convention's name left in the code replaced by its value."""
     out = []
     stack: list[list[bool]] = []  # per open #if: [this branch is taken, some branch was taken]
     for ln in source.splitlines(keepends=True):
@@ -44,7 +45,8 @@ def resolve_conventions(source: str, values: dict[str, int], path: str = "<exper
                 stack.pop()
         except (KerntuneError, IndexError) as e:
             raise KerntuneError(f"kt:bind line `{ln.strip()}`: {e}", path) from None
-    return "".join(out)
+    # a convention used in the code itself (a template argument) becomes its value: the bound code defines none
+    return subst("".join(out), {n: str(v) for n, v in values.items()}) if values else "".join(out)
 
 
 def with_helpers(e: Expert, source: str | None = None) -> str:

@@ -62,7 +62,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         if xs:
             name = xs[0].words.strip("`")
             doubled = ev.mentions(rf"\b2\*\(?{re.escape(name)}\b") or ev.mentions(rf"\b{re.escape(name)}\)?\*2\b")
-            ds.append((xs[0], 8 if doubled else 4 if re.fullmatch(r"d|dim|hidden\w*|d_?\w*", name, re.I) else 0))
+            ds.append((xs[0], (8 if doubled else 0) + 2 * ev.uses(xs[0])))
     if not ds:
         return []
     T = x.dtype

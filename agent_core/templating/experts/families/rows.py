@@ -110,6 +110,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         hname = hidden.words.strip("`")
         words = f"reads rows of `{hname}` elements, {red}"
         rows_spec = f"({x0.spec.size}) / ({hidden.spec})"
+        hsup = 2 * ev.uses(hidden)
 
         def new(expert: str, score: float, reason: str) -> Binding | None:
             if expert not in lib:
@@ -165,7 +166,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.call_args = args + [eps_c, rows, hidden.c]
                         b.consts = {"ESIZE": esize}
                         b.conventions = conv
-                        b.support = 10 - ri - ei + eps_support + conv_support
+                        b.support = 10 + hsup - ri - ei + eps_support + conv_support
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
                                   or (len(io_main) == 1 and not in_main and not out_main)):
@@ -181,7 +182,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 b.template_args = [CTYPE[T]]
                 b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), rows, hidden.c]
                 b.consts = {"ESIZE": NBYTES[T]}
-                b.support = 10
+                b.support = 10 + hsup
                 out.append(b)
     return out
 
