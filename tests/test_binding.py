@@ -5,7 +5,6 @@ argument orders, layouts, launch shapes, dtypes, macros, templated / extern "C" 
 Offline we cannot run a binding, but we can check that the right one is among the candidates the loop screens,
 and (nvcc) that every enumerated binding's rendered template compiles."""
 
-import hashlib
 import re
 from pathlib import Path
 
@@ -274,20 +273,25 @@ STYLE_NAMES = sorted(p.stem for p in STYLES.glob("*.cu"))
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", STYLE_NAMES)
 def test_every_enumerated_binding_compiles(lib, name):
-    """Each candidate binding of a style kernel, rendered at its default configuration, compiles for sm_90 (distinct
-    texts once; nvcc runs in parallel and its results are cached)."""
+    """Each candidate binding of a style kernel, rendered at its default configuration, compiles for sm_90. The
+    bindings that share the expert's code (the same conventions, defines and types) differ only in their wrappers:
+    those are compiled together, one translation unit per shared code, each wrapper under its own entry."""
     from agent_core.measure.compiler import compile_many
     from agent_core.workspace import cache_dir
     cf, k, spec = case(name)
-    jobs, seen = [], set()
+    units: dict[tuple, list] = {}
     for b in X.candidates(cf, k.name, spec, lib):
         t = X.bind(b, cf, spec)
-        cfg = t.space.original_config()
-        key = hashlib.sha256((t.text + repr(sorted(cfg.items()))).encode()).hexdigest()
-        if key not in seen:
-            seen.add(key)
-            jobs.append(dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
-                             defines={macro_name(n): v for n, v in cfg.items()}))
+        key = (b.expert.name, tuple(sorted(b.conventions.items())), tuple(sorted(b.defines.items())),
+               tuple(b.template_args), tuple(sorted(t.space.original_config().items())))
+        units.setdefault(key, []).append(t)
+    jobs = []
+    for key, ts in units.items():
+        head, _, _ = ts[0].text.rpartition('extern "C" __global__')
+        wrappers = [f'extern "C" __global__' + t.text.rpartition('extern "C" __global__')[2].replace(
+            t.entry, f"{t.entry}_{i}") for i, t in enumerate(ts)]
+        jobs.append(dict(text=head + "\n".join(wrappers), kernel=f"{ts[0].entry}_0", arch="sm_90", cache_dir=cache_dir(),
+                         defines={macro_name(n): v for n, v in key[-1]}))
     assert jobs
     bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]

@@ -15,3 +15,7 @@ __global__ void merge_states(const float* v_a, const float* s_a, const float* v_
   float wa = expf(la - mx), wb = expf(lb - mx);
   v_out[i] = (v_a[i] * wa + v_b[i] * wb) / (wa + wb);
 }
+
+void merge(const float* v_a, const float* s_a, const float* v_b, const float* s_b, float* v_out, int T, int H, int D) {
+  merge_states<<<(T * H * D + 255) / 256, 256>>>(v_a, s_a, v_b, s_b, v_out, T, H, D);
+}

@@ -21,3 +21,7 @@ __global__ void quant_fp8(const __half* inp, uint8_t* outq, float* s, int gsize)
   for (int i = threadIdx.x; i < gsize; i += 64)
     outq[(size_t)blockIdx.x * gsize + i] = (uint8_t)__nv_cvt_float_to_fp8(__half2float(g[i]) / sc, __NV_SATFINITE, __NV_E4M3);
 }
+
+void quant_groups_fp8(const __half* inp, uint8_t* outq, float* s, int T, int N, cudaStream_t stream) {
+  quant_fp8<<<T * N / 64, 64, 0, stream>>>(inp, outq, s, 64);
+}

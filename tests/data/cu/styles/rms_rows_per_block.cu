@@ -15,3 +15,7 @@ __global__ void rmsnorm_rows(const float* x, const float* w, float* y, int n_row
   float scale = 1.0f / (sqrtf(acc / dim) + 1e-6f);
   for (int i = threadIdx.x; i < dim; i += 32) y[(size_t)r * dim + i] = xr[i] * scale * w[i];
 }
+
+void rmsnorm(const float* x, const float* w, float* y, int n_rows, int dim, cudaStream_t stream) {
+  rmsnorm_rows<<<(n_rows + 3) / 4, dim3(32, 4), 0, stream>>>(x, w, y, n_rows, dim);
+}

@@ -20,3 +20,8 @@ __global__ void rope_gptj(const int64_t* positions, __half* query, __half* key, 
     v[2 * j + 1] = __float2half(x1 * cc + x0 * ss);
   }
 }
+
+void rotary_gptj(const int64_t* positions, __half* query, __half* key, const __half* cos_c, const __half* sin_c,
+                 int T, int rot, int H, int K, int S, cudaStream_t stream) {
+  rope_gptj<<<T, 64, 0, stream>>>(positions, query, key, cos_c, sin_c, rot, H, K, S);
+}

@@ -16,3 +16,7 @@ __global__ void rope(const int* pos, float* q, const float* cs, int nh, int hd) 
     v[j + half] = x1 * c[j] + x0 * c[half + j];
   }
 }
+
+void rope_q(const int* pos, float* q, const float* cs, int ntok, int nh, int hd, cudaStream_t stream) {
+  rope<<<ntok, 128, 0, stream>>>(pos, q, cs, nh, hd);
+}
