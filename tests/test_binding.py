@@ -210,8 +210,22 @@ def test_rotary_gptj_two_caches(lib):
                                        "rot_dim / 2, rot_dim=`rot`, num_heads=`H`, num_kv_heads=`K`, head_size=`S`, "
                                        "GPT-J pairs"), words_of(bs)
     t = X.bind(bs[0], cf, spec)
-    assert "const C* sin_cache, int cache_stride" in t.text and "rotate_pairs<KT_VEC, GPTJ>" in t.text
-    assert "constexpr bool GPTJ = 1 == 1;" in t.text
+    assert "const C* cos_cache, const C* sin_cache, int cache_stride" in t.text
+    assert "rotate_token<KT_VEC, GPTJ>" in t.text and "constexpr bool GPTJ = 1 == 1;" in t.text
+    assert "copy_tail" not in t.text.split("namespace kt {")[-1].split("rotary_neox(")[1]  # in place: no tail copy
+
+
+def test_rotary_out_of_place_rotate_half_caches_of_head_dim(lib):
+    """Hugging Face style: q, k in and q_embed, k_embed out, cos and sin [max_pos, head_dim] (halves repeated)."""
+    cf, k, spec = case("rotary_rotate_half_out_of_place")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "rotary_neox", "query=q -> q_embed", "key=k -> k_embed", "cos=cos", "sin=sin",
+               "rows of rot_dim, each half for its element (Hugging Face)", "rot_dim=`head_dim`", "NeoX pairs",
+               "out of place"), words_of(bs)
+    b = next(b for b in bs if "Hugging Face" in b.describe() and "cos=cos," in b.describe())
+    t = X.bind(b, cf, spec)
+    assert "(const float*)(q), (const float*)(k), (float*)(q_embed), (float*)(k_embed)" in t.text
+    assert "copy_tail(qi, qd," in t.text and "constexpr bool FULL = 2 == 2;" in t.text
 
 
 def test_quant_fp8_bytes_literal_eps(lib):
