@@ -149,6 +149,38 @@ def test_rms_norm_in_place_grid_stride_weight_in_fp32(lib):
     assert bs[0].describe().endswith("weight multiplied in fp32, one rounding to f16"), words_of(bs)
 
 
+def test_rms_norm_without_a_weight(lib):
+    cf, k, spec = case("rms_no_weight_strided")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, x=x, no weight, hidden=`ncols`, eps=`eps`, rows=the grid (no row-count "
+                                "argument), eps inside the root"), words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "(const float*)nullptr" in t.text and "wv[j] = 1.f;" in t.text and "row_load_item<0, KT_VEC, IT>(w," \
+        not in t.text
+
+
+def test_gated_gate_and_up_as_two_tensors(lib):
+    cf, k, spec = case("gated_two_tensors")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, gate=gate, up=up, d=`n`, SiLU, gate and up as two tensors, activation kept "
+                                "in fp32"), words_of(bs)
+    assert has(bs, "act_and_mul", "gate=up, up=gate")
+    t = X.bind(bs[0], cf, spec)
+    assert "(__half*)(dst), (const __half*)(gate), (const __half*)(up), (int)(n)" in t.text
+    assert "const T* g = y + row * d + base;" in t.text
+
+
+def test_layer_norm_writing_mean_and_rstd(lib):
+    cf, k, spec = case("layer_norm_stats")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("out=Y, x=X, gamma=gamma, beta=beta, mean=mean, rstd=rstd, hidden=`N`, "
+                                       "eps=`eps`"), words_of(bs)
+    assert bs[0].describe().endswith("eps inside the root")  # rsqrtf(fmaxf(var, 0) + eps): eps inside
+    t = X.bind(bs[0], cf, spec)
+    assert "(float)(eps), (int)gridDim.x, (int)(N), (float*)(mean), (float*)(rstd))" in t.text
+    assert "rstd_out[row] = inv;" in t.text
+
+
 def test_fused_add_both_orders_the_written_first_is_the_residual(lib):
     cf, k, spec = case("fused_add_residual_first")
     bs = X.candidates(cf, k.name, spec, lib)

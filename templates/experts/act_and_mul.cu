@@ -29,7 +29,7 @@ grid = ["rows * cdiv(d, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
 */
-// kt:bind KT_EXPERT_GATE_LAYOUT = 0  (0: [gate | up] halves of each 2 * d row, 1: [up | gate], 2: interleaved pairs (gate, up), 3: interleaved pairs (up, gate))
+// kt:bind KT_EXPERT_GATE_LAYOUT = 0  (0: [gate | up] halves of each 2 * d row, 1: [up | gate], 2: interleaved pairs (gate, up), 3: interleaved pairs (up, gate), 4: two tensors of [rows, d], gate x and up y)
 // kt:bind KT_EXPERT_ROUND_ACT = 1  (1: the activation rounded to T before the multiply, 0: kept in fp32)
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -46,7 +46,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_GATE_LAYOUT >= 2  // kt:bind
+#if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
 // Interleaved (gate, up) pairs: output element e reads x[2e] and x[2e + 1] (UP_FIRST: the other
 // way round). Same element layout as row_load; on the vector path one item is VEC pairs, two 16-byte loads.
 template <int THREADS, int VEC, int ITEMS, bool UP_FIRST, typename T>
@@ -94,8 +94,14 @@ __device__ __forceinline__ float gate_act(float v) {
 #endif
 }
 
+#if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+template <typename T>
+__device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,
+                                            int d) {
+#else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
+#endif  // kt:bind
   constexpr int CHUNK = KT_THREADS * KT_VEC * KT_ITEMS;
   const int chunks = (d + CHUNK - 1) / CHUNK;  // blocks per row; consecutive blocks walk memory in order
   const long long row = blockIdx.x / chunks;
@@ -104,6 +110,9 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #if KT_EXPERT_GATE_LAYOUT == 1  // kt:bind
   const T* g = x + row * 2 * d + base;  // [up | gate]: the activation's input is the second half
   const T* a = g + d;
+#elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+  const T* a = x + row * d + base;  // two tensors: the gate's row in x, the up row in y
+  const T* g = y + row * d + base;
 #elif KT_EXPERT_GATE_LAYOUT >= 2  // kt:bind
   const T* pairs = x + row * 2 * d + 2 * base;  // interleaved pairs
 #else  // kt:bind
@@ -111,9 +120,13 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
   const T* g = a + d;
 #endif  // kt:bind
   T* o = out + row * d + base;
+#if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x, out, y);
+#else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out);
+#endif  // kt:bind
   float va[KT_ITEMS][KT_VEC], vg[KT_ITEMS][KT_VEC];
-#if KT_EXPERT_GATE_LAYOUT >= 2  // kt:bind
+#if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
   pair_load<KT_THREADS, KT_VEC, KT_ITEMS, KT_EXPERT_GATE_LAYOUT == 3>(pairs, n, vec, va, vg);
 #else  // kt:bind
   row_load<KT_THREADS, KT_VEC, KT_ITEMS>(a, n, vec, va);

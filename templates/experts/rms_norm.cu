@@ -37,6 +37,7 @@ bounds = "THREADS * ROWS"
 smem = "0"
 */
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
+// kt:bind KT_EXPERT_WEIGHT = 1  (1: times a weight of hidden elements; 0: no weight (w is not read))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -76,7 +77,12 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
+#if KT_EXPERT_WEIGHT == 0  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
+#else  // kt:bind
     row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+#endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];

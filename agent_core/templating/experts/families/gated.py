@@ -18,7 +18,7 @@ from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
 LAYOUTS = {0: "gate and up halves [gate | up]", 1: "halves [up | gate]", 2: "interleaved pairs (gate, up)",
-           3: "interleaved pairs (up, gate)"}
+           3: "interleaved pairs (up, gate)", 4: "gate and up as two tensors"}
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -42,11 +42,36 @@ def _acts(ev: Evidence) -> list[tuple[int, str, int]]:
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("act_and_mul")
     ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
-    if e is None or len(ins) != 1 or len(outs) != 1 or len(ev.bufs()) != 2:
+    if e is None or len(ins) not in (1, 2) or len(outs) != 1 or len(ev.bufs()) != len(ins) + 1:
         return []
-    x, o = ins[0], outs[0]
+    o = outs[0]
+    if len(ins) == 2:  # gate and up as two tensors of the output's shape
+        return _two_tensors(ev, e, ins, o)
+    x = ins[0]
     if x.dtype != o.dtype or not x.counts or not o.counts or any(a != 2 * b for a, b in zip(x.counts, o.counts)):
         return []
+    ds = _row_lengths(ev, o)
+    if not ds:
+        return []
+    T = x.dtype
+    interleaved = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\[\w+\*2\]")
+    layouts = [2, 3, 0, 1] if interleaved else [0, 1, 2, 3]
+    return _bindings(ev, e, [x], o, ds, layouts, T)
+
+
+def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
+    a, b = ins
+    if not (a.dtype == b.dtype == o.dtype) or not o.counts or a.counts != o.counts or b.counts != o.counts:
+        return []
+    ds = _row_lengths(ev, o)
+    if not ds:
+        return []
+    return _bindings(ev, e, [a, b], o, ds, [4], o.dtype) + _bindings(ev, e, [b, a], o, ds, [4], o.dtype, -3)
+
+
+def _row_lengths(ev: Evidence, o) -> list:
+    """(the output row length as the wrapper computes it, support): int arguments (or products) that divide the
+    output and are not all of it; one used as `2 * d` in the body first."""
     targets = []
     for a in ev.ints():
         if a.counts and div(o.counts, a.counts) and a.counts != o.counts and a.counts not in targets:
@@ -63,11 +88,14 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             name = xs[0].words.strip("`")
             doubled = ev.mentions(rf"\b2\*\(?{re.escape(name)}\b") or ev.mentions(rf"\b{re.escape(name)}\)?\*2\b")
             ds.append((xs[0], (8 if doubled else 0) + 2 * ev.uses(xs[0])))
-    if not ds:
-        return []
-    T = x.dtype
-    interleaved = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\[\w+\*2\]")
-    layouts = [2, 3, 0, 1] if interleaved else [0, 1, 2, 3]
+    return ds
+
+
+def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int], T: str,
+              extra: int = 0) -> list[Binding]:
+    """Every (row length, activation, layout, rounding) binding of the inputs ``xs`` (one gated row, or the gate
+    and the up tensors) and the output."""
+    x = xs[0]
     rounds = [(None, "")]
     if T != "f32":
         rounds = [(1, f"activation rounded to {T} before the multiply"), (0, "activation kept in fp32")]
@@ -79,18 +107,20 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         for act, act_words, asup in _acts(ev):
             for li, layout in enumerate(layouts):
                 for ri, (rnd, rwords) in enumerate(rounds):
-                    b = Binding(e, 0.85, f"reads two halves of a `2 * {dname}` row and writes one of `{dname}`, "
-                                + act_words, ev.kernel.name)
+                    b = Binding(e, 0.85, (f"reads two halves of a `2 * {dname}` row and writes one of `{dname}`, "
+                                          if len(xs) == 1 else f"reads a gate and an up row of `{dname}` and writes "
+                                          "one, ") + act_words, ev.kernel.name)
                     b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
                     b.defines = {"KT_EXPERT_ACT": act}
                     b.conventions = {"KT_EXPERT_GATE_LAYOUT": layout}
                     if rnd is not None:
                         b.conventions["KT_EXPERT_ROUND_ACT"] = rnd
                     b.template_args = [CTYPE[T]]
-                    b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), d.c]
+                    b.call_args = [_cast(T, o.name, False)] + [_cast(T, a.name, True) for a in xs] + [d.c]
                     b.consts = {"ESIZE": NBYTES[T]}
-                    b.words = [f"out={o.name}", f"x={x.name}", f"d={d.words}", ACTS[act], LAYOUTS[layout]] + (
+                    roles = [f"x={x.name}"] if len(xs) == 1 else [f"gate={xs[0].name}", f"up={xs[1].name}"]
+                    b.words = [f"out={o.name}", *roles, f"d={d.words}", ACTS[act], LAYOUTS[layout]] + (
                         [rwords] if rwords else [])
-                    b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di
+                    b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra
                     out.append(b)
     return out

@@ -89,8 +89,12 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     big = max(a.counts for a in sized)
     main = [a for a in sized if a.counts == big]
     small = [a for a in ev.bufs("in") if a.counts and a.counts != big]
-    if len(small) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
-        return []  # every buffer is a row buffer or a one-row input
+    # per-row statistics a LayerNorm may write (mean, rstd): fp32 outputs of one value per row
+    stats = [a for a in ev.bufs("out", ("f32",)) if a.counts and a.counts != big]
+    if len(small) + len(stats) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
+        return []  # every buffer is a row buffer, a one-row input or a per-row statistic
+    if stats and (len(stats) != 2 or stats[0].counts != stats[1].counts or div(big, stats[0].counts) is None):
+        return []
     if small and len({a.counts for a in small}) != 1:
         return []
     T = main[0].dtype
@@ -122,6 +126,8 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
         esize = max(NBYTES[T], NBYTES[W])
         norms = []  # (expert, score, reason, [(roles in words, call args before eps), ...])
+        if stats and (div(big, hfp) != stats[0].counts or len(small) != 2):
+            continue  # statistics: one per row, of a LayerNorm
         if root and len(small) == 1 and len(in_main) == 1 and len(out_main) == 1 and not io_main:
             x, o, w = in_main[0], out_main[0], small[0]
             norms.append(("rms_norm", 0.9, f"{words}, rsqrtf, one weight of `{hname}` → RMSNorm",
@@ -132,6 +138,12 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             norms.append(("rms_norm", 0.85, f"{words}, rsqrtf, one weight of `{hname}`, in place → RMSNorm",
                           [([f"out=x={x.name} (in place)", f"weight={w.name}"],
                             [_cast(T, x.name, False), _cast(T, x.name, True), _cast(W, w.name, True)])]))
+        if root and not small and len(in_main) + len(io_main) == 1 and len(out_main) + len(io_main) == 1:
+            x = (in_main or io_main)[0]  # no weight (a separate multiply follows, as in llama.cpp)
+            o = (out_main or io_main)[0]
+            norms.append(("rms_norm", 0.8, f"{words}, rsqrtf, no weight → RMSNorm",
+                          [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""), "no weight"],
+                            [_cast(T, o.name, False), _cast(T, x.name, True), f"(const {CTYPE[T]}*)nullptr"])]))
         if root and len(small) == 1 and len(io_main) == 2 and not in_main and not out_main:
             pairs = _fused_orders(ev, io_main)
             norms.append(("fused_add_rms_norm", 0.9, f"{words}, adds two in/out rows (both written), rsqrtf, one "
@@ -146,15 +158,24 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             orders = [(g, bb), (bb, g)]
             if re.search(r"beta|bias|shift", g.name, re.I) and not re.search(r"beta|bias|shift", bb.name, re.I):
                 orders.reverse()
+            stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
+            if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
+                    not re.search(r"var|rstd|std|inv", stats[1].name, re.I):
+                stat_orders.reverse()
             norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
                           "→ LayerNorm",
-                          [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"],
+                          [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
+                            + ([f"mean={st[0].name}", f"rstd={st[1].name}"] if st else []),
                             [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
-                             _cast(W, b2.name, True)]) for gg, b2 in orders]))
+                             _cast(W, b2.name, True)], st) for gg, b2 in orders for st in stat_orders]))
         for expert, score, reason, role_sets in norms:
-            for ri, (role_words, args) in enumerate(role_sets):
+            for ri, role_set in enumerate(role_sets):
+                role_words, args = role_set[0], role_set[1]
+                st = role_set[2] if len(role_set) > 2 else []
                 for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
-                    for conv, conv_words, conv_support in _norm_conventions(ev, lib.get(expert), T):
+                    no_weight = "no weight" in role_words
+                    for conv, conv_words, conv_support in _norm_conventions(ev, lib.get(expert),
+                                                                            "f32" if no_weight else T):
                         b = new(expert, score, reason)
                         if b is None:
                             continue
@@ -163,9 +184,12 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         rows = _rows(ev, rows_fp, rows_spec, hidden, b)
                         b.words += conv_words
                         b.template_args = [CTYPE[T], CTYPE[W]]
-                        b.call_args = args + [eps_c, rows, hidden.c]
+                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st]
+                        if st:
+                            b.conventions = dict(conv, KT_EXPERT_STATS=1)
                         b.consts = {"ESIZE": esize}
-                        b.conventions = conv
+                        b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
+                            (b.conventions or conv)
                         b.support = 10 + hsup - ri - ei + eps_support + conv_support
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
@@ -202,13 +226,30 @@ def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]
     return [first, (first[1], first[0])]
 
 
+def _eps_outside(flat: str) -> bool:
+    """Whether a root call's result is what something is added to (``sqrtf(ms) + eps``) while nothing is added
+    inside it (``rsqrtf(ms + eps)``)."""
+    outside = inside = False
+    for m in re.finditer(r"r?sqrtf?\(|__fsqrt_rn\(|__frsqrt_rn\(", flat):
+        depth, i = 1, m.end()
+        while i < len(flat) and depth:
+            depth += {"(": 1, ")": -1}.get(flat[i], 0)
+            i += 1
+        arg = flat[m.end():i - 1]
+        if re.search(r"\+", arg):
+            inside = True
+        elif flat[i:i + 1] == "+":
+            outside = True
+    return outside and not inside
+
+
 def _norm_conventions(ev: Evidence, e: Expert | None, T: str) -> list[tuple[dict, list[str], int]]:
     """The numeric conventions a normalization may follow, the likelier first: eps inside the root (rsqrt(ms +
     eps)) or outside (1 / (sqrt(ms) + eps)); for 16-bit storage, the normalized value rounded to the storage type
     before the weight multiply or not."""
     if e is None:
         return []
-    inside_first = not ev.mentions(r"sqrtf?\([^;]*\)\+")
+    inside_first = not _eps_outside(ev.flat)
     eps = [(1, "eps inside the root"), (0, "eps outside the root (1 / (sqrt + eps))")]
     if not inside_first:
         eps.reverse()
