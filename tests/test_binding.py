@@ -204,6 +204,17 @@ def test_softmax_three_passes_with_a_macro_block_size(lib):
     assert X.match(cf, k.name, spec, lib)[1].expert.name == "softmax_cluster"
 
 
+def test_softmax_scaled_fp16_scores_to_fp32_probabilities(lib):
+    cf, k, spec = case("softmax_scaled_half_to_float")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=probs (f32), x=scores (f16), hidden=`cols`, rows=`rows`, logits times `scale`"), \
+        words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "kt::softmax<__half, float>((float*)(probs), (const __half*)(scores), (int)(rows), (int)(cols), " \
+           "(float)(scale), (const float*)nullptr);" in t.text
+    assert t.space.constraints[0] == "VEC * 4 <= 16"  # the wider of the two types bounds the vector
+
+
 def test_merge_flat_index_lse_token_major(lib):
     """The H100 case that failed from element 256: s[tokens, heads] with one flat index; that layout is a candidate."""
     cf, k, spec = case("merge_flat_token_major")

@@ -81,6 +81,60 @@ def _round_evidence(ev: Evidence) -> int:
 
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    return _row_bindings(ev, lib) + _softmax_general(ev, lib)
+
+
+def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Softmax in its general form: the logits scaled by a float argument and/or divided by a per-row input (a
+    temperature), the output of a type of its own (fp16 logits to fp32 probabilities). The plain form is bound
+    with the other row families."""
+    e = lib.get("softmax")
+    if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
+        return []
+    ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
+    if len(outs) != 1 or len(ins) not in (1, 2) or len(ev.bufs()) != len(ins) + 1 or not outs[0].counts:
+        return []
+    o = outs[0]
+    big = o.counts
+    xs = [a for a in ins if a.counts == big]
+    per_row = [a for a in ins if a.counts != big and a.dtype == "f32" and a.counts and div(big, a.counts)]
+    if len(xs) != 1 or len(xs) + len(per_row) != len(ins):
+        return []
+    x = xs[0]
+    T, O = x.dtype, o.dtype
+    if per_row:
+        t = div(big, per_row[0].counts)
+        hs = [(h, t) for h in ev.sizes(t)[:1] if not h.c[0].isdigit()]
+    else:
+        hs = _hidden_candidates(ev, big, [])
+    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
+    red = ev.reduction_words()
+    out = []
+    for hi, (hidden, hfp) in enumerate(hs):
+        hname = hidden.words.strip("`")
+        for si, (scale, scale_words) in enumerate(scales):
+            if scale == "1.f" and not per_row and T == O:
+                continue  # the plain softmax: bound with the row families
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the row → "
+                        "softmax", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
+            rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            if per_row:
+                b.words.append(f"logits divided by `{per_row[0].name}`[row]")
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           f"(const float*)({per_row[0].name})" if per_row else "(const float*)nullptr"]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1}
+            b.support = 10 + 2 * ev.uses(hidden) - hi - si
+            out.append(b)
+    return out
+
+
+def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if any(a.dtype not in FLOATS for a in ev.bufs()):
         return []
     sized = [a for a in ev.bufs() if a.counts]
