@@ -126,6 +126,8 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result)
         if screened is not None:
             templaters = [(lambda p, r, ts=screened: list(ts)) if t is expert_templater else t for t in templaters]
+            if prep.structural is None and prep.template.origin.startswith("expert:"):
+                candidates = []  # no structural template: prepare's unchecked expert gives way to the screened ones
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     skipped: list[KernelTemplate] = []  # templates the device cannot run
