@@ -6,6 +6,7 @@ the binding that verified (or none).
     python bench/gpu_screen_bindings.py --backend gpu [--json OUT.json] [FILE.cu[:KERNEL] ...]
     python bench/gpu_screen_bindings.py --backend replay:tests/data/stores/bench.sqlite   # recorded answers
     python bench/gpu_screen_bindings.py --backend none [--compile]   # offline: candidates (and nvcc) only
+    ... --family rms_norm --family softmax   # a part of the kernels (bench, a corpus family, other)
 
 Without files: bench/*.cu and every variant of bench/corpus/corpus.toml (when it exists).
 """
@@ -71,11 +72,19 @@ def main() -> int:
     ap.add_argument("--compile", action="store_true", help="with --backend none: compile every binding (nvcc)")
     ap.add_argument("--json", default=None, help="write every verdict here")
     ap.add_argument("--corpus", default=str(CORPUS), help="the corpus manifest (default bench/corpus/corpus.toml)")
+    ap.add_argument("--family", action="append", default=None,
+                    help="only these families (bench, gated_act, rms_norm, ..., other; repeatable)")
     a = ap.parse_args()
-    backend = None if a.backend == "none" else open_backend(a.backend)
+    try:
+        backend = None if a.backend == "none" else open_backend(a.backend)
+    except KerntuneError as e:
+        print(f"error: {e.message} (--backend none lists the candidates offline)", file=sys.stderr)
+        return 3
     rows, doc = [], []
     try:
         for path, kernel, family in kernels(a.files, Path(a.corpus)):
+            if a.family and family.split(":")[0] not in a.family:
+                continue
             name = f"{Path(path).stem}:{kernel}"
             t0 = time.monotonic()
             try:
