@@ -122,7 +122,14 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
                seed: int) -> None:
     dev = backend.device()
     runs = backend.name != "replay"
-    launches = {id(v): [spec_mod.launch(v.template.launch, s, cfg) for s in prep.spec.sizes] for v, cfg in todo}
+    launches, runnable = {}, []
+    for v, cfg in todo:
+        try:
+            launches[id(v)] = [spec_mod.launch(v.template.launch, s, cfg) for s in prep.spec.sizes]
+            runnable.append((v, cfg))
+        except KerntuneError as e:  # the expert's launch does not evaluate on these sizes: nothing to run
+            v.detail = f"no launch: {e.message}"
+    todo = runnable
     compiled: dict[int, object] = {}
     if runs:
         jobs = [dict(text=v.template.text, kernel=v.template.entry or v.template.kernel, arch=dev.arch,
