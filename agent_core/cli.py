@@ -87,12 +87,28 @@ def show(file):
             else:
                 spec_mod.validate_spec(s, k, set(t.space.params) if t else set())
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
+                out.print(f"  candidates: {escape(candidates_line(cf, k.name, s, t is not None))}", soft_wrap=True)
         except KerntuneError as e:
             out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)
             broken.append(k.name)
     if broken:
         err.print(f"{file}: {len(broken)} kernel(s) need fixing: {', '.join(broken)}", markup=False)
         sys.exit(1)
+
+
+def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> str:
+    """The templates `optimize` will try for the kernel, offline: its structural template, and each expert whose
+    family the kernel computes with the bindings the loop checks before round 1 (how many, the first few)."""
+    from agent_core.templating import experts
+    parts = ["structural template"] if structural else []
+    lib = {e.name: e for e in experts.load_library()}
+    for name, group in experts.family_groups(experts.candidates(cf, kernel, spec, list(lib.values()))).items():
+        first = "; ".join(f"({i + 1}) {b.describe()}" for i, b in enumerate(group[:shown]))
+        more = f"; … {len(group) - shown} more" if len(group) > shown else ""
+        twin = f" (then its cluster twin {name}_cluster for few rows)" if f"{name}_cluster" in lib else ""
+        n = len(group)
+        parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
+    return " | ".join(parts) if parts else "none (no structural template, no expert family)"
 
 
 # --------------------------------------------------------------------------------------------- spec
@@ -409,6 +425,9 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         signal.signal(signal.SIGINT, previous)
         be.close()
     groups = marks.groups() if marks is not None else []
+    if res.screening is not None:  # which binding of each expert the loop kept (verified, or unchecked on a replay)
+        for v in res.screening.chosen():
+            out.print(v.words(res.screening.sizes_text), soft_wrap=True, markup=False)
     for r in res.rounds:
         sp = r.summary.get("speedup")
         out.print(f"[bold]round {r.index + 1}[/] {r.template.origin}: {escape(r.step.reason)}", soft_wrap=True)
@@ -442,6 +461,8 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
             doc = {"best": best.summary, "dispatch": res.dispatch.to_dict() if res.dispatch else None, "rounds": [
                 {"origin": r.template.origin, "step": r.step.reason, "analysis": r.analysis.text,
                  "summary": r.summary} for r in res.rounds]}
+            if res.screening is not None:
+                doc["screening"] = [v.to_dict(res.screening.size_set) for v in res.screening.verdicts]
             if hooks is not None:
                 doc["llm"] = report
                 doc["llm_calls"] = hooks.roles.log.entries

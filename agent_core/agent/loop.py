@@ -23,6 +23,7 @@ from agent_core.search.tuner import Prepared, TuneEvent, TuneOptions, TuneResult
 
 if TYPE_CHECKING:
     from agent_core.agent.dispatch import Dispatch
+    from agent_core.agent.screen import Screening
 
 # A test designer gives the spec to verify and time a template on (extra size sets, input distributions), or None.
 TestDesigner = Callable[[Prepared, KernelTemplate], "TuningSpec | None"]
@@ -47,6 +48,7 @@ class AgentResult:
     rounds: list[Round] = field(default_factory=list)
     final_step: Step | None = None
     dispatch: "Dispatch | None" = None  # per-shape dispatch over every round's verified configurations
+    screening: "Screening | None" = None  # the expert bindings checked before round 1
 
     @property
     def best(self) -> Round | None:
@@ -55,7 +57,9 @@ class AgentResult:
 
 
 def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
-    """Expert templates whose family the kernel's structure suggests, bound to its signature."""
+    """Expert templates whose family the kernel's structure suggests, bound to its signature (the likeliest
+    binding of each). In ``optimize``'s templaters it stands for the screened experts: every plausible binding
+    is checked before round 1 (agent_core.agent.screen) and the loop tunes the bindings that verified."""
     from agent_core.templating import experts
     out = []
     for m in experts.match(prep.cf, prep.kernel.name, prep.spec):
@@ -64,6 +68,31 @@ def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate
         except KerntuneError:
             continue
     return out
+
+
+def _screen_experts(prep: Prepared, backend: Backend, emit: Callable[[TuneEvent], None], cancel: threading.Event,
+                    seed: int, result: AgentResult) -> list[KernelTemplate] | None:
+    """The expert templates to offer the planner, screened (one cheap check per binding); None when screening
+    could not run (the loop then offers the likeliest binding of each expert, unchecked)."""
+    from agent_core.agent.screen import screen
+    try:
+        result.screening = screen(prep, backend, lambda s: emit(TuneEvent("status", s)), cancel, seed=seed)
+    except NoGpuError:
+        raise
+    except KerntuneError as e:
+        emit(TuneEvent("status", f"expert screening skipped ({e.message}); the likeliest binding of each expert "
+                                 "is searched unchecked"))
+        return None
+    return result.screening.templates
+
+
+def _record_screening(store: Store, session_id: int | None, screening: "Screening | None") -> None:
+    """Each screening verdict as a ``screen`` step (of round 1's session), the binding in words."""
+    if screening is None or screening.recorded:
+        return
+    for v in screening.verdicts:
+        store.put_step(session_id, "screen", v.words(screening.sizes_text), v.to_dict(screening.size_set))
+    screening.recorded = True
 
 
 def _unsupported(t: KernelTemplate, backend: Backend) -> str | None:
@@ -93,6 +122,12 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     if templaters is None:
         templaters = [expert_templater] if opt.use_experts else []
     result = AgentResult()
+    if expert_templater in templaters:
+        screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result)
+        if screened is not None:
+            templaters = [(lambda p, r, ts=screened: list(ts)) if t is expert_templater else t for t in templaters]
+            if prep.structural is None and prep.template.origin.startswith("expert:"):
+                candidates = []  # no structural template: prepare's unchecked expert gives way to the screened ones
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     skipped: list[KernelTemplate] = []  # templates the device cannot run
@@ -149,6 +184,8 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         profile = _profile(backend, r)
         analysis = analyze(r.summary, profile)
         sid = r.session_id
+        if i == 0:
+            _record_screening(store, sid, result.screening)
         store.put_step(sid, "plan", f"{step.action}: {step.reason}", {"action": step.action,
                                                                         "origin": step.template.origin})
         store.put_step(sid, "analysis", analysis.text, analysis.data)
@@ -157,6 +194,8 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         if r.status == "cancelled":
             result.final_step = Step("stop", "cancelled")
             break
+    if not result.rounds:  # no round to attach the screening to: kept without a session
+        _record_screening(store, None, result.screening)
     if opt.dispatch and result.best is not None and not cancel.is_set():
         result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel)
     if result.best is not None and result.dispatch is None and not cancel.is_set():

@@ -116,8 +116,13 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
         template = read_template_files(workdir_for(path), path, kernel, text)
     if template is None:
         if structural is None:
-            raise why_not
-        template = structural
+            # nothing of the kernel's own to tune (its block size comes from a host variable, a template
+            # argument, ...): an expert of the family it computes, where one fits, is still worth tuning
+            template = _expert_instead(cf, kernel)
+            if template is None:
+                raise why_not
+        else:
+            template = structural
     spec = spec_mod.find_spec(cf, kernel)
     if spec is None:
         raise KerntuneError(f"kernel '{kernel}' has no tuning spec: draft one with "
@@ -126,6 +131,21 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
     names = set(structural.space.params) if structural else set()
     spec_mod.validate_spec(spec, k, names | set(template.space.params))
     return Prepared(cf, k, structural, template, spec, text, path)
+
+
+def _expert_instead(cf: CudaFile, kernel: str) -> KernelTemplate | None:
+    """The likeliest expert binding of the kernel (the optimize loop screens every binding before round 1), or
+    None when no expert family fits or the kernel has no spec."""
+    from agent_core.templating import experts
+    spec = spec_mod.find_spec(cf, kernel)
+    if spec is None:
+        return None
+    for m in experts.match(cf, kernel, spec):
+        try:
+            return experts.bind(m, cf, spec)
+        except KerntuneError:
+            continue
+    return None
 
 
 def open_backend(kind: str | None, store: Store | None = None, replay_store_path: str | None = None) -> Backend:

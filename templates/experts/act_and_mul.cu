@@ -29,6 +29,8 @@ grid = ["rows * cdiv(d, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
 */
+// kt:bind KT_EXPERT_GATE_LAYOUT = 0  (0: [gate | up] halves of each 2 * d row, 1: [up | gate], 2: interleaved pairs (gate, up), 3: interleaved pairs (up, gate), 4: two tensors of [rows, d], gate x and up y)
+// kt:bind KT_EXPERT_ROUND_ACT = 1  (1: the activation rounded to T before the multiply, 0: kept in fp32)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -44,6 +46,44 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
+// Interleaved (gate, up) pairs: output element e reads x[2e] and x[2e + 1] (UP_FIRST: the other
+// way round). Same element layout as row_load; on the vector path one item is VEC pairs, two 16-byte loads.
+template <int THREADS, int VEC, int ITEMS, bool UP_FIRST, typename T>
+__device__ __forceinline__ void pair_load(const T* __restrict__ r, int n, bool vec, float (&va)[ITEMS][VEC],
+                                          float (&vg)[ITEMS][VEC]) {
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (vec) {
+      const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0);
+      float p0[VEC], p1[VEC];
+      if (e < n) {
+        load_vec<T, VEC>(r + 2 * e, p0);
+        load_vec<T, VEC>(r + 2 * e + VEC, p1);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) p0[j] = p1[j] = 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float a = 2 * j < VEC ? p0[2 * j] : p1[2 * j - VEC];
+        const float b = 2 * j + 1 < VEC ? p0[2 * j + 1] : p1[2 * j + 1 - VEC];
+        va[i][j] = UP_FIRST ? b : a;
+        vg[i][j] = UP_FIRST ? a : b;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int e = row_elem<THREADS, VEC, ITEMS>(false, i, j);
+        const float a = e < n ? to_f(r[2 * e]) : 0.f, b = e < n ? to_f(r[2 * e + 1]) : 0.f;
+        va[i][j] = UP_FIRST ? b : a;
+        vg[i][j] = UP_FIRST ? a : b;
+      }
+    }
+  }
+}
+
+#endif  // kt:bind
 __device__ __forceinline__ float gate_act(float v) {
 #if KT_EXPERT_ACT == 0
   return v / (1.f + expf(-v));
@@ -54,24 +94,52 @@ __device__ __forceinline__ float gate_act(float v) {
 #endif
 }
 
+#if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+template <typename T>
+__device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,
+                                            int d) {
+#else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
+#endif  // kt:bind
   constexpr int CHUNK = KT_THREADS * KT_VEC * KT_ITEMS;
   const int chunks = (d + CHUNK - 1) / CHUNK;  // blocks per row; consecutive blocks walk memory in order
   const long long row = blockIdx.x / chunks;
   const int base = (int)(blockIdx.x - row * chunks) * CHUNK;
   const int n = d - base;
+#if KT_EXPERT_GATE_LAYOUT == 1  // kt:bind
+  const T* g = x + row * 2 * d + base;  // [up | gate]: the activation's input is the second half
+  const T* a = g + d;
+#elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+  const T* a = x + row * d + base;  // two tensors: the gate's row in x, the up row in y
+  const T* g = y + row * d + base;
+#elif KT_EXPERT_GATE_LAYOUT >= 2  // kt:bind
+  const T* pairs = x + row * 2 * d + 2 * base;  // interleaved pairs
+#else  // kt:bind
   const T* a = x + row * 2 * d + base;
   const T* g = a + d;
+#endif  // kt:bind
   T* o = out + row * d + base;
+#if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x, out, y);
+#else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out);
+#endif  // kt:bind
   float va[KT_ITEMS][KT_VEC], vg[KT_ITEMS][KT_VEC];
+#if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
+  pair_load<KT_THREADS, KT_VEC, KT_ITEMS, KT_EXPERT_GATE_LAYOUT == 3>(pairs, n, vec, va, vg);
+#else  // kt:bind
   row_load<KT_THREADS, KT_VEC, KT_ITEMS>(a, n, vec, va);
   row_load<KT_THREADS, KT_VEC, KT_ITEMS>(g, n, vec, vg);
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < KT_ITEMS; ++i)
 #pragma unroll
+#if KT_EXPERT_ROUND_ACT == 0  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) va[i][j] = gate_act(va[i][j]) * vg[i][j];
+#else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];
+#endif  // kt:bind
   row_store<KT_THREADS, KT_VEC, KT_ITEMS>(o, n, vec, va);
 }
 

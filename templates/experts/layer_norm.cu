@@ -36,6 +36,8 @@ block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
 bounds = "THREADS * ROWS"
 smem = "0"
 */
+// kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(var + eps), 0: 1 / (sqrt(var) + eps))
+// kt:bind KT_EXPERT_STATS = 0  (1: also writes each row's mean and 1 / sqrt(var + eps) (fp32), as training kernels do)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -82,10 +84,18 @@ __device__ __forceinline__ void raw_item(const Vec<T, VEC>& raw, float (&out)[VE
   for (int j = 0; j < VEC; ++j) out[j] = to_f(raw.v[j]);
 }
 
+#if KT_EXPERT_STATS  // kt:bind
+template <int IT, typename T, typename W>
+__device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
+                                           const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
+                                           int rows, int hidden, float* __restrict__ mean_out,
+                                           float* __restrict__ rstd_out) {
+#else  // kt:bind
 template <int IT, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden) {
+#endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
@@ -110,7 +120,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(var) + eps);
+#else  // kt:bind
   const float inv = rsqrtf(var + eps);
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float g[KT_VEC], b[KT_VEC];
@@ -120,11 +134,26 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
   }
   if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+#if KT_EXPERT_STATS  // kt:bind
+  if (active && threadIdx.x == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = inv;
+  }
+#endif  // kt:bind
 }
 
+#if KT_EXPERT_STATS  // kt:bind
+template <typename T, typename W>
+__device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+                                           int hidden, float* mean_out, float* rstd_out) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
+                    (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+}
+#else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
   KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden)));
 }
+#endif  // kt:bind
 
 }  // namespace kt

@@ -29,6 +29,7 @@ grid = ["cdiv(tokens * heads * head_size, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
 */
+// kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
 #ifndef KT_THREADS
 #define KT_THREADS 128
 #endif
@@ -87,14 +88,22 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
       if (base + (I)it * stride < slots) {
         const float pv = isinf(pl[it]) ? -INFINITY : pl[it], sv = isinf(sl[it]) ? -INFINITY : sl[it];
         const float m = fmaxf(pv, sv);
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+        const float pe = exp2f(pv - m), se = exp2f(sv - m);
+#else  // kt:bind
         const float pe = expf(pv - m), se = expf(sv - m);
+#endif  // kt:bind
         const float sum = pe + se;
         const float ps = pe / sum, ss = se / sum;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) a[it][j] = a[it][j] * ps + b[it][j] * ss;
         if constexpr (VEC == 1) out[e[it]] = from_f<T>(a[it][0]);
         else store_vec<T, VEC>(out + e[it], a[it]);
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+        if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = log2f(sum) + m;
+#else  // kt:bind
         if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = logf(sum) + m;
+#endif  // kt:bind
       }
     }
   }

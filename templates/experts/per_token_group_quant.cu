@@ -35,6 +35,7 @@ grid = ["cdiv(rows, ROWS)"]
 block = ["LANES", "ROWS"]
 smem = "0"
 */
+// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -93,6 +94,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   m = warp_reduce<KT_LANES>(m, Max());
   m = fmaxf(m, eps);
   const float scale = m / qmax;
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+  const float rscale = 1.f / scale;
+#endif  // kt:bind
   if (!active) return;  // no block-wide barrier below
   if (threadIdx.x == 0) scales[g] = scale;
   Q* qo = q + off;
@@ -104,7 +108,11 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
       if (e < group_size) {
         Vec<Q, KT_VEC> t;
 #pragma unroll
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+        for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#else  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+#endif  // kt:bind
         *reinterpret_cast<Vec<Q, KT_VEC>*>(qo + e) = t;
       }
     }
@@ -114,7 +122,11 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
       for (int j = 0; j < KT_VEC; ++j) {
         const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#else  // kt:bind
         if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+#endif  // kt:bind
       }
   }
 }

@@ -36,6 +36,9 @@ block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
 bounds = "THREADS * ROWS"
 smem = "0"
 */
+// kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
+// kt:bind KT_EXPERT_WEIGHT = 1  (1: times a weight of hidden elements; 0: no weight (w is not read))
+// kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -66,13 +69,26 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) ss += v[i][j] * v[i][j];
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
+#else  // kt:bind
   const float inv = rsqrtf(ss / (float)hidden + eps);
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+#if KT_EXPERT_WEIGHT == 0  // kt:bind
 #pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
+#else  // kt:bind
+    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+#endif  // kt:bind
+#pragma unroll
+#if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
   }
   if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
 }

@@ -23,6 +23,9 @@ grid = ["tokens"]
 block = ["THREADS"]
 smem = "0"
 */
+// kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
+// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face))
+// kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 #ifndef KT_THREADS
 #define KT_THREADS 128
 #endif
@@ -32,6 +35,7 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -92,5 +96,125 @@ __device__ __forceinline__ void rotary_neox(const P* positions, T* query, T* key
     rotate_heads<1>(k, cs, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
   }
 }
+#else  // kt:bind
+// The general case: NeoX pairs (i, i + rot_dim / 2) or, with GPTJ, adjacent pairs (2i, 2i + 1) (VEC pairs: two
+// VEC-wide loads of the head); cos and sin each from its own row pointer (one cache: its two halves); read from
+// src and written to dst (in place: the same). Out of place, the head's elements past rot_dim are copied.
+template <int VEC, bool GPTJ, bool FULL, typename T, typename C>
+__device__ __forceinline__ void rotate_pairs(const T* src, T* dst, const C* __restrict__ cosp,
+                                             const C* __restrict__ sinp, int nheads, int head_size, int embed,
+                                             int first, int step) {
+  const int chunks = embed / VEC;
+  for (int i = first; i < nheads * chunks; i += step) {
+    const int head = i / chunks, off = (i - head * chunks) * VEC;
+    const long long h = (long long)head * head_size;
+    const int lo = GPTJ ? 2 * off : off, hi = GPTJ ? 2 * off + VEC : embed + off;
+    float c[VEC], s[VEC], c2[VEC], s2[VEC], p0[VEC], p1[VEC], x[VEC], y[VEC];
+    if constexpr (FULL) {  // the second element of each pair has cos and sin of its own
+      if constexpr (VEC == 1) {
+        c2[0] = to_f(cosp[embed + off]); s2[0] = to_f(sinp[embed + off]);
+      } else {
+        load_vec<C, VEC>(cosp + embed + off, c2); load_vec<C, VEC>(sinp + embed + off, s2);
+      }
+    }
+    if constexpr (VEC == 1) {
+      c[0] = to_f(cosp[off]); s[0] = to_f(sinp[off]);
+      p0[0] = to_f(src[h + lo]); p1[0] = to_f(src[h + (GPTJ ? lo + 1 : hi)]);
+    } else {
+      load_vec<C, VEC>(cosp + off, c); load_vec<C, VEC>(sinp + off, s);
+      load_vec<T, VEC>(src + h + lo, p0); load_vec<T, VEC>(src + h + hi, p1);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if constexpr (GPTJ) {
+        x[j] = 2 * j < VEC ? p0[2 * j] : p1[2 * j - VEC];
+        y[j] = 2 * j + 1 < VEC ? p0[2 * j + 1] : p1[2 * j + 1 - VEC];
+      } else {
+        x[j] = p0[j]; y[j] = p1[j];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float nx = x[j] * c[j] - y[j] * s[j];
+      const float ny = FULL ? y[j] * c2[j] + x[j] * s2[j] : y[j] * c[j] + x[j] * s[j];
+      if constexpr (GPTJ) {
+        if (2 * j < VEC) p0[2 * j] = nx; else p1[2 * j - VEC] = nx;
+        if (2 * j + 1 < VEC) p0[2 * j + 1] = ny; else p1[2 * j + 1 - VEC] = ny;
+      } else {
+        p0[j] = nx; p1[j] = ny;
+      }
+    }
+    if constexpr (VEC == 1) {
+      dst[h + lo] = from_f<T>(p0[0]); dst[h + (GPTJ ? lo + 1 : hi)] = from_f<T>(p1[0]);
+    } else {
+      store_vec<T, VEC>(dst + h + lo, p0); store_vec<T, VEC>(dst + h + hi, p1);
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void copy_tail(const T* src, T* dst, int nheads, int head_size, int rot_dim, int first,
+                                          int step) {
+  const int rest = head_size - rot_dim;
+  for (int i = first; i < nheads * rest; i += step) {
+    const long long e = (long long)(i / rest) * head_size + rot_dim + i % rest;
+    dst[e] = src[e];
+  }
+}
+
+template <int V, typename T, typename C>
+__device__ __forceinline__ bool pairs_vec_ok(int embed, int head_size, int stride, const T* a, const T* b,
+                                             const T* c, const T* d, const C* cosp, const C* sinp) {
+  return vec_ok<T, V>(embed, a, b, c, d) && (head_size % V) == 0 && vec_ok<C, V>(embed, cosp, sinp) &&
+         (stride % V) == 0;
+}
+constexpr int HALF_VEC = KT_VEC >= 4 ? KT_VEC / 2 : 1;
+constexpr int QUARTER_VEC = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+
+template <int VEC, bool GPTJ, typename T, typename C>
+__device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_out, T* k_out, const C* cosp,
+                                             const C* sinp, int num_heads, int num_kv_heads, int head_size,
+                                             int embed) {
+  constexpr bool FULL = KT_EXPERT_CACHE == 2;
+  rotate_pairs<VEC, GPTJ, FULL>(q_in, q_out, cosp, sinp, num_heads, head_size, embed, threadIdx.x, blockDim.x);
+  rotate_pairs<VEC, GPTJ, FULL>(k_in, k_out, cosp, sinp, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
+}
+
+// positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
+// no key); cos and sin rows of cache_stride elements, the first rot_dim / 2 used.
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
+                                            int num_heads, int num_kv_heads, int head_size) {
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  const long long token = blockIdx.x;
+  const long long pos = (long long)positions[token];
+  const C* cosp = cos_cache + pos * cache_stride;
+  const C* sinp = sin_cache + pos * cache_stride;
+  const int embed = rot_dim / 2;
+  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
+  const T* qi = q_in + qo;
+  const T* ki = k_in + ko;
+  T* qd = q_out + qo;
+  T* kd = k_out + ko;
+  // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow
+  if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 4 &&
+           pairs_vec_ok<HALF_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 8 &&
+           pairs_vec_ok<QUARTER_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else
+    rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+  if (rot_dim < head_size) {
+    copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+  }
+#endif  // kt:bind
+}
+#endif  // kt:bind
 
 }  // namespace kt

@@ -36,6 +36,7 @@ block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
 bounds = "THREADS * ROWS"
 smem = "0"
 */
+// kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -51,6 +52,7 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_GENERAL == 0  // kt:bind
 template <int IT, typename T>
 __device__ __forceinline__ void softmax_impl(T* __restrict__ out, const T* __restrict__ x, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
@@ -87,5 +89,50 @@ template <typename T>
 __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden) {
   KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, T>(out, x, rows, hidden)));
 }
+#else  // kt:bind
+// The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
+// from the input's type (fp16 logits to fp32 probabilities).
+template <int IT, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div) {
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out);
+  float v[IT][KT_VEC];
+  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  const float div = row_div != nullptr && active ? row_div[row] : 1.f;
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
+      if (row_elem<0, KT_VEC, IT>(vec, i, j) < hidden) m = fmaxf(m, v[i][j]);
+    }
+  m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const float e = row_elem<0, KT_VEC, IT>(vec, i, j) < hidden ? expf(v[i][j] - m) : 0.f;
+      v[i][j] = e;
+      s += e;
+    }
+  s = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] / s;
+  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, T, O>(out, x, rows, hidden, scale, row_div)));
+}
+
+#endif  // kt:bind
 
 }  // namespace kt

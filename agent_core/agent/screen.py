@@ -1,0 +1,212 @@
+"""Screening expert bindings before round 1: decide by running which bindings compute what the kernel computes.
+
+Every plausible binding of every family the kernel fits (``templating.experts.candidates``) is bound, one cheap
+configuration of each (the expert's default where the constraints allow it) is compiled, all in parallel, and
+checked against the original on the smallest size set (``Backend.check``: verify only, no timing). A binding
+that fails costs one check, not a round. Per expert the best supported binding that verified is kept; the row
+families' cluster twins follow the binding their family verified with.
+
+On a replay (CI) a binding the recording does not hold is "not recorded", not a failure: an expert none of
+whose bindings could be checked keeps its likeliest binding, in the old order.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from agent_core.measure import hardware
+from agent_core.measure.backend import Backend, Problem, Variant
+from agent_core.measure.compiler import compile_many
+from agent_core.model import KernelTemplate, KerntuneError, Status, macro_name, sha256_text
+from agent_core.source import spec as spec_mod
+from agent_core.store import Store
+from agent_core.templating import experts
+from agent_core.workspace import cache_dir
+
+VERIFIED, FAILED, NOT_RECORDED, UNCHECKED = "verified", "failed", "not recorded", "unchecked"
+
+
+@dataclass
+class Verdict:
+    binding: experts.Binding
+    template: KernelTemplate | None
+    status: str  # verified | failed | not recorded | unchecked (could not be bound, or pruned before running)
+    detail: str = ""  # why it failed or was not checked
+    params: dict = field(default_factory=dict)  # the configuration checked
+
+    def words(self, sizes: str) -> str:
+        what = f"expert {self.binding.expert.name}, binding: {self.binding.describe()}"
+        if self.status == VERIFIED:
+            return f"{what} … verified on {sizes}"
+        return f"{what} … {self.status}" + (f" ({self.detail})" if self.detail else "")
+
+    def to_dict(self, size_set: int) -> dict:
+        return {"expert": self.binding.expert.name, "binding": self.binding.describe(), "status": self.status,
+                "detail": self.detail[:500], "params": self.params, "size_set": size_set,
+                "template_hash": self.template.template_hash if self.template else None}
+
+
+@dataclass
+class Screening:
+    verdicts: list[Verdict]
+    size_set: int  # the index of the size set checked on
+    templates: list[KernelTemplate]  # what the loop may search, in order: per expert the binding to tune
+    sizes_text: str = ""  # the size set checked on, in words (333x4099)
+    recorded: bool = False  # its verdicts are in the store
+
+    def chosen(self) -> list[Verdict]:
+        keep = {t.template_hash for t in self.templates}
+        return [v for v in self.verdicts if v.template is not None and v.template.template_hash in keep]
+
+
+def smallest_size_set(spec) -> int:
+    """The size set that moves the fewest bytes: the cheapest to check on."""
+    sizes = [spec_mod.bytes_moved(spec, s) for s in spec.sizes]
+    return min(range(len(sizes)), key=lambda i: sizes[i])
+
+
+def size_words(spec, i: int) -> str:
+    return "x".join(str(v) for v in spec.sizes[i].values())
+
+
+def screen(prep, backend: Backend, emit: Callable[[str], None] = lambda s: None,
+           cancel: threading.Event | None = None, bindings: list[experts.Binding] | None = None,
+           seed: int = 0) -> Screening:
+    """Check one cheap configuration of every candidate binding of the prepared kernel (``tuner.Prepared``);
+    the screening says which template of each expert the loop should tune."""
+    cancel = cancel or threading.Event()
+    lib = {e.name: e for e in experts.load_library()}
+    if bindings is None:
+        bindings = experts.candidates(prep.cf, prep.kernel.name, prep.spec, list(lib.values()))
+    idx = smallest_size_set(prep.spec)
+    verdicts: list[Verdict] = []
+    todo: list[tuple[Verdict, dict]] = []
+    for b in bindings:
+        try:
+            t = experts.bind(b, prep.cf, prep.spec)
+        except KerntuneError as e:
+            verdicts.append(Verdict(b, None, UNCHECKED, e.message))
+            continue
+        v = Verdict(b, t, UNCHECKED, params=t.space.original_config())
+        verdicts.append(v)
+        todo.append((v, v.params))
+    if todo:
+        emit(f"screening {len(todo)} expert bindings ({', '.join(_counts(bindings))}): one configuration each, "
+             f"checked against the original on size set {size_words(prep.spec, idx)}")
+        _check_all(prep, backend, todo, idx, cancel, seed)
+    for v in verdicts:
+        if v.status in (VERIFIED, FAILED):
+            emit(v.words(size_words(prep.spec, idx)))
+    rest = [v for v in verdicts if v.status not in (VERIFIED, FAILED)]
+    if rest:
+        emit(f"screening: {len(rest)} bindings not checked ("
+             + ", ".join(f"{n} {s}" for s, n in _tally(rest)) + "); every verdict is in the store")
+    return Screening(verdicts, idx, _choose(verdicts, lib, prep), size_words(prep.spec, idx))
+
+
+def _tally(verdicts: list[Verdict]) -> list[tuple[str, int]]:
+    out: dict[str, int] = {}
+    for v in verdicts:
+        out[v.status] = out.get(v.status, 0) + 1
+    return list(out.items())
+
+
+def _counts(bindings: list[experts.Binding]) -> list[str]:
+    return [f"{name}: {len(g)}" for name, g in experts.family_groups(bindings).items()]
+
+
+def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: int, cancel: threading.Event,
+               seed: int) -> None:
+    dev = backend.device()
+    runs = backend.name != "replay"
+    launches, runnable = {}, []
+    for v, cfg in todo:
+        try:
+            launches[id(v)] = [spec_mod.launch(v.template.launch, s, cfg) for s in prep.spec.sizes]
+            runnable.append((v, cfg))
+        except KerntuneError as e:  # the expert's launch does not evaluate on these sizes: nothing to run
+            v.detail = f"no launch: {e.message}"
+    todo = runnable
+    compiled: dict[int, object] = {}
+    if runs:
+        jobs = [dict(text=v.template.text, kernel=v.template.entry or v.template.kernel, arch=dev.arch,
+                     defines={macro_name(n): x for n, x in cfg.items()}, source_path=prep.path,
+                     include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir()) for v, cfg in todo]
+        for (v, _), c in zip(todo, compile_many(jobs, cancel=cancel)):
+            compiled[id(v)] = c
+    reference = None
+    orig_cfg = prep.structural.space.original_config() if prep.structural else {}
+    ref_launches = [spec_mod.launch(prep.spec, s, orig_cfg) for s in prep.spec.sizes]
+    if runs:
+        from agent_core.measure.compiler import compile_kernel
+        reference = compile_kernel(prep.text, prep.kernel.name, arch=dev.arch, source_path=prep.path,
+                                   include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir())
+    from agent_core.measure.replay import ReplayMiss
+    started = None  # a backend that runs code is started once: the problem differs only in the template's hash,
+    # a key for recorded answers; a replay is started per template (it looks the template up)
+    for v, cfg in todo:
+        if cancel.is_set():
+            v.detail = "cancelled"
+            continue
+        c = compiled.get(id(v))
+        if isinstance(c, BaseException):
+            v.status, v.detail = FAILED, "compile error: " + (c.message if isinstance(c, KerntuneError) else str(c))
+            continue
+        res = c.resources if c is not None else None
+        why = hardware.check_launch(dev, launches[id(v)][idx], res)
+        if why:
+            v.detail = f"pruned: {why}"
+            continue
+        try:
+            if not runs or started is None:
+                backend.start(Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
+                                      original_hash=sha256_text(prep.text), template_hash=v.template.template_hash,
+                                      spec_hash=prep.spec.spec_hash, seed=seed))
+                started = v.template.template_hash
+            ev = backend.check(Variant(params=cfg, compiled=c, launches=launches[id(v)]), [idx])
+        except ReplayMiss:
+            v.status = NOT_RECORDED
+            continue
+        except KerntuneError as e:
+            if not runs:  # a replay without the original recorded: nothing could be checked
+                v.status, v.detail = NOT_RECORDED, e.message
+                continue
+            raise
+        if ev.status == Status.OK:
+            v.status = VERIFIED
+        elif ev.status == Status.PRUNED:
+            v.detail = f"pruned: {ev.error}"
+        else:
+            v.status, v.detail = FAILED, f"{ev.status.value}: {ev.error}"
+
+
+def _choose(verdicts: list[Verdict], lib: dict, prep) -> list[KernelTemplate]:
+    """Per expert (surer families first): its best supported binding that verified; where none verified, the
+    likeliest one that could not be checked (not recorded, pruned); nothing where every binding failed. The
+    row families' cluster twins follow, bound as their family's kept binding."""
+    order: list[str] = []
+    by_expert: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.binding.expert.name not in by_expert:
+            order.append(v.binding.expert.name)
+        by_expert.setdefault(v.binding.expert.name, []).append(v)
+    kept: list[Verdict] = []
+    for name in order:
+        vs = [v for v in by_expert[name] if v.template is not None]
+        ok = [v for v in vs if v.status == VERIFIED] or [v for v in vs if v.status in (NOT_RECORDED, UNCHECKED)]
+        if ok:
+            kept.append(ok[0])
+    kept.sort(key=lambda v: -v.binding.score)
+    out = [v.template for v in kept]
+    for v in kept:
+        twin = experts.cluster_twin(v.binding, lib)
+        if twin is None:
+            continue
+        try:
+            out.append(experts.bind(twin, prep.cf, prep.spec))
+        except KerntuneError:
+            continue
+    return out

@@ -1,0 +1,298 @@
+"""What a kernel computes, read from its spec and its body (tree-sitter), never from how it is spelled.
+
+Per argument: dtype, const, whether the body reads it, writes it or both (through local pointer aliases too:
+``T* row = out + blockIdx.x * n; row[i] = ...`` writes ``out``), and its element count (buffers) or value
+(scalars) on every size set. Of the body: the math calls, loops, how it reduces (warp shuffles, shared
+memory), the index expressions and float literals. Names, macros, launch variables and block sizes are not
+read here: a family binder may use a name only to order its candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from agent_core import expr
+from agent_core.model import ArgSpec, CudaFile, Kernel, TuningSpec
+
+FLOATS = ("f32", "f16", "bf16")
+INTS = ("i32", "i64", "u32", "u64")
+CTYPE = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "double", "i8": "int8_t",
+         "u8": "uint8_t", "i16": "int16_t", "i32": "int", "u32": "unsigned", "i64": "int64_t", "u64": "uint64_t"}
+NBYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "i32": 4, "u32": 4, "i64": 8,
+          "u64": 8}
+_ATOMIC = re.compile(r"atomic\w+")
+
+
+@dataclass
+class ArgUse:
+    """One kernel argument as the spec and the body show it."""
+    spec: ArgSpec
+    const: bool  # declared const in the signature
+    read: bool  # the body reads it (directly or through a local pointer made from it)
+    written: bool  # the body writes it
+    first_write: int  # byte offset in the body of its first write, -1 when never written
+    counts: tuple | None  # element count (buffers) or value (scalars) on every size set; None when not evaluable
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dtype(self) -> str:
+        return self.spec.dtype
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+
+@dataclass
+class SizeExpr:
+    """A role size as the wrapper computes it (C over the kernel's scalar arguments) and as the launch and the
+    constraints compute it (an expression over the spec's size names)."""
+    c: str
+    spec: str
+    words: str
+
+
+@dataclass
+class Evidence:
+    kernel: Kernel
+    spec: TuningSpec
+    body: str  # the body, comments blanked
+    calls: set[str]
+    args: list[ArgUse]
+    loops: int
+    shuffles: bool
+    shared: bool
+    syncs: bool
+    literals: list[str] = field(default_factory=list)  # small float literals of the body (eps candidates)
+    flat: str = ""  # the body without whitespace, for index shapes
+
+    def arg(self, name: str) -> ArgUse:
+        return next(a for a in self.args if a.name == name)
+
+    def bufs(self, role: str | None = None, dtypes=None) -> list[ArgUse]:
+        return [a for a in self.args if a.role != "scalar" and (role is None or a.role == role)
+                and (dtypes is None or a.dtype in dtypes)]
+
+    def ints(self) -> list[ArgUse]:
+        return [a for a in self.args if a.role == "scalar" and a.dtype in INTS]
+
+    def floats(self) -> list[ArgUse]:
+        return [a for a in self.args if a.role == "scalar" and a.dtype in ("f32", "f64")]
+
+    def has(self, *names: str) -> bool:
+        return any(n in self.calls for n in names)
+
+    def mentions(self, pattern: str) -> bool:
+        """Whether the whitespace-free body matches ``pattern`` (index shapes: ``2*d``, ``[2*i+1]``)."""
+        return re.search(pattern, self.flat) is not None
+
+    def uses(self, size: "SizeExpr") -> int:
+        """How often the body uses the arguments a size expression is made of (at most 3 each): an argument the
+        body never reads cannot be the row length it walks."""
+        names = re.findall(r"\(int\)\((\w+)\)", size.c)
+        return sum(min(3, len(re.findall(rf"\b{re.escape(n)}\b", self.body))) for n in names)
+
+    def reduction_words(self) -> str:
+        if self.shuffles:
+            return "reduces with warp shuffles"
+        if self.shared and self.syncs:
+            return "reduces with a shared-memory tree"
+        return "reduces over the row"
+
+    def sizes(self, target: tuple | None, exclude: tuple[str, ...] = ()) -> list[SizeExpr]:
+        """Every way the wrapper can compute a value that is ``target`` on every size set: an int argument that
+        holds it, the product or quotient of two, or a literal where it is the same on every size set; in that
+        order (an argument that holds it is the likeliest)."""
+        if not target or any(v is None for v in target):
+            return []
+        ints = [a for a in self.ints() if a.counts and a.name not in exclude]
+        out = [SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`") for a in ints if a.counts == target]
+        for a in ints:
+            for b in ints:
+                if a is b:
+                    continue
+                if a.name < b.name and tuple(x * y for x, y in zip(a.counts, b.counts)) == target:
+                    out.append(SizeExpr(f"(int)({a.name}) * (int)({b.name})", f"({a.spec.value}) * ({b.spec.value})",
+                                        f"`{a.name} * {b.name}`"))
+                if all(y and x % y == 0 and x // y == t for x, y, t in zip(a.counts, b.counts, target)):
+                    out.append(SizeExpr(f"(int)({a.name}) / (int)({b.name})",
+                                        f"({a.spec.value}) / ({b.spec.value})", f"`{a.name} / {b.name}`"))
+        if len(set(target)) == 1:
+            out.append(SizeExpr(str(target[0]), str(target[0]), f"the constant {target[0]}"))
+        return out
+
+
+def counts_of(e: str | None, spec: TuningSpec) -> tuple | None:
+    if e is None:
+        return None
+    try:
+        return tuple(expr.evaluate(e, s) for s in spec.sizes)
+    except Exception:
+        return None
+
+
+def div(a: tuple | None, b: tuple | None) -> tuple | None:
+    if a is None or b is None or any(y == 0 or x % y for x, y in zip(a, b)):
+        return None
+    return tuple(x // y for x, y in zip(a, b))
+
+
+def prod(*xs: tuple | None) -> tuple | None:
+    if any(x is None for x in xs):
+        return None
+    return tuple(math.prod(v) for v in zip(*xs))
+
+
+# ----------------------------------------------------------------------------------------------- the body
+def _bases(n) -> set[str]:
+    """The identifiers an lvalue (or a pointer expression) is based on: ``out`` of ``out[i]``, ``*(out + i)``,
+    ``reinterpret_cast<float4*>(out)[i]``, ``row->x``; not the identifiers of its index."""
+    t = n.type
+    if t == "identifier":
+        return {n.text.decode("utf-8", "replace")}
+    if t in ("subscript_expression", "pointer_expression", "field_expression"):
+        a = n.child_by_field_name("argument")
+        return _bases(a) if a is not None else set()
+    if t == "cast_expression":
+        v = n.child_by_field_name("value")
+        return _bases(v) if v is not None else set()
+    if t == "call_expression":
+        args = n.child_by_field_name("arguments")
+        return set().union(*(_bases(c) for c in args.named_children)) if args is not None else set()
+    if t in ("parenthesized_expression", "binary_expression", "conditional_expression"):
+        return set().union(*(_bases(c) for c in n.named_children)) if n.named_children else set()
+    return set()
+
+
+def _walk(n):
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.children))
+
+
+def _body_node(cf: CudaFile, kernel: Kernel):
+    from agent_core.source.cuda_parse import parse_tree
+    tree = parse_tree(cf.text.encode("utf-8"))
+    s, e = kernel.body_span.start, kernel.body_span.end
+    node = tree.root_node.descendant_for_byte_range(s, e)
+    while node is not None and not (node.start_byte <= s and node.end_byte >= e):
+        node = node.parent
+    return node
+
+
+def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
+    """The evidence of one kernel with its (validated) spec: spec args in the kernel's parameter order."""
+    raw = cf.text.encode("utf-8")
+    b0 = kernel.body_span.start
+    body = raw[b0:kernel.body_span.end].decode("utf-8", "replace")
+    body = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), body, flags=re.S)
+    pointers = {a.name for a in spec.args if a.role != "scalar"}
+    alias: dict[str, set[str]] = {}  # local pointer -> the arguments it is made from
+    writes: dict[str, int] = {}
+    reads: set[str] = set()
+    calls: set[str] = set()
+    loops = 0
+    shuffles = shared = syncs = False
+    skip: set[tuple[int, int]] = set()  # identifier nodes that are not reads (write targets, alias sources)
+
+    def roots(names: set[str]) -> set[str]:
+        out = set()
+        for n in names:
+            if n in pointers:
+                out.add(n)
+            out |= alias.get(n, set())
+        return out
+
+    node = _body_node(cf, kernel)
+    nodes = list(_walk(node)) if node is not None else []
+    for n in nodes:  # local pointers made from the arguments, in source order (an alias of an alias resolves)
+        if n.type == "init_declarator":
+            d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+            if d is None or v is None or d.type not in ("pointer_declarator", "reference_declarator"):
+                continue
+            name = next((x.text.decode() for x in _walk(d) if x.type == "identifier"), None)
+            src = roots(_bases(v))
+            if name and src:
+                alias[name] = src
+    for n in nodes:
+        t = n.type
+        if t in ("for_statement", "while_statement", "do_statement"):
+            loops += 1
+        elif t == "call_expression":
+            f = n.child_by_field_name("function")
+            fname = f.text.decode("utf-8", "replace") if f is not None else ""
+            fname = fname.split("<")[0].split("::")[-1]
+            calls.add(fname)
+            if fname.startswith("__shfl"):
+                shuffles = True
+            if fname in ("__syncthreads", "sync") or fname.startswith("__syncthreads"):
+                syncs = True
+            if _ATOMIC.fullmatch(fname):
+                args = n.child_by_field_name("arguments")
+                if args is not None and args.named_children:
+                    for r in roots(_bases(args.named_children[0])):
+                        writes.setdefault(r, n.start_byte - b0)
+                        reads.add(r)
+        elif t == "assignment_expression":
+            left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
+            if left is None or left.type == "identifier":
+                continue
+            targets = roots(_bases(left))
+            for r in targets:
+                writes.setdefault(r, n.start_byte - b0)
+            if op is not None and op.text != b"=":
+                reads |= targets
+            else:
+                base = left
+                while base.type in ("subscript_expression", "pointer_expression", "field_expression",
+                                    "parenthesized_expression") and base.named_children:
+                    base = base.child_by_field_name("argument") or base.named_children[0]
+                if base.type == "identifier":
+                    skip.add((base.start_byte, base.end_byte))
+        elif t == "update_expression":
+            a = n.child_by_field_name("argument")
+            if a is not None and a.type != "identifier":
+                for r in roots(_bases(a)):
+                    writes.setdefault(r, n.start_byte - b0)
+                    reads.add(r)
+        elif t == "init_declarator":
+            d = n.child_by_field_name("declarator")
+            if d is not None and d.type in ("pointer_declarator", "reference_declarator"):
+                v = n.child_by_field_name("value")
+                if v is not None:
+                    for x in _walk(v):
+                        if x.type == "identifier" and x.parent is not None and x.parent.type != "subscript_argument_list":
+                            skip.add((x.start_byte, x.end_byte))
+        elif t in ("storage_class_specifier", "attribute_specifier", "type_qualifier") or n.text == b"__shared__":
+            if n.text == b"__shared__":
+                shared = True
+    for n in nodes:
+        if n.type == "identifier" and (n.start_byte, n.end_byte) not in skip:
+            reads |= roots({n.text.decode("utf-8", "replace")})
+    if "__shared__" in body:
+        shared = True
+    params = {p.name: p for p in kernel.params}
+    uses = []
+    for a in spec.args:
+        p = params.get(a.name)
+        const = bool(p and p.is_const)
+        uses.append(ArgUse(a, const, a.name in reads, a.name in writes, writes.get(a.name, -1),
+                           counts_of(a.size if a.role != "scalar" else a.value, spec)))
+    lits = [m.group(0) for m in re.finditer(r"(?<![\w.])(\d+\.?\d*[eE]-\d+|0\.0*[1-9]\d*)[fF]?(?![\w.])", body)
+            if _small(m.group(0))]
+    return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
+                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body))
+
+
+def _small(lit: str) -> bool:
+    try:
+        return 0 < float(lit.rstrip("fF")) <= 1e-3
+    except ValueError:
+        return False

@@ -1,0 +1,99 @@
+"""Per-token-group quantization: groups of a float input scaled by their absolute maximum into int8 or fp8 bytes.
+
+Evidence: one float input, one byte output of the same count, one fp32 output of one scale per group.
+Enumerated: the group size (an int argument or an expression of two), eps (a float argument, a small literal
+of the body), qmin/qmax arguments or the type's range, the int8 rounding (the body's conversion first: to
+nearest even, toward zero, half away from zero) and whether values are divided by the scale or multiplied by
+its reciprocal.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+
+ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
+
+
+def _cast(dtype: str, name: str, const: bool) -> str:
+    return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+def _named(args, *patterns: str, exclude: str | None = None):
+    for pat in patterns:
+        for a in args:
+            if re.search(pat, a.name, re.I) and not (exclude and re.search(exclude, a.name, re.I)):
+                return a
+    return None
+
+
+def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
+    e = lib.get("per_token_group_quant")
+    ins = ev.bufs("in", FLOATS)
+    q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
+    sc = ev.bufs("out", ("f32",))
+    if e is None or len(ins) != 1 or len(q) != 1 or len(sc) != 1 or len(ev.bufs()) != 3:
+        return []
+    x = ins[0]
+    if not x.counts or x.counts != q[0].counts or not sc[0].counts:
+        return []
+    gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
+        ev.sizes(div(x.counts, sc[0].counts))
+    if not gs_all:
+        return []
+    fl = ev.floats()
+    qmin, qmax = _named(fl, "min", exclude="eps"), _named(fl, "max", exclude="eps")
+    rest = [a for a in fl if a not in (qmin, qmax)]
+    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(rest, key=lambda a: "eps" not in a.name.lower())]
+    eps_c += [(f"(float)({v if v[-1] in 'fF' else v + 'f'})", f"eps={v}") for v in ev.literals]
+    if not eps_c:
+        eps_c = [("1e-10f", "eps=1e-10 (assumed)")]
+    Q = "int8_t" if q[0].dtype == "i8" else "uint8_t"
+    kind = "int8" if Q == "int8_t" else "fp8 e4m3 (bytes)"
+    if Q == "int8_t":
+        if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn"):
+            rounds = [0, 2, 1]
+        elif ev.has("roundf", "lroundf"):
+            rounds = [2, 0, 1]
+        else:
+            rounds = [1, 0, 2]
+    else:
+        rounds = [0]
+    recip_first = ev.mentions(r"1\.0?f?/") or ev.mentions(r"\*inv") or ev.mentions(r"\*\(1\.")
+    recips = [1, 0] if recip_first else [0, 1]
+    qm = f"kt::QuantOut<{Q}>"
+    out = []
+    for gi, gs in enumerate(gs_all[:2]):
+        for ei, (eps, eps_words) in enumerate(eps_c[:3]):
+            for ri, rnd in enumerate(rounds):
+                for ci, recip in enumerate(recips):
+                    b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
+                                f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
+                                "quantization", ev.kernel.name)
+                    b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
+                    rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c
+                               and "/" not in s.c]
+                    if rows_xs:
+                        rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
+                    else:
+                        rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
+                        b.fixed["ROWS"] = [1]
+                    b.template_args = [CTYPE[x.dtype], Q]
+                    b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
+                                   gs.c, rows, eps,
+                                   f"(float)({qmin.name})" if qmin else f"{qm}::qmin",
+                                   f"(float)({qmax.name})" if qmax else f"{qm}::qmax"]
+                    b.defines = {"KT_EXPERT_ROUND": rnd}
+                    b.conventions = {"KT_EXPERT_SCALE_RECIP": recip}
+                    b.consts = {"ESIZE": NBYTES[x.dtype]}
+                    b.words = [f"x={x.name}", f"q={q[0].name} ({kind})", f"scales={sc[0].name}",
+                               f"group_size={gs.words}", rows_words, eps_words,
+                               f"qmin={qmin.name}" if qmin else "qmin of the type",
+                               f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
+                        [ROUNDS[rnd]] if Q == "int8_t" else []) + [
+                        "multiplied by 1 / scale" if recip else "divided by the scale"]
+                    b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci
+                    out.append(b)
+    return out

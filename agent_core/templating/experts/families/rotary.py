@@ -1,0 +1,171 @@
+"""Rotary position embedding, applied in place to query heads (and key heads, where the kernel has them).
+
+Evidence: an int input of ``tokens`` positions, one or two float in/out buffers of ``tokens * heads *
+head_size``, one or two float inputs (the cos/sin cache). Enumerated: which int arguments are the heads and
+the head size, the rotary width (an argument, or the head size), one cache [max_pos, rot_dim] (cos half then
+sin half) or two caches (cos and sin, either order, rows of rot_dim / 2 or of rot_dim), NeoX pairs (i, i +
+rot/2) or GPT-J pairs (2i, 2i + 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
+
+
+def _cast(dtype: str, name: str, const: bool) -> str:
+    return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeExpr | None:
+    nh = div(per_token, hs_fp)
+    if nh is None:
+        return None
+    xs = [s for s in ev.sizes(nh) if s.c != hs.c]
+    return xs[0] if xs else None
+
+
+def _pairs(ev: Evidence, tokens: tuple):
+    """(query, key or None, out of place, the float inputs left (the caches)): in place, one or two in/out buffers;
+    out of place, each output with the input of the same count (the nearest in the argument list)."""
+    io = [a for a in ev.bufs("inout", FLOATS) if a.counts]
+    outs = [a for a in ev.bufs("out", FLOATS) if a.counts]
+    ins = [a for a in ev.bufs("in", FLOATS) if a.counts]
+    if io and not outs:
+        if len(io) > 2:
+            return None
+        q = max(io, key=lambda a: a.counts) if len(io) == 2 and io[0].counts != io[1].counts else io[0]
+        k = next((a for a in io if a is not q), None)
+        return (q, q), (k, k) if k else None, False, ins
+    if outs and not io and len(outs) <= 2:
+        order = [a.name for a in ev.args]
+        pairs, left = [], list(ins)
+        for o in outs:
+            same = [a for a in left if a.counts == o.counts and a.dtype == o.dtype]
+            if not same:
+                return None
+            src = min(same, key=lambda a: abs(order.index(a.name) - order.index(o.name)))
+            left.remove(src)
+            pairs.append((src, o))
+        pairs.sort(key=lambda p: p[1].counts, reverse=True)
+        return pairs[0], pairs[1] if len(pairs) == 2 else None, True, left
+    return None
+
+
+def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
+    e = lib.get("rotary_neox")
+    if e is None:
+        return []
+    pos = [a for a in ev.bufs("in") if a.dtype in ("i32", "i64")]
+    if len(pos) != 1 or not pos[0].counts:
+        return []
+    p = pos[0]
+    tokens = p.counts
+    found = _pairs(ev, tokens)
+    if found is None:
+        return []
+    (qi, q), kpair, oop, caches = found
+    ki, k = kpair if kpair else (None, None)
+    n_bufs = 1 + len(caches) + (2 if oop else 1) * (1 + (k is not None))
+    if len(caches) not in (1, 2) or len(ev.bufs()) != n_bufs:
+        return []
+    if len(caches) == 2 and (caches[0].counts != caches[1].counts or caches[0].dtype != caches[1].dtype):
+        return []
+    if q.dtype != (k.dtype if k else q.dtype) or caches[0].dtype not in FLOATS:
+        return []
+    q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
+    if q_tok is None or k_tok is None:
+        return []
+    T, C, P = q.dtype, caches[0].dtype, p.dtype
+    # head size: an int argument that divides a token's query (and key) elements, the likelier ones first
+    hss = []
+    for a in ev.ints():
+        if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
+            hss.append((ev.sizes(a.counts)[0], a.counts))
+    hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
+    pairings = [1, 0] if gptj_first else [0, 1]
+    out = []
+    for hi, (hs, hs_fp) in enumerate(hss):
+        nh = _heads(ev, q_tok, hs, hs_fp)
+        kv = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
+        if nh is None or kv is None:
+            continue
+        # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
+        rots = []
+        for a in ev.ints():
+            if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp)):
+                rots.append((ev.sizes(a.counts)[0], a.counts))
+        if not any(r[1] == hs_fp for r in rots):
+            rots.append((hs, hs_fp))
+        rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
+        for ri, (rot, rot_fp) in enumerate(rots):
+            layouts = []  # (cache convention, cos, sin, stride (C), words, max_position spec, support)
+            if len(caches) == 1:
+                c = caches[0]
+                if div(c.counts, rot_fp) is None:
+                    continue
+                layouts.append((0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
+                                [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
+                                f"({c.spec.size}) / ({rot.spec})", 0))
+            else:
+                c0, c1 = caches
+                orders = [(c0, c1), (c1, c0)]
+                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                    orders.reverse()
+                for oi, (cc, ss) in enumerate(orders):
+                    for si, words in enumerate(("rot_dim / 2", "rot_dim")):
+                        stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
+                        if div(cc.counts, stride_fp) is None:
+                            continue
+                        stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
+                        stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
+                        layouts.append((1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                        [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
+                                        f"({cc.spec.size}) / ({stride_spec})", -oi - si))
+                        if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
+                            layouts.append((2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                            [f"cos={cc.name}", f"sin={ss.name}",
+                                             "rows of rot_dim, each half for its element (Hugging Face)"],
+                                            f"({cc.spec.size}) / ({stride_spec})", -oi))
+            for li, (cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup) in enumerate(layouts):
+                for pi, pairing in enumerate(pairings):
+                    if cache == 2 and pairing == 1:
+                        continue  # full rows are a NeoX (rotate_half) layout
+                    style = "NeoX" if pairing == 0 else "GPT-J"
+                    kname = f"`{k.name}`" if k else "no key"
+                    b = Binding(e, 0.85, f"rotates `{q.name}` and {kname} in place by a cos/sin row of "
+                                f"`{caches[0].name}` chosen by `{p.name}[token]`, pairs half of "
+                                f"`{rot.words.strip('`')}` apart → rotary embedding (NeoX)"
+                                if pairing == 0 and not oop else
+                                f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
+                                f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}"
+                                f" by cos/sin chosen by `{p.name}[token]`, {style} pairs → rotary embedding",
+                                ev.kernel.name)
+                    b.sizes = {"tokens": p.spec.size, "num_heads": nh.spec, "num_kv_heads": kv.spec,
+                               "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
+                    b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
+                                     "KT_EXPERT_OUT_OF_PLACE": int(oop)}
+                    b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
+                    null = f"({CTYPE[T]}*)nullptr"
+                    if cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
+                        b.call_args = [_cast(P, p.name, True), _cast(T, q.name, False),
+                                       _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
+                    else:
+                        b.call_args = [_cast(P, p.name, True), _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C]}
+                    b.words = [f"positions={p.name}"] + (
+                        [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
+                        [f"query={q.name}", f"key={k.name}" if k else "no key"]) + [
+                        *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
+                        f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
+                        "out of place" if oop else "in place"]
+                    b.support = 20 - 3 * hi - 2 * ri + lsup - pi
+                    out.append(b)
+    return out

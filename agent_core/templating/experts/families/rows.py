@@ -1,0 +1,326 @@
+"""The row families: RMSNorm, fused add + RMSNorm, LayerNorm, softmax (one row of ``hidden`` elements at a time).
+
+Evidence: float buffers, the largest ones (the rows) of one dtype, the smaller inputs (weights) one row long;
+the row length from an int argument (or two, or a constant) that divides the rows; the row count from an
+argument that holds it, else the grid (one row per block). Enumerated: which argument is the row length,
+which float argument or literal is eps, the order of two weights (gamma, beta) or two in/out rows (x,
+residual), in place or out of place; conventions: eps inside or outside the root, the normalized value
+rounded to the storage type before the weight multiply or not. The user's kernel may walk the rows one per
+block, several per block or grid-stride: the expert brings its own launch, only the row count matters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, div
+from agent_core.templating.experts.library import Expert
+
+ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
+EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "hexp", "h2exp", "__exp2f")
+_TO_T = r"__float2half(_rn)?\(|__float2bfloat16(_rn)?\(|__floats2half2_rn\(|static_cast<(__half|__nv_bfloat16|half|T)>"
+
+
+def _cast(dtype: str, name: str, const: bool) -> str:
+    return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
+    """(C expression, words, support) for eps: float arguments, then small float literals of the body; the usual
+    defaults only when the kernel shows neither."""
+    out = [(f"(float)({a.name})", f"eps=`{a.name}`", 2 if re.search("eps", a.name, re.I) else 1) for a in ev.floats()]
+    lit = [(f"(float)({x if x[-1] in 'fF' else x + 'f'})", f"eps={x}", 1) for x in ev.literals]
+    return out + lit if out or lit else [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
+
+
+def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tuple[SizeExpr, tuple]]:
+    """(the row length as the wrapper computes it, its value per size set): a weight's length where there is a
+    weight, else every int argument (or product of two) that divides the rows and is not all of them."""
+    if small:
+        targets = [small[0].counts]
+    else:
+        targets = []
+        for a in ev.ints():
+            if a.counts and div(big, a.counts) and a.counts != big and all(v > 1 for v in a.counts):
+                targets.append(a.counts)
+        for a, b in itertools.combinations(ev.ints(), 2):
+            if a.counts and b.counts:
+                t = tuple(x * y for x, y in zip(a.counts, b.counts))
+                if div(big, t) and t != big and all(v > 1 for v in t):
+                    targets.append(t)
+    out, seen = [], set()
+    for t in targets:
+        if t in seen:
+            continue
+        seen.add(t)
+        if div(big, t) is None or t == big:
+            continue
+        xs = ev.sizes(t)
+        if xs and not xs[0].c[0].isdigit():
+            out.append((xs[0], t))
+    return out
+
+
+def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Binding) -> str:
+    """The row count inside the wrapper: an int argument that holds it, else gridDim.x (one row per block: ROWS
+    fixed to 1)."""
+    b.sizes["rows"] = rows_spec
+    xs = [x for x in ev.sizes(rows_fp) if x.c.startswith("(int)(") and "*" not in x.c and "/" not in x.c]
+    if xs:
+        b.words.append(f"rows={xs[0].words}")
+        return xs[0].c
+    b.fixed["ROWS"] = [1]
+    b.words.append("rows=the grid (no row-count argument)")
+    return "(int)gridDim.x"
+
+
+def _round_evidence(ev: Evidence) -> int:
+    return len(re.findall(_TO_T, ev.body))
+
+
+def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    return _row_bindings(ev, lib) + _softmax_general(ev, lib)
+
+
+def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Softmax in its general form: the logits scaled by a float argument and/or divided by a per-row input (a
+    temperature), the output of a type of its own (fp16 logits to fp32 probabilities). The plain form is bound
+    with the other row families."""
+    e = lib.get("softmax")
+    if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
+        return []
+    ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
+    if len(outs) != 1 or len(ins) not in (1, 2) or len(ev.bufs()) != len(ins) + 1 or not outs[0].counts:
+        return []
+    o = outs[0]
+    big = o.counts
+    xs = [a for a in ins if a.counts == big]
+    per_row = [a for a in ins if a.counts != big and a.dtype == "f32" and a.counts and div(big, a.counts)]
+    if len(xs) != 1 or len(xs) + len(per_row) != len(ins):
+        return []
+    x = xs[0]
+    T, O = x.dtype, o.dtype
+    if per_row:
+        t = div(big, per_row[0].counts)
+        hs = [(h, t) for h in ev.sizes(t)[:1] if not h.c[0].isdigit()]
+    else:
+        hs = _hidden_candidates(ev, big, [])
+    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
+    red = ev.reduction_words()
+    out = []
+    for hi, (hidden, hfp) in enumerate(hs):
+        hname = hidden.words.strip("`")
+        for si, (scale, scale_words) in enumerate(scales):
+            if scale == "1.f" and not per_row and T == O:
+                continue  # the plain softmax: bound with the row families
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the row → "
+                        "softmax", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
+            rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            if per_row:
+                b.words.append(f"logits divided by `{per_row[0].name}`[row]")
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           f"(const float*)({per_row[0].name})" if per_row else "(const float*)nullptr"]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1}
+            b.support = 10 + 2 * ev.uses(hidden) - hi - si
+            out.append(b)
+    return out
+
+
+def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    if any(a.dtype not in FLOATS for a in ev.bufs()):
+        return []
+    sized = [a for a in ev.bufs() if a.counts]
+    if not sized:
+        return []
+    big = max(a.counts for a in sized)
+    main = [a for a in sized if a.counts == big]
+    small = [a for a in ev.bufs("in") if a.counts and a.counts != big]
+    # per-row statistics a LayerNorm may write (mean, rstd): fp32 outputs of one value per row
+    stats = [a for a in ev.bufs("out", ("f32",)) if a.counts and a.counts != big]
+    if len(small) + len(stats) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
+        return []  # every buffer is a row buffer, a one-row input or a per-row statistic
+    if stats and (len(stats) != 2 or stats[0].counts != stats[1].counts or div(big, stats[0].counts) is None):
+        return []
+    if small and len({a.counts for a in small}) != 1:
+        return []
+    T = main[0].dtype
+    W = small[0].dtype if small else T
+    in_main = [a for a in main if a.role == "in"]
+    out_main = [a for a in main if a.role == "out"]
+    io_main = [a for a in main if a.role == "inout"]
+    x0 = next((a for a in main if a.role in ("in", "inout")), None)
+    if x0 is None:
+        return []
+    root = ev.has(*ROOTS)
+    exp = ev.has(*EXPS)
+    red = ev.reduction_words()
+    out: list[Binding] = []
+    for hidden, hfp in _hidden_candidates(ev, big, small):
+        rows_fp = div(big, hfp)
+        hname = hidden.words.strip("`")
+        words = f"reads rows of `{hname}` elements, {red}"
+        rows_spec = f"({x0.spec.size}) / ({hidden.spec})"
+        hsup = 2 * ev.uses(hidden)
+
+        def new(expert: str, score: float, reason: str) -> Binding | None:
+            if expert not in lib:
+                return None
+            b = Binding(lib[expert], score, reason, ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words.append(f"hidden={hidden.words}")
+            return b
+
+        esize = max(NBYTES[T], NBYTES[W])
+        norms = []  # (expert, score, reason, [(roles in words, call args before eps), ...])
+        if stats and (div(big, hfp) != stats[0].counts or len(small) != 2):
+            continue  # statistics: one per row, of a LayerNorm
+        if root and len(small) == 1 and len(in_main) == 1 and len(out_main) == 1 and not io_main:
+            x, o, w = in_main[0], out_main[0], small[0]
+            norms.append(("rms_norm", 0.9, f"{words}, rsqrtf, one weight of `{hname}` → RMSNorm",
+                          [([f"out={o.name}", f"x={x.name}", f"weight={w.name}"],
+                            [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True)])]))
+        if root and len(small) == 1 and len(io_main) == 1 and not in_main and not out_main:
+            x, w = io_main[0], small[0]  # in place: out is x
+            norms.append(("rms_norm", 0.85, f"{words}, rsqrtf, one weight of `{hname}`, in place → RMSNorm",
+                          [([f"out=x={x.name} (in place)", f"weight={w.name}"],
+                            [_cast(T, x.name, False), _cast(T, x.name, True), _cast(W, w.name, True)])]))
+        if root and not small and len(in_main) + len(io_main) == 1 and len(out_main) + len(io_main) == 1:
+            x = (in_main or io_main)[0]  # no weight (a separate multiply follows, as in llama.cpp)
+            o = (out_main or io_main)[0]
+            norms.append(("rms_norm", 0.8, f"{words}, rsqrtf, no weight → RMSNorm",
+                          [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""), "no weight"],
+                            [_cast(T, o.name, False), _cast(T, x.name, True), f"(const {CTYPE[T]}*)nullptr"])]))
+        if root and len(small) == 1 and len(io_main) == 2 and not in_main and not out_main:
+            pairs = _fused_orders(ev, io_main)
+            norms.append(("fused_add_rms_norm", 0.9, f"{words}, adds two in/out rows (both written), rsqrtf, one "
+                          "weight → fused add + RMSNorm",
+                          [([f"x={x.name}", f"residual={r.name}", f"weight={small[0].name}"],
+                            [_cast(T, x.name, False), _cast(T, r.name, False), _cast(W, small[0].name, True)])
+                           for x, r in pairs]))
+        if root and len(small) == 2 and len(in_main) == 1 and len(out_main) == 1 and not io_main \
+                and small[0].dtype == small[1].dtype:
+            o, x = out_main[0], in_main[0]
+            g, bb = small
+            orders = [(g, bb), (bb, g)]
+            if re.search(r"beta|bias|shift", g.name, re.I) and not re.search(r"beta|bias|shift", bb.name, re.I):
+                orders.reverse()
+            stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
+            if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
+                    not re.search(r"var|rstd|std|inv", stats[1].name, re.I):
+                stat_orders.reverse()
+            norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
+                          "→ LayerNorm",
+                          [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
+                            + ([f"mean={st[0].name}", f"rstd={st[1].name}"] if st else []),
+                            [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
+                             _cast(W, b2.name, True)], st) for gg, b2 in orders for st in stat_orders]))
+        for expert, score, reason, role_sets in norms:
+            for ri, role_set in enumerate(role_sets):
+                role_words, args = role_set[0], role_set[1]
+                st = role_set[2] if len(role_set) > 2 else []
+                for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                    no_weight = "no weight" in role_words
+                    for conv, conv_words, conv_support in _norm_conventions(ev, lib.get(expert),
+                                                                            "f32" if no_weight else T):
+                        b = new(expert, score, reason)
+                        if b is None:
+                            continue
+                        b.words[:0] = role_words
+                        b.words.append(eps_words)
+                        rows = _rows(ev, rows_fp, rows_spec, hidden, b)
+                        b.words += conv_words
+                        b.template_args = [CTYPE[T], CTYPE[W]]
+                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st]
+                        if st:
+                            b.conventions = dict(conv, KT_EXPERT_STATS=1)
+                        b.consts = {"ESIZE": esize}
+                        b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
+                            (b.conventions or conv)
+                        b.support = 10 + hsup - ri - ei + eps_support + conv_support
+                        out.append(b)
+        if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
+                                  or (len(io_main) == 1 and not in_main and not out_main)):
+            b = new("softmax", 0.85, f"{words}, a max and a sum of expf over the row → softmax")
+            if b is not None:
+                if io_main:
+                    x = o = io_main[0]
+                    b.words[:0] = [f"out=x={x.name} (in place)"]
+                else:
+                    x, o = in_main[0], out_main[0]
+                    b.words[:0] = [f"out={o.name}", f"x={x.name}"]
+                rows = _rows(ev, rows_fp, rows_spec, hidden, b)
+                b.template_args = [CTYPE[T]]
+                b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), rows, hidden.c]
+                b.consts = {"ESIZE": NBYTES[T]}
+                b.support = 10 + hsup
+                out.append(b)
+    return out
+
+
+def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
+    """(x, residual) both ways, the likelier first: the residual is the one named so, else the one the body
+    writes first (the sum is stored before the normalized row)."""
+    a, b = io
+    if re.search(r"resid", a.name, re.I) and not re.search(r"resid", b.name, re.I):
+        first = (b, a)
+    elif re.search(r"resid", b.name, re.I):
+        first = (a, b)
+    elif 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
+        first = (b, a)
+    else:
+        first = (a, b)
+    return [first, (first[1], first[0])]
+
+
+def _eps_outside(flat: str) -> bool:
+    """Whether a root call's result is what something is added to (``sqrtf(ms) + eps``) while nothing is added
+    inside it (``rsqrtf(ms + eps)``)."""
+    outside = inside = False
+    for m in re.finditer(r"r?sqrtf?\(|__fsqrt_rn\(|__frsqrt_rn\(", flat):
+        depth, i = 1, m.end()
+        while i < len(flat) and depth:
+            depth += {"(": 1, ")": -1}.get(flat[i], 0)
+            i += 1
+        arg = flat[m.end():i - 1]
+        if re.search(r"\+", arg):
+            inside = True
+        elif flat[i:i + 1] == "+":
+            outside = True
+    return outside and not inside
+
+
+def _norm_conventions(ev: Evidence, e: Expert | None, T: str) -> list[tuple[dict, list[str], int]]:
+    """The numeric conventions a normalization may follow, the likelier first: eps inside the root (rsqrt(ms +
+    eps)) or outside (1 / (sqrt(ms) + eps)); for 16-bit storage, the normalized value rounded to the storage type
+    before the weight multiply or not."""
+    if e is None:
+        return []
+    inside_first = not _eps_outside(ev.flat)
+    eps = [(1, "eps inside the root"), (0, "eps outside the root (1 / (sqrt + eps))")]
+    if not inside_first:
+        eps.reverse()
+    if "KT_EXPERT_EPS_INSIDE" not in e.conventions:
+        eps = [(None, "eps inside the root")]
+    rnd: list[tuple[int | None, str]] = [(None, "")]
+    if T != "f32" and "KT_EXPERT_ROUND_BEFORE_WEIGHT" in e.conventions:
+        rnd = [(1, f"rounded to {T} before the weight multiply"), (0, f"weight multiplied in fp32, one rounding to {T}")]
+        if _round_evidence(ev) < 2:
+            rnd.reverse()
+    out = []
+    for i, (ev_, ew) in enumerate(eps):
+        for j, (rv, rw) in enumerate(rnd):
+            conv = {}
+            if ev_ is not None:
+                conv["KT_EXPERT_EPS_INSIDE"] = ev_
+            if rv is not None:
+                conv["KT_EXPERT_ROUND_BEFORE_WEIGHT"] = rv
+            out.append((conv, [w for w in (ew, rw) if w], -2 * i - j))
+    return out

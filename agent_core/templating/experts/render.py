@@ -1,0 +1,99 @@
+"""The text of a bound expert: the shared helpers, the expert's source with its bind-time conventions resolved,
+and a ``__global__`` wrapper with the user's exact parameter list that calls the expert's function."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from agent_core import expr
+from agent_core.model import CudaFile, Kernel, KerntuneError, macro_name
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE
+from agent_core.templating.experts.library import COMMON, CONVENTION, DIRECTIVE, EXPERT_DIR, HEADER, Expert
+
+
+def subst(e: str, names: dict[str, str]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda mo: names.get(mo.group(0), mo.group(0)), e)
+
+
+def resolve_conventions(source: str, values: dict[str, int], path: str = "<expert>") -> str:
+    """The source with every ``kt:bind`` line gone: declarations dropped, ``#if/#elif/#else/#endif  // kt:bind``
+    resolved for ``values`` (the expert's defaults overridden by the binding), only the taken branches kept, and
+    a convention's name left in the code replaced by its value."""
+    out = []
+    stack: list[list[bool]] = []  # per open #if: [this branch is taken, some branch was taken]
+    for ln in source.splitlines(keepends=True):
+        if CONVENTION.match(ln):
+            continue
+        d = DIRECTIVE.match(ln.rstrip("\n"))
+        if d is None:
+            if all(s[0] for s in stack):
+                out.append(ln)
+            continue
+        kind, cond = d.group(1), d.group(2).strip()
+        try:
+            if kind == "if":
+                v = bool(expr.evaluate(cond, values))
+                stack.append([v, v])
+            elif kind == "elif":
+                v = not stack[-1][1] and bool(expr.evaluate(cond, values))
+                stack[-1] = [v, stack[-1][1] or v]
+            elif kind == "else":
+                stack[-1] = [not stack[-1][1], True]
+            else:
+                stack.pop()
+        except (KerntuneError, IndexError) as e:
+            raise KerntuneError(f"kt:bind line `{ln.strip()}`: {e}", path) from None
+    # a convention used in the code itself (a template argument) becomes its value: the bound code defines none
+    return subst("".join(out), {n: str(v) for n, v in values.items()}) if values else "".join(out)
+
+
+def with_helpers(e: Expert, source: str | None = None) -> str:
+    """The expert's source with its helper files (``helpers``) inside its first ``namespace kt {``: they are part
+    of the expert's own device code (written into a user's file with it, in its namespace)."""
+    src = e.source if source is None else source
+    if not e.helpers:
+        return src
+    text = "".join((Path(e.path).parent / h).read_text(encoding="utf-8").replace("#pragma once\n", "")
+                   for h in e.helpers)
+    at = HEADER.search(src).end()
+    m = re.search(r"^namespace kt \{\n", src[at:], re.M)
+    at += m.end()
+    return src[:at] + text + src[at:]
+
+
+def wrapper_signature(k: Kernel, cf: CudaFile, spec_dtypes: dict[str, str]) -> str:
+    """The kernel's parameter list as the wrapper declares it. A templated kernel's type parameters have no value
+    in a plain ``__global__`` function: they are replaced by the spec's dtype of the argument that uses them."""
+    types = {tp.name for tp in k.template_params if tp.kind == "type"}
+    parts = []
+    for p in k.params:
+        ty = p.type
+        used = types & set(re.findall(r"\b[A-Za-z_]\w*\b", ty))
+        if used and p.name in spec_dtypes:
+            ty = re.sub(r"\b(" + "|".join(map(re.escape, used)) + r")\b", CTYPE[spec_dtypes[p.name]], ty)
+        parts.append(f"{ty} {p.name}")
+    return ", ".join(parts)
+
+
+def render(b: Binding, k: Kernel, cf: CudaFile, entry: str, spec_dtypes: dict[str, str] | None = None) -> str:
+    e = b.expert
+    common = (EXPERT_DIR / COMMON).read_text(encoding="utf-8").replace("#pragma once\n", "")
+    includes = [ln for ln in cf.text.splitlines() if re.match(r"\s*#\s*include\s*<", ln)]
+    macros = {n: macro_name(n) for n in e.params}
+    # __launch_bounds__ needs a constant: the header's `bounds` (the most threads a block of this configuration
+    # has) where the block depends on sizes, else the block's own extent.
+    bounds = (f"({subst(e.launch['bounds'], macros)})" if "bounds" in e.launch
+              else " * ".join(f"({subst(bb, macros)})" for bb in e.launch["block"]))
+    cluster = f" __cluster_dims__(({subst(e.launch['cluster'], macros)}), 1, 1)" if "cluster" in e.launch else ""
+    sig = wrapper_signature(k, cf, spec_dtypes or {})
+    targs = f"<{', '.join(b.template_args)}>" if b.template_args else ""
+    source = resolve_conventions(e.source, {**e.conventions, **b.conventions}, e.path)
+    lines = [f"// kerntune: expert template `{e.name}` ({e.family}) bound to kernel `{k.name}` of {Path(cf.path).name}",
+             f"// why: {b.reason}", *includes]
+    lines += [f"#define {n} {v}" for n, v in b.defines.items()]
+    lines += [common, with_helpers(e, source),
+              f'extern "C" __global__ void __launch_bounds__({bounds}){cluster} {entry}({sig}) {{',
+              f"  {e.function}{targs}({', '.join(b.call_args)});", "}", ""]
+    return "\n".join(lines)

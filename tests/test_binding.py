@@ -1,0 +1,354 @@
+"""Binding by evidence: what a kernel computes (templating/experts/evidence.py) and every plausible binding of
+each expert family (templating/experts/families/), on kernels written in several styles (tests/data/cu/styles:
+argument orders, layouts, launch shapes, dtypes, macros, templated / extern "C" / namespaced kernels).
+
+Offline we cannot run a binding, but we can check that the right one is among the candidates the loop screens,
+and (nvcc) that every enumerated binding's rendered template compiles."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_core.model import KerntuneError, macro_name
+from agent_core.source import spec as S
+from agent_core.source.cuda_parse import parse_cuda
+from agent_core.templating import experts as X
+from agent_core.templating.experts.evidence import gather
+from agent_core.templating.experts.library import load_expert
+from agent_core.templating.experts.render import resolve_conventions
+from agent_core.templating.templatize import templatize
+
+ROOT = Path(__file__).resolve().parent.parent
+STYLES = ROOT / "tests" / "data" / "cu" / "styles"
+
+
+def case(name: str):
+    path = STYLES / f"{name}.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+    spec = S.find_spec(cf, k.name)
+    try:
+        names = set(templatize(cf, k.name).space.params)
+    except KerntuneError:
+        names = set()
+    S.validate_spec(spec, k, names)
+    return cf, k, spec
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return X.load_library()
+
+
+def words_of(bindings) -> list[str]:
+    return [f"{b.expert.name}: {b.describe()}" for b in bindings]
+
+
+def has(bindings, expert: str, *parts: str) -> bool:
+    """Some binding of ``expert`` whose words contain every part."""
+    return any(b.expert.name == expert and all(p in b.describe() for p in parts) for b in bindings)
+
+
+# ------------------------------------------------------------------------------------------------ evidence
+def test_evidence_reads_writes_through_aliases():
+    cf, k, spec = case("rms_inplace_gridstride")
+    ev = gather(cf, k, spec)
+    h, gamma = ev.arg("h"), ev.arg("gamma")
+    # h is written through the local pointer `row = h + ...` and read through it; gamma only read
+    assert h.written and h.read and not gamma.written and gamma.read and gamma.const
+    assert ev.shared and ev.syncs and not ev.shuffles and ev.loops >= 4
+    assert {"rsqrtf", "__half2float", "__float2half"} <= ev.calls
+    assert h.counts == (512 * 4096, 33 * 1030) and ev.arg("hidden").counts == (4096, 1030)
+
+
+def test_evidence_first_write_orders_in_out_rows():
+    cf, k, spec = case("fused_add_residual_first")
+    ev = gather(cf, k, spec)
+    r, h = ev.arg("r"), ev.arg("h")
+    assert r.written and h.written and 0 <= r.first_write < h.first_write  # the sum is stored first
+
+
+def test_evidence_sizes_and_literals():
+    cf, k, spec = case("rms_rows_per_block")
+    ev = gather(cf, k, spec)
+    assert ev.literals == ["1e-6f"] and ev.shuffles
+    xs = ev.sizes((2048, 1027))
+    assert xs[0].c == "(int)(dim)" and xs[0].spec == "dim"
+    assert ev.sizes((1024 * 2048, 37 * 1027))[0].c == "(int)(dim) * (int)(n_rows)"
+    assert ev.sizes((7, 7))[-1].c == "7"  # the same on every size set: a literal
+
+
+def test_a_name_never_decides_a_family(lib, tmp_path):
+    """The same kernel with every name, the macro and the kernel's own name changed: the same families and the same
+    number of bindings (names may only order them)."""
+    src = (STYLES / "softmax_three_pass.cu").read_text()
+    renamed = src
+    for a, b in (("softmax3", "kern_q7"), ("THREADS", "NT_Z"), ("launch_softmax", "go"), ("R", "p0"),
+                 ("N", "p1"), ("buf", "zz"), ("sum", "acc"), ("m", "hi")):
+        renamed = re.sub(rf"\b{a}\b", b, renamed)
+    p = tmp_path / "renamed.cu"
+    p.write_text(renamed)
+    cf2 = parse_cuda(renamed, str(p))
+    spec2 = S.find_spec(cf2, "kern_q7")
+    S.validate_spec(spec2, cf2.kernel("kern_q7"), set(templatize(cf2, "kern_q7").space.params))
+    cf, k, spec = case("softmax_three_pass")
+    one, two = X.candidates(cf, k.name, spec, lib), X.candidates(cf2, "kern_q7", spec2, lib)
+    assert [b.expert.name for b in one] == [b.expert.name for b in two] == ["softmax"] * 2
+
+
+# ------------------------------------------------------------------------------------------------ families
+def test_gated_with_a_token_argument_and_grid_stride(lib):
+    """The H100 case: a `tokens` argument before `d` took the place of d. Both are candidates now, d first (it
+    appears as `2 * d`), and the kernel's activation is not rounded to fp16 before the multiply."""
+    cf, k, spec = case("gated_tokens_gridstride")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert {b.expert.name for b in bs} == {"act_and_mul"} and len(bs) <= X.MAX_PER_FAMILY
+    assert bs[0].describe().startswith("out=out, x=input, d=`d`, SiLU, gate and up halves [gate | up], activation "
+                                       "kept in fp32"), words_of(bs)
+    from agent_core.templating.experts.families import gated
+    every = gated.enumerate_bindings(X.evidence_of(cf, k.name, spec), {e.name: e for e in lib})
+    assert has(every, "act_and_mul", "d=`num_tokens`")  # enumerated, ranked below the cap
+
+
+def test_gated_up_half_first_in_a_templated_kernel(lib):
+    cf, k, spec = case("gated_up_first_templated")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "act_and_mul", "d=`n`", "GELU (erf)", "halves [up | gate]", "kept in fp32"), words_of(bs)
+    t = X.bind(next(b for b in bs if "[up | gate]" in b.describe()), cf, spec)
+    # the template's type parameter takes the spec's dtype in the wrapper's signature
+    assert f"{t.entry}(__nv_bfloat16* y, const __nv_bfloat16* xu, int n)" in t.text
+    assert "const T* g = x + row * 2 * d + base;  // [up | gate]" in t.text and "kt:bind" not in t.text
+
+
+def test_gated_interleaved_pairs_extern_c(lib):
+    cf, k, spec = case("gated_interleaved")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == "out=o, x=x, d=`cols`, SiLU, interleaved pairs (gate, up)", words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 2 == 3>(pairs, n, vec, va, vg);" in t.text
+
+
+def test_rms_norm_rows_argument_literal_eps_outside_the_root(lib):
+    cf, k, spec = case("rms_rows_per_block")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "rms_norm"
+    assert bs[0].describe() == ("out=y, x=x, weight=w, hidden=`dim`, eps=1e-6f, rows=`n_rows`, eps outside the root "
+                                "(1 / (sqrt + eps))")
+    t = X.bind(bs[0], cf, spec)
+    assert "1.f / (sqrtf(ss / (float)hidden) + eps)" in t.text and "rsqrtf(ss" not in t.text
+    assert "(float)(1e-6f), (int)(n_rows), (int)(dim))" in t.text
+    assert 8 in t.space.params["ROWS"].values  # a row count: several rows per block are possible
+
+
+def test_rms_norm_in_place_grid_stride_weight_in_fp32(lib):
+    cf, k, spec = case("rms_inplace_gridstride")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "rms_norm", "out=x=h (in place)", "eps=`epsilon`", "rows=`rows`", "eps inside the root",
+               "weight multiplied in fp32, one rounding to f16")
+    assert bs[0].describe().endswith("weight multiplied in fp32, one rounding to f16"), words_of(bs)
+
+
+def test_rms_norm_without_a_weight(lib):
+    cf, k, spec = case("rms_no_weight_strided")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, x=x, no weight, hidden=`ncols`, eps=`eps`, rows=the grid (no row-count "
+                                "argument), eps inside the root"), words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "(const float*)nullptr" in t.text and "wv[j] = 1.f;" in t.text and "row_load_item<0, KT_VEC, IT>(w," \
+        not in t.text
+
+
+def test_gated_gate_and_up_as_two_tensors(lib):
+    cf, k, spec = case("gated_two_tensors")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, gate=gate, up=up, d=`n`, SiLU, gate and up as two tensors, activation kept "
+                                "in fp32"), words_of(bs)
+    assert has(bs, "act_and_mul", "gate=up, up=gate")
+    t = X.bind(bs[0], cf, spec)
+    assert "(__half*)(dst), (const __half*)(gate), (const __half*)(up), (int)(n)" in t.text
+    assert "const T* g = y + row * d + base;" in t.text
+
+
+def test_layer_norm_writing_mean_and_rstd(lib):
+    cf, k, spec = case("layer_norm_stats")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("out=Y, x=X, gamma=gamma, beta=beta, mean=mean, rstd=rstd, hidden=`N`, "
+                                       "eps=`eps`"), words_of(bs)
+    assert bs[0].describe().endswith("eps inside the root")  # rsqrtf(fmaxf(var, 0) + eps): eps inside
+    t = X.bind(bs[0], cf, spec)
+    assert "(float)(eps), (int)gridDim.x, (int)(N), (float*)(mean), (float*)(rstd))" in t.text
+    assert "rstd_out[row] = inv;" in t.text
+
+
+def test_fused_add_both_orders_the_written_first_is_the_residual(lib):
+    cf, k, spec = case("fused_add_residual_first")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=h, residual=r, weight=g, hidden=`n`, eps=`e`"), words_of(bs)
+    assert has(bs, "fused_add_rms_norm", "x=r, residual=h")
+
+
+def test_layer_norm_bias_before_weight(lib):
+    cf, k, spec = case("layer_norm_beta_first")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("out=outp, x=inp, gamma=weight, beta=bias, hidden=`C`, eps=1e-5f, rows=`B`")
+    assert has(bs, "layer_norm", "gamma=bias, beta=weight") and has(bs, "layer_norm", "eps outside the root")
+
+
+def test_softmax_three_passes_with_a_macro_block_size(lib):
+    """The H100 case with no expert proposed: `#define THREADS 128`, a row-count argument, a comparison for the
+    max, `exp` (not expf)."""
+    cf, k, spec = case("softmax_three_pass")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == "out=out, x=in, hidden=`N`, rows=`R`", words_of(bs)
+    assert X.match(cf, k.name, spec, lib)[1].expert.name == "softmax_cluster"
+
+
+def test_softmax_scaled_fp16_scores_to_fp32_probabilities(lib):
+    cf, k, spec = case("softmax_scaled_half_to_float")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=probs (f32), x=scores (f16), hidden=`cols`, rows=`rows`, logits times `scale`"), \
+        words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "kt::softmax<__half, float>((float*)(probs), (const __half*)(scores), (int)(rows), (int)(cols), " \
+           "(float)(scale), (const float*)nullptr);" in t.text
+    assert t.space.constraints[0] == "VEC * 4 <= 16"  # the wider of the two types bounds the vector
+
+
+def test_merge_flat_index_lse_token_major(lib):
+    """The H100 case that failed from element 256: s[tokens, heads] with one flat index; that layout is a candidate."""
+    cf, k, spec = case("merge_flat_token_major")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "merge_attn_states", "p=v_a with p_lse=s_a", "tokens=`T`", "heads=`H`", "lse [T, H]",
+               "natural lse"), words_of(bs)
+    b = next(b for b in bs if "lse [T, H]" in b.describe() and "natural" in b.describe() and "p_lse=s_a" in
+             b.describe() and "tokens=`T`" in b.describe())
+    assert b.defines == {"KT_EXPERT_LSE_TOKEN_MAJOR": 1} and b.call_args[1] == "(float*)nullptr"
+
+
+def test_merge_base2_lse_heads_major_with_output_lse(lib):
+    cf, k, spec = case("merge_base2_head_major")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("base-2 lse"), words_of(bs)
+    assert has(bs, "merge_attn_states", "out_lse=o_lse", "p=a with p_lse=a_lse", "tokens=`n`", "heads=`heads`",
+               "lse [heads, n]", "base-2 lse")
+    t = X.bind(bs[0], cf, spec)
+    assert "exp2f(pv - m)" in t.text and "log2f(sum)" in t.text
+
+
+def test_rotary_one_cache_of_head_dim_query_only(lib):
+    """The H100 case with no expert proposed: one cos/sin cache [max_pos, head_dim], no rot_dim argument."""
+    cf, k, spec = case("rotary_one_cache_q_only")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("positions=pos, query=q, no key, cache=cs [max_pos, rot_dim] (cos half, then sin "
+                                "half), rot_dim=`hd`, num_heads=`nh`, num_kv_heads=none (no key), head_size=`hd`, "
+                                "NeoX pairs, in place"), words_of(bs)
+    assert "(float*)nullptr" in bs[0].call_args
+
+
+def test_rotary_gptj_two_caches(lib):
+    cf, k, spec = case("rotary_gptj_two_caches")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("positions=positions, query=query, key=key, cos=cos_c, sin=sin_c, rows of "
+                                       "rot_dim / 2, rot_dim=`rot`, num_heads=`H`, num_kv_heads=`K`, head_size=`S`, "
+                                       "GPT-J pairs"), words_of(bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "const C* cos_cache, const C* sin_cache, int cache_stride" in t.text
+    assert "rotate_token<KT_VEC, GPTJ>" in t.text and "constexpr bool GPTJ = 1 == 1;" in t.text
+    assert "copy_tail" not in t.text.split("namespace kt {")[-1].split("rotary_neox(")[1]  # in place: no tail copy
+
+
+def test_rotary_out_of_place_rotate_half_caches_of_head_dim(lib):
+    """Hugging Face style: q, k in and q_embed, k_embed out, cos and sin [max_pos, head_dim] (halves repeated)."""
+    cf, k, spec = case("rotary_rotate_half_out_of_place")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "rotary_neox", "query=q -> q_embed", "key=k -> k_embed", "cos=cos", "sin=sin",
+               "rows of rot_dim, each half for its element (Hugging Face)", "rot_dim=`head_dim`", "NeoX pairs",
+               "out of place"), words_of(bs)
+    b = next(b for b in bs if "Hugging Face" in b.describe() and "cos=cos," in b.describe())
+    t = X.bind(b, cf, spec)
+    assert "(const float*)(q), (const float*)(k), (float*)(q_embed), (float*)(k_embed)" in t.text
+    assert "copy_tail(qi, qd," in t.text and "constexpr bool FULL = 2 == 2;" in t.text
+
+
+def test_quant_fp8_bytes_literal_eps(lib):
+    cf, k, spec = case("quant_fp8_bytes")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=inp, q=outq (fp8 e4m3 (bytes)), scales=s, group_size=`gsize`, groups=the "
+                                       "grid (no group-count argument), eps=1e-10f")
+    assert has(bs, "per_token_group_quant", "multiplied by 1 / scale")
+
+
+def test_unrelated_shapes_propose_nothing(lib):
+    """A row-sum (one output per row), saxpy and a scale-by-weight kernel compute nothing of a family."""
+    from test_experts import UNRELATED
+    for name, src in UNRELATED.items():
+        cf = parse_cuda(src, f"{name}.cu")
+        assert X.candidates(cf, name, S.find_spec(cf, name), lib) == [], name
+
+
+def test_bench_bindings_come_first_and_render_as_recorded(lib):
+    """The bench kernels' first binding is the one the H100 recordings were made with (the recorded template hashes
+    in tests/data/stores depend on it); the other bindings of the family follow it."""
+    from test_experts import EXPECTED, bench_case
+    recorded = set()
+    from agent_core.store import Store
+    st = Store(ROOT / "tests" / "data" / "stores" / "bench.sqlite")
+    try:
+        recorded = {r["template_hash"] for r in st.sessions()}
+    finally:
+        st.close()
+    for name, expert in EXPECTED.items():
+        cf, k, spec = bench_case(name)
+        bs = X.candidates(cf, k.name, spec, lib)
+        first = next(b for b in bs if b.expert.name == expert)
+        assert X.bind(first, cf, spec).template_hash in recorded, name
+
+
+# ------------------------------------------------------------------------------------------------ conventions
+def test_conventions_resolve_and_are_checked(tmp_path):
+    src = (X.EXPERT_DIR / "act_and_mul.cu").read_text()
+    e = load_expert(X.EXPERT_DIR / "act_and_mul.cu")
+    assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1}
+    default = resolve_conventions(src, e.conventions)
+    assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
+    inter = resolve_conventions(src, {"KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
+    assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 3 == 3>" in inter and "round_t<T>(gate_act(" not in inter
+    (tmp_path / "a.cu").write_text(src.replace("#if KT_EXPERT_ROUND_ACT == 0  // kt:bind",
+                                               "#if KT_EXPERT_NOPE == 0  // kt:bind"))
+    with pytest.raises(KerntuneError, match="undeclared conventions"):
+        load_expert(tmp_path / "a.cu")
+    (tmp_path / "b.cu").write_text(src.replace("#endif  // kt:bind\n__device__", "__device__", 1))
+    with pytest.raises(KerntuneError, match="never closed"):
+        load_expert(tmp_path / "b.cu")
+
+
+# ------------------------------------------------------------------------------------------------ nvcc
+STYLE_NAMES = sorted(p.stem for p in STYLES.glob("*.cu"))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", STYLE_NAMES)
+def test_every_enumerated_binding_compiles(lib, name):
+    """Each candidate binding of a style kernel, rendered at its default configuration, compiles for sm_90. The
+    bindings that share the expert's code (the same conventions, defines and types) differ only in their wrappers:
+    those are compiled together, one translation unit per shared code, each wrapper under its own entry."""
+    from agent_core.measure.compiler import compile_many
+    from agent_core.workspace import cache_dir
+    cf, k, spec = case(name)
+    units: dict[tuple, list] = {}
+    for b in X.candidates(cf, k.name, spec, lib):
+        t = X.bind(b, cf, spec)
+        key = (b.expert.name, tuple(sorted(b.conventions.items())), tuple(sorted(b.defines.items())),
+               tuple(b.template_args), tuple(sorted(t.space.original_config().items())))
+        units.setdefault(key, []).append(t)
+    jobs = []
+    for key, ts in units.items():
+        head, _, _ = ts[0].text.rpartition('extern "C" __global__')
+        wrappers = [f'extern "C" __global__' + t.text.rpartition('extern "C" __global__')[2].replace(
+            t.entry, f"{t.entry}_{i}") for i, t in enumerate(ts)]
+        jobs.append(dict(text=head + "\n".join(wrappers), kernel=f"{ts[0].entry}_0", arch="sm_90", cache_dir=cache_dir(),
+                         defines={macro_name(n): v for n, v in key[-1]}))
+    assert jobs
+    bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
+    assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]

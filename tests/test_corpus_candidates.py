@@ -1,0 +1,40 @@
+"""Every variant of the corpus of styles (bench/corpus/corpus.toml: `[[variant]] file, kernel, family`) whose
+family kerntune has an expert for gets a candidate binding of that family, offline: what `kerntune show` lists
+and the optimize loop screens before round 1. Variants of `other:*` families are not required to get one.
+Skipped until the corpus exists in this checkout."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = ROOT / "bench" / "corpus" / "corpus.toml"
+# corpus family -> the expert families (templates/experts headers) that serve it
+EXPERT_FAMILIES = {
+    "gated_act": {"gated_activation"}, "rms_norm": {"rms_norm"}, "fused_add_rms_norm": {"fused_add_rms_norm"},
+    "layer_norm": {"layer_norm"}, "softmax": {"softmax"}, "merge_attn_states": {"merge_attn_states"},
+    "rotary": {"rotary_embedding"}, "group_quant": {"group_quant"},
+}
+
+
+def variants() -> list[dict]:
+    if not MANIFEST.is_file():
+        return []
+    return tomllib.loads(MANIFEST.read_text())["variant"]
+
+
+@pytest.mark.skipif(not MANIFEST.is_file(), reason="bench/corpus/corpus.toml is not in this checkout yet")
+@pytest.mark.parametrize("v", [v for v in variants() if not v["family"].startswith("other:")],
+                         ids=lambda v: v["file"])
+def test_corpus_variant_gets_a_candidate_of_its_family(v):
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.templating import experts
+    assert v["family"] in EXPERT_FAMILIES, f"unknown corpus family {v['family']}"
+    path = MANIFEST.parent / v["file"]
+    cf = parse_cuda(path.read_text(encoding="utf-8"), str(path))
+    spec = spec_mod.find_spec(cf, v["kernel"])  # what `kerntune show` reads: no structural template needed
+    assert spec is not None, f"{v['file']}: no spec above {v['kernel']}"
+    got = {b.expert.family for b in experts.candidates(cf, v["kernel"], spec)}
+    assert got & EXPERT_FAMILIES[v["family"]], (v["file"], v["style"], sorted(got))

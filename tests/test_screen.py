@@ -1,0 +1,104 @@
+"""Screening expert bindings before round 1 (agent_core/agent/screen.py), over replay recordings.
+
+The real H100 bench recording holds the bench kernels' first bindings: those verify, the other bindings are not
+recorded and are not counted as failures. The fixture below is a recording written through the Store API (the
+replay format, not a measurement): for a kernel in another style, the likeliest binding's default configuration
+is recorded as failing verification and a later binding's as verified, so the loop must tune the later one."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent_core.agent.loop import AgentOptions, expert_templater, optimize
+from agent_core.agent.screen import FAILED, NOT_RECORDED, VERIFIED, screen, smallest_size_set
+from agent_core.measure.replay import ReplayBackend
+from agent_core.model import DeviceInfo, Evaluation, Status, Timing, sha256_text
+from agent_core.search.tuner import prepare
+from agent_core.store import Store
+from agent_core.templating import experts as X
+from agent_core.templating.space import valid_configs
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVICE = DeviceInfo(name="fixture device (synthetic recording)", arch="sm_90", sm_count=132,
+                    copy_bandwidth_gbps=3000.0)
+
+
+def timing(us: float) -> Timing:
+    return Timing(median_us=us, min_us=us, max_us=us * 1.02, iqr_us=us * 0.01, reps=50, batch=1, l2="flushed")
+
+
+def test_bench_recording_verifies_the_recorded_binding_and_misses_are_not_failures(tmp_path):
+    src = tmp_path / "silu_and_mul.cu"
+    shutil.copy(ROOT / "bench" / "silu_and_mul.cu", src)
+    prep = prepare(str(src), "silu_and_mul_kernel", use_workspace_files=False)
+    rec = tmp_path / "rec.sqlite"
+    shutil.copy(ROOT / "tests" / "data" / "stores" / "bench.sqlite", rec)
+    be = ReplayBackend(Store(rec))
+    try:
+        s = screen(prep, be)
+    finally:
+        be.close()
+    assert s.size_set == smallest_size_set(prep.spec) == 2  # 16 x 14336 moves the fewest bytes
+    assert s.verdicts[0].status == VERIFIED and {v.status for v in s.verdicts[1:]} == {NOT_RECORDED}
+    assert [t.template_hash for t in s.templates] == [s.verdicts[0].template.template_hash]
+    assert s.verdicts[0].words(s.sizes_text) == ("expert act_and_mul, binding: out=out, x=x, d=`d`, SiLU, gate and up "
+                                                 "halves [gate | up], activation rounded to f16 before the multiply … "
+                                                 "verified on 16x14336")
+
+
+@pytest.fixture()
+def recorded_style(tmp_path):
+    """A gated kernel with a token argument, grid-stride (tests/data/cu/styles), and a recording in which its first
+    candidate binding fails and its fourth verifies (every configuration of the fourth recorded, 0.5x the time)."""
+    src = tmp_path / "gated.cu"
+    shutil.copy(ROOT / "tests" / "data" / "cu" / "styles" / "gated_tokens_gridstride.cu", src)
+    prep = prepare(str(src), "act_kernel", use_workspace_files=False)
+    bs = X.candidates(prep.cf, "act_kernel", prep.spec)
+    wrong, right = X.bind(bs[0], prep.cf, prep.spec), X.bind(bs[3], prep.cf, prep.spec)
+    orig = [50.0 + 10 * i for i in range(len(prep.spec.sizes))]
+    rec = tmp_path / "rec.sqlite"
+    with Store(rec) as st:
+        st.put_device(DEVICE)
+        st.put_original(sha256_text(prep.text), prep.spec.spec_hash, DEVICE.name, [timing(u) for u in orig])
+        st.put_evaluation(None, wrong.template_hash, prep.spec.spec_hash, DEVICE.name, Evaluation(
+            params=wrong.space.original_config(), status=Status.VERIFY_FAILED, error="out[256]: 1.5 != 0.25 (fixture)"))
+        for cfg in valid_configs(right.space, prep.spec.sizes):
+            us = [u * 0.5 for u in orig]
+            st.put_evaluation(None, right.template_hash, prep.spec.spec_hash, DEVICE.name, Evaluation(
+                params=cfg, status=Status.OK, timings=[timing(u) for u in us], objective=0.5))
+    return src, prep, bs, rec
+
+
+def test_a_failed_binding_is_dropped_and_a_verified_one_kept(recorded_style):
+    src, prep, bs, rec = recorded_style
+    be = ReplayBackend(Store(rec))
+    try:
+        s = screen(prep, be)
+    finally:
+        be.close()
+    st = [v.status for v in s.verdicts]
+    assert st[0] == FAILED and "out[256]" in s.verdicts[0].detail and st[3] == VERIFIED
+    assert set(st[1:3] + st[4:]) == {NOT_RECORDED}
+    assert [t.template_hash for t in s.templates] == [s.verdicts[3].template.template_hash]
+
+
+def test_optimize_tunes_the_verified_binding_and_records_every_verdict(recorded_style, tmp_path):
+    src, prep, bs, rec = recorded_style
+    events = []
+    be = ReplayBackend(Store(rec))
+    with Store(tmp_path / "ws.sqlite") as ws:
+        try:
+            res = optimize(str(src), "act_kernel", be, ws, AgentOptions(budget_per_round=10, max_rounds=1,
+                                                                        dispatch=False),
+                           templaters=[expert_templater], on_event=lambda e: events.append(e.message))
+        finally:
+            be.close()
+        assert res.rounds[0].template.template_hash == X.bind(bs[3], prep.cf, prep.spec).template_hash
+        assert res.rounds[0].summary["speedup"] == pytest.approx(2.0)
+        steps = [x for x in ws.steps(res.rounds[0].summary["session_id"]) if x["kind"] == "screen"]
+    assert len(steps) == len(bs) and steps[3]["data"]["status"] == VERIFIED
+    assert steps[3]["text"] == f"expert act_and_mul, binding: {bs[3].describe()} … verified on {res.screening.sizes_text}"
+    assert steps[0]["data"]["status"] == FAILED and steps[0]["data"]["binding"] == bs[0].describe()
+    assert any(m.startswith("screening 16 expert bindings (act_and_mul: 16)") for m in events)
+    assert any(m.endswith("failed (verify_failed: out[256]: 1.5 != 0.25 (fixture))") for m in events)
