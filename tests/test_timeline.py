@@ -285,3 +285,13 @@ def test_the_time_budget_holds_for_the_whole_optimize_run(bench_copy):
     assert measured < 40 and wall < 30
     assert any("time budget" in (r.summary.get("stop_reason") or "") for r in res.rounds) or \
         "time budget" in res.final_step.reason
+
+
+def test_the_editors_optimize_has_a_whole_run_time_budget_by_default():
+    from server.tuning import DEFAULT_TIME_BUDGET_S, options_from
+    assert DEFAULT_TIME_BUDGET_S == 120.0
+    assert options_from(None, None).time_budget_s == 120.0
+    assert options_from({"tuning": {"timeBudgetSeconds": None}}, None).time_budget_s == 120.0
+    assert options_from({"tuning": {"timeBudgetSeconds": 30}}, None).time_budget_s == 30.0
+    assert options_from({"tuning": {"timeBudgetSeconds": 0}}, None).time_budget_s is None  # 0: no limit
+    assert options_from(None, {"timeBudgetSeconds": 45}).time_budget_s == 45.0

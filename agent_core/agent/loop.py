@@ -144,6 +144,9 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
             step = Step("stop", f"time budget of {opt.time_budget_s:.0f} s for the run spent (the planner's next "
                                 f"step was: {step.action}: {step.reason})")
         emit(TuneEvent("status", f"plan: {step.action}: {step.reason}"))
+        if step.action != "stop":
+            for why in getattr(step, "skipped", None) or []:
+                emit(TuneEvent("status", f"plan: not searched (cannot win): {why}"))
         if step.action == "stop" or step.template is None or cancel.is_set() or i == opt.max_rounds:
             result.final_step = step
             if result.rounds:
@@ -183,8 +186,8 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
         with tl.phase("plan"):
             analysis = analyze(r.summary, profile)
         sid = r.session_id
-        store.put_step(sid, "plan", f"{step.action}: {step.reason}", {"action": step.action,
-                                                                        "origin": step.template.origin})
+        store.put_step(sid, "plan", f"{step.action}: {step.reason}", {
+            "action": step.action, "origin": step.template.origin, "skipped": getattr(step, "skipped", None) or []})
         store.put_step(sid, "analysis", analysis.text, analysis.data)
         result.rounds.append(Round(i, step.template, r.summary, analysis, step))
         emit(TuneEvent("status", f"round {i + 1} ({step.template.origin}): " + analysis.text.splitlines()[0]))
