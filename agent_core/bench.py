@@ -536,7 +536,7 @@ class BenchOptions:
     seed: int = 0
     use_experts: bool = True
     dispatch: bool = True
-    early_stop_after: int | None = 20  # agent_core.search.tuner.EARLY_STOP_AFTER (None: never)
+    early_stop_after: int | None = 25  # agent_core.search.tuner.EARLY_STOP_AFTER (None: never)
     time_budget_s: float | None = None  # per kernel: its whole optimize run
 
 
@@ -742,7 +742,7 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
 @click.option("--no-dispatch", is_flag=True, help="one configuration per kernel (no per-shape dispatch)")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
               help="end a round's search when its best has not improved by more than 1% for N evaluations "
-                   "(0: never) [default: 20]")
+                   "(0: never) [default: 25]")
 @click.option("--time-budget", type=float, default=None, help="seconds per kernel (its whole optimize run)")
 @click.option("--resume", is_flag=True, help="keep the kernels that finished in OUT's results file; run the rest")
 @click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
@@ -803,6 +803,11 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
         err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
                   + (f"  {rec['error']}" if rec.get("error") else ""), style="bold", soft_wrap=True, markup=False)
+        tb = rec.get("time_breakdown")
+        if tb:
+            top = sorted(tb["phases"], key=lambda r: -r["s"])[:5]
+            err.print(f"{rec['name']}: time: " + ", ".join(f"{r['label']} {r['s']:.0f} s" for r in top),
+                      style="dim", soft_wrap=True, markup=False)
 
     previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
         else None

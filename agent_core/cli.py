@@ -222,7 +222,7 @@ def print_dispatch(data: dict) -> None:
 @click.option("--budget", default=60, show_default=True, help="evaluations to measure (pruned ones do not count)")
 @click.option("--time-budget", type=float, default=None, help="seconds")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
-              help=EARLY_STOP_HELP + " [default: 20]")
+              help=EARLY_STOP_HELP + " [default: 25]")
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
               show_default=True)
 @click.option("--seed", default=0, show_default=True)
@@ -361,7 +361,7 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
               help="seconds for the whole run: a round ends at it and no round starts after it (the round's "
                    "confirmation still runs)")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
-              help=EARLY_STOP_HELP + ", per round [default: 20]")
+              help=EARLY_STOP_HELP + ", per round [default: 25]")
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-experts", is_flag=True, help="only the structural template of your own kernel")

@@ -295,3 +295,11 @@ def test_the_editors_optimize_has_a_whole_run_time_budget_by_default():
     assert options_from({"tuning": {"timeBudgetSeconds": 30}}, None).time_budget_s == 30.0
     assert options_from({"tuning": {"timeBudgetSeconds": 0}}, None).time_budget_s is None  # 0: no limit
     assert options_from(None, {"timeBudgetSeconds": 45}).time_budget_s == 45.0
+
+
+def test_the_benchs_early_stop_default_is_the_tuners():
+    from agent_core.bench import BenchOptions
+    from agent_core.search.tuner import EARLY_STOP_AFTER, TuneOptions
+    from agent_core.agent.loop import AgentOptions
+    assert BenchOptions().early_stop_after == TuneOptions().early_stop_after == AgentOptions().early_stop_after \
+        == EARLY_STOP_AFTER == 25

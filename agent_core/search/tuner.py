@@ -36,7 +36,7 @@ from agent_core.workspace import cache_dir, workdir_for
 TIE_FRACTION = 0.01
 # Early stop: a session ends when its best objective has not improved by more than EARLY_STOP_GAIN (the
 # measurement noise of the objective, as TIE_FRACTION) over the last EARLY_STOP_AFTER evaluations measured.
-EARLY_STOP_AFTER = 20
+EARLY_STOP_AFTER = 25
 EARLY_STOP_GAIN = 0.01
 FAILED = {Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT, Status.LAUNCH_ERROR}
 
