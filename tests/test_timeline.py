@@ -303,3 +303,44 @@ def test_the_benchs_early_stop_default_is_the_tuners():
     from agent_core.agent.loop import AgentOptions
     assert BenchOptions().early_stop_after == TuneOptions().early_stop_after == AgentOptions().early_stop_after \
         == EARLY_STOP_AFTER == 25
+
+
+class CompilingReplay(ReplayBackend):
+    """The replay backend taken for one that runs code: the tuner compiles every variant with nvcc (ahead, in the
+    background, for a non-adaptive strategy) and the recording answers for the measurement."""
+
+    name = "replay-compiled"
+
+    def start(self, problem, original=None):
+        assert problem.reference is not None  # the original was compiled
+        return super().start(problem, original=original)
+
+    def evaluate_many(self, variants):
+        assert all(v.compiled is not None and Path(v.compiled.cubin_path).is_file() for v in variants)
+        self.batches = getattr(self, "batches", []) + [len(variants)]
+        return super().evaluate_many(variants)
+
+    def confirm(self, variant, rounds=5):
+        return super().confirm(variant, rounds)
+
+
+@pytest.mark.nvcc
+def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatch):
+    import shutil
+    from agent_core.search.tuner import TuneOptions, tune
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
+    be = CompilingReplay(Store(EXAMPLES))
+    store = Store(tmp_path / "results.sqlite")
+    try:
+        r = tune(str(tmp_path / "row_sum.cu"), "row_sum", be, store,
+                 TuneOptions(budget=30, strategy="random", compile_workers=4, early_stop_after=None))
+    finally:
+        be.close()
+        store.close()
+    assert r.summary["counts"]["measured"] == 30 and r.summary["counts"]["ok"] == 30
+    assert be.batches == [4] * 7 + [2]  # asked 4 at a time, the last batch what the budget left
+    rep = r.timeline
+    by = {x["phase"]: x["s"] for x in rep["phases"]}
+    assert rep["overlapped"].get("compile", 0) > 0  # batches compiled on the background thread
+    assert by.get("compile", 0) >= 0 and sum(x["s"] for x in rep["phases"]) == pytest.approx(rep["wall_s"])

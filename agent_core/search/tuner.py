@@ -410,9 +410,10 @@ class Session:
         return pool.submit(run)
 
     def search(self) -> None:
-        """Ask the strategy for a batch, compile it, measure it, tell the results; while the GPU measures one
-        batch the next one compiles (asked before the results of this one are told, like the configurations
-        within a batch). Ends at the budget, the time budget, an early stop (``stop_reason``) or a cancel."""
+        """Ask the strategy for a batch, compile it, measure it, tell the results. Where the strategy's order does
+        not depend on the results (exhaustive, random), the next batch compiles while the GPU measures this one;
+        an adaptive strategy (TPE) is asked only after it has been told the batch before. Ends at the budget,
+        the time budget, an early stop (``stop_reason``) or a cancel."""
         with tl.phase("strategy"):
             strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
                                      budget=self.opt.budget)
@@ -424,7 +425,8 @@ class Session:
             with tl.phase("strategy"):
                 return strategy.ask(n)
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-prepare") if self.runs_code else None
+        ahead_ok = self.runs_code and strategy.name in ("exhaustive", "random")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-prepare") if ahead_ok else None
         stop = threading.Event()  # the search ended: no new nvcc for a batch compiled ahead
         try:
             cfgs = [] if self.out_of_budget() else ask(min(batch, self.opt.budget - self.measured))
