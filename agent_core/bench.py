@@ -210,6 +210,7 @@ def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | N
                        if result.final_step else None),
         "wall_s": wall_s, "time_to_5pct_s": t5, "best_objective": best_obj,
         "timeline": [[round(t, 4), o] for t, o in timeline],
+        "time_breakdown": getattr(result, "timeline", None),
     }
 
 
@@ -218,7 +219,8 @@ def error_record(bk: BenchKernel, message: str, wall_s: float, status: str = "er
             "speedup": None, "single_speedup": None, "dispatch": None, "confirmed": False, "origin": None, "params": None, "original_params": None,
             "template_hash": None, "copy_bw_gbps": None, "device": None, "shapes": [],
             "counts": {"ok": 0, "failed": 0, "pruned": 0, "measured": 0, "reused": 0}, "rounds": [],
-            "final_step": None, "wall_s": wall_s, "time_to_5pct_s": None, "best_objective": None, "timeline": []}
+            "final_step": None, "wall_s": wall_s, "time_to_5pct_s": None, "best_objective": None, "timeline": [],
+            "time_breakdown": None}
 
 
 # --------------------------------------------------------------------------------------------- suite
@@ -394,6 +396,25 @@ def render_markdown(doc: dict) -> str:
              f"**{_mark(tt['met'], t['complete'])}**")
     for it in tt["failing"]:
         L.append(f"  - {it['kernel']}: {_f(it['time_to_5pct_s'], '.1f', 'never (no verified variant)')} s")
+    tb = doc.get("time_breakdown")
+    if tb:
+        from agent_core.measure.timeline import PHASES
+        L += ["", "## Where the time went", "",
+              f"Wall time of the optimize loops, summed over the kernels: {tb['wall_s']:.0f} s "
+              "(each phase's own time on the thread that drives the run; \"other\" is what no phase claims).", "",
+              "| phase | s | % | " + " | ".join(k["name"] for k in doc["kernels"] if k.get("time_breakdown")) + " |",
+              "| --- | ---: | ---: | " + " | ".join("---:" for k in doc["kernels"] if k.get("time_breakdown")) + " |"]
+        for row in tb["phases"]:
+            per = []
+            for k in doc["kernels"]:
+                if k.get("time_breakdown"):
+                    got = next((r["s"] for r in k["time_breakdown"]["phases"] if r["phase"] == row["phase"]), 0.0)
+                    per.append(f"{got:.1f}")
+            L.append(f"| {row['label']} | {row['s']:.1f} | {row['pct']:.0f}% | " + " | ".join(per) + " |")
+        over = tb.get("overlapped") or {}
+        if any(v >= 0.05 for v in over.values()):
+            L += ["", "Overlapped (other threads, not in the sum): "
+                  + ", ".join(f"{PHASES.get(n, n)} {v:.1f} s" for n, v in sorted(over.items()))]
     L += ["", "## Definitions", "",
           "- original µs / tuned µs: median times of the original kernel and of what the tuned rewrite runs on "
           "that shape (the winning variant, or the per-shape dispatch's configuration for it, entry #N), timed "
@@ -418,8 +439,8 @@ def render_markdown(doc: dict) -> str:
           f"of the optimize loop, at which the first evaluation within {WITHIN * 100:.0f}% of it (objective ≤ "
           f"{1 + WITHIN:.2f} × final best) was recorded. Each evaluation is timestamped when the tuner records it "
           "(written to the store and reported); evaluations reused from the store count at the moment they are "
-          "reused. Each round times the original anew, so objectives of different rounds are relative to "
-          "slightly different original timings.", ""]
+          "reused. The original is timed once per kernel (the first round) and every round's objectives are "
+          "relative to those timings; the confirmation times it again, interleaved.", ""]
     if doc.get("plot"):
         L += [f"Plot: `{Path(doc['plot']).name}`", ""]
     elif doc.get("plot_note"):
@@ -433,10 +454,18 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def suite_time_breakdown(kernels: list[dict]) -> dict | None:
+    """Where the suite's time went: the kernels' breakdowns summed (None when no kernel has one)."""
+    from agent_core.measure.timeline import merge_reports
+    reps = [k["time_breakdown"] for k in kernels if k.get("time_breakdown")]
+    return merge_reports(reps) if reps else None
+
+
 def write_results(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
     """Write (atomically) DIR/bench_results.json and DIR/bench_results.md from ``doc``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    doc["time_breakdown"] = suite_time_breakdown(doc["kernels"])
     doc["suite"] = suite_summary(doc["kernels"])
     doc["targets"] = check_targets(doc["kernels"], doc["suite"], doc.get("planned"))
     j, m = out / RESULTS_JSON, out / RESULTS_MD
@@ -507,6 +536,8 @@ class BenchOptions:
     seed: int = 0
     use_experts: bool = True
     dispatch: bool = True
+    early_stop_after: int | None = 25  # agent_core.search.tuner.EARLY_STOP_AFTER (None: never)
+    time_budget_s: float | None = None  # per kernel: its whole optimize run
 
 
 def git_info(where: str | Path) -> tuple[str | None, bool | None]:
@@ -612,7 +643,9 @@ def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_ke
             res = optimize(bk.path, bk.kernel, backend, store,
                            AgentOptions(budget_per_round=options.budget_per_round, max_rounds=options.rounds,
                                         strategy=options.strategy, seed=options.seed,
-                                        use_experts=options.use_experts, dispatch=options.dispatch),
+                                        use_experts=options.use_experts, dispatch=options.dispatch,
+                                        early_stop_after=options.early_stop_after,
+                                        time_budget_s=options.time_budget_s),
                            on_event=events, cancel=cancel)
             rec = kernel_record(bk, res, timeline, time.time() - t0,
                                 "interrupted" if cancel.is_set() else "")
@@ -673,9 +706,13 @@ def plot_only(results_json: str | Path, png: str | Path | None = None) -> Path:
 
 # --------------------------------------------------------------------------------------------- command
 def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_path, only, no_experts,
-                  no_dispatch=False) -> str:
+                  no_dispatch=False, early_stop=None, time_budget=None) -> str:
     parts = ["kerntune", "bench", *kernels, "--budget", str(budget), "--rounds", str(rounds),
              "--strategy", strategy, "--seed", str(seed), "--out", str(out)]
+    if early_stop is not None:
+        parts += ["--early-stop", str(early_stop)]
+    if time_budget is not None:
+        parts += ["--time-budget", f"{time_budget:g}"]
     if backend:
         parts += ["--backend", backend]
     if store_path:
@@ -703,11 +740,15 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
 @click.option("--only", multiple=True, help="only this kernel (kernel name or file stem); repeatable")
 @click.option("--no-experts", is_flag=True, help="only the structural template of each kernel")
 @click.option("--no-dispatch", is_flag=True, help="one configuration per kernel (no per-shape dispatch)")
+@click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
+              help="end a round's search when its best has not improved by more than 1% for N evaluations "
+                   "(0: never) [default: 25]")
+@click.option("--time-budget", type=float, default=None, help="seconds per kernel (its whole optimize run)")
 @click.option("--resume", is_flag=True, help="keep the kernels that finished in OUT's results file; run the rest")
 @click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
               help="draw the plot of an existing bench_results.json and exit")
 def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, no_dispatch,
-                  resume, plot_json):
+                  early_stop, time_budget, resume, plot_json):
     """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
     from rich.console import Console
     from rich.markup import escape
@@ -724,7 +765,7 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
             click.echo(f"plot: {png}")
             return
         _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, resume,
-               no_dispatch)
+               no_dispatch, early_stop, time_budget)
     except NoGpuError as e:
         fail(e, 3)
     except KerntuneError as e:
@@ -732,7 +773,7 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
 
 
 def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
-           resume=False, no_dispatch=False):
+           resume=False, no_dispatch=False, early_stop=None, time_budget=None):
     from agent_core.store import Store
     from agent_core.search.tuner import open_backend
 
@@ -762,16 +803,23 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
         err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
                   + (f"  {rec['error']}" if rec.get("error") else ""), style="bold", soft_wrap=True, markup=False)
+        tb = rec.get("time_breakdown")
+        if tb:
+            top = sorted(tb["phases"], key=lambda r: -r["s"])[:5]
+            err.print(f"{rec['name']}: time: " + ", ".join(f"{r['label']} {r['s']:.0f} s" for r in top),
+                      style="dim", soft_wrap=True, markup=False)
 
     previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
         else None
     try:
         err.print(f"benchmarking {len(todo)} kernels: " + ", ".join(k.name for k in todo), soft_wrap=True,
                   markup=False)
-        doc = run_bench(todo, be, store, out, BenchOptions(budget, rounds, strategy, seed, not no_experts,
-                                                           not no_dispatch),
+        bopt = BenchOptions(budget, rounds, strategy, seed, not no_experts, not no_dispatch, time_budget_s=time_budget)
+        if early_stop is not None:
+            bopt.early_stop_after = early_stop or None
+        doc = run_bench(todo, be, store, out, bopt,
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
-                                      no_experts, no_dispatch),
+                                      no_experts, no_dispatch, early_stop, time_budget),
                         backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
                         on_kernel=on_kernel, cancel=cancel, resume=resume, suite=suite)
     finally:
@@ -787,6 +835,9 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
     click.echo(f"targets: geomean {_mark(t['geomean']['met'], done)}, bandwidth {_mark(t['bandwidth']['met'], done)}"
                f" ({len(t['bandwidth']['failing'])} shapes below {BW_TARGET_PCT:.0f}%), time to 5% "
                f"{_mark(t['time_to_5pct']['met'], done)}" + ("" if done else "  (incomplete run)"))
+    if doc.get("time_breakdown"):
+        from agent_core.measure.timeline import render
+        click.echo(render(doc["time_breakdown"], "where the time went (all kernels)"))
     click.echo(f"results: {out / RESULTS_JSON}, {out / RESULTS_MD}"
                + (f", {doc['plot']}" if doc.get("plot") else ""))
     if doc.get("plot_note"):

@@ -194,8 +194,20 @@ def print_summary(s: dict) -> None:
     for f in s.get("failures", [])[:3]:
         out.print(f"  failed {f['params']}: {f['status']}: {f['error'].splitlines()[0] if f['error'] else ''}",
                   soft_wrap=True, markup=False)
+    if s.get("stop_reason"):
+        out.print(f"search ended early: {s['stop_reason']}", soft_wrap=True, markup=False)
     if s.get("dispatch"):
         print_dispatch(s["dispatch"])
+
+
+def print_timeline(report: dict | None) -> None:
+    """Where the run's time went (agent_core.measure.timeline), on stderr beside the progress."""
+    if report:
+        from agent_core.measure.timeline import render
+        err.print(render(report), soft_wrap=True, markup=False, highlight=False)
+
+
+EARLY_STOP_HELP = ("end a search when its best has not improved by more than 1% for N evaluations (0: never)")
 
 
 def print_dispatch(data: dict) -> None:
@@ -225,13 +237,15 @@ def print_dispatch(data: dict) -> None:
 @click.option("-k", "--kernel", required=True)
 @click.option("--budget", default=60, show_default=True, help="evaluations to measure (pruned ones do not count)")
 @click.option("--time-budget", type=float, default=None, help="seconds")
+@click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
+              help=EARLY_STOP_HELP + " [default: 25]")
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
               show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH (default $KERNTUNE_BACKEND or auto)")
 @click.option("--store", "store_path", default=None, help="results store (default .kerntune/results.sqlite)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the summary here")
-def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path, json_out):
+def tune(file, kernel, budget, time_budget, early_stop, strategy, seed, backend, store_path, json_out):
     """Tune a kernel on the GPU: every variant verified against the original, then timed."""
     from agent_core.store import Store
     from agent_core.search.tuner import TuneOptions, open_backend, prepare, tune as run_tune
@@ -254,13 +268,15 @@ def tune(file, kernel, budget, time_budget, strategy, seed, backend, store_path,
                 if ev.kind in ("status", "original"):
                     progress.console.print(f"[dim]{escape(ev.message)}[/]")
 
-            result = run_tune(file, kernel, be, store, TuneOptions(budget=budget, time_budget_s=time_budget,
-                                                                   strategy=strategy, seed=seed),
-                              on_event=on_event, cancel=cancel, prepared=prep)
+            topt = TuneOptions(budget=budget, time_budget_s=time_budget, strategy=strategy, seed=seed)
+            if early_stop is not None:
+                topt.early_stop_after = early_stop or None
+            result = run_tune(file, kernel, be, store, topt, on_event=on_event, cancel=cancel, prepared=prep)
     finally:
         signal.signal(signal.SIGINT, previous)
         be.close()
     print_summary(result.summary)
+    print_timeline(result.timeline)
     if json_out:
         Path(json_out).write_text(json.dumps(result.summary, indent=2))
     if result.status == "cancelled":
@@ -357,7 +373,11 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 @click.option("--budget", default=40, show_default=True, help="evaluations per round")
 @click.option("--rounds", default=4, show_default=True, help="most rounds (templates tried)")
 @click.option("--total-budget", type=int, default=None, help="evaluations over all rounds")
-@click.option("--time-budget", type=float, default=None, help="seconds per round")
+@click.option("--time-budget", type=float, default=None,
+              help="seconds for the whole run: a round ends at it and no round starts after it (the round's "
+                   "confirmation still runs)")
+@click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
+              help=EARLY_STOP_HELP + ", per round [default: 25]")
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-experts", is_flag=True, help="only the structural template of your own kernel")
@@ -379,9 +399,9 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 @click.option("--llm-test-sizes", is_flag=True,
               help="ask the model's test designer for size sets and input distributions that stress each "
                    "template it proposes; the template is verified and timed on them too")
-def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, seed, no_experts, no_dispatch,
-             backend, store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens, llm_max_seconds,
-             llm_test_sizes):
+def optimize(file, kernel, budget, rounds, total_budget, time_budget, early_stop, strategy, seed, no_experts,
+             no_dispatch, backend, store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens,
+             llm_max_seconds, llm_test_sizes):
     """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
     compiled, verified and timed like any other template."""
@@ -415,12 +435,14 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         if ev.kind in ("status", "original"):
             err.print(f"[dim]{escape(ev.message)}[/]", soft_wrap=True)
 
+    aopt = AgentOptions(budget_per_round=budget, max_rounds=rounds, total_budget=total_budget,
+                        time_budget_s=time_budget, strategy=strategy, seed=seed, use_experts=not no_experts,
+                        dispatch=not no_dispatch)
+    if early_stop is not None:
+        aopt.early_stop_after = early_stop or None
     try:
-        res = run_optimize(file, kernel, be, store, AgentOptions(
-            budget_per_round=budget, max_rounds=rounds, total_budget=total_budget, time_budget_s=time_budget,
-            strategy=strategy, seed=seed, use_experts=not no_experts, dispatch=not no_dispatch), planner=planner,
-            templaters=templaters,
-            on_event=on_event, cancel=cancel, test_designer=designer)
+        res = run_optimize(file, kernel, be, store, aopt, planner=planner, templaters=templaters,
+                           on_event=on_event, cancel=cancel, test_designer=designer)
     finally:
         signal.signal(signal.SIGINT, previous)
         be.close()
@@ -443,6 +465,7 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         _print_calls(g, res.rounds)
     if res.final_step:
         out.print(f"stop: {escape(res.final_step.reason)}", soft_wrap=True)
+    print_timeline(res.timeline)
     report = None
     if hooks is not None:
         report = hooks.report()
@@ -458,7 +481,8 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
         if res.dispatch is not None:
             print_dispatch(res.dispatch.to_dict())
         if json_out:
-            doc = {"best": best.summary, "dispatch": res.dispatch.to_dict() if res.dispatch else None, "rounds": [
+            doc = {"best": best.summary, "dispatch": res.dispatch.to_dict() if res.dispatch else None,
+                   "timeline": res.timeline, "rounds": [
                 {"origin": r.template.origin, "step": r.step.reason, "analysis": r.analysis.text,
                  "summary": r.summary} for r in res.rounds]}
             if res.screening is not None:

@@ -81,14 +81,19 @@ def llm_from(settings: dict | None):
     return settings_from_env(base_url=llm.get("endpoint") or None, model=llm.get("model") or None)
 
 
+# Optimize kernel in the editor: seconds for the whole run (every round) unless kerntune.tuning.timeBudgetSeconds
+# says otherwise (0: no limit). A user waits for it; the search mostly lands within 5% of its best well before.
+DEFAULT_TIME_BUDGET_S = 120.0
+
+
 def options_from(settings: dict | None, override: dict | None) -> TuneOptions:
     t = dict((settings or {}).get("tuning") or {})
     t.update(override or {})
     opt = TuneOptions()
     if t.get("budget"):
         opt.budget = int(t["budget"])
-    if t.get("timeBudgetSeconds"):
-        opt.time_budget_s = float(t["timeBudgetSeconds"])
+    tb = t.get("timeBudgetSeconds")
+    opt.time_budget_s = DEFAULT_TIME_BUDGET_S if tb is None else (float(tb) if float(tb) > 0 else None)
     if t.get("strategy"):
         opt.strategy = str(t["strategy"])
     if t.get("seed") is not None:

@@ -102,7 +102,9 @@ def replay_run(recording, out, names=RECORDED, **kw):
     be = ReplayBackend(Store(path))
     store = Store(out / "results.sqlite")
     try:
-        return run_bench(discover(names), be, store, out, BenchOptions(budget_per_round=40, rounds=2), **kw)
+        # the whole budget of every round (no early stop): the rounds below follow from the full searches
+        return run_bench(discover(names), be, store, out, BenchOptions(budget_per_round=40, rounds=2,
+                                                                       early_stop_after=None), **kw)
     finally:
         be.close()
         store.close()

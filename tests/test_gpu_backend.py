@@ -134,16 +134,17 @@ def test_wrong_variant_fails_verification(session):
     ev = be.evaluate(build(be, spec, SCALE_WRONG, "scale", {"BLOCK": 256}, tmp))
     show("wrong variant", ev.error)
     assert ev.status == Status.VERIFY_FAILED
-    assert ev.error.startswith("y[1234] = ") and "(size set 1: n=134217728)" in ev.error
-    assert f"{(1 << 27) // 100000 + 1} of {1 << 27} elements differ" in ev.error
+    # size sets are verified smallest first: the 8 MB one (size set 3) catches it
+    assert ev.error.startswith("y[1234] = ") and "(size set 3: n=1000003)" in ev.error
+    assert f"{(1_000_003 - 1235) // 100000 + 1} of 1000003 elements differ" in ev.error
 
 
 def test_partial_write_is_caught_by_poison(session):
     be, spec, _, tmp = session
     ev = be.evaluate(build(be, spec, SCALE_PARTIAL, "scale", {"BLOCK": 256}, tmp))
     show("partial variant", ev.error)
-    assert ev.status == Status.VERIFY_FAILED
-    assert "y[12582912] = nan" in ev.error and "poison" in ev.error and "size set 2" in ev.error
+    assert ev.status == Status.VERIFY_FAILED  # smallest size set first: its tail of 67 is never written
+    assert f"y[{1_000_003 & ~255}] = nan" in ev.error and "poison" in ev.error and "size set 3" in ev.error
 
 
 def test_out_of_bounds_crashes_then_a_fresh_worker_goes_on(session):
@@ -156,6 +157,30 @@ def test_out_of_bounds_crashes_then_a_fresh_worker_goes_on(session):
     assert ok.status == Status.OK, ok.error
     assert be.restarts == before + 1
     assert [t.batch for t in ok.timings] == be.batches  # the fresh worker kept the session's batches
+
+
+def test_a_batch_in_one_request_and_a_crash_costs_only_its_variant(session):
+    be, spec, original, tmp = session
+    before = be.restarts
+    vs = [build(be, spec, SCALE_GRID_STRIDE, "scale", {"BLOCK": 512}, tmp),
+          build(be, spec, SCALE_WRONG, "scale", {"BLOCK": 256}, tmp),
+          build(be, spec, SCALE_OOB, "scale", {"BLOCK": 256}, tmp),
+          build(be, spec, SCALE, "scale", {"BLOCK": 128}, tmp)]
+    from agent_core.measure import timeline as tl
+    timeline = tl.Timeline()
+    token = tl.bind(timeline)
+    try:
+        evs = be.evaluate_many(vs)
+    finally:
+        tl.unbind(token)
+    show("batch", [(e.params, e.status.value, e.objective) for e in evs])
+    assert [e.status for e in evs] == [Status.OK, Status.VERIFY_FAILED, Status.CRASHED, Status.OK]
+    assert be.restarts == before + 1
+    assert all(0.5 < e.objective < 2.0 and e.resources is not None for e in evs if e.ok)
+    rep = timeline.report()
+    show("batch timeline", tl.render(rep))
+    by = {r["phase"]: r["s"] for r in rep["phases"]}
+    assert by["verify"] > 0 and by["time"] > 0 and by["worker_start"] > 0
 
 
 def test_infinite_loop_times_out(session):

@@ -91,8 +91,15 @@ def test_a_regime_template_is_searched_for_the_dispatch_where_its_size_sets_lag(
     assert "tokens=16, hidden=14336 (7%)" in s.reason and "per-shape dispatch" in s.reason
     # without the dispatch there is nothing a regime template can win: stop
     assert RuleBasedPlanner(30, dispatch=False).plan([r1], [prep.template, cluster]).action == "stop"
-    # its size sets already at 60% (above the 50% lag line): stop
-    assert pl.plan([_lagging_round(expert, prep, 96.0, 60.0)], [prep.template, cluster]).action == "stop"
+    # its size sets already at 60% (above the 50% lag line): stop, naming the twin and why it cannot win
+    s60 = pl.plan([_lagging_round(expert, prep, 96.0, 60.0)], [prep.template, cluster])
+    assert s60.action == "stop" and s60.skipped and s60.skipped[0].startswith(cluster.origin)
+    assert "not searched (cannot win): " + cluster.origin in s60.reason and "tokens=16, hidden=14336 (60%)" in s60.reason
+    # the original already runs the twin's size sets at >= 90% of copy bandwidth: nothing for the twin to win
+    fast = _lagging_round(expert, prep, 96.0, 7.0)
+    fast.summary["original_pct_copy"] = [95.0] * len(prep.spec.sizes)
+    sf = pl.plan([fast], [prep.template, cluster])
+    assert sf.action == "stop" and "the original already runs its size sets at 90%" in sf.reason
     # below the stop rule the next template for the whole kernel comes first, then the regime template
     r_low = _lagging_round(expert, prep, 85.0, 7.0)
     assert pl.plan([r_low], [prep.template, cluster]).template is prep.template

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
+from agent_core.measure import timeline as tl
 from agent_core.measure.backend import Backend
 from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
 from agent_core.agent.planning import Planner, Round, RuleBasedPlanner, Step, analyze
 from agent_core.store import Store
-from agent_core.search.tuner import Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare, tune
+from agent_core.search.tuner import (EARLY_STOP_AFTER, Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs,
+                                     prepare, tune)
 
 if TYPE_CHECKING:
     from agent_core.agent.dispatch import Dispatch
@@ -36,7 +39,8 @@ class AgentOptions:
     budget_per_round: int = 40
     max_rounds: int = 4
     total_budget: int | None = None  # evaluations over all rounds
-    time_budget_s: float | None = None
+    time_budget_s: float | None = None  # seconds for the whole run: no round starts after it, a round ends at it
+    early_stop_after: int | None = EARLY_STOP_AFTER  # a round ends when its best stalls this long (None: never)
     strategy: str = "auto"
     seed: int = 0
     use_experts: bool = True
@@ -49,6 +53,7 @@ class AgentResult:
     final_step: Step | None = None
     dispatch: "Dispatch | None" = None  # per-shape dispatch over every round's verified configurations
     screening: "Screening | None" = None  # the expert bindings checked before round 1
+    timeline: dict | None = None  # where the run's time went (agent_core.measure.timeline.Timeline.report)
 
     @property
     def best(self) -> Round | None:
@@ -112,12 +117,30 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
              text: str | None = None, test_designer: TestDesigner | None = None) -> AgentResult:
     """``test_designer`` (e.g. the LLM's) is asked, before an LLM-proposed template is searched, for size sets
     and input distributions that stress it; the round then verifies and times it (and the original) on them
-    too. When the backend cannot measure them (a replay recorded without them), the round uses the spec."""
+    too. When the backend cannot measure them (a replay recorded without them), the round uses the spec.
+    Where the time went is in ``timeline`` of the result and stored as a ``timeline`` step of the last round's
+    session (when this call owns the run: not inside another timed run)."""
+    with tl.run_scope() as (timeline, own_run):
+        result = _optimize(path, kernel, backend, store, options, planner, templaters, on_event, cancel, text,
+                           test_designer)
+        if own_run:
+            timeline.finish()
+            result.timeline = timeline.report()
+            sid = result.rounds[-1].summary.get("session_id") if result.rounds else None
+            if sid is not None:
+                store.put_step(sid, "timeline", tl.render(result.timeline), result.timeline)
+    return result
+
+
+def _optimize(path, kernel, backend, store, options, planner, templaters, on_event, cancel, text,
+              test_designer) -> AgentResult:
     opt = options or AgentOptions()
+    started = time.monotonic()
     planner = planner or RuleBasedPlanner(opt.budget_per_round, dispatch=opt.dispatch)
     cancel = cancel or threading.Event()
     emit = on_event or (lambda e: None)
-    prep = prepare(path, kernel, text)
+    with tl.phase("prepare"):
+        prep = prepare(path, kernel, text)
     candidates: list[KernelTemplate] = [prep.template]
     if templaters is None:
         templaters = [expert_templater] if opt.use_experts else []
@@ -131,10 +154,13 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     skipped: list[KernelTemplate] = []  # templates the device cannot run
+    originals: dict = {}  # the original timed once in this run, per device and spec (TuneOptions.originals)
     for i in range(opt.max_rounds + 1):
         for t in templaters:
             try:
-                for c in t(prep, result.rounds):
+                with tl.phase("templates"):
+                    proposed = t(prep, result.rounds)
+                for c in proposed:
                     if all(c.template_hash != x.template_hash for x in candidates + skipped):
                         why = _unsupported(c, backend)
                         if why:
@@ -145,9 +171,17 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             except KerntuneError as e:
                 emit(TuneEvent("status", f"templater skipped: {e}"))
         tried = {r.template.template_hash for r in result.rounds}
-        step = planner.plan(result.rounds, [c for c in candidates if c.template_hash not in tried]
-                            if result.rounds else candidates)
+        with tl.phase("plan"):
+            step = planner.plan(result.rounds, [c for c in candidates if c.template_hash not in tried]
+                                if result.rounds else candidates)
+        left_s = None if opt.time_budget_s is None else opt.time_budget_s - (time.monotonic() - started)
+        if left_s is not None and left_s <= 0 and step.action != "stop" and result.rounds:
+            step = Step("stop", f"time budget of {opt.time_budget_s:.0f} s for the run spent (the planner's next "
+                                f"step was: {step.action}: {step.reason})")
         emit(TuneEvent("status", f"plan: {step.action}: {step.reason}"))
+        if step.action != "stop":
+            for why in getattr(step, "skipped", None) or []:
+                emit(TuneEvent("status", f"plan: not searched (cannot win): {why}"))
         if step.action == "stop" or step.template is None or cancel.is_set() or i == opt.max_rounds:
             result.final_step = step
             if result.rounds:
@@ -160,7 +194,9 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             if budget <= 0:
                 result.final_step = Step("stop", "total evaluation budget spent")
                 break
-        topt = TuneOptions(budget=budget, time_budget_s=opt.time_budget_s, strategy=opt.strategy, seed=opt.seed)
+        topt = TuneOptions(budget=budget, time_budget_s=max(0.0, left_s) if left_s is not None else None,
+                           strategy=opt.strategy, seed=opt.seed, early_stop_after=opt.early_stop_after,
+                           originals=originals)
         prepared = replace(prep, template=step.template)
         if test_designer is not None and step.template.origin.startswith("llm"):
             designed = test_designer(prep, step.template)
@@ -182,12 +218,13 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
         if prepared.spec is prep.spec:
             verified.append((step.template, r))
         profile = _profile(backend, r)
-        analysis = analyze(r.summary, profile)
+        with tl.phase("plan"):
+            analysis = analyze(r.summary, profile)
         sid = r.session_id
         if i == 0:
             _record_screening(store, sid, result.screening)
-        store.put_step(sid, "plan", f"{step.action}: {step.reason}", {"action": step.action,
-                                                                        "origin": step.template.origin})
+        store.put_step(sid, "plan", f"{step.action}: {step.reason}", {
+            "action": step.action, "origin": step.template.origin, "skipped": getattr(step, "skipped", None) or []})
         store.put_step(sid, "analysis", analysis.text, analysis.data)
         result.rounds.append(Round(i, step.template, r.summary, analysis, step))
         emit(TuneEvent("status", f"round {i + 1} ({step.template.origin}): " + analysis.text.splitlines()[0]))
@@ -196,8 +233,12 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
             break
     if not result.rounds:  # no round to attach the screening to: kept without a session
         _record_screening(store, None, result.screening)
-    if opt.dispatch and result.best is not None and not cancel.is_set():
-        result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel)
+    over_time = opt.time_budget_s is not None and time.monotonic() - started >= opt.time_budget_s
+    if opt.dispatch and result.best is not None and not cancel.is_set() and over_time:
+        emit(TuneEvent("status", f"per-shape dispatch: not searched, the time budget of {opt.time_budget_s:.0f} s "
+                                 "for the run is spent; one configuration"))
+    elif opt.dispatch and result.best is not None and not cancel.is_set():
+        result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel, originals)
     if result.best is not None and result.dispatch is None and not cancel.is_set():
         # this run's answer is one configuration: an older run's dispatch for the same winner no longer applies
         sid = result.rounds[-1].summary.get("session_id")
@@ -211,7 +252,7 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
 
 def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple[KernelTemplate, TuneResult]],
                        backend: Backend, store: Store, emit: Callable[[TuneEvent], None],
-                       cancel: threading.Event) -> "Dispatch | None":
+                       cancel: threading.Event, originals: dict | None = None) -> "Dispatch | None":
     """The dispatch over the verified configurations of every round whose template the rewrite can hold several
     configurations of (an expert's or an LLM's partial template, not the user's whole file), against the best
     round's winner; confirmed interleaved with the original and recorded as a step of the last round's session.
@@ -235,7 +276,8 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             if ev.ok and len(ev.timings) == len(orig) and all(x is not None for x in ev.timings):
                 cands.append(dsp.Candidate(t.template_hash, t.origin, dict(ev.params),
                                            [x.median_us for x in ev.timings], orig))
-    d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
+    with tl.phase("dispatch"):
+        d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
     if d is None:
         emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
                                  f"{dsp.MIN_GAIN:.0%} faster by another verified configuration; one configuration"))
@@ -246,7 +288,8 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     sid = result.rounds[-1].summary.get("session_id")
     try:
         figures = dict(zip([e.key for e in todo], confirm_configs(
-            prep, backend, [(templates[e.template_hash], e.params) for e in todo], cancel=cancel)))
+            prep, backend, [(templates[e.template_hash], e.params) for e in todo], cancel=cancel,
+            originals=originals)))
     except KerntuneError as e:  # the rounds stand; only the dispatch is not offered
         why = "cancelled" if cancel.is_set() else e.message
         emit(TuneEvent("status", f"per-shape dispatch: not confirmed ({why}); one configuration"))

@@ -31,6 +31,7 @@ class Step:
     reason: str
     template: KernelTemplate | None = None  # for search / switch_template / widen
     budget: int | None = None
+    skipped: list[str] = field(default_factory=list)  # templates not searched because they cannot win, and why
 
 
 @dataclass
@@ -156,7 +157,9 @@ class RuleBasedPlanner:
         self.dispatch = dispatch
 
     def _regime(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step | None:
-        """A regime template not yet searched whose size sets lag in the best round so far."""
+        """A regime template not yet searched whose size sets lag in the best round so far. Those that cannot win
+        (their size sets already run at LAG_PCT_OF_COPY % or more, or the original already runs them at
+        STOP_PCT_OF_COPY %) are noted in ``self.skipped`` with the reason."""
         if not self.dispatch:
             return None
         tried = {r.template.template_hash for r in rounds}
@@ -165,10 +168,24 @@ class RuleBasedPlanner:
             return None
         best = max(ok, key=lambda r: r.summary["speedup"])
         pct, sizes = best.summary.get("pct_copy") or [], best.summary.get("sizes") or []
+        opct = best.summary.get("original_pct_copy") or []
+
+        def words(idx: list[int], of: list) -> str:
+            return "; ".join(f"{', '.join(f'{k}={v}' for k, v in sizes[i].items())} ({of[i]:.0f}%)" for i in idx)
         for c in candidates:
             if not c.serves or c.template_hash in tried:
                 continue
-            lag = [i for i in served_size_sets(c, sizes) if i < len(pct) and pct[i] is not None and pct[i] < LAG_PCT_OF_COPY]
+            served = [i for i in served_size_sets(c, sizes) if i < len(pct) and pct[i] is not None]
+            lag = [i for i in served if pct[i] < LAG_PCT_OF_COPY]
+            fast_orig = [i for i in served if i < len(opct) and opct[i] is not None and opct[i] >= STOP_PCT_OF_COPY]
+            if served and len(fast_orig) == len(served):
+                self.skipped.append(f"{c.origin}: the original already runs its size sets at "
+                                    f"{STOP_PCT_OF_COPY:.0f}% of copy bandwidth or more ({words(served, opct)})")
+                continue
+            if served and not lag:
+                self.skipped.append(f"{c.origin}: its size sets already run at {LAG_PCT_OF_COPY:.0f}% of copy "
+                                    f"bandwidth or more ({words(served, pct)}); it is searched only where they lag")
+                continue
             if lag:
                 what = ", ".join(f"{', '.join(f'{k}={v}' for k, v in sizes[i].items())} ({pct[i]:.0f}%)" for i in lag)
                 return Step("switch_template", f"size sets the {c.origin} template is made for lag below "
@@ -177,6 +194,16 @@ class RuleBasedPlanner:
         return None
 
     def plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
+        """The next step (class docstring); its ``skipped`` lists the templates left out because they cannot win,
+        and a stop's reason names them."""
+        self.skipped: list[str] = []
+        step = self._plan(rounds, candidates)
+        step.skipped = list(self.skipped)
+        if step.action == "stop" and step.skipped:
+            step.reason += "; not searched (cannot win): " + "; ".join(step.skipped)
+        return step
+
+    def _plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
         if not rounds:
             if not candidates:
                 return Step("stop", "nothing to tune: no template for this kernel")

@@ -41,12 +41,18 @@ class Backend(Protocol):
     def measure_copy_bandwidth(self) -> float:
         """Device-to-device copy bandwidth in GB/s (bytes read + written), measured once per device."""
 
-    def start(self, problem: Problem) -> list[Timing]:
-        """Prepare the problem (inputs, reference outputs) and time the original kernel per size set."""
+    def start(self, problem: Problem, original: list[Timing] | None = None) -> list[Timing]:
+        """Prepare the problem (inputs, reference outputs) and time the original kernel per size set. With
+        ``original`` (the original's timings taken earlier in the same run, on this device, for this spec and
+        original text), the original is not timed again: inputs and reference outputs are made, objectives are
+        taken against ``original``, which is returned."""
 
     def evaluate(self, variant: Variant) -> Evaluation:
         """Verify the variant against the original on fresh inputs for every size set, then time it.
         Never raises for a bad variant: the status says what happened."""
+
+    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
+        """``evaluate`` for each variant, in order, with as few round trips as the backend can manage."""
 
     def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
         """Verify the variant against the original on fresh inputs for the given size sets (indices into the

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from agent_core.measure.timeline import phase
 from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -302,7 +303,15 @@ def compile_kernel(text: str, kernel: str, arch: str = "sm_90", defines: dict[st
     """Compile ``text`` to a cubin for ``arch`` and return the entry of ``kernel`` with its ptxas resources.
 
     ``source_path`` (the user's file) names the source in error messages; ``template_args`` chooses among
-    several instantiations of a templated kernel. Raises CompileError (with ``.log``) on failure."""
+    several instantiations of a templated kernel. Raises CompileError (with ``.log``) on failure.
+    Timed as the run's "compile" phase (ptxas runs inside nvcc: ``-Xptxas -v`` gives the resources)."""
+    with phase("compile"):
+        return _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_flags, template_args,
+                               source_path, timeout)
+
+
+def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_flags, template_args, source_path,
+                    timeout) -> Compiled:
     nvcc = nvcc_path()
     if nvcc is None:
         raise CompileError("nvcc is not on PATH: install the CUDA toolkit or add its bin/ folder to PATH",
@@ -372,10 +381,15 @@ def compile_many(jobs: list[dict], workers: int | None = None,
                  cancel: threading.Event | None = None) -> list[Compiled | CompileError]:
     """``compile_kernel(**job)`` for every job, ``workers`` at a time (default: CPU count); results in job
     order. ``on_done(i, result)`` is called as each finishes; once ``cancel`` is set no new nvcc starts and
-    the jobs not started get a CompileError saying they were cancelled."""
-    results: list[Compiled | CompileError | None] = [None] * len(jobs)
+    the jobs not started get a CompileError saying they were cancelled. Timed as the run's "compile" phase."""
     if not jobs:
         return []
+    with phase("compile"):
+        return _compile_many(jobs, workers, on_done, cancel)
+
+
+def _compile_many(jobs, workers, on_done, cancel) -> list[Compiled | CompileError]:
+    results: list[Compiled | CompileError | None] = [None] * len(jobs)
     lock = threading.Lock()
 
     def one(i: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from agent_core.source import spec as spec_mod
 from agent_core.measure.backend import Problem, Variant
 from agent_core.measure.gpu_worker import GpuWorker, serve
+from agent_core.measure.timeline import current as current_timeline
 from agent_core.model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
 
 _log = logging.getLogger("kerntune.gpu")
@@ -96,6 +97,8 @@ class WorkerProcess:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.watchdog_s = watchdog_s
+        self.parts: list = []  # the pieces of the current batch request received so far ("part" messages)
+        self.last_phases: dict[str, float] = {}  # seconds per phase the worker reported for the last request
         self.proc = ctx.Process(target=serve, args=(child, factory, args), name="kerntune-gpu-worker", daemon=True)
         self.proc.start()
         child.close()
@@ -110,12 +113,14 @@ class WorkerProcess:
 
     def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """Run ``op`` in the worker; raise WorkerTimeout / WorkerCrashed / WorkerError."""
+        self.parts, self.last_phases = [], {}
         try:
             self.conn.send((op, args, kwargs))
         except (OSError, ValueError):
             self.kill()
             raise WorkerCrashed(f"the worker is gone ({_death(self.proc.exitcode)})") from None
         msg = self._wait(self.watchdog_s, op)
+        self.last_phases = msg[3] if len(msg) > 3 and isinstance(msg[3], dict) else {}
         if msg[2]:  # the worker exits after this reply: its context is poisoned
             self.proc.join(10)
             self.kill()
@@ -141,7 +146,11 @@ class WorkerProcess:
                 msg = None
                 ready = True
             if msg is not None:
-                if msg[0] == "beat":
+                if msg[0] in ("beat", "part"):
+                    if msg[0] == "part":
+                        self.parts.append(msg[1])
+                        if len(msg) > 2 and isinstance(msg[2], dict):
+                            self.last_phases = msg[2]  # what a request that dies later has spent so far
                     deadline = time.monotonic() + timeout
                     continue
                 return msg
@@ -187,6 +196,15 @@ class Supervisor:
         w = self._ensure()
         return w.call(op, *args, **kwargs)  # a dead worker stays here until _ensure replaces it
 
+    @property
+    def last_parts(self) -> list:
+        """The pieces of the last batch request that arrived before it ended (also when it failed)."""
+        return list(self.worker.parts) if self.worker is not None else []
+
+    @property
+    def last_phases(self) -> dict[str, float]:
+        return dict(self.worker.last_phases) if self.worker is not None else {}
+
     def _ensure(self) -> WorkerProcess:
         if self.worker is not None and self.worker.alive:
             return self.worker
@@ -195,14 +213,15 @@ class Supervisor:
             self.restarts += 1
             self.log(f"starting a fresh GPU worker (restart {self.restarts})")
         self.worker = None
-        w = WorkerProcess(self.factory, self.args, self.watchdog_s, self.startup_s)
-        if self.setup:
-            op, a, kw = self.setup
-            try:
-                w.call(op, *a, **kw)
-            except WorkerFailure as e:
-                w.kill()
-                raise WorkerFailure(f"a fresh worker could not redo the session's setup: {e.message}") from None
+        with current_timeline().phase("worker_start"):
+            w = WorkerProcess(self.factory, self.args, self.watchdog_s, self.startup_s)
+            if self.setup:
+                op, a, kw = self.setup
+                try:
+                    w.call(op, *a, **kw)
+                except WorkerFailure as e:
+                    w.kill()
+                    raise WorkerFailure(f"a fresh worker could not redo the session's setup: {e.message}") from None
         self.worker = w
         return w
 
@@ -247,25 +266,46 @@ class GpuBackend:
 
     def device(self) -> DeviceInfo:
         if self._device is None:
-            self._device = self._call("device_info")
+            self._device = self._call_or_fail("device_info")
         return replace(self._device, copy_bandwidth_gbps=self._bandwidth)
 
     def measure_copy_bandwidth(self) -> float:
-        self._bandwidth = float(self._call("copy_bandwidth"))
+        self._bandwidth = float(self._call_or_fail("copy_bandwidth"))
         return self._bandwidth
 
     def _call(self, op: str, *args: Any) -> Any:
+        """``op`` in the worker; its round trip is timed, and the phases the worker reports (verification,
+        timing, ...) are moved out of the round trip into their own (agent_core.measure.timeline)."""
+        tl = current_timeline()
+        with tl.phase("worker_call"):
+            try:
+                return self.sup.call(op, *args)
+            finally:
+                for name, sec in self.sup.last_phases.items():
+                    tl.attribute(name, sec)
+
+    def _call_or_fail(self, op: str, *args: Any) -> Any:
         try:
-            return self.sup.call(op, *args)
+            return self._call(op, *args)
         except WorkerFailure as e:
             raise KerntuneError(f"GPU worker: {e.message}") from None
 
-    def start(self, problem: Problem) -> list[Timing]:
+    def start(self, problem: Problem, original: list[Timing] | None = None) -> list[Timing]:
+        """Set up the problem in the worker; time the original unless ``original`` (its timings from earlier in
+        the run, for this device, spec and original text) is given: then only inputs and reference outputs are
+        made, with the batches of those timings, and ``original`` is returned."""
         if problem.reference is None:
             raise KerntuneError("the GPU backend needs the compiled original kernel (problem.reference)")
         self.sup.remember_setup(None)
         self.problem, self.original, self.batches = None, None, None
-        timings, batches = self._call("start", problem, None, True)
+        if original is not None:
+            batches = [t.batch for t in original]
+            if len(batches) != len(problem.spec.sizes):
+                raise KerntuneError(f"{len(batches)} original timings for {len(problem.spec.sizes)} size sets")
+            _, batches = self._call_or_fail("start", problem, batches, False)
+            timings = [replace(t) for t in original]
+        else:
+            timings, batches = self._call_or_fail("start", problem, None, True)
         self.problem, self.original, self.batches = problem, timings, batches
         self._counter = 0
         self.sup.remember_setup("start", problem, batches, False)
@@ -284,7 +324,7 @@ class GpuBackend:
                               error="the GPU backend needs a compiled variant")
         self._counter += 1
         try:
-            ev = self.sup.call(op, replace(variant, meta={}), self._counter, *args)
+            ev = self._call(op, replace(variant, meta={}), self._counter, *args)
         except WorkerTimeout as e:
             ev = Evaluation(params=dict(variant.params), status=Status.TIMEOUT, error=e.message)
         except WorkerCrashed as e:
@@ -298,8 +338,11 @@ class GpuBackend:
         return self._worker_eval("check", variant, list(size_sets))
 
     def evaluate(self, variant: Variant) -> Evaluation:
+        return self._scored(self._worker_eval("evaluate", variant))
+
+    def _scored(self, ev: Evaluation) -> Evaluation:
+        """Bandwidth and objective (against the original's timings) of a verified, timed evaluation."""
         problem = self._need_problem()
-        ev = self._worker_eval("evaluate", variant)
         if ev.status == Status.OK:
             ev.gbps = [spec_mod.bytes_moved(problem.spec, sizes) / (t.median_us * 1e3)
                        for sizes, t in zip(problem.spec.sizes, ev.timings)]
@@ -307,15 +350,54 @@ class GpuBackend:
             ev.objective = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         return ev
 
+    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
+        """``evaluate`` for each variant, in as few worker requests as possible (one when nothing crashes). A
+        variant that crashes or hangs the worker gets that status; the variants after it go to a fresh worker."""
+        self._need_problem()
+        out: list[Evaluation] = []
+        todo = list(variants)
+        while todo:
+            runnable = [v for v in todo if v.compiled is not None]
+            if len(runnable) < len(todo) or len(todo) == 1:  # nothing to batch: one at a time
+                v = todo.pop(0)
+                out.append(self.evaluate(v))
+                continue
+            counters = list(range(self._counter + 1, self._counter + 1 + len(todo)))
+            self._counter += len(todo)
+            try:
+                evs = self._call("evaluate_many", [replace(v, meta={}) for v in todo], counters)
+                bad = None
+            except (WorkerTimeout, WorkerCrashed) as e:
+                evs = self.sup.last_parts
+                bad = e
+            except WorkerFailure as e:
+                raise KerntuneError(f"GPU worker: {e.message}") from None
+            for v, ev in zip(todo, evs):
+                ev.resources = v.compiled.resources
+                out.append(self._scored(ev))
+            todo = todo[len(evs):]
+            if bad is not None and todo:  # the variant running when the worker died or hung
+                v = todo.pop(0)
+                status = Status.TIMEOUT if isinstance(bad, WorkerTimeout) else Status.CRASHED
+                out.append(Evaluation(params=dict(v.params), status=status, error=bad.message,
+                                      resources=v.compiled.resources))
+            elif bad is None and todo:  # the worker stopped after a crash it reported (its context poisoned)
+                continue
+        return out
+
     def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
         self._need_problem()
-        return self._call("confirm", replace(variant, meta={}), rounds)
+        return self._call_or_fail("confirm", replace(variant, meta={}), rounds)
 
     def profile(self, variant: Variant, metrics: list[str] | None = None, size_index: int = 0,
                 timeout_s: float = 300.0) -> dict:
         """ncu counters of one launch of ``variant`` (fresh inputs, size set ``size_index``):
         dram_pct, achieved_occupancy_pct, registers_per_thread, duration_us, stalls, top_stalls, metrics.
         {"error": why} when ncu is missing or fails."""
+        with current_timeline().phase("ncu"):
+            return self._profile(variant, metrics, size_index, timeout_s)
+
+    def _profile(self, variant: Variant, metrics: list[str] | None, size_index: int, timeout_s: float) -> dict:
         problem = self._need_problem()
         ncu = shutil.which("ncu")
         if ncu is None:

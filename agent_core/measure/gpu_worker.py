@@ -52,8 +52,11 @@ def serve(conn, factory: Callable, args: tuple = ()) -> None:
     """The child's loop: build ``factory(*args, beat=...)``, then answer ``(op, args, kwargs)`` requests.
 
     Replies: ``("ready", None)`` once built, ``("beat",)`` while working (the parent's watchdog counts from
-    the last one), ``("ok", result, exit_after)`` or ``("error", message, exit_after)``; ``("init_error",
-    message)`` when the handler cannot be built. The process exits after a reply with ``exit_after`` (the
+    the last one), ``("part", obj, phases)`` for each finished piece of a batch request (the handler's ``send_part``,
+    when it has that attribute; progress too), ``("ok", result, exit_after, phases)`` or ``("error", message, exit_after, phases)``, where
+    ``phases`` is the handler's ``phases`` dict after the request (seconds it spent per phase: verification,
+    timing, ...; the handler's attribute is emptied before each request; {} when it has none);
+    ``("init_error", message)`` when the handler cannot be built. The process exits after a reply with ``exit_after`` (the
     handler set ``exit_requested``: its CUDA context is poisoned) and on ``("stop", (), {})``.
     """
     os.dup2(2, 1)  # the parent's stdout may be a protocol stream (the language server): never write to it
@@ -62,12 +65,17 @@ def serve(conn, factory: Callable, args: tuple = ()) -> None:
     def beat() -> None:
         conn.send(("beat",))
 
+    def part(obj) -> None:  # one finished piece of a batch request (and the phases so far); progress too
+        conn.send(("part", obj, _phases(handler)))
+
     try:
         handler = factory(*args, beat=beat)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         traceback.print_exc()
         conn.send(("init_error", describe(e)))
         os._exit(2)
+    if hasattr(handler, "send_part"):
+        handler.send_part = part
     conn.send(("ready", None))
     while True:
         try:
@@ -76,14 +84,16 @@ def serve(conn, factory: Callable, args: tuple = ()) -> None:
             break
         if op == "stop":
             break
+        if isinstance(getattr(handler, "phases", None), dict):
+            handler.phases = {}
         try:
             if op.startswith("_") or not callable(getattr(handler, op, None)):
                 raise KerntuneError(f"the worker has no operation '{op}'")
             result = getattr(handler, op)(*a, **kw)
-            reply = ("ok", result, bool(getattr(handler, "exit_requested", False)))
+            reply = ("ok", result, bool(getattr(handler, "exit_requested", False)), _phases(handler))
         except BaseException as e:  # noqa: BLE001
             traceback.print_exc()
-            reply = ("error", describe(e), bool(getattr(handler, "exit_requested", False)))
+            reply = ("error", describe(e), bool(getattr(handler, "exit_requested", False)), _phases(handler))
         conn.send(reply)
         if reply[2]:
             sys.stderr.flush()
@@ -92,6 +102,11 @@ def serve(conn, factory: Callable, args: tuple = ()) -> None:
     if close:
         close()
     conn.close()
+
+
+def _phases(handler) -> dict:
+    p = getattr(handler, "phases", None)
+    return dict(p) if isinstance(p, dict) else {}
 
 
 def describe(e: BaseException) -> str:
@@ -235,6 +250,12 @@ class GpuWorker:
         self.reference = None  # (module, function)
         self.variant_module = None
         self.launch_ns = 10_000.0  # host cost of one launch, learned while timing
+        self.phases: dict[str, float] = {}  # seconds per phase of the current request (serve empties it)
+        self._timing_phase = "time"  # what _time's seconds count as: "time", "original" or "confirm"
+        self.send_part: Callable[[Any], None] = lambda obj: None  # serve sets it: one result of a batch
+
+    def _spent(self, name: str, t0: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
 
     # ------------------------------------------------------------------ device
     def device_info(self) -> DeviceInfo:
@@ -244,6 +265,7 @@ class GpuWorker:
     def copy_bandwidth(self, nbytes: int = 1 << 30, reps: int = 10) -> float:
         """GB/s of a device-to-device copy of ``nbytes`` (bytes read + written), median of ``reps``."""
         cuda = self.cuda
+        t0 = time.perf_counter()
         src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
         try:
             cuda.memset_d32_async(src, 0x3F800000, nbytes // 4, self.stream)
@@ -262,12 +284,23 @@ class GpuWorker:
         finally:
             src.free()
             dst.free()
+            self._spent("copy_bandwidth", t0)
 
     # ------------------------------------------------------------------ setup
     def start(self, problem: Problem, batches: list[int] | None = None,
               time_original: bool = True) -> tuple[list[Timing] | None, list[int]]:
         """Allocate every size set, fill inputs, run the reference; choose each set's batch (unless
         given) and time the original. Returns (original timings or None, batches)."""
+        t0, before = time.perf_counter(), self.phases.get("original", 0.0)
+        self._timing_phase = "original"
+        try:
+            return self._start(problem, batches, time_original)
+        finally:
+            self._timing_phase = "time"
+            self.phases["original"] = before + time.perf_counter() - t0
+
+    def _start(self, problem: Problem, batches: list[int] | None,
+               time_original: bool) -> tuple[list[Timing] | None, list[int]]:
         self._free()
         self.problem = problem
         spec = problem.spec
@@ -504,6 +537,13 @@ class GpuWorker:
     def _time(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None = None) -> list[float]:
         """Per-launch times (us) of ``batch`` back-to-back launches per repetition, queued behind a spin
         kernel so host launch latency is not timed; L2 flushed and inout buffers restored before each."""
+        t_start = time.perf_counter()
+        try:
+            return self._time_reps(fn, ss, launch, batch, reps)
+        finally:
+            self._spent(self._timing_phase, t_start)
+
+    def _time_reps(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None) -> list[float]:
         cuda, s = self.cuda, self.stream
         for copy in ss.copies:  # the copies get the current inputs
             for b, m in zip(ss.bufs, copy):
@@ -555,14 +595,16 @@ class GpuWorker:
     # ------------------------------------------------------------------ variants
     def evaluate(self, variant: Variant, counter: int) -> Evaluation:
         """Verify ``variant`` on fresh inputs for every size set, then time it (Evaluation without
-        gbps/objective/resources: the parent adds those)."""
+        gbps/objective/resources: the parent adds those). The cheap check comes first: size sets are verified
+        smallest working set first, and the first failure ends the evaluation, so a wrong variant costs the
+        smallest verification; nothing is timed before every size set has passed."""
         ev = Evaluation(params=dict(variant.params), status=Status.OK)
         if self.problem is None:
             raise KerntuneError("the worker has no problem: start(problem) first")
         if len(variant.launches) != len(self.sets):
             ev.status, ev.error = Status.LAUNCH_ERROR, f"{len(variant.launches)} launches for {len(self.sets)} size sets"
             return ev
-        fn = self._verify(variant, counter, self.sets, ev)
+        fn = self._verify(variant, counter, sorted(self.sets, key=lambda x: (x.working_set, x.index)), ev)
         if fn is None:
             return ev
         for ss in self.sets:
@@ -573,6 +615,18 @@ class GpuWorker:
                 return ev
             ev.timings.append(summarize(samples, ss.batch, ss.l2))
         return ev
+
+    def evaluate_many(self, variants: list[Variant], counters: list[int]) -> list[Evaluation]:
+        """``evaluate`` for each variant in turn, in one request; each result is also sent as it is ready
+        (``send_part``), so that the parent keeps the results before a variant that crashes or hangs."""
+        out = []
+        for v, c in zip(variants, counters):
+            ev = self.evaluate(v, c)
+            out.append(ev)
+            self.send_part(ev)
+            if self.exit_requested:  # the context is poisoned: the rest goes to a fresh worker
+                break
+        return out
 
     def check(self, variant: Variant, counter: int, size_sets: list[int]) -> Evaluation:
         """Verify ``variant`` on fresh inputs for the size sets ``size_sets`` only; time nothing."""
@@ -591,6 +645,13 @@ class GpuWorker:
     def _verify(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation):
         """Load the variant and verify it on ``sets`` (fresh inputs, poisoned outputs); the loaded function, or
         None with ev's status and error set."""
+        t0 = time.perf_counter()
+        try:
+            return self._verify_sets(variant, counter, sets, ev)
+        finally:
+            self._spent("verify", t0)
+
+    def _verify_sets(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation):
         try:
             fn = self._load_variant(variant)
         except (KerntuneError, self.cuda.Error) as e:
@@ -634,13 +695,17 @@ class GpuWorker:
         """The original and the variant timed interleaved ``rounds`` times each, per size set."""
         fn = self._load_variant(variant)
         orig, var = [], []
-        for ss in self.sets:
-            o, v = [], []
-            for _ in range(rounds):
-                o += self._time(self.reference[1], ss, self.problem.reference_launches[ss.index], ss.batch)
-                v += self._time(fn, ss, variant.launches[ss.index], ss.batch)
-            orig.append(summarize(o, ss.batch, ss.l2))
-            var.append(summarize(v, ss.batch, ss.l2))
+        self._timing_phase = "confirm"
+        try:
+            for ss in self.sets:
+                o, v = [], []
+                for _ in range(rounds):
+                    o += self._time(self.reference[1], ss, self.problem.reference_launches[ss.index], ss.batch)
+                    v += self._time(fn, ss, variant.launches[ss.index], ss.batch)
+                orig.append(summarize(o, ss.batch, ss.l2))
+                var.append(summarize(v, ss.batch, ss.l2))
+        finally:
+            self._timing_phase = "time"
         return orig, var
 
     def launch_once(self, variant: Variant, size_index: int = 0) -> None:

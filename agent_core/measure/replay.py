@@ -50,9 +50,11 @@ class ReplayBackend:
                                 self._where())
         return info.copy_bandwidth_gbps
 
-    def start(self, problem: Problem) -> list[Timing]:
+    def start(self, problem: Problem, original: list[Timing] | None = None) -> list[Timing]:
+        """The recorded original timings; with ``original`` (timings from earlier in the run), those."""
         dev = self.device().name
-        timings = self.store.get_original(problem.original_hash, problem.spec_hash, dev)
+        timings = copy.deepcopy(original) if original is not None else \
+            self.store.get_original(problem.original_hash, problem.spec_hash, dev)
         if timings is None:
             raise KerntuneError(f"no recorded measurement of the original kernel for this spec on {dev}; "
                                 "record one with a GPU", self._where())
@@ -74,6 +76,10 @@ class ReplayBackend:
         ev = copy.deepcopy(self._recorded(variant))
         ev.from_store = True
         return ev
+
+    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
+        """``evaluate`` for each variant; a configuration not recorded raises ``ReplayMiss``."""
+        return [self.evaluate(v) for v in variants]
 
     def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
         """The recorded verdict of the configuration (recorded on every size set: a failure recorded on a size set

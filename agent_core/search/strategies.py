@@ -267,8 +267,9 @@ def expected_random_best(objectives: list[float], k: int) -> float:
     if not 1 <= k <= n:
         raise ValueError(f"k must be between 1 and {n}, not {k}")
     total = comb(n, k)
-    # P(the best of the draw is the i-th smallest) = C(n - 1 - i, k - 1) / C(n, k)
-    return sum(v * comb(n - 1 - i, k - 1) for i, v in enumerate(vals)) / total
+    # P(the best of the draw is the i-th smallest) = C(n - 1 - i, k - 1) / C(n, k); a failed configuration
+    # (objective inf) weighs only when a draw can hold nothing else, and then the expectation is inf
+    return sum(v * w for v, w in ((v, comb(n - 1 - i, k - 1)) for i, v in enumerate(vals)) if w) / total
 
 
 def score_against_random(best_found: float, optimum: float, random_baseline: float) -> float:

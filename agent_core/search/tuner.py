@@ -12,6 +12,7 @@ import math
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ from typing import Callable
 from agent_core.measure import hardware
 from agent_core.source import spec as spec_mod
 from agent_core.measure.backend import Backend, Launch, Problem, Variant
+from agent_core.measure import timeline as tl
 from agent_core.measure.compiler import compile_kernel, compile_many
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
@@ -32,6 +34,10 @@ from agent_core.workspace import cache_dir, workdir_for
 # Objectives within this fraction of the best are a tie (the geometric mean moves by about this much between
 # repeated timings); among tied configurations the one with the least total time over the size sets wins.
 TIE_FRACTION = 0.01
+# Early stop: a session ends when its best objective has not improved by more than EARLY_STOP_GAIN (the
+# measurement noise of the objective, as TIE_FRACTION) over the last EARLY_STOP_AFTER evaluations measured.
+EARLY_STOP_AFTER = 25
+EARLY_STOP_GAIN = 0.01
 FAILED = {Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT, Status.LAUNCH_ERROR}
 
 
@@ -44,6 +50,12 @@ class TuneOptions:
     confirm_rounds: int = 5
     arch: str | None = None  # default: the device's
     compile_workers: int | None = None
+    # stop when the best has not improved by > EARLY_STOP_GAIN for this many evaluations (None or 0: never; an
+    # exhaustive search asked for by name measures every configuration; "auto" may stop early)
+    early_stop_after: int | None = EARLY_STOP_AFTER
+    # the original's timings taken earlier in this run, by (original hash, spec hash, device): a session whose
+    # original is there sets the backend up without timing the original again, and adds it there when not
+    originals: dict | None = None
 
 
 @dataclass
@@ -77,6 +89,7 @@ class TuneResult:
     evaluations: list[Evaluation] = field(default_factory=list)
     best_variant: Variant | None = None  # compiled, for profiling (None on replay)
     original: list[Timing] = field(default_factory=list)  # the original as timed before the search
+    timeline: dict | None = None  # where the session's time went (agent_core.measure.timeline), when it owned the run
 
 
 def read_source(path: str | Path) -> str:
@@ -169,6 +182,16 @@ def open_backend(kind: str | None, store: Store | None = None, replay_store_path
     return GpuBackend()
 
 
+class _Either:
+    """Set when either event is."""
+
+    def __init__(self, a: threading.Event, b: threading.Event):
+        self.a, self.b = a, b
+
+    def is_set(self) -> bool:
+        return self.a.is_set() or self.b.is_set()
+
+
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -198,6 +221,9 @@ class Session:
         self.session_id: int | None = None
         self.best_variant: Variant | None = None
         self.not_recorded: list[dict] = []  # replay: configurations the recording does not have
+        self.stop_reason: str | None = None  # why the search ended before its budget (early stop, time)
+        self.original_reused = False
+        self._gain_at = 0  # self.measured when the best last improved by more than EARLY_STOP_GAIN
         self.started = time.monotonic()
         # a template made for a regime of sizes (serves: few rows) is ranked on those size sets only (it is
         # still verified on all of them): the per-shape dispatch uses it there
@@ -225,6 +251,14 @@ class Session:
         if self.measured >= self.opt.budget:
             return True
         if self.opt.time_budget_s is not None and time.monotonic() - self.started > self.opt.time_budget_s:
+            self.stop_reason = self.stop_reason or (f"time budget of {self.opt.time_budget_s:.0f} s spent after "
+                                                    f"{self.measured} evaluations")
+            return True
+        n = self.opt.early_stop_after if self.opt.strategy != "exhaustive" else None  # asked for every one
+        if n and self.best is not None and self.measured - self._gain_at >= n and self.measured < self.opt.budget:
+            self.stop_reason = self.stop_reason or (
+                f"early stop: the best has not improved by more than {EARLY_STOP_GAIN:.0%} in the last "
+                f"{self.measured - self._gain_at} evaluations ({self.measured} of a budget of {self.opt.budget})")
             return True
         return self.cancel.is_set()
 
@@ -264,16 +298,28 @@ class Session:
             self.device.name, self.opt.strategy, self.opt.budget, self.opt.seed, t.origin)
         from agent_core.templating.space import space_to_toml
         self.store.put_template(t.template_hash, t.kernel, t.origin, t.text, space_to_toml(t))
-        self.emit("status", f"timing the original {prep.kernel.name} on {self.device.name}")
-        self.original = self.backend.start(self.problem)
-        self.store.put_original(self.problem.original_hash, self.problem.spec_hash, self.device.name,
-                                self.original)
-        self.emit("original", "original: " + ", ".join(f"{x.median_us:.1f} us" for x in self.original))
+        key = (self.problem.original_hash, self.problem.spec_hash, self.device.name)
+        known = self.opt.originals.get(key) if self.opt.originals is not None else None
+        if known is not None:
+            self.emit("status", f"setting up the original {prep.kernel.name} on {self.device.name} (timed earlier "
+                                "in this run: not timed again)")
+            self.original = self.backend.start(self.problem, original=known)
+            self.original_reused = True
+        else:
+            self.emit("status", f"timing the original {prep.kernel.name} on {self.device.name}")
+            self.original = self.backend.start(self.problem)
+            with tl.phase("store"):
+                self.store.put_original(*key, self.original)
+            if self.opt.originals is not None:
+                self.opt.originals[key] = self.original
+        self.emit("original", "original: " + ", ".join(f"{x.median_us:.1f} us" for x in self.original)
+                  + (" (from earlier in this run)" if known is not None else ""))
 
     def record(self, ev: Evaluation) -> None:
         if not ev.reused and (not ev.from_store or not self.runs_code):  # replayed answers: this session's too
-            self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,
-                                      self.device.name, ev)
+            with tl.phase("store"):
+                self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,
+                                          self.device.name, ev)
         self.evaluations.append(ev)
         if ev.status == Status.PRUNED:
             self.pruned += 1
@@ -283,77 +329,159 @@ class Session:
                 self.failed += 1
         sc = self.score(ev)
         if sc is not None and (self.best is None or sc < self.score(self.best)):
+            if self.best is None or sc < self.score(self.best) * (1 - EARLY_STOP_GAIN):
+                self._gain_at = self.measured
             self.best = ev
             where = f" on the {len(self.served)} size sets it serves" if self.served else ""
             self.emit("best", f"best so far {1 / sc:.2f}x{where} with {ev.params}", ev)
         self.emit("evaluation", f"{ev.status.value} {ev.params}", ev)
 
-    def evaluate_batch(self, cfgs: list[dict]) -> list[Evaluation]:
-        """Evaluate configurations: stored answers first, then compile in parallel, prune, measure."""
-        results: list[Evaluation] = []
-        todo: list[tuple[dict, list[Launch]]] = []
-        for cfg in cfgs:
-            stored = self.store.get_evaluation(self.template.template_hash, self.problem.spec_hash,
-                                               self.device.name, cfg)
+    def prepare_batch(self, cfgs: list[dict], cancel=None) -> list[Evaluation | Variant | None]:
+        """Per configuration, in order: an Evaluation already decided (found in the store, pruned by the launch
+        or the compiled resources, a compile error), the compiled Variant to measure, or None when ``cancel``
+        (default: the session's) stopped its compilation. Safe to run on another thread than the measuring
+        one (the next batch compiles while this one is measured)."""
+        cancel = cancel or self.cancel
+        items: list[Evaluation | Variant | None] = [None] * len(cfgs)
+        todo: list[tuple[int, dict, list[Launch]]] = []
+        for i, cfg in enumerate(cfgs):
+            with tl.phase("store"):
+                stored = self.store.get_evaluation(self.template.template_hash, self.problem.spec_hash,
+                                                   self.device.name, cfg)
             if stored is not None:
                 stored.reused = True
-                results.append(stored)
+                items[i] = stored
                 continue
             launches = _launches(self.template, self.spec, cfg)
             reason = next((r for r in (hardware.check_launch(self.device, ln, None) for ln in launches) if r), None)
             if reason:
-                results.append(Evaluation(params=cfg, status=Status.PRUNED, error=reason))
+                items[i] = Evaluation(params=cfg, status=Status.PRUNED, error=reason)
                 continue
-            todo.append((cfg, launches))
-        if not todo:
-            return results
+            todo.append((i, cfg, launches))
         if not self.runs_code:
-            from agent_core.measure.replay import ReplayMiss
-            for cfg, launches in todo:
-                try:
-                    results.append(self.backend.evaluate(Variant(params=cfg, compiled=None, launches=launches)))
-                except ReplayMiss:
-                    self.not_recorded.append(cfg)  # not charged to the budget
-            return results
+            for i, cfg, launches in todo:
+                items[i] = Variant(params=cfg, compiled=None, launches=launches)
+            return items  # type: ignore[return-value]
         t = self.template
         jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()})
-                for cfg, _ in todo]
-        compiled = compile_many(jobs, workers=self.opt.compile_workers, cancel=self.cancel)
-        for (cfg, launches), comp in zip(todo, compiled):
-            if self.cancel.is_set():
-                break
+                for _, cfg, _ in todo]
+        compiled = compile_many(jobs, workers=self.opt.compile_workers, cancel=cancel) if jobs else []
+        for (i, cfg, launches), comp in zip(todo, compiled):
+            if cancel.is_set() and isinstance(comp, BaseException):
+                continue  # not compiled because the session stopped: nothing to record
             if isinstance(comp, BaseException):
                 msg = comp.message if isinstance(comp, KerntuneError) else str(comp)
-                results.append(Evaluation(params=cfg, status=Status.COMPILE_ERROR, error=msg))
+                items[i] = Evaluation(params=cfg, status=Status.COMPILE_ERROR, error=msg)
                 continue
             res = comp.resources
             reason = next((r for r in (hardware.check_launch(self.device, ln, res) for ln in launches) if r), None)
             if reason:
-                results.append(Evaluation(params=cfg, status=Status.PRUNED, error=reason, resources=res))
+                items[i] = Evaluation(params=cfg, status=Status.PRUNED, error=reason, resources=res)
                 continue
             blocks, occ, _ = hardware.occupancy(self.device, launches[0].threads, res.registers,
                                                 res.static_smem + launches[0].smem)
             res = replace(res, occupancy=occ, blocks_per_sm=blocks)
-            ev = self.backend.evaluate(Variant(params=cfg, compiled=replace(comp, resources=res), launches=launches))
-            if ev.resources is None:
-                ev.resources = res
-            results.append(ev)
-        return results
+            items[i] = Variant(params=cfg, compiled=replace(comp, resources=res), launches=launches)
+        return items  # type: ignore[return-value]
+
+    def measure_batch(self, items: list[Evaluation | Variant | None]) -> list[Evaluation]:
+        """The prepared batch's evaluations: the variants measured (in one backend request where it can), the
+        decided ones as they are. A replayed configuration the recording lacks goes to ``not_recorded``."""
+        variants = [x for x in items if isinstance(x, Variant)]
+        if self.cancel.is_set():
+            variants = []
+        measured: dict[int, Evaluation] = {}
+        if variants and self.runs_code:
+            for v, ev in zip(variants, self.backend.evaluate_many(variants)):
+                if ev.resources is None:
+                    ev.resources = v.compiled.resources
+                measured[id(v)] = ev
+        elif variants:
+            from agent_core.measure.replay import ReplayMiss
+            for v in variants:
+                try:
+                    measured[id(v)] = self.backend.evaluate(v)
+                except ReplayMiss:
+                    self.not_recorded.append(v.params)  # not charged to the budget
+        out = []
+        for x in items:
+            if x is None:
+                continue
+            if isinstance(x, Evaluation):
+                out.append(x)
+            elif id(x) in measured:
+                out.append(measured[id(x)])
+        return out
+
+    def evaluate_batch(self, cfgs: list[dict]) -> list[Evaluation]:
+        """Evaluate configurations: stored answers first, then compile in parallel, prune, measure."""
+        return self.measure_batch(self.prepare_batch(cfgs))
+
+    def _prepare_in_background(self, pool: ThreadPoolExecutor, cfgs: list[dict], stop: threading.Event) -> Future:
+        timeline = tl.current()
+        cancel = _Either(self.cancel, stop)
+
+        def run() -> list:
+            token = tl.bind(timeline if isinstance(timeline, tl.Timeline) else None)
+            try:
+                return self.prepare_batch(cfgs, cancel)
+            finally:
+                tl.unbind(token)
+        return pool.submit(run)
 
     def search(self) -> None:
-        strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
-                                 budget=self.opt.budget)
+        """Ask the strategy for a batch, compile it, measure it, tell the results. Where the strategy's order does
+        not depend on the results (exhaustive, random), the next batch compiles while the GPU measures this one;
+        an adaptive strategy (TPE) is asked only after it has been told the batch before. Ends at the budget,
+        the time budget, an early stop (``stop_reason``) or a cancel."""
+        with tl.phase("strategy"):
+            strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
+                                     budget=self.opt.budget)
         batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else 1
-        while not self.out_of_budget():
-            cfgs = strategy.ask(min(batch, self.opt.budget - self.measured))
-            if not cfgs:
-                break
-            missed = len(self.not_recorded)
-            for ev in self.evaluate_batch(cfgs):
-                self.record(ev)
-                strategy.tell(ev.params, self.score(ev))
-            for cfg in self.not_recorded[missed:]:
-                strategy.tell(cfg, None)
+
+        def ask(n: int) -> list[dict]:
+            if n <= 0:
+                return []
+            with tl.phase("strategy"):
+                return strategy.ask(n)
+
+        ahead_ok = self.runs_code and strategy.name in ("exhaustive", "random")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-prepare") if ahead_ok else None
+        stop = threading.Event()  # the search ended: no new nvcc for a batch compiled ahead
+        try:
+            cfgs = [] if self.out_of_budget() else ask(min(batch, self.opt.budget - self.measured))
+            ahead = self._prepare_in_background(pool, cfgs, stop) if pool and cfgs else None
+            while cfgs:
+                if ahead is not None:
+                    with tl.phase("compile"):  # waiting for the batch's compilation
+                        items = ahead.result()
+                else:
+                    items = self.prepare_batch(cfgs)
+                nxt: list[dict] = []
+                if pool is not None and not self.cancel.is_set():
+                    nxt = ask(min(batch, self.opt.budget - self.measured - len(cfgs)))
+                ahead = self._prepare_in_background(pool, nxt, stop) if nxt else None
+                missed = len(self.not_recorded)
+                for ev in self.measure_batch(items):
+                    self.record(ev)
+                    with tl.phase("strategy"):
+                        strategy.tell(ev.params, self.score(ev))
+                with tl.phase("strategy"):
+                    for cfg in self.not_recorded[missed:]:
+                        strategy.tell(cfg, None)
+                if self.out_of_budget():
+                    break
+                cfgs = nxt if pool is not None else ask(min(batch, self.opt.budget - self.measured))
+                if pool is not None and not cfgs:
+                    cfgs = ask(min(batch, self.opt.budget - self.measured))
+                    ahead = self._prepare_in_background(pool, cfgs, stop) if cfgs else None
+        finally:
+            if pool is not None:
+                stop.set()
+                with tl.phase("compile"):  # nvcc runs already started for a batch that is not measured
+                    pool.shutdown(wait=True, cancel_futures=True)
+        if self.stop_reason:
+            self.emit("status", self.stop_reason)
 
     def break_tie(self) -> None:
         """Among the verified configurations whose objective is within TIE_FRACTION of the best (tied within
@@ -432,7 +560,8 @@ class Session:
             "served": self.served,
             "template_hash": self.template.template_hash, "original_hash": self.problem.original_hash,
             "origin": self.template.origin, "strategy": self.opt.strategy, "budget": self.opt.budget,
-            "wall_s": time.monotonic() - self.started,
+            "wall_s": time.monotonic() - self.started, "stop_reason": self.stop_reason,
+            "original_reused": self.original_reused,
         }
 
 
@@ -442,35 +571,47 @@ def tune(path: str, kernel: str, backend: Backend, store: Store, options: TuneOp
     """Run one tuning session. KerntuneError for bad input; a failure while measuring ends the session as
     "failed" with everything measured so far kept in the store."""
     options = options or TuneOptions()
-    prep = prepared or prepare(path, kernel, text)
-    s = Session(prep, backend, store, options, on_event, cancel)
-    s.setup()
-    status, confirmed = "finished", None
-    try:
-        s.search()
-        s.break_tie()
-        confirmed = s.confirm()
-        if s.cancel.is_set():
-            status = "cancelled"
-    except KerntuneError:
-        status = "failed"
-        raise
-    except Exception:
-        status = "failed"
-        raise
-    finally:
-        summary = s.summary(status, confirmed)
-        store.finish_session(s.session_id, status, summary)
-        s.emit("done", f"{status}: " + (f"{summary['speedup']:.2f}x" if summary["speedup"] else "no speedup"))
-    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations, s.best_variant, s.original)
+    with tl.run_scope() as (timeline, own_run):
+        with tl.phase("prepare"):
+            prep = prepared or prepare(path, kernel, text)
+        s = Session(prep, backend, store, options, on_event, cancel)
+        s.setup()
+        status, confirmed = "finished", None
+        try:
+            s.search()
+            s.break_tie()
+            confirmed = s.confirm()
+            if s.cancel.is_set():
+                status = "cancelled"
+        except KerntuneError:
+            status = "failed"
+            raise
+        except Exception:
+            status = "failed"
+            raise
+        finally:
+            summary = s.summary(status, confirmed)
+            report = None
+            if own_run:  # a session on its own (kerntune tune): the run's time is the session's
+                timeline.finish()
+                report = timeline.report()
+                summary["timeline"] = report
+            store.finish_session(s.session_id, status, summary)
+            if report is not None:
+                store.put_step(s.session_id, "timeline", tl.render(report), report)
+            s.emit("done", f"{status}: " + (f"{summary['speedup']:.2f}x" if summary["speedup"] else "no speedup"))
+    return TuneResult(s.session_id, status, summary, s.best, s.template, s.evaluations, s.best_variant, s.original,
+                      report)
 
 
 def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[KernelTemplate, dict[str, int]]],
                     rounds: int = 5, seed: int = 0, cancel: threading.Event | None = None,
-                    ) -> list[tuple[list[Timing], list[Timing]]]:
+                    originals: dict | None = None) -> list[tuple[list[Timing], list[Timing]]]:
     """Time configurations (of any templates of the kernel, each verified on the spec's size sets by an earlier
     search) interleaved with the original, ``rounds`` times each per size set: (original, variant) timings per
-    configuration, in order. The backend is set up once per template (a replay looks the template up)."""
+    configuration, in order. The backend is set up once per template (a replay looks the template up), without
+    timing the original again where ``originals`` (TuneOptions.originals) has its timings from earlier in the
+    run (the confirmation times the original interleaved anyway)."""
     dev = backend.device()
     runs = backend.name != "replay"
     job = dict(arch=dev.arch, include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir(),
@@ -486,9 +627,11 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
             raise KerntuneError("cancelled")
         t, cfg = configs[i]
         if t.template_hash != current:
-            backend.start(Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
-                                  original_hash=sha256_text(prep.text), template_hash=t.template_hash,
-                                  spec_hash=prep.spec.spec_hash, seed=seed))
+            problem = Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
+                              original_hash=sha256_text(prep.text), template_hash=t.template_hash,
+                              spec_hash=prep.spec.spec_hash, seed=seed)
+            known = (originals or {}).get((problem.original_hash, problem.spec_hash, dev.name))
+            backend.start(problem, original=known) if known is not None else backend.start(problem)
             current = t.template_hash
         compiled = compile_kernel(t.text, t.entry or t.kernel, defines={macro_name(n): v for n, v in cfg.items()},
                                   **job) if runs else None

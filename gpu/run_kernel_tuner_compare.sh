@@ -1,0 +1,16 @@
+#!/bin/bash
+# On the GPU machine, from the repository root: kerntune and Kernel Tuner side by side on one kernel
+# (bench/kernel_tuner_compare.py), the table and its JSON under $OUT/kt_compare.
+# Kernel Tuner and the dependencies the GPU machine lacks come as wheels in .gpu/wheels-extra (carry .gpu).
+#   usage: bash gpu/run_kernel_tuner_compare.sh [bench/kernel_tuner_compare.py options...]
+#   e.g.   bash gpu/run_kernel_tuner_compare.sh                      (row_sum, budget 20, KT brute force + 3 strategies)
+#          bash gpu/run_kernel_tuner_compare.sh --kernel examples/silu.cu:silu --budget 50 \
+#               --kt-strategies random_sample genetic_algorithm bayes_opt --kerntune-strategies auto random
+set -o pipefail
+source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .gpu/wheels-extra/*.whl || exit 1
+export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache COLUMNS=160
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/kt_compare"
+name=$(echo "${*:-row_sum}" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-60)
+python3 bench/kernel_tuner_compare.py "$@" --json "$OUT/kt_compare/$name.json" 2>&1 | tee "$OUT/kt_compare/$name.log"
