@@ -1471,13 +1471,13 @@ def single_slower(summary: dict, disp=None) -> list[int]:
 
 def _single(path, kernel: str, text: str, summary: dict, template: KernelTemplate, disp, why: str = "") -> Rewrite:
     """The rewrite to the result's best configuration, refused where it is slower than the original somewhere."""
-    from agent_core.agent.dispatch import size_label
     slow = single_slower(summary, disp)
     if slow:
-        sizes = summary.get("sizes") or (disp.sizes if disp is not None else [])
+        sizes = disp.sizes if disp is not None else summary.get("sizes") or []
         o = disp.single_original_us if disp is not None else summary["original_us"]
         b = disp.single_us if disp is not None else summary["best_us"]
-        where = ", ".join(f"{size_label(sizes[i])} ({o[i]:.1f} -> {b[i]:.1f} us)" for i in slow)
+        where = "; ".join(", ".join(f"{n}={v}" for n, v in sizes[i].items()) + f" ({o[i]:.1f} -> {b[i]:.1f} us)"
+                          for i in slow)
         raise KerntuneError((why + "; " if why else "") + f"one configuration for every size "
                             f"({params_words(summary['best_params'])}) is slower than the original on {where}: "
                             "nothing was changed, the original kernel is kept" + (
