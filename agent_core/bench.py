@@ -772,9 +772,13 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
 
     def on_kernel(rec):
         sp = f"{rec['speedup']:.2f}x" if rec.get("speedup") else rec["status"]
-        if rec.get("dispatch"):
-            sp += (f" (per-shape dispatch of {len(rec['dispatch']['entries'])}; one configuration "
-                   f"{rec['single_speedup']:.2f}x)")
+        kept = sum(1 for x in rec.get("shapes") or [] if x.get("original_kept"))
+        if rec.get("dispatch") and kept == len(rec.get("shapes") or []):
+            sp += f" (the original kernel kept on every shape; one configuration {rec['single_speedup']:.2f}x)"
+        elif rec.get("dispatch"):
+            sp += (f" (per-shape dispatch of {len(rec['dispatch']['entries'])}"
+                   + (f", the original kept on {kept} shape(s)" if kept else "")
+                   + f"; one configuration {rec['single_speedup']:.2f}x)")
         t5 = rec.get("time_to_5pct_s")
         err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"
