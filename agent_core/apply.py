@@ -198,6 +198,7 @@ class Rewrite:
     spec: TuningSpec | None = None
     kernels: list[tuple[str, TuningSpec]] = field(default_factory=list)  # in-place: each kernel written, its spec
     dispatch: object | None = None  # the per-shape dispatch written (agent_core.agent.dispatch.Dispatch), if one was
+    kept: list[str] = field(default_factory=list)  # where (and why) the original kernel is kept, in words
 
 
 # ------------------------------------------------------------------ launch expressions
@@ -500,6 +501,13 @@ def is_whole_file(template: KernelTemplate, cf: CudaFile) -> bool:
     if spec_comment.search(cf.text) and not spec_comment.search(text):
         return False
     return True
+
+
+def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
+    """Whether a per-shape dispatch can hold configurations of ``template`` (``rewrite_dispatch``): a template
+    written in place (an expert's, an LLM's partial one), or the kernel's own structural template as kerntune
+    made it (its sites known, so each configuration's kernel can be written beside the others)."""
+    return not is_whole_file(template, cf) or (template.origin == "structural" and _unedited(template))
 
 
 def _norm_include(line: str) -> str:
@@ -922,12 +930,13 @@ def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: Tunin
     return spec, start, old_values
 
 
-def _folded_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
+def _folded_launch(template: KernelTemplate | None, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
                    path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST]:
     """The template's (or the spec's) launch at ``params``, folded: (grid, block, smem) expression trees over
     the spec's size names, checked to give the template's launch on every size set."""
     from agent_core.source import spec as spec_mod
-    src = template.launch or {"grid": spec.grid, "block": spec.block, "smem": spec.smem}
+    src = (template.launch if template is not None else None) or {"grid": spec.grid, "block": spec.block,
+                                                                   "smem": spec.smem}
     lv = {**old_values, **params}
     grid, block = _dims(src["grid"], lv), _dims(src["block"], lv)
     smem = fold(src.get("smem") or "0", lv)
@@ -1048,16 +1057,23 @@ def dispatch_kernel_names(text: str, cf: CudaFile, kernel: str, dispatch) -> lis
     return dsp.kernel_names(dispatch, kernel, taken - {kernel})
 
 
-def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tuple[KernelTemplate, dict[str, int]]],
-                     dispatch, spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
+def rewrite_dispatch(text: str, path: str | Path, kernel: str,
+                     entries: list[tuple[KernelTemplate | None, dict[str, int]]], dispatch,
+                     spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
     """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.agent.dispatch.Dispatch) whose entries
-    are ``entries`` (template, configuration), ``entries[0]`` the default. Each entry is written in place like
-    ``rewrite_file`` writes one: the default under the kernel's name with the kernel's spec, every other one as a
-    kernel of its own (``dispatch.kernel_names``) with a copy of the spec at its own launch; every launch
-    statement of the kernel becomes an ``if``/``else`` over the dispatch's rules, each branch launching its
-    entry over the host's own values. Raises KerntuneError (and changes nothing) where that cannot be written:
-    a template that is the whole file, a launch that is not a statement of its own, a size the rules or a
-    launch need that the site does not give."""
+    are ``entries`` (template, configuration), ``entries[0]`` the default. An entry is one of:
+    - an expert's or an LLM's partial template: written in place like ``rewrite_file`` writes one;
+    - the kernel's own structural template: the kernel with that configuration's values (its sites inside the
+      kernel rendered; a ``#define`` it reads outside the kernel given the configuration's value around it with
+      ``#pragma push_macro``/``pop_macro``);
+    - the original kernel (the dispatch's ``ORIGINAL`` entry; its template may be None): the kernel as it is.
+    The default keeps the kernel's name (a structural default: the file as applying that one configuration would
+    write it); every other entry becomes a kernel of its own (``dispatch.kernel_names``: ``__orig`` for the
+    original) with a copy of the spec at its own launch; every launch statement of the kernel becomes an
+    ``if``/``else`` over the dispatch's rules, each branch launching its entry over the host's own values.
+    Raises KerntuneError (and changes nothing) where that cannot be written: a template that is the whole file
+    other than the structural one, a tuned value the kernel shares with other code, a launch that is not a
+    statement of its own, a size the rules or a launch need that the site does not give."""
     from agent_core.agent import dispatch as dsp
     path = str(path)
     cf = cf if cf is not None else parse_cuda(text, path)
@@ -1069,45 +1085,85 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     dispatch, kept = dsp.reachable(dispatch)
     entries = [entries[i] for i in kept]
     if len(entries) < 2:
+        if dispatch.entries[0].is_original:
+            raise KerntuneError("the per-shape dispatch's rules give every size the original kernel: nothing to "
+                                "apply", path, k.span.line)
         raise KerntuneError("the per-shape dispatch's rules give every size one configuration "
                             f"({params_words(entries[0][1])}): apply that configuration "
                             "instead", path, k.span.line)
-    for t, _ in entries:
-        if t.origin == "structural" or t.sites or is_whole_file(t, cf):
-            raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin} template (it is written back as "
-                                "the whole file): apply one configuration instead", path, k.span.line)
-    spec, start, old_values = _in_place_context(text, path, cf, k, spec, entries[0][0])
-    names = dispatch_kernel_names(text, cf, kernel, dispatch)
-    raw = text.encode("utf-8")
+    kinds = []
+    for (t, _), e in zip(entries, dispatch.entries):
+        if e.is_original:
+            kinds.append("original")
+        elif t is not None and can_dispatch(t, cf) and is_whole_file(t, cf):
+            kinds.append("structural")
+        elif t is None or t.sites or is_whole_file(t, cf):
+            raise KerntuneError(f"a per-shape dispatch cannot hold the {t.origin if t else '?'} template (it is "
+                                "written back as the whole file): apply one configuration instead", path, k.span.line)
+        else:
+            kinds.append("in_place")
+    own = next((t for (t, _), kd in zip(entries, kinds) if kd == "structural"), None)
+    if own is None and "original" in kinds:
+        try:
+            from agent_core.templating.templatize import templatize
+            own = templatize(cf, kernel)
+        except KerntuneError:
+            own = None  # nothing tunable: the original is its own launch
+    orig_values = own.space.original_config() if own is not None else {}
+    # the text the rewrite edits: with a structural default, the file as applying that configuration writes it
+    base = render(own, {**orig_values, **entries[0][1]}) if kinds[0] == "structural" else text
+    bcf = cf if base == text else parse_cuda(base, path)
+    bk = bcf.kernel(kernel)
+    first = next(t for t, _ in entries if t is not None)  # two entries at least, one of them not the original
+    spec, start, old_values = _in_place_context(base, path, bcf, bk, spec if base == text else None, first)
+    if own is not None:
+        old_values = {**old_values, **orig_values, **(entries[0][1] if kinds[0] == "structural" else {})}
+    names = dispatch_kernel_names(base, bcf, kernel, dispatch)
+    values = [{**orig_values, **cfg} if kd != "in_place" else {} for (_, cfg), kd in zip(entries, kinds)]
+    if own is not None:
+        from agent_core.source import spec as spec_mod
+        ospec = spec if base == text else spec_mod.find_spec(cf, kernel)
+        macros = _own_macros(own, text, cf, k, ospec or spec, [v for v, kd in zip(values, kinds) if kd != "in_place"],
+                             old_values, path)
+    else:
+        macros = {}
+    raw = base.encode("utf-8")
     before = raw[:start].decode("utf-8", "replace")
-    supports, kernel_texts, launches = [], [], []
-    for (t, cfg), name in zip(entries, names):
-        sup, ktext, _ = _support_and_kernel(t, cfg, cf, k, before + "\n".join(supports), kernel_name=name)
+    supports, kernel_texts, launches, wraps = [], [], [], []
+    for i, ((t, cfg), name, kd) in enumerate(zip(entries, names, kinds)):
+        if kd == "in_place":
+            sup, ktext, _ = _support_and_kernel(t, cfg, bcf, bk, before + "\n".join(supports), kernel_name=name)
+            launches.append(_folded_launch(t, {**t.space.original_config(), **cfg}, spec, old_values, path, bk))
+            wraps.append(("", ""))
+        else:
+            sup = ""
+            src = text if kd == "original" else render(own, values[i])
+            ktext = "" if i == 0 else _renamed_kernel(src, path, kernel, name)
+            launches.append(_folded_launch(own, values[i], spec, old_values, path, bk))
+            wraps.append(_macro_wrap(macros, values[i], old_values, src))
         supports.append(sup)
         kernel_texts.append(ktext)
-        params = {**t.space.original_config(), **cfg}
-        launches.append(_folded_launch(t, params, spec, old_values, path, k))
 
     # the other entries' kernels go right above the kernel (and its spec comment): in the same namespace or
     # extern "C" block, so a launch that names the kernel qualified names them the same way
-    at = spec.span.start if spec.span is not None and spec.span.end <= k.span.start else k.span.start
+    at = spec.span.start if spec.span is not None and spec.span.end <= bk.span.start else bk.span.start
     at = max(start, raw.rfind(b"\n", 0, at) + 1 if not raw[raw.rfind(b"\n", 0, at) + 1:at].strip() else at)
 
     edits: list[tuple[int, int, str]] = []
     warnings: list[str] = []
     # every launch statement becomes the dispatch
-    for site in sorted(k.launch_sites, key=lambda s: s.span.start):
+    for site in sorted(bk.launch_sites, key=lambda s: s.span.start):
         if site.span.start < at:
             raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
                                 "dispatch's other kernels would not be declared yet: apply one configuration, or "
                                 "move the launch below the kernel", path, site.span.line, site.span.col)
-        stmt = _launch_statement(text, site)
+        stmt = _launch_statement(base, site)
         if stmt is None:
             raise KerntuneError(f"this launch of '{kernel}' is part of a larger expression: the per-shape dispatch "
                                 "needs it as a statement of its own (`k<<<...>>>(...);`) to write an if/else around "
                                 "it. Nothing was changed: apply one configuration instead", path, site.span.line,
                                 site.span.col)
-        host = _host_values(site, spec, old_values, text)
+        host = _host_values(site, spec, old_values, base)
         call = raw[site.span.start:site.span.end].decode("utf-8", "replace")
         lt = call.index("<<<")
         c0 = site.config[0].span.start - site.span.start
@@ -1115,7 +1171,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
         calls = []
         for (t, _), name, (g, b_, sm) in zip(entries, names, launches):
             words = f"launch {_spec_launch_words(g, b_, sm)}"
-            cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin, words, path)
+            cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin if t else "original", words, path)
             prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
             # a launch written over several lines moves in with it, a level deeper (not a line a `\` continues)
             calls.append(re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
@@ -1132,13 +1188,17 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             chain.append(f"{'if' if i == 0 else '} else if'} ({cond}) {{\n{inner}{calls[r.entry]}\n{indent}")
         chain.append(f"}} else {{\n{inner}{calls[dispatch.rules[-1].entry]}\n{indent}}}")
         edits.append((stmt[0], stmt[1], "".join(chain)))
-    if not k.launch_sites:
+    if not bk.launch_sites:
         warnings.append(f"{path}: '{kernel}' is not launched in this file: its host code must now choose between "
                         + "; ".join(f"{n} ({dsp.condition_words(dispatch, i)})" for i, n in enumerate(names)))
 
     # the support code, the other entries' kernels (each with its spec) and the default under the kernel's name
     lines = [f"// kerntune: {kernel} tuned per shape (per-shape dispatch at its launch sites):"]
-    for i, ((t, cfg), name) in enumerate(zip(entries, names)):
+    for i, ((t, cfg), name, kd) in enumerate(zip(entries, names, kinds)):
+        if kd == "original":
+            lines.append(f"//   {name}: {dsp.condition_words(dispatch, i)}: the original kernel, unchanged (no "
+                         "verified configuration is faster there beyond the measured noise)")
+            continue
         params = {**t.space.original_config(), **cfg}
         vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
         lines.append(f"//   {name}: {dsp.condition_words(dispatch, i)}: {t.origin} template, {vals}")
@@ -1146,19 +1206,24 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
     new_vals = [_spec_values(spec, *ln) for ln in launches]
     extra_specs: list[str] = []
     if spec.span is not None:
-        cs, ce = _char_offset(text, spec.span.start), _char_offset(text, spec.span.end)
-        comment = text[cs:ce]
+        cs, ce = _char_offset(base, spec.span.start), _char_offset(base, spec.span.end)
+        comment = base[cs:ce]
         for nv in new_vals[1:]:
             extra_specs.append(_apply_char_edits(comment, _spec_key_edits(comment, 0, len(comment), {}, spec.span.line,
                                                                          nv)))
-    extras = "".join((extra_specs[i - 1] + "\n" if extra_specs else "") + kernel_texts[i] + "\n\n"
-                     for i in range(1, len(entries)))
+    extras = "".join(wraps[i][0] + (extra_specs[i - 1] + "\n" if extra_specs else "") + kernel_texts[i] + "\n"
+                     + wraps[i][1] + "\n" for i in range(1, len(entries)))
     support = "\n\n".join(x for x in supports if x)
     edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "")))
     edits.append((at, at, extras))
-    edits.append((k.span.start, k.span.end, kernel_texts[0]))
-    spec_edits, sidecar = _spec_launch_edits(text, path, kernel, spec, new_vals[0])
-    edits += spec_edits
+    if kinds[0] == "in_place":  # the default's kernel and spec launch; a structural or original one is there already
+        edits.append((bk.span.start, bk.span.end, kernel_texts[0]))
+        spec_edits, sidecar = _spec_launch_edits(base, path, kernel, spec, new_vals[0])
+        edits += spec_edits
+    elif spec.span is None:
+        from agent_core.source import spec as spec_mod
+        sp = spec.path or str(spec_mod.sidecar_path(path))
+        sidecar = (sp, Path(sp).read_text(encoding="utf-8"))
     if sidecar is not None:
         sp, st = sidecar
         out = st
@@ -1166,7 +1231,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             copy_, main_end = _sidecar_copy(st, kernel, name, sp)
             out = out.rstrip("\n") + "\n\n" + _apply_char_edits(copy_, _spec_key_edits(copy_, 0, main_end, {}, 0, nv))
         sidecar = (sp, out)
-    new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
+    new = apply_edits(base, sorted(edits, key=lambda e: (e[0], e[1])))
     kernels = []
     for name in names:
         ns = _spec_of(new, path, name, sidecar)
@@ -1174,6 +1239,109 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str, entries: list[tup
             raise KerntuneError(f"internal: the rewritten spec of '{name}' cannot be read back", path, k.span.line)
         kernels.append((name, ns))
     return Rewrite(new, sidecar, warnings, True, kernels[0][1], kernels, dispatch)
+
+
+def _renamed_kernel(text: str, path: str, kernel: str, name: str) -> str:
+    """The definition of ``kernel`` in ``text``, named ``name``."""
+    kk = parse_cuda(text, path).kernel(kernel)
+    b = text.encode("utf-8")
+    return (b[kk.span.start:kk.name_span.start] + name.encode("utf-8") + b[kk.name_span.end:kk.span.end]).decode("utf-8")
+
+
+def _define_line(text: str, macro: str) -> str | None:
+    """The ``#define macro ...`` directive of ``text`` (continuation lines included)."""
+    m = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(macro)}\b(?:[^\n]*\\\n)*[^\n]*", text, re.M)
+    return m.group(0).strip() if m else None
+
+
+def _macro_wrap(macros: dict[str, list[str]], values: dict[str, int], base_values: dict[str, int],
+                src: str) -> tuple[str, str]:
+    """(lines before, lines after) a kernel whose tuned values differ from the file's: each ``#define`` of such a
+    value pushed, redefined as in ``src`` (the file rendered at that configuration), and popped after it."""
+    names = sorted({m for p, ms in macros.items() if values.get(p) != base_values.get(p) for m in ms})
+    pre, post = [], []
+    for m in names:
+        line = _define_line(src, m)
+        if line is None:
+            continue
+        pre += [f'#pragma push_macro("{m}")', f"#undef {m}", line]
+        post.insert(0, f'#pragma pop_macro("{m}")')
+    return ("\n".join(pre) + "\n" if pre else ""), ("\n".join(post) + "\n" if post else "")
+
+
+def _own_macros(own: KernelTemplate, text: str, cf: CudaFile, k: Kernel, spec: TuningSpec,
+                values: list[dict[str, int]], base_values: dict[str, int], path: str) -> dict[str, list[str]]:
+    """The macros (``#define NAME value``) through which the structural template's parameters reach the kernel from
+    outside it (param -> macro names), for the parameters whose values differ between the dispatch's own-kernel
+    entries and the file (``base_values``). Raises KerntuneError where such a value is one the kernel shares with
+    other code the dispatch cannot give each kernel its own copy of: a global constant, a device function, a
+    kernel argument computed from it."""
+    from agent_core.source.cuda_parse import parse_tree
+    differ = {p for v in values for p in own.space.params if v.get(p) != base_values.get(p)}
+    out: dict[str, list[str]] = {}
+    if not differ:
+        return out
+    b = text.encode("utf-8")
+    root = parse_tree(b).root_node
+    launch_spans = [(s.span.start, s.span.end) for s in k.launch_sites]
+    for site in own.sites:
+        if site.param not in differ or k.span.start <= site.span.start < k.span.end:
+            continue
+        if spec.span is not None and spec.span.start <= site.span.start < spec.span.end:
+            continue  # the spec's launch: each kernel gets its own
+        if any(s <= site.span.start < e for s, e in launch_spans):
+            continue  # the launch: rewritten per configuration
+        node = root.descendant_for_byte_range(site.span.start, site.span.end)
+        while node is not None and node.type not in ("preproc_def", "function_definition", "translation_unit"):
+            node = node.parent
+        where = f"line {site.span.line + 1}"
+        if node is not None and node.type == "preproc_def":
+            name = node.child_by_field_name("name")
+            macro = b[name.start_byte:name.end_byte].decode("utf-8")
+            for fn in _functions(root):
+                head = b[fn.start_byte:fn.end_byte].decode("utf-8", "replace")
+                body = fn.child_by_field_name("body")
+                if fn.start_byte <= k.span.start < fn.end_byte or body is None:
+                    continue
+                if re.search(r"\b__(?:device|global)__\b", head[:body.start_byte - fn.start_byte]) and re.search(
+                        rf"\b{re.escape(macro)}\b", b[body.start_byte:body.end_byte].decode("utf-8", "replace")):
+                    raise KerntuneError(f"the tuned value {site.param} ({where}: #define {macro}) is also read by "
+                                        f"device code outside '{k.name}' (line {fn.start_point[0] + 1}), which every "
+                                        "kernel of the per-shape dispatch would share: apply one configuration "
+                                        "instead", path, site.span.line, site.span.col)
+            out.setdefault(site.param, [])
+            if macro not in out[site.param]:
+                out[site.param].append(macro)
+            continue
+        if node is not None and node.type == "function_definition":
+            body = node.child_by_field_name("body")
+            head = b[node.start_byte:body.start_byte if body is not None else node.end_byte].decode("utf-8", "replace")
+            if not re.search(r"\b__(?:device|global)__\b", head):
+                continue  # a value of the host code that launches the kernel: the launch is rewritten
+        raise KerntuneError(f"the tuned value {site.param} ({where}) is shared by '{k.name}' and other code, so the "
+                            "per-shape dispatch cannot give each of its kernels its own: apply one configuration "
+                            "instead", path, site.span.line, site.span.col)
+    for a in spec.args:
+        if a.role == "scalar":
+            try:
+                used = expr.names(a.value)
+            except expr.ExprError:
+                continue
+            if used & differ:
+                raise KerntuneError(f"the kernel argument `{a.name}` is computed from the tuned value(s) "
+                                    f"{', '.join(sorted(used & differ))}, which differ between the per-shape "
+                                    "dispatch's kernels: apply one configuration instead", path, k.span.line)
+    return out
+
+
+def _functions(root):
+    """Every function definition under ``root`` (tree-sitter nodes)."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "function_definition":
+            yield n
+        stack.extend(n.children)
 
 
 def _spec_of(text: str, path: str, kernel: str, sidecar: tuple[str, str] | None = None) -> TuningSpec | None:
@@ -1253,16 +1421,67 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
 
 
 def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | None, store=None,
-                   single: bool = False) -> tuple[Rewrite, KernelTemplate]:
+                   single: bool = False, fallback: bool = False) -> tuple[Rewrite, KernelTemplate]:
     """The rewrite of ``text`` for a stored result (tuner.result_summary): its per-shape dispatch where it has
-    one (and ``single`` is not set), else its best configuration. Returns (rewrite, the winner's template)."""
+    one (and ``single`` is not set), else its best configuration. Returns (rewrite, the winner's template).
+
+    No regression: one configuration for every size is written only where it is slower than the original on no
+    size set (the dispatch's confirmation says so; a result without one, its own figures beyond
+    dispatch.NOISE_FLOOR); else KerntuneError, nothing changes. A dispatch that keeps the original kernel on every
+    size set gives the text unchanged (``kept`` says why). ``fallback``: where the dispatch cannot be written, the
+    single best configuration is, if it may be (a warning says why)."""
     from agent_core.agent.dispatch import Dispatch
     template = tuned_template(path, kernel, text, summary, store)
     d = summary.get("dispatch") if summary else None
-    if d and not single:
-        disp = Dispatch.from_dict(d)
-        entries = [(template if e.template_hash == template.template_hash else
+    disp = Dispatch.from_dict(d) if d else None
+    if disp is not None and disp.applies_nothing:
+        return Rewrite(text, kept=list(disp.kept) or ["no verified configuration is faster than the original beyond "
+                                                      "the measured noise on any size set"]), template
+    if disp is not None and not single:
+        entries = [(None if e.is_original else template if e.template_hash == template.template_hash else
                     template_by_hash(path, kernel, text, e.template_hash, e.origin, store), dict(e.params))
                    for e in disp.entries]
-        return rewrite_dispatch(text, path, kernel, entries, disp), template
-    return rewrite_file(text, path, kernel, template, summary["best_params"]), template
+        try:
+            rw = rewrite_dispatch(text, path, kernel, entries, disp)
+            rw.kept = list(disp.kept)
+            return rw, template
+        except KerntuneError as e:
+            if not fallback:
+                raise
+            why = e
+        rw = _single(path, kernel, text, summary, template, disp, f"the per-shape dispatch cannot be written ({why.message})")
+        where = f"line {why.line + 1}: " if why.line is not None else ""
+        rw.warnings.insert(0, f"the per-shape dispatch of '{kernel}' cannot be written, so its single best "
+                              f"configuration ({params_words(summary['best_params'])}) was applied instead. The "
+                              f"dispatch's rewrite said: {where}{why.message}")
+        return rw, template
+    return _single(path, kernel, text, summary, template, disp), template
+
+
+def single_slower(summary: dict, disp=None) -> list[int]:
+    """The size sets where the result's best configuration is slower than the original: from the dispatch's
+    confirmation (beyond the measured noise) where there is one, else from the result's own figures (beyond
+    dispatch.NOISE_FLOOR)."""
+    from agent_core.agent.dispatch import NOISE_FLOOR
+    if disp is not None:
+        return list(disp.single_slower)
+    o, b = summary.get("original_us") or [], summary.get("best_us") or []
+    return [i for i, (x, y) in enumerate(zip(o, b)) if x and y and y > x * (1 + NOISE_FLOOR)]
+
+
+def _single(path, kernel: str, text: str, summary: dict, template: KernelTemplate, disp, why: str = "") -> Rewrite:
+    """The rewrite to the result's best configuration, refused where it is slower than the original somewhere."""
+    slow = single_slower(summary, disp)
+    if slow:
+        sizes = disp.sizes if disp is not None else summary.get("sizes") or []
+        o = disp.single_original_us if disp is not None else summary["original_us"]
+        b = disp.single_us if disp is not None else summary["best_us"]
+        where = "; ".join(", ".join(f"{n}={v}" for n, v in sizes[i].items()) + f" ({o[i]:.1f} -> {b[i]:.1f} us)"
+                          for i in slow)
+        raise KerntuneError((why + "; " if why else "") + f"one configuration for every size "
+                            f"({params_words(summary['best_params'])}) is slower than the original on {where}: "
+                            "nothing was changed, the original kernel is kept" + (
+                                "" if disp is not None or why else
+                                " (`kerntune optimize` writes a per-shape dispatch that keeps it on those sizes)"),
+                            str(path))
+    return rewrite_file(text, path, kernel, template, summary["best_params"])

@@ -180,9 +180,11 @@ def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | N
         bw = src.get("copy_bw_gbps")
         for i, sz in enumerate(src.get("sizes") or sizes):
             single = orig[i] / tuned[i] if orig[i] and tuned[i] else None
-            o, t, entry = orig[i], tuned[i], None
-            if d is not None:  # what the rewrite runs on this size set: the dispatch's configuration for it
+            o, t, entry, kept = orig[i], tuned[i], None, False
+            if d is not None:  # what the rewrite runs on this size set: the dispatch's configuration for it (or the
+                # original kernel, where no configuration is faster beyond the measured noise)
                 o, t, entry = d.original_us[i], d.tuned_us[i], d.serve[i]
+                kept = d.entries[entry].is_original
             g = nbytes[i] / (t * 1e3) if nbytes[i] and t else None
             shapes.append({"sizes": sz, "label": _shape_label(sz), "bytes": nbytes[i],
                            "memory_bound": _memory_bound(bk.spec, sz, nbytes[i] or 0),
@@ -190,7 +192,7 @@ def kernel_record(bk: BenchKernel, result, timeline: list[tuple[float, float | N
                            "gbps": g, "pct_copy": g / bw * 100 if g and bw else None,
                            "original_gbps": ogbps[i], "original_pct_copy": opct[i],
                            "single_original_us": orig[i], "single_us": tuned[i], "single_speedup": single,
-                           "entry": entry})
+                           "entry": entry, "original_kept": kept})
     if not status:
         status = "ok" if best else "no_variant"
     return {
@@ -332,7 +334,8 @@ def render_markdown(doc: dict) -> str:
             L.append(f"| {k['name']} | {s['label']} | {_f(s['bytes'] and s['bytes'] / 1e6, '.1f')} | "
                      f"{_f(s['original_us'], '.1f')} | {_f(s['tuned_us'], '.1f')} | {_x(s['speedup'])} | "
                      f"{_f(s['gbps'], '.0f')} | {_f(s['pct_copy'], '.0f')}% | {_f(s['original_pct_copy'], '.0f')}% | "
-                     f"{_x(s.get('single_speedup'))} | {'-' if entry is None else f'#{entry + 1}'} |")
+                     f"{_x(s.get('single_speedup'))} | {'-' if entry is None else f'#{entry + 1}'}"
+                     + (" original kept" if s.get("original_kept") else "") + " |")
         if not k["shapes"]:
             L.append(f"| {k['name']} | - | | | | | | | {k['status']} | | |")
     L += ["", "## Per kernel", "",
@@ -344,8 +347,11 @@ def render_markdown(doc: dict) -> str:
         params = ", ".join(f"{a}={b}" for a, b in (k.get("params") or {}).items()) or "-"
         st = k["status"] + ("" if k.get("confirmed") or k["status"] != "ok" else " (search figures)")
         n = len((k.get("dispatch") or {}).get("entries") or [])
+        kept = sum(1 for x in k["shapes"] if x.get("original_kept"))
         L.append(f"| {k['name']} | {st} | {_x(k['speedup'])}"
-                 + (f" (dispatch of {n})" if n else "") + f" | {_x(k.get('single_speedup'))} | "
+                 + (" (original kept on every shape)" if kept and kept == len(k["shapes"]) else
+                    (f" (dispatch of {n}" + (f", original kept on {kept}" if kept else "") + ")") if n else "")
+                 + f" | {_x(k.get('single_speedup'))} | "
                  f"{k.get('origin') or '-'} | {params} | {c['ok']} / {c['failed']} / {c['pruned']} | "
                  f"{len(k['rounds'])} | {_f(k['wall_s'], '.1f')} | {_f(k['time_to_5pct_s'], '.1f')} |")
     errs = [k for k in doc["kernels"] if k.get("error")]
@@ -358,15 +364,22 @@ def render_markdown(doc: dict) -> str:
               "Where another verified configuration serves some size sets at least "
               "5% faster than the single winner (and still at least 1% faster when confirmed interleaved with "
               "the original), the tuned rewrite holds one kernel per configuration and chooses at each launch; "
-              "entry #1 is the default.", ""]
+              "entry #1 is the default. A shape where no verified configuration is faster than the original "
+              "beyond the measured noise keeps the original kernel (\"original kept\").", ""]
         for k in disp:
             dd = Dispatch.from_dict(k["dispatch"])
-            L.append(f"- {k['name']}: {dd.speedup:.2f}x against {dd.single_speedup:.2f}x for one configuration")
+            L.append(f"- {k['name']}: " + ("the original kernel kept on every shape (nothing applied); "
+                                             f"{dd.single_speedup:.2f}x for one configuration" if dd.applies_nothing
+                                             else f"{dd.speedup:.2f}x against {dd.single_speedup:.2f}x for one "
+                                                  "configuration"))
             for i, e in enumerate(dd.entries):
-                L.append(f"  - #{i + 1}: {condition_words(dd, i)} → "
-                         + ", ".join(f"{a}={b}" for a, b in e.params.items()) + f" ({e.origin})")
+                L.append(f"  - #{i + 1}: {condition_words(dd, i)} → " + (
+                    "the original kernel, unchanged" if e.is_original else
+                    ", ".join(f"{a}={b}" for a, b in e.params.items()) + f" ({e.origin})"))
             for why in dd.dropped:
                 L.append(f"  - kept on the winner after confirmation: {why}")
+            for why in dd.kept:
+                L.append(f"  - original kept: {why}")
     s, t = doc["suite"], doc["targets"]
     L += ["", "## Suite", "",
           f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "
@@ -422,6 +435,10 @@ def render_markdown(doc: dict) -> str:
           "kernel whose confirmation did not run. Speedup = original / tuned per shape; a kernel's speedup is "
           "the geometric mean over its shapes. \"one configuration\": the same for the single winner on every "
           "shape.",
+          "- original kept: no verified configuration beats the original on that shape by more than the measured "
+          "noise (1%, or half the original's plus half the configuration's interquartile range, relative, where "
+          "that is wider), so the rewrite runs the original kernel there, unchanged: its speedup is 1.00x; every "
+          "other shape was faster than that margin in the confirmation that decided it.",
           "- GB/s: the bytes the kernel must move for that shape (the spec's `bytes`, default every input read "
           "once and every output written once) over the tuned time; % copy bw is that against the device's "
           "measured device-to-device copy bandwidth.",
@@ -796,9 +813,13 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
 
     def on_kernel(rec):
         sp = f"{rec['speedup']:.2f}x" if rec.get("speedup") else rec["status"]
-        if rec.get("dispatch"):
-            sp += (f" (per-shape dispatch of {len(rec['dispatch']['entries'])}; one configuration "
-                   f"{rec['single_speedup']:.2f}x)")
+        kept = sum(1 for x in rec.get("shapes") or [] if x.get("original_kept"))
+        if rec.get("dispatch") and kept == len(rec.get("shapes") or []):
+            sp += f" (the original kernel kept on every shape; one configuration {rec['single_speedup']:.2f}x)"
+        elif rec.get("dispatch"):
+            sp += (f" (per-shape dispatch of {len(rec['dispatch']['entries'])}"
+                   + (f", the original kept on {kept} shape(s)" if kept else "")
+                   + f"; one configuration {rec['single_speedup']:.2f}x)")
         t5 = rec.get("time_to_5pct_s")
         err.print(f"{rec['name']}: {sp}  ({rec.get('origin') or '-'}, {rec['wall_s']:.0f} s"
                   + (f", within 5% of best after {t5:.0f} s" if t5 is not None else "") + ")"

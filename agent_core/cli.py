@@ -168,11 +168,25 @@ def _fmt_us(x):
     return "-" if x is None else f"{x:.1f}"
 
 
-def print_summary(s: dict) -> None:
+def kept_marks(s: dict, dispatch: dict | None = None) -> dict[int, str]:
+    """Size set index -> what applying the result does there instead of the best configuration: "original kept"
+    where the dispatch serves it with the original kernel (no configuration faster beyond the measured noise);
+    without a dispatch, "slower: not applied" where the best configuration is slower than the original (apply
+    then refuses one configuration for every size)."""
+    from agent_core.agent.dispatch import Dispatch
+    from agent_core.apply import single_slower
+    d = dispatch if dispatch is not None else s.get("dispatch")
+    if d:
+        return {i: "original kept" for i in Dispatch.from_dict(d).original_kept}
+    return {i: "slower: not applied" for i in single_slower(s)}
+
+
+def print_summary(s: dict, dispatch: dict | None = None) -> None:
     how = ("replayed from a recorded store" if s.get("backend") == "replay" else
            "confirmed, interleaved" if s.get("confirmed") else "search figures")
     table = Table(title=f"{s['kernel']} on {s['device']}  ({how})")
-    for col in ("size set", "original µs", "best µs", "speedup", "GB/s", "% copy bw"):
+    marks = kept_marks(s, dispatch)
+    for col in ("size set", "original µs", "best µs", "speedup", "GB/s", "% copy bw") + (("applied",) if marks else ()):
         table.add_column(col, justify="right")
     best = s.get("best_us") or [None] * len(s["original_us"])
     for i, sizes in enumerate(s["sizes"]):
@@ -180,7 +194,8 @@ def print_summary(s: dict) -> None:
         sp = f"{o / b:.2f}x" if b else "-"
         g = f"{s['gbps'][i]:.0f}" if s.get("gbps") else "-"
         pct = f"{s['pct_copy'][i]:.0f}%" if s.get("pct_copy") else "-"
-        table.add_row(", ".join(f"{k}={v}" for k, v in sizes.items()), _fmt_us(o), _fmt_us(b), sp, g, pct)
+        table.add_row(", ".join(f"{k}={v}" for k, v in sizes.items()), _fmt_us(o), _fmt_us(b), sp, g, pct,
+                      *((marks.get(i, ""),) if marks else ()))
     out.print(table)
     c = s["counts"]
     sp = f"{s['speedup']:.2f}x" if s.get("speedup") else "none"
@@ -222,14 +237,23 @@ def print_dispatch(data: dict) -> None:
     for i, sz in enumerate(d.sizes):
         table.add_row(", ".join(f"{k}={v}" for k, v in sz.items()), _fmt_us(d.original_us[i]), _fmt_us(d.tuned_us[i]),
                       f"{d.original_us[i] / d.tuned_us[i]:.2f}x", f"{d.single_original_us[i] / d.single_us[i]:.2f}x",
-                      f"#{d.serve[i] + 1}")
+                      f"#{d.serve[i] + 1}" + (" original kept" if d.entries[d.serve[i]].is_original else ""))
     out.print(table)
-    out.print(f"per-shape dispatch: [bold]{d.speedup:.2f}x[/] against {d.single_speedup:.2f}x for one configuration")
+    if d.applies_nothing:
+        out.print("no regression: [bold]the original kernel is kept on every size set[/] (nothing to apply); "
+                  f"one configuration would give {d.single_speedup:.2f}x")
+    else:
+        out.print(f"per-shape dispatch: [bold]{d.speedup:.2f}x[/] against {d.single_speedup:.2f}x for one configuration"
+                  + (f"; the original kernel kept on {len(d.original_kept)} size set(s)" if d.original_kept else ""))
     for i, e in enumerate(d.entries):
-        out.print(f"  #{i + 1}{' (default)' if i == 0 else ''}: {condition_words(d, i)} -> {e.origin} "
-                  + ", ".join(f"{k}={v}" for k, v in e.params.items()), soft_wrap=True, markup=False)
+        what = "the original kernel, unchanged" if e.is_original else f"{e.origin} " + ", ".join(
+            f"{k}={v}" for k, v in e.params.items())
+        out.print(f"  #{i + 1}{' (default)' if i == 0 else ''}: {condition_words(d, i)} -> {what}", soft_wrap=True,
+                  markup=False)
     for why in d.dropped:
         out.print(f"  kept on the winner after confirmation: {why}", soft_wrap=True, markup=False)
+    for why in d.kept:
+        out.print(f"  original kept: {why}", soft_wrap=True, markup=False)
 
 
 @main.command()
@@ -477,7 +501,7 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, early_stop
             store.put_step(res.rounds[-1].summary["session_id"], "llm_summary", hooks.spend.line(), report)
     best = res.best
     if best:
-        print_summary(best.summary)
+        print_summary(best.summary, res.dispatch.to_dict() if res.dispatch is not None else {})
         if res.dispatch is not None:
             print_dispatch(res.dispatch.to_dict())
         if json_out:
@@ -572,13 +596,19 @@ def apply(file, kernel, store_path, dry_run, backend, single):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
-    rw, template = rewrite_result(file, kernel, text, s, store, single=single)
+    rw, template = rewrite_result(file, kernel, text, s, store, single=single, fallback=True)
     new = rw.text
     for w in rw.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     side_old = Path(rw.sidecar[0]).read_text(encoding="utf-8") if rw.sidecar and Path(rw.sidecar[0]).exists() else ""
     if new == text and (rw.sidecar is None or rw.sidecar[1] == side_old):
-        out.print("the best configuration is the original one: nothing to change")
+        if rw.kept:
+            out.print("nothing applied: the original kernel is kept on every size set, no verified configuration "
+                      "is faster there beyond the measured noise", soft_wrap=True)
+            for why in rw.kept:
+                out.print(f"  {why}", soft_wrap=True, markup=False)
+        else:
+            out.print("the best configuration is the original one: nothing to change")
         return
     diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), file, file + " (tuned)"))
     if rw.sidecar:
@@ -606,7 +636,8 @@ def apply(file, kernel, store_path, dry_run, backend, single):
         d = rw.dispatch
         what = (f"a per-shape dispatch of {len(d.entries)} configurations ({', '.join(n for n, _ in rw.kernels)})")
         speed = (f"{d.speedup:.2f}x {'confirmed' if d.confirmed else 'in the search'}, against "
-                 f"{d.single_speedup:.2f}x for one configuration")
+                 f"{d.single_speedup:.2f}x for one configuration"
+                 + (f"; the original kernel kept on {len(d.original_kept)} size set(s)" if d.original_kept else ""))
     else:
         what = str(s["best_params"])
         speed = f"{s['speedup']:.2f}x measured" if s.get("speedup") else "no speedup measured"

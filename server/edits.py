@@ -11,7 +11,7 @@ from lsprotocol import types as lsp
 from agent_core.source import spec as spec_mod
 from agent_core.templating.draft_spec import insert_spec
 from agent_core.apply import check_compiles, rewrite_result, text_edits
-from agent_core.model import KerntuneError, params_words
+from agent_core.model import KerntuneError
 
 from .documents import Doc
 
@@ -43,24 +43,19 @@ def best_text(path: str, text: str, kernel: str, summary: dict | None,
     one (runs off the event loop: it may call nvcc), and the warnings to show. A template that is not a whole
     file (an expert's) is written in place: kernel(s), spec launch, launch sites. Where the dispatch cannot be
     written (a launch the rewrite refuses), the single best configuration is (`kerntune apply --single`), and
-    a warning says why."""
+    a warning says why; unless it is slower than the original on some size set, and where the original kernel is
+    kept on every size set, nothing is applied (KerntuneError says why)."""
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
     if summary.get("stale"):
         raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
                             path)
     warnings = []
-    try:
-        rw, _ = rewrite_result(path, kernel, text, summary)
-    except KerntuneError as e:
-        if not summary.get("dispatch"):
-            raise
-        rw, _ = rewrite_result(path, kernel, text, summary, single=True)
-        where = f"line {e.line + 1}: " if e.line is not None else ""
-        warnings.append(f"the per-shape dispatch of '{kernel}' cannot be written, so its single best configuration "
-                        f"({params_words(summary['best_params'])}) was applied instead. The dispatch's rewrite said: "
-                        f"{where}{e.message}")
+    rw, _ = rewrite_result(path, kernel, text, summary, fallback=True)  # the fallback's warning comes in rw.warnings
     warnings += rw.warnings
+    if rw.text == text and rw.kept:
+        raise KerntuneError(f"nothing to apply to '{kernel}': the original kernel is kept on every size set ("
+                            + "; ".join(rw.kept) + ")", path)
     if rw.sidecar is not None:
         raise KerntuneError(f"the spec of '{kernel}' is in {Path(rw.sidecar[0]).name}, whose launch must change "
                             f"with the kernel and which this edit cannot include: apply from a terminal with "

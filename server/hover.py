@@ -46,7 +46,9 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     head += f" · session {s.get('session_id')}, {s.get('status')}"
     head += ", confirmed interleaved" if s.get("confirmed") else ""
     lines.append(head)
-    rows = ["| size set | original µs | best µs | speedup | GB/s | % copy bw |", "|---|--:|--:|--:|--:|--:|"]
+    marks = _kept_marks(s)
+    rows = ["| size set | original µs | best µs | speedup | GB/s | % copy bw |" + (" applied |" if marks else ""),
+            "|---|--:|--:|--:|--:|--:|" + ("---|" if marks else "")]
     orig, best = s.get("original_us") or [], s.get("best_us") or []
     gbps, pct = s.get("gbps") or [], s.get("pct_copy") or []
     for i, sz in enumerate(s.get("sizes") or []):
@@ -55,7 +57,8 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
         sp = f"{o / b:.2f}x" if o and b else "—"
         g = f"{gbps[i]:.0f}" if i < len(gbps) and gbps[i] is not None else "—"
         pc = f"{pct[i]:.0f}%" if i < len(pct) and pct[i] is not None else "—"
-        rows.append(f"| {_sizes(sz)} | {_us(o)} | {_us(b)} | {sp} | {g} | {pc} |")
+        rows.append(f"| {_sizes(sz)} | {_us(o)} | {_us(b)} | {sp} | {g} | {pc} |"
+                    + (f" {marks.get(i, '')} |" if marks else ""))
     lines.append("\n".join(rows))
     sp = s.get("speedup")
     lines.append(f"Speedup **{sp:.2f}x** (geometric mean) with {_p(s.get('best_params'))}; original "
@@ -84,6 +87,20 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     return "\n\n".join(lines)
 
 
+def _kept_marks(s: dict) -> dict[int, str]:
+    """Size set -> "**original kept**" where Apply best keeps the original kernel (the dispatch serves it with the
+    original), or "**slower: not applied**" where one configuration would be slower than the original there."""
+    from agent_core.agent.dispatch import Dispatch
+    from agent_core.apply import single_slower
+    from agent_core.model import KerntuneError
+    if s.get("dispatch"):
+        try:
+            return {i: "**original kept**" for i in Dispatch.from_dict(s["dispatch"]).original_kept}
+        except KerntuneError:
+            return {}
+    return {i: "**slower: not applied**" for i in single_slower(s)}
+
+
 def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
     """The per-shape dispatch of a result: each size set's figures and which kernel serves it (named as Apply
     best would name it in the document), then the rules."""
@@ -96,16 +113,27 @@ def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
         return f"Per-shape dispatch: unreadable record ({e.message})"
     names = dispatch_kernel_names(doc.text, doc.cf, kernel, d)
     how = "replayed" if d.backend == "replay" else "confirmed interleaved" if d.confirmed else "search figures"
-    rows = [f"**Per-shape dispatch** ({how}): **{d.speedup:.2f}x** against {d.single_speedup:.2f}x for one "
-            "configuration; **Apply best** writes it (one kernel per configuration, an `if`/`else` at each launch).",
-            "", "| size set | original µs | tuned µs | speedup | one configuration | kernel |", "|---|--:|--:|--:|--:|---|"]
+    if d.applies_nothing:
+        head = (f"**No regression** ({how}): the original kernel is kept on every size set, no verified "
+                f"configuration is faster there beyond the measured noise ({d.single_speedup:.2f}x for one "
+                "configuration); **Apply best** changes nothing.")
+    else:
+        head = (f"**Per-shape dispatch** ({how}): **{d.speedup:.2f}x** against {d.single_speedup:.2f}x for one "
+                "configuration; **Apply best** writes it (one kernel per configuration, an `if`/`else` at each launch)."
+                + (f" The original kernel is kept on {len(d.original_kept)} size set(s): no verified configuration "
+                   "is faster there beyond the measured noise." if d.original_kept else ""))
+    rows = [head, "", "| size set | original µs | tuned µs | speedup | one configuration | kernel |",
+            "|---|--:|--:|--:|--:|---|"]
     for i, sz in enumerate(d.sizes):
+        kept = d.entries[d.serve[i]].is_original
         rows.append(f"| {_sizes(sz)} | {_us(d.original_us[i])} | {_us(d.tuned_us[i])} | "
                     f"{d.original_us[i] / d.tuned_us[i]:.2f}x | {d.single_original_us[i] / d.single_us[i]:.2f}x | "
-                    f"`{names[d.serve[i]]}` |")
+                    + ("original kept" + ("" if d.applies_nothing else f" (`{names[d.serve[i]]}`)") if kept
+                       else f"`{names[d.serve[i]]}`") + " |")
     rows.append("")
     for i, e in enumerate(d.entries):
-        rows.append(f"- `{names[i]}`: {condition_words(d, i)} → {e.origin} {_p(e.params)}")
+        what = "the original kernel, unchanged" if e.is_original else f"{e.origin} {_p(e.params)}"
+        rows.append(f"- `{names[i]}`: {condition_words(d, i)} → {what}")
     return "\n".join(rows)
 
 

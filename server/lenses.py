@@ -37,10 +37,13 @@ def code_lenses(doc: Doc, results: Results, encoding: str) -> list[lsp.CodeLens]
         if s and s.get("best_params"):
             if s.get("stale"):
                 lens(f"Result stale ({_fmt_x(s.get('speedup'))}, file changed): re-optimize", commands.OPTIMIZE)
+            elif s.get("dispatch") and all(e.get("origin") == "original" for e in s["dispatch"].get("entries") or []):
+                lens("Original kept (no configuration faster beyond the noise)", commands.SHOW_RESULT)
             elif s.get("dispatch"):
                 d = s["dispatch"]
-                lens(f"Apply best ({_fmt_x(d.get('speedup'))}, per-shape dispatch of {len(d.get('entries') or [])})",
-                     commands.APPLY_BEST)
+                kept = len(d.get("original_kept") or [])
+                lens(f"Apply best ({_fmt_x(d.get('speedup'))}, per-shape dispatch of {len(d.get('entries') or [])}"
+                     + (f", original kept on {kept}" if kept else "") + ")", commands.APPLY_BEST)
             elif s.get("best_params") != s.get("original_params"):
                 lens(f"Apply best ({_fmt_x(s.get('speedup'))})", commands.APPLY_BEST)
             else:

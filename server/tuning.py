@@ -288,7 +288,12 @@ class TuningJobs:
             text += f"; stopped: {result['stop']}"
         if result.get("dispatch"):
             d = result["dispatch"]
-            text += (f"; per-shape dispatch of {len(d['entries'])} configurations: {d['speedup']:.2f}x")
+            kept = len(d.get("original_kept") or [])
+            if kept and kept == len(d.get("sizes") or []):
+                text += "; the original kernel kept on every size set (no configuration faster beyond the noise)"
+            else:
+                text += (f"; per-shape dispatch of {len(d['entries'])} configurations: {d['speedup']:.2f}x"
+                         + (f", the original kernel kept on {kept} size set(s)" if kept else ""))
         if result.get("llm"):
             text += f"; {result['llm']}"
         if progress:

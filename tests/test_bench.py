@@ -422,3 +422,37 @@ def test_a_part_of_the_suite_is_never_judged_as_the_whole(recording, tmp_path):
     assert whole["resumed"] == [part["kernels"][0]["name"]]
     assert {k["status"] for k in whole["kernels"]} <= {"ok", "no_variant"}
     assert whole["targets"]["complete"] is True and whole["planned"] == len(RECORDED)
+
+
+# --------------------------------------------------------------------------------------------- no regression
+def test_the_tables_mark_the_shapes_where_the_original_kernel_is_kept(tmp_path):
+    """Over the H100 recording (tests/data/stores/bench.sqlite), per_token_group_quant's single winner is 0.98x on
+    16 x 7168 (beyond the recorded spread). With one configuration per kernel (--no-dispatch) it may not be written,
+    so the original kernel is kept on every shape: the bench reports what is delivered, 1.00x per shape marked
+    "original kept", against 2.96x for the one configuration. With the per-shape dispatch, every shape is served
+    faster than the original."""
+    rec = tmp_path / "rec.sqlite"
+    shutil.copy(bench.Path(__file__).resolve().parent / "data" / "stores" / "bench.sqlite", rec)
+    for dispatch, out in ((False, tmp_path / "one"), (True, tmp_path / "dispatch")):
+        be, store = ReplayBackend(Store(rec)), Store(tmp_path / f"s{dispatch}.sqlite")
+        try:
+            doc = run_bench(discover(["per_token_group_quant_int8"]), be, store, out,
+                            BenchOptions(budget_per_round=30, rounds=3, dispatch=dispatch))
+        finally:
+            be.close()
+            store.close()
+        (k,) = doc["kernels"]
+        md = (out / "bench_results.md").read_text()
+        if not dispatch:
+            assert [s["original_kept"] for s in k["shapes"]] == [True] * 4
+            assert [s["speedup"] for s in k["shapes"]] == [1.0] * 4 and k["speedup"] == 1.0
+            assert k["single_speedup"] == pytest.approx(2.96, abs=0.01)
+            assert [s["single_speedup"] < 0.99 for s in k["shapes"]] == [False, False, True, False]
+            assert md.count(" | #1 original kept |") == 4
+            assert "| per_token_group_quant_int8_kernel | ok | 1.00x (original kept on every shape) | 2.96x |" in md
+            assert "the original kernel kept on every shape (nothing applied)" in md
+            assert "original kept: one configuration must serve every size (--no-dispatch)" in md
+            assert "- original kept: no verified configuration beats the original" in md  # the definition
+        else:
+            assert not any(s["original_kept"] for s in k["shapes"])
+            assert all(s["speedup"] > 1.01 for s in k["shapes"]) and "original kept |" not in md

@@ -237,7 +237,7 @@ def _optimize(work, file, kernel, **opts):
     be = open_backend(f"replay:{work / 'rec.sqlite'}")
     st = Store(work / "s.sqlite")
     events = []
-    res = optimize(str(work / file), kernel, be, st, AgentOptions(budget_per_round=30, max_rounds=3, **opts),
+    res = optimize(str(work / file), kernel, be, st, AgentOptions(**{"budget_per_round": 30, "max_rounds": 3, **opts}),
                    on_event=lambda e: events.append(e.message))
     return res, st, events
 
@@ -291,14 +291,130 @@ def test_no_dispatch_when_turned_off_or_when_nothing_gains(work):
     assert res.dispatch is None and any("per-shape dispatch: no size set" in m for m in events)
 
 
-def test_a_structural_winner_gets_no_dispatch(tmp_path, monkeypatch):
-    """The user's own kernel's template is written back as the whole file: one configuration."""
-    shutil.copy(ROOT / "tests" / "data" / "stores" / "examples.sqlite", tmp_path / "rec.sqlite")
+EXAMPLES_STORE = ROOT / "tests" / "data" / "stores" / "examples.sqlite"
+
+
+@pytest.fixture
+def row_sum(tmp_path, monkeypatch):
+    """examples/row_sum.cu over its H100 recording (tests/data/stores/examples.sqlite: its structural template)."""
+    shutil.copy(EXAMPLES_STORE, tmp_path / "rec.sqlite")
     shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
     monkeypatch.chdir(tmp_path)
-    res, _, events = _optimize(tmp_path, "row_sum.cu", "row_sum", use_experts=False)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_a_structural_winner_faster_everywhere_is_one_configuration(row_sum):
+    """The user's own kernel's template gets the dispatch too; over the whole recorded space its winner is faster
+    than the original beyond the noise on both size sets, and no other configuration gains 5%: one configuration."""
+    res, _, events = _optimize(row_sum, "row_sum.cu", "row_sum", use_experts=False)
     assert res.best is not None and res.best.template.origin == "structural"
-    assert res.dispatch is None and any("written back whole" in m for m in events)
+    assert res.dispatch is None
+    assert not any("written back whole" in m for m in events)
+    assert any("faster than the original beyond the measured noise on every size set" in m for m in events)
+
+
+def test_a_size_set_no_configuration_beats_beyond_the_noise_keeps_the_original(row_sum):
+    """A short search (budget 4) of row_sum's structural template wins with BLOCK=128, UNROLL=8: 1.08x on the
+    1000 x 4099 size set, but 56.8 against 56.9 us on 8192 x 4096, inside the recorded spread (1.4%). That size
+    set keeps the original kernel: a dispatch of the winner and the original, recorded, and what the result
+    carries (what apply writes)."""
+    from agent_core.search.tuner import result_summary
+    res, st, events = _optimize(row_sum, "row_sum.cu", "row_sum", use_experts=False, max_rounds=1,
+                                 budget_per_round=4)
+    d = res.dispatch
+    assert res.best.summary["best_params"] == {"BLOCK": 128, "UNROLL": 8}
+    assert d is not None and d.confirmed and d.original_kept == [0]
+    assert [e.is_original for e in d.entries] == [False, True] and d.entries[0].origin == "structural"
+    assert d.entries[1].params == {"BLOCK": 128, "UNROLL": 4}  # the original's own values
+    assert d.serve == [1, 0] and d.tuned_us[0] == d.original_us[0]  # the original: 1.00x by construction
+    assert d.original_us[1] / d.tuned_us[1] == pytest.approx(1.08, abs=0.01)
+    assert d.single_slower == []  # the winner alone is not slower anywhere: within the noise
+    assert len(d.kept) == 1 and d.kept[0].startswith("8192×4096:") and "(1.4%)" in d.kept[0]
+    assert dsp.condition_words(d, 1) == "rows > 2862 and cols <= 4097"
+    assert dsp.kernel_names(d, "row_sum") == ["row_sum", "row_sum__orig"]
+    assert any("the original kernel kept on 1 size set" in m for m in events)
+    s = result_summary(st, str(row_sum / "row_sum.cu"), "row_sum")
+    assert s["dispatch"] == d.to_dict() and s["dispatch"]["original_kept"] == [0]
+
+
+def test_no_dispatch_keeps_one_configuration_that_is_slower_nowhere(row_sum):
+    """--no-dispatch: the same winner is within the noise on one size set and slower on none: one configuration."""
+    res, st, events = _optimize(row_sum, "row_sum.cu", "row_sum", use_experts=False, max_rounds=1,
+                                 budget_per_round=4, dispatch=False)
+    assert res.dispatch is None and res.best.summary["best_params"] == {"BLOCK": 128, "UNROLL": 8}
+    assert any("one configuration: not faster than the original beyond the noise on 1 size set(s), but slower "
+               "on none" in m for m in events)
+
+
+def test_no_dispatch_keeps_the_original_where_the_one_configuration_is_slower(tmp_path, monkeypatch):
+    """The H100 recording of per_token_group_quant: its winner is 2.96x over the size sets but 3.56 against 3.50 us
+    on 16 x 7168 (1.8% slower, beyond the 1.1% spread). With the dispatch that size set gets the original kernel
+    or a faster configuration; with one configuration for every size (--no-dispatch) the original is kept
+    everywhere, and the result says so."""
+    shutil.copy(BENCH_STORE, tmp_path / "rec.sqlite")
+    shutil.copy(ROOT / "bench" / "per_token_group_quant_int8.cu", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    res, st, events = _optimize(tmp_path, "per_token_group_quant_int8.cu", "per_token_group_quant_int8_kernel", dispatch=False)
+    d = res.dispatch
+    assert res.best.summary["speedup"] == pytest.approx(2.96, abs=0.01)
+    assert d is not None and d.applies_nothing and d.original_kept == [0, 1, 2, 3] and d.speedup == 1.0
+    assert d.single_slower == [2] and d.single_speedup == pytest.approx(2.96, abs=0.01)
+    assert any("--no-dispatch" in k and "slower than the original on 16×7168" in k for k in d.kept)
+    assert any("the original kernel is kept on every size set (nothing to apply)" in m for m in events)
+    # with the per-shape dispatch, every size set is served faster than the original
+    res, _, _ = _optimize(tmp_path, "per_token_group_quant_int8.cu", "per_token_group_quant_int8_kernel")
+    d = res.dispatch
+    assert d is not None and d.original_kept == []
+    assert all(o / t > 1.01 for o, t in zip(d.original_us, d.tuned_us))
+
+
+def _t(median: float, iqr: float) -> Timing:
+    return Timing(median_us=median, min_us=median, max_us=median, iqr_us=iqr, reps=100, batch=1, l2="flushed")
+
+
+def test_the_noise_margin_is_one_percent_or_the_timings_spread():
+    assert dsp.margin(_t(100, 0.2), _t(90, 0.2)) == pytest.approx(0.01)  # tight timings: the 1% floor
+    assert dsp.margin(_t(100, 4.0), _t(50, 1.0)) == pytest.approx(0.02 + 0.01)  # half of each relative IQR
+    assert dsp.faster(_t(100, 0.5), _t(98.9, 0.5)) and not dsp.faster(_t(100, 0.5), _t(99.1, 0.5))
+    assert not dsp.faster(_t(100, 4.0), _t(98, 4.0))  # 2% faster, but inside a 4% spread
+    assert dsp.slower(_t(100, 0.5), _t(101.1, 0.5)) and not dsp.slower(_t(100, 0.5), _t(100.9, 0.5))
+    assert not dsp.faster(_t(100, 0.5), _t(100, 0.5)) and not dsp.slower(_t(100, 0.5), _t(100, 0.5))
+
+
+def test_confirmation_keeps_the_original_where_nothing_is_faster_beyond_the_noise():
+    w = cand("w", [0.5, 0.5, 0.5, 0.5])
+    a = cand("a", [0.6, 0.6, 0.3, 0.6])
+    d = dsp.choose([w, a], ("T", w.params), SIZES)
+    assert [e.params["P"] for e in d.entries] == ["w", "a"]
+    # confirmed: the winner is 0.5% faster than the original on 4096x4096 (noise) and 3% slower on 333x4099;
+    # a holds its gain on 16 tokens
+    measured = {"w": [99.5, 200, 10, 10.3], "a": [120, 240, 6, 12]}
+    c = dsp.confirm(d, lambda e: (_timings(ORIG), _timings(measured[e.params["P"]])), original_params={"P": "o"})
+    assert c.confirmed and c.original_kept == [0, 3] and c.single_slower == [3]
+    assert [c.entries[i].params["P"] if not c.entries[i].is_original else "orig" for i in c.serve] == \
+        ["orig", "w", "a", "orig"]
+    assert c.tuned_us == [100, 200, 6, 10] and c.original_us == ORIG
+    assert c.speedup == pytest.approx((1 * 2 * (20 / 6) * 1) ** 0.25)
+    assert all(dsp.select(c, s) == e for s, e in zip(SIZES, c.serve))
+    assert len(c.kept) == 2 and c.kept[0].startswith("4096×4096:") and c.kept[1].startswith("333×4099:")
+    assert next(e for e in c.entries if e.is_original).params == {"P": "o"}
+    back = Dispatch.from_dict(json.loads(json.dumps(c.to_dict())))
+    assert back.to_dict() == c.to_dict() and back.original_kept == [0, 3] and back.kept == c.kept
+    # two size sets keep the original: it is the default (unmeasured sizes fall to it) and keeps the kernel's name
+    assert c.entries[0].is_original and dsp.kernel_names(c, "k")[0] == "k"
+    assert dsp.condition_words(c, 0) == "otherwise"
+    # a configuration not faster than the original where it serves, but the winner is: the winner serves there
+    measured = {"w": [50, 200, 10, 5], "a": [60, 240, 20.5, 6]}
+    c = dsp.confirm(d, lambda e: (_timings(ORIG), _timings(measured[e.params["P"]])))
+    assert c is None  # a's gain did not hold: the winner everywhere, faster than the original everywhere
+    # nothing faster anywhere: the original kernel on every size set
+    s = dsp.single(w, SIZES)
+    c = dsp.confirm(s, lambda e: (_timings(ORIG), _timings([100.2, 401, 20, 10.5])))
+    assert c.applies_nothing and c.original_kept == [0, 1, 2, 3] and c.speedup == 1.0 and c.single_slower == [3]
+    # the winner alone, faster everywhere: no dispatch
+    assert dsp.confirm(s, lambda e: (_timings(ORIG), _timings([50, 200, 10, 5]))) is None
 
 
 def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):

@@ -56,3 +56,68 @@ def test_a_dispatch_written_into_the_file_verifies_on_the_gpu(tmp_path, monkeypa
     finally:
         be.close()
         store.close()
+
+
+def test_a_structural_dispatch_with_the_original_kept_verifies_kernel_by_kernel_on_the_gpu(tmp_path, monkeypatch):
+    """examples/row_sum.cu, its own structural template tuned on the GPU (no experts). The loop's answer (one
+    configuration, or a dispatch that may keep the original on some size set) is written and verified when it is
+    a dispatch; then a dispatch of three kernels is written whatever the GPU measured: the winner under the
+    kernel's name, the original kernel kept as `row_sum__orig` for the 8192-row size set, and a verified
+    configuration with another BLOCK (its own #define around it, push_macro/pop_macro) for the other one. The file
+    compiles, every kernel passes verification against the original on every size set at its own spec's launch,
+    and is timed interleaved with it (printed)."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, original_entry, select
+    from agent_core.apply import rewrite_result
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import result_summary, verify_kernels
+    src = tmp_path / "row_sum.cu"
+    shutil.copy(ROOT / "examples" / "row_sum.cu", src)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    text = src.read_text()
+    store = Store(tmp_path / "s.sqlite")
+    be = GpuBackend()
+
+    def verify(new_text, kernels, what):
+        check_compiles(new_text, src, host=True)
+        results = verify_kernels(str(src), "row_sum", text, new_text, be, kernels)
+        for (name, _), (ev, confirmed) in zip(kernels, results):
+            assert ev.ok, (what, name, ev.status, ev.error)
+            o = [t.median_us for t in confirmed[0]]
+            v = [t.median_us for t in confirmed[1]]
+            print(f"[gpu] {what} {name}: " + ", ".join(f"{a:.1f} -> {b:.1f} us" for a, b in zip(o, v)))
+    try:
+        res = optimize(str(src), "row_sum", be, store, AgentOptions(budget_per_round=12, max_rounds=1,
+                                                                     use_experts=False))
+        r = res.rounds[0]
+        t = r.template
+        assert t.origin == "structural"
+        if res.dispatch is not None:
+            d = res.dispatch
+            print("[gpu] the loop's dispatch: " + "; ".join(dsp.describe(d)) + " | kept: " + "; ".join(d.kept))
+            s = result_summary(store, str(src), "row_sum", text)
+            if not d.applies_nothing:
+                rw, _ = rewrite_result(src, "row_sum", text, s, store)
+                verify(rw.text, rw.kernels, "loop")
+        else:
+            print("[gpu] the loop's answer: one configuration", r.summary["best_params"])
+        winner = r.summary["best_params"]
+        ok = [e.params for e in store.evaluations(session_id=r.summary["session_id"]) if e.ok]
+        other = next(p for p in ok if p["BLOCK"] != winner["BLOCK"] and p["BLOCK"] != 128)
+        orig = t.space.original_config()
+        entries = [Entry(t.template_hash, "structural", winner), original_entry(orig),
+                   Entry(t.template_hash, "structural", other)]
+        sizes = r.summary["sizes"]
+        n = len(sizes)
+        d = Dispatch(rules=[Rule([Bound("rows", 2862, None)], 1), Rule([Bound("cols", 4097, None)], 2), Rule([], 0)],
+                     entries=entries, winner=entries[0], sizes=sizes, serve=[], original_us=[1.0] * n,
+                     tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+        d.serve = [select(d, s) for s in sizes]
+        assert sorted(d.serve) == [1, 2]  # 8192 x 4096: the original; 1000 x 4099: the other configuration
+        from agent_core.apply import rewrite_dispatch
+        rw = rewrite_dispatch(text, src, "row_sum", [(t, winner), (None, orig), (t, other)], d)
+        assert [name for name, _ in rw.kernels][1] == "row_sum__orig"
+        assert f'#define BLOCK {other["BLOCK"]}' in rw.text and '#pragma push_macro("BLOCK")' in rw.text
+        verify(rw.text, rw.kernels, "forced")
+    finally:
+        be.close()
+        store.close()

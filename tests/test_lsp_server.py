@@ -820,3 +820,38 @@ async def test_optimize_through_an_llm_endpoint_shows_what_it_spent(tmp_path: Pa
     from agent_core.store import Store
     with Store(tmp_path / "results.sqlite") as s:
         assert key not in json.dumps([st for ses in s.sessions() for st in s.steps(ses["id"])], default=str)
+
+
+async def test_the_hover_and_apply_best_keep_the_original_where_nothing_is_faster(tmp_path: Path):
+    """row_sum searched briefly (budget 4, its structural template only) over its H100 recording: the winner is not
+    faster than the original beyond the noise on 8192 x 4096. The progress's end, the lens and the kernel's hover say
+    that the original kernel is kept there (the summary table and the dispatch table mark the size set); Apply best
+    writes the dispatch with the original kernel as `row_sum__orig`."""
+    rec = tmp_path / "rec.sqlite"
+    shutil.copy(REPO / "tests" / "data" / "stores" / "examples.sqlite", rec)
+    src = tmp_path / "row_sum.cu"
+    shutil.copy(REPO / "examples" / "row_sum.cu", src)
+    text = src.read_text()
+    lines = text.split("\n")
+    row = next(i for i, ln in enumerate(lines) if "void row_sum(" in ln)
+    env = {**ENV, "KERNTUNE_BACKEND": f"replay:{rec}", "KERNTUNE_STORE": str(tmp_path / "results.sqlite"),
+           "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune")}
+    async with lsp_server(env) as client:
+        uri = open_doc(client, src)
+        await diagnostics_for(client, uri)
+        res = await execute(client, "kerntune.optimize", uri, "row_sum", {"budget": 4, "rounds": 1, "experts": False})
+        end = await wait_until(lambda: progress_end(client, res["token"]), "the end of the optimize loop", 90)
+        assert "the original kernel kept on 1 size set(s)" in end.message, end.message
+        await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"], "the result")
+        md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("row_sum") + 2))
+        assert "| cols=4096, rows=8192 | 56.88 | 56.85 | 1.00x | 2362 | 79% | **original kept** |" in md, md
+        assert "The original kernel is kept on 1 size set(s)" in md
+        assert "| cols=4096, rows=8192 | 56.88 | 56.88 | 1.00x | 1.00x | original kept (`row_sum__orig`) |" in md
+        assert "- `row_sum__orig`: rows > 2862 and cols <= 4097 → the original kernel, unchanged" in md
+        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri)))
+        assert any("original kept on 1" in (le.command.title if le.command else "") for le in lenses)
+        applied = await execute(client, "kerntune.applyBest", uri, "row_sum")
+        assert applied["applied"] is True and applied["warnings"] == [], applied
+        new = apply_text_edits(text, client.applied_edits[-1])
+    assert "row_sum__orig<<<rows, 128, 0, stream>>>(x, out, cols);" in new and "#pragma unroll 8" in new

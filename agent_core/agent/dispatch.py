@@ -11,7 +11,11 @@ between the measured values on either side. The rule is what the tuned rewrite w
 
 ``confirm`` times every configuration of a dispatch interleaved with the original (the figures a report
 quotes) and gives back to the winner every size set where the confirmation does not keep a gain of
-CONFIRM_GAIN. Nothing here runs code: the caller passes the measuring function.
+CONFIRM_GAIN. Then no regression: a size set whose configuration is not faster than the original beyond the
+measured noise (``faster``: by more than ``margin``) is served by the original kernel itself, unchanged: the
+dispatch's ``ORIGINAL`` entry. ``single`` is the dispatch of the winner alone (what is confirmed when no other
+configuration gains), ``original_only`` the answer where one configuration would be slower somewhere and none
+may be written per shape. Nothing here runs code: the caller passes the measuring function.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ MIN_GAIN = 0.05  # a size set gets its own configuration only where that is at l
 CONFIRM_GAIN = 0.01  # ... and still at least 1% faster when timed interleaved with the original
 TIE = 0.01  # configurations within 1% of the fastest on a size set count as equally fast there
 MAX_ENTRIES = 4  # configurations in one dispatch: each becomes a kernel in the user's file
+NOISE_FLOOR = 0.01  # a size set counts as faster (or slower) than the original only beyond 1% ...
+# ... or beyond the timings' own spread where that is wider (``margin``)
+ORIGINAL = "original"  # the template hash (and origin) of the entry that is the user's original kernel, unchanged
 
 
 @dataclass
@@ -50,7 +57,8 @@ class Candidate:
 
 @dataclass
 class Entry:
-    """One configuration of a dispatch: the template it instantiates and its parameter values."""
+    """One configuration of a dispatch: the template it instantiates and its parameter values; or (template hash
+    ``ORIGINAL``) the user's original kernel as it is, its params the values of its own tunables."""
     template_hash: str
     origin: str
     params: dict[str, int]
@@ -58,6 +66,38 @@ class Entry:
     @property
     def key(self) -> tuple[str, str]:
         return self.template_hash, params_key(self.params)
+
+    @property
+    def is_original(self) -> bool:
+        return self.template_hash == ORIGINAL
+
+
+def original_entry(params: dict[str, int] | None = None) -> Entry:
+    """The dispatch entry that is the original kernel (``params``: its own tunables' values, for the words)."""
+    return Entry(ORIGINAL, ORIGINAL, dict(params or {}))
+
+
+# --------------------------------------------------------------------------------------------- noise
+def margin(original: Timing, variant: Timing) -> float:
+    """How much faster than the original a configuration must be on a size set to count as faster there (and how
+    much slower to count as slower): NOISE_FLOOR, or, where the two timings spread more, half the original's
+    interquartile range plus half the variant's, each relative to its median (beyond it, the variant's upper
+    quartile lies below the original's lower quartile)."""
+    spread = 0.0
+    for t in (original, variant):
+        if t.median_us > 0 and t.iqr_us is not None and math.isfinite(t.iqr_us):
+            spread += 0.5 * t.iqr_us / t.median_us
+    return max(NOISE_FLOOR, spread)
+
+
+def faster(original: Timing, variant: Timing) -> bool:
+    """The variant beats the original beyond the measured noise (``margin``)."""
+    return variant.median_us * (1 + margin(original, variant)) < original.median_us
+
+
+def slower(original: Timing, variant: Timing) -> bool:
+    """The variant loses to the original beyond the measured noise (``margin``)."""
+    return variant.median_us > original.median_us * (1 + margin(original, variant))
 
 
 @dataclass
@@ -104,6 +144,19 @@ class Dispatch:
     confirmed: bool = False  # figures from interleaved confirmation (else the search's)
     dropped: list[str] = field(default_factory=list)  # what the confirmation gave back to the winner, in words
     backend: str = ""  # what measured the figures ("gpu", "replay": a recording's figures)
+    kept: list[str] = field(default_factory=list)  # the size sets the original kernel serves, and why, in words
+    single_slower: list[int] = field(default_factory=list)  # size sets where the winner alone is slower than
+    # the original beyond the noise, under confirmation: one configuration for every size must not be written then
+
+    @property
+    def original_kept(self) -> list[int]:
+        """The size sets the original kernel serves (no verified configuration is faster there beyond the noise)."""
+        return [i for i, e in enumerate(self.serve) if self.entries[e].is_original]
+
+    @property
+    def applies_nothing(self) -> bool:
+        """Every size set keeps the original kernel: applying changes nothing."""
+        return all(e.is_original for e in self.entries)
 
     @property
     def speedup(self) -> float:
@@ -120,7 +173,8 @@ class Dispatch:
                 "sizes": self.sizes, "serve": self.serve, "original_us": self.original_us, "tuned_us": self.tuned_us,
                 "single_original_us": self.single_original_us, "single_us": self.single_us,
                 "confirmed": self.confirmed, "dropped": self.dropped, "backend": self.backend, "speedup": self.speedup,
-                "single_speedup": self.single_speedup}
+                "single_speedup": self.single_speedup, "kept": self.kept, "single_slower": self.single_slower,
+                "original_kept": self.original_kept}
 
     @staticmethod
     def from_dict(d: dict) -> "Dispatch":
@@ -134,7 +188,8 @@ class Dispatch:
                             original_us=list(d["original_us"]), tuned_us=list(d["tuned_us"]),
                             single_original_us=list(d["single_original_us"]), single_us=list(d["single_us"]),
                             confirmed=bool(d.get("confirmed")), dropped=list(d.get("dropped") or []),
-                            backend=str(d.get("backend") or ""))
+                            backend=str(d.get("backend") or ""), kept=list(d.get("kept") or []),
+                            single_slower=[int(x) for x in d.get("single_slower") or []])
         except (KeyError, TypeError, ValueError) as e:
             raise KerntuneError(f"not a per-shape dispatch record ({type(e).__name__}: {e})") from None
 
@@ -306,61 +361,131 @@ def _build(rules: list[tuple[list[Bound], tuple[str, str]]], labels: list[tuple[
 Measure = Callable[[Entry], "tuple[list[Timing], list[Timing]]"]
 
 
-def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN) -> Dispatch | None:
+def single(winner: Candidate, sizes: list[dict[str, int]]) -> Dispatch:
+    """The dispatch of the winner alone on every size set (confirmed like any other: ``confirm`` then keeps the
+    original where the winner is not faster)."""
+    w = Entry(winner.template_hash, winner.origin, dict(winner.params))
+    return Dispatch(rules=[Rule([], 0)], entries=[w], winner=w, sizes=[dict(s) for s in sizes],
+                    serve=[0] * len(sizes), original_us=list(winner.original_us), tuned_us=list(winner.us),
+                    single_original_us=list(winner.original_us), single_us=list(winner.us))
+
+
+def original_only(d: Dispatch, original_params: dict[str, int], why: str) -> Dispatch:
+    """``d`` (confirmed) turned into the original kernel on every size set: where one configuration must serve
+    every size (no per-shape dispatch) and the winner is slower than the original on some size set."""
+    o = original_entry(original_params)
+    return replace(d, rules=[Rule([], 0)], entries=[o], serve=[0] * len(d.sizes),
+                   original_us=list(d.single_original_us), tuned_us=list(d.single_original_us),
+                   kept=list(d.kept) + [why])
+
+
+def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN,
+            original_params: dict[str, int] | None = None) -> Dispatch | None:
     """The dispatch with confirmed figures: ``measure(entry)`` times the entry's configuration interleaved with
     the original on every size set ((original timings, variant timings), e.g. Backend.confirm). A size set whose
     configuration is not at least ``min_gain`` faster than the winner under confirmation goes back to the
-    winner. None when no size set keeps its own configuration."""
-    figures: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    winner; then a size set whose configuration (or, failing it, the winner) is not ``faster`` than the original
+    beyond the measured noise is served by the original kernel (an ``ORIGINAL`` entry with ``original_params``).
+    None when the winner alone serves every size set."""
+    timings: dict[tuple[str, str], tuple[list[Timing], list[Timing]]] = {}
     for e in d.entries + [d.winner]:
-        if e.key not in figures:
+        if e.key not in timings and not e.is_original:
             o, v = measure(e)
             if len(o) != len(d.sizes) or len(v) != len(d.sizes):
                 raise KerntuneError(f"confirmation of {e.params} gave {len(v)} timings for {len(d.sizes)} size sets")
-            figures[e.key] = ([t.median_us for t in o], [t.median_us for t in v])
-    wo, wv = figures[d.winner.key]
-    labels, dropped = [], []
+            timings[e.key] = (list(o), list(v))
+    figures = {k: ([t.median_us for t in o], [t.median_us for t in v]) for k, (o, v) in timings.items()}
+    wk = d.winner.key
+    wo, wv = figures[wk]
+    orig = original_entry(original_params if original_params is not None else next(
+        (e.params for e in d.entries if e.is_original), {}))
+    ok = orig.key
+    labels, dropped, kept = [], [], []
     for i, ei in enumerate(d.serve):
         e = d.entries[ei]
+        if e.is_original:  # a recorded dispatch confirmed again: the winner is asked first
+            e = d.winner
         o, v = figures[e.key]
-        if e.key != d.winner.key and not (wv[i] / wo[i] >= (v[i] / o[i]) * (1 + min_gain)):
+        if e.key != wk and not (wv[i] / wo[i] >= (v[i] / o[i]) * (1 + min_gain)):
             dropped.append(f"{_label(d.sizes[i])}: {params_words(e.params)} {v[i]:.1f} us against the winner's "
                            f"{wv[i]:.1f} us when confirmed")
-            labels.append(d.winner.key)
+            labels.append(wk)
         else:
             labels.append(e.key)
-    if all(lab == d.winner.key for lab in labels):
+    params_of = {e.key: e.params for e in d.entries + [d.winner]}
+
+    def keep_original(i: int, lab: tuple[str, str]) -> bool:
+        """Whether size set ``i`` must go to the original (its configuration, then the winner, not faster)."""
+        o, v = timings[lab][0][i], timings[lab][1][i]
+        if faster(o, v):
+            return False
+        if lab != wk and faster(timings[wk][0][i], timings[wk][1][i]):
+            dropped.append(f"{_label(d.sizes[i])}: {params_words(params_of[lab])} {v.median_us:.1f} us is not "
+                           f"faster than the original's {o.median_us:.1f} us beyond the noise "
+                           f"({margin(o, v):.1%}); the winner is")
+            labels[i] = wk
+            return False
+        o, v = timings[wk][0][i], timings[wk][1][i]
+        kept.append(f"{_label(d.sizes[i])}: the best verified configuration ({params_words(params_of[wk])}) takes "
+                    f"{v.median_us:.1f} us against the original's {o.median_us:.1f} us, not faster beyond the "
+                    f"noise ({margin(o, v):.1%}): the original kernel serves it")
+        return True
+
+    for i, lab in enumerate(list(labels)):
+        if keep_original(i, lab):
+            labels[i] = ok
+    single_slower = [i for i in range(len(d.sizes)) if slower(timings[wk][0][i], timings[wk][1][i])]
+    if all(lab == wk for lab in labels):
         return None
     cands = {e.key: Candidate(e.template_hash, e.origin, dict(e.params), figures[e.key][1], figures[e.key][0])
-             for e in d.entries + [d.winner]}
+             for e in d.entries + [d.winner] if not e.is_original}
+    cands[ok] = Candidate(ORIGINAL, ORIGINAL, dict(orig.params), list(wo), list(wo))
 
     def score(k: tuple[str, str]) -> float:
         return sum(cands[k].ratio)
 
-    rules = _rules(labels, d.sizes, d.winner.key, score)
+    ints = [n for n in d.sizes[0] if all(isinstance(s.get(n), int) for s in d.sizes)]
+    rules = _rules(labels, d.sizes, wk, score)
     while rules is None:
         # Some size sets cannot be told apart by their sizes any more (the default moved): the size sets of the
-        # configuration that gains least against the winner go back to it, until the rest can be told apart.
-        others = {lab for lab in labels if lab != d.winner.key}
-        gain = {lab: sum(wv[i] / figures[lab][1][i] - 1 for i, x in enumerate(labels) if x == lab) for lab in others}
-        worst = min(others, key=lambda lab: (gain[lab], lab))
-        for i, lab in enumerate(labels):
-            if lab == worst:
-                dropped.append(f"{_label(d.sizes[i])}: {params_words(cands[lab].params)} cannot be told apart "
-                               "from the winner's size sets by its sizes")
-                labels[i] = d.winner.key
-        if all(lab == d.winner.key for lab in labels):
+        # configuration that gains least against the winner go back to it (or to the original where the winner
+        # is not faster), until the rest can be told apart; then the winner's size sets alike in every size to
+        # one the original serves go to the original too.
+        others = {lab for lab in labels if lab not in (wk, ok)}
+        if others:
+            gain = {lab: sum(wv[i] / figures[lab][1][i] - 1 for i, x in enumerate(labels) if x == lab)
+                    for lab in others}
+            worst = min(others, key=lambda lab: (gain[lab], lab))
+            for i, lab in enumerate(labels):
+                if lab == worst:
+                    dropped.append(f"{_label(d.sizes[i])}: {params_words(cands[lab].params)} cannot be told apart "
+                                   "from the winner's size sets by its sizes")
+                    labels[i] = ok if keep_original(i, wk) else wk
+        else:
+            alike = [i for i, lab in enumerate(labels) if lab == wk and any(
+                labels[j] == ok and all(d.sizes[i][n] == d.sizes[j][n] for n in ints) for j in range(len(labels)))]
+            for i in alike or [i for i, lab in enumerate(labels) if lab == wk]:
+                kept.append(f"{_label(d.sizes[i])}: cannot be told apart by its sizes from a size set the original "
+                            "kernel serves: the original kernel serves it too")
+                labels[i] = ok
+        if all(lab == wk for lab in labels):
             return None
-        rules = _rules(labels, d.sizes, d.winner.key, score)
-    out = _build(rules, labels, cands, cands[d.winner.key], d.sizes)
+        rules = _rules(labels, d.sizes, wk, score)
+    out = _build(rules, labels, cands, cands[wk], d.sizes)
     out.confirmed = True
     out.dropped = dropped
+    out.kept = kept
+    out.single_slower = single_slower
     return out
 
 
 # --------------------------------------------------------------------------------------------- words
-def _label(sizes: dict) -> str:
+def size_label(sizes: dict) -> str:
+    """A size set in words: ``4096×1024``."""
     return "×".join(str(v) for v in sizes.values())
+
+
+_label = size_label
 
 
 def condition_words(d: Dispatch, entry_index: int) -> str:
@@ -379,25 +504,32 @@ def describe(d: Dispatch) -> list[str]:
         shapes = [i for i, s in enumerate(d.serve) if s == ei]
         figs = ", ".join(f"{_label(d.sizes[i])} {d.original_us[i] / d.tuned_us[i]:.2f}x"
                          + (f" (one configuration: {d.single_original_us[i] / d.single_us[i]:.2f}x)"
-                            if e.key != d.winner.key else "") for i in shapes)
-        lines.append(f"{condition_words(d, ei)}: {e.origin} {params_words(e.params)}"
-                     + (f" — {figs}" if figs else ""))
+                            if e.key != d.winner.key else "") + (" (original kept)" if e.is_original else "")
+                         for i in shapes)
+        what = "the original kernel, unchanged" if e.is_original else f"{e.origin} {params_words(e.params)}"
+        lines.append(f"{condition_words(d, ei)}: {what}" + (f" — {figs}" if figs else ""))
     return lines
 
 
 def kernel_names(d: Dispatch, kernel: str, taken: set[str] | None = None) -> list[str]:
     """The kernel name of each entry in the rewrite: the kernel's own for entries[0] (the default); for the
     others ``<kernel>__<what differs>``: the values that differ from the default's (``__vec2_items8``), led by
-    the expert's name where the template differs; made unique against ``taken``."""
+    the expert's name where the template differs; ``<kernel>__orig`` for the original kernel; made unique
+    against ``taken``. The kernel's structural template and the original count as one template (the original
+    is the structural template at its own values): ``row_sum__block256``."""
     taken = set(taken or ()) | {kernel}
     names = [kernel]
     base_entry = d.entries[0]
+    own = {ORIGINAL, "structural"}
     for e in d.entries[1:]:
         parts = []
-        if e.template_hash != base_entry.template_hash:
-            parts.append(e.origin.split(":", 1)[-1])
-        parts += [f"{k}{v}" for k, v in e.params.items() if base_entry.params.get(k) != v
-                  or e.template_hash != base_entry.template_hash]
+        same = e.template_hash == base_entry.template_hash or {e.origin, base_entry.origin} <= own
+        if e.is_original:
+            parts.append("orig")
+        else:
+            if not same:
+                parts.append(e.origin.split(":", 1)[-1])
+            parts += [f"{k}{v}" for k, v in e.params.items() if base_entry.params.get(k) != v or not same]
         base = f"{kernel}__" + re.sub(r"\W", "_", "_".join(parts).lower() or "alt")
         name, k = base, 2
         while name in taken:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from agent_core.measure import timeline as tl
 from agent_core.measure.backend import Backend
-from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
+from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec, params_key, params_words
 from agent_core.agent.planning import Planner, Round, RuleBasedPlanner, Step, analyze
 from agent_core.store import Store
 from agent_core.search.tuner import (EARLY_STOP_AFTER, Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs,
@@ -237,8 +237,9 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
     if opt.dispatch and result.best is not None and not cancel.is_set() and over_time:
         emit(TuneEvent("status", f"per-shape dispatch: not searched, the time budget of {opt.time_budget_s:.0f} s "
                                  "for the run is spent; one configuration"))
-    elif opt.dispatch and result.best is not None and not cancel.is_set():
-        result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel, originals)
+    if result.best is not None and not cancel.is_set():
+        result.dispatch = per_shape_dispatch(prep, result, verified, backend, store, emit, cancel, originals,
+                                             per_shape=opt.dispatch and not over_time)
     if result.best is not None and result.dispatch is None and not cancel.is_set():
         # this run's answer is one configuration: an older run's dispatch for the same winner no longer applies
         sid = result.rounds[-1].summary.get("session_id")
@@ -252,38 +253,52 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
 
 def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple[KernelTemplate, TuneResult]],
                        backend: Backend, store: Store, emit: Callable[[TuneEvent], None],
-                       cancel: threading.Event, originals: dict | None = None) -> "Dispatch | None":
+                       cancel: threading.Event, originals: dict | None = None, per_shape: bool = True
+                       ) -> "Dispatch | None":
     """The dispatch over the verified configurations of every round whose template the rewrite can hold several
-    configurations of (an expert's or an LLM's partial template, not the user's whole file), against the best
-    round's winner; confirmed interleaved with the original and recorded as a step of the last round's session.
-    None when no size set gains enough, or the winner is the kernel's own structural template."""
+    configurations of (an expert's or an LLM's partial template, the kernel's own structural template), against
+    the best round's winner; confirmed interleaved with the original, with the original kernel serving every size
+    set where no configuration is faster beyond the measured noise, and recorded as a step of the last round's
+    session. ``per_shape`` False (``--no-dispatch``): one configuration, the winner, unless it is slower than the
+    original on some size set; then the original everywhere. None when the winner serves every size set."""
     from agent_core.agent import dispatch as dsp
-    from agent_core.apply import is_whole_file
+    from agent_core.apply import can_dispatch
     best = result.best
     wt = best.template
-    if is_whole_file(wt, prep.cf):
-        emit(TuneEvent("status", f"per-shape dispatch: not offered, the winner is the {wt.origin} template, which "
-                                 "is written back whole (one configuration)"))
-        return None
+    wkey = (wt.template_hash, params_key(best.summary["best_params"]))
+    original_params = prep.structural.space.original_config() if prep.structural is not None else {}
     templates = {wt.template_hash: wt}
     cands = []
     for t, r in verified:
-        if is_whole_file(t, prep.cf) or not r.original:
+        held = can_dispatch(t, prep.cf)
+        if not r.original or not (held or t.template_hash == wt.template_hash):
             continue
         templates[t.template_hash] = t
         orig = [x.median_us for x in r.original]
         for ev in r.evaluations:
             if ev.ok and len(ev.timings) == len(orig) and all(x is not None for x in ev.timings):
-                cands.append(dsp.Candidate(t.template_hash, t.origin, dict(ev.params),
-                                           [x.median_us for x in ev.timings], orig))
-    with tl.phase("dispatch"):
+                c = dsp.Candidate(t.template_hash, t.origin, dict(ev.params), [x.median_us for x in ev.timings], orig)
+                if held or c.key == wkey:
+                    cands.append(c)
+    held = can_dispatch(wt, prep.cf)
+    d = None
+    if per_shape and held:
         d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
+        if d is None:
+            emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
+                                     f"{dsp.MIN_GAIN:.0%} faster by another verified configuration"))
+    elif per_shape:
+        emit(TuneEvent("status", f"per-shape dispatch: not offered, the winner is the {wt.origin} template, which "
+                                 "is written back whole (one configuration)"))
     if d is None:
-        emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
-                                 f"{dsp.MIN_GAIN:.0%} faster by another verified configuration; one configuration"))
-        return None
-    emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "
-                             f"{d.single_speedup:.2f}x in the search); confirming them against the original"))
+        w = next((c for c in cands if c.key == wkey), None)
+        if w is None or len(prep.spec.sizes) < 1:
+            return None
+        d = dsp.single(w, prep.spec.sizes)
+        emit(TuneEvent("status", "no regression: confirming the winner against the original on every size set"))
+    else:
+        emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "
+                                 f"{d.single_speedup:.2f}x in the search); confirming them against the original"))
     todo = list({e.key: e for e in d.entries + [d.winner]}.values())  # the winner is often entry 0: time it once
     sid = result.rounds[-1].summary.get("session_id")
     try:
@@ -297,20 +312,39 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             store.put_step(sid, "plan", f"per-shape dispatch not kept: its confirmation failed ({why})",
                            {"action": "dispatch", "search": d.to_dict()})
         return None
-    confirmed = dsp.confirm(d, lambda e: figures[e.key])
-    if confirmed is not None:
-        confirmed.backend = getattr(backend, "name", "")
+    confirmed = dsp.confirm(d, lambda e: figures[e.key], original_params=original_params)
     if confirmed is None:
         why = "; ".join(d.dropped) if d.dropped else "no size set kept its gain"
-        emit(TuneEvent("status", f"per-shape dispatch: the confirmation did not hold the gains ({why}); "
-                                 "one configuration"))
-        if sid is not None:
+        emit(TuneEvent("status", ("per-shape dispatch: the confirmation did not hold the gains "
+                                  f"({why}); " if len(d.entries) > 1 else "") + "one configuration, faster than "
+                       "the original beyond the measured noise on every size set (confirmed)"))
+        if sid is not None and len(d.entries) > 1:
             store.put_step(sid, "plan", "per-shape dispatch not kept: the confirmation did not hold its gains",
                            {"action": "dispatch", "search": d.to_dict()})
         return None
-    head = (f"per-shape dispatch: {confirmed.speedup:.2f}x against {confirmed.single_speedup:.2f}x for one "
-            "configuration (confirmed)")
+    confirmed.backend = getattr(backend, "name", "")
+    if (not per_shape or not held) and not confirmed.applies_nothing:
+        # one configuration for every size: the winner where it is slower than the original nowhere
+        if not confirmed.single_slower:
+            emit(TuneEvent("status", "one configuration: not faster than the original beyond the noise on "
+                                     f"{len(confirmed.original_kept)} size set(s), but slower on none"))
+            return None
+        where = ", ".join(dsp.size_label(prep.spec.sizes[i]) for i in confirmed.single_slower)
+        one = "--no-dispatch" if held else f"the {wt.origin} template is written back whole"
+        confirmed = dsp.original_only(confirmed, original_params, (
+            f"one configuration must serve every size ({one}), and the best one "
+            f"({params_words(best.summary['best_params'])}) is slower than the original on {where} beyond the "
+            "noise: the original kernel is kept"))
+    if confirmed.applies_nothing:
+        head = "no regression: the original kernel is kept on every size set (nothing to apply)"
+    elif confirmed.original_kept:
+        head = (f"per-shape dispatch: {confirmed.speedup:.2f}x against {confirmed.single_speedup:.2f}x for one "
+                f"configuration (confirmed); the original kernel kept on {len(confirmed.original_kept)} size set(s)")
+    else:
+        head = (f"per-shape dispatch: {confirmed.speedup:.2f}x against {confirmed.single_speedup:.2f}x for one "
+                "configuration (confirmed)")
     lines = [f"per-shape dispatch #{i + 1}: {x}" for i, x in enumerate(dsp.describe(confirmed))]
+    lines += [f"original kept: {x}" for x in confirmed.kept]
     for line in [head] + lines:
         emit(TuneEvent("status", line))
     text = "\n".join([head] + lines)
