@@ -13,9 +13,10 @@ Every unit asks for ``GPU=1``, so two units never share a GPU; a worker keeps it
 worker process) from one unit to the next.
 
 **One writer.** A worker never writes the workspace's store. Each unit runs against a scratch copy of it on the
-worker's own disk (a snapshot of the store taken when the run starts, sent once to every worker, so the
-session reuses what was measured before exactly as in process); when the unit ends the worker returns the rows
-the session added, and the client, the one process that owns the store, merges them in one transaction as each
+worker's own disk: a snapshot of the store taken when the run starts (so the session reuses what was measured
+before, exactly as in process), compressed, in the unit's own arguments (the scheduler keeps those, so a unit
+can be redone even when every worker died; data scattered to workers would die with them). When the unit ends
+the worker returns the rows the session added, and the client, the one process that owns the store, merges them in one transaction as each
 unit arrives (``Store.merge_rows``: session ids renumbered). SQLite is thus written by one process, never
 over a network file system, and the store never holds half a session.
 
@@ -33,6 +34,7 @@ import os
 import tempfile
 import threading
 import uuid
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -139,7 +141,8 @@ def _worker_backend(spec: str):
 
 def remote_session(unit: SessionUnit, backend: str, snapshot: bytes, cancel_name: str,
                    run_id: str) -> tuple[SessionOutcome, dict[str, list[dict]]]:
-    """Runs on a Dask worker: the unit against a scratch copy of the store; (outcome, the rows it added)."""
+    """Runs on a Dask worker: the unit against a scratch copy of the store (``snapshot``: zlib-compressed
+    ``Store.snapshot``); (outcome, the rows it added)."""
     from distributed import Event, get_worker
 
     from agent_core.store import Store
@@ -179,7 +182,7 @@ def remote_session(unit: SessionUnit, backend: str, snapshot: bytes, cancel_name
             out = SessionOutcome(unit.key, unit.path, unit.kernel, error=str(e), error_kind="kerntune")
         else:
             with tempfile.TemporaryDirectory(prefix="kerntune-unit-", dir=w.local_directory) as tmp:
-                store = Store.from_snapshot(snapshot, Path(tmp) / "results.sqlite")
+                store = Store.from_snapshot(zlib.decompress(snapshot), Path(tmp) / "results.sqlite")
                 try:
                     for d in _DEVICES.values():  # the copy bandwidth measured for an earlier unit: once per device
                         if store.get_device(d.name) is None:
@@ -286,7 +289,9 @@ class DaskRunner:
 
         self.client.subscribe_topic(TOPIC, handler)
         remote_cancel = Event(f"kerntune-cancel-{run_id}", client=self.client)
-        snapshot = self.client.scatter(self.store.snapshot(), broadcast=True, hash=False)
+        # in every task's arguments, not scattered: the scheduler keeps a task's arguments, so a unit is redone
+        # even when every worker that held scattered data died (one GPU: one worker)
+        snapshot = zlib.compress(self.store.snapshot(), 6)
         futures = {self.client.submit(remote_session, u, self.backend, snapshot, remote_cancel.name, run_id,
                                       key=f"kerntune-{run_id}-{i}", resources={"GPU": 1}, pure=False): u
                    for i, u in enumerate(units)}
@@ -330,7 +335,6 @@ class DaskRunner:
                 f.cancel()
             try:
                 self.client.unsubscribe_topic(TOPIC)
-                snapshot.release()
             except Exception:
                 pass
 
