@@ -122,6 +122,11 @@ def test_merge_renumbers_sessions_and_is_all_or_nothing(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------- Dask
+def _process_facts():
+    import multiprocessing
+    return multiprocessing.current_process().daemon, os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
 def _killer(which: int):
     """An on_event that kills (SIGKILL) the worker running the ``which``-th unit to start, as it starts."""
     killed: dict = {}
@@ -148,6 +153,8 @@ def test_one_dask_worker_killed_mid_run_gives_the_in_process_results(in_process,
     on_event, killed = _killer(2)
     with Store(tmp_path / "results.sqlite") as store, DaskRunner(store, BACKEND, gpus=1) as runner:
         assert runner.describe() == {"kind": "dask", "workers": 1, "scheduler": "local", "gpus": ["0"]}
+        # a worker may start child processes (the GPU backend's worker), and sees its own GPU only
+        assert list(runner.client.run(_process_facts).values()) == [(False, "0")]
         doc = run_bench(discover(names), None, store, tmp_path, OPTIONS, plot=False, runner=runner,
                         backend_name=BACKEND, on_event=on_event)
     assert doc["status"] == "finished" and killed
@@ -246,16 +253,22 @@ def test_optimize_all_on_two_workers_tunes_every_kernel_with_a_spec(tmp_path):
     src.write_text(text)
     rec = tmp_path / "rec.sqlite"
     shutil.copy(RECORDING, rec)
+    from agent_core.agent.loop import expert_templater
     from agent_core.model import sha256_text
     from agent_core.search.tuner import prepare
-    with Store(rec) as st:
+    with Store(rec) as st:  # the recording's measurements of each kernel, filed under the two-kernel file's text
         dev = st.get_device().name
         for f, k in (("silu_and_mul", "silu_and_mul_kernel"), ("gelu_and_mul", "gelu_and_mul_kernel")):
             p = REPO / "bench" / f"{f}.cu"
-            spec_hash = prepare(str(p), k).spec.spec_hash
-            assert prepare(str(src), k).spec.spec_hash == spec_hash
+            alone, both = prepare(str(p), k), prepare(str(src), k)
+            spec_hash = alone.spec.spec_hash
+            assert both.spec.spec_hash == spec_hash
             st.put_original(sha256_text(text), spec_hash, dev,
                             st.get_original(sha256_text(p.read_text()), spec_hash, dev))
+            for old, new in zip(expert_templater(alone, []), expert_templater(both, [])):
+                assert old.origin == new.origin
+                for ev in st.evaluations(template_hash=old.template_hash, spec_hash=spec_hash, device=dev):
+                    st.put_evaluation(None, new.template_hash, spec_hash, dev, ev)
     r = _kt(tmp_path, "optimize", "two.cu", "--all", "--gpus", "2", "--budget", "30", "--rounds", "3",
             "--backend", f"replay:{rec}", "--json", "o.json")
     assert "not tuned (no tuning spec): helper_without_spec" in r.stderr
