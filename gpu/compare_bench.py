@@ -4,7 +4,8 @@
 
 Prints, per kernel, the best configuration and the speedup of each run, the per-shape tuned times' largest
 relative difference and where each kernel ran (more than one attempt: redone after a lost worker); exits 1
-when a kernel is missing, did not finish, or differs by more than ``--rel`` in speedup or a shape's times.
+when a kernel is missing, did not finish, or differs by more than ``--rel`` in speedup (twice that in a
+single size set's original or tuned time).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         shapes = max((max(rel(s["tuned_us"], t["tuned_us"]), rel(s["original_us"], t["original_us"]))
                       for s, t in zip(x["shapes"], y["shapes"])), default=0.0)
         d = rel(x["speedup"], y["speedup"])
-        ok = d <= args.rel and shapes <= args.rel and len(x["shapes"]) == len(y["shapes"])
+        # a single size set's time is noisier than a kernel's geomean: twice the tolerance
+        ok = d <= args.rel and shapes <= 2 * args.rel and len(x["shapes"]) == len(y["shapes"])
         bad += not ok
         where = "; ".join(f"{a_['worker']} pid {a_['pid']}" for a_ in y.get("attempts") or []) or "in process"
         print(f"{name}: {'same' if ok else 'DIFFERENT'} within {args.rel:.0%}: speedup {x['speedup']:.3f}x vs "

@@ -16,12 +16,12 @@ nvidia-smi -L
 
 echo "== 1. in process"
 t0=$(date +%s)
-timeout 170 python3 -m agent_core.cli bench "${opts[@]}" --out "$work/inproc" > "$work/inproc.log" 2>&1
+timeout 150 python3 -m agent_core.cli bench "${opts[@]}" --out "$work/inproc" > "$work/inproc.log" 2>&1
 rc1=$?; echo "rc $rc1, $(( $(date +%s) - t0 )) s"; grep -E "^[a-z_0-9]+: [0-9.]+x|geomean" "$work/inproc.log"
 
 echo "== 2. local Dask cluster (--gpus 1), its worker killed 5 s into the second kernel"
 t0=$(date +%s)
-timeout 240 python3 -m agent_core.cli bench "${opts[@]}" --gpus 1 --out "$work/dask" > "$work/dask.log" 2>&1 &
+timeout 190 python3 -m agent_core.cli bench "${opts[@]}" --gpus 1 --out "$work/dask" > "$work/dask.log" 2>&1 &
 bench=$!
 pid=""
 for _ in $(seq 1 1800); do  # up to 180 s for the second unit to start

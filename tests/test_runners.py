@@ -200,6 +200,29 @@ def test_two_dask_workers_one_killed_mid_run_give_the_same_results(in_process, t
 
 
 @pytest.mark.timeout(300)
+def test_cancel_on_dask_ends_the_running_units_and_runs_no_more(tmp_path):
+    """Ctrl-C (the cancel event) as the first unit starts: units running end as interrupted between evaluations,
+    what they measured merged; units not started are not run."""
+    cancel = threading.Event()
+
+    def on_event(bk, ev):
+        if ev.message.startswith("started on worker"):
+            cancel.set()
+
+    names = ["silu_and_mul", "softmax", "rms_norm", "gelu_and_mul", "layer_norm"]
+    with Store(tmp_path / "results.sqlite") as store, DaskRunner(store, BACKEND, gpus=1) as runner:
+        doc = run_bench(discover(names), None, store, tmp_path, OPTIONS, plot=False, runner=runner,
+                        backend_name=BACKEND, on_event=on_event, cancel=cancel)
+        sessions = store.sessions()
+    assert doc["status"] == "interrupted"
+    status = {k["name"]: k["status"] for k in doc["kernels"]}
+    assert list(status.values()).count("not_run") >= 3, status
+    assert set(status.values()) <= {"interrupted", "not_run", "ok"}, status
+    ran = {k for k, v in status.items() if v != "not_run"}
+    assert {s["kernel"] for s in sessions} <= ran
+
+
+@pytest.mark.timeout(300)
 def test_an_existing_scheduler_needs_workers_that_offer_a_gpu(tmp_path):
     from distributed import LocalCluster
 

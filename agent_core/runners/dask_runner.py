@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import tempfile
 import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -307,7 +308,7 @@ class DaskRunner:
                             f.cancel()
                 done = [f for f in pending if f.done()]
                 if not done:
-                    cancel.wait(0.1) if not cancel.is_set() else threading.Event().wait(0.1)
+                    time.sleep(0.05)
                     continue
                 for f in done:
                     pending.remove(f)
