@@ -330,3 +330,32 @@ def test_optimize_needs_one_kernel_or_all(tmp_path):
     assert "-k KERNEL" in r.stderr and "--all" in r.stderr
     r = _kt(tmp_path, "optimize", "rms_norm.cu", "--all", "--llm-model", "m", "--gpus", "1", code=2)
     assert "LLM options" in r.stderr
+
+
+# --------------------------------------------------------------------------------------------- the editor
+async def test_the_hover_names_the_device_and_the_other_devices(tmp_path):
+    """A configuration is one device model's: the hover shows the latest result's device and names the others
+    with a result for the same text of the file."""
+    from lsprotocol import types as lsp
+    from test_lsp_server import ENV, hover_text, lsp_server, open_doc
+
+    src = tmp_path / "silu_and_mul.cu"
+    shutil.copy(REPO / "bench" / "silu_and_mul.cu", src)
+    store_path = tmp_path / "results.sqlite"
+    with Store(store_path) as st:
+        be = ReplayBackend(Store(RECORDING))
+        [o] = list(LocalRunner(be, st).run([SessionUnit.of(src, "silu_and_mul_kernel",
+                                                           AgentOptions(budget_per_round=30, max_rounds=1))]))
+        be.close()
+        h100 = o.device
+        s = st.sessions()[0]
+        other = st.start_session(s["path"], s["kernel"], s["original_hash"], s["template_hash"], s["spec_hash"],
+                                 "NVIDIA L40S", "auto", 30, 0, s["origin"])
+        st.finish_session(other, "finished", dict(s["summary"], device="NVIDIA L40S", session_id=other))
+    env = {**ENV, "KERNTUNE_STORE": str(store_path), "KERNTUNE_WORKDIR": str(tmp_path / ".kerntune")}
+    async with lsp_server(env) as client:
+        uri = open_doc(client, src)
+        lines = src.read_text().split("\n")
+        row = next(i for i, ln in enumerate(lines) if "__global__ void silu_and_mul_kernel(" in ln)
+        md = await hover_text(client, uri, lsp.Position(line=row, character=lines[row].index("silu_and_mul_kernel")))
+    assert "Device **NVIDIA L40S**" in md and f"also tuned on {h100}" in md, md
