@@ -301,6 +301,28 @@ def _mark(ok: bool, complete: bool = True) -> str:
     return ("met" if complete else "met so far") if ok else "NOT met"
 
 
+def _runner_lines(doc: dict) -> list[str]:
+    """Where the kernels ran (a Dask runner: workers, kernels redone after a lost worker) and, when they were
+    tuned on several device models, which kernel on which (each figure is its device's)."""
+    r = doc.get("runner") or {}
+    out = []
+    if r.get("kind") == "dask":
+        redone = [f"{k['name']} ({len(k['attempts'])} attempts)" for k in doc["kernels"]
+                  if len(k.get("attempts") or []) > 1]
+        out.append(f"- runner: Dask, {r.get('workers')} GPU worker(s)"
+                   + (f" on the scheduler at {r['scheduler']}" if r.get("scheduler") not in (None, "local") else
+                      f", local cluster (CUDA_VISIBLE_DEVICES {', '.join(r.get('gpus') or [])})")
+                   + (f"; redone after a lost worker: {', '.join(redone)}" if redone else ""))
+    devices: dict[str, list[str]] = {}
+    for k in doc["kernels"]:
+        if k.get("device"):
+            devices.setdefault(k["device"], []).append(k["name"])
+    if len(devices) > 1:
+        out.append("- kernels tuned on several device models: " + "; ".join(
+            f"{d}: {', '.join(names)}" for d, names in devices.items()))
+    return out
+
+
 def render_markdown(doc: dict) -> str:
     """The human-readable report: tables, suite geomeans, targets and definitions."""
     dev = doc.get("device") or {}
@@ -315,6 +337,7 @@ def render_markdown(doc: dict) -> str:
           f"- backend: {doc.get('backend')}" + (" — figures replayed from a recorded store, wall times are "
                                                 "those of the replay, not of tuning on a GPU"
                                                 if str(doc.get('backend', '')).startswith('replay') else ""),
+          *_runner_lines(doc),
           f"- command: `{doc.get('command')}`",
           f"- commit: {doc.get('git_commit') or 'unknown'}" + (" (with uncommitted changes)"
                                                               if doc.get("git_dirty") else ""),
