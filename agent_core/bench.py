@@ -305,6 +305,28 @@ def _mark(ok: bool, complete: bool = True) -> str:
     return ("met" if complete else "met so far") if ok else "NOT met"
 
 
+def _runner_lines(doc: dict) -> list[str]:
+    """Where the kernels ran (a Dask runner: workers, kernels redone after a lost worker) and, when they were
+    tuned on several device models, which kernel on which (each figure is its device's)."""
+    r = doc.get("runner") or {}
+    out = []
+    if r.get("kind") == "dask":
+        redone = [f"{k['name']} ({len(k['attempts'])} attempts)" for k in doc["kernels"]
+                  if len(k.get("attempts") or []) > 1]
+        out.append(f"- runner: Dask, {r.get('workers')} GPU worker(s)"
+                   + (f" on the scheduler at {r['scheduler']}" if r.get("scheduler") not in (None, "local") else
+                      f", local cluster (CUDA_VISIBLE_DEVICES {', '.join(r.get('gpus') or [])})")
+                   + (f"; redone after a lost worker: {', '.join(redone)}" if redone else ""))
+    devices: dict[str, list[str]] = {}
+    for k in doc["kernels"]:
+        if k.get("device"):
+            devices.setdefault(k["device"], []).append(k["name"])
+    if len(devices) > 1:
+        out.append("- kernels tuned on several device models: " + "; ".join(
+            f"{d}: {', '.join(names)}" for d, names in devices.items()))
+    return out
+
+
 def render_markdown(doc: dict) -> str:
     """The human-readable report: tables, suite geomeans, targets and definitions."""
     dev = doc.get("device") or {}
@@ -319,6 +341,7 @@ def render_markdown(doc: dict) -> str:
           f"- backend: {doc.get('backend')}" + (" — figures replayed from a recorded store, wall times are "
                                                 "those of the replay, not of tuning on a GPU"
                                                 if str(doc.get('backend', '')).startswith('replay') else ""),
+          *_runner_lines(doc),
           f"- command: `{doc.get('command')}`",
           f"- commit: {doc.get('git_commit') or 'unknown'}" + (" (with uncommitted changes)"
                                                               if doc.get("git_dirty") else ""),
@@ -586,18 +609,23 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
               command: str = "kerntune bench", backend_name: str | None = None,
               on_event: Callable | None = None, on_kernel: Callable[[dict], None] | None = None,
               cancel: threading.Event | None = None, plot: bool = True, resume: bool = False,
-              suite: list[BenchKernel] | None = None) -> dict:
-    """Tune each kernel with agent.optimize through ``backend`` into ``store``; write the results to
+              suite: list[BenchKernel] | None = None, runner=None) -> dict:
+    """Tune each kernel with agent.optimize through ``backend`` into ``store`` (or through ``runner``, an
+    agent_core.runners runner writing into ``store``: then ``backend`` is unused); write the results to
     ``out_dir`` after every kernel. ``cancel`` stops between evaluations: the current kernel is reported as
     interrupted and the rest as not run. ``resume``: kernels that finished in the results file already in
     ``out_dir`` (an earlier, cut-off run with the same options) keep their records and are not run again.
     ``suite``: every kernel of the suite the targets are judged over (``kernels`` is a part of it under --only);
     those neither run now nor kept from the earlier run are reported as not run, so a part is never judged as
     the whole. Returns the results document."""
+    from agent_core.runners import LocalRunner
+
     options = options or BenchOptions()
     cancel = cancel or threading.Event()
     name = backend_name or getattr(backend, "name", "?")
+    runner = runner or LocalRunner(backend, store)
     doc = new_document(kernels, name, options, command)
+    doc["runner"] = runner.describe()
     done = finished_records(out_dir, options) if resume else {}
     names = {bk.name for bk in kernels}
     for name, rec in done.items():  # kernels of the earlier run that this one (--only) does not name
@@ -617,7 +645,7 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
     doc["planned_kernels"] += [{"name": bk.name, "file": bk.path} for bk in left]
     write_results(doc, out_dir)
     try:
-        _run_kernels(doc, [k for k in kernels if k.name not in done], backend, store, out_dir, options, on_event,
+        _run_kernels(doc, [k for k in kernels if k.name not in done], runner, store, out_dir, options, on_event,
                      on_kernel, cancel)
         for bk in left:  # the suite's kernels this run (--only) does not name and no earlier run finished
             doc["kernels"].append(error_record(bk, "not run: not named by --only and not finished by an earlier "
@@ -638,40 +666,30 @@ def run_bench(kernels: list[BenchKernel], backend, store, out_dir: str | Path, o
     return doc
 
 
-def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_kernel, cancel) -> None:
-    from agent_core.agent.loop import AgentOptions, optimize
-    from agent_core.search.tuner import TuneEvent
+def _run_kernels(doc, kernels, runner, store, out_dir, options, on_event, on_kernel, cancel) -> None:
+    """Each kernel is one unit of the runner (in process, or a Dask worker's: agent_core.runners); its record is
+    written as its outcome arrives, its rows already in the store."""
+    from agent_core.agent.loop import AgentOptions
+    from agent_core.runners import SessionUnit
 
-    for bk in kernels:
-        if cancel.is_set():
-            doc["kernels"].append(error_record(bk, "not run: the bench was interrupted", 0.0, "not_run"))
-            continue
-        timeline: list[tuple[float, float | None]] = []
-        t0 = time.time()
-
-        def events(ev: TuneEvent, _t0=t0, _tl=timeline) -> None:
-            if ev.kind == "evaluation" and ev.evaluation is not None:
-                e = ev.evaluation
-                _tl.append((time.time() - _t0, e.objective if e.ok else None))
-            if on_event:
-                on_event(bk, ev)
-
-        try:
-            res = optimize(bk.path, bk.kernel, backend, store,
-                           AgentOptions(budget_per_round=options.budget_per_round, max_rounds=options.rounds,
-                                        strategy=options.strategy, seed=options.seed,
-                                        use_experts=options.use_experts, dispatch=options.dispatch,
-                                        early_stop_after=options.early_stop_after,
-                                        time_budget_s=options.time_budget_s),
-                           on_event=events, cancel=cancel)
-            rec = kernel_record(bk, res, timeline, time.time() - t0,
-                                "interrupted" if cancel.is_set() else "")
-        except NoGpuError:
-            raise
-        except KerntuneError as e:
-            rec = error_record(bk, str(e), time.time() - t0)
-        except Exception as e:  # one kernel's failure must not cost the rest of a long GPU run
-            rec = error_record(bk, f"{type(e).__name__}: {e}", time.time() - t0)
+    aopt = AgentOptions(budget_per_round=options.budget_per_round, max_rounds=options.rounds,
+                        strategy=options.strategy, seed=options.seed, use_experts=options.use_experts,
+                        dispatch=options.dispatch,
+                        early_stop_after=options.early_stop_after, time_budget_s=options.time_budget_s)
+    by_key = {bk.name: bk for bk in kernels}
+    units = [SessionUnit(bk.name, bk.path, bk.kernel, aopt) for bk in kernels]
+    for out in runner.run(units, (lambda u, ev: on_event(by_key[u.key], ev)) if on_event else None, cancel):
+        bk = by_key[out.key]
+        if out.error_kind == "no_gpu":
+            raise NoGpuError(out.error)
+        if out.error_kind == "not_run":
+            rec = error_record(bk, "not run: the bench was interrupted", 0.0, "not_run")
+        elif out.error:
+            rec = error_record(bk, out.error, out.wall_s)
+        else:
+            rec = kernel_record(bk, out.result, out.timeline, out.wall_s, "interrupted" if out.cancelled else "")
+        if len(out.attempts) > 1 or out.attempts[:1] and out.attempts[0].worker != "local":
+            rec["attempts"] = [to_plain(a) for a in out.attempts]
         doc["kernels"].append(rec)
         if rec.get("device") and not doc["device"]:
             dev = store.get_device(rec["device"])
@@ -681,6 +699,8 @@ def _run_kernels(doc, kernels, backend, store, out_dir, options, on_event, on_ke
         write_results(doc, out_dir)
         if on_kernel:
             on_kernel(rec)
+    order = {bk.name: i for i, bk in enumerate(kernels)}  # as planned, whatever order they finished in
+    doc["kernels"].sort(key=lambda k: order.get(k["name"], -1))
 
 
 def finished_records(out_dir: str | Path, options: BenchOptions) -> dict[str, dict]:
@@ -723,7 +743,7 @@ def plot_only(results_json: str | Path, png: str | Path | None = None) -> Path:
 
 # --------------------------------------------------------------------------------------------- command
 def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_path, only, no_experts,
-                  no_dispatch=False, early_stop=None, time_budget=None) -> str:
+                  no_dispatch=False, early_stop=None, time_budget=None, gpus=None, scheduler=None) -> str:
     parts = ["kerntune", "bench", *kernels, "--budget", str(budget), "--rounds", str(rounds),
              "--strategy", strategy, "--seed", str(seed), "--out", str(out)]
     if early_stop is not None:
@@ -740,6 +760,10 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
         parts.append("--no-experts")
     if no_dispatch:
         parts.append("--no-dispatch")
+    if gpus is not None:
+        parts += ["--gpus", str(gpus)]
+    if scheduler is not None:
+        parts += ["--scheduler", scheduler]
     return shlex.join(parts)
 
 
@@ -762,10 +786,14 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
                    "(0: never) [default: 25]")
 @click.option("--time-budget", type=float, default=None, help="seconds per kernel (its whole optimize run)")
 @click.option("--resume", is_flag=True, help="keep the kernels that finished in OUT's results file; run the rest")
+@click.option("--gpus", default=None, metavar="all|N",
+              help="spread the kernels over a local Dask cluster, one worker per GPU (default: in this process)")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="spread the kernels over the GPU workers of an existing Dask scheduler")
 @click.option("--plot-only", "plot_json", default=None, type=click.Path(dir_okay=False),
               help="draw the plot of an existing bench_results.json and exit")
 def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, no_dispatch,
-                  early_stop, time_budget, resume, plot_json):
+                  early_stop, time_budget, resume, gpus, scheduler, plot_json):
     """Tune every benchmark kernel (default: bench/*.cu) and write the suite's table, targets and plot."""
     from rich.console import Console
     from rich.markup import escape
@@ -782,7 +810,7 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
             click.echo(f"plot: {png}")
             return
         _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts, resume,
-               no_dispatch, early_stop, time_budget)
+               no_dispatch, early_stop, time_budget, gpus, scheduler)
     except NoGpuError as e:
         fail(e, 3)
     except KerntuneError as e:
@@ -790,15 +818,31 @@ def bench_command(kernels, budget, rounds, strategy, seed, backend, out_dir, sto
 
 
 def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only, no_experts,
-           resume=False, no_dispatch=False, early_stop=None, time_budget=None):
+           resume=False, no_dispatch=False, early_stop=None, time_budget=None, gpus=None, scheduler=None):
+    from agent_core.runners import LocalRunner, make_runner
     from agent_core.store import Store
     from agent_core.search.tuner import open_backend
 
     todo = discover(list(kernels) or None, list(only) or None)
     suite = discover(list(kernels) or None) if only else todo  # the targets are judged over the whole suite
-    be = open_backend(backend)  # NoGpuError without a GPU (unless replay)
     out = Path(out_dir)
-    store = Store(store_path or out / "results.sqlite")
+    if gpus is None and scheduler is None:
+        be = open_backend(backend)  # NoGpuError without a GPU (unless replay)
+        store = Store(store_path or out / "results.sqlite")
+        runner = LocalRunner(be, store, close_backend=True)
+    else:
+        store = Store(store_path or out / "results.sqlite")
+        try:
+            runner = make_runner(store, backend, gpus, scheduler)
+        except BaseException:
+            store.close()
+            raise
+        be = None
+        d = runner.describe()
+        err.print(f"Dask runner: {d['workers']} GPU worker(s)"
+                  + (f" on the scheduler at {scheduler}" if scheduler else f" (CUDA_VISIBLE_DEVICES "
+                                                                         f"{', '.join(d['gpus'])})"),
+                  soft_wrap=True, markup=False)
     cancel = threading.Event()
 
     def on_sigint(*_):
@@ -840,13 +884,13 @@ def _bench(err, kernels, budget, rounds, strategy, seed, backend, out_dir, store
             bopt.early_stop_after = early_stop or None
         doc = run_bench(todo, be, store, out, bopt,
                         _command_line(kernels, budget, rounds, strategy, seed, backend, out_dir, store_path, only,
-                                      no_experts, no_dispatch, early_stop, time_budget),
+                                      no_experts, no_dispatch, early_stop, time_budget, gpus, scheduler),
                         backend_name=backend or getattr(be, "name", "gpu"), on_event=on_event,
-                        on_kernel=on_kernel, cancel=cancel, resume=resume, suite=suite)
+                        on_kernel=on_kernel, cancel=cancel, resume=resume, suite=suite, runner=runner)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        be.close()
+        runner.close()
         store.close()
     s, t = doc["suite"], doc["targets"]
     click.echo(f"geomean speedup: {_x(s['geomean_over_kernels'])} over {s['n_kernels']} kernels, "

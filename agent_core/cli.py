@@ -393,7 +393,12 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-k", "--kernel", required=True)
+@click.option("-k", "--kernel", default=None, help="kernel name (or --all)")
+@click.option("--all", "all_kernels", is_flag=True, help="every kernel of FILE that has a tuning spec, one session each")
+@click.option("--gpus", default=None, metavar="all|N",
+              help="run the sessions on a local Dask cluster, one worker per GPU (default: in this process)")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="run the sessions on the GPU workers of an existing Dask scheduler")
 @click.option("--budget", default=40, show_default=True, help="evaluations per round")
 @click.option("--rounds", default=4, show_default=True, help="most rounds (templates tried)")
 @click.option("--total-budget", type=int, default=None, help="evaluations over all rounds")
@@ -423,16 +428,30 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
 @click.option("--llm-test-sizes", is_flag=True,
               help="ask the model's test designer for size sets and input distributions that stress each "
                    "template it proposes; the template is verified and timed on them too")
-def optimize(file, kernel, budget, rounds, total_budget, time_budget, early_stop, strategy, seed, no_experts,
-             no_dispatch, backend, store_path, json_out, llm_base_url, llm_model, llm_max_calls, llm_max_tokens,
-             llm_max_seconds, llm_test_sizes):
+def optimize(file, kernel, all_kernels, gpus, scheduler, budget, rounds, total_budget, time_budget, early_stop, strategy, seed,
+             no_experts, no_dispatch, backend, store_path, json_out, llm_base_url, llm_model, llm_max_calls,
+             llm_max_tokens, llm_max_seconds, llm_test_sizes):
     """The agent loop: tune, analyse, plan the next template or stop; prints how the result was reached.
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
-    compiled, verified and timed like any other template."""
+    compiled, verified and timed like any other template. With --all, every kernel of FILE that has a spec,
+    each one session of a runner (in process, or spread over GPUs with --gpus / --scheduler)."""
     from agent_core.agent.loop import AgentOptions, expert_templater, optimize as run_optimize
     from agent_core.store import Store
     from agent_core.search.tuner import open_backend, prepare
     from agent_core.workspace import store_path_for
+
+    if all_kernels == (kernel is not None):
+        raise click.UsageError("give one kernel (-k KERNEL) or --all")
+    if all_kernels or gpus is not None or scheduler is not None:
+        if llm_base_url or llm_model or llm_test_sizes:
+            raise click.UsageError("the LLM options tune one kernel in this process: use -k without --gpus/--scheduler")
+        aopt = AgentOptions(budget_per_round=budget, max_rounds=rounds, total_budget=total_budget,
+                            time_budget_s=time_budget, strategy=strategy, seed=seed, use_experts=not no_experts,
+                            dispatch=not no_dispatch)
+        if early_stop is not None:
+            aopt.early_stop_after = early_stop or None
+        _optimize_units(file, [kernel] if kernel else None, aopt, backend, store_path, gpus, scheduler, json_out)
+        return
 
     prepare(file, kernel)
     be = open_backend(backend)
@@ -520,6 +539,92 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, early_stop
         sys.exit(1)
 
 
+def _kernels_with_spec(file: str) -> tuple[list[str], list[str]]:
+    """(kernels of FILE with a tuning spec, those without)."""
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.cuda_parse import parse_cuda
+    from agent_core.search.tuner import read_source
+
+    path = str(Path(file).resolve())
+    cf = parse_cuda(read_source(path), path)
+    have, lack = [], []
+    for k in cf.kernels:
+        (have if spec_mod.find_spec(cf, k.name) is not None else lack).append(k.name)
+    return have, lack
+
+
+def _optimize_units(file, kernels, aopt, backend, store_path, gpus, scheduler, json_out) -> None:
+    """`optimize --all` (or one kernel on a Dask runner): each kernel one session of the runner; each result
+    printed, with the device it was tuned on, as it arrives (its rows already in the store)."""
+    from agent_core.runners import SessionUnit, make_runner
+    from agent_core.store import Store
+    from agent_core.workspace import store_path_for
+
+    if kernels is None:
+        kernels, lack = _kernels_with_spec(file)
+        if lack:
+            err.print(f"not tuned (no tuning spec): {', '.join(lack)}", soft_wrap=True, markup=False)
+        if not kernels:
+            raise KerntuneError(f"no kernel in {file} has a tuning spec: draft one with `kerntune spec {file} -k KERNEL"
+                                " --write`", file)
+    units = [SessionUnit.of(file, k, aopt) for k in kernels]
+    store = Store(store_path or store_path_for(file))
+    try:
+        runner = make_runner(store, backend, gpus, scheduler)
+    except BaseException:
+        store.close()
+        raise
+    d = runner.describe()
+    err.print(f"{len(units)} kernel(s) of {file}: " + ", ".join(kernels) + (
+        f"; Dask runner, {d['workers']} GPU worker(s)" if d["kind"] == "dask" else ""), soft_wrap=True, markup=False)
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set()) \
+        if threading.current_thread() is threading.main_thread() else None
+
+    def on_event(u, ev):
+        if ev.kind in ("status", "original"):
+            err.print(f"[dim]{escape(u.key)}: {escape(ev.message)}[/]", soft_wrap=True)
+
+    doc, failed = {"kernels": []}, 0
+    try:
+        for o in runner.run(units, on_event, cancel):
+            best = o.result.best if o.result is not None else None
+            where = ""
+            if o.attempts and o.attempts[-1].worker != "local":
+                a = o.attempts[-1]
+                where = f" (worker {a.worker}" + (f", redone after {len(o.attempts) - 1} lost" if len(o.attempts) > 1
+                                                  else "") + ")"
+            if o.error_kind == "no_gpu":
+                raise NoGpuError(o.error)
+            if o.error or best is None:
+                failed += 1
+                out.print(f"[bold]{escape(o.kernel)}[/]{escape(where)}: " + escape(o.error or "no variant verified in "
+                                                                                   "any round"), soft_wrap=True)
+            else:
+                out.print(f"[bold]{escape(o.kernel)}[/] tuned on {escape(str(o.device))}{escape(where)}: "
+                          f"{best.summary['speedup']:.2f}x ({escape(best.template.origin)}, "
+                          f"{len(o.result.rounds)} rounds)", soft_wrap=True)
+                print_summary(best.summary)
+                if o.result.dispatch is not None:
+                    print_dispatch(o.result.dispatch.to_dict())
+            doc["kernels"].append({
+                "kernel": o.kernel, "error": o.error, "device": o.device, "wall_s": o.wall_s,
+                "attempts": [{"worker": a.worker, "pid": a.pid, "gpu": a.gpu} for a in o.attempts],
+                "best": best.summary if best else None,
+                "dispatch": o.result.dispatch.to_dict() if o.result is not None and o.result.dispatch else None})
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        runner.close()
+        store.close()
+    if json_out:
+        Path(json_out).write_text(json.dumps(doc, indent=2, default=str))
+    ok = len(units) - failed
+    out.print(f"{ok} of {len(units)} kernel(s) tuned" + ("" if not failed else f"; {failed} without a result"))
+    if failed or cancel.is_set():
+        sys.exit(130 if cancel.is_set() else 1)
+
+
 def _run_end_session(store, summary: dict):
     """The session that ended the optimize run the best result belongs to (its llm_summary step lists the
     run's sessions, see tuner.result_summary); the best session itself when no such step exists."""
@@ -550,7 +655,8 @@ def _print_recorded_calls(store, session_id) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-k", "--kernel", required=True)
 @click.option("--store", "store_path", default=None)
-def results(file, kernel, store_path):
+@click.option("--device", default=None, help="the result tuned on this device model (default: the latest's)")
+def results(file, kernel, store_path, device):
     """Show the latest stored result for a kernel (no GPU needed)."""
     from agent_core.store import Store
     from agent_core.search.tuner import read_source, result_summary
@@ -560,10 +666,12 @@ def results(file, kernel, store_path):
     if not p.exists():
         raise KerntuneError(f"no results yet for {file} (no store at {p})")
     store = Store(p)
-    s = result_summary(store, file, kernel, read_source(file))
+    s = result_summary(store, file, kernel, read_source(file), device=device)
     if not s:
-        raise KerntuneError(f"no finished tuning session for kernel '{kernel}' in {p}")
+        raise KerntuneError(f"no finished tuning session for kernel '{kernel}'" + (f" on {device}" if device else "")
+                            + f" in {p}")
     print_summary(s)
+    _other_devices(s)
     _print_recorded_calls(store, _run_end_session(store, s))
     if s.get("stale"):
         out.print("[yellow]stale: the file has changed since this result was measured[/]")
@@ -578,7 +686,9 @@ def results(file, kernel, store_path):
 @click.option("--backend", default=None, help="verify the rewritten kernel on: auto | gpu | none")
 @click.option("--single", is_flag=True, help="one configuration (the best overall) even where the result has a "
                                              "per-shape dispatch")
-def apply(file, kernel, store_path, dry_run, backend, single):
+@click.option("--device", default=None, help="apply what was tuned on this device model (default: the latest "
+                                             "result's device)")
+def apply(file, kernel, store_path, dry_run, backend, single, device):
     """Rewrite the kernel and its launch site to the best configuration found (or to its per-shape dispatch:
     one kernel per configuration, an if/else over the sizes at each launch)."""
     import os
@@ -591,9 +701,10 @@ def apply(file, kernel, store_path, dry_run, backend, single):
 
     text = read_source(file)
     store = Store(store_path or store_path_for(file))
-    s = result_summary(store, file, kernel, text)
+    s = result_summary(store, file, kernel, text, device=device)
     if not s or not s.get("best_params"):
-        raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
+        on = f" on {device}" if device else ""
+        raise KerntuneError(f"no tuned result for kernel '{kernel}'{on}: run `kerntune tune {file} -k {kernel}` first")
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
     rw, template = rewrite_result(file, kernel, text, s, store, single=single, fallback=True)
@@ -616,6 +727,8 @@ def apply(file, kernel, store_path, dry_run, backend, single):
                                              rw.sidecar[0], rw.sidecar[0] + " (tuned)"))
     if dry_run:
         out.print(diff, markup=False, highlight=False)
+        out.print(f"tuned on {s.get('device')}", soft_wrap=True, markup=False)
+        _other_devices(s)
         return
     # the rewritten file must compile (all of it, host code included, when the kernel was rewritten in place),
     # and (with a GPU) verify against the original and be timed
@@ -641,7 +754,15 @@ def apply(file, kernel, store_path, dry_run, backend, single):
     else:
         what = str(s["best_params"])
         speed = f"{s['speedup']:.2f}x measured" if s.get("speedup") else "no speedup measured"
-    out.print(f"applied {what} to {file}{how} ({speed}); {verified}", soft_wrap=True)
+    out.print(f"applied {what} to {file}{how} ({speed}, tuned on {s.get('device')}); {verified}", soft_wrap=True)
+    _other_devices(s)
+
+
+def _other_devices(s: dict) -> None:
+    """A result is one device model's: say which others have one for this text of the file."""
+    others = [d for d in s.get("devices") or [] if d != s.get("device")]
+    if others:
+        out.print(f"also tuned on: {', '.join(others)} (choose with --device NAME)", soft_wrap=True, markup=False)
 
 
 def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | None, rw=None) -> str:

@@ -336,3 +336,107 @@ class Store:
             d["data"] = json.loads(d.pop("data_json")) if r["data_json"] else None
             out.append(d)
         return out
+
+    # ------------------------------------------------------------------ one writer for many workers
+    # A runner (agent_core.runners) runs tuning sessions in other processes, on other hosts: each runs against
+    # a scratch copy of this store on its own disk (``snapshot``) and hands back the rows it added
+    # (``rows_since``), which the one process that owns this store merges in one transaction
+    # (``merge_rows``). SQLite is never written by two processes, and never over a network file system.
+    _TABLES = ("devices", "sessions", "originals", "evaluations", "templates", "steps")
+
+    def _columns(self, table: str) -> set[str]:
+        if table not in self._TABLES:
+            raise KerntuneError(f"no table {table!r} in a results store", str(self.path))
+        return {r["name"] for r in self._read(f"PRAGMA table_info({table})")}
+
+    def snapshot(self) -> bytes:
+        """The whole store as SQLite database bytes (``sqlite3.Connection.serialize``), committed rows only."""
+        with self._lock:
+            return self._db.serialize()
+
+    @classmethod
+    def from_snapshot(cls, data: bytes, path: str | Path) -> "Store":
+        """A store at ``path`` (which must not exist yet) holding the rows of a ``snapshot``."""
+        path = Path(path)
+        if path.exists():
+            raise KerntuneError(f"{path} exists already: a snapshot is written to a new file", str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)  # the image of a database file (its WAL content folded in): a complete store
+        return cls(path)
+
+    def high_water(self) -> dict[str, int]:
+        """The largest rowid of every table: what ``rows_since`` leaves out."""
+        with self._lock:
+            return {t: int(self._db.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {t}").fetchone()[0])
+                    for t in self._TABLES}
+
+    def rows_since(self, marks: dict[str, int]) -> dict[str, list[dict]]:
+        """The rows added (or replaced: a replaced row gets a new rowid) after ``high_water`` gave ``marks``;
+        every device row (few, and updated in place)."""
+        out: dict[str, list[dict]] = {}
+        with self._lock:
+            for t in self._TABLES:
+                where, args = ("", ()) if t == "devices" else (" WHERE rowid > ?", (marks.get(t, 0),))
+                out[t] = [dict(r) for r in self._db.execute(f"SELECT * FROM {t}{where} ORDER BY rowid", args)]
+        return out
+
+    def merge_rows(self, rows: dict[str, list[dict]]) -> dict[int, int]:
+        """Add the rows another store's ``rows_since`` gave, in one transaction (all or nothing): sessions get
+        new ids here (returned as {their id: id here}) and the evaluations, steps and summaries that name them
+        follow; devices keep a copy bandwidth already known; templates already here are kept; originals are
+        replaced (the newer measurement)."""
+        ids: dict[int, int] = {}
+        for t, rs in rows.items():
+            known = self._columns(t)
+            for r in rs:
+                if not set(r) <= known:
+                    raise KerntuneError(f"rows to merge name columns that table {t} does not have: "
+                                        f"{sorted(set(r) - known)}", str(self.path))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for d in rows.get("devices", []):
+                    known = self._db.execute("SELECT copy_bw_gbps FROM devices WHERE name=?",
+                                             (d["name"],)).fetchone()
+                    if known is None:
+                        self._db.execute(
+                            "INSERT INTO devices (name, info_json, copy_bw_gbps, measured_at, seq) VALUES "
+                            "(?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM devices))",
+                            (d["name"], d["info_json"], d["copy_bw_gbps"], d["measured_at"]))
+                    elif known[0] is None and d["copy_bw_gbps"] is not None:
+                        self._db.execute("UPDATE devices SET copy_bw_gbps=?, measured_at=? WHERE name=?",
+                                         (d["copy_bw_gbps"], d["measured_at"], d["name"]))
+                for s in rows.get("sessions", []):
+                    cols = [c for c in s if c != "id"]
+                    cur = self._db.execute(f"INSERT INTO sessions ({', '.join(cols)}) VALUES "
+                                           f"({', '.join('?' * len(cols))})", tuple(s[c] for c in cols))
+                    ids[int(s["id"])] = int(cur.lastrowid)
+                for s in rows.get("sessions", []):
+                    if s.get("summary_json"):
+                        summary = json.loads(s["summary_json"])
+                        if isinstance(summary, dict) and summary.get("session_id") in ids:
+                            summary["session_id"] = ids[summary["session_id"]]
+                            self._db.execute("UPDATE sessions SET summary_json=? WHERE id=?",
+                                             (_dumps(summary), ids[int(s["id"])]))
+                for t in ("evaluations", "steps"):
+                    for r in rows.get(t, []):
+                        r = dict(r, session_id=ids.get(r["session_id"], r["session_id"]))
+                        data = json.loads(r["data_json"]) if t == "steps" and r.get("data_json") else None
+                        if isinstance(data, dict) and isinstance(data.get("sessions"), list):  # an LLM run's rounds
+                            data["sessions"] = [ids.get(x, x) for x in data["sessions"]]
+                            r["data_json"] = _dumps(data)
+                        cols = [c for c in r if c != "id"]
+                        self._db.execute(f"INSERT INTO {t} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                         tuple(r[c] for c in cols))
+                for r in rows.get("templates", []):
+                    self._db.execute(f"INSERT INTO templates ({', '.join(r)}) VALUES ({', '.join('?' * len(r))}) "
+                                     "ON CONFLICT(template_hash) DO NOTHING", tuple(r.values()))
+                for r in rows.get("originals", []):
+                    self._db.execute(f"INSERT OR REPLACE INTO originals ({', '.join(r)}) VALUES "
+                                     f"({', '.join('?' * len(r))})", tuple(r.values()))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return ids

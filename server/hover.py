@@ -45,6 +45,9 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     head = f"Device **{s.get('device')}**" + (f" (copy bandwidth {bw:.0f} GB/s)" if bw else "")
     head += f" · session {s.get('session_id')}, {s.get('status')}"
     head += ", confirmed interleaved" if s.get("confirmed") else ""
+    others = [d for d in s.get("devices") or [] if d != s.get("device")]
+    if others:  # a configuration is tuned for one device model
+        head += f" · also tuned on {', '.join(others)} (`kerntune apply --device NAME`)"
     lines.append(head)
     marks = _kept_marks(s)
     rows = ["| size set | original µs | best µs | speedup | GB/s | % copy bw |" + (" applied |" if marks else ""),

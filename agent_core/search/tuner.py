@@ -640,16 +640,21 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
     return out  # type: ignore[return-value]
 
 
-def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None) -> dict | None:
-    """The best result for this kernel: among the finished (or cancelled) sessions of the file as it was at
-    the latest one (the rounds of an optimize run, re-runs of tune), the one with the highest speedup; "stale"
-    is set when the file's text has changed since. ``sessions`` lists the ids considered."""
+def result_summary(store: Store, path: str, kernel: str, current_text: str | None = None,
+                   device: str | None = None) -> dict | None:
+    """The best result for this kernel on one device model: among the finished (or cancelled) sessions of the file
+    as it was at the latest one (the rounds of an optimize run, re-runs of tune) on ``device`` (default: the
+    device of the latest session), the one with the highest speedup; "stale" is set when the file's text has
+    changed since. ``sessions`` lists the ids considered; ``devices`` every device model with a result for that
+    text of the file, newest first (a configuration is tuned for one device model: one per model)."""
     path = str(Path(path).resolve())
-    row = store.latest_session(path, kernel, finished_only=True)
-    if not row:
+    finished = [r for r in store.sessions(path, kernel) if r.get("status") in ("finished", "cancelled")]
+    mine = [r for r in finished if device is None or r.get("device") == device]
+    if not mine:
         return None
-    same = [r for r in store.sessions(path, kernel) if r.get("status") in ("finished", "cancelled")
-            and r.get("original_hash") == row.get("original_hash") and r.get("summary")]
+    row = mine[0]  # newest first
+    same_text = [r for r in finished if r.get("original_hash") == row.get("original_hash") and r.get("summary")]
+    same = [r for r in same_text if r.get("device") == row.get("device")]
     with_speedup = [r for r in same if r["summary"].get("speedup")]
     best = max(with_speedup, key=lambda r: (r["summary"]["speedup"], r["id"])) if with_speedup else row
     summary = dict(best.get("summary") or {})
@@ -657,6 +662,7 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
         return None
     summary["session_id"] = best["id"]
     summary["sessions"] = [r["id"] for r in same]
+    summary["devices"] = list(dict.fromkeys(r["device"] for r in same_text if r.get("device")))
     for r in same:  # newest first: the optimize run with an LLM that the best session belongs to
         st = next((x for x in store.steps(r["id"]) if x["kind"] == "llm_summary"
                    and best["id"] in ((x.get("data") or {}).get("sessions") or [])), None)
