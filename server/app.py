@@ -74,6 +74,7 @@ class KerntuneServer(LanguageServer):
         self.results = Results()
         self.jobs = TuningJobs(self, self.results, self.refresh)
         self.settings: dict | None = None
+        self.codicons = False  # the client renders $(name) icons in lens titles (VS Code and its builds)
 
     def report_server_error(self, error, source):
         log.error("server error (%s): %r", getattr(source, "__name__", source), error, exc_info=error)
@@ -146,11 +147,27 @@ class KerntuneServer(LanguageServer):
 def create_server() -> KerntuneServer:
     ls = KerntuneServer()
 
+    @ls.feature(lsp.INITIALIZE)
+    def initialize(ls: KerntuneServer, params: lsp.InitializeParams):
+        ls.codicons = renders_codicons(params.client_info, params.initialization_options)
+
     @ls.feature(lsp.INITIALIZED)
     def initialized(ls: KerntuneServer, params: lsp.InitializedParams):
         enc = ls.workspace.position_encoding or "utf-16"
         ls.docs.encoding = getattr(enc, "value", enc)  # str() of the enum member is "PositionEncodingKind.Utf16"
-        log.info("kerntune %s ready (position encoding %s)", __version__, ls.docs.encoding)
+        log.info("kerntune %s ready (position encoding %s; codicons in lenses: %s)", __version__,
+                 ls.docs.encoding, ls.codicons)
+
+    @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: KerntuneServer, params: lsp.DidChangeConfigurationParams):
+        """The settings are read again (pushed ones under "kerntune" are taken as they are; VS Code's client
+        sends them with `synchronize.configurationSection`); the next Optimize uses them."""
+        pushed = params.settings.get("kerntune") if isinstance(params.settings, dict) else None
+        if isinstance(pushed, dict):
+            ls.settings = pushed
+        else:
+            await ls.load_settings()
+        log.info("settings changed")
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: KerntuneServer, params: lsp.DidOpenTextDocumentParams):
@@ -189,7 +206,7 @@ def create_server() -> KerntuneServer:
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
     def code_lens(ls: KerntuneServer, params: lsp.CodeLensParams):
         doc = ls.docs.get(params.text_document.uri)
-        return code_lenses(doc, ls.results, ls.encoding) if doc else []
+        return code_lenses(doc, ls.results, ls.encoding, ls.codicons) if doc else []
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
         code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, "refactor.kerntune"]))
@@ -259,11 +276,18 @@ def create_server() -> KerntuneServer:
             return {"applied": False, "message": e.message}
         if doc.version != version:
             return {"applied": False, "message": "the document changed while the rewrite was checked; try again"}
+        # recorded before the edit is sent: the client's didChange with the new text may come before its answer,
+        # and a file with exactly this text is the applied result whether or not this edit wrote it
+        await loop.run_in_executor(None, _record_applied, doc.path, kernel, summary, new)
+        ls.results.forget(doc.path)
+        edit = workspace_edit(doc, new, ls.encoding)
         res = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
-            edit=workspace_edit(doc, new, ls.encoding), label=f"kerntune: apply best configuration of {kernel}"))
+            edit=edit, label=f"kerntune: apply best configuration of {kernel}"))
         if res.applied:
             for w in warnings:
                 ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"kerntune: {w}"))
+        ls.results.forget(doc.path)
+        ls.refresh(uri, True)
         return {"applied": bool(res.applied), "params": summary.get("best_params") if summary else None,
                 "message": res.failure_reason, "warnings": warnings}
 
@@ -293,6 +317,31 @@ def create_server() -> KerntuneServer:
         ls.results.close()
 
     return ls
+
+
+CODICON_CLIENTS = ("visual studio code", "code - oss", "code-server", "vscodium", "cursor", "windsurf")
+
+
+def renders_codicons(client_info, init_options) -> bool:
+    """Whether lens titles may carry ``$(icon)`` codicons: VS Code and its builds (by ``clientInfo.name``:
+    vscode-languageclient sends the application's name), or a client that says so in its initialization options
+    (``{"codicons": true}``). Other clients (Neovim, Emacs, Helix, ...) would show the text literally."""
+    if isinstance(init_options, dict) and isinstance(init_options.get("codicons"), bool):
+        return init_options["codicons"]
+    name = (getattr(client_info, "name", None) or "").lower()
+    return any(c in name for c in CODICON_CLIENTS)
+
+
+def _record_applied(path: str, kernel: str, summary: dict, new_text: str) -> None:
+    from agent_core.search.tuner import record_applied
+    from agent_core.store import Store
+    from agent_core.workspace import store_path_for
+
+    store = Store(store_path_for(path))
+    try:
+        record_applied(store, summary, path, kernel, new_text)
+    finally:
+        store.close()
 
 
 def _templatize(path: str, text: str, kernel: str, force: bool):

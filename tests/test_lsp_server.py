@@ -98,7 +98,8 @@ async def wait_until(pred, what: str, timeout: float = 20.0):
 async def client(lsp_client: LanguageClient):
     add_editor_handlers(lsp_client)
     await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid()))
+        capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid(),
+        client_info=lsp.ClientInfo(name="Visual Studio Code", version="1.99.3")))
     yield
     await lsp_client.shutdown_session()
 
@@ -155,6 +156,8 @@ async def test_open_publishes_tunables_and_missing_spec(client: LanguageClient, 
     assert missing.data["kernel"] == "shift" and missing.severity == lsp.DiagnosticSeverity.Information
     tunables = by_code.get("tunable", [])
     assert tunables, [d.message for d in diags]
+    # notes on hard-coded tunables are hints (in the editor, not one Problems entry per site of every kernel)
+    assert all(d.severity == lsp.DiagnosticSeverity.Hint for d in tunables)
     # the scale kernel's hard-coded 256 on the line with the emoji: its UTF-16 column
     line10 = cu.read_text().split("\n")[9]
     hits = [d for d in tunables if d.range.start.line == 9]
@@ -350,7 +353,8 @@ async def lsp_server(env: dict):
     ok = False
     try:
         await asyncio.wait_for(lsp_client.initialize_session(lsp.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid())), 20)
+            capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid(),
+        client_info=lsp.ClientInfo(name="Visual Studio Code", version="1.99.3"))), 20)
         yield lsp_client
         ok = True
     finally:
@@ -506,6 +510,26 @@ async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path:
         assert "#define BLOCK 256" in new and "#pragma unroll 8" in new and "#define BLOCK 128" not in new
         assert new.count("\n") == text.count("\n")
         before_md, before_hints = md, [(h.position, h.label) for h in got]
+
+        # the editor applies the edit and sends it back as changes: the file is now the applied result, not
+        # a stale one: the lens says so with the speedup, no hints, the written values are not flagged again
+        (change,) = client.applied_edits[-1].document_changes
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[lsp.TextDocumentContentChangePartial(range=e.range, text=e.new_text)
+                             for e in sorted(change.edits, key=lambda e: (e.range.start.line, e.range.start.character),
+                                             reverse=True)]))
+        diags = await diagnostics_for(client, uri, version=2)
+        assert not [d for d in diags if d.code == "tunable"], [d.message for d in diags]
+        assert any(d.code == "result" and d.message.endswith("(applied)") for d in diags), [d.message for d in diags]
+        titles = [t for t, _ in await lenses(client, uri)]
+        assert f"Applied best ({speedup:.2f}x, BLOCK=256, UNROLL=8)" in titles, titles
+        assert not any("stale" in t.lower() for t in titles), titles
+        assert await hints(client, uri) == []
+        amd = await hover_text(client, uri, name_pos)
+        assert "**Applied**" in amd and "Stale" not in amd
+        again = await execute(client, "kerntune.applyBest", uri, "row_sum")
+        assert again["applied"] is False and "already applied" in again["message"], again
 
     # a restart: the same hovers and hints from the store, nothing re-tuned
     async with lsp_server(replay.env) as client:
@@ -820,3 +844,34 @@ async def test_optimize_through_an_llm_endpoint_shows_what_it_spent(tmp_path: Pa
     from agent_core.store import Store
     with Store(tmp_path / "results.sqlite") as s:
         assert key not in json.dumps([st for ses in s.sessions() for st in s.steps(ses["id"])], default=str)
+
+
+def test_transport_flags_clients_append():
+    """vscode-languageclient appends --stdio (and --clientProcessId for node servers); the other transports are
+    refused with a message that says what to do, and the process exits 2 without touching stdout."""
+    from server.main import parse_transport
+    assert parse_transport([]) == (None, None)
+    assert parse_transport(["--stdio"]) == (None, None)
+    assert parse_transport(["--stdio", "--clientProcessId=42"]) == (None, 42)
+    assert parse_transport(["--clientProcessId", "7", "--stdio"]) == (None, 7)
+    for flag in ("--socket=5007", "--pipe=/tmp/x.sock", "--node-ipc", "--port=1"):
+        err, _ = parse_transport([flag])
+        assert err and "stdio only" in err and flag in err
+    err, _ = parse_transport(["--frobnicate"])
+    assert "unknown argument '--frobnicate'" in err
+    import subprocess
+    for cmd in ([sys.executable, "-m", "server", "--socket=5007"],
+                [sys.executable, "-m", "agent_core.cli", "lsp", "--node-ipc"]):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=60, stdin=subprocess.DEVNULL)
+        assert p.returncode == 2 and p.stdout == "" and "stdio only" in p.stderr, (cmd, p)
+
+
+def test_codicons_only_for_clients_that_render_them_and_configuration_changes_are_handled():
+    from server.app import create_server, renders_codicons
+    vs = lsp.ClientInfo(name="Visual Studio Code", version="1.99.3")
+    assert renders_codicons(vs, None) and renders_codicons(lsp.ClientInfo(name="code-server"), None)
+    assert not renders_codicons(lsp.ClientInfo(name="Neovim", version="0.11.4"), None)
+    assert not renders_codicons(None, None)
+    assert renders_codicons(None, {"codicons": True}) and not renders_codicons(vs, {"codicons": False})
+    ls = create_server()
+    assert lsp.WORKSPACE_DID_CHANGE_CONFIGURATION in ls.protocol.fm.features  # no "unknown method" warning
