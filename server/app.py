@@ -35,6 +35,7 @@ from .results import Results
 from .tuning import TuningJobs
 
 log = logging.getLogger("kerntune.server")
+SLICE_S = 0.01  # the longest the analysis after a change holds the event loop before requests are served
 timing = logging.getLogger("kerntune.timing")  # per-edit figures: KERNTUNE_LOG_TIMING=1 shows them
 timing.setLevel(logging.INFO if os.environ.get("KERNTUNE_LOG_TIMING") else logging.WARNING)
 
@@ -75,6 +76,8 @@ class KerntuneServer(LanguageServer):
         self.jobs = TuningJobs(self, self.results, self.refresh)
         self.settings: dict | None = None
         self.codicons = False  # the client renders $(name) icons in lens titles (VS Code and its builds)
+        self._publishers: dict[str, asyncio.Future] = {}  # uri -> the analysis that ends in publishing
+        self._arrived: dict[str, float] = {}  # uri -> when the change being analysed arrived
 
     def report_server_error(self, error, source):
         log.error("server error (%s): %r", getattr(source, "__name__", source), error, exc_info=error)
@@ -114,6 +117,46 @@ class KerntuneServer(LanguageServer):
         if inspect.isawaitable(res):
             asyncio.ensure_future(res)
         return n
+
+    def schedule_publish(self, uri: str, arrived: float) -> None:
+        """Publish the document's diagnostics once its kernels are analysed, analysing them a kernel or a few
+        at a time between the requests that come in meanwhile: the parse is done (lenses need nothing more), so
+        the code lens request an editor sends right after opening or changing a file is answered first, not
+        after every kernel of a 10,000-line file was templatized. A newer version restarts the analysis."""
+        self._arrived[uri] = arrived
+        task = self._publishers.get(uri)
+        if task is None or task.done():
+            self._publishers[uri] = asyncio.ensure_future(self._publish_when_analysed(uri))
+
+    async def _publish_when_analysed(self, uri: str) -> None:
+        from .analysis import facts_and_shift
+        while True:
+            await asyncio.sleep(0)  # requests already read (the lenses after a change) go first
+            doc = self.docs.get(uri)
+            if doc is None:
+                return
+            version, cf = doc.version, doc.cf
+            t_slice = time.perf_counter()
+            changed = False
+            try:
+                for k in (cf.kernels if cf is not None else []):
+                    facts_and_shift(self.docs, doc, k)  # memoized per version: what publish uses
+                    if time.perf_counter() - t_slice > SLICE_S:
+                        await asyncio.sleep(0)
+                        t_slice = time.perf_counter()
+                        if self.docs.get(uri) is not doc or doc.version != version or doc.cf is not cf:
+                            changed = True
+                            break
+            except Exception:
+                log.exception("analysing %s failed", uri)  # publish reports what it can
+            if changed:
+                continue
+            n = self.publish(uri)
+            arrived = self._arrived.pop(uri, None)
+            if arrived is not None:
+                timing.info("change v%s: parse %.1f ms, %d diagnostics published %.1f ms after the change arrived",
+                            version, doc.parse_ms, n, (time.perf_counter() - arrived) * 1000)
+            return
 
     def refresh(self, uri: str, final: bool) -> None:
         """After a tuning event: republish diagnostics, ask the client to re-request lenses and hints."""
@@ -175,7 +218,7 @@ def create_server() -> KerntuneServer:
         if not _ours(td.uri, td.language_id):
             return
         ls.docs.open(td.uri, td.text, td.version)
-        ls.publish(td.uri)
+        ls.schedule_publish(td.uri, time.perf_counter())
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: KerntuneServer, params: lsp.DidChangeTextDocumentParams):
@@ -183,9 +226,7 @@ def create_server() -> KerntuneServer:
         t0 = time.perf_counter()
         doc = ls.docs.change(td.uri, list(params.content_changes), td.version)
         if doc is not None:
-            n = ls.publish(td.uri)
-            timing.info("change v%s: parse %.1f ms, %d diagnostics published %.1f ms after the change arrived",
-                        td.version, doc.parse_ms, n, (time.perf_counter() - t0) * 1000)
+            ls.schedule_publish(td.uri, t0)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KerntuneServer, params: lsp.DidSaveTextDocumentParams):
