@@ -94,7 +94,59 @@ def run_stdio(argv: list[str] | None = None) -> None:
 
     server = create_server()
     tune_gc()
-    server.start_io(sys.stdin.buffer, proto_out)
+    start_io(server, sys.stdin.buffer, proto_out)
+
+
+class _PipeReader:
+    """stdin read by the event loop itself (asyncio's pipe transport), with the interface pygls's message loop
+    reads through. pygls reads stdin in a thread, one executor round trip per header line and per body: a
+    request that arrived while the loop was busy then waits for three turns of the loop, each behind the work
+    scheduled meanwhile (the analysis after a change). Here a message already received is handled at once."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    async def readline(self) -> bytes:
+        return await self._reader.readline()
+
+    async def readexactly(self, n: int) -> bytes:
+        import asyncio
+        try:
+            return await self._reader.readexactly(n)
+        except asyncio.IncompleteReadError as e:  # EOF: what pygls's reader returns then
+            return e.partial
+
+
+def start_io(server, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """``server.start_io(stdin, stdout)`` with stdin read by the event loop when it is a pipe or a socket (what
+    editors give a server they start); pygls's threaded reader otherwise (a file, a terminal)."""
+    import asyncio
+    import threading
+
+    from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(stdout))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stdin)
+            source = _PipeReader(reader)
+        except (ValueError, OSError):
+            source = StdinAsyncReader(stdin, server.thread_pool)
+        await run_async(stop_event=server._stop_event, reader=source, protocol=server.protocol,
+                        logger=logging.getLogger("pygls.server"), error_handler=server.report_server_error)
+
+    try:
+        asyncio.run(main())
+    except BrokenPipeError:
+        logging.getLogger(__name__).error("the connection to the client is lost; shutting down")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
 
 
 if __name__ == "__main__":
