@@ -600,7 +600,8 @@ async def test_cancel_tuning_from_the_progress_notification_and_the_command(repl
 
 def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path):
     """In process: the server's incremental re-parse, reused chunks and per-kernel caches give, after every
-    edit, the diagnostics, lenses and inlay positions of a document opened fresh with the same text."""
+    edit (a range change, or the whole text as some clients send it), the diagnostics, lenses and inlay
+    positions of a document opened fresh with the same text."""
     import random
 
     import json
@@ -665,7 +666,11 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
                 range=lsp.Range(start=lsp.Position(line=line, character=len(lines[line][:a].encode("utf-16-le")) // 2),
                                 end=lsp.Position(line=line, character=len(lines[line][:b].encode("utf-16-le")) // 2)),
                 text=rng.choice(snippets) if step >= 4 else "// one more line\n")
+            expected = "\n".join(lines[:line] + [lines[line][:a] + ch.text + lines[line][b:]] + lines[line + 1:])
+            if step % 2:  # a client that sends the whole text: turned into the same edit (diff_edit)
+                ch = lsp.TextDocumentContentChangeWholeDocument(text=expected)
             doc = docs.change(uri, [ch], step + 2)
+            assert doc.text == expected
             fresh_docs = Documents()  # another server's view of the same file
             fresh = fresh_docs.open(uri, doc.text, 1)
             docs_of[uri] = docs
