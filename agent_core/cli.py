@@ -525,6 +525,9 @@ def apply(file, kernel, store_path, dry_run, backend, single):
     s = result_summary(store, file, kernel, text)
     if not s or not s.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run `kerntune tune {file} -k {kernel}` first")
+    if s.get("applied"):
+        out.print(f"{file} already holds the tuned result of '{kernel}' (written by apply): nothing to change")
+        return
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
     rw, template = rewrite_result(file, kernel, text, s, store, single=single)
