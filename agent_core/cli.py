@@ -696,7 +696,7 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
     from agent_core.apply import check_compiles, rewrite_result
     from agent_core.measure.compiler import compile_kernel
     from agent_core.store import Store
-    from agent_core.search.tuner import read_source, result_summary
+    from agent_core.search.tuner import read_source, record_applied, result_summary
     from agent_core.workspace import cache_dir, store_path_for
 
     text = read_source(file)
@@ -705,6 +705,9 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
     if not s or not s.get("best_params"):
         on = f" on {device}" if device else ""
         raise KerntuneError(f"no tuned result for kernel '{kernel}'{on}: run `kerntune tune {file} -k {kernel}` first")
+    if s.get("applied"):
+        out.print(f"{file} already holds the tuned result of '{kernel}' (written by apply): nothing to change")
+        return
     if s["stale"]:
         raise KerntuneError(f"{file} changed since kernel '{kernel}' was tuned; tune again before applying")
     rw, template = rewrite_result(file, kernel, text, s, store, single=single, fallback=True)
@@ -743,6 +746,7 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
         p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
     for p, _ in writes:
         os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
+    record_applied(store, s, file, kernel, new)  # the editor shows the file as applied, not stale
     out.print(diff, markup=False, highlight=False)
     how = f" in place ({template.origin} template)" if rw.in_place else ""
     if rw.dispatch is not None:
@@ -801,12 +805,15 @@ def _verify_applied(file: str, kernel: str, old: str, new: str, backend: str | N
 
 
 # --------------------------------------------------------------------------------------------- lsp
-@main.command()
-def lsp():
-    """Run the language server over stdio (for editors)."""
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                "help_option_names": []})
+@click.pass_context
+def lsp(ctx):
+    """Run the language server over stdio (for editors). Accepts the transport flags LSP clients append:
+    --stdio, --clientProcessId=PID; refuses --socket/--pipe/--node-ipc with a message (stdio only)."""
     from server.main import run_stdio
 
-    run_stdio()
+    run_stdio(list(ctx.args))
 
 
 # --------------------------------------------------------------------------------------------- bench

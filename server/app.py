@@ -35,6 +35,7 @@ from .results import Results
 from .tuning import TuningJobs
 
 log = logging.getLogger("kerntune.server")
+SLICE_S = 0.01  # the longest the analysis after a change holds the event loop before requests are served
 timing = logging.getLogger("kerntune.timing")  # per-edit figures: KERNTUNE_LOG_TIMING=1 shows them
 timing.setLevel(logging.INFO if os.environ.get("KERNTUNE_LOG_TIMING") else logging.WARNING)
 
@@ -74,6 +75,9 @@ class KerntuneServer(LanguageServer):
         self.results = Results()
         self.jobs = TuningJobs(self, self.results, self.refresh)
         self.settings: dict | None = None
+        self.codicons = False  # the client renders $(name) icons in lens titles (VS Code and its builds)
+        self._publishers: dict[str, asyncio.Future] = {}  # uri -> the analysis that ends in publishing
+        self._arrived: dict[str, float] = {}  # uri -> when the change being analysed arrived
 
     def report_server_error(self, error, source):
         log.error("server error (%s): %r", getattr(source, "__name__", source), error, exc_info=error)
@@ -114,6 +118,46 @@ class KerntuneServer(LanguageServer):
             asyncio.ensure_future(res)
         return n
 
+    def schedule_publish(self, uri: str, arrived: float) -> None:
+        """Publish the document's diagnostics once its kernels are analysed, analysing them a kernel or a few
+        at a time between the requests that come in meanwhile: the parse is done (lenses need nothing more), so
+        the code lens request an editor sends right after opening or changing a file is answered first, not
+        after every kernel of a 10,000-line file was templatized. A newer version restarts the analysis."""
+        self._arrived[uri] = arrived
+        task = self._publishers.get(uri)
+        if task is None or task.done():
+            self._publishers[uri] = asyncio.ensure_future(self._publish_when_analysed(uri))
+
+    async def _publish_when_analysed(self, uri: str) -> None:
+        from .analysis import facts_and_shift
+        while True:
+            await asyncio.sleep(0)  # requests already read (the lenses after a change) go first
+            doc = self.docs.get(uri)
+            if doc is None:
+                return
+            version, cf = doc.version, doc.cf
+            t_slice = time.perf_counter()
+            changed = False
+            try:
+                for k in (cf.kernels if cf is not None else []):
+                    facts_and_shift(self.docs, doc, k)  # memoized per version: what publish uses
+                    if time.perf_counter() - t_slice > SLICE_S:
+                        await asyncio.sleep(0)
+                        t_slice = time.perf_counter()
+                        if self.docs.get(uri) is not doc or doc.version != version or doc.cf is not cf:
+                            changed = True
+                            break
+            except Exception:
+                log.exception("analysing %s failed", uri)  # publish reports what it can
+            if changed:
+                continue
+            n = self.publish(uri)
+            arrived = self._arrived.pop(uri, None)
+            if arrived is not None:
+                timing.info("change v%s: parse %.1f ms, %d diagnostics published %.1f ms after the change arrived",
+                            version, doc.parse_ms, n, (time.perf_counter() - arrived) * 1000)
+            return
+
     def refresh(self, uri: str, final: bool) -> None:
         """After a tuning event: republish diagnostics, ask the client to re-request lenses and hints."""
         self.publish(uri)
@@ -146,11 +190,27 @@ class KerntuneServer(LanguageServer):
 def create_server() -> KerntuneServer:
     ls = KerntuneServer()
 
+    @ls.feature(lsp.INITIALIZE)
+    def initialize(ls: KerntuneServer, params: lsp.InitializeParams):
+        ls.codicons = renders_codicons(params.client_info, params.initialization_options)
+
     @ls.feature(lsp.INITIALIZED)
     def initialized(ls: KerntuneServer, params: lsp.InitializedParams):
         enc = ls.workspace.position_encoding or "utf-16"
         ls.docs.encoding = getattr(enc, "value", enc)  # str() of the enum member is "PositionEncodingKind.Utf16"
-        log.info("kerntune %s ready (position encoding %s)", __version__, ls.docs.encoding)
+        log.info("kerntune %s ready (position encoding %s; codicons in lenses: %s)", __version__,
+                 ls.docs.encoding, ls.codicons)
+
+    @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: KerntuneServer, params: lsp.DidChangeConfigurationParams):
+        """The settings are read again (pushed ones under "kerntune" are taken as they are; VS Code's client
+        sends them with `synchronize.configurationSection`); the next Optimize uses them."""
+        pushed = params.settings.get("kerntune") if isinstance(params.settings, dict) else None
+        if isinstance(pushed, dict):
+            ls.settings = pushed
+        else:
+            await ls.load_settings()
+        log.info("settings changed")
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: KerntuneServer, params: lsp.DidOpenTextDocumentParams):
@@ -158,7 +218,7 @@ def create_server() -> KerntuneServer:
         if not _ours(td.uri, td.language_id):
             return
         ls.docs.open(td.uri, td.text, td.version)
-        ls.publish(td.uri)
+        ls.schedule_publish(td.uri, time.perf_counter())
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: KerntuneServer, params: lsp.DidChangeTextDocumentParams):
@@ -166,9 +226,7 @@ def create_server() -> KerntuneServer:
         t0 = time.perf_counter()
         doc = ls.docs.change(td.uri, list(params.content_changes), td.version)
         if doc is not None:
-            n = ls.publish(td.uri)
-            timing.info("change v%s: parse %.1f ms, %d diagnostics published %.1f ms after the change arrived",
-                        td.version, doc.parse_ms, n, (time.perf_counter() - t0) * 1000)
+            ls.schedule_publish(td.uri, t0)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KerntuneServer, params: lsp.DidSaveTextDocumentParams):
@@ -189,7 +247,7 @@ def create_server() -> KerntuneServer:
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
     def code_lens(ls: KerntuneServer, params: lsp.CodeLensParams):
         doc = ls.docs.get(params.text_document.uri)
-        return code_lenses(doc, ls.results, ls.encoding) if doc else []
+        return code_lenses(doc, ls.results, ls.encoding, ls.codicons) if doc else []
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
         code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, "refactor.kerntune"]))
@@ -259,11 +317,18 @@ def create_server() -> KerntuneServer:
             return {"applied": False, "message": e.message}
         if doc.version != version:
             return {"applied": False, "message": "the document changed while the rewrite was checked; try again"}
+        # recorded before the edit is sent: the client's didChange with the new text may come before its answer,
+        # and a file with exactly this text is the applied result whether or not this edit wrote it
+        await loop.run_in_executor(None, _record_applied, doc.path, kernel, summary, new)
+        ls.results.forget(doc.path)
+        edit = workspace_edit(doc, new, ls.encoding)
         res = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
-            edit=workspace_edit(doc, new, ls.encoding), label=f"kerntune: apply best configuration of {kernel}"))
+            edit=edit, label=f"kerntune: apply best configuration of {kernel}"))
         if res.applied:
             for w in warnings:
                 ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"kerntune: {w}"))
+        ls.results.forget(doc.path)
+        ls.refresh(uri, True)
         return {"applied": bool(res.applied), "params": summary.get("best_params") if summary else None,
                 "message": res.failure_reason, "warnings": warnings}
 
@@ -293,6 +358,31 @@ def create_server() -> KerntuneServer:
         ls.results.close()
 
     return ls
+
+
+CODICON_CLIENTS = ("visual studio code", "code - oss", "code-server", "vscodium", "cursor", "windsurf")
+
+
+def renders_codicons(client_info, init_options) -> bool:
+    """Whether lens titles may carry ``$(icon)`` codicons: VS Code and its builds (by ``clientInfo.name``:
+    vscode-languageclient sends the application's name), or a client that says so in its initialization options
+    (``{"codicons": true}``). Other clients (Neovim, Emacs, Helix, ...) would show the text literally."""
+    if isinstance(init_options, dict) and isinstance(init_options.get("codicons"), bool):
+        return init_options["codicons"]
+    name = (getattr(client_info, "name", None) or "").lower()
+    return any(c in name for c in CODICON_CLIENTS)
+
+
+def _record_applied(path: str, kernel: str, summary: dict, new_text: str) -> None:
+    from agent_core.search.tuner import record_applied
+    from agent_core.store import Store
+    from agent_core.workspace import store_path_for
+
+    store = Store(store_path_for(path))
+    try:
+        record_applied(store, summary, path, kernel, new_text)
+    finally:
+        store.close()
 
 
 def _templatize(path: str, text: str, kernel: str, force: bool):

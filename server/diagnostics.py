@@ -1,4 +1,5 @@
-"""Diagnostics: hard-coded tunables (information), spec problems (missing: information with a quick fix;
+"""Diagnostics: hard-coded tunables (hint: shown in the editor, not listed in the Problems panel; none once the
+kernel's result is applied), spec problems (missing: information with a quick fix;
 invalid: warning at the field), kernels kerntune cannot tune, and the tuning result / live best (hint)."""
 
 from __future__ import annotations
@@ -31,26 +32,33 @@ def kernel_diagnostics(doc: Doc, k, facts: KernelFacts, results: Results, encodi
                        cache: dict | None = None) -> list[lsp.Diagnostic]:
     """The kernel's diagnostics. ``cache`` (per document): the part that depends only on the kernel's facts
     and position is reused while those are the same objects (an edit elsewhere in the file)."""
-    static = _static_cached(doc, k, facts, encoding, cache)[0]
+    static = _static_cached(doc, k, facts, encoding, cache, _applied(doc, k, results))[0]
     if facts.syntax_errors:
         return static
     return static + _result_diagnostics(doc, k, results, encoding)
 
 
-def _static_cached(doc: Doc, k, facts: KernelFacts, encoding: str, cache: dict | None) -> list:
+def _applied(doc: Doc, k, results: Results) -> bool:
+    """The kernel's stored result is applied: the file is its tuned state, its values are no longer hard-coded
+    guesses."""
+    s = results.summary(doc, k.name)
+    return bool(s and s.get("applied"))
+
+
+def _static_cached(doc: Doc, k, facts: KernelFacts, encoding: str, cache: dict | None, applied: bool = False) -> list:
     """[diagnostics, their JSON (filled in by ``diagnostics_json``)] of the facts-only part, cached."""
     ns = k.name_span
-    key = (ns.line, ns.col, ns.end_line, ns.end_col, encoding)
+    key = (ns.line, ns.col, ns.end_line, ns.end_col, encoding, applied)
     hit = cache.get(k.name) if cache is not None else None
     if hit is not None and hit[0] is facts and hit[1] == key:
         return hit[2]
-    entry = [_static_diagnostics(doc, k, facts, encoding), None]
+    entry = [_static_diagnostics(doc, k, facts, encoding, applied), None]
     if cache is not None:
         cache[k.name] = (facts, key, entry)
     return entry
 
 
-def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str) -> list[lsp.Diagnostic]:
+def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str, applied: bool = False) -> list[lsp.Diagnostic]:
     idx = doc.index
     name_rng = idx.range(k.name_span, encoding)
     out: list[lsp.Diagnostic] = []
@@ -64,8 +72,8 @@ def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str) -> list[
     if facts.syntax_errors:
         return out
     if facts.template_error is not None:
-        diag(name_rng, f"nothing tunable found in '{k.name}': {facts.template_error.message}", INFO, "not-tunable")
-    for s in facts.sites:
+        diag(name_rng, f"nothing tunable found in '{k.name}': {facts.template_error.message}", HINT, "not-tunable")
+    for s in [] if applied else facts.sites:
         p = facts.params.get(s.param)
         if p is None:
             continue
@@ -73,7 +81,7 @@ def _static_diagnostics(doc: Doc, k, facts: KernelFacts, encoding: str) -> list[
         diag(idx.range(s.span, encoding),
              f"hard-coded {p.kind.replace('_', ' ')} {s.original_text}: tunable as {p.name} "
              f"(domain {_domain(p.values)}); {what}. 'Optimize kernel' searches it on the GPU.",
-             INFO, "tunable", {"kernel": k.name, "param": p.name})
+             HINT, "tunable", {"kernel": k.name, "param": p.name})
     if facts.spec_status == "missing":
         diag(name_rng, f"kernel '{k.name}' has no tuning spec: kerntune needs one to run it on its own. "
              "Quick fix: 'Create tuning spec' drafts it above the kernel.", INFO, "missing-spec",
@@ -110,7 +118,8 @@ def _result_diagnostics(doc: Doc, k, results: Results, encoding: str) -> list[ls
     else:
         s = results.summary(doc, k.name)
         if s and s.get("speedup"):
-            stale = " (stale: the file changed since; optimize again)" if s.get("stale") else ""
+            stale = (" (stale: the file changed since; optimize again)" if s.get("stale")
+                     else " (applied)" if s.get("applied") else "")
             d = s.get("dispatch") or {}
             per = (f"; {d['speedup']:.2f}x with a per-shape dispatch of {len(d.get('entries') or [])} configurations"
                    if d.get("speedup") else "")
@@ -150,12 +159,13 @@ def diagnostics_json(docs: Documents, doc: Doc, results: Results, encoding: str,
     for k in doc.cf.kernels:
         facts, dl = facts_and_shift(docs, doc, k)
         ns = k.name_span
-        key = (encoding, ns.col, ns.end_col, ns.end_line - ns.line)
+        applied = _applied(doc, k, results)
+        key = (encoding, ns.col, ns.end_col, ns.end_line - ns.line, applied)
         hit = templates.get(k.name)
         if hit is not None and hit[0] is facts and hit[1] == key:
             texts, nums, count = hit[2]
         else:
-            static = _static_diagnostics(doc, k, kernel_facts(docs, doc, k), encoding)
+            static = _static_diagnostics(doc, k, kernel_facts(docs, doc, k), encoding, applied)
             text = ", ".join(dumps(d) for d in static)
             texts, nums, pos = [], [], 0
             for m in _JSON_LINE.finditer(text):

@@ -158,12 +158,14 @@ class Documents:
         index, tree = doc.index, doc.tree
         for ch in changes:
             rng = getattr(ch, "range", None)
-            if rng is None:  # full text
-                index, tree = LineIndex(ch.text), None
-                continue
-            start = index.offset(rng.start, self.encoding)
-            end = index.offset(rng.end, self.encoding)
-            new_bytes = ch.text.encode("utf-8")
+            if rng is None:  # the whole text: turned into the one edit that differs, re-parsed incrementally
+                data = ch.text.encode("utf-8")
+                start, end, new_end = diff_edit(index.data, data)
+                new_bytes = data[start:new_end]
+            else:
+                start = index.offset(rng.start, self.encoding)
+                end = index.offset(rng.end, self.encoding)
+                new_bytes = ch.text.encode("utf-8")
             new_index = index.edited(start, end, new_bytes)
             if tree is not None:
                 tree.edit(start_byte=start, old_end_byte=end, new_end_byte=start + len(new_bytes),
@@ -193,6 +195,48 @@ class Documents:
             log.exception("parsing %s failed", doc.uri)
             doc.tree, doc.cf = None, None
         doc.parse_ms = (time.perf_counter() - t0) * 1000
+
+
+def diff_edit(old: bytes, new: bytes) -> tuple[int, int, int]:
+    """(start, old_end, new_end): the one edit that turns ``old`` into ``new`` (bytes [start, old_end) of ``old``
+    replaced by bytes [start, new_end) of ``new``), from their common prefix and suffix, on UTF-8 character
+    boundaries. Clients that send the whole document on every change (the protocol allows it) then cost what an
+    incremental change costs: tree-sitter re-parses the edited region, the per-kernel caches keep the rest."""
+    n = min(len(old), len(new))
+    pre = _common_run(old, new, n, False)
+    suf = _common_run(old, new, n - pre, True)
+    while pre > 0 and pre < len(old) and (old[pre] & 0xC0) == 0x80:  # not inside a multi-byte character
+        pre -= 1
+    while suf > 0 and (old[len(old) - suf] & 0xC0) == 0x80:
+        suf -= 1
+    return pre, len(old) - suf, len(new) - suf
+
+
+def _common_run(a: bytes, b: bytes, limit: int, from_end: bool) -> int:
+    """How many bytes ``a`` and ``b`` have in common at their start (or end), at most ``limit``: blocks compared
+    with memcmp, then halved where they differ."""
+    la, lb = len(a), len(b)
+
+    def same(lo: int, hi: int) -> bool:
+        if from_end:
+            return a[la - hi:la - lo] == b[lb - hi:lb - lo]
+        return a[lo:hi] == b[lo:hi]
+
+    lo, step = 0, 1 << 14
+    while lo < limit:
+        hi = min(limit, lo + step)
+        if same(lo, hi):
+            lo = hi
+            step = min(step * 2, 1 << 20)
+            continue
+        while hi - lo > 1:  # same(lo', lo) holds, same(lo, hi) does not
+            mid = (lo + hi) // 2
+            if same(lo, mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    return limit
 
 
 def _point(index: LineIndex, offset: int) -> tuple[int, int]:

@@ -47,6 +47,8 @@ def best_text(path: str, text: str, kernel: str, summary: dict | None,
     kept on every size set, nothing is applied (KerntuneError says why)."""
     if not summary or not summary.get("best_params"):
         raise KerntuneError(f"no tuned result for kernel '{kernel}': run 'Optimize kernel' first", path)
+    if summary.get("applied"):
+        raise KerntuneError(f"the best configuration of '{kernel}' is already applied: the file holds it", path)
     if summary.get("stale"):
         raise KerntuneError(f"the file changed since kernel '{kernel}' was tuned; optimize again before applying",
                             path)

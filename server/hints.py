@@ -16,7 +16,7 @@ def best_params(doc: Doc, kernel: str, results: Results) -> tuple[dict | None, s
         sp = f"{live.speedup:.2f}x" if live.speedup else ""
         return live.best.params, f"best so far ({live.done}/{live.total}) {sp}"
     s = results.summary(doc, kernel)
-    if not s or not s.get("best_params"):
+    if not s or not s.get("best_params") or s.get("applied"):  # applied: the file holds the best values
         return None, ""
     note = f"best found on {s.get('device')}"
     if s.get("speedup"):

@@ -39,6 +39,8 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
         if live is None:
             lines.append("No tuning result yet: use **Optimize kernel** above the kernel.")
         return "\n\n".join(lines)
+    if s.get("applied"):
+        lines.append("✅ **Applied**: the file holds this result (written by Apply best).")
     if s.get("stale"):
         lines.append("⚠️ **Stale**: the file changed since this result was measured. Optimize again to refresh it.")
     bw = s.get("copy_bw_gbps")
@@ -145,7 +147,8 @@ def param_markdown(doc: Doc, k, facts: KernelFacts, param: str, original_text: s
     lines = [f"### `{p.name}` ({p.kind.replace('_', ' ')}) in `{k.name}`"]
     if p.why:
         lines.append(p.why)
-    lines.append(f"Domain: {', '.join(map(str, p.values))} · original **{p.original}** (`{original_text}`)")
+    as_written = f" (`{original_text}`)" if original_text.strip() != str(p.original) else ""
+    lines.append(f"Domain: {', '.join(map(str, p.values))} · original **{p.original}**{as_written}")
     s = results.summary(doc, k.name)
     live = results.live.get((doc.path, k.name))
     if live is not None and not live.finished and live.best is not None and param in live.best.params:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from agent_core.model import params_words
+
 from . import commands
 from .documents import Doc
 from .results import Results
@@ -13,7 +15,8 @@ def _fmt_x(x: float | None) -> str:
     return f"{x:.2f}x" if x else "no speedup"
 
 
-def code_lenses(doc: Doc, results: Results, encoding: str) -> list[lsp.CodeLens]:
+def code_lenses(doc: Doc, results: Results, encoding: str, codicons: bool = False) -> list[lsp.CodeLens]:
+    """The lenses of every kernel; ``codicons``: the client renders ``$(icon)`` in titles (VS Code)."""
     if doc.cf is None:
         return []
     out: list[lsp.CodeLens] = []
@@ -28,14 +31,20 @@ def code_lenses(doc: Doc, results: Results, encoding: str) -> list[lsp.CodeLens]
         live = results.live.get((doc.path, k.name))
         if live is not None and not live.finished:
             best = f", best {live.speedup:.2f}x" if live.speedup else ""
-            lens(f"$(sync~spin) Tuning {live.done}/{live.total}{best}", commands.SHOW_RESULT)
+            spin = "$(sync~spin) " if codicons else ""
+            lens(f"{spin}Tuning {live.done}/{live.total}{best}", commands.SHOW_RESULT)
             lens("Cancel tuning", commands.CANCEL)
             continue
         lens("Optimize kernel", commands.OPTIMIZE)
         lens("Templatize", commands.TEMPLATIZE)
         s = results.summary(doc, k.name)
         if s and s.get("best_params"):
-            if s.get("stale"):
+            if s.get("applied"):
+                d = s.get("dispatch")
+                what = (f"per-shape dispatch of {len(d.get('entries') or [])}, {_fmt_x(d.get('speedup'))}" if d
+                        else f"{_fmt_x(s.get('speedup'))}, {params_words(s.get('best_params'))}")
+                lens(f"Applied best ({what})", commands.SHOW_RESULT)
+            elif s.get("stale"):
                 lens(f"Result stale ({_fmt_x(s.get('speedup'))}, file changed): re-optimize", commands.OPTIMIZE)
             elif s.get("dispatch") and all(e.get("origin") == "original" for e in s["dispatch"].get("entries") or []):
                 lens("Original kept (no configuration faster beyond the noise)", commands.SHOW_RESULT)

@@ -45,14 +45,108 @@ def tune_gc() -> None:
         logging.getLogger(__name__).warning("ignoring KERNTUNE_GC_THRESHOLD=%r", t)
 
 
-def run_stdio() -> None:
+TRANSPORT_HELP = """usage: kerntune lsp [--stdio] [--clientProcessId=PID]
+
+Runs the kerntune language server over stdin/stdout (the default; --stdio says so explicitly, as
+vscode-languageclient and other clients do). --socket=PORT, --pipe=NAME and --node-ipc are the other transports
+LSP clients ask for: kerntune speaks LSP over stdio only, so configure the client for stdio."""
+
+
+def parse_transport(argv: list[str]) -> tuple[str | None, int | None]:
+    """(error, client process id) from the transport flags LSP clients append to the server's command line:
+    ``--stdio`` (accepted), ``--clientProcessId=N`` / ``--clientProcessId N`` (accepted; the client's pid),
+    ``--socket=PORT``, ``--port=PORT``, ``--pipe=NAME``, ``--node-ipc`` (refused: stdio only). ``error`` is the
+    message to print on stderr (exit status 2), or "" for --help; None when the server can start."""
+    pid = None
+    it = iter(argv)
+    for a in it:
+        name, eq, value = a.partition("=")
+        if a == "--stdio":
+            continue
+        if name in ("--clientProcessId", "--client-process-id"):
+            if not eq:
+                value = next(it, "")
+            try:
+                pid = int(value)
+            except ValueError:
+                return f"kerntune lsp: {name} needs a process id, not {value!r}", None
+            continue
+        if name in ("--socket", "--port", "--pipe", "--node-ipc"):
+            return (f"kerntune lsp: {a} asks for the {name[2:]} transport, but kerntune speaks LSP over stdio only: "
+                    "configure the client to start the server with stdio (vscode-languageclient: "
+                    "TransportKind.stdio, which passes --stdio)"), None
+        if a in ("-h", "--help"):
+            return "", None
+        return f"kerntune lsp: unknown argument {a!r}\n\n{TRANSPORT_HELP}", None
+    return None, pid
+
+
+def run_stdio(argv: list[str] | None = None) -> None:
+    """Start the server on stdio. ``argv``: the command-line arguments after the command (default
+    ``sys.argv[1:]``), checked by ``parse_transport``."""
+    error, _ = parse_transport(sys.argv[1:] if argv is None else list(argv))
+    if error is not None:
+        sys.stderr.write((error or TRANSPORT_HELP) + "\n")
+        raise SystemExit(2 if error else 0)
     proto_out = guard_stdout()
     setup_logging()
     from .app import create_server
 
     server = create_server()
     tune_gc()
-    server.start_io(sys.stdin.buffer, proto_out)
+    start_io(server, sys.stdin.buffer, proto_out)
+
+
+class _PipeReader:
+    """stdin read by the event loop itself (asyncio's pipe transport), with the interface pygls's message loop
+    reads through. pygls reads stdin in a thread, one executor round trip per header line and per body: a
+    request that arrived while the loop was busy then waits for three turns of the loop, each behind the work
+    scheduled meanwhile (the analysis after a change). Here a message already received is handled at once."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    async def readline(self) -> bytes:
+        return await self._reader.readline()
+
+    async def readexactly(self, n: int) -> bytes:
+        import asyncio
+        try:
+            return await self._reader.readexactly(n)
+        except asyncio.IncompleteReadError as e:  # EOF: what pygls's reader returns then
+            return e.partial
+
+
+def start_io(server, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """``server.start_io(stdin, stdout)`` with stdin read by the event loop when it is a pipe or a socket (what
+    editors give a server they start); pygls's threaded reader otherwise (a file, a terminal)."""
+    import asyncio
+    import threading
+
+    from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(stdout))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stdin)
+            source = _PipeReader(reader)
+        except (ValueError, OSError):
+            source = StdinAsyncReader(stdin, server.thread_pool)
+        await run_async(stop_event=server._stop_event, reader=source, protocol=server.protocol,
+                        logger=logging.getLogger("pygls.server"), error_handler=server.report_server_error)
+
+    try:
+        asyncio.run(main())
+    except BrokenPipeError:
+        logging.getLogger(__name__).error("the connection to the client is lost; shutting down")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
 
 
 if __name__ == "__main__":

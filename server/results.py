@@ -106,7 +106,7 @@ class Results:
         return have
 
     def summary(self, doc: Doc, kernel: str) -> dict | None:
-        """The latest stored summary for ``kernel`` with "stale" for the document's current text."""
+        """The latest stored summary for ``kernel`` with "stale" and "applied" for the document's current text."""
         got = self._store(doc.path)
         if got is None:
             return None
@@ -125,7 +125,9 @@ class Results:
         if s is None:
             return None
         text_hash = doc.memo("sha256", lambda: hashlib.sha256(doc.index.data).hexdigest())  # = sha256_text
-        return {**s, "stale": text_hash != s.get("original_hash")}
+        # a file whose text is what Apply best wrote is the result's tuned state: applied, not stale
+        applied = text_hash in (s.get("applied_hashes") or ())
+        return {**s, "applied": applied, "stale": text_hash != s.get("original_hash") and not applied}
 
     def forget(self, path: str) -> None:
         """Drop cached summaries for ``path`` (after a session wrote to its store)."""

@@ -15,7 +15,7 @@ from typing import Callable
 
 from lsprotocol import types as lsp
 
-from agent_core.model import KerntuneError, NoGpuError, Status
+from agent_core.model import KerntuneError, NoGpuError, Status, params_words
 from agent_core.store import Store
 from agent_core.search.tuner import TuneEvent, TuneOptions, open_backend, prepare
 from agent_core.workspace import store_path_for
@@ -282,7 +282,7 @@ class TuningJobs:
         status = result.get("status")
         how = f" ({result['origin']}, {result['rounds']} round{'s' if result.get('rounds') != 1 else ''})" \
             if result.get("origin") else ""
-        text = (f"{live.kernel}: {status}, {sp:.2f}x with {s.get('best_params')}{how}" if sp
+        text = (f"{live.kernel}: {status}, {sp:.2f}x with {params_words(s.get('best_params'))}{how}" if sp
                 else f"{live.kernel}: {status}, no verified speedup")
         if result.get("stop"):
             text += f"; stopped: {result['stop']}"

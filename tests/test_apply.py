@@ -596,7 +596,12 @@ def test_cli_apply_writes_an_expert_winner_in_place(reproduce):
     assert (s.grid, s.block) == (["tokens * cdiv(d, 512)"], ["64"])
     assert "__global__ void __launch_bounds__(64) silu_and_mul_kernel(__half* out, const __half* x, int d) {" in after
     _nvcc_c(f)
-    # applying again: the file changed since it was tuned
+    # applying again: the file holds the applied result (recorded by apply), not a stale one: nothing to change
+    r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"])
+    assert r.exit_code == 0 and "already holds the tuned result" in r.output, r.output
+    assert f.read_text() == after
+    # an edit after that makes it stale
+    f.write_text(after + "\n// edited\n")
     r = CliRunner().invoke(main, ["apply", "silu_and_mul.cu", "-k", "silu_and_mul_kernel", "--backend", "none"])
     assert r.exit_code == 2 and "changed since" in r.output
 

@@ -86,3 +86,24 @@ def test_edited_index_matches_a_fresh_one():
 def _boundary(data: bytes, i: int) -> bool:
     """Whether byte offset ``i`` is at a character boundary of UTF-8 ``data``."""
     return i >= len(data) or (data[i] & 0xC0) != 0x80
+
+
+def test_diff_edit_turns_a_whole_text_into_the_one_edit_that_differs():
+    import random
+
+    from server.documents import diff_edit
+    rnd = random.Random(3)
+    alphabet = ["a", "b", "\n", "ü", "€", "😀", " "]
+    for _ in range(5000):
+        old = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+        s = rnd.randint(0, len(old))
+        e = rnd.randint(s, len(old))
+        new = old[:s] + "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 6))) + old[e:]
+        ob, nb = old.encode(), new.encode()
+        start, old_end, new_end = diff_edit(ob, nb)
+        assert ob[:start] + nb[start:new_end] + ob[old_end:] == nb
+        ob[start:old_end].decode()  # on character boundaries
+        nb[start:new_end].decode()
+    big = ("x" * 100_000 + "y" + "z" * 300_000).encode()
+    assert diff_edit(big, big.replace(b"y", b"yy")) == (100_001, 100_001, 100_002)
+    assert diff_edit(big, big) == (len(big), len(big), len(big))

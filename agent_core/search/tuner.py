@@ -670,8 +670,27 @@ def result_summary(store: Store, path: str, kernel: str, current_text: str | Non
             summary["llm_run"] = {"session_id": r["id"], "text": st["text"]}
             break
     summary["dispatch"] = _recorded_dispatch(store, same, summary)
-    summary["stale"] = current_text is not None and sha256_text(current_text) != row.get("original_hash")
+    summary["applied_hashes"] = sorted({(st.get("data") or {}).get("text_hash") for r in same
+                                        for st in store.steps(r["id"]) if st["kind"] == "applied"} - {None})
+    h = sha256_text(current_text) if current_text is not None else None
+    summary["applied"] = h is not None and h in summary["applied_hashes"]
+    summary["stale"] = h is not None and h != row.get("original_hash") and not summary["applied"]
     return summary
+
+
+def record_applied(store: Store, summary: dict, path: str, kernel: str, new_text: str) -> None:
+    """Record that the result ``summary`` was applied to ``path``, as the text the file has after the apply:
+    ``result_summary`` then calls a file with that text "applied" (the tuned state of the file), not stale."""
+    sid = summary.get("session_id")
+    if sid is None:
+        return
+    d = summary.get("dispatch") or None
+    store.put_step(sid, "applied", f"applied to {Path(path).name}: "
+                   + (f"per-shape dispatch of {len(d.get('entries') or [])}" if d else
+                      ", ".join(f"{k}={v}" for k, v in (summary.get("best_params") or {}).items())),
+                   {"text_hash": sha256_text(new_text), "kernel": kernel, "path": str(Path(path).resolve()),
+                    "params": summary.get("best_params"), "dispatch": bool(d),
+                    "speedup": (d or {}).get("speedup") or summary.get("speedup")})
 
 
 def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dict | None:

@@ -139,13 +139,43 @@ test("extension resolves the server command from its settings", () => {
   assert.deepEqual(serverLaunch(base, {}).command, "kerntune");
   assert.deepEqual(serverLaunch(base, {}).args, ["lsp"]);
   const py = serverLaunch({ ...base, interpreter: "/venv/bin/python" }, {});
-  assert.deepEqual([py.command, ...py.args], ["/venv/bin/python", "-m", "server"]);
+  // -P: the workspace folder (the server's working directory) is not put on sys.path
+  assert.deepEqual([py.command, ...py.args], ["/venv/bin/python", "-P", "-m", "server"]);
+  assert.match(py.lookedIn, /\/venv\/bin\/python \(kerntune.interpreter\)/);
+  // ~ and ${userHome} are expanded (settings do not go through a shell)
+  const home = serverLaunch({ ...base, interpreter: "~/.kerntune/bin/python" }, {}, undefined, "/home/u");
+  assert.equal(home.command, "/home/u/.kerntune/bin/python");
+  const homeCmd = serverLaunch({ ...base, command: ["${userHome}/k/bin/kerntune", "lsp"] }, { HOME: "/h" });
+  assert.equal(homeCmd.command, "/h/k/bin/kerntune");
+  assert.equal(serverLaunch({ ...base, interpreter: "~" }, {}, undefined, "/h").command, "/h");
   const cmd = serverLaunch({ ...base, command: ["/x/kerntune", "lsp"], interpreter: "/ignored" }, { A: "1" }, "sk");
   assert.deepEqual([cmd.command, ...cmd.args], ["/x/kerntune", "lsp"]);
   assert.equal(cmd.env.A, "1");
   assert.equal(cmd.env.KERNTUNE_LLM_API_KEY, "sk");
   const keep = serverLaunch(base, { KERNTUNE_LLM_API_KEY: "env" }, "secret");
   assert.equal(keep.env.KERNTUNE_LLM_API_KEY, "env");
+});
+
+test("the message when the server does not start names the Python and an install command that works", () => {
+  const { serverLaunch, startFailureMessage, findInstallSource } = require(path.join(client, "dist", "serverCommand.js"));
+  const base = { command: [], interpreter: "", env: {}, logLevel: "info" };
+  const files = { "/ws/pyproject.toml": '[project]\nname = "kerntune"\n' };
+  const dirs = { "/w2/dist": ["kerntune-0.1.0-py3-none-any.whl", "other-1.0.whl"] };
+  const read = (p) => files[p];
+  const list = (p) => dirs[p] || [];
+  assert.deepEqual(findInstallSource(["/ws"], read, list), { checkout: "/ws" });
+  assert.deepEqual(findInstallSource(["/elsewhere", "/w2"], read, list), { wheel: "/w2/dist/kerntune-0.1.0-py3-none-any.whl" });
+  assert.deepEqual(findInstallSource(["/elsewhere"], read, list), {});
+  const py = serverLaunch({ ...base, interpreter: "~/venv/bin/python" }, {}, undefined, "/home/u");
+  let m = startFailureMessage(py, "spawn ENOENT", { checkout: "/ws" });
+  assert.match(m, /looked in the Python at \/home\/u\/venv\/bin\/python \(kerntune.interpreter\)/);
+  assert.match(m, /\/home\/u\/venv\/bin\/python -m pip install -e '\/ws\[gpu\]'/);
+  assert.doesNotMatch(m, /pip install kerntune/);
+  m = startFailureMessage(serverLaunch(base, {}), "spawn kerntune ENOENT", { wheel: "/w2/dist/kerntune-0.1.0-py3-none-any.whl" });
+  assert.match(m, /looked for `kerntune` on PATH/);
+  assert.match(m, /python3 -m venv ~\/.kerntune && ~\/.kerntune\/bin\/pip install '\/w2\/dist\/kerntune-0.1.0-py3-none-any.whl\[gpu\]', then set kerntune.interpreter to ~\/.kerntune\/bin\/python/);
+  m = startFailureMessage(serverLaunch(base, {}), "x", {});
+  assert.match(m, /pip wheel --no-deps/);
 });
 
 // The stdout guard itself: noise written to fd 1 after it (a print, a child process such as nvcc inheriting
