@@ -48,10 +48,11 @@ class BenchKernel:
     path: str  # absolute path of the .cu file
     kernel: str
     spec: TuningSpec
+    label: str | None = None  # the name in the results: the kernel's, or FILE_STEM:KERNEL where files share it
 
     @property
     def name(self) -> str:
-        return self.kernel
+        return self.label or self.kernel
 
     @property
     def stem(self) -> str:
@@ -60,8 +61,8 @@ class BenchKernel:
 
 def _resolve_file(arg: str, bench_dir: Path) -> list[Path]:
     p = Path(arg)
-    if p.is_dir():
-        return sorted(p.glob("*.cu"))
+    if p.is_dir():  # a folder named on the command line: every .cu file under it (bench/corpus: one folder a family)
+        return sorted(p.rglob("*.cu"))
     if p.is_file():
         return [p]
     for cand in (bench_dir / arg, bench_dir / f"{arg}.cu"):
@@ -103,6 +104,10 @@ def discover(args: list[str] | None = None, only: list[str] | None = None,
                 continue
             seen.add((path, k.name))
             out.append(BenchKernel(path, k.name, spec))
+    shared = {bk.kernel for bk in out if sum(o.kernel == bk.kernel for o in out) > 1}
+    for bk in out:  # kernels of the same name in several files (a corpus of styles) are told apart by file
+        if bk.kernel in shared:
+            bk.label = f"{bk.stem}:{bk.kernel}"
     if not out:
         what = f" matching --only {', '.join(only)}" if only else ""
         raise KerntuneError(f"no kernel with a tuning spec{what} in {', '.join(str(f) for f in files) or bdir}")

@@ -1,0 +1,122 @@
+"""The corpus of styles judged against its targets (issue #11), from a `kerntune bench` results file.
+
+    kerntune bench bench/corpus --out OUT ...          # on a GPU: every variant optimized (or a few folders of it)
+    python bench/corpus_report.py OUT/bench_results.json [--markdown OUT/corpus_report.md]
+
+Per variant (matched to `bench/corpus/corpus.toml` by file and kernel): its family, the template that won, whether
+an expert template verified for it (a round of an `expert:` template with a verified configuration), its
+speedup, its slowest size set and the % of copy bandwidth of its shapes moving >= 64 MB. Then the targets:
+an expert verifies for >= 90% of the variants of the expert families; geomean >= 2.5x over the variants; no size
+set below 0.98x; every shape moving >= 64 MB at >= 85% of the measured copy bandwidth. Variants the results file
+does not hold are listed as not run, and the targets read "so far".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = ROOT / "bench" / "corpus" / "corpus.toml"
+EXPERT_VERIFIED = 0.90
+GEOMEAN = 2.5
+FLOOR = 0.98
+BW_PCT = 85.0
+BW_MIN_BYTES = 64_000_000
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def expert_verified(rec: dict) -> bool:
+    """A round of an expert template found a verified configuration (its counts say so)."""
+    return any(str(r.get("origin", "")).startswith("expert:") and (r.get("counts") or {}).get("ok", 0) > 0
+               for r in rec.get("rounds") or [])
+
+
+def report(results: dict, manifest: dict) -> tuple[list[dict], dict]:
+    by_file = {}
+    for k in results.get("kernels", []):
+        by_file[(Path(k["file"]).resolve(), k["kernel"])] = k
+    rows = []
+    for v in manifest["variant"]:
+        path = (MANIFEST.parent / v["file"]).resolve()
+        rec = by_file.get((path, v["kernel"]))
+        row = {"file": v["file"], "kernel": v["kernel"], "family": v["family"], "status": "not run"}
+        if rec is not None:
+            shapes = rec.get("shapes") or []
+            sp = [s.get("speedup") for s in shapes if s.get("speedup")]
+            big = [s.get("pct_copy") for s in shapes if (s.get("bytes") or 0) >= BW_MIN_BYTES and s.get("memory_bound")]
+            row.update(status=rec["status"], origin=rec.get("origin"), expert=expert_verified(rec),
+                       speedup=rec.get("speedup") if rec["status"] == "ok" else (1.0 if rec["status"] == "no_variant"
+                                                                                 else None),
+                       slowest=min(sp) if sp else None, big_pct=big, error=rec.get("error") or "")
+        rows.append(row)
+    ran = [r for r in rows if r["status"] in ("ok", "no_variant")]
+    fam = [r for r in ran if not r["family"].startswith("other")]
+    big = [p for r in ran for p in r.get("big_pct") or []]
+    t = {
+        "run": len(ran), "planned": len(rows), "complete": len(ran) == len(rows),
+        "expert_verified": {"value": (sum(r["expert"] for r in fam) / len(fam)) if fam else None,
+                            "of": len(fam), "target": EXPERT_VERIFIED},
+        "geomean": {"value": _geomean([r["speedup"] for r in ran]), "target": GEOMEAN},
+        "floor": {"value": min((r["slowest"] for r in ran if r.get("slowest")), default=None), "target": FLOOR},
+        "bandwidth": {"failing": [(r["file"], round(p, 1)) for r in ran for p in r.get("big_pct") or []
+                                  if p is None or p < BW_PCT], "checked": len(big), "target": BW_PCT},
+    }
+    t["expert_verified"]["met"] = t["expert_verified"]["value"] is not None and \
+        t["expert_verified"]["value"] >= EXPERT_VERIFIED
+    t["geomean"]["met"] = t["geomean"]["value"] is not None and t["geomean"]["value"] >= GEOMEAN
+    t["floor"]["met"] = t["floor"]["value"] is not None and t["floor"]["value"] >= FLOOR
+    t["bandwidth"]["met"] = bool(big) and not t["bandwidth"]["failing"]
+    return rows, t
+
+
+def markdown(rows: list[dict], t: dict) -> str:
+    f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
+    out = ["| family | variant | status | winner | expert verified | speedup | slowest size set | >= 64 MB, % copy |",
+           "| --- | --- | --- | --- | --- | ---: | ---: | --- |"]
+    for r in rows:
+        out.append(f"| {r['family']} | {r['file']} | {r['status']} | {r.get('origin') or '-'} | "
+                   f"{'yes' if r.get('expert') else ('no' if r['status'] != 'not run' else '-')} | "
+                   f"{f(r.get('speedup'), '.2f')}x | {f(r.get('slowest'), '.2f')}x | "
+                   f"{', '.join(f(p, '.0f') for p in r.get('big_pct') or []) or '-'} |")
+    so_far = "" if t["complete"] else " (so far)"
+    mark = lambda ok: ("met" + so_far) if ok else "NOT met"  # noqa: E731
+    ev = t["expert_verified"]
+    out += ["", f"{t['run']} of {t['planned']} variants run.", "",
+            f"- expert verified for {f(ev['value'] and ev['value'] * 100, '.0f')}% of {ev['of']} family variants "
+            f"(target >= {EXPERT_VERIFIED:.0%}): {mark(ev['met'])}",
+            f"- geomean {f(t['geomean']['value'], '.2f')}x (target >= {GEOMEAN}x): {mark(t['geomean']['met'])}",
+            f"- slowest size set {f(t['floor']['value'], '.2f')}x (target >= {FLOOR}x): {mark(t['floor']['met'])}",
+            f"- {t['bandwidth']['checked']} shapes moving >= 64 MB, below {BW_PCT:.0f}% of copy bandwidth: "
+            f"{t['bandwidth']['failing'] or 'none'}: {mark(t['bandwidth']['met'])}"]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", help="bench_results.json of a run over (part of) bench/corpus")
+    ap.add_argument("--markdown", default=None, help="also write the report here")
+    a = ap.parse_args(argv)
+    try:
+        results = json.loads(Path(a.results).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"error: cannot read {a.results}: {e}", file=sys.stderr)
+        return 2
+    rows, t = report(results, tomllib.loads(MANIFEST.read_text(encoding="utf-8")))
+    text = markdown(rows, t)
+    print(text, end="")
+    if a.markdown:
+        Path(a.markdown).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
