@@ -4,7 +4,9 @@ bench/corpus/corpus.toml, one line per variant (ok, with what it found, or refus
     PYTHONPATH=. python bench/corpus_check.py [--structural]
 
 With --structural a variant also counts as refused when it has no structural template (the tunable sites of
-the user's own kernel), and says why.
+the user's own kernel), and says why. With --compile (needs nvcc) the original kernel is also compiled the way a
+session compiles its reference (for sm_90, the spec's template_args choosing the instantiation); a compile error
+counts as refused.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent_core.measure.compiler import compile_kernel  # noqa: E402
 from agent_core.model import KerntuneError  # noqa: E402
 from agent_core.search.tuner import prepare  # noqa: E402
+from agent_core.source import spec as spec_mod  # noqa: E402
 
 CORPUS = REPO / "bench" / "corpus"
 
 
-def check(v: dict, structural: bool) -> tuple[bool, str]:
+def check(v: dict, structural: bool, compile_: bool) -> tuple[bool, str]:
     try:
         prep = prepare(str(CORPUS / v["file"]), v["kernel"], use_workspace_files=False)
+        if compile_:
+            compile_kernel(prep.text, prep.kernel.name, arch="sm_90", include_dirs=[str(Path(prep.path).parent)],
+                           template_args=spec_mod.instantiation(prep.spec, prep.kernel), source_path=prep.path)
     except KerntuneError as e:
         return False, e.message.splitlines()[0]
     st = getattr(prep, "structural", None)
@@ -38,11 +45,11 @@ def check(v: dict, structural: bool) -> tuple[bool, str]:
 
 
 def main(argv: list[str]) -> int:
-    structural = "--structural" in argv
+    structural, compile_ = "--structural" in argv, "--compile" in argv
     variants = tomllib.loads((CORPUS / "corpus.toml").read_text())["variant"]
     ok = 0
     for v in variants:
-        good, what = check(v, structural)
+        good, what = check(v, structural, compile_)
         ok += good
         print(f"{'ok     ' if good else 'refused'} {v['file']}:{v['kernel']}: {what}")
     print(f"total: {ok} of {len(variants)} prepared, {len(variants) - ok} refused")

@@ -19,7 +19,8 @@ from agent_core.measure.backend import Backend
 from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSpec
 from agent_core.agent.planning import Planner, Round, RuleBasedPlanner, Step, analyze
 from agent_core.store import Store
-from agent_core.search.tuner import Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare, tune
+from agent_core.search.tuner import (Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs, prepare,
+                                     structural_reason, tune)
 
 if TYPE_CHECKING:
     from agent_core.agent.dispatch import Dispatch
@@ -89,7 +90,9 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     cancel = cancel or threading.Event()
     emit = on_event or (lambda e: None)
     prep = prepare(path, kernel, text)
-    candidates: list[KernelTemplate] = [prep.template]
+    candidates: list[KernelTemplate] = [prep.template] if prep.template is not None else []
+    if prep.template is None:  # the other templaters (experts, rewrites, the LLM) still have the kernel
+        emit(TuneEvent("status", f"structural template: none ({structural_reason(prep)})"))
     if templaters is None:
         templaters = [expert_templater] if opt.use_experts else []
     result = AgentResult()

@@ -271,6 +271,7 @@ class _Analysis:
         self.block_pow2()
         self.untied_block_literals()
         self.spec_launch()
+        self.spec_template_args()
 
     def template_args(self, site: LaunchSite) -> None:
         if not site.template_args:
@@ -817,6 +818,31 @@ class _Analysis:
                               self.f.data[sb:se].decode("utf-8"), None, f"the spec's {fld} at line {line + 1}")
                 self.tie(src, param, render)
 
+    def spec_template_args(self) -> None:
+        """A spec comment's ``template_args`` names the instantiation to tune; an integer there that is the
+        original value of a parameter lifted from that template argument is a site of the parameter, so that
+        a rewritten file's spec still names the instantiation its launch makes."""
+        from agent_core.source import spec as spec_mod
+        try:
+            sp = spec_mod.find_spec(self.cf, self.k.name)
+        except KerntuneError:
+            return
+        if sp is None or sp.span is None or not sp.template_args:
+            return
+        param_of = {tp: n for n, tp in self.tp_of.items()}
+        for i, (tp, a) in enumerate(zip(self.k.template_params, sp.template_args)):
+            name = param_of.get(tp.name)
+            m = re.fullmatch(r"\s*(\d+)\s*", a)
+            if name is None or m is None or int(m.group(1)) != self.params[name].original:
+                continue
+            start = self._spec_string_start(sp, "template_args", i)
+            if start is None:
+                continue
+            sb, se = start + m.start(1), start + m.end(1)
+            line, col = self.f.line_of(sb), sb - (self.f.data.rfind(b"\n", 0, sb) + 1)
+            self.tie(_Source(Span(sb, se, line, col, line, col + (se - sb)), int(m.group(1)), m.group(1), None,
+                             f"the spec's template_args at line {line + 1}"), name)
+
     def _spec_grid_edits(self, e: str) -> list[tuple[int, int, str, int, str, str]]:
         """Where the spec's grid expression ``e`` must name parameters: the block size where the launch's
         grid follows the block (``cdiv(n, 128)``, ``(n + 127) / 128``), the items per thread next to it, a
@@ -1109,8 +1135,8 @@ def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
                             "per thread of grid-stride loops, #pragma unroll N, __launch_bounds__ and integer "
                             "template arguments",
                             cf.path, k.name_span.line, k.name_span.col)
-    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why)
-              for n, p in a.params.items()}
+    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why,
+                       template_param=a.tp_of.get(n)) for n, p in a.params.items()}
     sites = a.sites()
     space = ParamSpace(kernel=kernel, params=params, constraints=list(a.constraints))
     return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text,
