@@ -247,3 +247,125 @@ def test_the_spec_chooses_among_compiled_instantiations(scratch):
         compile_kernel(prep.text, kernel, **job)
     c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
     assert c.symbol == "_Z12rms_norm_f32ILi1024EEvPKfPfilllf"  # rms_norm_f32<1024>, as the spec launches
+
+
+# ------------------------------------------------------------------------------- structural generality
+def _structural(rel: str, kernel: str):
+    cf = parse_cuda((CORPUS / rel).read_text(), str(CORPUS / rel))
+    return templatize(cf, kernel)
+
+
+def test_constexpr_tile_constants_in_a_dim3_are_block_sizes_and_the_grid_follows_the_rows():
+    t = _structural("gated_act/mul_and_silu_rows2d.cu", "mul_and_silu_kernel")  # dim3 block(kThreadsX, kRows)
+    assert {n: p.original for n, p in t.space.params.items()} == {"K_THREADS_X": 128, "K_ROWS_PER_BLOCK": 4}
+    # the launch divides by kRowsPerBlock, so the spec's cdiv(num_tokens, 4) must follow it
+    assert t.launch["grid"] == ["cdiv(num_tokens, K_ROWS_PER_BLOCK)"]
+    assert t.launch["block"] == ["K_THREADS_X", "K_ROWS_PER_BLOCK"]
+
+
+@pytest.mark.parametrize("rel, kernel", [
+    ("rms_norm/rms_norm_warp_per_row_fp16.cu", "rmsnorm_warp_kernel"),
+    ("fused_add_rms_norm/fused_add_rms_norm_warp_rows_bf16.cu", "fused_add_rmsnorm_warp_bf16"),
+    ("layer_norm/layer_norm_welford_apex.cu", "cuApplyLayerNorm"),
+    ("layer_norm/layer_norm_rowwise_moments_bf16.cu", "layer_norm_rowwise_kernel"),
+    ("softmax/softmax_warp_rows_bf16.cu", "softmax_warp_bf16"),
+    ("merge_attn_states/merge_state_inplace_mask_bf16.cu", "MergeStateInPlaceKernel"),
+    ("merge_attn_states/merge_partial_warp_f32.cu", "merge_partial_attn_f32"),  # `d += 32` from threadIdx.x
+])
+def test_a_kernel_written_for_32_lanes_keeps_block_x_at_32(rel, kernel):
+    t = _structural(rel, kernel)
+    x = next(p for p in t.space.params.values() if p.kind == "block_size")
+    assert x.original == 32 and x.values == [32]
+    assert any(len(p.values) > 1 for p in t.space.params.values())  # the rows / warps per block stay tunable
+
+
+@pytest.mark.parametrize("rel, kernel", [
+    ("rms_norm/rms_norm_warps2d_fp16.cu", "RMSNormKernel"),  # dim3 nthrs(32, num_warps)
+    ("fused_add_rms_norm/fused_add_rms_norm_smem_bf16.cu", "FusedAddRMSNormKernel"),
+])
+def test_a_warp_block_with_a_runtime_warp_count_has_nothing_structural(rel, kernel):
+    cf = parse_cuda((CORPUS / rel).read_text(), rel)
+    with pytest.raises(KerntuneError, match="x size BLOCK_X = 32 stays fixed: the kernel works in warps of 32"):
+        templatize(cf, kernel)
+
+
+def test_a_host_variable_doubled_in_a_loop_is_not_a_constant():
+    cf = parse_cuda((CORPUS / "softmax/soft_max_mask_scale_ggml.cu").read_text(), "s.cu")
+    with pytest.raises(KerntuneError, match="the block size `block_dims` is not a constant"):
+        templatize(cf, "soft_max_f32")  # int nth = WARP_SIZE; while (...) nth *= 2;
+
+
+def test_the_warp_size_dividing_the_block_is_written_from_it():
+    t = _structural("softmax/online_softmax_temperature_f32.cu", "temperature_softmax_kernel")
+    p = t.space.params["K_THREADS"]  # warp_md[kThreads / 32], threadIdx.x % 32
+    assert p.original == 1024 and 32 in p.values and "K_THREADS % 32 == 0" in t.space.constraints
+
+
+TWO_BRANCHES = """/* kerntune:
+args  = ["out: out f32[n]", "x: in f32[n]", "n: i32 = n"]
+sizes = [{ n = 1048576 }, { n = 4099 }]
+grid  = "cdiv(n, 512)"
+block = "512"
+*/
+__global__ void copy(float* out, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i];
+}
+
+void launch(float* out, const float* x, int n, cudaStream_t s) {
+  if (n < 1024) {
+    copy<<<(n + 127) / 128, 128, 0, s>>>(out, x, n);
+  } else {
+    copy<<<(n + 511) / 512, 512, 0, s>>>(out, x, n);
+  }
+}
+"""
+
+
+def test_tunable_values_come_from_the_launch_branch_the_spec_describes():
+    t = templatize(parse_cuda(TWO_BRANCHES, "b.cu"), "copy")
+    block = next(p for p in t.space.params.values() if p.kind == "block_size")
+    assert block.original == 512  # the spec's launch, not the first branch's 128
+    cf = parse_cuda((CORPUS / "rms_norm/rms_norm_ggml_f32.cu").read_text(), "g.cu")
+    with pytest.raises(KerntuneError, match="the block size 1024 stays fixed"):  # template_args = ["1024"]
+        templatize(cf, "rms_norm_f32")  # its 32-float s_sum assumes 32 warps: legitimately fixed
+
+
+# ------------------------------------------------------------------------------- ~ INIT bounds of size names
+ROPE_POS = """/* kerntune:
+args  = ["pos: in i32[tokens] ~ randint(0, max_pos)", "cache: in f32[max_pos * 64] ~ uniform(-1, 1)",
+         "out: out f32[tokens * 64]"]
+sizes = [{ tokens = 4096, max_pos = 8192 }, { tokens = 77, max_pos = 333 }]
+grid  = "tokens"
+block = "64"
+*/
+__global__ void gather(const int* pos, const float* cache, float* out) {
+  out[blockIdx.x * 64 + threadIdx.x] = cache[pos[blockIdx.x] * 64 + threadIdx.x];
+}
+"""
+
+
+def _gather_spec(text: str):
+    cf = parse_cuda(text, "g.cu")
+    spec = spec_mod.find_spec(cf, "gather")
+    spec_mod.validate_spec(spec, cf.kernel("gather"))
+    return spec
+
+
+def test_init_bounds_may_be_expressions_of_size_names_evaluated_per_size_set():
+    spec = _gather_spec(ROPE_POS)
+    pos = spec.args[0]
+    assert [spec_mod.init_params(pos.init, s) for s in spec.sizes] == [("randint", 0, 8192), ("randint", 0, 333)]
+    assert spec_mod.init_params(spec.args[1].init) == ("uniform", -1, 1)  # numbers need no sizes
+
+
+@pytest.mark.parametrize("init, message", [
+    ("randint(0, max_p)", "'max_p' is not a size name (the bounds are numbers or expressions of the size names: "
+                          "tokens, max_pos)"),
+    ("randint(0, max_pos - 333)", "lo must be below hi (at tokens=77, max_pos=333)"),
+    ("randint(0, max_pos / 2.0)", "randint needs whole numbers"),
+])
+def test_bad_init_bounds_name_the_size_set(init, message):
+    with pytest.raises(KerntuneError) as e:
+        _gather_spec(ROPE_POS.replace("randint(0, max_pos)", init))
+    assert message in e.value.message and e.value.field_name == "args[0]"

@@ -388,33 +388,49 @@ def find_spec(cf: CudaFile, kernel: str) -> TuningSpec | None:
 
 
 # --------------------------------------------------------------------------------------------- validation
-def _check_init(init: str) -> str | None:
-    """None when ``init`` is a known distribution, else what is wrong."""
+def _check_init(init: str, size_sets: list[dict[str, int]] | None = None) -> str | None:
+    """None when ``init`` is a known distribution, else what is wrong. The bounds of uniform/randint may be
+    expressions of size names (``randint(0, max_pos)``): they must hold for every size set in ``size_sets``."""
     if init in ("normal", "zeros", "ones"):
         return None
     m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
     if not m:
         return f"unknown init '{init}' (use {', '.join(INITS)})"
-    try:
-        parts = [expr.evaluate(p, {}) for p in m.group(2).split(",")]
-    except KerntuneError:
-        parts = []
-    if len(parts) != 2 or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+    exprs = m.group(2).split(",")
+    if len(exprs) != 2:
         return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi)"
-    lo, hi = parts
-    if m.group(1) == "randint" and not (isinstance(lo, int) and isinstance(hi, int)):
-        return "randint needs whole numbers: randint(lo, hi)"
-    if not lo < hi:
-        return f"{init}: lo must be below hi"
+    try:
+        used = set().union(*(expr.names(e) for e in exprs))
+    except KerntuneError:
+        return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi)"
+    sets = size_sets or [{}]
+    unknown = sorted(used - set(sets[0]))
+    if unknown:
+        return (f"{init}: '{unknown[0]}' is not a size name (the bounds are numbers or expressions of the size "
+                f"names: {', '.join(sets[0]) or 'none'})")
+    for sizes in (sets if used else [{}]):
+        try:
+            parts = [expr.evaluate(e, sizes) for e in exprs]
+        except KerntuneError:
+            parts = []
+        where = f" (at {', '.join(f'{k}={v}' for k, v in sizes.items())})" if used else ""
+        if len(parts) != 2 or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+            return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi){where}"
+        lo, hi = parts
+        if m.group(1) == "randint" and not (isinstance(lo, int) and isinstance(hi, int)):
+            return f"randint needs whole numbers: randint(lo, hi){where}"
+        if not lo < hi:
+            return f"{init}: lo must be below hi{where}"
     return None
 
 
-def init_params(init: str) -> tuple[str, float | None, float | None]:
-    """("normal"|"uniform"|"randint"|"zeros"|"ones", lo, hi) of a validated init string."""
+def init_params(init: str, sizes: dict[str, int] | None = None) -> tuple[str, float | None, float | None]:
+    """("normal"|"uniform"|"randint"|"zeros"|"ones", lo, hi) of a validated init string, its bounds evaluated
+    for the size set ``sizes``."""
     m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
     if not m:
         return init.strip(), None, None
-    lo, hi = (expr.evaluate(p, {}) for p in m.group(2).split(","))
+    lo, hi = (expr.evaluate(p, dict(sizes or {})) for p in m.group(2).split(","))
     return m.group(1), lo, hi
 
 
@@ -458,7 +474,7 @@ def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | froz
             raise _err(spec, f, f"{f}: '{p.name}' points to const ({p.type}), so the kernel cannot write it: "
                                 f"make it `in`")
         if a.role != "scalar":
-            why = _check_init(a.init)
+            why = _check_init(a.init, spec.sizes)
             if why:
                 raise _err(spec, f, f"{f}: {why}")
 
