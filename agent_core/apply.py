@@ -1390,9 +1390,10 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
     except KerntuneError:
         if (origin or "structural") == "structural":
             raise
-        prep = None  # not structurally tunable (or no template files): an expert's result can still be applied
-    if prep is not None and prep.template.template_hash == template_hash:
-        return prep.template
+        prep = None  # no spec or broken template files: an expert's result can still be applied
+    own_template = prep.template if prep is not None else None  # None: not structurally tunable
+    if own_template is not None and own_template.template_hash == template_hash:
+        return own_template
     own = store is None
     if own:
         from agent_core.store import Store
@@ -1407,14 +1408,14 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
         raise KerntuneError("the template that was tuned is not in the store; tune again", path)
     structural = prep.structural if prep is not None else None
     same_text = structural is not None and structural.text == row["text"]
-    space = structural.space if same_text else prep.template.space if prep is not None else ParamSpace(kernel, {}, [])
+    space = structural.space if same_text else own_template.space if own_template else ParamSpace(kernel, {}, [])
     meta: dict = {}
     if row.get("space_toml"):
         try:
             space, meta = space_from_toml(row["space_toml"])
         except KerntuneError:
             pass
-    origin = row.get("origin") or meta.get("origin") or (prep.template.origin if prep is not None else "user")
+    origin = row.get("origin") or meta.get("origin") or (own_template.origin if own_template else "user")
     return KernelTemplate(kernel=kernel, path=path, original_text=text, text=row["text"], space=space,
                           sites=list(structural.sites) if same_text else [], origin=origin,
                           launch=meta.get("launch"), entry=meta.get("entry"))

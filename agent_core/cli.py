@@ -272,10 +272,11 @@ def print_dispatch(data: dict) -> None:
 def tune(file, kernel, budget, time_budget, early_stop, strategy, seed, backend, store_path, json_out):
     """Tune a kernel on the GPU: every variant verified against the original, then timed."""
     from agent_core.store import Store
-    from agent_core.search.tuner import TuneOptions, open_backend, prepare, tune as run_tune
+    from agent_core.search.tuner import TuneOptions, open_backend, prepare, require_template, tune as run_tune
     from agent_core.workspace import store_path_for
 
     prep = prepare(file, kernel)  # bad input fails before any device work
+    require_template(prep)  # nothing structurally tunable: `optimize` searches the expert templates
     be = open_backend(backend)
     store = Store(store_path or store_path_for(file))
     cancel = threading.Event()

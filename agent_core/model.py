@@ -162,6 +162,7 @@ class Param:
     kind: str  # "block_size", "grid_size", "unroll", "launch_bounds", "template_arg", "define", "items_per_thread", ...
     why: str = ""  # one line for the user: where it comes from and what it controls
     closed: bool = False  # the domain already lists every value the template supports: the planner never widens it
+    template_param: str | None = None  # the kernel's template parameter this is the argument of, if any
 
 
 @dataclass
@@ -250,6 +251,7 @@ class TuningSpec:
     flops: str | None = None
     rtol: float | None = None  # default by dtype
     atol: float | None = None
+    template_args: list[str] | None = None  # C template arguments of the instantiation to tune (templated kernels)
     origin: str = ""  # "comment:<line>" or the sidecar path
     span: Span | None = None  # the comment block, when the spec is one
     path: str = ""  # the file the spec was read from (the .cu file or the sidecar), for error locations
@@ -258,6 +260,8 @@ class TuningSpec:
     @property
     def spec_hash(self) -> str:
         d = {k: v for k, v in self.__dict__.items() if k not in ("origin", "span", "path", "lines")}
+        if d.get("template_args") is None:
+            del d["template_args"]  # a spec without it keeps the hash it was recorded under
         d["args"] = [a.__dict__ for a in self.args]
         return sha256_text(json.dumps(d, sort_keys=True))
 

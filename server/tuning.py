@@ -53,6 +53,8 @@ def _env_seconds(name: str) -> float:
 def expected_evaluations(prep, options: TuneOptions) -> int:
     """How many evaluations the session will measure at most: the budget, or fewer valid configurations."""
     from agent_core.templating.space import valid_configs
+    if prep.template is None:  # nothing structurally tunable: the rounds search expert templates
+        return options.budget
     space = prep.template.space
     try:
         if space.size() <= SCAN_LIMIT:

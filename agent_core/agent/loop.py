@@ -22,7 +22,7 @@ from agent_core.model import KernelTemplate, KerntuneError, NoGpuError, TuningSp
 from agent_core.agent.planning import Planner, Round, RuleBasedPlanner, Step, analyze
 from agent_core.store import Store
 from agent_core.search.tuner import (EARLY_STOP_AFTER, Prepared, TuneEvent, TuneOptions, TuneResult, confirm_configs,
-                                     prepare, tune)
+                                     prepare, structural_reason, tune)
 
 if TYPE_CHECKING:
     from agent_core.agent.dispatch import Dispatch
@@ -141,7 +141,9 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
     emit = on_event or (lambda e: None)
     with tl.phase("prepare"):
         prep = prepare(path, kernel, text)
-    candidates: list[KernelTemplate] = [prep.template]
+    candidates: list[KernelTemplate] = [prep.template] if prep.template is not None else []
+    if prep.template is None:  # the other templaters (experts, rewrites, the LLM) still have the kernel
+        emit(TuneEvent("status", f"structural template: none ({structural_reason(prep)})"))
     if templaters is None:
         templaters = [expert_templater] if opt.use_experts else []
     result = AgentResult()
@@ -149,8 +151,6 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
         screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result)
         if screened is not None:
             templaters = [(lambda p, r, ts=screened: list(ts)) if t is expert_templater else t for t in templaters]
-            if prep.structural is None and prep.template.origin.startswith("expert:"):
-                candidates = []  # no structural template: prepare's unchecked expert gives way to the screened ones
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     skipped: list[KernelTemplate] = []  # templates the device cannot run

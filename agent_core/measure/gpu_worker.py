@@ -442,7 +442,7 @@ class GpuWorker:
             if b.arg.role == "out":
                 continue
             target = b.pristine if b.arg.role == "inout" else b.dev
-            kind, lo, hi = spec_mod.init_params(b.arg.init)
+            kind, lo, hi = spec_mod.init_params(b.arg.init, ss.sizes)  # bounds may name sizes
             if b.n:
                 grid = (max(1, min(-(-b.n // 256), self.info.sm_count * 16)), 1, 1)
                 self.fill_fn[b.arg.dtype].prepared_async_call(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -73,10 +74,29 @@ class Prepared:
     cf: CudaFile
     kernel: Kernel
     structural: KernelTemplate | None  # the user's own kernel, parameterized (None: nothing tunable)
-    template: KernelTemplate  # what the search runs: the user's edited files, or the structural template
-    spec: TuningSpec
+    template: KernelTemplate | None  # what `tune` runs: the user's edited files, or the structural template
+    spec: TuningSpec  # (None: nothing structurally tunable; `optimize` searches the other templates)
     text: str
     path: str
+    structural_why: KerntuneError | None = None  # why there is no structural template
+
+
+def structural_reason(prep: Prepared) -> str:
+    """Why the kernel has no structural template, in one line (without the "nothing to tune in kernel" head)."""
+    e = prep.structural_why
+    if e is None:
+        return "no tunable site"
+    return re.sub(r"^nothing to tune in kernel '[^']*': ", "", e.message).split(". kerntune lifts")[0]
+
+
+def require_template(prep: Prepared) -> KernelTemplate:
+    """The template `tune` searches; a KerntuneError naming why when the kernel has none."""
+    if prep.template is not None:
+        return prep.template
+    k = prep.kernel
+    raise KerntuneError(f"nothing structurally tunable in kernel '{k.name}' ({structural_reason(prep)}); try "
+                        f"`kerntune optimize {prep.path} -k {k.name}`, which also searches the expert templates",
+                        prep.path, k.name_span.line, k.name_span.col)
 
 
 @dataclass
@@ -116,10 +136,13 @@ def parse_checked(path: str, kernel: str, text: str | None = None) -> tuple[Cuda
 
 
 def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files: bool = True) -> Prepared:
-    """Everything a session needs before it measures: parse, template, spec. Raises KerntuneError."""
+    """Everything a session needs before it measures: parse, template, spec. Raises KerntuneError. A kernel
+    without a structurally tunable site is prepared all the same (``structural`` and ``template`` None, the
+    reason in ``structural_why``): the optimize loop searches its other templates."""
     path = str(Path(path).resolve())
     text = read_source(path) if text is None else text
     cf, k = parse_checked(path, kernel, text)
+    why_not = None
     try:
         structural = templatize(cf, kernel)
     except KerntuneError as e:
@@ -128,37 +151,16 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
     if use_workspace_files:
         template = read_template_files(workdir_for(path), path, kernel, text)
     if template is None:
-        if structural is None:
-            # nothing of the kernel's own to tune (its block size comes from a host variable, a template
-            # argument, ...): an expert of the family it computes, where one fits, is still worth tuning
-            template = _expert_instead(cf, kernel)
-            if template is None:
-                raise why_not
-        else:
-            template = structural
+        template = structural
     spec = spec_mod.find_spec(cf, kernel)
     if spec is None:
         raise KerntuneError(f"kernel '{kernel}' has no tuning spec: draft one with "
                             f"`kerntune spec {path} -k {kernel} --write` and fill in the sizes",
                             path, k.span.line, k.span.col, field_name="spec")
     names = set(structural.space.params) if structural else set()
-    spec_mod.validate_spec(spec, k, names | set(template.space.params))
-    return Prepared(cf, k, structural, template, spec, text, path)
+    spec_mod.validate_spec(spec, k, names | (set(template.space.params) if template else set()))
+    return Prepared(cf, k, structural, template, spec, text, path, why_not)
 
-
-def _expert_instead(cf: CudaFile, kernel: str) -> KernelTemplate | None:
-    """The likeliest expert binding of the kernel (the optimize loop screens every binding before round 1), or
-    None when no expert family fits or the kernel has no spec."""
-    from agent_core.templating import experts
-    spec = spec_mod.find_spec(cf, kernel)
-    if spec is None:
-        return None
-    for m in experts.match(cf, kernel, spec):
-        try:
-            return experts.bind(m, cf, spec)
-        except KerntuneError:
-            continue
-    return None
 
 
 def open_backend(kind: str | None, store: Store | None = None, replay_store_path: str | None = None) -> Backend:
@@ -209,7 +211,7 @@ class Session:
         self.prep, self.backend, self.store, self.opt = prep, backend, store, options
         self.on_event = on_event or (lambda e: None)
         self.cancel = cancel or threading.Event()
-        self.template = prep.template
+        self.template = require_template(prep)
         self.spec = prep.spec
         self.evaluations: list[Evaluation] = []
         self.best: Evaluation | None = None
@@ -266,9 +268,11 @@ class Session:
     def runs_code(self) -> bool:
         return self.backend.name != "replay"
 
-    def _compile_job(self, text: str, kernel: str, defines: dict | None) -> dict:
+    def _compile_job(self, text: str, kernel: str, defines: dict | None, template_args: list[str] | None = None
+                     ) -> dict:
         return dict(text=text, kernel=kernel, arch=self.arch, defines=defines, source_path=self.prep.path,
-                    include_dirs=[str(Path(self.prep.path).parent)], cache_dir=cache_dir())
+                    include_dirs=[str(Path(self.prep.path).parent)], cache_dir=cache_dir(),
+                    template_args=template_args)
 
     # ------------------------------------------------------------------ phases
     def setup(self) -> None:
@@ -289,7 +293,8 @@ class Session:
         reference = None
         if self.runs_code:
             self.emit("status", f"compiling the original {prep.kernel.name}")
-            reference = compile_kernel(**self._compile_job(prep.text, prep.kernel.name, None))
+            reference = compile_kernel(**self._compile_job(prep.text, prep.kernel.name, None,
+                                                           spec_mod.instantiation(self.spec, prep.kernel)))
         self.problem = Problem(spec=self.spec, reference=reference, reference_launches=ref_launches,
                                original_hash=sha256_text(prep.text), template_hash=t.template_hash,
                                spec_hash=self.spec.spec_hash, seed=self.opt.seed)
@@ -363,7 +368,8 @@ class Session:
                 items[i] = Variant(params=cfg, compiled=None, launches=launches)
             return items  # type: ignore[return-value]
         t = self.template
-        jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()})
+        jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()},
+                                  spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg))
                 for _, cfg, _ in todo]
         compiled = compile_many(jobs, workers=self.opt.compile_workers, cancel=cancel) if jobs else []
         for (i, cfg, launches), comp in zip(todo, compiled):
@@ -513,7 +519,8 @@ class Session:
         if self.runs_code:
             t = self.template
             compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
-                                                          {macro_name(n): v for n, v in cfg.items()}))
+                                                          {macro_name(n): v for n, v in cfg.items()},
+                                                          spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg)))
         variant = Variant(params=cfg, compiled=compiled, launches=_launches(self.template, self.spec, cfg))
         self.best_variant = variant if compiled is not None else None
         return self.backend.confirm(variant, self.opt.confirm_rounds)
@@ -616,7 +623,8 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
     runs = backend.name != "replay"
     job = dict(arch=dev.arch, include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir(),
                source_path=prep.path)
-    reference = compile_kernel(prep.text, prep.kernel.name, **job) if runs else None
+    reference = compile_kernel(prep.text, prep.kernel.name, template_args=spec_mod.instantiation(prep.spec, prep.kernel),
+                               **job) if runs else None
     orig_cfg = prep.structural.space.original_config() if prep.structural else {}
     ref_launches = [spec_mod.launch(prep.spec, sizes, orig_cfg) for sizes in prep.spec.sizes]
     out: list[tuple[list[Timing], list[Timing]] | None] = [None] * len(configs)
@@ -634,6 +642,7 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
             backend.start(problem, original=known) if known is not None else backend.start(problem)
             current = t.template_hash
         compiled = compile_kernel(t.text, t.entry or t.kernel, defines={macro_name(n): v for n, v in cfg.items()},
+                                  template_args=spec_mod.instantiation(prep.spec, prep.kernel, t, cfg),
                                   **job) if runs else None
         out[i] = backend.confirm(Variant(params=cfg, compiled=compiled, launches=_launches(t, prep.spec, cfg)),
                                  rounds)
@@ -731,7 +740,7 @@ def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend
     spec = old.spec
     dev = backend.device()
     job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())
-    ref = compile_kernel(old_text, kernel, **job)
+    ref = compile_kernel(old_text, kernel, template_args=spec_mod.instantiation(spec, old.kernel), **job)
     orig_cfg = old.structural.space.original_config() if old.structural else {}
     problem = Problem(spec=spec, reference=ref,
                       reference_launches=[spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes],
@@ -748,11 +757,11 @@ def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend
             new_spec = spec_mod.find_spec(cf_new, name)
         if new_spec is None:
             raise KerntuneError(f"the rewritten file has no tuning spec for '{name}'", path)
-        checks.append((name, new_spec, new_cfg))
+        checks.append((name, new_spec, new_cfg, spec_mod.instantiation(new_spec, cf_new.kernel(name))))
     backend.start(problem)
     out = []
-    for name, new_spec, new_cfg in checks:
-        new = compile_kernel(new_text, name, **job)
+    for name, new_spec, new_cfg, targs in checks:
+        new = compile_kernel(new_text, name, template_args=targs, **job)
         variant = Variant(params=new_cfg, compiled=new,
                           launches=[spec_mod.launch(new_spec, s, new_cfg) for s in spec.sizes])
         ev = backend.evaluate(variant)

@@ -460,6 +460,15 @@ class _Builder:
                         init = Expr(f"{base}({inner})", node_span(val))
                     else:
                         init = self.expr(val)
+            elif d.type == "function_declarator" and base == "dim3":
+                # `dim3 block(kThreadsX, kRows);` parses as a function declaration (its arguments are bare
+                # names, which could be types): inside a function body it is a dim3 built from those names
+                plist = d.child_by_field_name("parameters")
+                ps = [c for c in plist.named_children if c.type != "comment"] if plist is not None else []
+                if ps and all(c.type == "parameter_declaration" and c.named_child_count == 1
+                              and c.named_children[0].type == "type_identifier" for c in ps):
+                    init = Expr(f"dim3({', '.join(self.t(c) for c in ps)})", node_span(plist))
+                    target = d.child_by_field_name("declarator")
             ident, _ = _innermost_identifier(target)
             if ident is None:
                 continue

@@ -13,7 +13,8 @@ import tomllib
 from pathlib import Path
 
 from agent_core import expr
-from agent_core.model import ArgSpec, CudaFile, Kernel, KerntuneError, Launch, ParamSpace, Span, TuningSpec
+from agent_core.model import (ArgSpec, CudaFile, Kernel, KernelTemplate, KerntuneError, Launch, ParamSpace, Span,
+                              TuningSpec)
 
 # dtype -> (numpy dtype string, itemsize); bf16 is carried as its raw 16 bits
 DTYPES: dict[str, tuple[str, int]] = {
@@ -23,7 +24,7 @@ DTYPES: dict[str, tuple[str, int]] = {
 }
 FLOAT_DTYPES = {"f32", "f16", "bf16", "f64"}
 ROLES = ("in", "out", "inout")
-SPEC_KEYS = ("args", "sizes", "grid", "block", "smem", "bytes", "flops", "rtol", "atol")
+SPEC_KEYS = ("args", "sizes", "grid", "block", "smem", "bytes", "flops", "rtol", "atol", "template_args")
 INITS = ("normal", "uniform(lo, hi)", "randint(lo, hi)", "zeros", "ones")
 ARG_FORMS = ('buffers "NAME: in|out|inout DTYPE[COUNT]" (optionally "~ uniform(-1, 1)"), '
              'scalars "NAME: DTYPE = EXPR"')
@@ -131,7 +132,59 @@ def parse_spec(data: dict, kernel: str, origin: str, path: str | None = None, li
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise err(k, f"`{k}` must be a non-negative number, e.g. {k} = 1e-3")
             setattr(spec, k, float(v))
+    if "template_args" in data:
+        v = data["template_args"]
+        if not isinstance(v, list) or not v or not all(isinstance(x, (str, int)) and not isinstance(x, bool)
+                                                       for x in v):
+            raise err("template_args", "`template_args` must be a list of the kernel's template arguments as "
+                                       "written in C++, e.g. template_args = [\"__nv_bfloat16\", \"true\", \"1024\"]")
+        spec.template_args = [str(x).strip() for x in v]
+        for i, a in enumerate(spec.template_args):
+            why = _template_arg_problem(a)
+            if why:
+                raise err("template_args", f"template_args[{i}] = \"{a}\": {why}")
     return spec
+
+
+def _template_arg_problem(a: str) -> str | None:
+    """Why ``a`` cannot be one C++ template argument (it is only ever compared with compiled instantiations)."""
+    if not a:
+        return "empty"
+    if len(a) > 200:
+        return "longer than 200 characters"
+    if re.search(r"[;{}\"'\\#`\n]", a):
+        return "not a C++ template argument (it holds ; { } quotes, # or a line break)"
+    depth = 0
+    for ch in a:
+        if ch == "," and depth == 0:
+            return "holds a comma outside <>, () or []: give one list entry per template argument"
+        depth += {"<": 1, "(": 1, "[": 1, ">": -1, ")": -1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        return "unbalanced <>, () or []"
+    return None
+
+
+def instantiation(spec: TuningSpec, kernel: Kernel, template: KernelTemplate | None = None,
+                  cfg: dict[str, int] | None = None) -> list[str] | None:
+    """The template arguments that choose the instantiation of the user's kernel to compile: the spec's
+    ``template_args``, where a value that ``template`` tunes (a parameter lifted from the kernel's template
+    argument, at its original value in the spec) follows the parameter's value in ``cfg``. None: no choice to make
+    (no ``template_args``, or a template with an entry of its own, an expert's)."""
+    if spec.template_args is None or (template is not None and template.entry):
+        return None
+    names = [tp.name for tp in kernel.template_params]
+    by_tp = {p.template_param: p for p in template.space.params.values() if p.template_param} if template else {}
+    out = []
+    for i, a in enumerate(spec.template_args):
+        p = by_tp.get(names[i]) if i < len(names) else None
+        lit = re.fullmatch(r"\(?\s*(-?\d+)[uUlL]*\s*\)?", a)
+        if p is not None and cfg and p.name in cfg and lit and int(lit.group(1)) == p.original:
+            out.append(str(cfg[p.name]))
+        else:
+            out.append(a)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- finding
@@ -335,33 +388,49 @@ def find_spec(cf: CudaFile, kernel: str) -> TuningSpec | None:
 
 
 # --------------------------------------------------------------------------------------------- validation
-def _check_init(init: str) -> str | None:
-    """None when ``init`` is a known distribution, else what is wrong."""
+def _check_init(init: str, size_sets: list[dict[str, int]] | None = None) -> str | None:
+    """None when ``init`` is a known distribution, else what is wrong. The bounds of uniform/randint may be
+    expressions of size names (``randint(0, max_pos)``): they must hold for every size set in ``size_sets``."""
     if init in ("normal", "zeros", "ones"):
         return None
     m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
     if not m:
         return f"unknown init '{init}' (use {', '.join(INITS)})"
-    try:
-        parts = [expr.evaluate(p, {}) for p in m.group(2).split(",")]
-    except KerntuneError:
-        parts = []
-    if len(parts) != 2 or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+    exprs = m.group(2).split(",")
+    if len(exprs) != 2:
         return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi)"
-    lo, hi = parts
-    if m.group(1) == "randint" and not (isinstance(lo, int) and isinstance(hi, int)):
-        return "randint needs whole numbers: randint(lo, hi)"
-    if not lo < hi:
-        return f"{init}: lo must be below hi"
+    try:
+        used = set().union(*(expr.names(e) for e in exprs))
+    except KerntuneError:
+        return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi)"
+    sets = size_sets or [{}]
+    unknown = sorted(used - set(sets[0]))
+    if unknown:
+        return (f"{init}: '{unknown[0]}' is not a size name (the bounds are numbers or expressions of the size "
+                f"names: {', '.join(sets[0]) or 'none'})")
+    for sizes in (sets if used else [{}]):
+        try:
+            parts = [expr.evaluate(e, sizes) for e in exprs]
+        except KerntuneError:
+            parts = []
+        where = f" (at {', '.join(f'{k}={v}' for k, v in sizes.items())})" if used else ""
+        if len(parts) != 2 or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in parts):
+            return f"{m.group(1)} needs two numbers: {m.group(1)}(lo, hi){where}"
+        lo, hi = parts
+        if m.group(1) == "randint" and not (isinstance(lo, int) and isinstance(hi, int)):
+            return f"randint needs whole numbers: randint(lo, hi){where}"
+        if not lo < hi:
+            return f"{init}: lo must be below hi{where}"
     return None
 
 
-def init_params(init: str) -> tuple[str, float | None, float | None]:
-    """("normal"|"uniform"|"randint"|"zeros"|"ones", lo, hi) of a validated init string."""
+def init_params(init: str, sizes: dict[str, int] | None = None) -> tuple[str, float | None, float | None]:
+    """("normal"|"uniform"|"randint"|"zeros"|"ones", lo, hi) of a validated init string, its bounds evaluated
+    for the size set ``sizes``."""
     m = re.fullmatch(r"(uniform|randint)\s*\((.*)\)", init.strip())
     if not m:
         return init.strip(), None, None
-    lo, hi = (expr.evaluate(p, {}) for p in m.group(2).split(","))
+    lo, hi = (expr.evaluate(p, dict(sizes or {})) for p in m.group(2).split(","))
     return m.group(1), lo, hi
 
 
@@ -405,9 +474,19 @@ def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | froz
             raise _err(spec, f, f"{f}: '{p.name}' points to const ({p.type}), so the kernel cannot write it: "
                                 f"make it `in`")
         if a.role != "scalar":
-            why = _check_init(a.init)
+            why = _check_init(a.init, spec.sizes)
             if why:
                 raise _err(spec, f, f"{f}: {why}")
+
+    if spec.template_args is not None:
+        tps = kernel.template_params
+        if not tps:
+            raise _err(spec, "template_args", f"template_args: '{kernel.name}' is not a template; remove the field")
+        if len(spec.template_args) != len(tps):
+            want = ", ".join(tp.name for tp in tps)
+            raise _err(spec, "template_args", f"template_args has {len(spec.template_args)} entries but "
+                                              f"'{kernel.name}' has {len(tps)} template parameters ({want}): give "
+                                              "one per parameter, in order, as the launch writes them")
 
     if len(spec.sizes) < 2:
         raise _err(spec, "sizes", f"sizes has {len(spec.sizes)} set(s); give at least two, one of them not a "

@@ -37,6 +37,28 @@ def _launch_info(cf: CudaFile, kernel: str) -> tuple[dict | None, set[str]]:
     return le, set(template.space.params) if template is not None else set()
 
 
+def _template_args(cf: CudaFile, kernel: str) -> tuple[list[str], str] | None:
+    """(the template arguments of the launch site the draft follows, a note) when it instantiates the kernel
+    explicitly (``k<float, 256><<<...>>>``); None otherwise."""
+    k = cf.kernel(kernel)
+    if not k.template_params or not k.launch_sites or not k.launch_sites[0].template_args:
+        return None
+    macros = {d.name: d.value for d in cf.defines if re.fullmatch(r"-?\d+[uUlL]*", d.value)}
+
+    def arg(a) -> str:  # a macro that is a number compiles to the number; the instantiations are named by it
+        return macros.get(a.text.strip(), a.text.strip())
+    args = [arg(a) for a in k.launch_sites[0].template_args]
+    others = sorted({", ".join(arg(a) for a in s.template_args) for s in k.launch_sites[1:]
+                     if s.template_args} - {", ".join(args)})
+    notes = []
+    if len(args) != len(k.template_params):
+        notes.append(f"TODO: {kernel} has {len(k.template_params)} template parameters; give every one")
+    if others:
+        notes.append("TODO: other launches instantiate <" + ">, <".join(others) + ">: keep the one the spec's "
+                     "launch makes")
+    return args, "; ".join(notes) or "the instantiation to tune (your launch's)"
+
+
 def draft_spec(cf: CudaFile, kernel: str) -> str:
     """A `/* kerntune: ... */` block for ``kernel`` from its signature and launch site, with TODOs."""
     k = cf.kernel(kernel)
@@ -115,6 +137,9 @@ def draft_spec(cf: CudaFile, kernel: str) -> str:
         out.append(with_comment(f"{key} = {val}", launch_notes.get(key, "")))
     if smem != "0" or smem_note:
         out.append(with_comment(f"smem = {_toml_str(smem)}", smem_note))
+    targs = _template_args(cf, kernel)
+    if targs is not None:
+        out.append(with_comment("template_args = [" + ", ".join(_toml_str(a) for a in targs[0]) + "]", targs[1]))
     out.append("*/")
     return "\n".join(out)
 

@@ -19,7 +19,7 @@ from agent_core.model import KernelTemplate, KerntuneError, Param, ParamSpace
 from agent_core.source.spec import toml_error_line
 
 TOP_KEYS = ("kernel", "source", "template", "original_hash", "origin", "entry", "constraints", "params", "launch")
-PARAM_KEYS = ("values", "original", "kind", "why")
+PARAM_KEYS = ("values", "original", "kind", "why", "template_param")
 LAUNCH_KEYS = ("grid", "block", "smem")
 
 
@@ -136,6 +136,8 @@ def space_to_toml(template: KernelTemplate, source: str | None = None) -> str:
         lines.append(f"original = {p.original}")
         lines.append(f"kind = {_q(p.kind)}")
         lines.append(f"why = {_q(p.why)}")
+        if p.template_param:
+            lines.append(f"template_param = {_q(p.template_param)}")
     return "\n".join(lines) + "\n"
 
 
@@ -252,11 +254,11 @@ def space_from_toml(text: str, path: str | None = None,
             raise err(f"params.{name}: original value {original} is not in values {values}; add it to "
                       "values (the original configuration is the reference every variant is compared with)",
                       tbl, fld, "values")
-        for k in ("kind", "why"):
+        for k in ("kind", "why", "template_param"):
             if k in p and not isinstance(p[k], str):
                 raise err(f"params.{name}.{k} must be a string", tbl, f"params.{name}.{k}", k)
         params[name] = Param(name=name, values=list(values), original=original, kind=p.get("kind", "user"),
-                             why=p.get("why", ""))
+                             why=p.get("why", ""), template_param=p.get("template_param"))
 
     constraints = data.get("constraints", [])
     if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):

@@ -137,10 +137,22 @@ class _Resolver:
             return self.resolve(n.named_children[0], depth + 1)
         return None
 
+    def _reassigned(self, hv: HostVar) -> bool:
+        """A variable that is not const and is assigned again in its function (``int nth = 32; while (...)
+        nth *= 2;``) is not the constant it starts as."""
+        if re.search(r"\b(?:const|constexpr)\b", hv.type):
+            return False
+        data = self.f.data
+        end = data.find(b"\n}", hv.span.end)
+        seg = data[hv.span.end:end if end >= 0 else len(data)]
+        n = re.escape(hv.name.encode())
+        return re.search(rb"\b" + n + rb"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + n + rb"\b|\b" + n +
+                         rb"\s*(?:\+\+|--)", seg) is not None
+
     def resolve_name(self, name: str, depth: int = 0) -> _Source | None:
         hv = self.vars.get(name)
         if hv is not None:
-            if hv.init is None or "dim3" in hv.type:
+            if hv.init is None or "dim3" in hv.type or self._reassigned(hv):
                 return None
             src = self.resolve(self.f.node(hv.init.span), depth + 1)
             if src is not None and src.name is None:
@@ -176,6 +188,8 @@ def _dim3_components(f: _File, r: _Resolver, n: Node | None, depth: int = 0) -> 
             return [c for c in args.named_children if c.type != "comment"] if args is not None else []
     if n.type in ("argument_list", "initializer_list"):
         return [c for c in n.named_children if c.type != "comment"]
+    if n.type == "parameter_list":  # `dim3 block(kThreadsX, kRows);`, parsed as a function declaration
+        return [c.named_children[0] for c in n.named_children if c.type == "parameter_declaration"]
     if n.type == "identifier":
         hv = r.vars.get(f.t(n))
         if hv is not None and "dim3" in hv.type and hv.init is not None:
@@ -208,6 +222,7 @@ class _Analysis:
         self.body_text = cf.text.encode("utf-8")[k.body_span.start:k.body_span.end].decode("utf-8", "replace")
         self.block: str | None = None  # the block-size parameter (x)
         self.block_y: str | None = None  # the block-size parameter in y, when the block is 2D
+        self.block_2d = False  # the launch's block is a dim3 of 2 or 3 components
         self.block_tp: str | None = None  # the kernel's template parameter that is the block size, if any
         self.tp_of: dict[str, str] = {}  # template-argument parameter -> the kernel's template parameter name
         self.grid_tied = False  # the launch's grid follows the block parameter (`cdiv(n, 256)`)
@@ -252,8 +267,49 @@ class _Analysis:
             self.constraints.append(c)
 
     # ------------------------------------------------------------------------------------- steps
+    def _spec_site_first(self, sites: list[LaunchSite]) -> list[LaunchSite]:
+        """The launch sites with the one the spec's launch describes first, where the host code has several
+        that differ (``if (ncols < 1024) k<32><<<g, 32>>>(...); else k<1024><<<g, 1024>>>(...);``): the spec's
+        ``template_args`` name it, else its block size at the first size set does. The tunable values are read
+        from that branch."""
+        if len(sites) < 2:
+            return sites
+        from agent_core.source import spec as spec_mod
+        try:
+            sp = spec_mod.find_spec(self.cf, self.k.name)
+        except KerntuneError:
+            return sites
+        if sp is None:
+            return sites
+
+        def value(site: LaunchSite, n: Node | None) -> str | None:
+            src = _Resolver(self.f, site.host_vars).resolve(n)
+            return str(src.value) if src is not None else (self.f.t(n).strip() if n is not None else None)
+        if sp.template_args:
+            norm = lambda a: re.sub(r"\s+", "", {"true": "1", "false": "0"}.get(a.strip(), a))  # noqa: E731
+            want = [norm(a) for a in sp.template_args]
+            match = [st for st in sites if [norm(value(st, self.f.node(a.span)) or "") for a in st.template_args]
+                     == want]
+        else:
+            try:
+                want_block = str(expr.evaluate_int(sp.block[0], sp.sizes[0]))
+            except (expr.ExprError, KerntuneError, IndexError):
+                return sites
+            match = []
+            for st in sites:
+                if len(st.config) < 2:
+                    continue
+                r = _Resolver(self.f, st.host_vars)
+                node = self.f.node(st.config[1].span)
+                comps = _dim3_components(self.f, r, node)
+                if value(st, comps[0] if comps else node) == want_block:
+                    match.append(st)
+        if not match or match[0] is sites[0]:
+            return sites
+        return [match[0]] + [st for st in sites if st is not match[0]]
+
     def run(self) -> None:
-        sites = self.k.launch_sites
+        sites = self._spec_site_first(self.k.launch_sites)
         if sites:
             self.template_args(sites[0])
             self.block_size(sites[0], primary=True)
@@ -270,7 +326,9 @@ class _Analysis:
         self.unroll()
         self.block_pow2()
         self.untied_block_literals()
+        self.warp_lanes()
         self.spec_launch()
+        self.spec_template_args()
 
     def template_args(self, site: LaunchSite) -> None:
         if not site.template_args:
@@ -301,6 +359,8 @@ class _Analysis:
         comps = _dim3_components(self.f, r, node)
         multi = comps is not None and len(comps) > 1
         x = comps[0] if comps else node
+        if primary:
+            self.block_2d = multi
         src = r.resolve(x)
         if src is None:
             if primary:
@@ -751,6 +811,11 @@ class _Analysis:
             v = _int_literal(self.f.t(x))
             if v not in suspects:
                 continue
+            par = x.parent
+            if v == 32 and v != orig and par is not None and par.type == "binary_expression" and \
+                    par.child_by_field_name("right") == x and \
+                    self.f.t(par.child_by_field_name("operator")) in ("/", "%"):
+                continue  # `kThreads / 32`, `threadIdx.x % 32`: the warp size, dividing, not the warp count
             ctx = _statement_of(x)
             ids = {self.f.t(y) for y in _walk(ctx) if y.type == "identifier"} if ctx is not None else set()
             shared = ctx is not None and ctx.type == "declaration" and "__shared__" in self.f.t(ctx).split()
@@ -817,6 +882,54 @@ class _Analysis:
                               self.f.data[sb:se].decode("utf-8"), None, f"the spec's {fld} at line {line + 1}")
                 self.tie(src, param, render)
 
+    def spec_template_args(self) -> None:
+        """A spec comment's ``template_args`` names the instantiation to tune; an integer there that is the
+        original value of a parameter lifted from that template argument is a site of the parameter, so that
+        a rewritten file's spec still names the instantiation its launch makes."""
+        from agent_core.source import spec as spec_mod
+        try:
+            sp = spec_mod.find_spec(self.cf, self.k.name)
+        except KerntuneError:
+            return
+        if sp is None or sp.span is None or not sp.template_args:
+            return
+        param_of = {tp: n for n, tp in self.tp_of.items()}
+        for i, (tp, a) in enumerate(zip(self.k.template_params, sp.template_args)):
+            name = param_of.get(tp.name)
+            m = re.fullmatch(r"\s*(\d+)\s*", a)
+            if name is None or m is None or int(m.group(1)) != self.params[name].original:
+                continue
+            start = self._spec_string_start(sp, "template_args", i)
+            if start is None:
+                continue
+            sb, se = start + m.start(1), start + m.end(1)
+            line, col = self.f.line_of(sb), sb - (self.f.data.rfind(b"\n", 0, sb) + 1)
+            self.tie(_Source(Span(sb, se, line, col, line, col + (se - sb)), int(m.group(1)), m.group(1), None,
+                             f"the spec's template_args at line {line + 1}"), name)
+
+    def _spec_grid_rows_edits(self, tree, offs) -> list[tuple[int, int, str, int, str, str]]:
+        """The literals of the spec's grid that are the block's y size, where every launch's grid x is written
+        from the y size's name (``(rows + kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32,
+        kRowsPerBlock)``): the grid covers the rows for every value of it."""
+        if self.block_y is None or not self.k.launch_sites:
+            return []
+        py = self.params[self.block_y]
+        names = {s.name for s in py.sites if s.name}
+        if not names or not all(self._grid_mentions(site, names) for site in self.k.launch_sites):
+            return []
+        parents = {c: par for par in ast.walk(tree) for c in ast.iter_child_nodes(par)}
+        out = []
+        for n in ast.walk(tree):
+            if not (isinstance(n, ast.Constant) and type(n.value) is int):
+                continue
+            par = parents.get(n)
+            a, b = offs(n)
+            if n.value == py.original and isinstance(par, (ast.BinOp, ast.Call)):
+                out.append((a, b, self.block_y, py.original, self.block_y, "{value}"))
+            elif n.value == py.original - 1 and isinstance(par, ast.BinOp) and isinstance(par.op, ast.Add):
+                out.append((a, b, f"{self.block_y} - 1", py.original - 1, self.block_y, "{value} - 1"))
+        return out
+
     def _spec_grid_edits(self, e: str) -> list[tuple[int, int, str, int, str, str]]:
         """Where the spec's grid expression ``e`` must name parameters: the block size where the launch's
         grid follows the block (``cdiv(n, 128)``, ``(n + 127) / 128``), the items per thread next to it, a
@@ -832,6 +945,9 @@ class _Analysis:
         if grid is not None and isinstance(tree.body, ast.Constant) and tree.body.value == grid.original:
             a, b = offs(tree.body)
             return [(a, b, grid.name, grid.original, grid.name, "{value}")]
+        rows = self._spec_grid_rows_edits(tree, offs)
+        if rows:  # rows per block in y: `cdiv(rows, 4)` where the launch divides by ROWS_PER_BLOCK
+            return rows
         if not self.grid_tied or self.block is None:
             return []
         bo = self.params[self.block].original
@@ -931,6 +1047,23 @@ class _Analysis:
                 out.append(Site(param=p.name, span=s.span, original_text=s.text, render=s.render))
         out.sort(key=lambda s: s.span.start)
         return out
+
+    def warp_lanes(self) -> None:
+        """A block whose x size is 32 in a kernel written for warps of 32 lanes (a warp per row in a 2-D block,
+        or one warp per block without shared memory, with warp shuffles or lane arithmetic on threadIdx.x) keeps
+        x = 32: its shuffles, masks and `threadIdx.x & 31` assume it, and any other value fails verification."""
+        if self.block is None:
+            return
+        p = self.params[self.block]
+        if p.original != 32 or len(p.values) == 1:
+            return
+        lanes = re.search(r"__shfl\w*_sync|threadIdx\.x\s*[&%]\s*(?:31|32|WARP_SIZE)\b|\blane"
+                          r"|=\s*threadIdx\.x\s*;[^;]*;[^)]*\+=\s*32\b", self.body_text)  # a stride of 32 lanes
+        lanes = lanes or re.search(r"__shfl\w*_sync", self.cf.text)  # a warp-reduce helper of the file
+        if not lanes or not (self.block_2d or "__shared__" not in self.body_text):
+            return
+        p.values = [32]
+        self.notes.append(f"the block's x size {p.name} = 32 stays fixed: the kernel works in warps of 32 lanes")
 
     def why_nothing(self) -> str:
         parts = list(dict.fromkeys(self.notes))
@@ -1109,8 +1242,8 @@ def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
                             "per thread of grid-stride loops, #pragma unroll N, __launch_bounds__ and integer "
                             "template arguments",
                             cf.path, k.name_span.line, k.name_span.col)
-    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why)
-              for n, p in a.params.items()}
+    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why,
+                       template_param=a.tp_of.get(n)) for n, p in a.params.items()}
     sites = a.sites()
     space = ParamSpace(kernel=kernel, params=params, constraints=list(a.constraints))
     return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text,

@@ -183,7 +183,7 @@ class LlmTestDesigner:
     def design(self, prep, template: KernelTemplate | None = None) -> TuningSpec | None:
         t = template or prep.template
         params = "\n".join(f"- {n}: values {p.values}, original {p.original} ({p.why or p.kind})"
-                           for n, p in t.space.params.items()) or "- none"
+                           for n, p in (t.space.params.items() if t else ())) or "- none"
         msgs = prompts.render("test_designer", kernel=prep.kernel.name, kernel_source=prep.text,
                               spec=_spec_toml(prep.spec), params=params, size_names=", ".join(prep.spec.sizes[0]),
                               max_elements=self.max_elements)
@@ -213,7 +213,8 @@ class LlmTestDesigner:
             a.init = it["init"]
         new = replace(spec, args=args, sizes=spec.sizes + extra)
         # the spec's own launch names the structural parameters; the template brings its launch and parameters
-        names = set(template.space.params) | (set(prep.structural.space.params) if prep.structural else set())
+        names = (set(template.space.params) if template else set()) | (
+            set(prep.structural.space.params) if prep.structural else set())
         spec_mod.validate_spec(new, prep.kernel, names)
         return new
 

@@ -21,6 +21,7 @@ args  = ["x: in f32[nrows * ncols]", "dst: out f32[nrows * ncols]", "ncols: i32 
 sizes = [{ nrows = 4096, ncols = 4096 }, { nrows = 32, ncols = 14336 }, { nrows = 1000, ncols = 4099 }]
 grid  = ["nrows", 1, 1]
 block = "32 if ncols < 1024 else 1024"
+template_args = ["1024"]
 */
 template <int block_size>
 static __global__ void rms_norm_f32(const float * x, float * dst, const int ncols, const int64_t stride_row,

@@ -46,6 +46,7 @@ sizes = [{ num_tokens = 8192, num_heads = 32, num_kv_heads = 8, head_size = 128,
          { num_tokens = 1001, num_heads = 28, num_kv_heads = 4, head_size = 128, rot_dim = 64 }]
 grid  = "num_tokens"
 block = "min(num_heads * rot_dim / 2, 512)"
+template_args = ["__nv_bfloat16", "true"]
 */
 template <typename scalar_t, bool IS_NEOX>
 __global__ void rotary_embedding_kernel(
