@@ -1,7 +1,7 @@
 """The optimize loop: templating, testing, analysis, planning — round after round.
 
 Each round is one tuning session (agent_core.search.tuner) over one template: the user's kernel parameterized
-structurally, an expert template bound to the user's signature (agent_core.templating.experts), or a template an LLM
+structurally, the user's kernel rewritten (agent_core.templating.rewrites: vectors, warp reductions, ...), an expert template bound to the user's signature (agent_core.templating.experts), or a template an LLM
 proposed (agent_core.agent.llm). After each round the analysis says what limits the best variant and the planner
 chooses the next step; both are written to the store as the session's steps, so the user can read how the
 result was reached. After the last round, the per-shape dispatch (agent_core.agent.dispatch) gives each size set
@@ -66,6 +66,14 @@ def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate
     return out
 
 
+def rewrite_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
+    """The semantic rewrite template of the user's own kernel (agent_core.templating.rewrites), composed onto its
+    structural template; none when no rewrite applies."""
+    from agent_core.templating.rewrites import compose
+    got = compose(prep.cf, prep.kernel.name, prep.spec, prep.structural)
+    return [got.template] if got.template is not None else []
+
+
 def _unsupported(t: KernelTemplate, backend: Backend) -> str | None:
     """Why the device cannot run template ``t`` (thread-block clusters need sm_90 or newer), or None."""
     if "__cluster_dims__" not in t.text:
@@ -91,7 +99,7 @@ def optimize(path: str, kernel: str, backend: Backend, store: Store, options: Ag
     prep = prepare(path, kernel, text)
     candidates: list[KernelTemplate] = [prep.template]
     if templaters is None:
-        templaters = [expert_templater] if opt.use_experts else []
+        templaters = [rewrite_templater] + ([expert_templater] if opt.use_experts else [])
     result = AgentResult()
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets

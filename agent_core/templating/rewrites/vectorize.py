@@ -196,8 +196,17 @@ def max_elem_bytes(plans: list[LoopPlan]) -> int:
     return max(ELEM_BYTES[et] for p in plans for et, *_ in p.pointers.values())
 
 
-def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str) -> str:
-    """The loop ``plan`` vectorized: aligned whole vectors (ITEMS at a time), then the scalar loop for the rest."""
+def _unroll_pragma(v: KernelView, loop: Node) -> Node | None:
+    """The ``#pragma unroll`` directly above ``loop``, if any."""
+    prev = loop.prev_sibling
+    if prev is not None and prev.type == "preproc_call" and v.t(prev).split()[:2] in (["#pragma", "unroll"],):
+        return prev
+    return None
+
+
+def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragma: str | None = None) -> str:
+    """The loop ``plan`` vectorized: aligned whole vectors (ITEMS at a time), then the scalar loop for the rest.
+    The user's ``#pragma unroll`` above the loop goes above both loops."""
     L = plan.loop
     ind = v.indent_of(L.node)
     i1, i2, i3, i4, i5, i6 = (ind + "  " * k for k in range(1, 7))
@@ -220,6 +229,7 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str) -> st
              f"{i1}long long kt_done = 0;  // elements the vector loop covered",
              f"{i1}if ({vec} > 1 && {aligned}) {{",
              f"{i2}const long long kt_nv = (long long)({bound}) / {vec};  // whole vectors",
+             *([pragma] if pragma else []),
              f"{i2}for (long long kt_k = {start}; kt_k < kt_nv; kt_k += (long long)({step}) * {items}) {{"]
     for sname, (et, *_rest) in ptrs.items():
         lines.append(f"{i3}kt_pack<{et}, {vec}> {sname}[{items}];")
@@ -243,6 +253,7 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str) -> st
               for sname, (_e, _p, _o, _r, w) in ptrs.items() if w]
     lines += [f"{i4}}}", f"{i3}}}", f"{i2}}}", f"{i2}kt_done = kt_nv * {vec};", f"{i1}}}",
               f"{i1}// the scalar loop: the tail VEC does not divide, or everything when a pointer is misaligned",
+              *([pragma] if pragma else []),
               f"{i1}for ({L.var_type} {L.var} = ({L.var_type})(kt_done + ({start})); {L.var} < {bound}; "
               f"{L.var} += {step}) {_reindent(v.t(L.body), i1, ind)}",
               f"{ind}}}"]
@@ -288,10 +299,13 @@ class Vectorize(Rewrite):
         items = macro_name("ITEMS") if "ITEMS" in ctx.params else "1"
         edits = []
         for p in plans:
+            pragma = _unroll_pragma(v, p.loop.node)
+            start = pragma.start_byte if pragma is not None else p.loop.node.start_byte
             names = ", ".join(f"{pn}{'[' + off + ' + i]' if off else ''} ({'read+write' if r and w else 'write' if w else 'read'})"
                               for _s, (_e, pn, off, r, w) in p.pointers.items())
             note = f"{names} in VEC-wide vectors when aligned"
-            edits.append((p.loop.node.start_byte, p.loop.node.end_byte, vector_loop_text(v, p, items, note)))
+            edits.append((start, p.loop.node.end_byte,
+                          vector_loop_text(v, p, items, note, v.t(pragma).strip() if pragma is not None else None)))
         lines = ", ".join(str(p.loop.node.start_point.row + 1) for p in plans)
         ctx = ctx.with_text(apply_edits(ctx.text, edits),
                             f"vectorize: the strided loop(s) at line(s) {lines} of the structural template read "

@@ -118,11 +118,15 @@ class WorkPerThread(Rewrite):
             inner = [v.t(s) for s in kept]
             if cons is not None:
                 inner.append(v.t(cons))
-            body = ("\n" + ind + "  ").join(x.replace("\n", "\n  ") for x in inner)
+            if not kept and cons is not None and cons.type == "compound_statement":
+                body_block = v.t(cons)  # the guarded block is the loop's body as it is
+            else:
+                body_block = "{\n" + ind + "  " + ("\n" + ind + "  ").join(x.replace("\n", "\n  ") for x in inner) + \
+                    "\n" + ind + "}"
             step = "blockDim.x * gridDim.x"
             loop = (f"// kerntune work_per_thread: one element per thread became a grid-stride loop (any grid covers "
                     f"{bound});\n{ind}// the grid is divided by ITEMS\n"
-                    f"{ind}for ({typ} {var} = {start}; {var} < {bound}; {var} += {step}) {{\n{ind}  {body}\n{ind}}}")
+                    f"{ind}for ({typ} {var} = {start}; {var} < {bound}; {var} += {step}) {body_block}")
             text = apply_edits(ctx.text, [(decl.start_byte, end, loop)])
             note += f"; the guarded element at line {guard.start_point.row + 1} became a grid-stride loop"
             ctx = ctx.with_text(text, note)
