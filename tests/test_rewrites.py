@@ -26,11 +26,11 @@ DATA = Path(__file__).resolve().parent / "data" / "cu" / "rewrites"
 EXPECTED = {
     "bias_residual_act.cu": {"work_per_thread", "vectorize", "launch_bounds"},
     "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds"},
-    "l2_normalize.cu": {"warp_reduce", "vectorize", "fast_math", "launch_bounds"},
-    "absmax_quant.cu": {"warp_reduce", "vectorize", "launch_bounds"},
+    "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
+    "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
     "column_sum.cu": {"work_per_thread", "launch_bounds"},
-    "rmsnorm_cast.cu": {"warp_reduce", "vectorize", "launch_bounds"},
-    "softmax3.cu": {"warp_reduce", "vectorize", "fast_math", "launch_bounds"},
+    "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
+    "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
     "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds"},
 }
 
@@ -71,7 +71,13 @@ def test_softmax_three_pass_becomes_warp_reductions_and_vectors():
     assert body.count("__shfl_xor_sync") == 4  # two reductions, each in the warps and over the warp partials
     assert "for (int s = THREADS / 2" not in body  # the trees are gone
     assert "buf[1 /* kerntune warp_reduce" in body  # the shared array no longer follows the block size
-    assert body.count("kt_aligned<KT_VEC>(xr)") == 3  # the three passes read vectors when the row is aligned
+    assert body.count("kt_aligned<KT_VEC>(xr)") == 4  # the three passes read vectors when the row is aligned
+    # the row is read once into registers when it fits: the first pass loads it, the other two read registers
+    assert "kt_pack<float, KT_VEC> kt_row_xr[KT_CACHE_ROW > 0 ? KT_CACHE_ROW : 1];" in body
+    assert body.count("kt_row_xr[kt_c] = kt_load<KT_VEC>(xr, kt_kk)") == 1
+    assert body.count("if (kt_cached) {") == 3
+    assert "kt_expf<KT_FAST_MATH>(kt_row_xr[kt_c].v[kt_j] - mx) / total" in body
+    assert t.space.params["CACHE_ROW"].original == 0 and "VEC * CACHE_ROW * 4 <= 256" in t.space.constraints
     assert "kt_expf<KT_FAST_MATH>" in body and "expf(xr" not in body.replace("kt_expf<KT_FAST_MATH>(xr", "")
     # the block size is free of powers of two now; it stays a multiple of a warp
     threads = t.space.params["THREADS"]
@@ -142,6 +148,20 @@ def test_a_scatter_or_a_neighbour_read_of_a_written_pointer_is_not_vectorized():
   for (int i = threadIdx.x; i < n - 1; i += blockDim.x) y[i] = x[i] + y[i + 1];
 }""", "vectorize")
     assert why is not None
+
+
+def test_passes_are_fused_only_over_a_row_they_all_read_and_none_writes():
+    # two passes over the same range, but the second writes the stream the first reads: nothing to cache
+    text = _HEAD + """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += y[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i] * s;
+}
+void go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }
+"""
+    got = compose(parse_cuda(text, "neg.cu"), "k")
+    assert "no two block-strided passes" in dict(got.report)["fuse_passes"]
+    assert dict(got.report)["vectorize"] is None
 
 
 def test_a_loop_with_a_barrier_is_not_vectorized():
@@ -268,6 +288,8 @@ def test_rewrite_templates_compile_for_sm90(name, tmp_path):
     sample = rng.sample(valid, min(2, len(valid)))
     if "VEC" in t.space.params:  # the widest vector, with the rest at their originals
         sample.append({**t.space.original_config(), "VEC": max(t.space.params["VEC"].values)})
+    if "CACHE_ROW" in t.space.params:  # the row in registers at the widest vector
+        sample.append({**t.space.original_config(), "VEC": 4, "CACHE_ROW": 4})
     for cfg in sample:
         _nvcc(t.text, cfg, tmp_path)
 
