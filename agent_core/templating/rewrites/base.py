@@ -50,7 +50,8 @@ class KernelView:
         self.data = text.encode("utf-8")
         self.cf: CudaFile = parse_cuda(text, path)
         self.k: Kernel = self.cf.kernel(kernel)
-        self.root = parse_tree(self.data).root_node
+        self.tree = parse_tree(self.data)
+        self.root = self.tree.root_node
         self.body: Node = self.root.named_descendant_for_byte_range(self.k.body_span.start, self.k.body_span.end)
         while self.body is not None and self.body.type != "compound_statement":
             self.body = self.body.parent

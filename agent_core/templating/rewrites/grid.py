@@ -24,6 +24,44 @@ class _Rename(ast.NodeTransformer):
         return self.new if node.id == self.name else node
 
 
+def _block_token(ctx: RewriteContext, v) -> re.Pattern:
+    """The names that stand for the block size in host code: its macro, macros and constants defined as it, and
+    the launching function's locals initialized to one of those (``const int threads = 128;``)."""
+    from agent_core.templating.rewrites.syntax import KernelFacts, squash
+    names = {n for n in KernelFacts(v, ctx.block).block_names if n != "blockDim.x"}
+    for site in v.k.launch_sites:
+        for hv in site.host_vars.values():
+            if hv.init is not None and "dim3" not in hv.type and squash(hv.init.text) in names:
+                names.add(hv.name)
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
+
+
+def _grid_edit(v, site, token: re.Pattern) -> tuple[int, int, str] | None:
+    """(start, end, text) of the host expression a launch's grid is computed by: the grid argument itself, or the
+    initializer of the host variable it names (``int blocks = (n + 255) / 256;``); None when neither names the
+    block size."""
+    c = site.config[0] if site.config else None
+    if c is None:
+        return None
+    if token.search(c.text):
+        return c.span.start, c.span.end, c.text
+    hv = site.host_vars.get(c.text.strip())
+    if hv is None or hv.init is None:
+        return None
+    if any(re.search(rf"\b{re.escape(hv.name)}\b", a.text) for a in site.args):
+        return None  # the variable is passed to the kernel too: part of the problem, not only of the launch
+    if "dim3" in hv.type:  # dim3 grid((n + 255) / 256): its one component
+        node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
+        comps = [x for x in node.named_children if x.type != "comment"] if node is not None else []
+        if len(comps) != 1:
+            return None
+        node = comps[0]
+        text = v.t(node)
+        return (node.start_byte, node.end_byte, text) if token.search(text) else None
+    text = v.data[hv.init.span.start:hv.init.span.end].decode("utf-8")
+    return (hv.init.span.start, hv.init.span.end, text) if token.search(text) else None
+
+
 def grid_follows_block(ctx: RewriteContext) -> str | None:
     """None when the grid can be shrunk (see the module docstring), else why not."""
     if ctx.block is None:
@@ -35,17 +73,17 @@ def grid_follows_block(ctx: RewriteContext) -> str | None:
     if ctx.block not in {n.id for n in ast.walk(ast.parse(str(gx), mode="eval")) if isinstance(n, ast.Name)}:
         return f"the launch's grid `{gx}` does not follow the block size {ctx.block}"
     v = ctx.view()
-    token = re.compile(rf"\b{macro_name(ctx.block)}\b")
+    token = _block_token(ctx, v)
     if not v.k.launch_sites:
         return "the kernel is not launched in this file"
     for s in v.k.launch_sites:
-        if not s.config or not token.search(s.config[0].text):
+        if _grid_edit(v, s, token) is None:
             return (f"the launch at line {s.span.line + 1} computes its grid `{s.config[0].text if s.config else ''}` "
-                    "without the block size's literal (write it as cdiv(n, 256) or (n + 255) / 256)")
+                    "without the block size (write it as cdiv(n, 256) or (n + 255) / 256, or from the block's macro)")
     sp = find_spec(v.cf, ctx.kernel)
     if sp is None or sp.span is None:
         return "the spec is not a comment in this file (a sidecar spec's grid is not rewritten)"
-    if "grid" not in sp.lines or not token.search(_spec_grid_line(ctx.text, sp)[2]):
+    if "grid" not in sp.lines or not re.search(rf"\b{macro_name(ctx.block)}\b", _spec_grid_line(ctx.text, sp)[2]):
         return f"the spec's grid does not write the block size as a number ({macro_name(ctx.block)} in the template)"
     return None
 
@@ -73,17 +111,18 @@ def shrink_grid(ctx: RewriteContext, factor: str) -> RewriteContext:
     grid[0] = ast.unparse(_Rename(ctx.block, new).visit(tree))
     launch["grid"] = grid
     m = macro_name(ctx.block)
-    token = re.compile(rf"\b{m}\b")
-    rep = f"({m} * {macro_name(factor)})"
     v = ctx.view()
-    edits = []
+    token = _block_token(ctx, v)
+    rep = lambda mo: f"({mo.group(0)} * {macro_name(factor)})"  # noqa: E731
+    edits = {}
     for s in v.k.launch_sites:
-        c = s.config[0]
-        edits.append((c.span.start, c.span.end, token.sub(rep, c.text)))
+        a, b, text = _grid_edit(v, s, token)
+        edits[(a, b)] = token.sub(rep, text)  # two launches may share one host variable: edited once
     sp = find_spec(v.cf, ctx.kernel)
     a, b, line = _spec_grid_line(ctx.text, sp)
     key = line.find("grid")
-    edits.append((a, b, line[:key] + token.sub(rep, line[key:])))
+    edits[(a, b)] = line[:key] + re.sub(rf"\b{m}\b", rep, line[key:])
+    edits = [(a, b, t) for (a, b), t in edits.items()]
     out = RewriteContext(**{**ctx.__dict__, "launch": launch})
     out.text = apply_edits(ctx.text, edits)
     return out

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from agent_core.model import macro_name
+from agent_core.source.cuda_parse import file_constants
 from agent_core.templating.rewrites.base import KernelView
 
 # element sizes of the scalar types a vector rewrite can pack (bytes)
@@ -69,11 +70,16 @@ class KernelFacts:
         self.block_names = {"blockDim.x"}
         if block_param:
             self.block_names.add(macro_name(block_param))
-        defines = {d.name: d.value for d in v.cf.defines}
+        named = {d.name: d.value for d in v.cf.defines}  # macros, and file-scope constants, by their values
+        named.update({c.name: c.init.text for c in file_constants(v.tree, v.text).values() if c.init is not None})
+        for site in v.k.launch_sites:  # a template parameter launched as the block (k<KT_BLOCK><<<g, KT_BLOCK>>>)
+            for tp, arg in zip(v.k.template_params, site.template_args):
+                if tp.kind == "value" and block_param and squash(arg.text) == macro_name(block_param):
+                    self.block_names.add(tp.name)
         changed = True
-        while changed:  # macros defined as one of them (#define THREADS KT_THREADS)
+        while changed:  # names defined as one of them (#define THREADS KT_THREADS, constexpr int kThreads = ...)
             changed = False
-            for name, value in defines.items():
+            for name, value in named.items():
                 if name not in self.block_names and squash(value) in self.block_names:
                     self.block_names.add(name)
                     changed = True
