@@ -5,7 +5,6 @@ included) without spills at the default; preconditions checked negatively on ker
 
 import random
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -301,3 +300,23 @@ def test_applied_rewrite_compiles(tmp_path):
     cfg = {**t.space.original_config(), "VEC": 4, "FAST_MATH": 1, "THREADS": 96}
     rw = apply_mod.rewrite_file(cf.text, cf.path, t.kernel, t, cfg)
     _nvcc(rw.text, {}, tmp_path)
+
+
+# --------------------------------------------------------------------------------------------- cli
+def test_show_lists_the_rewrites_and_templatize_writes_the_rewrite(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_core.cli import main
+    from agent_core.templating.workfiles import read_template_files
+    src = tmp_path / "softmax3.cu"
+    src.write_text((DATA / "softmax3.cu").read_text())
+    r = CliRunner().invoke(main, ["show", str(src)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "rewrite warp_reduce: applies" in r.output and "rewrite vectorize: applies" in r.output
+    assert "rewrite work_per_thread: no: the kernel uses barriers or shared memory" in r.output
+    r = CliRunner().invoke(main, ["templatize", str(src), "-k", "softmax3", "--rewrite"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "CACHE_ROW = 0" in r.output and "VEC = 1" in r.output
+    back = read_template_files(tmp_path / ".kerntune", src, "softmax3", src.read_text())
+    assert back.origin.startswith("rewrite:warp_reduce") and "CACHE_ROW" in back.space.params
+    assert back.launch == {"grid": ["rows"], "block": ["THREADS"], "smem": "0"}

@@ -9,7 +9,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 
-from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec, macro_name
+from agent_core.model import CudaFile, KernelTemplate, KerntuneError, ParamSpace, TuningSpec, macro_name
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.source.spec import find_spec
 from agent_core.templating.rewrites.base import Rewrite, RewriteContext, apply_edits

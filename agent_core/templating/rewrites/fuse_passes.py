@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
-from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, squash, strided_loop
+from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, squash, strided_loop
 from agent_core.templating.rewrites.vectorize import LoopPlan, VEC, _reindent, plan_loop
 
 CACHE_ROW = "CACHE_ROW"

@@ -235,15 +235,15 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
         lines.append(f"{i3}kt_pack<{et}, {vec}> {sname}[{items}];")
     loads = [sname for sname, (_e, _p, _o, r, _w) in ptrs.items() if r]
     if loads:
-        lines += [f"#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
+        lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
                   f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
                   f"{i4}if (kt_kk < kt_nv) {{"]
         lines += [f"{i5}{sname}[kt_u] = kt_load<{vec}>({base(sname)}, kt_kk);" for sname in loads]
         lines += [f"{i4}}}", f"{i3}}}"]
-    lines += [f"#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
+    lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
               f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
               f"{i4}if (kt_kk < kt_nv) {{",
-              f"#pragma unroll",
+              "#pragma unroll",
               f"{i5}for (int kt_j = 0; kt_j < {vec}; ++kt_j) {{",
               f"{i6}const {L.var_type} {L.var} = ({L.var_type})(kt_kk * {vec} + kt_j);",
               f"{i6}(void){L.var};",

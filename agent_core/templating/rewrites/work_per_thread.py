@@ -12,9 +12,7 @@ memory (the threads of a block would no longer meet at the same points); the gri
 
 from __future__ import annotations
 
-from tree_sitter import Node
-
-from agent_core.model import Param, macro_name
+from agent_core.model import Param
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
 from agent_core.templating.rewrites.syntax import KernelFacts, names_in, pure, strided_loop, walk
