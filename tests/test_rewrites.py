@@ -77,6 +77,7 @@ def test_softmax_three_pass_becomes_warp_reductions_and_vectors():
     assert body.count("if (kt_cached) {") == 3
     assert "kt_expf<KT_FAST_MATH>(kt_row_xr[kt_c].v[kt_j] - mx) / total" in body
     assert t.space.params["CACHE_ROW"].original == 0 and "VEC * CACHE_ROW * 4 <= 256" in t.space.constraints
+    assert "VEC * CACHE_ROW * 4 * THREADS <= 131072" in t.space.constraints
     assert "kt_expf<KT_FAST_MATH>" in body and "expf(xr" not in body.replace("kt_expf<KT_FAST_MATH>(xr", "")
     # the block size is free of powers of two now; it stays a multiple of a warp
     threads = t.space.params["THREADS"]

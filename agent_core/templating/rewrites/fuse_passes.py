@@ -133,7 +133,9 @@ class FusePasses(Rewrite):
         _, plans, shared, _ = self._analyse(ctx)
         widest = max(ELEM_BYTES[_elem(p, s)] for p in plans for s in shared if any(
             (pp, o) == s for (_e, pp, o, _r, _w) in p.pointers.values()))
-        return [f"{VEC} * {CACHE_ROW} * {widest * len(shared)} <= 256"]  # at most 64 registers of cached row
+        per = widest * len(shared)  # bytes of cached row per element position
+        return [f"{VEC} * {CACHE_ROW} * {per} <= 256",  # at most 64 registers of cached row per thread,
+                f"{VEC} * {CACHE_ROW} * {per} * {ctx.block} <= 131072"]  # and half the registers a block may have
 
     def rewrite(self, ctx: RewriteContext) -> RewriteContext:
         v, plans, shared, _ = self._analyse(ctx)
