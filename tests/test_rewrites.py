@@ -164,6 +164,22 @@ void go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 
     assert dict(got.report)["vectorize"] is None
 
 
+def test_an_element_that_returns_early_is_not_turned_into_a_loop():
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    if (x[i] < 0.f) return;
+    y[i] = x[i];
+  }
+}""", "work_per_thread")
+    assert why is not None and "return" in why
+    ok = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}""", "work_per_thread")
+    assert ok is None
+
+
 def test_a_loop_with_a_barrier_is_not_vectorized():
     why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = x[i]; __syncthreads(); }

@@ -55,10 +55,16 @@ def _guarded_element(v: KernelView, facts: KernelFacts) -> tuple[tuple | None, s
         alt = s.child_by_field_name("alternative")
         cons = s.child_by_field_name("consequence")
         if op == "<" and i == len(stmts) - 1 and alt is None:
-            return (stmts[decl_i], stmts[decl_i + 1:i], s, v.t(rt), cons, "guard"), ""
-        if op == ">=" and alt is None and cons is not None and (cons.type == "return_statement" or (
+            got = (stmts[decl_i], stmts[decl_i + 1:i], s, v.t(rt), cons, "guard")
+        elif op == ">=" and alt is None and cons is not None and (cons.type == "return_statement" or (
                 cons.type == "compound_statement" and [x.type for x in cons.named_children] == ["return_statement"])):
-            return (stmts[decl_i], stmts[decl_i + 1:i] + stmts[i + 1:], s, v.t(rt), None, "return"), ""
+            got = (stmts[decl_i], stmts[decl_i + 1:i] + stmts[i + 1:], s, v.t(rt), None, "return")
+        else:
+            continue
+        inside = got[1] + ([cons] if got[5] == "guard" else [])
+        if any(x.type == "return_statement" for n in inside for x in walk(n)):
+            return None, "a return inside the element's code would end the thread's whole loop"
+        return got, ""
     return None, f"no `if ({var} < n)` guarding the rest of the kernel (nor `if ({var} >= n) return;`)"
 
 
