@@ -108,9 +108,12 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         return Outcome(None, [(r.name, "the kernel already uses names starting with kt_ (kerntune's)") for r in REWRITES])
     report: list[tuple[str, str | None]] = []
     for r in REWRITES:
-        why = r.applies(ctx)
-        if why is None:
-            ctx = r.rewrite(ctx)
+        try:
+            why = r.applies(ctx)
+            if why is None:
+                ctx = r.rewrite(ctx)
+        except Exception as e:  # a construct the analysis did not foresee: this rewrite is skipped, not the rest
+            why = f"internal error, skipped ({type(e).__name__}: {e})"
         report.append((r.name, why))
     applied = [n for n, why in report if why is None]
     if not applied:
