@@ -337,3 +337,19 @@ def test_show_lists_the_rewrites_and_templatize_writes_the_rewrite(tmp_path):
     back = read_template_files(tmp_path / ".kerntune", src, "softmax3", src.read_text())
     assert back.origin.startswith("rewrite:warp_reduce") and "CACHE_ROW" in back.space.params
     assert back.launch == {"grid": ["rows"], "block": ["THREADS"], "smem": "0"}
+
+
+def test_a_rewrite_that_fails_is_skipped_and_the_others_still_apply(monkeypatch):
+    from agent_core.templating.rewrites.vectorize import Vectorize
+
+    def boom(self, ctx):
+        ctx.params["VEC"] = None  # a half-done change that must not leak into the template
+        raise ValueError("unforeseen")
+    monkeypatch.setattr(Vectorize, "rewrite", boom)
+    _, got = _compose("softmax3.cu")
+    report = dict(got.report)
+    assert report["vectorize"].startswith("internal error, skipped (ValueError: unforeseen)")
+    assert report["warp_reduce"] is None and report["fast_math"] is None and report["fuse_passes"] is None
+    assert got.template.space.params["VEC"].values == [1, 2, 4]  # fuse_passes' own, not the half-done one
+    used = set(re.findall(r"\bKT_(\w+)\b", apply_mod.strip_header(got.template.text)))
+    assert used <= set(got.template.space.params)

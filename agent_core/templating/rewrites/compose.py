@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent_core.model import CudaFile, KernelTemplate, KerntuneError, ParamSpace, TuningSpec, macro_name
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
@@ -111,7 +111,7 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         try:
             why = r.applies(ctx)
             if why is None:
-                ctx = r.rewrite(ctx)
+                ctx = r.rewrite(_copy(ctx))  # a rewrite that fails half-way leaves ctx as it was
         except Exception as e:  # a construct the analysis did not foresee: this rewrite is skipped, not the rest
             why = f"internal error, skipped ({type(e).__name__}: {e})"
         report.append((r.name, why))
@@ -124,6 +124,10 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     if errors:
         raise KerntuneError(f"internal: the rewritten kernel '{kernel}' does not parse ({errors[0]}); "
                             f"rewrites: {', '.join(applied)}", cf.path)
+    missing = set(re.findall(r"\bKT_(\w+)\b", text)) - set(ctx.params)
+    if missing:
+        raise KerntuneError(f"internal: the rewritten kernel '{kernel}' uses {', '.join(sorted(missing))} without a "
+                            f"parameter; rewrites: {', '.join(applied)}", cf.path)
     origin = "rewrite:" + "+".join(applied)
     header = _header(kernel, origin, ctx)
     space = ParamSpace(kernel=kernel, params=ctx.params, constraints=ctx.constraints)
@@ -143,6 +147,11 @@ def rewrite_template(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         raise KerntuneError(f"no semantic rewrite applies to kernel '{kernel}': {why}", cf.path, k.name_span.line,
                             k.name_span.col)
     return got.template
+
+
+def _copy(ctx: RewriteContext) -> RewriteContext:
+    return replace(ctx, params=dict(ctx.params), constraints=list(ctx.constraints), launch=copy.deepcopy(ctx.launch),
+                   helpers=set(ctx.helpers), notes=list(ctx.notes))
 
 
 def strip_header(text: str) -> str:

@@ -6,11 +6,12 @@ pass too gets a cached twin, taken when ``CACHE_ROW`` vectors of ``VEC`` element
 every pointer of the passes is aligned to the vector: thread ``t`` holds the vectors ``t, t + BLOCK, ...``; the
 first pass loads them (a partial last vector element by element), the later passes read the registers. Other
 streams of a cached pass are loaded and stored as vectors too. Otherwise (``CACHE_ROW = 0``, a longer row, a
-misaligned pointer) the passes run as written, and the vectorize rewrite makes them read vectors.
+misaligned pointer) the passes run as written, and the vectorize rewrite makes them read vectors. The vector width
+``VEC`` is shared with vectorize (declared here, since this runs first).
 
 Preconditions: at least two passes at the top level of the kernel, with the same start, bound and stride (the
 block's threads), each vectorizable (see ``vectorize``), sharing a stream no pass writes through its pointer;
-the stream's pointer and offset are not assigned in the kernel. Runs before ``vectorize`` and uses its ``VEC``.
+the stream's pointer and offset are not assigned in the kernel. Runs before ``vectorize``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, squash, strided_loop
-from agent_core.templating.rewrites.vectorize import LoopPlan, VEC, _reindent, plan_loop
+from agent_core.templating.rewrites.vectorize import LoopPlan, VEC, _reindent, plan_loop, vec_param
 
 CACHE_ROW = "CACHE_ROW"
 
@@ -125,7 +126,8 @@ class FusePasses(Rewrite):
         return why or None
 
     def params(self, ctx: RewriteContext) -> list[Param]:
-        return [Param(CACHE_ROW, [0, 1, 2, 4, 8, 16], 0, "cache_row",
+        vec = [] if VEC in ctx.params else [vec_param(ctx)]  # shared with vectorize, which runs next
+        return vec + [Param(CACHE_ROW, [0, 1, 2, 4, 8, 16], 0, "cache_row",
                       "vectors of the row each thread keeps in registers across the passes (0: the passes re-read "
                       "the row); taken only when the row fits in BLOCK * VEC * CACHE_ROW elements")]
 

@@ -269,6 +269,17 @@ def _reindent(text: str, new: str, old: str) -> str:
     return "\n".join(out)
 
 
+def vec_param(ctx: RewriteContext) -> Param:
+    """The vector width over every vectorizable loop of the kernel: at most 16 bytes of the widest element."""
+    v = ctx.view()
+    plans, _ = vectorizable_loops(v, KernelFacts(v, ctx.block))
+    widest = max_elem_bytes(plans)
+    values = [w for w in (1, 2, 4, 8, 16) if w * widest <= 16]
+    return Param(VEC, values, 1, "vector_width",
+                 f"elements per vector load/store in the strided loops (at most 16 bytes of the widest element, "
+                 f"{widest} bytes); 1 keeps the scalar loop", closed=True)
+
+
 class Vectorize(Rewrite):
     name = "vectorize"
     summary = "thread-strided loops over contiguous elements read and write VEC-wide vectors (aligned), scalar tail"
@@ -286,12 +297,9 @@ class Vectorize(Rewrite):
         return "no thread-strided loop over contiguous elements" + (f" ({'; '.join(why)})" if why else "")
 
     def params(self, ctx: RewriteContext) -> list[Param]:
-        _, plans, _ = self._plans(ctx)
-        widest = max_elem_bytes(plans)
-        values = [w for w in (1, 2, 4, 8, 16) if w * widest <= 16]
-        return [Param(VEC, values, 1, "vector_width",
-                      f"elements per vector load/store in the strided loops (at most 16 bytes of the widest "
-                      f"element, {widest} bytes); 1 keeps the scalar loop", closed=True)]
+        if VEC in ctx.params:
+            return []  # fuse_passes declared it (it runs first and shares the vector width)
+        return [vec_param(ctx)]
 
     def rewrite(self, ctx: RewriteContext) -> RewriteContext:
         v, plans, _ = self._plans(ctx)
