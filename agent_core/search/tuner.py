@@ -324,7 +324,11 @@ class Session:
         strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
                                  budget=self.opt.budget)
         batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else 1
-        while not self.out_of_budget():
+        has = getattr(self.backend, "has_template", None)
+        # misses are not charged to the budget, except for a template the recording never measured: asking for
+        # every configuration of its space would walk all of it for nothing
+        unknown = not self.runs_code and has is not None and not has()
+        while not self.out_of_budget() and not (unknown and len(self.not_recorded) >= self.opt.budget):
             cfgs = strategy.ask(min(batch, self.opt.budget - self.measured))
             if not cfgs:
                 break
