@@ -428,7 +428,8 @@ def optimize(file, kernel, budget, rounds, total_budget, time_budget, strategy, 
     if hooks is not None:
         marks = _PlanMarks(hooks.planner, hooks.roles.log)
         planner = marks
-        templaters = [rewrite_templater] + ([] if no_experts else [expert_templater]) + hooks.templaters
+        # the model's proposals come before the rewrite: the model plans over them first, the rules fall back on it
+        templaters = ([] if no_experts else [expert_templater]) + hooks.templaters + [rewrite_templater]
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
 
