@@ -80,6 +80,7 @@ def show(file):
         except KerntuneError as e:
             out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
+        _show_rewrites(cf, k.name, t)
         try:
             s = spec_mod.find_spec(cf, k.name)
             if s is None:
@@ -111,6 +112,27 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
     return " | ".join(parts) if parts else "none (no structural template, no expert family)"
 
 
+def _show_rewrites(cf, kernel: str, structural) -> None:
+    """One line per semantic rewrite: applies (and what it does) or why not."""
+    from agent_core.templating.rewrites import compose
+    try:
+        got = compose(cf, kernel, structural=structural)
+    except KerntuneError as e:
+        out.print(f"  rewrites: [red]failed[/]: {escape(e.message)}", soft_wrap=True)
+        return
+    by_name = {r.name: r.summary for r in _rewrites()}
+    for name, why in got.report:
+        if why is None:
+            out.print(f"  rewrite {name}: applies ({escape(by_name[name])})", soft_wrap=True)
+        else:
+            out.print(f"  rewrite {name}: no: {escape(why)}", soft_wrap=True)
+
+
+def _rewrites():
+    from agent_core.templating.rewrites import REWRITES
+    return REWRITES
+
+
 # --------------------------------------------------------------------------------------------- spec
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -140,7 +162,9 @@ def spec(file, kernel, write):
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-k", "--kernel", required=True)
 @click.option("--force", is_flag=True, help="overwrite existing template files")
-def templatize(file, kernel, force):
+@click.option("--rewrite", is_flag=True,
+              help="the semantic rewrite of the kernel (vectors, warp reductions, ...) instead of the structural template")
+def templatize(file, kernel, force, rewrite):
     """Write the kernel's template and parameter space to .kerntune/ for reading and editing."""
     from agent_core.templating.workfiles import write_template_files
     from agent_core.templating.templatize import templatize as do_templatize
@@ -149,7 +173,19 @@ def templatize(file, kernel, force):
 
     text = read_source(file)
     cf, _ = parse_checked(file, kernel, text)
-    t = do_templatize(cf, kernel)
+    if rewrite:
+        from agent_core.templating.rewrites import compose
+        got = compose(cf, kernel)
+        if got.template is None:
+            why = "; ".join(f"{n}: {w}" for n, w in got.report)
+            k = cf.kernel(kernel)
+            raise KerntuneError(f"no semantic rewrite applies to kernel '{kernel}': {why}", file, k.name_span.line,
+                                k.name_span.col)
+        t = got.template
+        for note in got.notes:
+            out.print(f"rewrite {escape(note)}", soft_wrap=True)
+    else:
+        t = do_templatize(cf, kernel)
     wd = workdir_for(file)
     stem = Path(file).stem
     existing = wd / f"{stem}.{kernel}.space.toml"
@@ -410,7 +446,8 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
               help=EARLY_STOP_HELP + ", per round [default: 25]")
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--no-experts", is_flag=True, help="only the structural template of your own kernel")
+@click.option("--no-experts", is_flag=True,
+              help="only templates of your own kernel (structural, and its semantic rewrite)")
 @click.option("--no-dispatch", is_flag=True, help="one configuration for every size set (no per-shape dispatch)")
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH")
 @click.option("--store", "store_path", default=None)
@@ -436,7 +473,7 @@ def optimize(file, kernel, all_kernels, gpus, scheduler, budget, rounds, total_b
     With an LLM endpoint, the model also proposes templates, diagnoses rounds and plans; every proposal is
     compiled, verified and timed like any other template. With --all, every kernel of FILE that has a spec,
     each one session of a runner (in process, or spread over GPUs with --gpus / --scheduler)."""
-    from agent_core.agent.loop import AgentOptions, expert_templater, optimize as run_optimize
+    from agent_core.agent.loop import AgentOptions, expert_templater, optimize as run_optimize, rewrite_templater
     from agent_core.store import Store
     from agent_core.search.tuner import open_backend, prepare
     from agent_core.workspace import store_path_for
@@ -471,7 +508,8 @@ def optimize(file, kernel, all_kernels, gpus, scheduler, budget, rounds, total_b
     if hooks is not None:
         marks = _PlanMarks(hooks.planner, hooks.roles.log)
         planner = marks
-        templaters = ([] if no_experts else [expert_templater]) + hooks.templaters
+        # the model's proposals come before the rewrite: the model plans over them first, the rules fall back on it
+        templaters = ([] if no_experts else [expert_templater]) + hooks.templaters + [rewrite_templater]
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
 

@@ -183,7 +183,7 @@ class TuningJobs:
 
     def _tune_thread(self, live: Live, prep, backend, options: TuneOptions, loop, rounds: int = 1,
                      experts: bool = True, llm=None, test_sizes: bool = False) -> dict:
-        from agent_core.agent.loop import AgentOptions, expert_templater, optimize
+        from agent_core.agent.loop import AgentOptions, expert_templater, optimize, rewrite_templater
         store = Store(store_path_for(prep.path))
 
         def on_event(ev: TuneEvent) -> None:
@@ -195,7 +195,8 @@ class TuningJobs:
                 from agent_core.agent.llm.hooks import llm_hooks
                 hooks = llm_hooks(store, llm, budget_per_round=options.budget, max_rounds=rounds)
             designer = hooks.test_designer.design if hooks is not None and test_sizes else None
-            templaters = ([expert_templater] if experts else []) + (hooks.templaters if hooks else [])
+            ex = [expert_templater] if experts else []  # the model's proposals, when there is a model, before the rewrite
+            templaters = ex + hooks.templaters + [rewrite_templater] if hooks else [rewrite_templater] + ex
             res = optimize(prep.path, live.kernel, backend, store, AgentOptions(
                 budget_per_round=options.budget, max_rounds=rounds, time_budget_s=options.time_budget_s,
                 strategy=options.strategy, seed=options.seed, use_experts=experts),

@@ -125,7 +125,8 @@ def test_endpoint_down_runs_offline_as_before(recorded, tmp_path):
             [("templater", "error", "unreachable")]  # asked once, then never again
     with Store(tmp_path / "offline.sqlite") as ws2:
         backend = ReplayBackend(Store(rec))
-        plain = optimize(str(src), "row_sum", backend, ws2, AgentOptions(budget_per_round=100, strategy="exhaustive"))
+        plain = optimize(str(src), "row_sum", backend, ws2, AgentOptions(budget_per_round=100, strategy="exhaustive"),
+                         templaters=[expert_templater])  # the same templaters as `run`, without the model
         backend.close()
     assert [r.summary["best_params"] for r in plain.rounds] == [r.summary["best_params"] for r in res.rounds]
     assert plain.final_step.action == res.final_step.action

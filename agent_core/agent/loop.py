@@ -1,7 +1,7 @@
 """The optimize loop: templating, testing, analysis, planning — round after round.
 
 Each round is one tuning session (agent_core.search.tuner) over one template: the user's kernel parameterized
-structurally, an expert template bound to the user's signature (agent_core.templating.experts), or a template an LLM
+structurally, the user's kernel rewritten (agent_core.templating.rewrites: vectors, warp reductions, ...), an expert template bound to the user's signature (agent_core.templating.experts), or a template an LLM
 proposed (agent_core.agent.llm). After each round the analysis says what limits the best variant and the planner
 chooses the next step; both are written to the store as the session's steps, so the user can read how the
 result was reached. After the last round, the per-shape dispatch (agent_core.agent.dispatch) gives each size set
@@ -100,6 +100,14 @@ def _record_screening(store: Store, session_id: int | None, screening: "Screenin
     screening.recorded = True
 
 
+def rewrite_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
+    """The semantic rewrite template of the user's own kernel (agent_core.templating.rewrites), composed onto its
+    structural template; none when no rewrite applies."""
+    from agent_core.templating.rewrites import compose
+    got = compose(prep.cf, prep.kernel.name, prep.spec, prep.structural)
+    return [got.template] if got.template is not None else []
+
+
 def _unsupported(t: KernelTemplate, backend: Backend) -> str | None:
     """Why the device cannot run template ``t`` (thread-block clusters need sm_90 or newer), or None."""
     if "__cluster_dims__" not in t.text:
@@ -145,7 +153,7 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
     if prep.template is None:  # the other templaters (experts, rewrites, the LLM) still have the kernel
         emit(TuneEvent("status", f"structural template: none ({structural_reason(prep)})"))
     if templaters is None:
-        templaters = [expert_templater] if opt.use_experts else []
+        templaters = [rewrite_templater] + ([expert_templater] if opt.use_experts else [])
     result = AgentResult()
     if expert_templater in templaters:
         screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result)

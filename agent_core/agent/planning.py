@@ -143,8 +143,8 @@ class RuleBasedPlanner:
     2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth, unless (with the per-shape
        dispatch) a template made for a regime of sizes (``serves``: few rows) has size sets to serve that are below
        LAG_PCT_OF_COPY %: search it first; the dispatch gives it those size sets if it wins them.
-    3. Otherwise try the next candidate not yet searched (the structural template, then further experts; regime
-       templates only as in 2).
+    3. Otherwise try the next candidate not yet searched (the structural template, then the semantic rewrite of the
+       user's kernel, then further experts; regime templates only as in 2).
     4. Otherwise a regime template as in 2.
     5. Otherwise widen a domain whose best value sits on its edge (once per template).
     6. Otherwise stop.

@@ -62,6 +62,15 @@ class ReplayBackend:
         self._original = timings
         return copy.deepcopy(timings)
 
+    def has_template(self) -> bool:
+        """Whether the recording has any measurement of the started problem's template (on its spec and device):
+        a template it never measured (one proposed after the recording) has nothing to replay."""
+        if self._problem is None:
+            raise RuntimeError("ReplayBackend.start(problem) must be called first")
+        p = self._problem
+        return bool(self.store.evaluations(template_hash=p.template_hash, spec_hash=p.spec_hash,
+                                           device=self.device().name))
+
     def _recorded(self, variant: Variant) -> Evaluation:
         if self._problem is None:
             raise RuntimeError("ReplayBackend.start(problem) must be called before evaluating variants")

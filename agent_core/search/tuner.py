@@ -454,8 +454,15 @@ class Session:
         ahead_ok = self.runs_code and strategy.name in ("exhaustive", "random")
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-prepare") if ahead_ok else None
         stop = threading.Event()  # the search ended: no new nvcc for a batch compiled ahead
+        has = getattr(self.backend, "has_template", None)
+        # replay misses are not charged to the budget, except for a template the recording never measured: asking
+        # for every configuration of its space would walk all of it for nothing
+        unknown = not self.runs_code and has is not None and not has()
+
+        def spent() -> bool:
+            return self.out_of_budget() or (unknown and len(self.not_recorded) >= self.opt.budget)
         try:
-            cfgs = [] if self.out_of_budget() else ask(min(batch, self.opt.budget - self.measured))
+            cfgs = [] if spent() else ask(min(batch, self.opt.budget - self.measured))
             ahead = self._prepare_in_background(pool, cfgs, stop) if pool and cfgs else None
             while cfgs:
                 if ahead is not None:
@@ -475,7 +482,7 @@ class Session:
                 with tl.phase("strategy"):
                     for cfg in self.not_recorded[missed:]:
                         strategy.tell(cfg, None)
-                if self.out_of_budget():
+                if spent():
                     break
                 cfgs = nxt if pool is not None else ask(min(batch, self.opt.budget - self.measured))
                 if pool is not None and not cfgs:

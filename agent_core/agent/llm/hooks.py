@@ -3,7 +3,7 @@ no endpoint is configured (then the loop runs offline, exactly as before)::
 
     hooks = llm_hooks(store)          # settings from the environment
     optimize(path, kernel, backend, store, planner=hooks.planner if hooks else None,
-             templaters=[expert_templater, *hooks.templaters] if hooks else None)
+             templaters=[expert_templater, *hooks.templaters, rewrite_templater] if hooks else None)
     print(hooks.spend.line())
 """
 

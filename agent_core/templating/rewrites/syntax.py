@@ -1,0 +1,245 @@
+"""What the rewrites read in a kernel's parse: names that stand for the block size and the thread index,
+pointer element types, and the thread-strided loops over contiguous elements (block-strided over a row,
+grid-stride over the whole problem)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from agent_core.model import macro_name
+from agent_core.source.cuda_parse import file_constants
+from agent_core.templating.rewrites.base import KernelView
+
+# element sizes of the scalar types a vector rewrite can pack (bytes)
+ELEM_BYTES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4,
+              "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "short": 2, "int16_t": 2,
+              "uint16_t": 2, "char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1,
+              "long long": 8, "int64_t": 8, "uint64_t": 8}
+_QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}
+_SIDE_EFFECTS = {"assignment_expression", "update_expression", "call_expression"}
+_PURE_CALLS = {"min", "max", "fminf", "fmaxf", "umin", "umax"}
+
+
+def walk(n: Node):
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.named_children))
+
+
+def squash(text: str) -> str:
+    """An expression's text without spaces, integer casts and redundant outer parentheses (for comparing
+    small expressions such as a loop's start against ``blockIdx.x*blockDim.x+threadIdx.x``)."""
+    s = re.sub(r"\s+", "", text)
+    s = re.sub(r"\((?:long|longlong|int64_t|size_t|unsigned|unsignedint|int|uint64_t|int32_t|ptrdiff_t)\)", "", s)
+    s = re.sub(r"static_cast<[\w]+>", "", s)
+    changed = True
+    while changed:
+        changed = False
+        m = re.fullmatch(r"\((.*)\)", s)
+        if m and _balanced(m.group(1)):
+            s, changed = m.group(1), True
+    return s
+
+
+def _balanced(s: str) -> bool:
+    d = 0
+    for c in s:
+        d += c == "("
+        d -= c == ")"
+        if d < 0:
+            return False
+    return d == 0
+
+
+def base_type(type_text: str) -> str:
+    """``const float* __restrict__`` -> ``float``."""
+    words = [w for w in re.split(r"[\s*&]+", type_text) if w and w not in _QUALIFIERS]
+    return " ".join(words)
+
+
+class KernelFacts:
+    """Names with a fixed meaning in one kernel: the block size, the thread index, pointer element types."""
+
+    def __init__(self, v: KernelView, block_param: str | None):
+        self.v = v
+        self.block_names = {"blockDim.x"}
+        if block_param:
+            self.block_names.add(macro_name(block_param))
+        named = {d.name: d.value for d in v.cf.defines}  # macros, and file-scope constants, by their values
+        named.update({c.name: c.init.text for c in file_constants(v.tree, v.text).values() if c.init is not None})
+        for site in v.k.launch_sites:  # a template parameter launched as the block (k<KT_BLOCK><<<g, KT_BLOCK>>>)
+            for tp, arg in zip(v.k.template_params, site.template_args):
+                if tp.kind == "value" and block_param and squash(arg.text) == macro_name(block_param):
+                    self.block_names.add(tp.name)
+        changed = True
+        while changed:  # names defined as one of them (#define THREADS KT_THREADS, constexpr int kThreads = ...)
+            changed = False
+            for name, value in named.items():
+                if name not in self.block_names and squash(value) in self.block_names:
+                    self.block_names.add(name)
+                    changed = True
+        self.assigned = self._assigned()
+        self.tid_names = {"threadIdx.x"} | self._aliases("threadIdx.x")
+        self.pointers = self._pointers()
+
+    def _assigned(self) -> dict[str, int]:
+        """How often each local name is assigned or incremented after its declaration."""
+        out: dict[str, int] = {}
+        for n in walk(self.v.body):
+            target = None
+            if n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            if target is not None and target.type == "identifier":
+                out[self.v.t(target)] = out.get(self.v.t(target), 0) + 1
+        return out
+
+    def _aliases(self, what: str) -> set[str]:
+        """Locals declared as exactly ``what`` and never assigned (``const int tid = threadIdx.x;``)."""
+        out = set()
+        for n in walk(self.v.body):
+            if n.type == "init_declarator":
+                d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                if d is not None and d.type == "identifier" and val is not None and squash(self.v.t(val)) == what \
+                        and not self.assigned.get(self.v.t(d)):
+                    out.add(self.v.t(d))
+        return out
+
+    def _pointers(self) -> dict[str, str]:
+        """Pointer name -> element type, for the kernel's pointer parameters and local pointers."""
+        out = {p.name: base_type(p.type) for p in self.v.k.params if p.is_pointer}
+        for n in walk(self.v.body):
+            if n.type != "declaration":
+                continue
+            typ = n.child_by_field_name("type")
+            for i, c in enumerate(n.children):
+                if n.field_name_for_child(i) != "declarator":
+                    continue
+                d = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
+                if d is not None and d.type == "pointer_declarator":
+                    inner = d.child_by_field_name("declarator")
+                    if inner is not None and inner.type == "identifier":
+                        out[self.v.t(inner)] = base_type(self.v.t(typ))
+        return out
+
+    def is_block(self, text: str) -> bool:
+        return squash(text) in self.block_names
+
+    def is_tid(self, text: str) -> bool:
+        return squash(text) in self.tid_names
+
+    def is_global_index(self, text: str) -> bool:
+        """``blockIdx.x * blockDim.x + threadIdx.x`` in any operand order (block size by any of its names)."""
+        s = squash(text)
+        for b in self.block_names:
+            for t in self.tid_names:
+                for prod in (f"blockIdx.x*{b}", f"{b}*blockIdx.x"):
+                    if s in (f"{prod}+{t}", f"{t}+{prod}", f"({prod})+{t}", f"{t}+({prod})"):
+                        return True
+        return False
+
+    def is_grid_threads(self, text: str) -> bool:
+        s = squash(text)
+        return any(s in (f"{b}*gridDim.x", f"gridDim.x*{b}") for b in self.block_names)
+
+
+def pure(v: KernelView, n: Node | None) -> bool:
+    """``n`` has no side effects (no assignment, increment, or call other than min/max)."""
+    if n is None:
+        return False
+    for x in walk(n):
+        if x.type in ("assignment_expression", "update_expression"):
+            return False
+        if x.type == "call_expression":
+            fn = x.child_by_field_name("function")
+            if fn is None or v.t(fn) not in _PURE_CALLS:
+                return False
+    return True
+
+
+def names_in(v: KernelView, n: Node) -> set[str]:
+    return {v.t(x) for x in walk(n) if x.type == "identifier"}
+
+
+@dataclass
+class StridedLoop:
+    """``for (T var = START; var < BOUND; var += STEP) BODY`` where START is the thread's index and STEP the
+    number of threads: ``kind`` "block" (threadIdx.x, blockDim.x) or "grid" (global index, blockDim.x *
+    gridDim.x)."""
+    node: Node
+    var: str
+    var_type: str
+    start: Node
+    bound: Node
+    step: Node
+    body: Node
+    kind: str
+
+
+def strided_loop(v: KernelView, facts: KernelFacts, n: Node) -> tuple[StridedLoop | None, str]:
+    """The strided loop ``n`` is, or (None, why not)."""
+    if n.type != "for_statement":
+        return None, "not a for loop"
+    init = n.child_by_field_name("initializer")
+    cond = n.child_by_field_name("condition")
+    upd = n.child_by_field_name("update")
+    body = n.child_by_field_name("body")
+    if init is None or cond is None or upd is None or body is None or init.type != "declaration":
+        return None, "the loop does not declare its index in its header"
+    decls = [c for c in init.named_children if c.type == "init_declarator"]
+    typ = init.child_by_field_name("type")
+    if len(decls) != 1 or typ is None:
+        return None, "the loop header declares more than one variable"
+    var_node, start = decls[0].child_by_field_name("declarator"), decls[0].child_by_field_name("value")
+    if var_node is None or var_node.type != "identifier" or start is None:
+        return None, "the loop index is not a plain variable"
+    var = v.t(var_node)
+    if cond.type != "binary_expression" or v.t(cond.child_by_field_name("operator")) != "<" \
+            or v.t(cond.child_by_field_name("left")) != var:
+        return None, f"the condition is not `{var} < bound`"
+    bound = cond.child_by_field_name("right")
+    if upd.type != "assignment_expression" or v.t(upd.child_by_field_name("operator")) != "+=" \
+            or v.t(upd.child_by_field_name("left")) != var:
+        return None, f"the update is not `{var} += step`"
+    step = upd.child_by_field_name("right")
+    for what, x in (("bound", bound), ("step", step), ("start", start)):
+        if not pure(v, x) or var in names_in(v, x):
+            return None, f"the loop's {what} `{v.t(x)}` is not a plain expression"
+    if facts.is_tid(v.t(start)) and facts.is_block(v.t(step)):
+        kind = "block"
+    elif facts.is_global_index(v.t(start)) and facts.is_grid_threads(v.t(step)):
+        kind = "grid"
+    else:
+        return None, (f"the loop `{var} = {v.t(start)}; ...; {var} += {v.t(step)}` is not strided by the threads of "
+                      "the block or grid (its stride may depend on data)")
+    changed = {x for x in names_in(v, bound) | names_in(v, step) if _assigned_in(v, body, x)}
+    if changed or _assigned_in(v, body, var):
+        return None, f"the loop body assigns {', '.join(sorted(changed or {var}))}"
+    return StridedLoop(n, var, " ".join(v.t(typ).split()), start, bound, step, body, kind), ""
+
+
+def _assigned_in(v: KernelView, n: Node, name: str) -> bool:
+    for x in walk(n):
+        target = None
+        if x.type == "assignment_expression":
+            target = x.child_by_field_name("left")
+        elif x.type == "update_expression":
+            target = x.child_by_field_name("argument")
+        if target is not None and v.t(target) == name:
+            return True
+    return False
+
+
+def enclosing_statements(n: Node) -> list[Node]:
+    out = []
+    p = n.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out

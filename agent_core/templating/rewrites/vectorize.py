@@ -1,0 +1,325 @@
+"""Vectorized access: a thread-strided loop over contiguous elements reads and writes ``VEC``-wide vectors.
+
+``for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = f(x[i]);`` (or a grid-stride loop) becomes a loop
+over whole vectors (``kt_pack<T, VEC>``: 4/8/16 bytes, one load or store instruction each), taken only when
+every pointer it touches is aligned to the vector at run time, followed by the original scalar loop over what
+is left (the tail of sizes that VEC does not divide, or everything when a pointer is misaligned). Each vector
+step runs the loop's own body once per element, on the loaded values; ``ITEMS`` vectors (a parameter of the
+work-per-thread rewrite, 1 without it) are loaded before any is used, to keep more loads in flight.
+
+Preconditions: the loop is strided by the block's or grid's threads; every subscript of its index is
+``p[i]`` or ``p[off + i]`` on a pointer of a known scalar type with one offset per pointer that the loop does
+not change; the body has no barrier, ``break``, ``continue``, ``return`` or atomic, and does not assign the
+index, a bound, or a pointer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from agent_core.model import Param, macro_name
+from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
+from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
+from agent_core.templating.rewrites.syntax import (ELEM_BYTES, KernelFacts, StridedLoop, names_in, pure, strided_loop,
+                                                   walk)
+
+VEC = "VEC"
+_FORBIDDEN = {"break_statement": "a break", "continue_statement": "a continue", "return_statement": "a return",
+              "goto_statement": "a goto"}
+
+
+@dataclass
+class Access:
+    pointer: str
+    offset: str  # "" for p[i]
+    node: Node  # the subscript expression
+    write: bool
+    read: bool
+    stream: str = ""  # the register array it reads and writes in the vector loop
+
+
+@dataclass
+class LoopPlan:
+    loop: StridedLoop
+    accesses: list[Access]
+    # one entry per (pointer, offset) stream: register array name -> (element type, pointer, offset, read, written)
+    pointers: dict[str, tuple[str, str, str, bool, bool]]
+
+
+def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[LoopPlan | None, str]:
+    """Whether ``loop`` can be vectorized, with its accesses; else (None, why not)."""
+    body, var = loop.body, loop.var
+    for x in walk(body):
+        if x.type in _FORBIDDEN:
+            return None, f"its body has {_FORBIDDEN[x.type]}"
+        if x.type == "call_expression":
+            fn = v.t(x.child_by_field_name("function"))
+            if fn.startswith("__syncthreads") or fn.startswith("atomic") or fn.startswith("__shfl"):
+                return None, f"its body calls {fn}"
+    accesses: list[Access] = []
+    for x in walk(body):
+        if x.type != "subscript_expression":
+            continue
+        arr = x.child_by_field_name("argument")
+        idx = x.child_by_field_name("index") or next((c for c in x.named_children if c != arr), None)
+        if idx is not None and idx.type == "subscript_argument_list":
+            idx = idx.named_children[0] if idx.named_child_count == 1 else None
+        if arr is None or idx is None:
+            return None, f"cannot read the subscript `{v.t(x)}`"
+        if var not in names_in(v, idx):
+            continue
+        if arr.type != "identifier" or v.t(arr) not in facts.pointers:
+            return None, f"`{v.t(x)}` indexes something that is not a pointer of the kernel"
+        off = _offset(v, idx, var)
+        if off is None:
+            if _role(v, x)[0] or _assigned_through(v, body, v.t(arr)):
+                return None, f"`{v.t(x)}` is written at elements that are not contiguous (index not `{var}` or " \
+                             f"`offset + {var}`)"
+            continue  # a gather from a pointer the loop only reads (bias[i % cols]): stays a scalar load
+        if off and (not pure(v, idx) or any(_assigned(v, body, nm) for nm in names_in(v, idx) if nm != var)):
+            return None, f"the offset of `{v.t(x)}` changes inside the loop"
+        write, read = _role(v, x)
+        accesses.append(Access(v.t(arr), off, x, write, read))
+    if not accesses:
+        return None, "its body reads no element through its index"
+    streams: dict[tuple[str, str], list] = {}  # (pointer, offset) -> [element type, read, written]
+    for a in accesses:
+        et = facts.pointers[a.pointer]
+        if et not in ELEM_BYTES:
+            return None, f"the element type `{et}` of {a.pointer} is not a scalar kerntune can pack"
+        if _assigned(v, body, a.pointer):
+            return None, f"the loop body changes the pointer {a.pointer}"
+        st = streams.setdefault((a.pointer, a.offset), [et, False, False])
+        st[1] |= a.read
+        st[2] |= a.write
+    for (name, off), st in streams.items():
+        writes = [a for a in accesses if a.pointer == name and a.offset == off and a.write]
+        if st[2] and len({o for (n, o) in streams if n == name}) > 1:
+            return None, f"{name} is written at the index and accessed at another offset too"
+        if st[2] and _conditional_write(v, body, writes):
+            st[1] = True  # written on some paths only: loaded first, stored whole
+    for x in walk(body):  # a written pointer read elsewhere than at the index would see stale values
+        if x.type == "subscript_expression":
+            arr = x.child_by_field_name("argument")
+            if arr is not None and any(n == v.t(arr) and st[2] for (n, _o), st in streams.items()) \
+                    and all(x != a.node for a in accesses):
+                return None, f"{v.t(arr)} is written at the index and accessed at `{v.t(x)}` too"
+    names: dict[tuple[str, str], str] = {}
+    for (name, off) in streams:
+        same = [k for k in streams if k[0] == name]
+        names[(name, off)] = f"kt_{name}" if len(same) == 1 else f"kt_{name}_{same.index((name, off))}"
+    pointers = {names[k]: (st[0], k[0], k[1], st[1], st[2]) for k, st in streams.items()}
+    for a in accesses:
+        a.stream = names[(a.pointer, a.offset)]
+    return LoopPlan(loop, accesses, pointers), ""
+
+
+def _assigned_through(v: KernelView, body: Node, name: str) -> bool:
+    """Some element of pointer ``name`` is written in ``body``."""
+    for x in walk(body):
+        if x.type == "subscript_expression" and v.t(x.child_by_field_name("argument")) == name and _role(v, x)[0]:
+            return True
+    return False
+
+
+def _offset(v: KernelView, idx: Node, var: str) -> str | None:
+    while idx.type == "parenthesized_expression" and idx.named_child_count == 1:
+        idx = idx.named_children[0]
+    if idx.type == "identifier" and v.t(idx) == var:
+        return ""
+    if idx.type == "binary_expression" and v.t(idx.child_by_field_name("operator")) == "+":
+        lt, rt = idx.child_by_field_name("left"), idx.child_by_field_name("right")
+        for a, b in ((lt, rt), (rt, lt)):
+            if a.type == "identifier" and v.t(a) == var and var not in names_in(v, b):
+                return v.t(b)
+    return None
+
+
+def _role(v: KernelView, sub: Node) -> tuple[bool, bool]:
+    """(written, read) for a subscript expression."""
+    p = sub.parent
+    while p is not None and p.type == "parenthesized_expression":
+        sub, p = p, p.parent
+    if p is not None and p.type == "assignment_expression" and p.child_by_field_name("left") == sub:
+        return True, v.t(p.child_by_field_name("operator")) != "="
+    if p is not None and p.type == "update_expression":
+        return True, True
+    return False, True
+
+
+def _assigned(v: KernelView, n: Node, name: str) -> bool:
+    for x in walk(n):
+        t = x.child_by_field_name("left") if x.type == "assignment_expression" else \
+            x.child_by_field_name("argument") if x.type == "update_expression" else None
+        if t is not None and v.t(t) == name:
+            return True
+    return False
+
+
+def _conditional_write(v: KernelView, body: Node, writes: list[Access]) -> bool:
+    """Some write happens under a condition or inner loop of the body (not on every path)."""
+    for a in writes:
+        p = a.node.parent
+        while p is not None and p != body:
+            if p.type in ("if_statement", "conditional_expression", "for_statement", "while_statement",
+                          "do_statement", "switch_statement", "binary_expression") and \
+                    (p.type != "binary_expression" or v.t(p.child_by_field_name("operator")) in ("&&", "||")):
+                return True
+            p = p.parent
+    return False
+
+
+def vectorizable_loops(v: KernelView, facts: KernelFacts) -> tuple[list[LoopPlan], list[str]]:
+    """The strided loops of the kernel that can be vectorized (outermost first), and why the others cannot."""
+    plans, why = [], []
+    for n in walk(v.body):
+        if n.type != "for_statement":
+            continue
+        if any(p.loop.node.start_byte <= n.start_byte < p.loop.node.end_byte for p in plans):
+            continue
+        loop, reason = strided_loop(v, facts, n)
+        line = n.start_point.row + 1
+        if loop is None:
+            why.append(f"loop at line {line}: {reason}")
+            continue
+        plan, reason = plan_loop(v, facts, loop)
+        if plan is None:
+            why.append(f"loop at line {line}: {reason}")
+        else:
+            plans.append(plan)
+    return plans, why
+
+
+def max_elem_bytes(plans: list[LoopPlan]) -> int:
+    return max(ELEM_BYTES[et] for p in plans for et, *_ in p.pointers.values())
+
+
+def _unroll_pragma(v: KernelView, loop: Node) -> Node | None:
+    """The ``#pragma unroll`` directly above ``loop``, if any."""
+    prev = loop.prev_sibling
+    if prev is not None and prev.type == "preproc_call" and v.t(prev).split()[:2] in (["#pragma", "unroll"],):
+        return prev
+    return None
+
+
+def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragma: str | None = None) -> str:
+    """The loop ``plan`` vectorized: aligned whole vectors (ITEMS at a time), then the scalar loop for the rest.
+    The user's ``#pragma unroll`` above the loop goes above both loops."""
+    L = plan.loop
+    ind = v.indent_of(L.node)
+    i1, i2, i3, i4, i5, i6 = (ind + "  " * k for k in range(1, 7))
+    vec = macro_name(VEC)
+    start, bound, step = v.t(L.start), v.t(L.bound), v.t(L.step)
+    ptrs = plan.pointers
+
+    def base(s: str) -> str:
+        _et, p, off, _r, _w = ptrs[s]
+        return p if not off else f"({p} + ({off}))"
+
+    aligned = " && ".join(f"kt_aligned<{vec}>({base(sname)})" for sname in ptrs)
+    body_edits = []
+    for a in plan.accesses:
+        body_edits.append((a.node.start_byte - L.body.start_byte, a.node.end_byte - L.body.start_byte,
+                           f"{a.stream}[kt_u].v[kt_j]"))
+    body_text = apply_edits(v.t(L.body), body_edits)
+    body_text = _reindent(body_text, i6, ind)
+    lines = [f"{ind}{{  // kerntune vectorize: {note}",
+             f"{i1}long long kt_done = 0;  // elements the vector loop covered",
+             f"{i1}if ({vec} > 1 && {aligned}) {{",
+             f"{i2}const long long kt_nv = (long long)({bound}) / {vec};  // whole vectors",
+             *([pragma] if pragma else []),
+             f"{i2}for (long long kt_k = {start}; kt_k < kt_nv; kt_k += (long long)({step}) * {items}) {{"]
+    for sname, (et, *_rest) in ptrs.items():
+        lines.append(f"{i3}kt_pack<{et}, {vec}> {sname}[{items}];")
+    loads = [sname for sname, (_e, _p, _o, r, _w) in ptrs.items() if r]
+    if loads:
+        lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
+                  f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
+                  f"{i4}if (kt_kk < kt_nv) {{"]
+        lines += [f"{i5}{sname}[kt_u] = kt_load<{vec}>({base(sname)}, kt_kk);" for sname in loads]
+        lines += [f"{i4}}}", f"{i3}}}"]
+    lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
+              f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
+              f"{i4}if (kt_kk < kt_nv) {{",
+              "#pragma unroll",
+              f"{i5}for (int kt_j = 0; kt_j < {vec}; ++kt_j) {{",
+              f"{i6}const {L.var_type} {L.var} = ({L.var_type})(kt_kk * {vec} + kt_j);",
+              f"{i6}(void){L.var};",
+              f"{i6}{body_text}",
+              f"{i5}}}"]
+    lines += [f"{i5}kt_store<{vec}>({base(sname)}, kt_kk, {sname}[kt_u]);"
+              for sname, (_e, _p, _o, _r, w) in ptrs.items() if w]
+    lines += [f"{i4}}}", f"{i3}}}", f"{i2}}}", f"{i2}kt_done = kt_nv * {vec};", f"{i1}}}",
+              f"{i1}// the scalar loop: the tail VEC does not divide, or everything when a pointer is misaligned",
+              *([pragma] if pragma else []),
+              f"{i1}for ({L.var_type} {L.var} = ({L.var_type})(kt_done + ({start})); {L.var} < {bound}; "
+              f"{L.var} += {step}) {_reindent(v.t(L.body), i1, ind)}",
+              f"{ind}}}"]
+    return "\n".join(lines).lstrip()
+
+
+def _reindent(text: str, new: str, old: str) -> str:
+    """A statement's continuation lines moved from indent ``old`` to ``new``."""
+    lines = text.split("\n")
+    out = [lines[0]]
+    for ln in lines[1:]:
+        out.append(new + ln[len(old):] if ln.startswith(old) else ln)
+    return "\n".join(out)
+
+
+def vec_param(ctx: RewriteContext) -> Param:
+    """The vector width over every vectorizable loop of the kernel: at most 16 bytes of the widest element."""
+    v = ctx.view()
+    plans, _ = vectorizable_loops(v, KernelFacts(v, ctx.block))
+    widest = max_elem_bytes(plans)
+    values = [w for w in (1, 2, 4, 8, 16) if w * widest <= 16]
+    return Param(VEC, values, 1, "vector_width",
+                 f"elements per vector load/store in the strided loops (at most 16 bytes of the widest element, "
+                 f"{widest} bytes); 1 keeps the scalar loop", closed=True)
+
+
+class Vectorize(Rewrite):
+    name = "vectorize"
+    summary = "thread-strided loops over contiguous elements read and write VEC-wide vectors (aligned), scalar tail"
+
+    def _plans(self, ctx: RewriteContext):
+        v = ctx.view()
+        facts = KernelFacts(v, ctx.block)
+        plans, why = vectorizable_loops(v, facts)
+        return v, plans, why
+
+    def why_not(self, ctx: RewriteContext) -> str | None:
+        _, plans, why = self._plans(ctx)
+        if plans:
+            return None
+        return "no thread-strided loop over contiguous elements" + (f" ({'; '.join(why)})" if why else "")
+
+    def params(self, ctx: RewriteContext) -> list[Param]:
+        if VEC in ctx.params:
+            return []  # fuse_passes declared it (it runs first and shares the vector width)
+        return [vec_param(ctx)]
+
+    def rewrite(self, ctx: RewriteContext) -> RewriteContext:
+        v, plans, _ = self._plans(ctx)
+        ctx = self._add_space(ctx)
+        items = macro_name("ITEMS") if "ITEMS" in ctx.params else "1"
+        edits = []
+        for p in plans:
+            pragma = _unroll_pragma(v, p.loop.node)
+            start = pragma.start_byte if pragma is not None else p.loop.node.start_byte
+            names = ", ".join(f"{pn}{'[' + off + ' + i]' if off else ''} ({'read+write' if r and w else 'write' if w else 'read'})"
+                              for _s, (_e, pn, off, r, w) in p.pointers.items())
+            note = f"{names} in VEC-wide vectors when aligned"
+            edits.append((start, p.loop.node.end_byte,
+                          vector_loop_text(v, p, items, note, v.t(pragma).strip() if pragma is not None else None)))
+        lines = ", ".join(str(p.loop.node.start_point.row + 1) for p in plans)
+        ctx = ctx.with_text(apply_edits(ctx.text, edits),
+                            f"vectorize: the strided loop(s) at line(s) {lines} of the structural template read "
+                            "and write VEC-wide vectors when every pointer is aligned, with a scalar tail",
+                            {"pack"})
+        if any(p.loop.kind == "grid" for p in plans) and grid_follows_block(ctx) is None:
+            ctx = shrink_grid(ctx, VEC)  # each thread of the grid-stride loop covers VEC elements per step
+            ctx.notes[-1] += "; the grid is divided by VEC"
+        return ctx

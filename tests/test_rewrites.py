@@ -1,0 +1,355 @@
+"""Semantic rewrites of the user's kernel (agent_core/templating/rewrites): which apply to kernels in several
+styles and why the others do not, that the composed template parses, keeps its launch consistent (template
+launch, host launch and spec comment) and, with nvcc, compiles for sm_90 at sampled configurations (VEC > 1
+included) without spills at the default; preconditions checked negatively on kernels they must leave alone."""
+
+import random
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent_core import apply as apply_mod
+from agent_core.agent.planning import Analysis, Round, RuleBasedPlanner, Step
+from agent_core.model import macro_name
+from agent_core.source import spec as spec_mod
+from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
+from agent_core.templating.rewrites import REWRITES, compose
+from agent_core.templating.space import check_config
+from agent_core.templating.templatize import templatize
+
+DATA = Path(__file__).resolve().parent / "data" / "cu" / "rewrites"
+
+# kernel file -> the rewrites that must apply (the others must say why not)
+EXPECTED = {
+    "bias_residual_act.cu": {"work_per_thread", "vectorize", "launch_bounds"},
+    "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds"},
+    "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
+    "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
+    "column_sum.cu": {"work_per_thread", "launch_bounds"},
+    "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
+    "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
+    "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds"},
+}
+
+
+def _compose(name: str, text: str | None = None):
+    path = DATA / name
+    text = path.read_text() if text is None else text
+    cf = parse_cuda(text, str(path))
+    return cf, compose(cf, cf.kernels[0].name)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_rewrites_apply_where_their_preconditions_hold(name):
+    cf, got = _compose(name)
+    assert set(got.applied) == EXPECTED[name]
+    assert [n for n, _ in got.report] == [r.name for r in REWRITES]
+    for n, why in got.report:
+        assert why is None or (isinstance(why, str) and len(why) > 10), (n, why)
+    t = got.template
+    assert t.origin == "rewrite:" + "+".join(n for n, w in got.report if w is None)
+    rcf = parse_cuda(t.text, cf.path)
+    assert not kernel_has_errors(rcf, t.kernel)
+    # every parameter is a macro with its original value as default, and every KT_ macro used is a parameter
+    used = set(re.findall(r"\bKT_(\w+)\b", apply_mod.strip_header(t.text)))
+    assert used <= set(t.space.params)
+    for p in t.space.params.values():
+        assert f"#define {macro_name(p.name)} {p.original}\n" in t.text
+        assert p.original in p.values
+    assert check_config(t.space, t.space.original_config(), None) is None
+    # the rewritten kernel says what each rewrite did
+    assert all(f"kerntune {n}" in t.text for n in got.applied if n in ("vectorize", "warp_reduce", "work_per_thread"))
+
+
+def test_softmax_three_pass_becomes_warp_reductions_and_vectors():
+    _, got = _compose("softmax3.cu")
+    t = got.template
+    body = apply_mod.strip_header(t.text)
+    assert body.count("__shfl_xor_sync") == 4  # two reductions, each in the warps and over the warp partials
+    assert "for (int s = THREADS / 2" not in body  # the trees are gone
+    assert "buf[1 /* kerntune warp_reduce" in body  # the shared array no longer follows the block size
+    assert body.count("kt_aligned<KT_VEC>(xr)") == 4  # the three passes read vectors when the row is aligned
+    # the row is read once into registers when it fits: the first pass loads it, the other two read registers
+    assert "kt_pack<float, KT_VEC> kt_row_xr[KT_CACHE_ROW > 0 ? KT_CACHE_ROW : 1];" in body
+    assert body.count("kt_row_xr[kt_c] = kt_load<KT_VEC>(xr, kt_kk)") == 1
+    assert body.count("if (kt_cached) {") == 3
+    assert "kt_expf<KT_FAST_MATH>(kt_row_xr[kt_c].v[kt_j] - mx) / total" in body
+    assert t.space.params["CACHE_ROW"].original == 0 and "VEC * CACHE_ROW * 4 <= 256" in t.space.constraints
+    assert "VEC * CACHE_ROW * 4 * THREADS <= 131072" in t.space.constraints
+    assert "kt_expf<KT_FAST_MATH>" in body and "expf(xr" not in body.replace("kt_expf<KT_FAST_MATH>(xr", "")
+    # the block size is free of powers of two now; it stays a multiple of a warp
+    threads = t.space.params["THREADS"]
+    assert 96 in threads.values and "is_pow2(THREADS)" not in t.space.constraints
+    assert "THREADS % 32 == 0" in t.space.constraints
+    assert t.space.params["VEC"].values == [1, 2, 4]  # 16 bytes of float
+
+
+def test_vector_width_follows_the_widest_element():
+    assert _compose("silu_mul.cu")[1].template.space.params["VEC"].values == [1, 2, 4, 8]  # half: 8 x 2 bytes
+    assert _compose("rmsnorm_cast.cu")[1].template.space.params["VEC"].values == [1, 2, 4, 8]
+
+
+def test_elementwise_grid_is_divided_by_the_work_per_thread_everywhere():
+    cf, got = _compose("gelu_tanh.cu")
+    t = got.template
+    assert t.launch["grid"] == ["cdiv(n, BLOCK * VEC * ITEMS)"]
+    body = apply_mod.strip_header(t.text)
+    assert "gelu_tanh<<<(n + ((KT_BLOCK * KT_VEC) * KT_ITEMS) - 1) / ((KT_BLOCK * KT_VEC) * KT_ITEMS), KT_BLOCK>>>" in body
+    assert 'grid  = "cdiv(n, ((KT_BLOCK * KT_VEC) * KT_ITEMS))"' in body
+    assert "idx += blockDim.x * gridDim.x" in body  # a grid-stride loop: any grid still covers n
+
+
+def test_gathers_from_read_only_pointers_stay_scalar():
+    _, got = _compose("bias_residual_act.cu")
+    body = apply_mod.strip_header(got.template.text)
+    assert "bias[i % cols]" in body  # the gather is left as it is, x, res and out are vectors
+    assert "kt_aligned<KT_VEC>(x) && kt_aligned<KT_VEC>(res) && kt_aligned<KT_VEC>(out)" in body
+
+
+def test_two_offsets_of_one_input_are_two_vector_streams():
+    _, got = _compose("silu_mul.cu")
+    body = apply_mod.strip_header(got.template.text)
+    assert "kt_load<KT_VEC>((x + (t * 2 * d)), kt_kk)" in body
+    assert "kt_load<KT_VEC>((x + (t * 2 * d + d)), kt_kk)" in body
+
+
+# --------------------------------------------------------------------------------------------- negatives
+_HEAD = """/* kerntune:
+args  = ["y: out f32[n]", "x: in f32[n]", "idx: in i32[n]", "n: i32 = n"]
+sizes = [{ n = 4096 }, { n = 1001 }]
+grid  = "cdiv(n, 256)"
+block = "256"
+*/
+"""
+
+
+def _why(kernel_src: str, rewrite: str) -> str | None:
+    text = _HEAD + kernel_src + "\nvoid go(float* y, const float* x, const int* idx, int n) " \
+        "{ k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }\n"
+    cf = parse_cuda(text, "neg.cu")
+    return dict(compose(cf, "k").report)[rewrite]
+
+
+def test_a_loop_with_a_data_dependent_stride_is_not_vectorized():
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += idx[0]) y[i] = 2.f * x[i];
+}""", "vectorize")
+    assert why is not None and "not strided by the threads" in why
+
+
+def test_a_scatter_or_a_neighbour_read_of_a_written_pointer_is_not_vectorized():
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[idx[i]] = x[i];
+}""", "vectorize")
+    assert why is not None and "not contiguous" in why
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n - 1; i += blockDim.x) y[i] = x[i] + y[i + 1];
+}""", "vectorize")
+    assert why is not None
+
+
+def test_passes_are_fused_only_over_a_row_they_all_read_and_none_writes():
+    # two passes over the same range, but the second writes the stream the first reads: nothing to cache
+    text = _HEAD + """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += y[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i] * s;
+}
+void go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }
+"""
+    got = compose(parse_cuda(text, "neg.cu"), "k")
+    assert "no two block-strided passes" in dict(got.report)["fuse_passes"]
+    assert dict(got.report)["vectorize"] is None
+
+
+def test_an_element_that_returns_early_is_not_turned_into_a_loop():
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    if (x[i] < 0.f) return;
+    y[i] = x[i];
+  }
+}""", "work_per_thread")
+    assert why is not None and "return" in why
+    ok = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}""", "work_per_thread")
+    assert ok is None
+
+
+def test_a_loop_with_a_barrier_is_not_vectorized():
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = x[i]; __syncthreads(); }
+}""", "vectorize")
+    assert why is not None and "__syncthreads" in why
+
+
+_TREE = """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  __shared__ float s[256];
+  s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (threadIdx.x < k) STMT
+    SYNC
+  }
+  if (threadIdx.x == 0) y[blockIdx.x] = s[0];
+}"""
+
+
+def test_a_reduction_that_is_not_a_sum_or_max_is_not_rewritten():
+    why = _why(_TREE.replace("STMT", "s[threadIdx.x] = s[threadIdx.x] - s[threadIdx.x + k];")
+               .replace("SYNC", "__syncthreads();"), "warp_reduce")
+    assert why is not None and "not a sum, max or min" in why
+    ok = _why(_TREE.replace("STMT", "s[threadIdx.x] += s[threadIdx.x + k];").replace("SYNC", "__syncthreads();"),
+              "warp_reduce")
+    assert ok is None
+
+
+def test_a_race_prone_tree_without_a_barrier_per_step_is_left_alone():
+    why = _why(_TREE.replace("STMT", "s[threadIdx.x] += s[threadIdx.x + k];").replace("SYNC", ""), "warp_reduce")
+    assert why is not None and "races" in why
+
+
+def test_a_tree_whose_other_slots_are_read_afterwards_is_left_alone():
+    src = _TREE.replace("STMT", "s[threadIdx.x] += s[threadIdx.x + k];").replace("SYNC", "__syncthreads();") \
+        .replace("y[blockIdx.x] = s[0];", "y[blockIdx.x] = s[0] + s[1];")
+    why = _why(src, "warp_reduce")
+    assert why is not None and "other slots" in why
+
+
+def test_no_rewrite_at_all_says_why_for_each():
+    from agent_core.model import KerntuneError
+    from agent_core.templating.rewrites import rewrite_template
+    text = _HEAD + """__global__ void __launch_bounds__(256) k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += idx[0]) y[i] = x[i];
+}
+void go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }
+"""
+    cf = parse_cuda(text, "none.cu")
+    with pytest.raises(KerntuneError) as e:
+        rewrite_template(cf, "k")
+    assert "vectorize:" in str(e.value) and "warp_reduce:" in str(e.value)
+
+
+# --------------------------------------------------------------------------------------------- apply
+@pytest.mark.parametrize("name", ["gelu_tanh.cu", "softmax3.cu", "silu_mul.cu"])
+def test_apply_writes_the_rewrite_back_whole_and_readable(name):
+    cf, got = _compose(name)
+    t = got.template
+    cfg = {**t.space.original_config(), "VEC": max(t.space.params["VEC"].values)}
+    if "ITEMS" in cfg:
+        cfg["ITEMS"] = 2
+    rw = apply_mod.rewrite_file(cf.text, cf.path, t.kernel, t, cfg)
+    assert "KT_" not in rw.text and "kerntune:params-begin" not in rw.text
+    assert not kernel_has_errors(parse_cuda(rw.text, cf.path), t.kernel)
+    # the spec written back launches what the template was tuned on, on every size set
+    new_cf = parse_cuda(rw.text, cf.path)
+    new = spec_mod.find_spec(new_cf, t.kernel)
+    names = templatize(new_cf, t.kernel).space.original_config()  # a spec may name the kernel's own parameters
+    old = spec_mod.find_spec(cf, t.kernel)
+    for sizes in old.sizes:
+        assert spec_mod.launch(new, sizes, names) == spec_mod.launch(t.launch, sizes, cfg)
+
+
+# --------------------------------------------------------------------------------------------- planner
+def test_the_planner_tries_the_rewrite_after_the_structural_template():
+    cf, got = _compose("softmax3.cu")
+    structural = templatize(cf, "softmax3")
+    rewrite = got.template
+    pl = RuleBasedPlanner(20)
+    first = pl.plan([], [structural, rewrite])
+    assert first.template is structural
+    r1 = Round(0, structural, {"best_params": structural.space.original_config(), "speedup": 1.1},
+               Analysis("", {"pct_copy": 45.0}), Step("search", "", structural))
+    nxt = pl.plan([r1], [rewrite])
+    assert nxt.action == "switch_template" and nxt.template is rewrite and "rewrite:" in nxt.reason
+
+
+def test_the_loop_proposes_the_rewrite_without_experts(tmp_path):
+    from agent_core.agent.loop import rewrite_templater
+    from agent_core.search.tuner import prepare
+    src = tmp_path / "softmax3.cu"
+    src.write_text((DATA / "softmax3.cu").read_text())
+    prep = prepare(str(src), "softmax3", use_workspace_files=False)
+    got = rewrite_templater(prep, [])
+    assert len(got) == 1 and got[0].origin.startswith("rewrite:") and got[0].template_hash != prep.template.template_hash
+
+
+# --------------------------------------------------------------------------------------------- nvcc
+def _nvcc(text: str, cfg: dict, tmp: Path) -> str:
+    src = tmp / "t.cu"
+    src.write_text(text)
+    cmd = ["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp / "t.cubin"), "-Xptxas", "-v",
+           *[f"-D{macro_name(k)}={v}" for k, v in cfg.items()], str(src)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stderr
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_rewrite_templates_compile_for_sm90(name, tmp_path):
+    _, got = _compose(name)
+    t = got.template
+    log = _nvcc(t.text, t.space.original_config(), tmp_path)
+    assert " 0 bytes spill stores" in log and " 0 bytes stack frame" in log, log
+    import itertools
+    names = list(t.space.params)
+    allc = [dict(zip(names, c)) for c in itertools.product(*(t.space.params[n].values for n in names))]
+    valid = [c for c in allc if check_config(t.space, c, None) is None]
+    rng = random.Random(12)
+    sample = rng.sample(valid, min(2, len(valid)))
+    if "VEC" in t.space.params:  # the widest vector, with the rest at their originals
+        sample.append({**t.space.original_config(), "VEC": max(t.space.params["VEC"].values)})
+    if "CACHE_ROW" in t.space.params:  # the row in registers at the widest vector
+        sample.append({**t.space.original_config(), "VEC": 4, "CACHE_ROW": 4})
+    for cfg in sample:
+        _nvcc(t.text, cfg, tmp_path)
+
+
+@pytest.mark.nvcc
+def test_applied_rewrite_compiles(tmp_path):
+    cf, got = _compose("softmax3.cu")
+    t = got.template
+    cfg = {**t.space.original_config(), "VEC": 4, "FAST_MATH": 1, "THREADS": 96}
+    rw = apply_mod.rewrite_file(cf.text, cf.path, t.kernel, t, cfg)
+    _nvcc(rw.text, {}, tmp_path)
+
+
+# --------------------------------------------------------------------------------------------- cli
+def test_show_lists_the_rewrites_and_templatize_writes_the_rewrite(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_core.cli import main
+    from agent_core.templating.workfiles import read_template_files
+    src = tmp_path / "softmax3.cu"
+    src.write_text((DATA / "softmax3.cu").read_text())
+    r = CliRunner().invoke(main, ["show", str(src)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "rewrite warp_reduce: applies" in r.output and "rewrite vectorize: applies" in r.output
+    assert "rewrite work_per_thread: no: the kernel uses barriers or shared memory" in r.output
+    r = CliRunner().invoke(main, ["templatize", str(src), "-k", "softmax3", "--rewrite"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "CACHE_ROW = 0" in r.output and "VEC = 1" in r.output
+    back = read_template_files(tmp_path / ".kerntune", src, "softmax3", src.read_text())
+    assert back.origin.startswith("rewrite:warp_reduce") and "CACHE_ROW" in back.space.params
+    assert back.launch == {"grid": ["rows"], "block": ["THREADS"], "smem": "0"}
+
+
+def test_a_rewrite_that_fails_is_skipped_and_the_others_still_apply(monkeypatch):
+    from agent_core.templating.rewrites.vectorize import Vectorize
+
+    def boom(self, ctx):
+        ctx.params["VEC"] = None  # a half-done change that must not leak into the template
+        raise ValueError("unforeseen")
+    monkeypatch.setattr(Vectorize, "rewrite", boom)
+    _, got = _compose("softmax3.cu")
+    report = dict(got.report)
+    assert report["vectorize"].startswith("internal error, skipped (ValueError: unforeseen)")
+    assert report["warp_reduce"] is None and report["fast_math"] is None and report["fuse_passes"] is None
+    assert got.template.space.params["VEC"].values == [1, 2, 4]  # fuse_passes' own, not the half-done one
+    used = set(re.findall(r"\bKT_(\w+)\b", apply_mod.strip_header(got.template.text)))
+    assert used <= set(got.template.space.params)
