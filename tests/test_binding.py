@@ -352,3 +352,15 @@ def test_every_enumerated_binding_compiles(lib, name):
     assert jobs
     bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
+
+
+def test_show_prints_the_candidates_line():
+    """`kerntune show`, offline: the structural template and each expert with the bindings the loop will check."""
+    from click.testing import CliRunner
+
+    from agent_core.cli import main
+    r = CliRunner().invoke(main, ["show", str(STYLES / "softmax_three_pass.cu")], catch_exceptions=False)
+    line = next(ln for ln in r.output.splitlines() if ln.strip().startswith("candidates:"))
+    assert " ".join(line.split()) == (
+        "candidates: structural template | expert softmax, 2 bindings to check: (1) out=out, x=in, hidden=`N`, "
+        "rows=`R`; (2) out=out, x=in, hidden=`R`, rows=`N` (then its cluster twin softmax_cluster for few rows)")

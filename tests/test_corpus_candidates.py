@@ -18,6 +18,19 @@ EXPERT_FAMILIES = {
 }
 
 
+# variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
+KNOWN_GAPS = {
+    "fused_add_rms_norm/add_rms_norm_fp32_residual.cu": "an fp32 residual beside 16-bit rows, normed row to a third "
+                                                         "buffer: the fused-add expert has one storage type, in place",
+    "softmax/soft_max_mask_scale_ggml.cu": "a mask broadcast over heads is added to the logits: not a softmax form "
+                                           "the expert has",
+    "merge_attn_states/merge_state_base2_fp16.cu": "no argument holds the token count (only the launch grid does): "
+                                                   "the wrapper cannot compute it",
+    "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
+                                                          "mask: not a layout of the merge expert",
+}
+
+
 def variants() -> list[dict]:
     if not MANIFEST.is_file():
         return []
@@ -25,8 +38,9 @@ def variants() -> list[dict]:
 
 
 @pytest.mark.skipif(not MANIFEST.is_file(), reason="bench/corpus/corpus.toml is not in this checkout yet")
-@pytest.mark.parametrize("v", [v for v in variants() if not v["family"].startswith("other:")],
-                         ids=lambda v: v["file"])
+@pytest.mark.parametrize("v", [pytest.param(v, marks=pytest.mark.xfail(reason=KNOWN_GAPS[v["file"]], strict=True))
+                               if v["file"] in KNOWN_GAPS else v
+                               for v in variants() if not v["family"].startswith("other:")], ids=lambda v: v["file"])
 def test_corpus_variant_gets_a_candidate_of_its_family(v):
     from agent_core.source import spec as spec_mod
     from agent_core.source.cuda_parse import parse_cuda
