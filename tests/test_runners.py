@@ -68,7 +68,8 @@ def _store_contents(path: Path) -> dict:
         out = {}
         for s in st.sessions():
             evs = st.evaluations(session_id=s["id"])
-            steps = [(x["kind"], x["text"]) for x in st.steps(s["id"])]
+            # a timeline step's text is wall-clock time: its kind is compared, its figures are not
+            steps = [(x["kind"], "" if x["kind"] == "timeline" else x["text"]) for x in st.steps(s["id"])]
             out.setdefault(s["kernel"], []).append(
                 (s["origin"], s["status"], s["device"], json.dumps(s["summary"]["best_params"], sort_keys=True),
                  s["summary"]["speedup"], s["summary"]["session_id"] == s["id"], len(evs),

@@ -76,12 +76,13 @@ def expert_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate
 
 
 def _screen_experts(prep: Prepared, backend: Backend, emit: Callable[[TuneEvent], None], cancel: threading.Event,
-                    seed: int, result: AgentResult) -> list[KernelTemplate] | None:
+                    seed: int, result: AgentResult, originals: dict | None = None) -> list[KernelTemplate] | None:
     """The expert templates to offer the planner, screened (one cheap check per binding); None when screening
     could not run (the loop then offers the likeliest binding of each expert, unchecked)."""
     from agent_core.agent.screen import screen
     try:
-        result.screening = screen(prep, backend, lambda s: emit(TuneEvent("status", s)), cancel, seed=seed)
+        result.screening = screen(prep, backend, lambda s: emit(TuneEvent("status", s)), cancel, seed=seed,
+                                  originals=originals)
     except NoGpuError:
         raise
     except KerntuneError as e:
@@ -155,14 +156,14 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
     if templaters is None:
         templaters = [rewrite_templater] + ([expert_templater] if opt.use_experts else [])
     result = AgentResult()
+    originals: dict = {}  # the original timed once in this run, per device and spec (TuneOptions.originals)
     if expert_templater in templaters:
-        screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result)
+        screened = _screen_experts(prep, backend, emit, cancel, opt.seed, result, originals)
         if screened is not None:
             templaters = [(lambda p, r, ts=screened: list(ts)) if t is expert_templater else t for t in templaters]
     spent = 0
     verified: list[tuple[KernelTemplate, TuneResult]] = []  # the rounds searched on the spec's own size sets
     skipped: list[KernelTemplate] = []  # templates the device cannot run
-    originals: dict = {}  # the original timed once in this run, per device and spec (TuneOptions.originals)
     for i in range(opt.max_rounds + 1):
         for t in templaters:
             try:

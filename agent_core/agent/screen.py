@@ -74,9 +74,11 @@ def size_words(spec, i: int) -> str:
 
 def screen(prep, backend: Backend, emit: Callable[[str], None] = lambda s: None,
            cancel: threading.Event | None = None, bindings: list[experts.Binding] | None = None,
-           seed: int = 0) -> Screening:
+           seed: int = 0, originals: dict | None = None) -> Screening:
     """Check one cheap configuration of every candidate binding of the prepared kernel (``tuner.Prepared``);
-    the screening says which template of each expert the loop should tune."""
+    the screening says which template of each expert the loop should tune. ``originals`` is the run's record of
+    the original's timings (``TuneOptions.originals``): the screening reuses them, or adds the ones it took, so
+    the original is timed once per run."""
     cancel = cancel or threading.Event()
     lib = {e.name: e for e in experts.load_library()}
     if bindings is None:
@@ -96,7 +98,7 @@ def screen(prep, backend: Backend, emit: Callable[[str], None] = lambda s: None,
     if todo:
         emit(f"screening {len(todo)} expert bindings ({', '.join(_counts(bindings))}): one configuration each, "
              f"checked against the original on size set {size_words(prep.spec, idx)}")
-        _check_all(prep, backend, todo, idx, cancel, seed)
+        _check_all(prep, backend, todo, idx, cancel, seed, originals)
     for v in verdicts:
         if v.status in (VERIFIED, FAILED):
             emit(v.words(size_words(prep.spec, idx)))
@@ -119,7 +121,7 @@ def _counts(bindings: list[experts.Binding]) -> list[str]:
 
 
 def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: int, cancel: threading.Event,
-               seed: int) -> None:
+               seed: int, originals: dict | None = None) -> None:
     dev = backend.device()
     runs = backend.name != "replay"
     launches, runnable = {}, []
@@ -162,9 +164,17 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
             continue
         try:
             if not runs or started is None:
-                backend.start(Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
-                                      original_hash=sha256_text(prep.text), template_hash=v.template.template_hash,
-                                      spec_hash=prep.spec.spec_hash, seed=seed))
+                problem = Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
+                                  original_hash=sha256_text(prep.text), template_hash=v.template.template_hash,
+                                  spec_hash=prep.spec.spec_hash, seed=seed)
+                key = (problem.original_hash, problem.spec_hash, dev.name)
+                known = originals.get(key) if originals is not None else None
+                if known is not None:
+                    backend.start(problem, original=known)
+                else:
+                    timings = backend.start(problem)
+                    if originals is not None:
+                        originals[key] = timings
                 started = v.template.template_hash
             ev = backend.check(Variant(params=cfg, compiled=c, launches=launches[id(v)]), [idx])
         except ReplayMiss:

@@ -310,6 +310,9 @@ class Session:
                                 "in this run: not timed again)")
             self.original = self.backend.start(self.problem, original=known)
             self.original_reused = True
+            if self.store.get_original(*key) is None:  # timed by the screening, before any session
+                with tl.phase("store"):
+                    self.store.put_original(*key, self.original)
         else:
             self.emit("status", f"timing the original {prep.kernel.name} on {self.device.name}")
             self.original = self.backend.start(self.problem)
