@@ -85,7 +85,8 @@ def show(file):
             if s is None:
                 out.print(f"  spec: missing (kerntune spec {file} -k {k.name} --write)")
             else:
-                spec_mod.validate_spec(s, k, set(t.space.params) if t else set())
+                spec_mod.validate_spec(s, k, set(t.space.params) if t else set(),
+                                       t.space.original_config() if t else None)
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
         except KerntuneError as e:
             out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)

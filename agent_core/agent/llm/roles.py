@@ -214,7 +214,8 @@ class LlmTestDesigner:
         new = replace(spec, args=args, sizes=spec.sizes + extra)
         # the spec's own launch names the structural parameters; the template brings its launch and parameters
         names = set(template.space.params) | (set(prep.structural.space.params) if prep.structural else set())
-        spec_mod.validate_spec(new, prep.kernel, names)
+        spec_mod.validate_spec(new, prep.kernel, names,
+                               prep.structural.space.original_config() if prep.structural else None)
         return new
 
 
