@@ -169,7 +169,9 @@ def apply_to_file(path: str | Path, template: KernelTemplate, cfg: dict[str, int
     if sha256_text(current) != template.original_hash:
         raise KerntuneError(f"{path.name} changed since kernel '{template.kernel}' was templatized; "
                             "templatize (and tune) again before applying", str(path))
-    rw = rewrite_file(current, path, template.kernel, template, cfg)
+    from agent_core.store import check_params
+    rw = rewrite_file(current, path, template.kernel, template,
+                      check_params(cfg, f"the configuration for '{template.kernel}'"))
     new = rw.text
     if check_compile:
         check_compiles(new, path, arch, host=rw.in_place)
@@ -1257,12 +1259,17 @@ def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | Non
     """The rewrite of ``text`` for a stored result (tuner.result_summary): its per-shape dispatch where it has
     one (and ``single`` is not set), else its best configuration. Returns (rewrite, the winner's template)."""
     from agent_core.agent.dispatch import Dispatch
+    from agent_core.templating.space import check_stored_config
     template = tuned_template(path, kernel, text, summary, store)
+    where = f"the stored result of '{kernel}' (session {summary.get('session_id')})"
+    best = check_stored_config(template.space, summary["best_params"], f"{where}: best configuration")
     d = summary.get("dispatch") if summary else None
     if d and not single:
         disp = Dispatch.from_dict(d)
-        entries = [(template if e.template_hash == template.template_hash else
-                    template_by_hash(path, kernel, text, e.template_hash, e.origin, store), dict(e.params))
-                   for e in disp.entries]
+        entries = []
+        for i, e in enumerate(disp.entries):
+            t = template if e.template_hash == template.template_hash else \
+                template_by_hash(path, kernel, text, e.template_hash, e.origin, store)
+            entries.append((t, dict(check_stored_config(t.space, e.params, f"{where}: dispatch configuration {i + 1}"))))
         return rewrite_dispatch(text, path, kernel, entries, disp), template
-    return rewrite_file(text, path, kernel, template, summary["best_params"]), template
+    return rewrite_file(text, path, kernel, template, best), template

@@ -34,6 +34,10 @@ class KerntuneGroup(click.Group):
             _fail(e, 3)
         except KerntuneError as e:
             _fail(e, 2)
+        except RecursionError:  # a safety net: inputs too deep are refused where they are read
+            _fail(KerntuneError("the input is nested too deeply to be processed"), 2)
+        except MemoryError:
+            _fail(KerntuneError("the input is too large to be processed in memory"), 2)
 
 
 @click.group(cls=KerntuneGroup)
@@ -491,11 +495,15 @@ def results(file, kernel, store_path):
     p = Path(store_path or store_path_for(file))
     if not p.exists():
         raise KerntuneError(f"no results yet for {file} (no store at {p})")
-    store = Store(p)
+    store = Store(p, readonly=True)  # results only reads: a read-only store (or one from elsewhere) is fine
     s = result_summary(store, file, kernel, read_source(file))
     if not s:
         raise KerntuneError(f"no finished tuning session for kernel '{kernel}' in {p}")
-    print_summary(s)
+    try:
+        print_summary(s)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a store from elsewhere: say so plainly
+        raise KerntuneError(f"{p}: the summary of session {s.get('session_id')} is malformed "
+                            f"({type(e).__name__}: {str(e)[:80]})") from None
     _print_recorded_calls(store, _run_end_session(store, s))
     if s.get("stale"):
         out.print("[yellow]stale: the file has changed since this result was measured[/]")
