@@ -6,7 +6,6 @@ import ast
 import copy
 import difflib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -175,11 +174,8 @@ def apply_to_file(path: str | Path, template: KernelTemplate, cfg: dict[str, int
     new = rw.text
     if check_compile:
         check_compiles(new, path, arch, host=rw.in_place)
-    writes = [(path, new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
-    for p, t in writes:
-        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
-    for p, _ in writes:
-        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
+    from agent_core.source.files import write_files
+    write_files([(path, new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else []))
     return new
 
 

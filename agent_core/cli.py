@@ -120,7 +120,8 @@ def spec(file, kernel, write):
     if not write:
         out.print(draft_spec(cf, kernel), markup=False, highlight=False, soft_wrap=True)
         return
-    Path(file).write_text(insert_spec(text, cf, kernel), encoding="utf-8")
+    from agent_core.source.files import write_files
+    write_files([(file, insert_spec(text, cf, kernel))])
     err.print(f"wrote a draft spec above {kernel} in {file}: fill in the TODO sizes")
 
 
@@ -521,7 +522,6 @@ def results(file, kernel, store_path):
 def apply(file, kernel, store_path, dry_run, backend, single):
     """Rewrite the kernel and its launch site to the best configuration found (or to its per-shape dispatch:
     one kernel per configuration, an if/else over the sizes at each launch)."""
-    import os
 
     from agent_core.apply import check_compiles, rewrite_result
     from agent_core.measure.compiler import compile_kernel
@@ -559,11 +559,8 @@ def apply(file, kernel, store_path, dry_run, backend, single):
     if rw.in_place:
         check_compiles(new, file, arch, host=True)
     verified = _verify_applied(file, kernel, text, new, backend, rw)
-    writes = [(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
-    for p, t in writes:  # both written, or neither
-        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
-    for p, _ in writes:
-        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
+    from agent_core.source.files import write_files
+    write_files([(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else []))
     out.print(diff, markup=False, highlight=False)
     how = f" in place ({template.origin} template)" if rw.in_place else ""
     if rw.dispatch is not None:
