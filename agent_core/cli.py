@@ -53,7 +53,7 @@ def show(file):
     """Kernels, launch sites, tunables and spec status (no GPU needed)."""
     from agent_core.source import spec as spec_mod
     from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
-    from agent_core.templating.templatize import templatize
+    from agent_core.templating.templatize import tunable_space
     from agent_core.search.tuner import read_source
 
     text = read_source(file)
@@ -76,11 +76,11 @@ def show(file):
             broken.append(k.name)
             continue
         try:
-            t = templatize(cf, k.name)
-            for p in t.space.params.values():
+            t = tunable_space(cf, k.name)  # the space only: the template's text is the whole file
+            for p in t.params.values():
                 out.print(f"  tunable {p.name} = {p.original}  domain {p.values}  ({escape(p.why)})", soft_wrap=True)
-            if t.space.constraints:
-                out.print(f"  constraints: {', '.join(t.space.constraints)}", soft_wrap=True)
+            if t.constraints:
+                out.print(f"  constraints: {', '.join(t.constraints)}", soft_wrap=True)
         except KerntuneError as e:
             out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
@@ -89,8 +89,8 @@ def show(file):
             if s is None:
                 out.print(f"  spec: missing (kerntune spec {file} -k {k.name} --write)")
             else:
-                spec_mod.validate_spec(s, k, set(t.space.params) if t else set(),
-                                       t.space.original_config() if t else None)
+                spec_mod.validate_spec(s, k, set(t.params) if t else set(),
+                                       t.original_config() if t else None)
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
         except KerntuneError as e:
             out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)

@@ -7,6 +7,7 @@ tolerances) are what the tuner and the GPU worker call.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import math
 import re
@@ -168,6 +169,49 @@ def _segments(text: str, end: int, start: int = 0) -> list[tuple[str, int, int]]
     return out
 
 
+class _TextIndex:
+    """Line starts of a text in characters and in UTF-8 bytes, for offset conversions that cost a line, not
+    the file (a file of thousands of kernels converts offsets for each of them)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.ascii = text.isascii()
+        self.char_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        if self.ascii:
+            self.byte_starts = self.char_starts
+        else:
+            self.byte_starts, b, prev = [], 0, 0
+            for c in self.char_starts:
+                b += len(text[prev:c].encode("utf-8"))
+                self.byte_starts.append(b)
+                prev = c
+
+    def char_offset(self, byte_offset: int) -> int:
+        if self.ascii:
+            return byte_offset
+        line = bisect.bisect_right(self.byte_starts, byte_offset) - 1
+        start_c, start_b = self.char_starts[line], self.byte_starts[line]
+        end_c = self.char_starts[line + 1] if line + 1 < len(self.char_starts) else len(self.text)
+        raw = self.text[start_c:end_c].encode("utf-8")[:byte_offset - start_b]
+        return start_c + len(raw.decode("utf-8", errors="ignore"))
+
+    def line_of(self, char_offset: int) -> int:
+        return bisect.bisect_right(self.char_starts, char_offset) - 1
+
+    def pos(self, off: int) -> tuple[int, int, int]:
+        """(byte offset, line, byte column) of a character offset."""
+        line = self.line_of(off)
+        col = len(self.text[self.char_starts[line]:off].encode("utf-8"))
+        return self.byte_starts[line] + col, line, col
+
+
+def _index(cf: CudaFile) -> _TextIndex:
+    ix = cf.__dict__.get("_spec_text_index")
+    if ix is None or ix.text is not cf.text:
+        ix = cf.__dict__["_spec_text_index"] = _TextIndex(cf.text)
+    return ix
+
+
 def _char_offset(text: str, byte_offset: int) -> int:
     """The character offset of a UTF-8 byte offset into ``text``."""
     if text.isascii():
@@ -184,15 +228,25 @@ def _lex_start(cf: CudaFile, kernel: Kernel) -> int:
     """A byte offset before ``kernel`` where lexing can start: the end of the previous kernel (outside any
     comment or string), when no syntax error comes before the kernel; else the start of the file. Lexing
     only from there keeps finding every kernel's spec linear in the file's size."""
-    if any(e.span.start < kernel.span.start for e in cf.errors):
+    key = (len(cf.kernels), len(cf.errors))
+    got = cf.__dict__.get("_spec_lex_index")
+    if got is None or got[0] != key:
+        first_error = min((e.span.start for e in cf.errors), default=None)
+        ends = sorted(k.span.end for k in cf.kernels)
+        got = cf.__dict__["_spec_lex_index"] = (key, first_error, ends)
+    _, first_error, ends = got
+    if first_error is not None and first_error < kernel.span.start:
         return 0
-    return max((k.span.end for k in cf.kernels if k.span.end <= kernel.span.start), default=0)
+    i = bisect.bisect_right(ends, kernel.span.start)
+    return ends[i - 1] if i else 0
 
 
-def _comment_spec_block(text: str, kernel: Kernel, lex_from: int = 0) -> tuple[int, int] | None:
+def _comment_spec_block(text: str, kernel: Kernel, lex_from: int = 0,
+                        kernel_start: int | None = None) -> tuple[int, int] | None:
     """(start, end) character offsets of the `/* kerntune: ... */` block directly above the kernel
-    (``lex_from``: a character offset outside comments and strings where lexing may start)."""
-    segs = _segments(text, _kernel_start(text, kernel), lex_from)
+    (``lex_from``: a character offset outside comments and strings where lexing may start; ``kernel_start``:
+    the kernel's start as a character offset, when known)."""
+    segs = _segments(text, _kernel_start(text, kernel) if kernel_start is None else kernel_start, lex_from)
     for kind, s, e in reversed(segs):
         if kind == "space":
             continue
@@ -297,7 +351,9 @@ def sidecar_path(path: str) -> Path:
 
 
 def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
-    block = _comment_spec_block(cf.text, kernel, _char_offset(cf.text, _lex_start(cf, kernel)))
+    ix = _index(cf)
+    block = _comment_spec_block(cf.text, kernel, ix.char_offset(_lex_start(cf, kernel)),
+                                ix.char_offset(kernel.span.start))
     if block is None:
         return None
     s, e = block
@@ -306,14 +362,15 @@ def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
     body_start = s + m.end()
     body_end = e - 2 if raw.endswith("*/") else e
     body = _strip_stars(cf.text[body_start:body_end])
-    first_line = cf.text[:body_start].count("\n")
+    first_line = ix.line_of(body_start)
     data = _load_toml(body, cf.path, first_line, f"the kerntune comment above '{kernel.name}'")
-    comment_line = cf.text[:s].count("\n")
+    comment_line = ix.line_of(s)
     nargs = len(data.get("args", [])) if isinstance(data.get("args"), list) else 0
     nsizes = len(data.get("sizes", [])) if isinstance(data.get("sizes"), list) else 0
     lines = _field_lines(body, first_line, nargs, nsizes)
     spec = parse_spec(data, kernel.name, f"comment:{comment_line + 1}", cf.path, comment_line, lines)
-    spec.span = _span(cf.text, s, e)
+    (bs, ls, cs), (be, le, ce) = ix.pos(s), ix.pos(e)
+    spec.span = Span(bs, be, ls, cs, le, ce)
     return spec
 
 
