@@ -578,17 +578,18 @@ def _chunks(root: Node, data: bytes) -> list[_Chunk]:
     """The file cut into chunks, in order. A chunk's key is what its facts depend on: its text, its type and
     the type of what contains it (the column it starts at is checked when its facts are reused)."""
     out: list[_Chunk] = []
-
-    def walk(parent: Node) -> None:
-        ptype = parent.type
-        for c in parent.children:
-            s, e, t = c.start_byte, c.end_byte, c.type
-            if t in _CONTAINERS and e - s > _SPLIT_BYTES:
-                walk(c)
-            else:
-                out.append(_Chunk(c, (ptype, t, data[s:e]), s))
-
-    walk(root)
+    stack = [(root, iter(root.children))]  # iterative: containers may nest thousands deep
+    while stack:
+        parent, children = stack[-1]
+        c = next(children, None)
+        if c is None:
+            stack.pop()
+            continue
+        s, e, t = c.start_byte, c.end_byte, c.type
+        if t in _CONTAINERS and e - s > _SPLIT_BYTES:
+            stack.append((c, iter(c.children)))
+        else:
+            out.append(_Chunk(c, (parent.type, t, data[s:e]), s))
     return out
 
 
