@@ -371,12 +371,29 @@ class Store:
             raise KerntuneError(f"no session {session_id} in the store", str(self.path))
         return self._session_dict(rows[0])
 
+    def _path_match(self, path: str, kernel: str | None) -> tuple[str, list]:
+        """The SQL condition (and its arguments) for the sessions of file ``path``. Sessions are recorded under
+        the file's absolute path; a checkout that was moved or cloned has its workspace store with it
+        (``DIR/.kerntune/results.sqlite`` beside the file) but its files elsewhere: when no session has the
+        file's path and the file sits beside the store, the sessions recorded for the same file name in
+        another directory are the file's (a workspace store serves the files of one directory)."""
+        path = str(path)
+        exact = self._read("SELECT 1 FROM sessions WHERE path=?" + (" AND kernel=?" if kernel is not None else "")
+                           + " LIMIT 1", (path,) + ((kernel,) if kernel is not None else ()))
+        p = Path(path)
+        beside = self.path.parent.name == ".kerntune" and p.parent == self.path.resolve().parent.parent
+        if exact or not beside:
+            return "path=?", [path]
+        name = p.name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return "(path=? OR path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')", [path, "%/" + name, "%\\\\" + name]
+
     def sessions(self, path: str | None = None, kernel: str | None = None) -> list[dict]:
-        """Sessions (newest first), optionally only those of one file and/or kernel."""
+        """Sessions (newest first), optionally only those of one file (``_path_match``) and/or kernel."""
         where, args = [], []
         if path is not None:
-            where.append("path=?")
-            args.append(str(path))
+            cond, cargs = self._path_match(str(path), kernel)
+            where.append(cond)
+            args += cargs
         if kernel is not None:
             where.append("kernel=?")
             args.append(kernel)
@@ -386,10 +403,11 @@ class Store:
     def latest_session(self, path: str, kernel: str, finished_only: bool = False) -> dict | None:
         """The newest session of ``kernel`` in ``path``; with ``finished_only``, the newest that ended
         normally ("finished" or "cancelled": both have a summary of what was measured)."""
-        sql = "SELECT * FROM sessions WHERE path=? AND kernel=?"
+        cond, cargs = self._path_match(str(path), kernel)
+        sql = f"SELECT * FROM sessions WHERE {cond} AND kernel=?"
         if finished_only:
             sql += " AND status IN ('finished', 'cancelled')"
-        rows = self._read(sql + " ORDER BY id DESC LIMIT 1", (str(path), kernel))
+        rows = self._read(sql + " ORDER BY id DESC LIMIT 1", (*cargs, kernel))
         return self._session_dict(rows[0]) if rows else None
 
     # ------------------------------------------------------------------ original timings

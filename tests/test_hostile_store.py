@@ -153,3 +153,24 @@ def test_summaries_with_hostile_numbers_are_refused(work):
     with Store(sp, readonly=True) as st:
         with pytest.raises(KerntuneError, match="best_us is not a list of numbers"):
             result_summary(st, str(work / "row_sum.cu"), "row_sum")
+
+
+def test_a_moved_checkout_finds_its_results(work, tmp_path):
+    """The workspace (file + .kerntune/) moved elsewhere: the results recorded under the old absolute path
+    are found; a store passed from elsewhere (not the file's workspace) matches exact paths only."""
+    prep = prepare(str(work / "row_sum.cu"), "row_sum", (work / "row_sum.cu").read_text())
+    _record(work, prep.template.space.original_config())
+    moved = tmp_path.parent / (tmp_path.name + "-moved")
+    shutil.copytree(work, moved)
+    try:
+        f = moved / "row_sum.cu"
+        with Store(moved / ".kerntune" / "results.sqlite", readonly=True) as st:
+            s = result_summary(st, str(f), "row_sum", f.read_text())
+            assert s is not None and not s["stale"] and s["best_params"] == prep.template.space.original_config()
+            # a different file name in the same directory does not pick them up
+            assert result_summary(st, str(moved / "other.cu"), "row_sum") is None
+        shutil.copy(moved / ".kerntune" / "results.sqlite", tmp_path / "elsewhere.sqlite")
+        with Store(tmp_path / "elsewhere.sqlite", readonly=True) as st:
+            assert result_summary(st, str(f), "row_sum") is None
+    finally:
+        shutil.rmtree(moved)
