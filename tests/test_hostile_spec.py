@@ -3,6 +3,7 @@ for every size set at validation, and whatever the spec says, validation answers
 naming the field, never a traceback."""
 
 import time
+import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -105,6 +106,7 @@ _specs = st.fixed_dictionaries(
 @given(_specs)
 def test_fuzzed_specs_validate_or_name_the_problem(data):
     t0 = time.perf_counter()
+    tracemalloc.start()
     try:
         spec = S.parse_spec(data, "row_sum", "test", "f.cu", 3)
         S.validate_spec(spec, row_kernel(), {"BLOCK"}, ORIG)
@@ -119,7 +121,11 @@ def test_fuzzed_specs_validate_or_name_the_problem(data):
             S.scalar_values(spec, sz)
         for tol in (spec.rtol, spec.atol):
             assert tol is None or tol == tol
-    assert time.perf_counter() - t0 < 1.0
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 2.0
+    assert peak < 8 * 2 ** 20, f"{peak} bytes"
 
 
 _size_vals = st.integers(-2 ** 40, 2 ** 40)
