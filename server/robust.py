@@ -77,8 +77,11 @@ def answer_unstructurable(protocol, data: dict, exc: Exception, on_bad_notificat
         log.warning("invalid params for %s (id %r): %s", method, msg_id, why)
         reply_error(protocol, msg_id, INVALID_PARAMS, f"invalid params for {method}: {why}")
         return Answered("invalid params")
-    if "id" in data:  # a response to one of our requests that cannot be read: nothing waits on it but us
+    if "id" in data:  # a response to one of our requests that cannot be read: fail what waits on it
         log.warning("unreadable response to request %r: %s", msg_id, why)
+        fut = protocol._request_futures.pop(msg_id, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(JsonRpcException(message=f"unreadable response: {why}", code=INVALID_PARAMS))
         return Answered("unreadable response")
     log.warning("dropped a malformed %s notification: %s", method, why)
     if on_bad_notification is not None:
