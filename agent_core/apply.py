@@ -6,7 +6,6 @@ import ast
 import copy
 import difflib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -169,15 +168,14 @@ def apply_to_file(path: str | Path, template: KernelTemplate, cfg: dict[str, int
     if sha256_text(current) != template.original_hash:
         raise KerntuneError(f"{path.name} changed since kernel '{template.kernel}' was templatized; "
                             "templatize (and tune) again before applying", str(path))
-    rw = rewrite_file(current, path, template.kernel, template, cfg)
+    from agent_core.store import check_params
+    rw = rewrite_file(current, path, template.kernel, template,
+                      check_params(cfg, f"the configuration for '{template.kernel}'"))
     new = rw.text
     if check_compile:
         check_compiles(new, path, arch, host=rw.in_place)
-    writes = [(path, new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
-    for p, t in writes:
-        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
-    for p, _ in writes:
-        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
+    from agent_core.source.files import write_files
+    write_files([(path, new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else []))
     return new
 
 
@@ -1432,16 +1430,24 @@ def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | Non
     size set gives the text unchanged (``kept`` says why). ``fallback``: where the dispatch cannot be written, the
     single best configuration is, if it may be (a warning says why)."""
     from agent_core.agent.dispatch import Dispatch
+    from agent_core.templating.space import check_stored_config
     template = tuned_template(path, kernel, text, summary, store)
+    where = f"the stored result of '{kernel}' (session {summary.get('session_id')})"
+    best = check_stored_config(template.space, summary["best_params"], f"{where}: best configuration")
     d = summary.get("dispatch") if summary else None
     disp = Dispatch.from_dict(d) if d else None
     if disp is not None and disp.applies_nothing:
         return Rewrite(text, kept=list(disp.kept) or ["no verified configuration is faster than the original beyond "
                                                       "the measured noise on any size set"]), template
     if disp is not None and not single:
-        entries = [(None if e.is_original else template if e.template_hash == template.template_hash else
-                    template_by_hash(path, kernel, text, e.template_hash, e.origin, store), dict(e.params))
-                   for e in disp.entries]
+        entries = []
+        for i, e in enumerate(disp.entries):
+            if e.is_original:
+                entries.append((None, dict(e.params)))
+                continue
+            t = template if e.template_hash == template.template_hash else \
+                template_by_hash(path, kernel, text, e.template_hash, e.origin, store)
+            entries.append((t, dict(check_stored_config(t.space, e.params, f"{where}: dispatch configuration {i + 1}"))))
         try:
             rw = rewrite_dispatch(text, path, kernel, entries, disp)
             rw.kept = list(disp.kept)
@@ -1450,13 +1456,14 @@ def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | Non
             if not fallback:
                 raise
             why = e
-        rw = _single(path, kernel, text, summary, template, disp, f"the per-shape dispatch cannot be written ({why.message})")
+        rw = _single(path, kernel, text, summary, template, disp,
+                     f"the per-shape dispatch cannot be written ({why.message})", best=best)
         where = f"line {why.line + 1}: " if why.line is not None else ""
         rw.warnings.insert(0, f"the per-shape dispatch of '{kernel}' cannot be written, so its single best "
                               f"configuration ({params_words(summary['best_params'])}) was applied instead. The "
                               f"dispatch's rewrite said: {where}{why.message}")
         return rw, template
-    return _single(path, kernel, text, summary, template, disp), template
+    return _single(path, kernel, text, summary, template, disp, best=best), template
 
 
 def single_slower(summary: dict, disp=None) -> list[int]:
@@ -1470,7 +1477,8 @@ def single_slower(summary: dict, disp=None) -> list[int]:
     return [i for i, (x, y) in enumerate(zip(o, b)) if x and y and y > x * (1 + NOISE_FLOOR)]
 
 
-def _single(path, kernel: str, text: str, summary: dict, template: KernelTemplate, disp, why: str = "") -> Rewrite:
+def _single(path, kernel: str, text: str, summary: dict, template: KernelTemplate, disp, why: str = "",
+            best: dict | None = None) -> Rewrite:
     """The rewrite to the result's best configuration, refused where it is slower than the original somewhere."""
     slow = single_slower(summary, disp)
     if slow:
@@ -1485,4 +1493,4 @@ def _single(path, kernel: str, text: str, summary: dict, template: KernelTemplat
                                 "" if disp is not None or why else
                                 " (`kerntune optimize` writes a per-shape dispatch that keeps it on those sizes)"),
                             str(path))
-    return rewrite_file(text, path, kernel, template, summary["best_params"])
+    return rewrite_file(text, path, kernel, template, summary["best_params"] if best is None else best)

@@ -34,6 +34,10 @@ class KerntuneGroup(click.Group):
             _fail(e, 3)
         except KerntuneError as e:
             _fail(e, 2)
+        except RecursionError:  # a safety net: inputs too deep are refused where they are read
+            _fail(KerntuneError("the input is nested too deeply to be processed"), 2)
+        except MemoryError:
+            _fail(KerntuneError("the input is too large to be processed in memory"), 2)
 
 
 @click.group(cls=KerntuneGroup)
@@ -49,7 +53,7 @@ def show(file):
     """Kernels, launch sites, tunables and spec status (no GPU needed)."""
     from agent_core.source import spec as spec_mod
     from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
-    from agent_core.templating.templatize import templatize
+    from agent_core.templating.templatize import tunable_space
     from agent_core.search.tuner import read_source
 
     text = read_source(file)
@@ -72,11 +76,11 @@ def show(file):
             broken.append(k.name)
             continue
         try:
-            t = templatize(cf, k.name)
-            for p in t.space.params.values():
+            t = tunable_space(cf, k.name)  # the space only: the template's text is the whole file
+            for p in t.params.values():
                 out.print(f"  tunable {p.name} = {p.original}  domain {p.values}  ({escape(p.why)})", soft_wrap=True)
-            if t.space.constraints:
-                out.print(f"  constraints: {', '.join(t.space.constraints)}", soft_wrap=True)
+            if t.constraints:
+                out.print(f"  constraints: {', '.join(t.constraints)}", soft_wrap=True)
         except KerntuneError as e:
             out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
@@ -86,7 +90,8 @@ def show(file):
             if s is None:
                 out.print(f"  spec: missing (kerntune spec {file} -k {k.name} --write)")
             else:
-                spec_mod.validate_spec(s, k, set(t.space.params) if t else set())
+                spec_mod.validate_spec(s, k, set(t.params) if t else set(),
+                                       t.original_config() if t else None)
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
                 out.print(f"  candidates: {escape(candidates_line(cf, k.name, s, t is not None))}", soft_wrap=True)
         except KerntuneError as e:
@@ -153,7 +158,8 @@ def spec(file, kernel, write):
     if not write:
         out.print(draft_spec(cf, kernel), markup=False, highlight=False, soft_wrap=True)
         return
-    Path(file).write_text(insert_spec(text, cf, kernel), encoding="utf-8")
+    from agent_core.source.files import write_files
+    write_files([(file, insert_spec(text, cf, kernel))])
     err.print(f"wrote a draft spec above {kernel} in {file}: fill in the TODO sizes")
 
 
@@ -704,12 +710,16 @@ def results(file, kernel, store_path, device):
     p = Path(store_path or store_path_for(file))
     if not p.exists():
         raise KerntuneError(f"no results yet for {file} (no store at {p})")
-    store = Store(p)
+    store = Store(p, readonly=True)  # results only reads: a read-only store (or one from elsewhere) is fine
     s = result_summary(store, file, kernel, read_source(file), device=device)
     if not s:
         raise KerntuneError(f"no finished tuning session for kernel '{kernel}'" + (f" on {device}" if device else "")
                             + f" in {p}")
-    print_summary(s)
+    try:
+        print_summary(s)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a store from elsewhere: say so plainly
+        raise KerntuneError(f"{p}: the summary of session {s.get('session_id')} is malformed "
+                            f"({type(e).__name__}: {str(e)[:80]})") from None
     _other_devices(s)
     _print_recorded_calls(store, _run_end_session(store, s))
     if s.get("stale"):
@@ -730,7 +740,6 @@ def results(file, kernel, store_path, device):
 def apply(file, kernel, store_path, dry_run, backend, single, device):
     """Rewrite the kernel and its launch site to the best configuration found (or to its per-shape dispatch:
     one kernel per configuration, an if/else over the sizes at each launch)."""
-    import os
 
     from agent_core.apply import check_compiles, rewrite_result
     from agent_core.measure.compiler import compile_kernel
@@ -780,12 +789,10 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
     if rw.in_place:
         check_compiles(new, file, arch, host=True)
     verified = _verify_applied(file, kernel, text, new, backend, rw)
-    writes = [(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else [])
-    for p, t in writes:  # both written, or neither
-        p.with_name(f".{p.name}.kerntune-tmp").write_text(t, encoding="utf-8")
-    for p, _ in writes:
-        os.replace(p.with_name(f".{p.name}.kerntune-tmp"), p)
-    record_applied(store, s, file, kernel, new)  # the editor shows the file as applied, not stale
+    from agent_core.source.files import write_files
+    write_files([(Path(file), new)] + ([(Path(rw.sidecar[0]), rw.sidecar[1])] if rw.sidecar else []))
+    if not store.readonly:  # the editor shows the file as applied, not stale (a read-only store cannot say so)
+        record_applied(store, s, file, kernel, new)
     out.print(diff, markup=False, highlight=False)
     how = f" in place ({template.origin} template)" if rw.in_place else ""
     if rw.dispatch is not None:

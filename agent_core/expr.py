@@ -5,6 +5,12 @@ code these expressions come from), ``//`` floors, ``%`` takes the sign of the di
 names (sizes, parameters), ``+ - * / // % ** << >> & | ^ ~``, comparisons, ``and or not``,
 ``a if c else b``, and the functions below. Nothing else is evaluated: no attributes, no subscripts,
 no other calls, so an edited spec or space file can never run code on the host.
+
+Its cost is bounded too (the language server evaluates what the user types): an expression has at most
+``MAX_LENGTH`` characters and ``MAX_DEPTH`` levels of nesting, every integer it computes (operands and
+intermediate results) fits in ``MAX_INT_BITS`` bits and every float is finite. Anything over a bound is an
+``ExprError`` that says which bound, found before the work is done (a power or shift is checked before it
+is computed).
 """
 
 from __future__ import annotations
@@ -59,16 +65,61 @@ class ExprError(KerntuneError):
     pass
 
 
+MAX_LENGTH = 2000  # characters of one expression
+MAX_DEPTH = 64  # nesting of operators, calls and parentheses
+MAX_INT_BITS = 64  # |every integer| < 2**64 (the widest C type a spec names is 64 bits)
+
+
+def _too_big(v) -> str | None:
+    """What is wrong with an intermediate value, or None when it is within bounds."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        if v.bit_length() > MAX_INT_BITS:
+            return f"an intermediate integer has {v.bit_length()} bits (at most {MAX_INT_BITS})"
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"an intermediate value is {v} (not a finite number)"
+    return None
+
+
+def _bounded(v):
+    why = _too_big(v)
+    if why:
+        raise ExprError(f"value out of range: {why}")
+    return v
+
+
+def _depth(tree: ast.AST) -> int:
+    """Nesting depth of an AST, iteratively (no recursion on hostile input)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > MAX_DEPTH + 2:
+            return deepest
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(node))
+    return deepest
+
+
 @lru_cache(maxsize=4096)
 def parse(text: str) -> ast.Expression:
     """Parse and check an expression; raise ExprError naming what is not allowed."""
     src = str(text).strip()
     if not src:
         raise ExprError("empty expression")
+    if len(src) > MAX_LENGTH:
+        raise ExprError(f"expression too long: {len(src)} characters (at most {MAX_LENGTH}): "
+                        f"'{src[:40]}...'")
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as e:
         raise ExprError(f"cannot parse expression '{src}': {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels): '{src[:40]}...'") from None
+    # the Expression node and the body's Load contexts add two levels that are not the user's nesting
+    if _depth(tree) > MAX_DEPTH + 2:
+        raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels): '{src[:40]}...'")
     for node in ast.walk(tree):
         if isinstance(node, (ast.Expression, ast.Load, ast.Name, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp,
                              ast.UAdd, ast.USub, ast.Not, ast.Invert, ast.BinOp, ast.Compare, ast.IfExp,
@@ -96,16 +147,23 @@ def names(text: str) -> set[str]:
 def evaluate(text: str | int | float, env: Mapping[str, int | float]):
     """Evaluate an expression over ``env``; raise ExprError for unknown names or arithmetic errors."""
     if isinstance(text, bool) or isinstance(text, (int, float)):
+        why = _too_big(text)
+        if why:
+            raise ExprError(f"'{text}': value out of range: {why}")
         return text
     tree = parse(str(text))
     try:
         return _eval(tree.body, env)
-    except ExprError:
+    except ExprError as e:
+        if e.message.startswith("value out of range"):
+            raise ExprError(f"'{text}': {e.message}") from None
         raise
     except ZeroDivisionError:
         raise ExprError(f"'{text}': division by zero") from None
-    except (ValueError, TypeError, OverflowError) as e:
+    except (ValueError, TypeError, OverflowError, ArithmeticError) as e:
         raise ExprError(f"'{text}': {e}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"'{text}': too costly to evaluate") from None
 
 
 def evaluate_int(text: str | int, env: Mapping[str, int | float]) -> int:
@@ -133,11 +191,39 @@ def _c_mod(a, b):
 
 
 def _eval(node: ast.AST, env: Mapping[str, int | float]):
+    """Evaluate one node; every value it yields is within the bounds (module docstring)."""
+    return _bounded(_eval_node(node, env))
+
+
+def _check_pow(a, b) -> None:
+    """Refuse ``a ** b`` before computing it when the result would be out of bounds."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return
+    if isinstance(a, int) and isinstance(b, int):
+        if b < 0 or a in (-1, 0, 1):
+            return
+        if (abs(a).bit_length() - 1) * b >= MAX_INT_BITS:
+            raise ExprError(f"value out of range: {a} ** {b} is too large (over {MAX_INT_BITS} bits)")
+        return
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a != 0:
+        try:
+            mag = abs(b) * math.log2(abs(float(a)))
+        except (OverflowError, ValueError):
+            return
+        if mag > 1100:
+            raise ExprError(f"value out of range: {a} ** {b} is not a finite number")
+
+
+def _eval_node(node: ast.AST, env: Mapping[str, int | float]):
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
         if node.id in env:
-            return env[node.id]
+            v = env[node.id]
+            why = _too_big(v)
+            if why:
+                raise ExprError(f"value out of range: '{node.id}' = {v}: {why}")
+            return v
         raise ExprError(f"unknown name '{node.id}' (known: {', '.join(sorted(env)) or 'none'})")
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, env)
@@ -164,12 +250,11 @@ def _eval(node: ast.AST, env: Mapping[str, int | float]):
         if isinstance(op, ast.Mod):
             return _c_mod(a, b)
         if isinstance(op, ast.Pow):
-            if isinstance(b, int) and b > 64:
-                raise ExprError("exponent too large")
+            _check_pow(a, b)
             return a ** b
         if isinstance(op, ast.LShift):
-            if b > 64:
-                raise ExprError("shift too large")
+            if isinstance(b, int) and b > MAX_INT_BITS:
+                raise ExprError(f"value out of range: shift by {b} is too large (at most {MAX_INT_BITS})")
             return a << b
         if isinstance(op, ast.RShift):
             return a >> b

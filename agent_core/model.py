@@ -146,6 +146,15 @@ class CudaFile:
     errors: list[ParseIssue]  # syntax errors tree-sitter found (location of each ERROR/MISSING node)
 
     def kernel(self, name: str) -> Kernel:
+        by = self.__dict__.get("_kernel_index")  # name -> first index; a file of thousands of kernels asks often
+        if by is None or by[0] is not self.kernels or by[1] != len(self.kernels):
+            idx: dict[str, int] = {}
+            for i, k in enumerate(self.kernels):
+                idx.setdefault(k.name, i)
+            by = self.__dict__["_kernel_index"] = (self.kernels, len(self.kernels), idx)
+        i = by[2].get(name)
+        if i is not None and self.kernels[i].name == name:
+            return self.kernels[i]
         for k in self.kernels:
             if k.name == name:
                 return k

@@ -2,11 +2,19 @@
 
 Every evaluation is committed as it happens (WAL mode), so a second process (the language server while
 the CLI tunes) can read the store at any time. Rows hold JSON of the ``agent_core.model`` types.
+
+A store may come from elsewhere (``--store``, one carried in a checkout), so nothing read from it is trusted:
+a store that cannot be written is opened read-only; damaged pages and malformed rows are a KerntuneError
+that names the store, the table and the row; parameter values must be integers within ``PARAM_BITS`` bits
+(``check_params``), and ``apply`` checks them against the template's parameter space before writing any.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import sqlite3
 import threading
 import time
@@ -57,6 +65,59 @@ CREATE INDEX IF NOT EXISTS steps_by_session ON steps (session_id);
 """
 
 
+PARAM_BITS = 31  # a parameter value becomes a C integer literal in the user's code: |value| < 2**31
+
+
+def check_params(params: Any, what: str) -> dict[str, int]:
+    """``params`` when it is a configuration (identifier -> integer within PARAM_BITS bits), else a
+    KerntuneError saying which value is wrong (``what``: where it was read, for the message)."""
+    if not isinstance(params, dict):
+        raise KerntuneError(f"{what}: parameters are {type(params).__name__}, not a table of name = integer")
+    for k, v in params.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", k):
+            raise KerntuneError(f"{what}: parameter name {str(k)[:60]!r} is not an identifier")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise KerntuneError(f"{what}: {k} = {str(v)[:60]!r} is not an integer")
+        if v.bit_length() > PARAM_BITS:
+            raise KerntuneError(f"{what}: {k} = {v} is out of range (|value| < 2**{PARAM_BITS})")
+    return params
+
+
+def _finite(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
+def _check_summary(summary: Any, what: str) -> dict:
+    """A session's summary as read back: the fields the editor and ``apply`` use have their types."""
+    if not isinstance(summary, dict):
+        raise KerntuneError(f"{what}: the summary is not a table")
+    for k in ("best_params", "original_params"):
+        if summary.get(k) is not None:
+            check_params(summary[k], f"{what}, {k}")
+    for k in ("speedup", "copy_bw_gbps"):
+        if not _finite(summary.get(k)):
+            raise KerntuneError(f"{what}: {k} = {str(summary.get(k))[:40]!r} is not a number")
+    for k in ("original_us", "best_us", "gbps", "pct_copy"):
+        v = summary.get(k)
+        if v is not None and (not isinstance(v, list) or not all(_finite(x) for x in v)):
+            raise KerntuneError(f"{what}: {k} is not a list of numbers")
+    for i, e in enumerate(summary.get("top") or []):
+        if not isinstance(e, dict) or not _finite(e.get("objective")):
+            raise KerntuneError(f"{what}: top[{i}] is malformed")
+        check_params(e.get("params") or {}, f"{what}, top[{i}]")
+    for k in ("template_hash", "origin", "device", "status"):
+        if summary.get(k) is not None and not isinstance(summary[k], str):
+            raise KerntuneError(f"{what}: {k} is not a string")
+    return summary
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise KerntuneError(f"{what} is not valid JSON ({type(e).__name__}: {str(e)[:80]})") from None
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(to_plain(obj), sort_keys=True, default=str)
 
@@ -65,43 +126,101 @@ def _timing(d: dict | None) -> Timing | None:
     return Timing(**d) if d is not None else None
 
 
-def _row_to_evaluation(row: sqlite3.Row) -> Evaluation:
-    res = json.loads(row["resources_json"]) if row["resources_json"] else None
-    return Evaluation(
-        params=json.loads(row["params_json"]),
-        status=Status(row["status"]),
-        timings=[_timing(t) for t in json.loads(row["timings_json"])],
-        gbps=json.loads(row["gbps_json"]),
-        resources=Resources(**res) if res is not None else None,
-        error=row["error"] or "",
-        objective=row["objective"],
-        from_store=True,
-    )
+def _row_to_evaluation(row: sqlite3.Row, where: str = "") -> Evaluation:
+    what = f"{where}evaluation {row['id']}"
+    try:
+        res = _loads(row["resources_json"], f"{what}: resources") if row["resources_json"] else None
+        ev = Evaluation(
+            params=check_params(_loads(row["params_json"], f"{what}: params"), what),
+            status=Status(row["status"]),
+            timings=[_timing(t) for t in _loads(row["timings_json"], f"{what}: timings")],
+            gbps=_loads(row["gbps_json"], f"{what}: gbps"),
+            resources=Resources(**res) if res is not None else None,
+            error=str(row["error"] or ""),
+            objective=row["objective"],
+            from_store=True,
+        )
+    except KerntuneError:
+        raise
+    except (TypeError, ValueError, AttributeError) as e:
+        raise KerntuneError(f"{what} is malformed ({type(e).__name__}: {str(e)[:80]})") from None
+    if not _finite(ev.objective) or not isinstance(ev.gbps, list):
+        raise KerntuneError(f"{what} is malformed (objective {ev.objective!r})")
+    return ev
 
 
 class Store:
     """The SQLite results store. Usable as a context manager; safe to share between threads."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, readonly: bool | None = None):
+        """Open (or create) the store at ``path``; ``readonly`` None: read-only exactly when the file (or its
+        folder, which SQLite's WAL files need) cannot be written."""
         self.path = Path(path)
+        if readonly is None:
+            readonly = self.path.exists() and not (os.access(self.path, os.W_OK)
+                                                   and os.access(self.path.parent, os.W_OK))
+        self.readonly = readonly
+        self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
+            if readonly:
+                self._db = self._connect_readonly()
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                                           check_same_thread=False)
         except (OSError, sqlite3.Error) as e:
             raise KerntuneError(f"cannot open the results store: {e}", str(self.path)) from e
         self._db.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
         try:
             self._init_schema()
+        except KerntuneError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as e:
             self._db.close()
-            raise KerntuneError(f"{self.path} is not a kerntune results store ({e}); move it away and "
-                                "run again to start a new one", str(self.path)) from e
+            raise KerntuneError(self._damaged(e), str(self.path)) from None
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """A read-only connection: ``mode=ro``; where SQLite cannot even create the WAL index beside a
+        read-only store (a read-only folder), ``immutable=1`` (nothing else may be writing it then)."""
+        uri = self.path.resolve().as_uri()
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+
+    def _damaged(self, e: sqlite3.Error) -> str:
+        """What to tell the user about an SQLite error on this store."""
+        msg = str(e)
+        if isinstance(e, sqlite3.OperationalError) and "locked" in msg:
+            return f"the results store {self.path} is locked by another process ({msg}); try again"
+        if "readonly" in msg or "read-only" in msg:
+            return (f"the results store {self.path} is read-only ({msg}): results can be read from it; pass "
+                    "--store with a writable path to record new ones")
+        if "not a database" in msg or "malformed" in msg or "corrupt" in msg or "no such" in msg:
+            return (f"the results store {self.path} is damaged or not a kerntune results store ({msg}): "
+                    "`sqlite3 FILE .recover` may save what is left; move it away to start a new one")
+        return f"the results store {self.path} cannot be read ({msg})"
 
     # ------------------------------------------------------------------ plumbing
     def _init_schema(self) -> None:
         with self._lock:
+            if self.readonly:
+                version = self._schema_version()
+                if version is None:
+                    raise KerntuneError(f"{self.path} is read-only and not a kerntune results store (no schema)",
+                                        str(self.path))
+                if version > SCHEMA_VERSION:
+                    raise KerntuneError(
+                        f"this results store was written by a newer kerntune (schema version {version}; this "
+                        f"kerntune reads up to {SCHEMA_VERSION}): upgrade kerntune, or pass another --store",
+                        str(self.path))
+                return
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
@@ -151,12 +270,21 @@ class Store:
         return int(row["value"]) if row else None
 
     def _write(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        if self.readonly:
+            raise KerntuneError(f"the results store {self.path} is read-only: results can be read from it; pass "
+                                "--store with a writable path to record new ones", str(self.path))
         with self._lock:
-            return self._db.execute(sql, args)  # autocommit: one statement, one commit
+            try:
+                return self._db.execute(sql, args)  # autocommit: one statement, one commit
+            except sqlite3.DatabaseError as e:
+                raise KerntuneError(self._damaged(e), str(self.path)) from None
 
     def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise KerntuneError(self._damaged(e), str(self.path)) from None
 
     def close(self) -> None:
         with self._lock:
@@ -190,13 +318,21 @@ class Store:
             rows = self._read("SELECT * FROM devices WHERE name=?", (name,))
         if not rows:
             return None
-        info = DeviceInfo.from_json(rows[0]["info_json"])
-        return replace(info, copy_bandwidth_gbps=rows[0]["copy_bw_gbps"])
+        return self._device(rows[0])
+
+    def _device(self, row: sqlite3.Row) -> DeviceInfo:
+        try:
+            info = DeviceInfo(**_loads(row["info_json"], f"{self.path}: device {row['name']!r}"))
+        except TypeError as e:
+            raise KerntuneError(f"{self.path}: device {row['name']!r} is malformed ({e})", str(self.path)) from None
+        if not _finite(row["copy_bw_gbps"]):
+            raise KerntuneError(f"{self.path}: device {row['name']!r} has a malformed copy bandwidth",
+                                str(self.path))
+        return replace(info, copy_bandwidth_gbps=row["copy_bw_gbps"])
 
     def devices(self) -> list[DeviceInfo]:
         """Every recorded device, most recent first."""
-        return [replace(DeviceInfo.from_json(r["info_json"]), copy_bandwidth_gbps=r["copy_bw_gbps"])
-                for r in self._read("SELECT * FROM devices ORDER BY seq DESC")]
+        return [self._device(r) for r in self._read("SELECT * FROM devices ORDER BY seq DESC")]
 
     def set_copy_bandwidth(self, name: str, gbps: float) -> None:
         cur = self._write("UPDATE devices SET copy_bw_gbps=?, measured_at=? WHERE name=?",
@@ -223,10 +359,10 @@ class Store:
         if cur.rowcount == 0:
             raise KerntuneError(f"no session {session_id} in the store", str(self.path))
 
-    @staticmethod
-    def _session_dict(row: sqlite3.Row) -> dict:
+    def _session_dict(self, row: sqlite3.Row) -> dict:
         d = dict(row)
-        d["summary"] = json.loads(d.pop("summary_json")) if row["summary_json"] else None
+        what = f"{self.path}: session {row['id']}"
+        d["summary"] = _check_summary(_loads(d.pop("summary_json"), what), what) if row["summary_json"] else None
         return d
 
     def session(self, session_id: int) -> dict:
@@ -235,12 +371,29 @@ class Store:
             raise KerntuneError(f"no session {session_id} in the store", str(self.path))
         return self._session_dict(rows[0])
 
+    def _path_match(self, path: str, kernel: str | None) -> tuple[str, list]:
+        """The SQL condition (and its arguments) for the sessions of file ``path``. Sessions are recorded under
+        the file's absolute path; a checkout that was moved or cloned has its workspace store with it
+        (``DIR/.kerntune/results.sqlite`` beside the file) but its files elsewhere: when no session has the
+        file's path and the file sits beside the store, the sessions recorded for the same file name in
+        another directory are the file's (a workspace store serves the files of one directory)."""
+        path = str(path)
+        exact = self._read("SELECT 1 FROM sessions WHERE path=?" + (" AND kernel=?" if kernel is not None else "")
+                           + " LIMIT 1", (path,) + ((kernel,) if kernel is not None else ()))
+        p = Path(path)
+        beside = self.path.parent.name == ".kerntune" and p.parent == self.path.resolve().parent.parent
+        if exact or not beside:
+            return "path=?", [path]
+        name = p.name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return "(path=? OR path LIKE ? ESCAPE '\\' OR path LIKE ? ESCAPE '\\')", [path, "%/" + name, "%\\\\" + name]
+
     def sessions(self, path: str | None = None, kernel: str | None = None) -> list[dict]:
-        """Sessions (newest first), optionally only those of one file and/or kernel."""
+        """Sessions (newest first), optionally only those of one file (``_path_match``) and/or kernel."""
         where, args = [], []
         if path is not None:
-            where.append("path=?")
-            args.append(str(path))
+            cond, cargs = self._path_match(str(path), kernel)
+            where.append(cond)
+            args += cargs
         if kernel is not None:
             where.append("kernel=?")
             args.append(kernel)
@@ -250,10 +403,11 @@ class Store:
     def latest_session(self, path: str, kernel: str, finished_only: bool = False) -> dict | None:
         """The newest session of ``kernel`` in ``path``; with ``finished_only``, the newest that ended
         normally ("finished" or "cancelled": both have a summary of what was measured)."""
-        sql = "SELECT * FROM sessions WHERE path=? AND kernel=?"
+        cond, cargs = self._path_match(str(path), kernel)
+        sql = f"SELECT * FROM sessions WHERE {cond} AND kernel=?"
         if finished_only:
             sql += " AND status IN ('finished', 'cancelled')"
-        rows = self._read(sql + " ORDER BY id DESC LIMIT 1", (str(path), kernel))
+        rows = self._read(sql + " ORDER BY id DESC LIMIT 1", (*cargs, kernel))
         return self._session_dict(rows[0]) if rows else None
 
     # ------------------------------------------------------------------ original timings
@@ -267,7 +421,11 @@ class Store:
                           (original_hash, spec_hash, device))
         if not rows:
             return None
-        return [Timing(**t) for t in json.loads(rows[0]["timings_json"])]
+        what = f"{self.path}: the original's timings ({original_hash[:12]})"
+        try:
+            return [Timing(**t) for t in _loads(rows[0]["timings_json"], what)]
+        except TypeError as e:
+            raise KerntuneError(f"{what} are malformed ({e})", str(self.path)) from None
 
     # ------------------------------------------------------------------ evaluations
     def put_evaluation(self, session_id: int | None, template_hash: str, spec_hash: str, device: str,
@@ -288,7 +446,7 @@ class Store:
         rows = self._read(
             "SELECT * FROM evaluations WHERE template_hash=? AND spec_hash=? AND device=? AND params_key=? "
             "ORDER BY id DESC LIMIT 1", (template_hash, spec_hash, device, params_key(params)))
-        return _row_to_evaluation(rows[0]) if rows else None
+        return _row_to_evaluation(rows[0], f"{self.path}: ") if rows else None
 
     def evaluations(self, session_id: int | None = None, template_hash: str | None = None,
                     spec_hash: str | None = None, device: str | None = None) -> list[Evaluation]:
@@ -300,7 +458,7 @@ class Store:
                 where.append(f"{col}=?")
                 args.append(val)
         sql = "SELECT * FROM evaluations" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
-        return [_row_to_evaluation(r) for r in self._read(sql, tuple(args))]
+        return [_row_to_evaluation(r, f"{self.path}: ") for r in self._read(sql, tuple(args))]
 
     def counts(self, session_id: int) -> dict:
         """{"ok": n, "failed": n, "pruned": n} of one session (failed: compile, verify, crash, timeout,
@@ -321,7 +479,12 @@ class Store:
 
     def get_template(self, template_hash: str) -> dict | None:
         rows = self._read("SELECT * FROM templates WHERE template_hash=?", (template_hash,))
-        return dict(rows[0]) if rows else None
+        if not rows:
+            return None
+        d = dict(rows[0])
+        if not isinstance(d.get("text"), str) or not isinstance(d.get("space_toml") or "", str):
+            raise KerntuneError(f"{self.path}: template {template_hash[:12]} is malformed", str(self.path))
+        return d
 
     # ------------------------------------------------------------------ steps
     def put_step(self, session_id: int | None, kind: str, text: str, data: dict | None = None) -> int:
@@ -333,7 +496,7 @@ class Store:
         out = []
         for r in self._read("SELECT * FROM steps WHERE session_id=? ORDER BY id", (session_id,)):
             d = dict(r)
-            d["data"] = json.loads(d.pop("data_json")) if r["data_json"] else None
+            d["data"] = _loads(d.pop("data_json"), f"{self.path}: step {r['id']}") if r["data_json"] else None
             out.append(d)
         return out
 

@@ -166,7 +166,8 @@ def _compute(doc: Doc, k: Kernel, ws_params: list[str]) -> KernelFacts:
             facts.spec_status = "missing"
         else:
             facts.spec_origin = s.origin
-            spec_mod.validate_spec(s, k, set(facts.params) | set(ws_params))
+            spec_mod.validate_spec(s, k, set(facts.params) | set(ws_params),
+                                   {n: p.original for n, p in facts.params.items()})
     except KerntuneError as e:
         facts.spec_status, facts.spec_error = "invalid", e
     except Exception as e:

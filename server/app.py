@@ -17,13 +17,14 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from agent_core.model import KerntuneError
 
-from . import __version__, commands
+from . import __version__, commands, robust
 from .actions import code_actions
 from .diagnostics import diagnostics, diagnostics_json
 from .documents import Documents, is_cuda_uri
@@ -45,6 +46,31 @@ class KerntuneProtocol(LanguageServerProtocol):
     of the CUDA documents (``Documents``: the text, the line index and the tree, re-parsed incrementally), so
     pygls's copy of those is not kept: applying every keystroke a second time to a 10,000-line text costs
     milliseconds. Other documents are kept by pygls as usual."""
+
+    def structure_message(self, data):
+        """pygls's, with a message that does not fit its method answered (``robust``) instead of only logged."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as e:
+            if not isinstance(data, dict) or "jsonrpc" not in data:
+                raise
+            return robust.answer_unstructurable(self, data, e, self._bad_notification)
+
+    def _bad_notification(self, method, params, why: str) -> None:
+        if method == lsp.TEXT_DOCUMENT_DID_CHANGE and isinstance(params, dict):
+            uri = (params.get("textDocument") or {}).get("uri") if isinstance(params.get("textDocument"), dict) \
+                else None
+            server = self._server
+            if isinstance(uri, str) and server.docs.raw(uri) is not None:
+                server.out_of_sync(uri, f"an unreadable change ({why})")
+
+    def handle_message(self, message):
+        if isinstance(message, robust.Answered):
+            return
+        if not hasattr(message, "jsonrpc"):  # JSON, but not a message object
+            robust.answer_not_a_request(self, message)
+            return
+        return super().handle_message(message)
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams):
@@ -80,8 +106,33 @@ class KerntuneServer(LanguageServer):
         self._arrived: dict[str, float] = {}  # uri -> when the change being analysed arrived
 
     def report_server_error(self, error, source):
+        if robust.is_parse_error(error):  # a body that is not JSON: the client gets a parse error, as it must
+            robust.answer_parse_error(self.protocol, error)
+            return
         log.error("server error (%s): %r", getattr(source, "__name__", source), error, exc_info=error)
         super().report_server_error(error, source)
+
+    def feature(self, feature_name: str, options=None):
+        """pygls's decorator, with the handler guarded (``robust.guard``: clean errors, never a traceback)."""
+        register = super().feature(feature_name, options)
+        return lambda f: register(robust.guard(f, feature_name, robust.is_request(feature_name)))
+
+    def command(self, command_name: str):
+        register = super().command(command_name)
+        return lambda f: register(robust.guard(f, command_name, True))
+
+    def out_of_sync(self, uri: str, why: str) -> None:
+        """A change to ``uri`` could not be applied: the document is re-read from disk and its analysis paused
+        until the client sends the whole text (a save, a full change, reopening); the user is told once."""
+        doc = self.docs.desync(uri, why)
+        if doc is None:
+            return
+        log.warning("%s is out of sync: %s; re-read from disk, analysis paused until it is saved", uri, why)
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.window_show_message(lsp.ShowMessageParams(
+            type=lsp.MessageType.Warning,
+            message=f"kerntune: an edit to {Path(doc.path).name} could not be applied ({why}); kerntune paused "
+                    "its checks of this file until it is saved or reopened"))
 
     @property
     def encoding(self) -> str:
@@ -183,6 +234,9 @@ class KerntuneServer(LanguageServer):
     def doc_or_error(self, uri: str):
         doc = self.docs.get(uri)
         if doc is None:
+            raw = self.docs.raw(uri) if isinstance(uri, str) else None
+            if raw is not None:
+                raise KerntuneError(f"{uri} is out of sync with the editor ({raw.out_of_sync}): save the file")
             raise KerntuneError(f"{uri} is not open in the editor")
         return doc
 
@@ -224,16 +278,22 @@ def create_server() -> KerntuneServer:
     def did_change(ls: KerntuneServer, params: lsp.DidChangeTextDocumentParams):
         td = params.text_document
         t0 = time.perf_counter()
-        doc = ls.docs.change(td.uri, list(params.content_changes), td.version)
-        if doc is not None:
+        try:
+            doc = ls.docs.change(td.uri, list(params.content_changes), td.version)
+        except ValueError as e:  # refused: nothing of the batch applied
+            ls.out_of_sync(td.uri, str(e))
+            return
+        if doc is not None and not doc.out_of_sync:
             ls.schedule_publish(td.uri, t0)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: KerntuneServer, params: lsp.DidSaveTextDocumentParams):
-        doc = ls.docs.get(params.text_document.uri)
+        doc = ls.docs.raw(params.text_document.uri)
         if doc is not None:
             if params.text is not None and params.text != doc.text:
                 ls.docs.replace(doc.uri, params.text, doc.version)
+            elif doc.out_of_sync:  # saved: the editor's text is the file's now
+                ls.docs.reload(doc.uri)
             doc.cache.clear()  # sidecar spec / template files may have changed with the save
             ls.results.forget(doc.path)
             ls.publish(doc.uri)

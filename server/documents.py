@@ -44,6 +44,7 @@ class Doc:
     cf: CudaFile | None = None
     parse_ms: float = 0.0
     cache: dict = field(default_factory=dict)  # per-version derived data (see ``memo``)
+    out_of_sync: str = ""  # why the text may differ from the editor's (a refused change); "" when in sync
 
     @property
     def text(self) -> str:
@@ -134,6 +135,12 @@ class Documents:
         self.diag_templates: dict[str, dict[str, tuple]] = {}  # per document: kernel -> JSON template
 
     def get(self, uri: str) -> Doc | None:
+        """The open document, or None (also while it is out of sync: nothing is computed on a guessed text)."""
+        doc = self.docs.get(uri)
+        return None if doc is None or doc.out_of_sync else doc
+
+    def raw(self, uri: str) -> Doc | None:
+        """The open document, in sync or not."""
         return self.docs.get(uri)
 
     def open(self, uri: str, text: str, version: int) -> Doc:
@@ -152,35 +159,88 @@ class Documents:
         self.diag_templates.pop(uri, None)
 
     def change(self, uri: str, changes: list, version: int) -> Doc | None:
+        """Apply a batch of changes, all or nothing: ValueError (the document unchanged) when one of them
+        cannot be applied to the text as it is at that point of the batch (a reversed range, a line past the
+        end, no text). An out-of-sync document takes only a batch with a whole text in it (from there on)."""
         doc = self.docs.get(uri)
         if doc is None:
             return None
-        index, tree = doc.index, doc.tree
-        for ch in changes:
+        if doc.out_of_sync:
+            full = [i for i, ch in enumerate(changes) if getattr(ch, "range", None) is None]
+            if not full:
+                return doc  # still out of sync: these edits are relative to a text we do not have
+            changes = changes[full[-1]:]
+        index = doc.index
+        steps: list = []  # (index before, start, end, new bytes, index after)
+        for i, ch in enumerate(changes):
+            text = getattr(ch, "text", None)
+            if not isinstance(text, str):
+                raise ValueError(f"change {i + 1} of {len(changes)} has no text")
             rng = getattr(ch, "range", None)
             if rng is None:  # the whole text: turned into the one edit that differs, re-parsed incrementally
-                data = ch.text.encode("utf-8")
+                data = text.encode("utf-8")
                 start, end, new_end = diff_edit(index.data, data)
                 new_bytes = data[start:new_end]
             else:
-                start = index.offset(rng.start, self.encoding)
-                end = index.offset(rng.end, self.encoding)
-                new_bytes = ch.text.encode("utf-8")
+                s, e = rng.start, rng.end
+                n = index.line_count
+                for p in (s, e):
+                    if p.line > n or (p.line == n and p.character > 0) or p.line < 0 or p.character < 0:
+                        raise ValueError(f"change {i + 1} of {len(changes)}: position {p.line}:{p.character} is "
+                                         f"past the end of the document ({n} lines)")
+                if (e.line, e.character) < (s.line, s.character):
+                    raise ValueError(f"change {i + 1} of {len(changes)}: its range ends ({e.line}:{e.character}) "
+                                     f"before it starts ({s.line}:{s.character})")
+                start = index.offset(s, self.encoding)
+                end = index.offset(e, self.encoding)
+                new_bytes = text.encode("utf-8")
             new_index = index.edited(start, end, new_bytes)
+            steps.append((index, start, end, new_bytes, new_index))
+            index = new_index
+        tree = doc.tree  # every change is valid: now the tree follows them
+        for before, start, end, new_bytes, after in steps:
             if tree is not None:
                 tree.edit(start_byte=start, old_end_byte=end, new_end_byte=start + len(new_bytes),
-                          start_point=_point(index, start), old_end_point=_point(index, end),
-                          new_end_point=_point(new_index, start + len(new_bytes)))
-            index = new_index
-        doc.index, doc.version, doc.cache = index, version, {}
+                          start_point=_point(before, start), old_end_point=_point(before, end),
+                          new_end_point=_point(after, start + len(new_bytes)))
+        doc.index, doc.version, doc.cache, doc.out_of_sync = index, version, {}, ""
         self._parse(doc, tree, doc.cf)
         return doc
+
+    def desync(self, uri: str, why: str) -> Doc | None:
+        """Mark ``uri`` out of sync (a change was refused): its text is re-read from disk, where there is one,
+        and it is served to nobody (``get``) until the client sends the whole text again."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return None
+        doc.out_of_sync = why or "a change could not be applied"
+        self._load_from_disk(doc)
+        return doc
+
+    def reload(self, uri: str) -> Doc | None:
+        """Re-read ``uri`` from disk (after a save, the editor's text is the file's) and mark it in sync."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return None
+        if self._load_from_disk(doc):
+            doc.out_of_sync = ""
+        return doc
+
+    def _load_from_disk(self, doc: Doc) -> bool:
+        try:
+            text = Path(doc.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            log.warning("cannot re-read %s from disk: %s", doc.path, e)
+            return False
+        doc.index, doc.cache = LineIndex(text), {}
+        self._parse(doc, None, None)
+        return True
 
     def replace(self, uri: str, text: str, version: int) -> Doc | None:
         doc = self.docs.get(uri)
         if doc is None:
             return None
-        doc.index, doc.version, doc.cache = LineIndex(text), version, {}
+        doc.index, doc.version, doc.cache, doc.out_of_sync = LineIndex(text), version, {}, ""
         self._parse(doc, None, doc.cf)
         return doc
 

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from agent_core.model import Evaluation
+from agent_core.model import Evaluation, KerntuneError
 from agent_core.store import Store
 from agent_core.search.tuner import result_summary
 from agent_core.workspace import store_path_for
@@ -98,7 +98,7 @@ class Results:
         stamp = (str(sp), st.st_mtime_ns, st.st_size, wstamp)
         have = self._stores.get(str(sp))
         if have is None:
-            have = (stamp, Store(sp))
+            have = (stamp, Store(sp, readonly=True))  # the editor only reads; tuning writes through its own
             self._stores[str(sp)] = have
         elif have[0] != stamp:
             have = (stamp, have[1])
@@ -116,6 +116,9 @@ class Results:
         if hit is None or hit[0] != stamp:
             try:
                 s = result_summary(store, doc.path, kernel, None)
+            except KerntuneError as e:  # a damaged store or a malformed row: said plainly, nothing shown
+                log.warning("the results of %s cannot be used: %s", kernel, e)
+                s = None
             except Exception:
                 log.exception("reading the store for %s failed", kernel)
                 s = None

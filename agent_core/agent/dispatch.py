@@ -179,7 +179,7 @@ class Dispatch:
     @staticmethod
     def from_dict(d: dict) -> "Dispatch":
         try:
-            return Dispatch(rules=[Rule([Bound(b["name"], b.get("above"), b.get("upto")) for b in r["when"]],
+            out = Dispatch(rules=[Rule([Bound(b["name"], b.get("above"), b.get("upto")) for b in r["when"]],
                                         int(r["entry"])) for r in d["rules"]],
                             entries=[Entry(e["template_hash"], e["origin"], dict(e["params"])) for e in d["entries"]],
                             winner=Entry(d["winner"]["template_hash"], d["winner"]["origin"],
@@ -190,8 +190,25 @@ class Dispatch:
                             confirmed=bool(d.get("confirmed")), dropped=list(d.get("dropped") or []),
                             backend=str(d.get("backend") or ""), kept=list(d.get("kept") or []),
                             single_slower=[int(x) for x in d.get("single_slower") or []])
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise KerntuneError(f"not a per-shape dispatch record ({type(e).__name__}: {e})") from None
+        d_ = out
+        for i, e in enumerate(d_.entries + [d_.winner]):  # parameter values: apply checks them (space.check_config)
+            if not isinstance(e.template_hash, str) or not isinstance(e.origin, str):
+                raise KerntuneError(f"per-shape dispatch, configuration {i + 1}: malformed template reference")
+        for r in d_.rules:
+            if not 0 <= r.entry < len(d_.entries):
+                raise KerntuneError(f"per-shape dispatch: a rule names configuration {r.entry + 1} of "
+                                    f"{len(d_.entries)}")
+            for b in r.when:  # written into the user's host code: a size name and integer bounds only
+                if not isinstance(b.name, str) or not re.fullmatch(r"[A-Za-z_]\w{0,127}", b.name) or not all(
+                        x is None or (isinstance(x, int) and not isinstance(x, bool) and x.bit_length() <= 63)
+                        for x in (b.above, b.upto)):
+                    raise KerntuneError(f"per-shape dispatch: the bound {str(b.name)[:40]!r} "
+                                        f"({b.above!r}, {b.upto!r}) is not a size name with integer bounds")
+        if not all(isinstance(x, int) and 0 <= x < len(d_.entries) for x in d_.serve):
+            raise KerntuneError("per-shape dispatch: `serve` names a configuration it does not have")
+        return out
 
 
 def _entry_dict(e: Entry) -> dict:

@@ -326,7 +326,14 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
     key = hashlib.sha256(json.dumps({"text": text, "flags": flags, "nvcc": version, "format": CACHE_FORMAT},
                                     sort_keys=True).encode()).hexdigest()[:40]
     cache = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "kerntune" / "cubin"
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "tmp").mkdir(exist_ok=True)
+        if not os.access(cache, os.W_OK | os.X_OK):
+            raise PermissionError(f"{cache} is not writable")
+    except OSError as e:
+        raise KerntuneError(f"the compile cache {cache} cannot be used ({e.strerror or e}): set KERNTUNE_CACHE "
+                            "to a writable folder", str(cache)) from None
     meta = _load_cached(cache, key)
     if meta is None:
         meta = _compile_uncached(nvcc, text, kernel, arch, flags, cache, key, timeout, source_path)

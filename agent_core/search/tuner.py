@@ -158,7 +158,8 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
                             f"`kerntune spec {path} -k {kernel} --write` and fill in the sizes",
                             path, k.span.line, k.span.col, field_name="spec")
     names = set(structural.space.params) if structural else set()
-    spec_mod.validate_spec(spec, k, names | (set(template.space.params) if template else set()))
+    spec_mod.validate_spec(spec, k, names | (set(template.space.params) if template else set()),
+                           structural.space.original_config() if structural else None)
     return Prepared(cf, k, structural, template, spec, text, path, why_not)
 
 

@@ -425,19 +425,27 @@ class _Builder:
                 fd = _function_declarator(host_fn)
                 nn = fd.child_by_field_name("declarator") if fd is not None else None
                 host_name = self.t(nn) if nn is not None else None
-            ancestors = set()
-            a = call.parent
-            while a is not None and a != host_fn:
-                ancestors.add(a.id)
-                a = a.parent
             body = host_fn.child_by_field_name("body")
-            if body is not None:
-                for decl in _descendants(body, "declaration", stop=call.start_byte):
-                    if decl.end_byte <= call.start_byte and decl.parent is not None and decl.parent.id in ancestors:
-                        for v in self.declared(decl):
-                            host_vars[v.name] = v
+            if body is not None:  # declarations in scope: children of the call's ancestors, before the call
+                scoped = []
+                a = call.parent
+                while a is not None and a != host_fn:
+                    scoped += [d for d in self._child_declarations(a) if d.end_byte <= call.start_byte]
+                    a = a.parent
+                for decl in sorted(scoped, key=lambda d: d.start_byte):
+                    for v in self.declared(decl):
+                        host_vars[v.name] = v
         return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
                           host_function=host_name, host_vars=host_vars)
+
+    def _child_declarations(self, n: Node) -> list[Node]:
+        """The ``declaration`` children of ``n`` (cached per node: a host function with thousands of launches
+        asks for the same blocks' declarations for each one)."""
+        cache = self.__dict__.setdefault("_decl_cache", {})
+        got = cache.get(n.id)
+        if got is None:
+            got = cache[n.id] = [c for c in n.named_children if c.type == "declaration"]
+        return got
 
     def declared(self, decl: Node) -> list[HostVar]:
         """The variables a declaration introduces, with their initializers."""
@@ -479,19 +487,6 @@ class _Builder:
 def _is_constant_decl(b: _Builder, decl: Node) -> bool:
     quals = {b.t(c) for c in decl.children if c.type == "type_qualifier"}
     return bool(quals & {"const", "constexpr"})
-
-
-def _descendants(n: Node, typ: str, stop: int):
-    stack = [n]
-    while stack:
-        x = stack.pop()
-        if x.start_byte >= stop:
-            continue
-        if x.type == typ:
-            yield x
-        if x.type in ("function_definition", "lambda_expression", "class_specifier", "struct_specifier") and x != n:
-            continue
-        stack.extend(reversed(x.named_children))
 
 
 def _function_declarator(fn: Node) -> Node | None:
@@ -592,17 +587,18 @@ def _chunks(root: Node, data: bytes) -> list[_Chunk]:
     """The file cut into chunks, in order. A chunk's key is what its facts depend on: its text, its type and
     the type of what contains it (the column it starts at is checked when its facts are reused)."""
     out: list[_Chunk] = []
-
-    def walk(parent: Node) -> None:
-        ptype = parent.type
-        for c in parent.children:
-            s, e, t = c.start_byte, c.end_byte, c.type
-            if t in _CONTAINERS and e - s > _SPLIT_BYTES:
-                walk(c)
-            else:
-                out.append(_Chunk(c, (ptype, t, data[s:e]), s))
-
-    walk(root)
+    stack = [(root, iter(root.children))]  # iterative: containers may nest thousands deep
+    while stack:
+        parent, children = stack[-1]
+        c = next(children, None)
+        if c is None:
+            stack.pop()
+            continue
+        s, e, t = c.start_byte, c.end_byte, c.type
+        if t in _CONTAINERS and e - s > _SPLIT_BYTES:
+            stack.append((c, iter(c.children)))
+        else:
+            out.append(_Chunk(c, (parent.type, t, data[s:e]), s))
     return out
 
 

@@ -7,10 +7,13 @@ tolerances) are what the tuner and the GPU worker call.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import math
 import re
 import tomllib
 from pathlib import Path
+from typing import Mapping
 
 from agent_core import expr
 from agent_core.model import (ArgSpec, CudaFile, Kernel, KernelTemplate, KerntuneError, Launch, ParamSpace, Span,
@@ -25,6 +28,16 @@ DTYPES: dict[str, tuple[str, int]] = {
 FLOAT_DTYPES = {"f32", "f16", "bf16", "f64"}
 ROLES = ("in", "out", "inout")
 SPEC_KEYS = ("args", "sizes", "grid", "block", "smem", "bytes", "flops", "rtol", "atol", "template_args")
+# what a spec may ask for (README "The tuning spec"): checked by validate_spec for every size set
+MAX_BUFFER_BYTES = 32 * 2 ** 30  # all buffers of one size set together: 32 GiB
+MAX_BLOCK_THREADS = 1024  # threads per block (CUDA's limit on every device)
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+MAX_SMEM_BYTES = 2 ** 20  # dynamic shared memory (far above any device's; the device check is exact)
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "i8": (-2 ** 7, 2 ** 7 - 1), "u8": (0, 2 ** 8 - 1), "i16": (-2 ** 15, 2 ** 15 - 1), "u16": (0, 2 ** 16 - 1),
+    "i32": (-2 ** 31, 2 ** 31 - 1), "u32": (0, 2 ** 32 - 1), "i64": (-2 ** 63, 2 ** 63 - 1), "u64": (0, 2 ** 64 - 1),
+}
 INITS = ("normal", "uniform(lo, hi)", "randint(lo, hi)", "zeros", "ones")
 ARG_FORMS = ('buffers "NAME: in|out|inout DTYPE[COUNT]" (optionally "~ uniform(-1, 1)"), '
              'scalars "NAME: DTYPE = EXPR"')
@@ -129,8 +142,9 @@ def parse_spec(data: dict, kernel: str, origin: str, path: str | None = None, li
     for k in ("rtol", "atol"):
         if k in data:
             v = data[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise err(k, f"`{k}` must be a non-negative number, e.g. {k} = 1e-3")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise err(k, f"`{k}` = {v!r}: it must be a finite non-negative number, e.g. {k} = 1e-3 "
+                             "(a NaN tolerance would let every variant pass verification)")
             setattr(spec, k, float(v))
     if "template_args" in data:
         v = data["template_args"]
@@ -208,6 +222,49 @@ def _segments(text: str, end: int, start: int = 0) -> list[tuple[str, int, int]]
     return out
 
 
+class _TextIndex:
+    """Line starts of a text in characters and in UTF-8 bytes, for offset conversions that cost a line, not
+    the file (a file of thousands of kernels converts offsets for each of them)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.ascii = text.isascii()
+        self.char_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        if self.ascii:
+            self.byte_starts = self.char_starts
+        else:
+            self.byte_starts, b, prev = [], 0, 0
+            for c in self.char_starts:
+                b += len(text[prev:c].encode("utf-8"))
+                self.byte_starts.append(b)
+                prev = c
+
+    def char_offset(self, byte_offset: int) -> int:
+        if self.ascii:
+            return byte_offset
+        line = bisect.bisect_right(self.byte_starts, byte_offset) - 1
+        start_c, start_b = self.char_starts[line], self.byte_starts[line]
+        end_c = self.char_starts[line + 1] if line + 1 < len(self.char_starts) else len(self.text)
+        raw = self.text[start_c:end_c].encode("utf-8")[:byte_offset - start_b]
+        return start_c + len(raw.decode("utf-8", errors="ignore"))
+
+    def line_of(self, char_offset: int) -> int:
+        return bisect.bisect_right(self.char_starts, char_offset) - 1
+
+    def pos(self, off: int) -> tuple[int, int, int]:
+        """(byte offset, line, byte column) of a character offset."""
+        line = self.line_of(off)
+        col = len(self.text[self.char_starts[line]:off].encode("utf-8"))
+        return self.byte_starts[line] + col, line, col
+
+
+def _index(cf: CudaFile) -> _TextIndex:
+    ix = cf.__dict__.get("_spec_text_index")
+    if ix is None or ix.text is not cf.text:
+        ix = cf.__dict__["_spec_text_index"] = _TextIndex(cf.text)
+    return ix
+
+
 def _char_offset(text: str, byte_offset: int) -> int:
     """The character offset of a UTF-8 byte offset into ``text``."""
     if text.isascii():
@@ -224,15 +281,25 @@ def _lex_start(cf: CudaFile, kernel: Kernel) -> int:
     """A byte offset before ``kernel`` where lexing can start: the end of the previous kernel (outside any
     comment or string), when no syntax error comes before the kernel; else the start of the file. Lexing
     only from there keeps finding every kernel's spec linear in the file's size."""
-    if any(e.span.start < kernel.span.start for e in cf.errors):
+    key = (len(cf.kernels), len(cf.errors))
+    got = cf.__dict__.get("_spec_lex_index")
+    if got is None or got[0] != key:
+        first_error = min((e.span.start for e in cf.errors), default=None)
+        ends = sorted(k.span.end for k in cf.kernels)
+        got = cf.__dict__["_spec_lex_index"] = (key, first_error, ends)
+    _, first_error, ends = got
+    if first_error is not None and first_error < kernel.span.start:
         return 0
-    return max((k.span.end for k in cf.kernels if k.span.end <= kernel.span.start), default=0)
+    i = bisect.bisect_right(ends, kernel.span.start)
+    return ends[i - 1] if i else 0
 
 
-def _comment_spec_block(text: str, kernel: Kernel, lex_from: int = 0) -> tuple[int, int] | None:
+def _comment_spec_block(text: str, kernel: Kernel, lex_from: int = 0,
+                        kernel_start: int | None = None) -> tuple[int, int] | None:
     """(start, end) character offsets of the `/* kerntune: ... */` block directly above the kernel
-    (``lex_from``: a character offset outside comments and strings where lexing may start)."""
-    segs = _segments(text, _kernel_start(text, kernel), lex_from)
+    (``lex_from``: a character offset outside comments and strings where lexing may start; ``kernel_start``:
+    the kernel's start as a character offset, when known)."""
+    segs = _segments(text, _kernel_start(text, kernel) if kernel_start is None else kernel_start, lex_from)
     for kind, s, e in reversed(segs):
         if kind == "space":
             continue
@@ -327,6 +394,9 @@ def _load_toml(body: str, path: str, first_line: int, what: str) -> dict:
         raise KerntuneError(f"{what} is not valid TOML: {msg}", path,
                             first_line + line if line is not None else first_line, col,
                             field_name="spec") from None
+    except (RecursionError, MemoryError):
+        raise KerntuneError(f"{what} is nested too deeply to be read", path, first_line,
+                            field_name="spec") from None
 
 
 def sidecar_path(path: str) -> Path:
@@ -334,7 +404,9 @@ def sidecar_path(path: str) -> Path:
 
 
 def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
-    block = _comment_spec_block(cf.text, kernel, _char_offset(cf.text, _lex_start(cf, kernel)))
+    ix = _index(cf)
+    block = _comment_spec_block(cf.text, kernel, ix.char_offset(_lex_start(cf, kernel)),
+                                ix.char_offset(kernel.span.start))
     if block is None:
         return None
     s, e = block
@@ -343,14 +415,15 @@ def _comment_spec(cf: CudaFile, kernel: Kernel) -> TuningSpec | None:
     body_start = s + m.end()
     body_end = e - 2 if raw.endswith("*/") else e
     body = _strip_stars(cf.text[body_start:body_end])
-    first_line = cf.text[:body_start].count("\n")
+    first_line = ix.line_of(body_start)
     data = _load_toml(body, cf.path, first_line, f"the kerntune comment above '{kernel.name}'")
-    comment_line = cf.text[:s].count("\n")
+    comment_line = ix.line_of(s)
     nargs = len(data.get("args", [])) if isinstance(data.get("args"), list) else 0
     nsizes = len(data.get("sizes", [])) if isinstance(data.get("sizes"), list) else 0
     lines = _field_lines(body, first_line, nargs, nsizes)
     spec = parse_spec(data, kernel.name, f"comment:{comment_line + 1}", cf.path, comment_line, lines)
-    spec.span = _span(cf.text, s, e)
+    (bs, ls, cs), (be, le, ce) = ix.pos(s), ix.pos(e)
+    spec.span = Span(bs, be, ls, cs, le, ce)
     return spec
 
 
@@ -448,8 +521,69 @@ def _check_names(spec: TuningSpec, field: str, text: str, allowed: set[str], wha
                                 f"{', '.join(sorted(allowed)) or 'none'}){hint}")
 
 
-def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | frozenset = frozenset()) -> None:
-    """Check a spec against the kernel it is for; raise KerntuneError naming the field and its line."""
+def _dtype_mismatch(dtype: str, c_type: str) -> str | None:
+    """What is wrong with giving a parameter of C type ``c_type`` the spec dtype ``dtype``; None when it fits
+    (or the C type is not one kerntune knows, e.g. a template parameter or a vector type). A 16-bit integer
+    dtype may carry a half or bfloat16's raw bits."""
+    want = c_dtype(c_type)
+    if want is None or want == dtype or dtype not in DTYPES:
+        return None
+    if DTYPES[want][1] != DTYPES[dtype][1]:
+        return f"{DTYPES[dtype][1]}-byte elements but {c_type} has {DTYPES[want][1]}-byte ones"
+    if (want in FLOAT_DTYPES) != (dtype in FLOAT_DTYPES):
+        if want in ("f16", "bf16") and dtype in ("u16", "i16"):
+            return None
+        return f"{'floating-point' if dtype in FLOAT_DTYPES else 'integer'} elements but {c_type} is " \
+               f"{'floating-point' if want in FLOAT_DTYPES else 'an integer type'}"
+    if want in FLOAT_DTYPES and dtype in FLOAT_DTYPES:
+        return f"{dtype} but {c_type} is {want}"
+    return None
+
+
+def _check_launch(spec: TuningSpec, i: int, env: dict, all_names: set[str]) -> None:
+    """Evaluate grid, block and smem for size set ``i`` (``env``: its sizes and the original configuration)
+    and check them against CUDA's limits; expressions naming a parameter not in ``env`` are skipped."""
+    for k, limits in (("grid", MAX_GRID_DIMS), ("block", MAX_BLOCK_DIMS)):
+        vals = []
+        for j, e in enumerate(getattr(spec, k)):
+            if not expr.names(e) <= set(env):
+                vals = None
+                break
+            try:
+                v = expr.evaluate_int(e, env)
+            except expr.ExprError as ex:
+                raise _err(spec, k, f"{k} for size set {i + 1} ({_sizes_words(spec.sizes[i])}): {ex.message}") \
+                    from None
+            if not 1 <= v <= limits[j]:
+                raise _err(spec, k, f"{k} '{e}' = {v} for size set {i + 1} ({_sizes_words(spec.sizes[i])}); "
+                                    f"dimension {'xyz'[j]} of a {k} must be between 1 and {limits[j]}")
+            vals.append(v)
+        if k == "block" and vals and math.prod(vals) > MAX_BLOCK_THREADS:
+            raise _err(spec, k, f"block = {vals} for size set {i + 1} ({_sizes_words(spec.sizes[i])}) has "
+                                f"{math.prod(vals)} threads; a block has at most {MAX_BLOCK_THREADS}")
+    if expr.names(spec.smem) <= set(env):
+        try:
+            v = expr.evaluate_int(spec.smem, env)
+        except expr.ExprError as ex:
+            raise _err(spec, "smem", f"smem for size set {i + 1} ({_sizes_words(spec.sizes[i])}): {ex.message}") \
+                from None
+        if not 0 <= v <= MAX_SMEM_BYTES:
+            raise _err(spec, "smem", f"smem '{spec.smem}' = {v} bytes for size set {i + 1}; dynamic shared memory "
+                                     f"must be between 0 and {MAX_SMEM_BYTES} bytes")
+
+
+def _sizes_words(sizes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | frozenset = frozenset(),
+                  original: Mapping[str, int] | None = None) -> None:
+    """Check a spec against the kernel it is for; raise KerntuneError naming the field and its line.
+
+    Every expression is evaluated for every size set: buffer counts (positive, all buffers together at most
+    MAX_BUFFER_BYTES), scalars (within their dtype's range: a size that overflows an ``int`` is refused),
+    ``bytes``, and ``grid``/``block``/``smem`` at ``original`` (the kernel's original configuration; an
+    expression naming a parameter it lacks is only checked for names) against CUDA's launch limits."""
     params = kernel.params
     if len(spec.args) != len(params):
         want = ", ".join(p.name for p in params) or "none"
@@ -470,6 +604,10 @@ def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | froz
         if a.role != "scalar" and not p.is_pointer:
             raise _err(spec, f, f"{f}: '{p.name}' is not a pointer ({p.type}), so it needs a scalar spec: "
                                 f"\"{p.name}: {a.dtype} = EXPR\"")
+        why = _dtype_mismatch(a.dtype, p.type)
+        if why:
+            raise _err(spec, f, f"{f}: '{p.name}' is {a.dtype}, {why}: the dtype must match the parameter's "
+                                f"type (use {c_dtype(p.type)})")
         if a.role in ("out", "inout") and p.is_const:
             raise _err(spec, f, f"{f}: '{p.name}' points to const ({p.type}), so the kernel cannot write it: "
                                 f"make it `in`")
@@ -524,6 +662,7 @@ def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | froz
         if getattr(spec, attr):
             _check_names(spec, k, getattr(spec, attr), size_names, "size names")
     for i, s in enumerate(spec.sizes):
+        total = 0
         for j, a in enumerate(spec.args):
             f = f"args[{j}]"
             try:
@@ -534,6 +673,18 @@ def validate_spec(spec: TuningSpec, kernel: Kernel, param_names: set[str] | froz
                                        or v <= 0):
                 raise _err(spec, f, f"{f}: count '{a.size}' = {v} for size set {i + 1}; a buffer needs a "
                                     "positive whole number of elements")
+            if a.role != "scalar":
+                total += int(v) * DTYPES[a.dtype][1]
+                if total > MAX_BUFFER_BYTES:
+                    raise _err(spec, f, f"{f}: count '{a.size}' = {int(v)} for size set {i + 1} "
+                                        f"({_sizes_words(s)}) brings the buffers to {total} bytes; at most "
+                                        f"{MAX_BUFFER_BYTES} bytes ({MAX_BUFFER_BYTES // 2 ** 30} GiB) per size set")
+            elif a.dtype in INT_RANGES:
+                lo, hi = INT_RANGES[a.dtype]
+                if isinstance(v, float) and not v.is_integer() or not lo <= v <= hi:
+                    raise _err(spec, f, f"{f}: '{a.name}' = {v} for size set {i + 1} ({_sizes_words(s)}) does not "
+                                        f"fit its type {a.dtype} ({lo} to {hi})")
+        _check_launch(spec, i, {**dict(original or {}), **s}, all_names)
         if spec.bytes_moved:
             try:
                 expr.evaluate_int(spec.bytes_moved, s)

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 from agent_core import expr
 from agent_core.model import KernelTemplate, KerntuneError, Param, ParamSpace
 from agent_core.source.spec import toml_error_line
+from agent_core.store import check_params
 
 TOP_KEYS = ("kernel", "source", "template", "original_hash", "origin", "entry", "constraints", "params", "launch")
 PARAM_KEYS = ("values", "original", "kind", "why", "template_param")
@@ -209,6 +210,8 @@ def space_from_toml(text: str, path: str | None = None,
     except tomllib.TOMLDecodeError as e:
         msg, line, col = toml_error_line(e, text)
         raise KerntuneError(f"space file is not valid TOML: {msg}", path, line, col) from None
+    except (RecursionError, MemoryError):
+        raise KerntuneError("space file is nested too deeply to be read", path) from None
 
     for k in data:
         if k not in TOP_KEYS:
@@ -305,3 +308,20 @@ def served_size_sets(template: KernelTemplate, sizes: list[dict]) -> list[int]:
         except expr.ExprError:
             continue
     return out
+
+
+def check_stored_config(space: ParamSpace, params, what: str) -> dict[str, int]:
+    """``params`` when it is a configuration of ``space`` (integers within range, the same names, each value
+    one of its domain's), else a KerntuneError saying what is wrong (``what``: where it was read).
+    Configurations read from a results store pass here before ``apply`` writes them into a file: a store may
+    come from anywhere."""
+    check_params(params, what)
+    missing, extra = sorted(set(space.params) - set(params)), sorted(set(params) - set(space.params))
+    if missing or extra:
+        raise KerntuneError(f"{what}: its parameters ({', '.join(sorted(params)) or 'none'}) are not the "
+                            f"template's ({', '.join(space.params) or 'none'}); it is not written")
+    for n, v in params.items():
+        if v not in space.params[n].values:
+            raise KerntuneError(f"{what}: {n} = {v} is not in the parameter's domain {space.params[n].values}; "
+                                "it is not written")
+    return params

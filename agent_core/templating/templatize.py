@@ -66,11 +66,33 @@ class _File:
 
     def __init__(self, cf: CudaFile):
         self.cf = cf
+        self.text = cf.text
         self.data = cf.text.encode("utf-8")
         self.tree = parse_tree(self.data)
         self.root = self.tree.root_node
         self.defines = {d.name: d for d in cf.defines}
         self.consts = file_constants(self.tree, cf.text)
+        self._starts: list[int] | None = None
+
+    @staticmethod
+    def of(cf: CudaFile) -> "_File":
+        """The file's context, built once per CudaFile (templatizing every kernel of a file of thousands must
+        not parse the whole file again for each: linear, not quadratic, in the number of kernels)."""
+        f = cf.__dict__.get("_templatize_file")
+        if f is None or f.cf is not cf or f.text is not cf.text:
+            f = _File(cf)
+            cf.__dict__["_templatize_file"] = f
+        return f
+
+    def line_start(self, line: int) -> int | None:
+        """The byte offset where 0-based ``line`` starts, None past the end."""
+        if self._starts is None:
+            starts, i = [0], self.data.find(b"\n")
+            while i >= 0:
+                starts.append(i + 1)
+                i = self.data.find(b"\n", i + 1)
+            self._starts = starts
+        return self._starts[line] if 0 <= line < len(self._starts) else None
 
     def t(self, n: Node) -> str:
         return self.data[n.start_byte:n.end_byte].decode("utf-8", errors="replace")
@@ -79,7 +101,10 @@ class _File:
         return self.root.named_descendant_for_byte_range(span.start, span.end)
 
     def line_of(self, offset: int) -> int:
-        return self.data.count(b"\n", 0, offset)
+        from bisect import bisect_right
+        if self._starts is None:
+            self.line_start(0)
+        return bisect_right(self._starts, offset) - 1
 
 
 @dataclass
@@ -213,7 +238,7 @@ def _param_name(raw: str) -> str:
 class _Analysis:
     def __init__(self, cf: CudaFile, k: Kernel):
         self.cf, self.k = cf, k
-        self.f = _File(cf)
+        self.f = _File.of(cf)
         self.params: dict[str, _P] = {}
         self.by_key: dict[tuple[int, int], str] = {}
         self.constraints: list[str] = []
@@ -980,11 +1005,9 @@ class _Analysis:
         if sp.span is None or fld not in sp.lines:
             return None
         data = self.f.data
-        pos = 0
-        for _ in range(sp.lines[fld]):
-            pos = data.find(b"\n", pos) + 1
-            if pos == 0:
-                return None
+        pos = self.f.line_start(sp.lines[fld])
+        if pos is None:
+            return None
         m = re.compile(rb"\b" + fld.encode() + rb"\s*=\s*").match(data, data.find(fld.encode(), pos))
         if m is None or m.start() >= sp.span.end:
             return None
@@ -1157,9 +1180,10 @@ def _kernel(cf: CudaFile, name: str) -> Kernel:
     """The kernel named ``name``; else a KerntuneError naming the file, the kernels it has (with their lines)
     and the closest name, located at a function of that name that is not a kernel, the closest kernel, or the
     file's first line."""
-    for k in cf.kernels:
-        if k.name == name:
-            return k
+    try:
+        return cf.kernel(name)
+    except KerntuneError:
+        pass
     fn = re.compile(rf"\b{re.escape(name)}\s*\(")
     plain = next((i for i, text in enumerate(_strip_comments(cf.text).split("\n")) if fn.search(text)), None)
     note = f"; '{name}' at line {plain + 1} is not a __global__ function" if plain is not None else ""
@@ -1231,9 +1255,8 @@ def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: li
     return "\n".join(lines) + "\n" + body
 
 
-def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
-    """Lift ``kernel``'s tunable constants into parameters; raise KerntuneError (with the kernel's location
-    and the reason) when there is nothing to tune or the kernel cannot be analyzed."""
+def _tunable(cf: CudaFile, kernel: str) -> _Analysis:
+    """The analysis of a kernel with something to tune; KerntuneError (located) when there is nothing."""
     a = _analyze(cf, kernel)
     k = a.k
     if not a.params or all(len(p.values) == 1 for p in a.params.values()):
@@ -1242,6 +1265,22 @@ def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
                             "per thread of grid-stride loops, #pragma unroll N, __launch_bounds__ and integer "
                             "template arguments",
                             cf.path, k.name_span.line, k.name_span.col)
+    return a
+
+
+def tunable_space(cf: CudaFile, kernel: str) -> ParamSpace:
+    """The parameter space ``templatize`` would give ``kernel``, without the template's text (which is the
+    whole file: ``kerntune show`` over a file of thousands of kernels stays linear in its size)."""
+    a = _tunable(cf, kernel)
+    params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why,
+                       template_param=a.tp_of.get(n)) for n, p in a.params.items()}
+    return ParamSpace(kernel=kernel, params=params, constraints=list(a.constraints))
+
+
+def templatize(cf: CudaFile, kernel: str) -> KernelTemplate:
+    """Lift ``kernel``'s tunable constants into parameters; raise KerntuneError (with the kernel's location
+    and the reason) when there is nothing to tune or the kernel cannot be analyzed."""
+    a = _tunable(cf, kernel)
     params = {n: Param(name=n, values=p.values, original=p.original, kind=p.kind, why=p.why,
                        template_param=a.tp_of.get(n)) for n, p in a.params.items()}
     sites = a.sites()
@@ -1415,7 +1454,7 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
         raise KerntuneError(f"kernel '{kernel}' has {len(k.launch_sites)} launch site(s), no site {site}", cf.path,
                             k.name_span.line)
     ls = k.launch_sites[site]
-    f = _File(cf)
+    f = _File.of(cf)
     site_params: dict[tuple[int, int], str] = {}
     params: set[str] = set()
     if template is not None and template.original_text == cf.text:

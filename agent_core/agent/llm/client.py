@@ -20,7 +20,7 @@ import openai
 
 from . import schemas as schemas_mod
 from .config import LlmSettings
-from .errors import LlmError, redact
+from .errors import LlmError, redact, redact_obj
 from .limits import Limits, Spend
 from .tokens import context_problem, estimate_tokens
 from .transcript import Recorder
@@ -173,7 +173,7 @@ class LlmClient:
     def _record(self, role: str, answer: dict) -> None:
         if self.recorder is not None:
             try:  # an error body may echo the key: it never reaches the file
-                self.recorder.add(role, json.loads(redact(json.dumps(answer), self.settings.api_key)))
+                self.recorder.add(role, redact_obj(answer, self.settings.api_key))
             except OSError as e:
                 log.warning("cannot record the LLM transcript: %s", e)
 

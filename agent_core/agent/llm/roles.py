@@ -17,7 +17,7 @@ from agent_core.agent.planning import Analysis, Round, RuleBasedPlanner, Step
 from agent_core.templating.space import space_to_toml, valid_configs
 from . import prompts
 from .client import LlmClient
-from .errors import LlmError
+from .errors import LlmError, redact, redact_obj
 from .proposal import ProposalError, template_from_proposal
 from .record import CallLog
 
@@ -74,7 +74,8 @@ class LlmRoles:
             data["error_kind"] = error.kind
             data["fatal"] = error.fatal
         data.update(extra or {})
-        self.log.add(f"{role}: {text}", data)
+        key = self.client.settings.api_key  # what goes to the store never carries anything key-like
+        self.log.add(redact(f"{role}: {text}", key), redact_obj(data, key))
 
     def call(self, role: str, messages: list[dict], validate: Callable[[object], T],
              describe: Callable[[object], str] = lambda d: "answered",
@@ -215,7 +216,8 @@ class LlmTestDesigner:
         # the spec's own launch names the structural parameters; the template brings its launch and parameters
         names = (set(template.space.params) if template else set()) | (
             set(prep.structural.space.params) if prep.structural else set())
-        spec_mod.validate_spec(new, prep.kernel, names)
+        spec_mod.validate_spec(new, prep.kernel, names,
+                               prep.structural.space.original_config() if prep.structural else None)
         return new
 
 
