@@ -365,13 +365,16 @@ def run(out: Path) -> None:
                 entry["best"].append({"us": us, "pct": pct(us), "params": params})
             row["sizes"].append(entry)
         results.append(row)
+        # written as each kernel finishes: a run cut short keeps what it measured
+        (Path(os.environ.get("OUT", out)) / "gpu_check_rewrites.json").write_text(
+            json.dumps({"copy_bw_gbps": copy_bw, "results": results, "complete": False}, indent=1))
     sp = [s["orig_us"] / s["best"][0]["us"] for r in results for s in r["sizes"] if s["best"]]
     geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
     bad = [r["name"] for r in results if r["wrong"]]
     print(f"\n{len(results)} kernels; geometric-mean speedup of the best verified configuration {geo:.2f}x over "
           f"{len(sp)} (kernel, size) pairs; kernels with a wrong configuration (FAST_MATH=0 failing): {bad or 'none'}")
     dest = Path(os.environ.get("OUT", out))
-    (dest / "gpu_check_rewrites.json").write_text(json.dumps({"copy_bw_gbps": copy_bw, "results": results}, indent=1))
+    (dest / "gpu_check_rewrites.json").write_text(json.dumps({"copy_bw_gbps": copy_bw, "results": results, "complete": True}, indent=1))
 
 
 if __name__ == "__main__":
