@@ -16,18 +16,10 @@ from pathlib import Path
 
 from agent_core import expr
 from agent_core.source.cuda_parse import parse_cuda
-from agent_core.model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec, macro_name,
-                    params_words, sha256_text)
-
-HEADER_BEGIN = "// kerntune:params-begin"
-HEADER_END = "// kerntune:params-end"
-_HEADER_RE = re.compile(r"^[ \t]*" + re.escape(HEADER_BEGIN) + r".*?^[ \t]*" + re.escape(HEADER_END) +
-                        r"[^\n]*(?:\n|\Z)", re.S | re.M)
-
-
-def strip_header(text: str) -> str:
-    """``text`` without the params header (from the begin marker's line to the end marker's line)."""
-    return _HEADER_RE.sub("", text, count=1)
+from agent_core.model import (CudaFile, Kernel, KernelTemplate, KerntuneError, LaunchSite, Site, TuningSpec,
+                              params_words, sha256_text)
+from agent_core.templating.text_kind import can_dispatch, is_whole_file, strip_header
+from agent_core.templating.text_kind import unedited as _unedited
 
 
 _DEFAULT_GUARD_RE = re.compile(
@@ -53,21 +45,6 @@ def _site_text(site: Site, value: int, original: int) -> str:
     except expr.ExprError:
         return text
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else text
-
-
-def _unedited(template: KernelTemplate) -> bool:
-    """The template text is exactly its sites' macros in the original text (so sites can be rendered)."""
-    if not template.sites:
-        return False
-    src = template.original_text.encode("utf-8")
-    out, pos = [], 0
-    for site in sorted(template.sites, key=lambda x: x.span.start):
-        if site.span.start < pos:
-            return False
-        out += [src[pos:site.span.start], site.render.format(value=macro_name(site.param)).encode("utf-8")]
-        pos = site.span.end
-    out.append(src[pos:])
-    return b"".join(out).decode("utf-8") == strip_header(template.text)
 
 
 def render(template: KernelTemplate, cfg: dict[str, int]) -> str:
@@ -480,32 +457,6 @@ def _template_values(template: KernelTemplate, cfg: dict[str, int]) -> tuple[str
 
 def _subst(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\bKT_([A-Za-z_]\w*)\b", lambda m: values.get(m.group(1), m.group(0)), text)
-
-
-def is_whole_file(template: KernelTemplate, cf: CudaFile) -> bool:
-    """Whether rendering ``template`` gives the user's whole file (structural templates, the user's own
-    edited copies, an LLM template that kept the host code and the spec) rather than the kernel alone."""
-    if template.origin == "structural" or template.sites:
-        return True
-    if (template.entry or template.kernel) != template.kernel:
-        return False
-    text = strip_header(template.text)
-    k = cf.kernel(template.kernel)
-    names = {s.host_function for s in k.launch_sites if s.host_function}
-    names |= {o.name for o in cf.kernels if o.name != k.name}
-    if any(not re.search(rf"\b{re.escape(n)}\s*\(", text) for n in names):
-        return False
-    spec_comment = re.compile(r"/\*\s*kerntune\s*:")
-    if spec_comment.search(cf.text) and not spec_comment.search(text):
-        return False
-    return True
-
-
-def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
-    """Whether a per-shape dispatch can hold configurations of ``template`` (``rewrite_dispatch``): a template
-    written in place (an expert's, an LLM's partial one), or the kernel's own structural template as kerntune
-    made it (its sites known, so each configuration's kernel can be written beside the others)."""
-    return not is_whole_file(template, cf) or (template.origin == "structural" and _unedited(template))
 
 
 def _norm_include(line: str) -> str:

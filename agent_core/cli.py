@@ -84,7 +84,7 @@ def show(file):
         except KerntuneError as e:
             out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
-        _show_rewrites(cf, k.name, t)
+        _show_rewrites(cf, k.name)
         try:
             s = spec_mod.find_spec(cf, k.name)
             if s is None:
@@ -117,11 +117,11 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
     return " | ".join(parts) if parts else "none (no structural template, no expert family)"
 
 
-def _show_rewrites(cf, kernel: str, structural) -> None:
+def _show_rewrites(cf, kernel: str) -> None:
     """One line per semantic rewrite: applies (and what it does) or why not."""
     from agent_core.templating.rewrites import compose
     try:
-        got = compose(cf, kernel, structural=structural)
+        got = compose(cf, kernel)
     except KerntuneError as e:
         out.print(f"  rewrites: [red]failed[/]: {escape(e.message)}", soft_wrap=True)
         return

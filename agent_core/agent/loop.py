@@ -271,7 +271,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     session. ``per_shape`` False (``--no-dispatch``): one configuration, the winner, unless it is slower than the
     original on some size set; then the original everywhere. None when the winner serves every size set."""
     from agent_core.agent import dispatch as dsp
-    from agent_core.apply import can_dispatch
+    from agent_core.templating.text_kind import can_dispatch
     best = result.best
     wt = best.template
     wkey = (wt.template_hash, params_key(best.summary["best_params"]))

@@ -28,8 +28,7 @@ from agent_core.source.cuda_parse import file_constants, kernel_has_errors, pars
 from agent_core.model import (CudaFile, HostVar, Kernel, KernelTemplate, KerntuneError, LaunchSite, Param, ParamSpace, Site,
                     Span, macro_name)
 
-HEADER_BEGIN = "// kerntune:params-begin"
-HEADER_END = "// kerntune:params-end"
+from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END  # noqa: F401 (the header templates carry)
 
 SM_COUNT = 132  # H100 SXM / H200: grid sizes are offered as multiples of it
 POW2_BLOCKS = [32, 64, 128, 256, 512, 1024]

@@ -19,7 +19,8 @@ from agent_core.templating.rewrites.launch_bounds import LaunchBounds
 from agent_core.templating.rewrites.vectorize import Vectorize
 from agent_core.templating.rewrites.warp_reduce import WarpReduce
 from agent_core.templating.rewrites.work_per_thread import WorkPerThread
-from agent_core.templating.templatize import HEADER_BEGIN, HEADER_END, templatize
+from agent_core.templating.templatize import templatize
+from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_header
 
 # The order matters: reductions first (they change what the loops around them look like), then one element per
 # thread into a loop (so that it can be vectorized), passes over one row fused (their fallback is then
@@ -152,12 +153,6 @@ def rewrite_template(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
 def _copy(ctx: RewriteContext) -> RewriteContext:
     return replace(ctx, params=dict(ctx.params), constraints=list(ctx.constraints), launch=copy.deepcopy(ctx.launch),
                    helpers=set(ctx.helpers), notes=list(ctx.notes))
-
-
-def strip_header(text: str) -> str:
-    """A template's text without its params header (begin marker's line to end marker's line)."""
-    return re.sub(r"^[ \t]*" + re.escape(HEADER_BEGIN) + r".*?^[ \t]*" + re.escape(HEADER_END) + r"[^\n]*(?:\n|\Z)",
-                  "", text, count=1, flags=re.S | re.M)
 
 
 def _identifiers(ctx: RewriteContext) -> set[str]:
