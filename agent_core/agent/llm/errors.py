@@ -86,18 +86,24 @@ def redact(text: str, secret: str | None) -> str:
                            else m.group(0), out)
         out = _PCT_RUN.sub(lambda m: _MASK if _contains_secret(urllib.parse.unquote_plus(m.group(0)), secret)
                            else m.group(0), out)
-        out = _HEX_RUN.sub(lambda m: _MASK if _contains_secret(_unhex(m.group(0)), secret) else m.group(0), out)
+        out = _HEX_RUN.sub(lambda m: _MASK if any(_contains_secret(d, secret) for d in _unhex(m.group(0)))
+                           else m.group(0), out)
     out = _KEYLIKE[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{_MASK}", out)
     out = _KEYLIKE[1].sub(lambda m: f"{m.group(1)}{m.group(2)}{_MASK}", out)
     out = _KEYLIKE[2].sub(_MASK, out)
     return out
 
 
-def _unhex(run: str) -> str:
-    try:
-        return bytes.fromhex(run[:len(run) // 2 * 2]).decode("latin-1")
-    except ValueError:
-        return ""
+def _unhex(run: str) -> list[str]:
+    """The run decoded as hex at both alignments (a hex digit just before the encoded key shifts it by one)."""
+    out = []
+    for skip in (0, 1):
+        chunk = run[skip:]
+        try:
+            out.append(bytes.fromhex(chunk[:len(chunk) // 2 * 2]).decode("latin-1"))
+        except ValueError:
+            continue
+    return out
 
 
 def redact_obj(obj, secret: str | None):
