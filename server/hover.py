@@ -11,6 +11,17 @@ from .positions import span_contains
 from .results import Results
 
 
+_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|~")
+
+
+def md_text(s) -> str:
+    """A string read from a results store (a device name, a template's origin) as plain Markdown text: every
+    character Markdown or HTML would interpret escaped, line breaks flattened, at most 200 characters. A store
+    from elsewhere cannot put links, images or markup into a hover."""
+    s = " ".join(str(s).split())[:200]
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in s)
+
+
 def _p(params: dict | None) -> str:
     return "`" + ", ".join(f"{k}={v}" for k, v in (params or {}).items()) + "`" if params else "—"
 
@@ -44,12 +55,12 @@ def kernel_markdown(doc: Doc, k, facts: KernelFacts, results: Results) -> str:
     if s.get("stale"):
         lines.append("⚠️ **Stale**: the file changed since this result was measured. Optimize again to refresh it.")
     bw = s.get("copy_bw_gbps")
-    head = f"Device **{s.get('device')}**" + (f" (copy bandwidth {bw:.0f} GB/s)" if bw else "")
+    head = f"Device **{md_text(s.get('device'))}**" + (f" (copy bandwidth {bw:.0f} GB/s)" if bw else "")
     head += f" · session {s.get('session_id')}, {s.get('status')}"
     head += ", confirmed interleaved" if s.get("confirmed") else ""
     others = [d for d in s.get("devices") or [] if d != s.get("device")]
     if others:  # a configuration is tuned for one device model
-        head += f" · also tuned on {', '.join(others)} (`kerntune apply --device NAME`)"
+        head += f" · also tuned on {', '.join(md_text(o) for o in others)} (`kerntune apply --device NAME`)"
     lines.append(head)
     marks = _kept_marks(s)
     rows = ["| size set | original µs | best µs | speedup | GB/s | % copy bw |" + (" applied |" if marks else ""),
@@ -137,7 +148,7 @@ def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
                        else f"`{names[d.serve[i]]}`") + " |")
     rows.append("")
     for i, e in enumerate(d.entries):
-        what = "the original kernel, unchanged" if e.is_original else f"{e.origin} {_p(e.params)}"
+        what = "the original kernel, unchanged" if e.is_original else f"{md_text(e.origin)} {_p(e.params)}"
         rows.append(f"- `{names[i]}`: {condition_words(d, i)} → {what}")
     return "\n".join(rows)
 

@@ -174,3 +174,16 @@ def test_a_moved_checkout_finds_its_results(work, tmp_path):
             assert result_summary(st, str(f), "row_sum") is None
     finally:
         shutil.rmtree(moved)
+
+
+def test_store_strings_in_a_hover_are_plain_text():
+    """A device name or template origin from a store made elsewhere cannot add links, images or HTML to the
+    hover the editor renders."""
+    from server.hover import md_text
+    evil = "H100](command:workbench.action.terminal.new) ![x](http://e/x.png)\n# <img src=x onerror=1> | a |"
+    out = md_text(evil)
+    assert "\n" not in out
+    for c in "[]()<>!#|":
+        assert all(out[i - 1] == "\\" for i, ch in enumerate(out) if ch == c), (c, out)
+    assert md_text("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
+    assert len(md_text("x" * 10_000)) == 200

@@ -353,3 +353,99 @@ def test_a_rewrite_that_fails_is_skipped_and_the_others_still_apply(monkeypatch)
     assert got.template.space.params["VEC"].values == [1, 2, 4]  # fuse_passes' own, not the half-done one
     used = set(re.findall(r"\bKT_(\w+)\b", apply_mod.strip_header(got.template.text)))
     assert used <= set(got.template.space.params)
+
+
+# --------------------------------------------------------------------------------------------- lane divisions
+_FLAT = """#define BLOCK 256
+
+/* kerntune:
+args  = ["out: out f32[rows * cols]", "x: in f32[rows * cols]", "bias: in f32[cols]", "rows: i32 = rows", "cols: i32 = cols"]
+sizes = [{ rows = 64, cols = 4096 }, { rows = 7, cols = 1001 }]
+grid  = "cdiv(rows * cols, 256)"
+block = "256"
+*/
+__global__ void flat_bias(float* out, const float* x, const float* bias, int rows, int cols) {
+  const long long idx = (long long)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (long long)rows * cols) return;
+  const long long r = idx / cols;
+  const int c = (int)(idx % cols);
+  out[idx] = x[idx] * (float)(r + 1) + bias[c];
+}
+
+void run(float* out, const float* x, const float* bias, int rows, int cols) {
+  flat_bias<<<(int)(((long long)rows * cols + BLOCK - 1) / BLOCK), BLOCK>>>(out, x, bias, rows, cols);
+}
+"""
+
+
+def _body_of(template_text: str) -> str:
+    return apply_mod.strip_header(template_text)
+
+
+def test_a_flat_index_divided_per_lane_is_divided_once_per_vector(tmp_path):
+    path = tmp_path / "flat.cu"
+    path.write_text(_FLAT)
+    cf = parse_cuda(_FLAT, str(path))
+    got = compose(cf, "flat_bias")
+    assert "vectorize" in got.applied
+    body = _body_of(got.template.text)
+    vec = body[body.index("kt_nv"):body.index("the scalar loop")]
+    # one division of the vector's first index; the lanes use the stepped quotient and remainder
+    assert vec.count("kt_b / (cols)") == 1 and vec.count("kt_b % (cols)") == 1
+    assert "const long long r = ((decltype(idx / (cols)))(kt_q0));" in vec
+    assert "const int c = (int)(((decltype(idx % (cols)))(kt_r0)));" in vec
+    assert "else if (kt_r0 >= (cols)) { kt_q0 += kt_r0 / (cols); kt_r0 %= (cols); }" in vec
+    # the scalar loop (tail, misaligned) is the user's code as written
+    tail = body[body.index("the scalar loop"):]
+    assert "idx / cols" in tail and "idx % cols" in tail
+
+
+def test_a_divisor_the_body_changes_or_redeclares_is_not_stepped(tmp_path):
+    src = _FLAT.replace("const long long r = idx / cols;", "int cols2 = cols; const long long r = idx / cols2;")
+    cf = parse_cuda(src, str(tmp_path / "f.cu"))
+    body = _body_of(compose(cf, "flat_bias").template.text)
+    assert "kt_b / (cols2)" not in body and "idx / cols2" in body  # declared in the body: divided as written
+    src = _FLAT.replace("const float* bias, int rows, int cols) {", "const float* bias, int rows, int cols) {\n  int d = cols;").replace(
+        "const long long r = idx / cols;", "const long long r = idx / d; d = d + 0;")
+    cf = parse_cuda(src, str(tmp_path / "g.cu"))
+    body = _body_of(compose(cf, "flat_bias").template.text)
+    assert "kt_b / (d)" not in body
+
+
+def _c_div(a: int, b: int) -> tuple[int, int]:
+    """C's truncating quotient and remainder."""
+    q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+    return q, a - q * b
+
+
+def test_stepping_the_remainder_gives_cs_quotient_and_remainder_for_every_sign():
+    """The lane arithmetic the vector loop emits: with kt_step (first index >= 0, divisor > 0) the base quotient
+    and remainder stepped by the lane, a division only on a wrap; otherwise the lane divides as written."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.integers(-10 ** 12, 10 ** 12), st.integers(0, 15),
+           st.integers(-10 ** 6, 10 ** 6).filter(lambda d: d != 0))
+    def check(b, j, d):
+        step = b >= 0 and d > 0
+        qb, rb = _c_div(b, d) if step else (0, 0)
+        q, r = qb, rb + j
+        if not step:
+            q, r = _c_div(b + j, d)
+        elif r >= d:
+            dq, r = _c_div(r, d)
+            q += dq
+        assert (q, r) == _c_div(b + j, d)
+
+    check()
+
+
+@pytest.mark.nvcc
+def test_stepped_lanes_compile_at_every_vector_width(tmp_path):
+    path = tmp_path / "flat.cu"
+    path.write_text(_FLAT)
+    t = compose(parse_cuda(_FLAT, str(path)), "flat_bias").template
+    for v in t.space.params["VEC"].values:
+        log = _nvcc(t.text, {**t.space.original_config(), "VEC": v, "ITEMS": 2}, tmp_path)
+        assert " 0 bytes spill stores" in log, log

@@ -5,7 +5,10 @@ over whole vectors (``kt_pack<T, VEC>``: 4/8/16 bytes, one load or store instruc
 every pointer it touches is aligned to the vector at run time, followed by the original scalar loop over what
 is left (the tail of sizes that VEC does not divide, or everything when a pointer is misaligned). Each vector
 step runs the loop's own body once per element, on the loaded values; ``ITEMS`` vectors (a parameter of the
-work-per-thread rewrite, 1 without it) are loaded before any is used, to keep more loads in flight.
+work-per-thread rewrite, 1 without it) are loaded before any is used, to keep more loads in flight. Where the
+body recovers coordinates from the index (``t = i / d; j = i % d``, ``d`` loop-invariant), a vector divides its
+first index once and each lane steps the remainder (a division only where a lane wraps into the next row), so
+a flat-index kernel no longer pays a 64-bit division per element.
 
 Preconditions: the loop is strided by the block's or grid's threads; every subscript of its index is
 ``p[i]`` or ``p[off + i]`` on a pointer of a known scalar type with one offset per pointer that the loop does
@@ -223,6 +226,12 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
     for a in plan.accesses:
         body_edits.append((a.node.start_byte - L.body.start_byte, a.node.end_byte - L.body.start_byte,
                            f"{a.stream}[kt_u].v[kt_j]"))
+    divisors = lane_divisions(v, plan)
+    for k, (d, nodes) in enumerate(divisors.items()):
+        for node, op in nodes:
+            q = f"kt_q{k}" if op == "/" else f"kt_r{k}"
+            body_edits.append((node.start_byte - L.body.start_byte, node.end_byte - L.body.start_byte,
+                               f"((decltype({L.var} {op} ({d})))({q}))"))
     body_text = apply_edits(v.t(L.body), body_edits)
     body_text = _reindent(body_text, i6, ind)
     lines = [f"{ind}{{  // kerntune vectorize: {note}",
@@ -242,12 +251,23 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
         lines += [f"{i4}}}", f"{i3}}}"]
     lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
               f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
-              f"{i4}if (kt_kk < kt_nv) {{",
-              "#pragma unroll",
+              f"{i4}if (kt_kk < kt_nv) {{"]
+    if divisors:  # the vector's first index divided once; its lanes step the remainder (division on a wrap only)
+        lines.append(f"{i5}const long long kt_b = kt_kk * {vec};")
+        for k, d in enumerate(divisors):
+            lines += [f"{i5}const bool kt_step{k} = kt_b >= 0 && ({d}) > 0;  // else each lane divides as written",
+                      f"{i5}const long long kt_q{k}b = kt_step{k} ? kt_b / ({d}) : 0, "
+                      f"kt_r{k}b = kt_step{k} ? kt_b % ({d}) : 0;"]
+    lines += ["#pragma unroll",
               f"{i5}for (int kt_j = 0; kt_j < {vec}; ++kt_j) {{",
               f"{i6}const {L.var_type} {L.var} = ({L.var_type})(kt_kk * {vec} + kt_j);",
-              f"{i6}(void){L.var};",
-              f"{i6}{body_text}",
+              f"{i6}(void){L.var};"]
+    for k, d in enumerate(divisors):
+        lines += [f"{i6}long long kt_q{k} = kt_q{k}b, kt_r{k} = kt_r{k}b + kt_j;",
+                  f"{i6}if (!kt_step{k}) {{ kt_q{k} = (long long)({L.var} / ({d})); "
+                  f"kt_r{k} = (long long)({L.var} % ({d})); }}",
+                  f"{i6}else if (kt_r{k} >= ({d})) {{ kt_q{k} += kt_r{k} / ({d}); kt_r{k} %= ({d}); }}"]
+    lines += [f"{i6}{body_text}",
               f"{i5}}}"]
     lines += [f"{i5}kt_store<{vec}>({base(sname)}, kt_kk, {sname}[kt_u]);"
               for sname, (_e, _p, _o, _r, w) in ptrs.items() if w]
@@ -258,6 +278,36 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
               f"{L.var} += {step}) {_reindent(v.t(L.body), i1, ind)}",
               f"{ind}}}"]
     return "\n".join(lines).lstrip()
+
+
+def lane_divisions(v: KernelView, plan: LoopPlan) -> dict[str, list[tuple[Node, str]]]:
+    """The index divided and taken modulo by loop-invariant divisors in the loop's body (``t = i / d; j = i % d``:
+    a flat index recovering its row and column), per divisor text: [(the ``i / d`` or ``i % d`` node, op)]. In
+    the vector loop the VEC lanes of a vector have consecutive indices, so one division per vector and a
+    remainder stepped per lane give the same values without a 64-bit division per element."""
+    L = plan.loop
+    out: dict[str, list[tuple[Node, str]]] = {}
+    spans = [(a.node.start_byte, a.node.end_byte) for a in plan.accesses]
+    declared = {v.t(d) for x in walk(L.body) if x.type in ("init_declarator", "declaration")
+                for d in [x.child_by_field_name("declarator")] if d is not None and d.type == "identifier"}
+    for x in walk(L.body):
+        if x.type != "binary_expression":
+            continue
+        op = v.t(x.child_by_field_name("operator"))
+        left, right = x.child_by_field_name("left"), x.child_by_field_name("right")
+        if op not in ("/", "%") or left is None or right is None:
+            continue
+        while left.type == "parenthesized_expression" and left.named_child_count == 1:
+            left = left.named_children[0]
+        if left.type != "identifier" or v.t(left) != L.var:
+            continue
+        names = names_in(v, right)
+        if L.var in names or names & declared or not pure(v, right) or any(_assigned(v, L.body, n) for n in names):
+            continue
+        if any(s < x.end_byte and x.start_byte < e for s, e in spans):
+            continue
+        out.setdefault(" ".join(v.t(right).split()), []).append((x, op))
+    return out
 
 
 def _reindent(text: str, new: str, old: str) -> str:
