@@ -22,7 +22,6 @@ from agent_core.measure.backend import Backend, Problem, Variant
 from agent_core.measure.compiler import compile_many
 from agent_core.model import KernelTemplate, KerntuneError, Status, macro_name, sha256_text
 from agent_core.source import spec as spec_mod
-from agent_core.store import Store
 from agent_core.templating import experts
 from agent_core.workspace import cache_dir
 
@@ -167,7 +166,7 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
                 problem = Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
                                   original_hash=sha256_text(prep.text), template_hash=v.template.template_hash,
                                   spec_hash=prep.spec.spec_hash, seed=seed)
-                key = (problem.original_hash, problem.spec_hash, dev.name)
+                key = problem.original_key(dev.name)
                 known = originals.get(key) if originals is not None else None
                 if known is not None:
                     backend.start(problem, original=known)

@@ -23,6 +23,11 @@ class Problem:
     spec_hash: str
     seed: int = 0
 
+    def original_key(self, device: str) -> tuple[str, str, str]:
+        """What the original's timings are known by on ``device``: the run's record (``TuneOptions.originals``)
+        and the store's originals table (original_hash, spec_hash, device)."""
+        return self.original_hash, self.spec_hash, device
+
 
 @dataclass
 class Variant:

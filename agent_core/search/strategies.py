@@ -94,48 +94,45 @@ class Strategy:
             yield self._decode(vj)
 
 
-class Exhaustive(Strategy):
+class _OriginalFirst(Strategy):
+    """The original configuration first, then ``_rest()`` in its order, each valid configuration asked once."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._it = self._order()
+
+    def _rest(self) -> Iterator[dict]:
+        raise NotImplementedError
+
+    def _order(self) -> Iterator[dict]:
+        orig = self.original()
+        if orig is not None:
+            yield orig
+        yield from self._rest()
+
+    def _next(self) -> dict | None:
+        for cfg in self._it:
+            if params_key(cfg) not in self.asked and self.is_valid(cfg):
+                return cfg
+        return None
+
+
+class Exhaustive(_OriginalFirst):
     """Every valid configuration: the original first, then the space in order."""
 
     name = "exhaustive"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._it = self._order()
-
-    def _order(self) -> Iterator[dict]:
-        orig = self.original()
-        if orig is not None:
-            yield orig
-        yield from iter_configs(self.space)
-
-    def _next(self) -> dict | None:
-        for cfg in self._it:
-            if params_key(cfg) not in self.asked and self.is_valid(cfg):
-                return cfg
-        return None
+    def _rest(self) -> Iterator[dict]:
+        return iter_configs(self.space)
 
 
-class RandomSearch(Strategy):
+class RandomSearch(_OriginalFirst):
     """Valid configurations in a seeded random order, sampled without replacement; the original first."""
 
     name = "random"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._it = self._order()
-
-    def _order(self) -> Iterator[dict]:
-        orig = self.original()
-        if orig is not None:
-            yield orig
-        yield from self._random_order(random.Random(self.seed))
-
-    def _next(self) -> dict | None:
-        for cfg in self._it:
-            if params_key(cfg) not in self.asked and self.is_valid(cfg):
-                return cfg
-        return None
+    def _rest(self) -> Iterator[dict]:
+        return self._random_order(random.Random(self.seed))
 
 
 def _quiet_optuna():

@@ -304,7 +304,7 @@ class Session:
             self.device.name, self.opt.strategy, self.opt.budget, self.opt.seed, t.origin)
         from agent_core.templating.space import space_to_toml
         self.store.put_template(t.template_hash, t.kernel, t.origin, t.text, space_to_toml(t))
-        key = (self.problem.original_hash, self.problem.spec_hash, self.device.name)
+        key = self.problem.original_key(self.device.name)
         known = self.opt.originals.get(key) if self.opt.originals is not None else None
         if known is not None:
             self.emit("status", f"setting up the original {prep.kernel.name} on {self.device.name} (timed earlier "
@@ -649,7 +649,7 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
             problem = Problem(spec=prep.spec, reference=reference, reference_launches=ref_launches,
                               original_hash=sha256_text(prep.text), template_hash=t.template_hash,
                               spec_hash=prep.spec.spec_hash, seed=seed)
-            known = (originals or {}).get((problem.original_hash, problem.spec_hash, dev.name))
+            known = (originals or {}).get(problem.original_key(dev.name))
             backend.start(problem, original=known) if known is not None else backend.start(problem)
             current = t.template_hash
         compiled = compile_kernel(t.text, t.entry or t.kernel, defines={macro_name(n): v for n, v in cfg.items()},

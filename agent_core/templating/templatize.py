@@ -737,8 +737,8 @@ class _Analysis:
             return
         orig = self.params[self.block].original
         if shared and c.type == "binary_expression" and self.f.t(c.child_by_field_name("operator")) == "+":
-            a, b = c.child_by_field_name("left"), c.child_by_field_name("right")  # [256 + 1]: padding
-            self._tie_block_constant(a, r, shared, warps)
+            # [256 + 1]: padding after the block constant
+            self._tie_block_constant(c.child_by_field_name("left"), r, shared, warps)
             return
         if c.type not in ("number_literal", "identifier"):
             return

@@ -9,7 +9,6 @@ rot/2) or GPT-J pairs (2i, 2i + 1).
 
 from __future__ import annotations
 
-import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
