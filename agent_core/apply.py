@@ -1012,6 +1012,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     """The user's file with ``kernel`` tuned to a per-shape dispatch (agent_core.agent.dispatch.Dispatch) whose entries
     are ``entries`` (template, configuration), ``entries[0]`` the default. An entry is one of:
     - an expert's or an LLM's partial template: written in place like ``rewrite_file`` writes one;
+    - a rewrite template (agent_core.templating.rewrites): its rewritten kernel and helpers, written like a
+      partial template (``rewrites.partial.kernel_only``);
     - the kernel's own structural template: the kernel with that configuration's values (its sites inside the
       kernel rendered; a ``#define`` it reads outside the kernel given the configuration's value around it with
       ``#pragma push_macro``/``pop_macro``);
@@ -1040,10 +1042,16 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
         raise KerntuneError("the per-shape dispatch's rules give every size one configuration "
                             f"({params_words(entries[0][1])}): apply that configuration "
                             "instead", path, k.span.line)
+    # a rewrite template (the whole file, rewritten) goes in as its rewritten kernel alone, like an expert's
+    from agent_core.templating.rewrites.partial import is_rewrite, kernel_only
+    rewritten = [t is not None and is_rewrite(t) for t, _ in entries]
+    entries = [(kernel_only(t) if r else t, cfg) for (t, cfg), r in zip(entries, rewritten)]
     kinds = []
-    for (t, _), e in zip(entries, dispatch.entries):
+    for (t, _), e, r in zip(entries, dispatch.entries, rewritten):
         if e.is_original:
             kinds.append("original")
+        elif r:
+            kinds.append("in_place")
         elif t is not None and can_dispatch(t, cf) and is_whole_file(t, cf):
             kinds.append("structural")
         elif t is None or t.sites or is_whole_file(t, cf):

@@ -400,6 +400,12 @@ class Store:
         sql = "SELECT * FROM sessions" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
         return [self._session_dict(r) for r in self._read(sql, tuple(args))]
 
+    def template_sessions(self, template_hash: str, spec_hash: str, device: str) -> list[dict]:
+        """The sessions that searched ``template_hash`` on this spec and device, oldest first."""
+        rows = self._read("SELECT * FROM sessions WHERE template_hash=? AND spec_hash=? AND device=? ORDER BY id",
+                          (template_hash, spec_hash, device))
+        return [self._session_dict(r) for r in rows]
+
     def latest_session(self, path: str, kernel: str, finished_only: bool = False) -> dict | None:
         """The newest session of ``kernel`` in ``path``; with ``finished_only``, the newest that ended
         normally ("finished" or "cancelled": both have a summary of what was measured)."""

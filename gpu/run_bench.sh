@@ -1,7 +1,8 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: `kerntune bench` over bench/*.cu, resuming the results
 # carried in .gpu/bench (a run cut into several device calls), and everything back under $OUT/bench.
-#   usage: [FRESH=1] bash gpu/run_bench.sh SECONDS [kerntune bench options...]
+#   usage: [FRESH=1] [RESUME=DIR] bash gpu/run_bench.sh SECONDS [kerntune bench options...]
+#   RESUME: the carried results to resume (default .gpu/bench), e.g. RESUME=.gpu/other for a corpus folder
 # The run ends with "where the time went (all kernels)"; bench_results.json/.md hold it per kernel.
 set -o pipefail
 source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
@@ -9,7 +10,8 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcach
 OUT=${OUT:-/tmp/out}; limit=$1; shift
 work=/tmp/kt-bench; rm -rf "$work"; mkdir -p "$work"
 # FRESH=1: one run from scratch (the results carried in .gpu/bench are not resumed)
-[ -z "$FRESH" ] && [ -d .gpu/bench ] && cp -r .gpu/bench/. "$work/"
+resume=${RESUME:-.gpu/bench}
+[ -z "$FRESH" ] && [ -d "$resume" ] && cp -r "$resume/." "$work/"
 timeout -s INT "$limit" python3 -m agent_core.cli bench --out "$work" --resume "$@" 2>&1 | tee -a "$work/bench.log"
 rc=$?
 mkdir -p "$OUT/bench" && cp -r "$work/." "$OUT/bench/"

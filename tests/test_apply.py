@@ -1329,3 +1329,107 @@ def test_a_dispatch_holds_an_expert_the_kernels_own_template_and_the_original(re
     if shutil.which("nvcc"):
         f.write_text(new)
         _nvcc_c(f)
+
+
+def _rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
+    """(rewrite, its kernel names, the rewrite template) of a dispatch whose entries are the kernel's rewrite template
+    at ``cfgs`` (None: the original kernel), the first entry serving the first size set, the others the rest."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, original_entry, select
+    from agent_core.search.tuner import prepare
+    from agent_core.templating.rewrites import compose
+    from agent_core.apply import rewrite_dispatch
+    text = path.read_text()
+    prep = prepare(str(path), kernel, text, use_workspace_files=False)
+    t = compose(prep.cf, kernel, prep.spec, prep.structural).template
+    orig = prep.structural.space.original_config()
+    entries = [original_entry(orig) if c is None else Entry(t.template_hash, t.origin, c) for c in cfgs]
+    sizes = [dict(s) for s in prep.spec.sizes]
+    name = next(iter(sizes[0]))
+    first = sizes[0][name]
+    rules = [Rule([Bound(name, first - 1, None)], 0), Rule([Bound(name, None, 100)], 1), Rule([], len(cfgs) - 1)]
+    n = len(sizes)
+    d = Dispatch(rules=rules, entries=entries, winner=entries[0], sizes=sizes, serve=[], original_us=[1.0] * n,
+                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in sizes]
+    rw = rewrite_dispatch(text, path, kernel, [(t if c is not None else None, c or orig) for c in cfgs], d)
+    return rw, [n for n, _ in rw.kernels], t
+
+
+@pytest.mark.nvcc
+def test_a_dispatch_holds_rewrite_configurations_beside_the_original(tmp_path):
+    """The rewrite template is the whole file, yet a per-shape dispatch holds its configurations: each becomes the
+    rewritten kernel alone (with the helpers it uses, once), launched over the template's own formula; the original
+    stays as `__orig`. bias + GELU + residual: the default keeps the kernel's name, every kernel compiles with its own
+    launch bounds and the host code launches each over its own grid."""
+    from agent_core.measure.compiler import compile_kernel
+    f = tmp_path / "bias_gelu_residual_fp16.cu"
+    shutil.copy(ROOT / "bench" / "corpus" / "other" / f.name, f)
+    big = {"BLOCK": 96, "ITEMS": 2, "VEC": 8, "MIN_BLOCKS": 3}
+    small = {"BLOCK": 352, "ITEMS": 1, "VEC": 2, "MIN_BLOCKS": 4}
+    rw, names, t = _rewrite_dispatch_of(f, "bias_gelu_residual_kernel", [big, small, None])
+    assert names[0] == "bias_gelu_residual_kernel" and names[2] == "bias_gelu_residual_kernel__orig"
+    new = rw.text
+    assert new.count("#define KERNTUNE_REWRITE_PACK") == 1 and "KT_" not in new
+    assert "__launch_bounds__(96, 3) bias_gelu_residual_kernel(" in new
+    assert f"__launch_bounds__(352, 4) {names[1]}(" in new
+    host = new[new.index("void bias_gelu_residual("):]
+    assert "bias_gelu_residual_kernel<<<(n + 1535) / 1536, 96, 0, stream>>>" in host  # 96 threads x 8 x 2
+    assert f"{names[1]}<<<(n + 703) / 704, 352, 0, stream>>>" in host  # 352 x 2
+    assert "bias_gelu_residual_kernel__orig<<<((unsigned)((n + 255) / 256)), 256, 0, stream>>>" in host
+    for name in names:
+        compile_kernel(new, name, cache_dir=tmp_path / "cache")
+    f.write_text(new)
+    _nvcc_c(f)
+
+
+@pytest.mark.nvcc
+def test_a_rewrite_kernel_in_a_dispatch_reads_its_own_value_of_a_define(tmp_path):
+    """Three-pass softmax with `#define THREADS 128`: the rewrite reads THREADS (its structural site) in its loops
+    and shared memory; in a dispatch each rewritten kernel has its own value written in, while the original kernel
+    and the rest of the file keep the #define."""
+    from agent_core.measure.compiler import compile_kernel
+    f = tmp_path / "softmax_three_pass_f32.cu"
+    shutil.copy(ROOT / "bench" / "corpus" / "other" / f.name, f)
+    cfgs = [{"THREADS": 256, "VEC": 4, "CACHE_ROW": 1, "FAST_MATH": 1, "MIN_BLOCKS": 1},
+            {"THREADS": 64, "VEC": 1, "CACHE_ROW": 0, "FAST_MATH": 0, "MIN_BLOCKS": 1}, None]
+    rw, names, _ = _rewrite_dispatch_of(f, "softmax_three_pass", cfgs)
+    new = rw.text
+    assert "#define THREADS 128" in new and "KT_" not in new
+    kernels = {n: new[new.index(f" {n}(const float* x"):] for n in names}
+    assert "+= (256)" in kernels["softmax_three_pass"].split("\n}\n")[0]
+    assert "+= (64)" in kernels[names[1]].split("\n}\n")[0]
+    assert "+= THREADS" in kernels[names[2]].split("\n}\n")[0]
+    host = new[new.index("void softmax_f32("):]
+    assert "softmax_three_pass<<<rows, 256, 0, stream>>>" in host and f"{names[1]}<<<rows, 64, 0, stream>>>" in host
+    assert "softmax_three_pass__orig<<<rows, THREADS, 0, stream>>>" in host or \
+        "softmax_three_pass__orig<<<rows, 128, 0, stream>>>" in host
+    for name in names:
+        compile_kernel(new, name, cache_dir=tmp_path / "cache")
+    f.write_text(new)
+    _nvcc_c(f)
+
+
+def test_a_rewrite_kernel_reading_a_function_like_macro_of_a_tuned_value_is_not_dispatched(tmp_path):
+    from agent_core.templating.rewrites.partial import kernel_only
+    from agent_core.templating.rewrites import compose
+    from agent_core.search.tuner import prepare
+    f = tmp_path / "scale.cu"
+    f.write_text("""#define BLOCK 256
+#define STRIDE(g) ((g) * BLOCK)
+/* kerntune:
+args  = ["x: inout f32[n]", "n: i32 = n"]
+sizes = [{ n = 1048576 }, { n = 1001 }]
+grid  = "cdiv(n, 256)"
+block = "256"
+*/
+__global__ void scale(float* x, int n) {
+  for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += STRIDE(gridDim.x)) x[i] *= 2.0f;
+}
+
+void run(float* x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }
+""")
+    prep = prepare(str(f), "scale", f.read_text(), use_workspace_files=False)
+    got = compose(prep.cf, "scale", prep.spec, prep.structural)
+    assert got.template is not None, got.report
+    with pytest.raises(KerntuneError, match="function-like macro STRIDE"):
+        kernel_only(got.template)

@@ -205,6 +205,17 @@ def test_choose_batch_and_summarize():
     assert (t.median_us, t.min_us, t.max_us, t.iqr_us, t.reps, t.batch, t.l2) == (3.0, 1.0, 100.0, 2.0, 5, 8, "warm")
 
 
+def test_median_is_precise_stops_when_the_median_is_known():
+    rng = np.random.default_rng(0)
+    steady = list(100.0 + rng.normal(0, 0.2, 20))  # 0.2% spread: 20 repetitions pin the median
+    assert gpu_worker.median_is_precise(steady)
+    noisy = list(100.0 + rng.normal(0, 5.0, 20))  # 5% spread: 20 are not enough ...
+    assert not gpu_worker.median_is_precise(noisy)
+    many = list(100.0 + rng.normal(0, 5.0, 2000))  # ... a few thousand would be
+    assert gpu_worker.median_is_precise(many)
+    assert not gpu_worker.median_is_precise([0.0] * 20)
+
+
 def test_scalar_and_element_encoding():
     assert gpu_worker.scalar_arg("f16", 1.0) == 0x3C00
     assert gpu_worker.scalar_arg("bf16", 1.0) == 0x3F80

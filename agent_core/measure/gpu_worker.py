@@ -43,7 +43,9 @@ BATCH_TARGET_US = 200.0  # else a batch of back-to-back launches makes a repetit
 BATCH_MAX = 512
 FLUSH_MIN_BYTES = 256 << 20
 TIME_BUDGET_S = 1.0  # timing of one kernel on one size set
-MIN_REPS, MAX_REPS, WARMUP_REPS = 10, 100, 3
+MIN_REPS, MAX_REPS, WARMUP_REPS = 20, 100, 3
+CONFIRM_MIN_REPS = 10  # per interleaved round of a confirmation (5 rounds: at least 50 repetitions a side)
+MEDIAN_PRECISION = 0.002  # stop repeating once the median's standard error is below this fraction of it
 MAX_COPIES = 256  # buffer copies a batch rotates through, so that its launches find a cold L2
 
 
@@ -180,6 +182,13 @@ def summarize(samples_us: list[float], batch: int, l2: str) -> Timing:
                   reps=len(a), batch=batch, l2=l2)
 
 
+def median_is_precise(samples_us: list[float], precision: float = MEDIAN_PRECISION) -> bool:
+    """Whether the median of ``samples_us`` is known to ``precision`` (a fraction of it): its standard error,
+    0.93 IQR / sqrt(n) (the normal approximation of the median's spread), below ``precision`` x median."""
+    q1, med, q3 = np.percentile(np.asarray(samples_us, dtype=np.float64), [25, 50, 75])
+    return med > 0 and 0.93 * (q3 - q1) / math.sqrt(len(samples_us)) <= precision * med
+
+
 def choose_batch(reference_us: float) -> int:
     """Launches per timed repetition for a kernel that takes ``reference_us`` on its own."""
     if reference_us >= BATCH_SINGLE_US:
@@ -249,7 +258,7 @@ class GpuWorker:
         self.problem: Problem | None = None
         self.reference = None  # (module, function)
         self.variant_module = None
-        self.launch_ns = 10_000.0  # host cost of one launch, learned while timing
+        self.launch_ns = 5_000.0  # host cost of one launch, learned while timing (a running mean, see _time_reps)
         self.phases: dict[str, float] = {}  # seconds per phase of the current request (serve empties it)
         self._timing_phase = "time"  # what _time's seconds count as: "time", "original" or "confirm"
         self.send_part: Callable[[Any], None] = lambda obj: None  # serve sets it: one result of a batch
@@ -534,16 +543,21 @@ class GpuWorker:
         return None
 
     # ------------------------------------------------------------------ timing
-    def _time(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None = None) -> list[float]:
+    def _time(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None = None,
+              min_reps: int = MIN_REPS) -> list[float]:
         """Per-launch times (us) of ``batch`` back-to-back launches per repetition, queued behind a spin
         kernel so host launch latency is not timed; L2 flushed and inout buffers restored before each."""
         t_start = time.perf_counter()
         try:
-            return self._time_reps(fn, ss, launch, batch, reps)
+            return self._time_reps(fn, ss, launch, batch, reps, min_reps)
         finally:
             self._spent(self._timing_phase, t_start)
 
-    def _time_reps(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None) -> list[float]:
+    def _time_reps(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None,
+                   min_reps: int = MIN_REPS) -> list[float]:
+        """``reps`` repetitions, or (None) as many as the median needs: at least ``min_reps``, then until its
+        standard error (0.93 IQR / sqrt(n), the normal approximation) is below ``MEDIAN_PRECISION`` of it, at
+        most ``MAX_REPS`` and about ``TIME_BUDGET_S`` seconds."""
         cuda, s = self.cuda, self.stream
         for copy in ss.copies:  # the copies get the current inputs
             for b, m in zip(ss.bufs, copy):
@@ -553,6 +567,11 @@ class GpuWorker:
         arg_sets = ss.arg_sets[:batch]
 
         def one() -> float:
+            # The spin kernel holds the stream while the host queues the timed launches, so it must outlast
+            # their queueing: twice the learned per-launch host cost. That cost is a running mean (a host
+            # hiccup raises the next spin, then the spin shrinks back; it used to ratchet up for good, each
+            # repetition paying the longest hiccup ever seen); a repetition whose queueing outlasted most of the
+            # spin is dropped and redone with a longer one.
             while True:
                 spin_ns = int(20_000 + 2 * (batch + 2) * self.launch_ns)
                 for b in ss.bufs:
@@ -575,21 +594,30 @@ class GpuWorker:
                 except cuda.Error as e:
                     self.exit_requested = True
                     raise CudaFault(str(e)) from None
+                per_launch = host_ns / (batch + 2)
                 if host_ns > 0.7 * spin_ns and spin_ns < 500_000_000:
-                    self.launch_ns = 1.5 * host_ns / (batch + 2)  # the GPU may have waited for the host: again
+                    self.launch_ns = max(self.launch_ns, 1.5 * per_launch)  # the GPU may have waited: again
                     continue
+                self.launch_ns = max(1_000.0, 0.8 * self.launch_ns + 0.2 * per_launch)
                 return self.ev_start.time_till(self.ev_end) * 1e3 / batch
 
         t0 = time.perf_counter()
         for _ in range(WARMUP_REPS):
             one()
         per_rep = (time.perf_counter() - t0) / WARMUP_REPS
-        if reps is None:
-            reps = int(min(MAX_REPS, max(MIN_REPS, TIME_BUDGET_S / max(per_rep, 1e-6))))
+        if reps is not None:
+            out = []
+            for _ in range(reps):
+                out.append(one())
+                self.beat()
+            return out
+        most = int(min(MAX_REPS, max(min_reps, TIME_BUDGET_S / max(per_rep, 1e-6))))
         out = []
-        for _ in range(reps):
+        while len(out) < most:
             out.append(one())
             self.beat()
+            if len(out) >= min_reps and len(out) % 5 == 0 and median_is_precise(out):
+                break
         return out
 
     # ------------------------------------------------------------------ variants
@@ -700,8 +728,9 @@ class GpuWorker:
             for ss in self.sets:
                 o, v = [], []
                 for _ in range(rounds):
-                    o += self._time(self.reference[1], ss, self.problem.reference_launches[ss.index], ss.batch)
-                    v += self._time(fn, ss, variant.launches[ss.index], ss.batch)
+                    o += self._time(self.reference[1], ss, self.problem.reference_launches[ss.index], ss.batch,
+                                    min_reps=CONFIRM_MIN_REPS)
+                    v += self._time(fn, ss, variant.launches[ss.index], ss.batch, min_reps=CONFIRM_MIN_REPS)
                 orig.append(summarize(o, ss.batch, ss.l2))
                 var.append(summarize(v, ss.batch, ss.l2))
         finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from agent_core.measure.backend import Problem, Variant
-from agent_core.model import DeviceInfo, Evaluation, KerntuneError, Status, Timing
+from agent_core.model import DeviceInfo, Evaluation, KerntuneError, Status, Timing, params_key
 from agent_core.store import Store
 
 
@@ -70,6 +70,33 @@ class ReplayBackend:
         p = self._problem
         return bool(self.store.evaluations(template_hash=p.template_hash, spec_hash=p.spec_hash,
                                            device=self.device().name))
+
+    def recorded_configs(self) -> list[dict]:
+        """The configurations the recording measured for the started problem's template, in recorded order."""
+        p = self._started()
+        seen, out = set(), []
+        for ev in self.store.evaluations(template_hash=p.template_hash, spec_hash=p.spec_hash,
+                                         device=self.device().name):
+            key = params_key(ev.params)
+            if key not in seen:
+                seen.add(key)
+                out.append(dict(ev.params))
+        return out
+
+    def recorded_ask_batch(self) -> int | None:
+        """How many configurations the recorded search of the started problem's template asked its strategy for at a
+        time (an adaptive strategy's order depends on it); None where the recording does not say."""
+        p = self._started()
+        for s in reversed(self.store.template_sessions(p.template_hash, p.spec_hash, self.device().name)):
+            batch = (s.get("summary") or {}).get("ask_batch")
+            if isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1:
+                return batch
+        return None
+
+    def _started(self) -> Problem:
+        if self._problem is None:
+            raise RuntimeError("ReplayBackend.start(problem) must be called first")
+        return self._problem
 
     def _recorded(self, variant: Variant) -> Evaluation:
         if self._problem is None:

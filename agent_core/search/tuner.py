@@ -25,7 +25,7 @@ from agent_core.measure import timeline as tl
 from agent_core.measure.compiler import compile_kernel, compile_many
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
-                    Timing, TuningSpec, macro_name, sha256_text, to_plain)
+                    Timing, TuningSpec, macro_name, params_key, sha256_text, to_plain)
 from agent_core.search.strategies import make_strategy
 from agent_core.templating.workfiles import read_template_files
 from agent_core.store import Store
@@ -39,6 +39,7 @@ TIE_FRACTION = 0.01
 # measurement noise of the objective, as TIE_FRACTION) over the last EARLY_STOP_AFTER evaluations measured.
 EARLY_STOP_AFTER = 25
 EARLY_STOP_GAIN = 0.01
+REPLAY_MISS_LIMIT = 10  # x budget: a replay asked this many unrecorded configurations has left the recorded order
 FAILED = {Status.COMPILE_ERROR, Status.VERIFY_FAILED, Status.CRASHED, Status.TIMEOUT, Status.LAUNCH_ERROR}
 
 
@@ -224,6 +225,7 @@ class Session:
         self.session_id: int | None = None
         self.best_variant: Variant | None = None
         self.not_recorded: list[dict] = []  # replay: configurations the recording does not have
+        self.ask_batch = 1  # configurations asked of the strategy at a time (recorded: a replay asks alike)
         self.stop_reason: str | None = None  # why the search ended before its budget (early stop, time)
         self.original_reused = False
         self._gain_at = 0  # self.measured when the best last improved by more than EARLY_STOP_GAIN
@@ -447,7 +449,10 @@ class Session:
         with tl.phase("strategy"):
             strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
                                      budget=self.opt.budget)
-        batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else 1
+        recorded_batch = getattr(self.backend, "recorded_ask_batch", None)
+        batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else \
+            max(1, (recorded_batch() if recorded_batch else None) or 1)
+        self.ask_batch = batch  # an adaptive strategy's order depends on it: a replay of this run asks alike
 
         def ask(n: int) -> list[dict]:
             if n <= 0:
@@ -465,6 +470,16 @@ class Session:
 
         def spent() -> bool:
             return self.out_of_budget() or (unknown and len(self.not_recorded) >= self.opt.budget)
+
+        def diverged() -> list[dict] | None:
+            """A replay whose search has asked for REPLAY_MISS_LIMIT x budget configurations the recording lacks
+            (its order left the recorded run's: a recording made before the ask batch was stored, or a strategy
+            that changed since) ends over the recorded configurations it has not reached, in recorded order."""
+            recorded = getattr(self.backend, "recorded_configs", None)
+            if self.runs_code or recorded is None or len(self.not_recorded) < REPLAY_MISS_LIMIT * self.opt.budget:
+                return None
+            seen = {params_key(e.params) for e in self.evaluations}
+            return [c for c in recorded() if params_key(c) not in seen]
         try:
             cfgs = [] if spent() else ask(min(batch, self.opt.budget - self.measured))
             ahead = self._prepare_in_background(pool, cfgs, stop) if pool and cfgs else None
@@ -487,6 +502,20 @@ class Session:
                     for cfg in self.not_recorded[missed:]:
                         strategy.tell(cfg, None)
                 if spent():
+                    break
+                rest = diverged()
+                if rest is not None:
+                    self.emit("status", f"replay: the search asked for {len(self.not_recorded)} configurations the "
+                                        "recording lacks (its order left the recorded run's); the round ends over the "
+                                        f"{min(len(rest), self.opt.budget - self.measured)} recorded configurations "
+                                        "it had not reached")
+                    for cfg in rest[:max(0, self.opt.budget - self.measured)]:
+                        for ev in self.measure_batch(self.prepare_batch([cfg])):
+                            self.record(ev)
+                            with tl.phase("strategy"):
+                                strategy.tell(ev.params, self.score(ev))
+                        if spent():
+                            break
                     break
                 cfgs = nxt if pool is not None else ask(min(batch, self.opt.budget - self.measured))
                 if pool is not None and not cfgs:
@@ -579,7 +608,7 @@ class Session:
             "template_hash": self.template.template_hash, "original_hash": self.problem.original_hash,
             "origin": self.template.origin, "strategy": self.opt.strategy, "budget": self.opt.budget,
             "wall_s": time.monotonic() - self.started, "stop_reason": self.stop_reason,
-            "original_reused": self.original_reused,
+            "original_reused": self.original_reused, "ask_batch": self.ask_batch,
         }
 
 
@@ -718,7 +747,6 @@ def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dic
     winner is the summary's best configuration (an older one, chosen against another winner, no longer holds);
     None when a newer optimize run ended with one configuration for that winner (a ``single`` step: the
     dispatch turned off, or no longer gaining)."""
-    from agent_core.model import params_key
     want = (summary.get("template_hash"), params_key(summary.get("best_params") or {}))
     for r in sorted(sessions, key=lambda r: -r["id"]):
         for st in reversed(store.steps(r["id"])):

@@ -56,6 +56,9 @@ def is_whole_file(template: KernelTemplate, cf: CudaFile) -> bool:
 
 def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
     """Whether a per-shape dispatch can hold configurations of ``template`` (apply's ``rewrite_dispatch``): a
-    template written in place (an expert's, an LLM's partial one), or the kernel's own structural template as
-    kerntune made it (its sites known, so each configuration's kernel can be written beside the others)."""
-    return not is_whole_file(template, cf) or (template.origin == "structural" and unedited(template))
+    template written in place (an expert's, an LLM's partial one), the kernel's own structural template as
+    kerntune made it (its sites known, so each configuration's kernel can be written beside the others), or a
+    rewrite template as kerntune made it (its rewritten kernel goes in alone, like an expert's)."""
+    from agent_core.templating.rewrites.partial import is_rewrite
+    return (not is_whole_file(template, cf) or (template.origin == "structural" and unedited(template))
+            or is_rewrite(template))
