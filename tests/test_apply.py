@@ -16,6 +16,7 @@ from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, 
                               rewrite_dispatch, rewrite_result, spec_expr, strip_header, text_edits, to_c,
                               tuned_template)
 from agent_core.source.cuda_parse import parse_cuda
+from tests.dispatch_helpers import rewrite_dispatch_of
 from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
 
 ROW_SUM = '''#include <cuda_runtime.h>
@@ -1331,29 +1332,6 @@ def test_a_dispatch_holds_an_expert_the_kernels_own_template_and_the_original(re
         _nvcc_c(f)
 
 
-def _rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
-    """(rewrite, its kernel names, the rewrite template) of a dispatch whose entries are the kernel's rewrite template
-    at ``cfgs`` (None: the original kernel), the first entry serving the first size set, the others the rest."""
-    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, original_entry, select
-    from agent_core.search.tuner import prepare
-    from agent_core.templating.rewrites import compose
-    from agent_core.apply import rewrite_dispatch
-    text = path.read_text()
-    prep = prepare(str(path), kernel, text, use_workspace_files=False)
-    t = compose(prep.cf, kernel, prep.spec, prep.structural).template
-    orig = prep.structural.space.original_config()
-    entries = [original_entry(orig) if c is None else Entry(t.template_hash, t.origin, c) for c in cfgs]
-    sizes = [dict(s) for s in prep.spec.sizes]
-    name = next(iter(sizes[0]))
-    first = sizes[0][name]
-    rules = [Rule([Bound(name, first - 1, None)], 0), Rule([Bound(name, None, 100)], 1), Rule([], len(cfgs) - 1)]
-    n = len(sizes)
-    d = Dispatch(rules=rules, entries=entries, winner=entries[0], sizes=sizes, serve=[], original_us=[1.0] * n,
-                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
-    d.serve = [select(d, s) for s in sizes]
-    rw = rewrite_dispatch(text, path, kernel, [(t if c is not None else None, c or orig) for c in cfgs], d)
-    return rw, [n for n, _ in rw.kernels], t
-
 
 @pytest.mark.nvcc
 def test_a_dispatch_holds_rewrite_configurations_beside_the_original(tmp_path):
@@ -1366,7 +1344,7 @@ def test_a_dispatch_holds_rewrite_configurations_beside_the_original(tmp_path):
     shutil.copy(ROOT / "bench" / "corpus" / "other" / f.name, f)
     big = {"BLOCK": 96, "ITEMS": 2, "VEC": 8, "MIN_BLOCKS": 3}
     small = {"BLOCK": 352, "ITEMS": 1, "VEC": 2, "MIN_BLOCKS": 4}
-    rw, names, t = _rewrite_dispatch_of(f, "bias_gelu_residual_kernel", [big, small, None])
+    rw, names, t = rewrite_dispatch_of(f, "bias_gelu_residual_kernel", [big, small, None])
     assert names[0] == "bias_gelu_residual_kernel" and names[2] == "bias_gelu_residual_kernel__orig"
     new = rw.text
     assert new.count("#define KERNTUNE_REWRITE_PACK") == 1 and "KT_" not in new
@@ -1392,7 +1370,7 @@ def test_a_rewrite_kernel_in_a_dispatch_reads_its_own_value_of_a_define(tmp_path
     shutil.copy(ROOT / "bench" / "corpus" / "other" / f.name, f)
     cfgs = [{"THREADS": 256, "VEC": 4, "CACHE_ROW": 1, "FAST_MATH": 1, "MIN_BLOCKS": 1},
             {"THREADS": 64, "VEC": 1, "CACHE_ROW": 0, "FAST_MATH": 0, "MIN_BLOCKS": 1}, None]
-    rw, names, _ = _rewrite_dispatch_of(f, "softmax_three_pass", cfgs)
+    rw, names, _ = rewrite_dispatch_of(f, "softmax_three_pass", cfgs)
     new = rw.text
     assert "#define THREADS 128" in new and "KT_" not in new
     kernels = {n: new[new.index(f" {n}(const float* x"):] for n in names}

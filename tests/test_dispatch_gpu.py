@@ -121,3 +121,36 @@ def test_a_structural_dispatch_with_the_original_kept_verifies_kernel_by_kernel_
     finally:
         be.close()
         store.close()
+
+
+@pytest.mark.parametrize("name, kernel, cfgs", [
+    ("bias_gelu_residual_fp16.cu", "bias_gelu_residual_kernel",
+     [{"BLOCK": 96, "ITEMS": 2, "VEC": 8, "MIN_BLOCKS": 3}, {"BLOCK": 352, "ITEMS": 1, "VEC": 2, "MIN_BLOCKS": 4}, None]),
+    ("softmax_three_pass_f32.cu", "softmax_three_pass",
+     [{"THREADS": 256, "VEC": 4, "CACHE_ROW": 1, "FAST_MATH": 1, "MIN_BLOCKS": 1},
+      {"THREADS": 64, "VEC": 1, "CACHE_ROW": 0, "FAST_MATH": 0, "MIN_BLOCKS": 1}, None]),
+])
+def test_a_rewrite_dispatch_verifies_kernel_by_kernel_on_the_gpu(tmp_path, monkeypatch, name, kernel, cfgs):
+    """Two configurations of the kernel's rewrite template and the original kernel, written as a per-shape dispatch
+    (each rewrite configuration as the rewritten kernel alone, beside the original): the file compiles and every
+    kernel passes verification against the original on every size set at its own spec's launch (the spec's sizes,
+    not only the ones its rule gives it), then is timed interleaved with it (printed)."""
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import verify_kernels
+    from tests.dispatch_helpers import rewrite_dispatch_of
+    src = tmp_path / name
+    shutil.copy(ROOT / "bench" / "corpus" / "other" / name, src)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    text = src.read_text()
+    rw, names, _ = rewrite_dispatch_of(src, kernel, cfgs)
+    check_compiles(rw.text, src, host=True)
+    be = GpuBackend()
+    try:
+        results = verify_kernels(str(src), kernel, text, rw.text, be, rw.kernels)
+        for (kname, _), (ev, confirmed) in zip(rw.kernels, results):
+            assert ev.ok, (kname, ev.status, ev.error)
+            o = [t.median_us for t in confirmed[0]]
+            v = [t.median_us for t in confirmed[1]]
+            print(f"[gpu] {kname}: " + ", ".join(f"{a:.1f} -> {b:.1f} us" for a, b in zip(o, v)))
+    finally:
+        be.close()

@@ -1,0 +1,27 @@
+"""Per-shape dispatches built by hand for the tests (test_apply writes and compiles them; test_dispatch_gpu runs them)."""
+
+from pathlib import Path
+
+
+def rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
+    """(rewrite, its kernel names, the rewrite template) of a dispatch whose entries are the kernel's rewrite template
+    at ``cfgs`` (None: the original kernel), the first entry serving the first size set, the others the rest."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, original_entry, select
+    from agent_core.search.tuner import prepare
+    from agent_core.templating.rewrites import compose
+    from agent_core.apply import rewrite_dispatch
+    text = path.read_text()
+    prep = prepare(str(path), kernel, text, use_workspace_files=False)
+    t = compose(prep.cf, kernel, prep.spec, prep.structural).template
+    orig = prep.structural.space.original_config()
+    entries = [original_entry(orig) if c is None else Entry(t.template_hash, t.origin, c) for c in cfgs]
+    sizes = [dict(s) for s in prep.spec.sizes]
+    name = next(iter(sizes[0]))
+    first = sizes[0][name]
+    rules = [Rule([Bound(name, first - 1, None)], 0), Rule([Bound(name, None, 100)], 1), Rule([], len(cfgs) - 1)]
+    n = len(sizes)
+    d = Dispatch(rules=rules, entries=entries, winner=entries[0], sizes=sizes, serve=[], original_us=[1.0] * n,
+                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in sizes]
+    rw = rewrite_dispatch(text, path, kernel, [(t if c is not None else None, c or orig) for c in cfgs], d)
+    return rw, [n for n, _ in rw.kernels], t
