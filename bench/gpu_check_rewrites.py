@@ -55,7 +55,7 @@ def _symbol(cubin: Path, kernel: str) -> str:
 
 def _configs(t, sizes) -> list[dict]:
     """The default, then targeted configurations (widest vector per block size, with and without the row cache,
-    work per thread, fast math), then a few random ones; all satisfying the space's constraints."""
+    work per thread, fast math, split loops), then a few random ones; all satisfying the space's constraints."""
     from agent_core.templating.space import check_config
     sp = t.space
     base = sp.original_config()
@@ -71,6 +71,8 @@ def _configs(t, sizes) -> list[dict]:
         axes["CACHE_ROW"] = [0, 4, 16]
     if "FAST_MATH" in sp.params:
         axes["FAST_MATH"] = [0, 1]
+    if "SPLIT" in sp.params:
+        axes["SPLIT"] = [1, 4, 32]
     names = list(axes)
     targeted = []
     for combo in itertools.product(*(axes[n] for n in names)):

@@ -27,7 +27,7 @@ EXPECTED = {
     "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds"},
     "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
     "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
-    "column_sum.cu": {"work_per_thread", "launch_bounds"},
+    "column_sum.cu": {"split_reduction"},
     "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
     "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
     "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds"},
@@ -206,6 +206,53 @@ def test_a_reduction_that_is_not_a_sum_or_max_is_not_rewritten():
     ok = _why(_TREE.replace("STMT", "s[threadIdx.x] += s[threadIdx.x + k];").replace("SYNC", "__syncthreads();"),
               "warp_reduce")
     assert ok is None
+
+
+_COLUMN = """
+__global__ void k(float* y, const float* x, const int* idx, int n) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= n) return;
+  ACC_DECL
+  for (int r = START; r < END; ++r) BODY;
+  y[c] = acc;
+}
+"""
+
+
+def _column(acc_decl="float acc = 0.f;", start="0", end="n", body="acc += x[(long long)r * n + c]") -> str | None:
+    return _why(_COLUMN.replace("ACC_DECL", acc_decl).replace("START", start).replace("END", end)
+                .replace("BODY", body), "split_reduction")
+
+
+def test_a_serial_reduction_loop_is_split_across_the_block_only_where_that_keeps_its_meaning():
+    assert _column() is None
+    assert _column(acc_decl="float acc = -INFINITY;", body="acc = fmaxf(acc, x[(long long)r * n + c])") is None
+    assert "start at zero" in _column(acc_decl="float acc = 1.f;")
+    assert "depend on the thread" in _column(start="c")
+    assert "depend on the thread" in _column(end="n - threadIdx.x")
+    assert "reads the accumulator" in _column(body="acc += acc * x[r]")
+    assert "writes something" in _column(body="acc += (y[r] = x[r])")
+    assert "neither" in _column(body="acc *= x[r]")
+    assert "shared memory" in _why(_COLUMN.replace("ACC_DECL", "__shared__ float t[32]; float acc = 0.f;")
+                                   .replace("START", "0").replace("END", "n")
+                                   .replace("BODY", "acc += x[r]"), "split_reduction")
+    assert "more than declarations" in _why(_COLUMN.replace("ACC_DECL", "const float b = x[c]; float acc = 0.f;")
+                                            .replace("START", "0").replace("END", "n")
+                                            .replace("BODY", "acc += x[r]"), "split_reduction")
+
+
+def test_the_split_loop_keeps_every_thread_at_the_barrier_and_launches_a_2d_block():
+    cf, got = _compose("column_sum.cu")
+    t = got.template
+    body = apply_mod.strip_header(t.text)
+    assert "const bool kt_live = (c < cols);" in body and "if (kt_live) for (int r = (0) + (int)threadIdx.y;" in body
+    assert "__syncthreads();" in body and "if (threadIdx.y != 0 || !kt_live) return;" in body
+    assert body.index("if (threadIdx.y != 0 || !kt_live) return;") < body.index("out[c] = s;")
+    assert 'block = ["KT_BLOCK", "KT_SPLIT"]' in body and "dim3(KT_BLOCK, KT_SPLIT)>>>" in body
+    assert t.launch["block"] == ["BLOCK", "SPLIT"]
+    assert "BLOCK * SPLIT <= 1024" in t.space.constraints
+    sizes = {"rows": 777, "cols": 3001}
+    assert spec_mod.launch(t.launch, sizes, {"BLOCK": 128, "SPLIT": 8}).block == (128, 8, 1)
 
 
 def test_a_race_prone_tree_without_a_barrier_per_step_is_left_alone():

@@ -302,13 +302,13 @@ class GpuBackend:
             batches = [t.batch for t in original]
             if len(batches) != len(problem.spec.sizes):
                 raise KerntuneError(f"{len(batches)} original timings for {len(problem.spec.sizes)} size sets")
-            _, batches = self._call_or_fail("start", problem, batches, False)
+            _, batches = self._call_or_fail("start", problem, batches, False, [t.median_us for t in original])
             timings = [replace(t) for t in original]
         else:
             timings, batches = self._call_or_fail("start", problem, None, True)
         self.problem, self.original, self.batches = problem, timings, batches
         self._counter = 0
-        self.sup.remember_setup("start", problem, batches, False)
+        self.sup.remember_setup("start", problem, batches, False, [t.median_us for t in timings])
         return timings
 
     def _need_problem(self) -> Problem:

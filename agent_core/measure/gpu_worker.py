@@ -46,6 +46,7 @@ TIME_BUDGET_S = 1.0  # timing of one kernel on one size set
 MIN_REPS, MAX_REPS, WARMUP_REPS = 20, 100, 3
 CONFIRM_MIN_REPS = 10  # per interleaved round of a confirmation (5 rounds: at least 50 repetitions a side)
 MEDIAN_PRECISION = 0.002  # stop repeating once the median's standard error is below this fraction of it
+SLOW_FACTOR = 4.0  # a variant this many times slower than the original after the warm-up is timed no further
 MAX_COPIES = 256  # buffer copies a batch rotates through, so that its launches find a cold L2
 
 
@@ -220,6 +221,7 @@ class _SizeSet:
     l2: str = "flushed"
     names: dict[str, _Buf] = field(default_factory=dict)
     copies: list[list[Any]] = field(default_factory=list)  # extra copies of every buffer, for batches
+    reference_us: float | None = None  # the original's median per launch here, once known
     arg_sets: list[list] = field(default_factory=list)  # kernel arguments of the original and each copy
 
     def where(self) -> str:
@@ -297,19 +299,21 @@ class GpuWorker:
 
     # ------------------------------------------------------------------ setup
     def start(self, problem: Problem, batches: list[int] | None = None,
-              time_original: bool = True) -> tuple[list[Timing] | None, list[int]]:
+              time_original: bool = True, reference_us: list[float] | None = None
+              ) -> tuple[list[Timing] | None, list[int]]:
         """Allocate every size set, fill inputs, run the reference; choose each set's batch (unless
-        given) and time the original. Returns (original timings or None, batches)."""
+        given) and time the original (``reference_us``: its medians from earlier, where it is not timed now).
+        Returns (original timings or None, batches)."""
         t0, before = time.perf_counter(), self.phases.get("original", 0.0)
         self._timing_phase = "original"
         try:
-            return self._start(problem, batches, time_original)
+            return self._start(problem, batches, time_original, reference_us)
         finally:
             self._timing_phase = "time"
             self.phases["original"] = before + time.perf_counter() - t0
 
-    def _start(self, problem: Problem, batches: list[int] | None,
-               time_original: bool) -> tuple[list[Timing] | None, list[int]]:
+    def _start(self, problem: Problem, batches: list[int] | None, time_original: bool,
+               reference_us: list[float] | None = None) -> tuple[list[Timing] | None, list[int]]:
         self._free()
         self.problem = problem
         spec = problem.spec
@@ -336,6 +340,9 @@ class GpuWorker:
             out_batches.append(ss.batch)
             if timings is not None:
                 timings.append(summarize(self._time(self.reference[1], ss, launch, ss.batch), ss.batch, ss.l2))
+                ss.reference_us = timings[-1].median_us
+            elif reference_us is not None and ss.index < len(reference_us):
+                ss.reference_us = reference_us[ss.index]
             self.beat()
         return timings, out_batches
 
@@ -544,20 +551,22 @@ class GpuWorker:
 
     # ------------------------------------------------------------------ timing
     def _time(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None = None,
-              min_reps: int = MIN_REPS) -> list[float]:
+              min_reps: int = MIN_REPS, slow_us: float | None = None) -> list[float]:
         """Per-launch times (us) of ``batch`` back-to-back launches per repetition, queued behind a spin
         kernel so host launch latency is not timed; L2 flushed and inout buffers restored before each."""
         t_start = time.perf_counter()
         try:
-            return self._time_reps(fn, ss, launch, batch, reps, min_reps)
+            return self._time_reps(fn, ss, launch, batch, reps, min_reps, slow_us)
         finally:
             self._spent(self._timing_phase, t_start)
 
     def _time_reps(self, fn, ss: _SizeSet, launch: Launch, batch: int, reps: int | None,
-                   min_reps: int = MIN_REPS) -> list[float]:
+                   min_reps: int = MIN_REPS, slow_us: float | None = None) -> list[float]:
         """``reps`` repetitions, or (None) as many as the median needs: at least ``min_reps``, then until its
         standard error (0.93 IQR / sqrt(n), the normal approximation) is below ``MEDIAN_PRECISION`` of it, at
-        most ``MAX_REPS`` and about ``TIME_BUDGET_S`` seconds."""
+        most ``MAX_REPS`` and about ``TIME_BUDGET_S`` seconds. A kernel whose warm-up median is above ``slow_us``
+        gets no more than its warm-up: it cannot win, and a pathological one (seconds per launch) would hold the
+        GPU for minutes."""
         cuda, s = self.cuda, self.stream
         for copy in ss.copies:  # the copies get the current inputs
             for b, m in zip(ss.bufs, copy):
@@ -602,9 +611,15 @@ class GpuWorker:
                 return self.ev_start.time_till(self.ev_end) * 1e3 / batch
 
         t0 = time.perf_counter()
+        warm = []
         for _ in range(WARMUP_REPS):
-            one()
+            warm.append(one())
+            self.beat()
+            if reps is None and slow_us is not None and warm[-1] > SLOW_FACTOR * slow_us:
+                return warm  # far slower still: one repetition says enough
         per_rep = (time.perf_counter() - t0) / WARMUP_REPS
+        if reps is None and slow_us is not None and float(np.median(warm)) > slow_us:
+            return warm
         if reps is not None:
             out = []
             for _ in range(reps):
@@ -637,7 +652,8 @@ class GpuWorker:
             return ev
         for ss in self.sets:
             try:
-                samples = self._time(fn, ss, variant.launches[ss.index], ss.batch)
+                slow = SLOW_FACTOR * ss.reference_us if ss.reference_us else None
+                samples = self._time(fn, ss, variant.launches[ss.index], ss.batch, slow_us=slow)
             except CudaFault as e:
                 ev.status, ev.error = Status.CRASHED, f"{e} (while timing, {ss.where()})"
                 return ev

@@ -16,16 +16,18 @@ from agent_core.templating.rewrites.base import Rewrite, RewriteContext, apply_e
 from agent_core.templating.rewrites.fast_math import FastMath
 from agent_core.templating.rewrites.fuse_passes import FusePasses
 from agent_core.templating.rewrites.launch_bounds import LaunchBounds
+from agent_core.templating.rewrites.split_reduction import SplitReduction
 from agent_core.templating.rewrites.vectorize import Vectorize
 from agent_core.templating.rewrites.warp_reduce import WarpReduce
 from agent_core.templating.rewrites.work_per_thread import WorkPerThread
 from agent_core.templating.templatize import templatize
 from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_header
 
-# The order matters: reductions first (they change what the loops around them look like), then one element per
-# thread into a loop (so that it can be vectorized), passes over one row fused (their fallback is then
+# The order matters: reductions first (they change what the loops around them look like; a thread's serial
+# reduction split across the block's y threads), then one element per thread into a loop (so that it can be
+# vectorized), passes over one row fused (their fallback is then
 # vectorized; they use its VEC), vectors, and last the per-call and per-kernel knobs.
-REWRITES: list[Rewrite] = [WarpReduce(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
+REWRITES: list[Rewrite] = [WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
 
 _PACK = """\
 // kerntune rewrite helpers: N elements of T in one aligned load/store (4, 8 or 16 bytes)

@@ -24,7 +24,7 @@ class _Rename(ast.NodeTransformer):
         return self.new if node.id == self.name else node
 
 
-def _block_token(ctx: RewriteContext, v) -> re.Pattern:
+def block_token(ctx: RewriteContext, v) -> re.Pattern:
     """The names that stand for the block size in host code: its macro, macros and constants defined as it, and
     the launching function's locals initialized to one of those (``const int threads = 128;``)."""
     from agent_core.templating.rewrites.syntax import KernelFacts, squash
@@ -73,7 +73,7 @@ def grid_follows_block(ctx: RewriteContext) -> str | None:
     if ctx.block not in {n.id for n in ast.walk(ast.parse(str(gx), mode="eval")) if isinstance(n, ast.Name)}:
         return f"the launch's grid `{gx}` does not follow the block size {ctx.block}"
     v = ctx.view()
-    token = _block_token(ctx, v)
+    token = block_token(ctx, v)
     if not v.k.launch_sites:
         return "the kernel is not launched in this file"
     for s in v.k.launch_sites:
@@ -83,15 +83,16 @@ def grid_follows_block(ctx: RewriteContext) -> str | None:
     sp = find_spec(v.cf, ctx.kernel)
     if sp is None or sp.span is None:
         return "the spec is not a comment in this file (a sidecar spec's grid is not rewritten)"
-    if "grid" not in sp.lines or not re.search(rf"\b{macro_name(ctx.block)}\b", _spec_grid_line(ctx.text, sp)[2]):
+    if "grid" not in sp.lines or not re.search(rf"\b{macro_name(ctx.block)}\b", spec_line(ctx.text, sp, "grid")[2]):
         return f"the spec's grid does not write the block size as a number ({macro_name(ctx.block)} in the template)"
     return None
 
 
-def _spec_grid_line(text: str, sp) -> tuple[int, int, str]:
+def spec_line(text: str, sp, key: str) -> tuple[int, int, str]:
+    """(start, end, text) of the spec comment's line that holds ``key`` (``grid``, ``block``)."""
     data = text.encode("utf-8")
     pos = 0
-    for _ in range(sp.lines["grid"]):
+    for _ in range(sp.lines[key]):
         pos = data.find(b"\n", pos) + 1
     end = data.find(b"\n", pos)
     end = len(data) if end < 0 else end
@@ -112,14 +113,14 @@ def shrink_grid(ctx: RewriteContext, factor: str) -> RewriteContext:
     launch["grid"] = grid
     m = macro_name(ctx.block)
     v = ctx.view()
-    token = _block_token(ctx, v)
+    token = block_token(ctx, v)
     rep = lambda mo: f"({mo.group(0)} * {macro_name(factor)})"  # noqa: E731
     edits = {}
     for s in v.k.launch_sites:
         a, b, text = _grid_edit(v, s, token)
         edits[(a, b)] = token.sub(rep, text)  # two launches may share one host variable: edited once
     sp = find_spec(v.cf, ctx.kernel)
-    a, b, line = _spec_grid_line(ctx.text, sp)
+    a, b, line = spec_line(ctx.text, sp, "grid")
     key = line.find("grid")
     edits[(a, b)] = line[:key] + re.sub(rf"\b{m}\b", rep, line[key:])
     edits = [(a, b, t) for (a, b), t in edits.items()]
