@@ -67,7 +67,7 @@ def report(results: dict, manifest: dict) -> tuple[list[dict], dict]:
                             "of": len(fam), "target": EXPERT_VERIFIED},
         "geomean": {"value": _geomean([r["speedup"] for r in ran]), "target": GEOMEAN},
         "floor": {"value": min((r["slowest"] for r in ran if r.get("slowest")), default=None), "target": FLOOR},
-        "bandwidth": {"failing": [(r["file"], round(p, 1)) for r in ran for p in r.get("big_pct") or []
+        "bandwidth": {"failing": [(r["file"], None if p is None else round(p, 1)) for r in ran for p in r.get("big_pct") or []
                                   if p is None or p < BW_PCT], "checked": len(big), "target": BW_PCT},
     }
     t["expert_verified"]["met"] = t["expert_verified"]["value"] is not None and \

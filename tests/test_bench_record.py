@@ -1,7 +1,11 @@
-"""The bench suite's figure of record (bench/results/h100-2026-11-23c: one H100 run of the nine bench kernels,
-1.97x) replayed with today's code over its recording (tests/data/stores/bench_2026-11-23c.sqlite): the same
-command, the same winners, the same figures within what the replay of the interleaved confirmation moves.
-A change to the loop that would have chosen differently on the GPU shows here first."""
+"""Recordings of one H100 run each, replayed with today's code over their stores: the same command, the same
+winners, the same figures within what the replay of the interleaved confirmation moves. A change to the loop that
+would have chosen differently on the GPU shows here first.
+
+- the bench suite's figure of record (bench/results/h100-2026-11-23e: the nine bench kernels, experts on, 1.98x);
+- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-23e/corpus_other,
+  ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel. Its column sum
+  is left out: its rewrite template changed after the recording (split_reduction), so nothing of it replays."""
 
 import json
 import math
@@ -13,46 +17,62 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD = ROOT / "bench" / "results" / "h100-2026-11-23c" / "bench_results.json"
-STORE = ROOT / "tests" / "data" / "stores" / "bench_2026-11-23c.sqlite"
+RECORDINGS = {
+    "bench": (ROOT / "bench" / "results" / "h100-2026-11-23e" / "bench_results.json",
+              ROOT / "tests" / "data" / "stores" / "bench_2026-11-23e.sqlite", [], set()),
+    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-23e" / "corpus_other" / "bench_results.json",
+                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-23e.sqlite",
+                     ["bench/corpus/other", "--no-experts"], {"column_sum_kernel"}),
+}
 
 
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bench-record")
+@pytest.fixture(scope="module", params=sorted(RECORDINGS))
+def replayed(request, tmp_path_factory):
+    record, stored, args, left_out = RECORDINGS[request.param]
+    tmp = tmp_path_factory.mktemp("record")
     store = tmp / "recording.sqlite"
-    shutil.copy(STORE, store)
-    rec = json.loads(RECORD.read_text())
+    shutil.copy(stored, store)
+    rec = json.loads(record.read_text())
+    rec["kernels"] = [k for k in rec["kernels"] if k["name"] not in left_out]
     o = rec["options"]
-    cmd = [sys.executable, "-m", "agent_core.cli", "bench", "--budget", str(o["budget_per_round"]),
+    only = [x for k in rec["kernels"] for x in ("--only", k["name"])] if left_out else []
+    cmd = [sys.executable, "-m", "agent_core.cli", "bench", *args, *only, "--budget", str(o["budget_per_round"]),
            "--rounds", str(o["rounds"]), "--strategy", o["strategy"], "--seed", str(o["seed"]),
            "--backend", f"replay:{store}", "--out", str(tmp / "out")]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return rec, json.loads((tmp / "out" / "bench_results.json").read_text())
+    assert "left the recorded run's" not in r.stdout + r.stderr  # the recorded ask batch keeps the order
+    return request.param, rec, json.loads((tmp / "out" / "bench_results.json").read_text())
 
 
 def test_the_recording_replays_to_the_same_winners(replayed):
-    rec, now = replayed
+    which, rec, now = replayed
     a = {k["name"]: k for k in rec["kernels"]}
-    b = {k["name"]: k for k in now["kernels"]}
-    assert set(a) == set(b) and len(a) == 9
+    b = {k["name"]: k for k in now["kernels"] if k["status"] != "not_run"}
+    assert set(a) == set(b) and len(a) >= 8
     for name, k in a.items():
         assert b[name]["status"] == k["status"] == "ok", name
         assert (b[name]["origin"], b[name]["params"]) == (k["origin"], k["params"]), name
-        assert (b[name]["dispatch"] is None) == (k["dispatch"] is None), name
+        if which == "bench":
+            assert (b[name]["dispatch"] is None) == (k["dispatch"] is None), name
+        # corpus_other: where the GPU's interleaved confirmation kept the original on a size set at 1.00x (gelu_tanh
+        # 16 x 14336), the replay, confirming with the search's recorded timings, may find one configuration enough
+    if which == "corpus_other":  # the rewrite's configurations and the original kernel share one dispatch
+        d = b["bias_gelu_residual_kernel"]["dispatch"]
+        assert d is not None and any(e["origin"].startswith("rewrite:") for e in d["entries"])
 
 
 def test_the_recording_replays_to_the_same_figures(replayed):
-    rec, now = replayed
+    which, rec, now = replayed
     a = {k["name"]: k["speedup"] for k in rec["kernels"]}
-    b = {k["name"]: k["speedup"] for k in now["kernels"]}
+    b = {k["name"]: k["speedup"] for k in now["kernels"] if k["name"] in a}
     # the replay has no interleaved confirmation to replay: it confirms with the search's recorded timings,
     # which differ from the GPU's confirmation by a percent or two
     for name in a:
         assert b[name] == pytest.approx(a[name], rel=0.03), name
     geo = math.exp(sum(math.log(x) for x in b.values()) / len(b))
-    assert geo == pytest.approx(rec["suite"]["geomean_over_kernels"], rel=0.02)
-    assert now["suite"]["geomean_over_kernels"] == pytest.approx(geo)
-    # the targets read the same: 2.0x not met, every large shape at >= 80% of copy bandwidth
-    assert now["targets"]["geomean"]["met"] is False and now["targets"]["bandwidth"]["met"] is True
+    assert geo == pytest.approx(math.exp(sum(math.log(x) for x in a.values()) / len(a)), rel=0.02)
+    if which == "bench":
+        assert now["suite"]["geomean_over_kernels"] == pytest.approx(geo)
+    if which == "bench":  # the targets read the same: 2.0x not met, every large shape at >= 80% of copy bandwidth
+        assert now["targets"]["geomean"]["met"] is False and now["targets"]["bandwidth"]["met"] is True
