@@ -4,7 +4,7 @@ A kernel whose threads each walk a long loop accumulating into one register (a c
 walking down the rows; a per-column max) leaves the GPU idle when there are few threads: 4096 columns make 16
 blocks of 256 for 132 SMs, each thread issuing one load at a time. Splitting the loop across ``SPLIT`` threads of
 the block (rows ``r = start + threadIdx.y, ... step SPLIT``) puts ``SPLIT`` times as many loads in flight with the
-same grid (the loop unrolled by 4 puts four of each thread's loads in flight too); the partials meet in shared memory and thread ``y = 0`` combines them (in ``y`` order) and runs what
+same grid; the partials meet in shared memory and thread ``y = 0`` combines them (in ``y`` order) and runs what
 followed the loop. The block becomes ``(BLOCK, SPLIT)``; ``SPLIT = 1`` is the kernel as it was (plus one barrier).
 
 Applies where the kernel's body has, at its top level, a counted loop ``for (int r = A; r < B; ++r)`` whose trip
@@ -243,11 +243,8 @@ class SplitReduction(Rewrite):
         flagged = bool(returns) or guard is not None
         loop_guard = f"if ({live}) " if flagged else ""
         new = (f"// kerntune split_reduction: the loop over {loop.var} is split across {SPLIT} threads of the block "
-               f"(threadIdx.y), unrolled by 4 (four loads in flight per thread); thread y = 0 combines the partials\n"
-               f"{ind}{loop_guard}{{\n"
-               f"{ind}#pragma unroll 4\n"
-               f"{ind}  {loop_text}\n"
-               f"{ind}}}\n"
+               f"(threadIdx.y); thread y = 0 combines the partials\n"
+               f"{ind}{loop_guard}{loop_text}\n"
                f"{ind}{{\n"
                f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
                f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
