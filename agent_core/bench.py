@@ -784,7 +784,7 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
               help="where bench_results.json/.md and bench_plot.png go")
 @click.option("--store", "store_path", default=None, help="results store (default OUT/results.sqlite)")
 @click.option("--only", multiple=True, help="only this kernel (kernel name or file stem); repeatable")
-@click.option("--no-experts", is_flag=True, help="only the structural template of each kernel")
+@click.option("--no-experts", is_flag=True, help="only templates of your own kernel (structural, and its semantic rewrite)")
 @click.option("--no-dispatch", is_flag=True, help="one configuration per kernel (no per-shape dispatch)")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
               help="end a round's search when its best has not improved by more than 1% for N evaluations "

@@ -97,7 +97,7 @@ class BatchWorker:
         self.exit_requested = False
         self.started = []
 
-    def start(self, problem, batches, time_original):
+    def start(self, problem, batches, time_original, reference_us=None):  # GpuWorker.start's signature
         self.started.append((batches, time_original))
         self.phases["original"] = 0.25
         n = len(problem.spec.sizes) if problem is not None else 2
