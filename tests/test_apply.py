@@ -1411,3 +1411,20 @@ void run(float* x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }
     assert got.template is not None, got.report
     with pytest.raises(KerntuneError, match="function-like macro STRIDE"):
         kernel_only(got.template)
+
+
+def test_a_templated_kernel_is_offered_no_dispatch():
+    """gelu_tanh_gridstride_bf16.cu's kernel is `template <int BLOCK_SIZE>`: apply cannot write kernels beside it, so
+    the loop must not plan a per-shape dispatch for any of its templates (it keeps one configuration, or the
+    original where that one is slower), while a plain kernel's rewrite template is held."""
+    from agent_core.search.tuner import prepare
+    from agent_core.templating.rewrites import compose
+    from agent_core.templating.text_kind import can_dispatch
+    for name, kernel, held in (("gelu_tanh_gridstride_bf16.cu", "gelu_tanh_kernel", False),
+                               ("bias_gelu_residual_fp16.cu", "bias_gelu_residual_kernel", True)):
+        f = ROOT / "bench" / "corpus" / "other" / name
+        prep = prepare(str(f), kernel, f.read_text(), use_workspace_files=False)
+        t = compose(prep.cf, kernel, prep.spec, prep.structural).template
+        assert can_dispatch(t, prep.cf) is held, name
+        if prep.structural is not None:
+            assert can_dispatch(prep.structural, prep.cf) is held, name

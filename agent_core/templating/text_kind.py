@@ -58,7 +58,11 @@ def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
     """Whether a per-shape dispatch can hold configurations of ``template`` (apply's ``rewrite_dispatch``): a
     template written in place (an expert's, an LLM's partial one), the kernel's own structural template as
     kerntune made it (its sites known, so each configuration's kernel can be written beside the others), or a
-    rewrite template as kerntune made it (its rewritten kernel goes in alone, like an expert's)."""
+    rewrite template as kerntune made it (its rewritten kernel goes in alone, like an expert's). Never for a
+    templated user kernel (``template <int N> __global__ ...``): its launches name an instantiation, and the
+    dispatch cannot write kernels beside it (apply's in-place rewrite refuses it)."""
     from agent_core.templating.rewrites.partial import is_rewrite
+    if any(k.name == template.kernel and k.template_params for k in cf.kernels):
+        return False
     return (not is_whole_file(template, cf) or (template.origin == "structural" and unedited(template))
             or is_rewrite(template))
