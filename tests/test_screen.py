@@ -5,6 +5,7 @@ recorded and are not counted as failures. The fixture below is a recording writt
 replay format, not a measurement): for a kernel in another style, the likeliest binding's default configuration
 is recorded as failing verification and a later binding's as verified, so the loop must tune the later one."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -102,3 +103,36 @@ def test_optimize_tunes_the_verified_binding_and_records_every_verdict(recorded_
     assert steps[0]["data"]["status"] == FAILED and steps[0]["data"]["binding"] == bs[0].describe()
     assert any(m.startswith("screening 16 expert bindings (act_and_mul: 16)") for m in events)
     assert any(m.endswith("failed (verify_failed: out[256]: 1.5 != 0.25 (fixture))") for m in events)
+
+
+@pytest.mark.nvcc
+def test_the_screening_compiles_the_instantiation_the_spec_names(tmp_path, monkeypatch):
+    """A templated kernel the host launches in two instantiations (rotary_embedding_kernel<bf16, true/false>): the
+    screening's original is the one the spec's template_args name, as the rounds' is (it failed with "2 compiled
+    instantiations and none was chosen" on the H100, and the screening was skipped). The backend here runs nothing:
+    it keeps the problem it is started with and answers every check as verified."""
+    from agent_core.measure.backend import Problem
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    src = ROOT / "bench" / "corpus" / "rotary" / "rotary_embedding_template_bf16.cu"
+    prep = prepare(str(src), "rotary_embedding_kernel", use_workspace_files=False)
+    assert prep.spec.template_args == ["__nv_bfloat16", "true"]
+
+    class Recorder:
+        name = "recorder"
+        problems: list[Problem] = []
+
+        def device(self):
+            return DEVICE
+
+        def start(self, problem, original=None):
+            self.problems.append(problem)
+            return [timing(50.0) for _ in prep.spec.sizes]
+
+        def check(self, variant, size_sets):
+            return Evaluation(params=dict(variant.params), status=Status.OK)
+
+    be = Recorder()
+    bindings = X.candidates(prep.cf, "rotary_embedding_kernel", prep.spec)[:1]
+    s = screen(prep, be, bindings=bindings)
+    assert be.problems and s.verdicts[0].status == VERIFIED
+    assert re.match(r"_ZN7pos_enc23rotary_embedding_kernelI13__nv_bfloat16Lb1E", be.problems[0].reference.symbol)
