@@ -136,3 +136,42 @@ def test_the_screening_compiles_the_instantiation_the_spec_names(tmp_path, monke
     s = screen(prep, be, bindings=bindings)
     assert be.problems and s.verdicts[0].status == VERIFIED
     assert re.match(r"_ZN7pos_enc23rotary_embedding_kernelI13__nv_bfloat16Lb1E", be.problems[0].reference.symbol)
+
+
+@pytest.mark.nvcc
+def test_bindings_that_agree_on_the_smallest_size_set_are_told_apart_on_the_others(tmp_path, monkeypatch):
+    """Two rotary bindings verify on the smallest size set (there rot_dim = head_size); checked on the other size
+    sets, the one that reads the wrong size fails (here: the backend answers so for the first binding) and the
+    loop is given the other. Every check is recorded: one per binding on the smallest set, then one per survivor
+    on all the others."""
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    src = ROOT / "bench" / "corpus" / "rotary" / "rotary_embedding_template_bf16.cu"
+    prep = prepare(str(src), "rotary_embedding_kernel", use_workspace_files=False)
+    bindings = X.candidates(prep.cf, "rotary_embedding_kernel", prep.spec)[:3]
+    idx = smallest_size_set(prep.spec)
+
+    class Answers:
+        name = "answers"
+        calls: list[tuple[int, list[int]]] = []
+        n = 0
+
+        def device(self):
+            return DEVICE
+
+        def start(self, problem, original=None):
+            return [timing(50.0) for _ in prep.spec.sizes]
+
+        def check(self, variant, size_sets):
+            self.n += 1
+            self.calls.append((self.n, list(size_sets)))
+            bad = size_sets != [idx] and self.n == len(bindings) + 1  # the first survivor, on the other sets
+            return Evaluation(params=dict(variant.params), status=Status.VERIFY_FAILED if bad else Status.OK,
+                              error="query[5] = 1 vs 2 (fixture)" if bad else "")
+
+    be = Answers()
+    s = screen(prep, be, bindings=bindings)
+    others = [i for i in range(len(prep.spec.sizes)) if i != idx]
+    assert [c[1] for c in be.calls] == [[idx]] * 3 + [others] * 3
+    assert [v.status for v in s.verdicts] == [FAILED, VERIFIED, VERIFIED]
+    assert "agreed there with another binding" in s.verdicts[0].detail
+    assert [t.template_hash for t in s.templates][:1] == [s.verdicts[1].template.template_hash]

@@ -191,6 +191,24 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
             v.detail = f"pruned: {ev.error}"
         else:
             v.status, v.detail = FAILED, f"{ev.status.value}: {ev.error}"
+    # Several bindings of one expert verified on the smallest size set: that set cannot tell them apart (a size
+    # equal to another there: rot_dim = head_size). Each of them is checked on every other size set too, so that
+    # the loop tunes one that holds on all of them. (A replay's verdict covers every size set already.)
+    others = [i for i in range(len(prep.spec.sizes)) if i != idx]
+    groups: dict[str, list[tuple[Verdict, dict]]] = {}
+    for v, cfg in todo:
+        if v.status == VERIFIED:
+            groups.setdefault(v.binding.expert.name, []).append((v, cfg))
+    for group in groups.values():
+        if not runs or len(group) < 2 or not others:
+            continue
+        for v, cfg in group:
+            if cancel.is_set():
+                break
+            ev = backend.check(Variant(params=cfg, compiled=compiled.get(id(v)), launches=launches[id(v)]), others)
+            if ev.status != Status.OK:
+                v.status, v.detail = FAILED, (f"verified on the smallest size set, then {ev.status.value} on the "
+                                              f"others (it agreed there with another binding): {ev.error}")
 
 
 def _choose(verdicts: list[Verdict], lib: dict, prep) -> list[KernelTemplate]:
