@@ -51,15 +51,21 @@ def _grid_edit(v, site, token: re.Pattern) -> tuple[int, int, str] | None:
     if any(re.search(rf"\b{re.escape(hv.name)}\b", a.text) for a in site.args):
         return None  # the variable is passed to the kernel too: part of the problem, not only of the launch
     if "dim3" in hv.type:  # dim3 grid((n + 255) / 256): its one component
-        node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
-        comps = [x for x in node.named_children if x.type != "comment"] if node is not None else []
-        if len(comps) != 1:
+        node = dim3_component(v, hv)
+        if node is None:
             return None
-        node = comps[0]
         text = v.t(node)
         return (node.start_byte, node.end_byte, text) if token.search(text) else None
     text = v.data[hv.init.span.start:hv.init.span.end].decode("utf-8")
     return (hv.init.span.start, hv.init.span.end, text) if token.search(text) else None
+
+
+def dim3_component(v, hv):
+    """The one component of a ``dim3`` host variable's initializer (``dim3 grid((n + 255) / 256)``), as a parse
+    node; None when it has more or none."""
+    node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
+    comps = [x for x in node.named_children if x.type != "comment"] if node is not None else []
+    return comps[0] if len(comps) == 1 else None
 
 
 def grid_follows_block(ctx: RewriteContext) -> str | None:

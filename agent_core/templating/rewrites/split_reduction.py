@@ -25,7 +25,7 @@ from tree_sitter import Node
 from agent_core.model import KerntuneError, Param, macro_name
 from agent_core.source.spec import find_spec
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
-from agent_core.templating.rewrites.grid import block_token, spec_line
+from agent_core.templating.rewrites.grid import block_token, dim3_component, spec_line
 from agent_core.templating.rewrites.syntax import walk
 
 SPLIT = "SPLIT"
@@ -39,6 +39,13 @@ class _Loop:
                  term: Node):
         self.node, self.var, self.var_type, self.start, self.acc, self.op, self.fn, self.term = (
             node, var, var_type, start, acc, op, fn, term)
+
+
+def _plain_declaration(s: Node) -> bool:
+    """A declaration that reads no memory and changes nothing (safe for a thread past the end to run)."""
+    return s.type == "declaration" and not any(
+        x.type in ("subscript_expression", "pointer_expression", "call_expression", "assignment_expression",
+                   "update_expression") for x in walk(s))
 
 
 def _statements(body: Node) -> list[Node]:
@@ -160,17 +167,13 @@ class SplitReduction(Rewrite):
             raise KerntuneError(f"the accumulator {loop.acc} is not a plain scalar")
         returns = []
         for s in stmts[:at]:
-            if guard is not None and s.type == "declaration" and any(
-                    x.type in ("subscript_expression", "pointer_expression", "call_expression",
-                               "assignment_expression", "update_expression") for x in walk(s)):
+            if guard is not None and s.type == "declaration" and not _plain_declaration(s):
                 raise KerntuneError("inside the guarding `if`, above the loop stands more than declarations that "
                                     "read no memory")
             if s.type == "if_statement" and s.child_by_field_name("alternative") is None and \
                     re.fullmatch(r"\{?\s*return\s*;\s*\}?", v.t(s.child_by_field_name("consequence")).strip()):
                 returns.append(s)
-            elif returns and not (s.type == "declaration" and not any(
-                    x.type in ("subscript_expression", "pointer_expression", "call_expression",
-                               "assignment_expression", "update_expression") for x in walk(s))):
+            elif returns and not _plain_declaration(s):
                 raise KerntuneError("between an early return and the loop stands more than declarations that read "
                                     "no memory")
             elif s.type not in ("declaration", "if_statement", "expression_statement"):
@@ -288,8 +291,7 @@ def _block_edit(v: KernelView, site, token: re.Pattern) -> tuple[int, int, str] 
     hv = site.host_vars.get(text)
     if hv is None or hv.init is None or "dim3" not in hv.type:
         return None
-    node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
-    comps = [x for x in node.named_children if x.type != "comment"] if node is not None else []
-    if len(comps) != 1 or not token.fullmatch(v.t(comps[0]).strip()):
+    node = dim3_component(v, hv)
+    if node is None or not token.fullmatch(v.t(node).strip()):
         return None
-    return comps[0].start_byte, comps[0].end_byte, f"{v.t(comps[0])}, {m}"
+    return node.start_byte, node.end_byte, f"{v.t(node)}, {m}"
