@@ -1,0 +1,52 @@
+#!/bin/bash
+# On a GPU machine with several GPUs (nvidia-h200-x2 or larger), from the repository root, .gpu carried
+# (wheels, gpu-setup.sh, wheels-dask): the whole bench suite through the Dask runner on GPUS GPUs, one run
+# from scratch (its own store), its wall time printed; with KILL=1 the worker running the third unit is killed
+# (SIGKILL) 5 s into it, and its nanny restarts it so that the unit is redone.
+#   usage: [KILL=1] bash gpu/run_multi_gpu_bench.sh GPUS SECONDS [kerntune bench options...]
+#   GPUS: 1 or all; default options: --budget 30 --rounds 3 (the figure of record's)
+# Logs, bench_results.json/.md and the store come back under $OUT/multi_<GPUS>. Compare two runs with
+#   python3 gpu/compare_bench.py A/bench_results.json B/bench_results.json
+set -o pipefail
+source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels-dask/*.whl 2>&1 | grep -v "already exists" || true
+export PYTHONPATH=$PWD:/tmp/site:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache-$1 COLUMNS=160
+OUT=${OUT:-/tmp/out}; gpus=$1; limit=$2; shift 2
+opts=("$@"); [ ${#opts[@]} -eq 0 ] && opts=(--budget 30 --rounds 3)
+work=/tmp/kt-multi-$gpus; rm -rf "$work" "$KERNTUNE_CACHE"; mkdir -p "$work" "$OUT/multi_$gpus"
+nvidia-smi -L; nproc
+python3 -c "import dask, distributed; print('dask', dask.__version__, 'distributed', distributed.__version__)" || exit 1
+
+t0=$(date +%s.%N)
+timeout -s INT "$limit" python3 -m agent_core.cli bench "${opts[@]}" --gpus "$gpus" --out "$work" > "$work/bench.log" 2>&1 &
+bench=$!
+if [ -n "$KILL" ]; then
+  pid=""
+  for _ in $(seq 1 1800); do  # up to 180 s for the third unit to start
+    pid=$(grep -oP "started on worker \S+ \(pid \K[0-9]+" "$work/bench.log" | sed -n 3p)
+    [ -n "$pid" ] && break
+    kill -0 $bench 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -n "$pid" ]; then
+    sleep 5
+    echo "killing Dask worker pid $pid: $(grep -oP '^\S+(?=: started on worker \S+ \(pid '"$pid"',)' "$work/bench.log" | tail -1) was running on it"
+    kill -9 "$pid"
+  else
+    echo "no third unit started: nothing killed"
+  fi
+fi
+wait $bench; rc=$?
+t1=$(date +%s.%N)
+echo "rc $rc; wall $(python3 -c "print(round($t1 - $t0, 1))") s for the suite on --gpus $gpus"
+grep -E "started on worker|redone on worker|^[a-z_0-9]+: [0-9.]+x|geomean|where the time went" "$work/bench.log"
+python3 - "$work/bench_results.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+redone = [k["name"] for k in d["kernels"] if len(k.get("attempts") or []) > 1]
+print("runner:", d.get("runner"), "| redone after a lost worker:", ", ".join(redone) or "none")
+for k in d["kernels"]:
+    print(f"  {k['name']}: {k['status']} {k.get('speedup')} on", "; ".join(f"{a['worker']} pid {a['pid']}" for a in k.get("attempts") or []))
+PY
+cp -r "$work/." "$OUT/multi_$gpus/"
+exit $rc
