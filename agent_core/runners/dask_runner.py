@@ -312,10 +312,13 @@ class DaskRunner:
                     continue
                 for f in done:
                     pending.remove(f)
-                    u = futures[f]
+                    u = futures.pop(f)
                     if f.status == "finished":
                         out, rows = f.result()
                         renumber_sessions(out, self.store.merge_rows(rows))
+                        # the scheduler forgets a result once no client holds it: else a worker that dies later
+                        # with the result still in its memory makes the scheduler run the whole unit again
+                        f.release()
                     elif f.status == "cancelled":
                         out = SessionOutcome(u.key, u.path, u.kernel, error="not run: the run was interrupted",
                                              error_kind="not_run", cancelled=True)
