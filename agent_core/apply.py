@@ -497,10 +497,13 @@ def _param_list(text_bytes: bytes, after: int) -> tuple[int, int] | None:
 
 
 def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaFile, k: Kernel,
-                        before: str, kernel_name: str | None = None) -> tuple[str, str, dict[str, str]]:
+                        before: str, kernel_name: str | None = None,
+                        template_args: list[str] | None = None) -> tuple[str, str, dict[str, str]]:
     """(support code, the new kernel definition, parameter values) of a partial template; ``before`` is the
     file's text before the support code goes (the includes it has need not be repeated); the kernel is named
-    ``kernel_name`` (default: the user's kernel's name)."""
+    ``kernel_name`` (default: the user's kernel's name). ``template_args``: the kernel is a template and the new
+    definition is its explicit specialization for these arguments (``template <> ... k<args>(...)``, the
+    template's parameters in the user's parameter list replaced by them)."""
     kname = kernel_name or k.name
     body, values = _template_values(template, cfg)
     entry = template.entry or template.kernel
@@ -532,13 +535,18 @@ def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaF
     params_text = rb[plist[0]:plist[1]].decode("utf-8")
     if uplist is not None and [p.name for p in ek.params] == [p.name for p in k.params]:
         params_text = ub[uplist[0]:uplist[1]].decode("utf-8")
+    if template_args is not None:
+        from agent_core.source.instantiation import substitute_template_params
+        params_text = substitute_template_params(params_text, k, template_args)
     rest = rb[plist[1]:ek.span.end].decode("utf-8")
     user_extern = re.match(r"\s*extern\s*\"C\"", user_head) is not None
     if not user_extern:
         head = re.sub(r"^\s*extern\s*\"C\"\s*", "", head)
     elif not re.match(r"\s*extern\s*\"C\"", head):
         head = 'extern "C" ' + head
-    if re.search(r"\bstatic\b", user_head) and not re.search(r"\bstatic\b", head):
+    if template_args is not None:  # an explicit specialization takes no storage class
+        head = "template <>\n" + re.sub(r"^\s*static\s+", "", head)
+    elif re.search(r"\bstatic\b", user_head) and not re.search(r"\bstatic\b", head):
         head = "static " + head
     head = _fold_launch_bounds(_subst(head, values))
     kernel_text = _subst(f"{head}{kname}({params_text}{rest}", values)
@@ -722,6 +730,7 @@ def _host_values(site: LaunchSite, spec: TuningSpec, old_values: dict[str, int],
     from agent_core.source import spec as spec_mod
     host: dict[str, str] = {}
     by_name: dict[str, str] = {}
+    products: list[tuple[list[str], str]] = []  # (the size names a product multiplies, the host text of it)
 
     def add(e: str, h: str) -> None:
         try:
@@ -733,6 +742,9 @@ def _host_values(site: LaunchSite, spec: TuningSpec, old_values: dict[str, int],
         host.setdefault(ast.dump(n), h.strip())
         if isinstance(n, ast.Name):
             by_name.setdefault(n.id, h.strip())
+        factors = _product_names(n)
+        if factors and len(factors) > 1:
+            products.append((factors, h.strip()))
 
     for i, a in enumerate(spec.args):
         if a.role == "scalar" and i < len(site.args):
@@ -767,7 +779,28 @@ def _host_values(site: LaunchSite, spec: TuningSpec, old_values: dict[str, int],
             continue
         if not isinstance(node, ast.Constant):
             host.setdefault(ast.dump(node), hv.name)
+    # a size the launch passes only inside a product (`k` = rows * n, and `n`): the product over the others
+    for factors, h in products:
+        missing = [f for f in factors if f not in by_name]
+        if len(missing) == 1 and factors.count(missing[0]) == 1:
+            others = " * ".join(_paren(by_name[f]) for f in factors if f != missing[0])
+            by_name[missing[0]] = f"{_paren(h)} / {_paren(others) if '*' in others else others}"
+            host.setdefault(ast.dump(ast.Name(missing[0], ast.Load())), by_name[missing[0]])
     return host
+
+
+def _product_names(n: ast.AST) -> list[str] | None:
+    """The names a product of names multiplies (``rows * n`` -> [rows, n]); None for any other expression."""
+    if isinstance(n, ast.Name):
+        return [n.id]
+    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+        a, b = _product_names(n.left), _product_names(n.right)
+        return a + b if a is not None and b is not None else None
+    return None
+
+
+def _paren(c: str) -> str:
+    return c if re.fullmatch(r"[A-Za-z_][\w.]*|\d+", c.strip()) else f"({c})"
 
 
 def _spec_launch_words(grid: list[ast.AST], block: list[ast.AST], smem: ast.AST) -> str:
@@ -817,6 +850,8 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if is_whole_file(template, cf):
         new = render(template, cfg)
         return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
+    if k.template_params:
+        return _rewrite_specialization(text, path, cf, k, template, cfg, spec)
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template)
     support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
                                                        text.encode("utf-8")[:start].decode("utf-8", "replace"))
@@ -858,18 +893,110 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     return Rewrite(new, sidecar, warnings, True, new_spec, [(kernel, new_spec)])
 
 
+
+def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, template: KernelTemplate,
+                            cfg: dict[str, int], spec: TuningSpec | None) -> Rewrite:
+    """``rewrite_file`` for a kernel template (agent_core.source.instantiation): the template stays for every
+    other instantiation; below it goes the tuned kernel as the explicit specialization of the one the spec tunes
+    (``template <> __global__ void k<__half>(...)``), its support code above the template. A launch of that
+    instantiation gets the tuned launch; a launch of another keeps its own; a launch whose template arguments
+    are the enclosing function's (``k<T>`` in a templated launcher) becomes ``if (std::is_same<T, __half>::value)
+    <tuned launch> else <its launch>``. The spec's launch becomes the tuned one (the spec describes that
+    instantiation)."""
+    from agent_core.source import instantiation as inst
+    spec, start, old_values = _in_place_context(text, path, cf, k, spec, template, specialize=True)
+    args = inst.spec_instantiation(cf, k, spec)
+    name = inst.specialization_name(k, args)
+    macros_cf = [inst.canonical(a)[0] for a in args]
+    for have, line in inst.explicit_specializations(cf, k.name):
+        if [inst.canonical(a)[0] for a in have] == macros_cf:
+            raise KerntuneError(f"'{name}' is already specialized (line {line + 1}), by an earlier apply or by hand: "
+                                "undo that first, then optimize and apply again", path, line)
+    sites = [(site, inst.site_instance(cf, k, site, args)) for site in sorted(k.launch_sites,
+                                                                              key=lambda s: s.span.start)]
+    support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
+                                                       text.encode("utf-8")[:start].decode("utf-8", "replace"),
+                                                       kernel_name=name, template_args=args)
+    params = {**template.space.original_config(), **cfg}
+    grid, block, smem = _folded_launch(template, params, spec, old_values, path, k)
+    old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
+    old_smem = fold(spec.smem or "0", old_values)
+    same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
+        [ast.dump(n) for n in old_grid + [ast.Constant(0)] + old_block + [ast.Constant(0), old_smem]]
+    launch_words = _spec_launch_words(grid, block, smem)
+    raw = text.encode("utf-8")
+
+    warnings: list[str] = []
+    edits: list[tuple[int, int, str]] = []  # byte offsets into text
+    traits = False
+    if not same:
+        for site, what in sites:
+            if what.kind == "other":
+                continue
+            host = _host_values(site, spec, old_values, text)
+            cfg_text = _site_config(site, grid, block, smem, host, k.name, template.origin, launch_words, path)
+            if what.kind == "same":
+                edits.append((site.config[0].span.start, site.config[-1].span.end, cfg_text))
+                continue
+            stmt = _launch_statement(text, site)
+            if stmt is None:
+                raise KerntuneError(f"this launch of '{k.name}' may instantiate {name} (its template arguments are "
+                                    "the enclosing function's) and is part of a larger expression: it needs to be a "
+                                    "statement of its own (`k<T><<<...>>>(...);`) for an if/else between the tuned "
+                                    "launch and its own. Nothing was changed", path, site.span.line, site.span.col)
+            call = raw[site.span.start:site.span.end].decode("utf-8", "replace")
+            c0, c1 = site.config[0].span.start - site.span.start, site.config[-1].span.end - site.span.start
+            tuned = call[:c0] + cfg_text + call[c1:] + ";"
+            own = raw[stmt[0]:stmt[1]].decode("utf-8", "replace")
+            line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
+            indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
+            inner = indent + "  "
+
+            def deeper(s: str) -> str:  # a launch written over several lines moves in with it
+                return re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", s)
+            edits.append((stmt[0], stmt[1], f"if ({what.condition}) {{  // kerntune: the tuned {name}\n"
+                                            f"{inner}{deeper(tuned)}\n{indent}}} else {{\n{inner}{deeper(own)}\n"
+                                            f"{indent}}}"))
+            traits = traits or what.needs_type_traits
+        if not any(what.kind != "other" for _, what in sites):
+            warnings.append(f"{path}: no launch of '{k.name}' in this file makes {name}: its host launch must be "
+                            f"{launch_words} (in the spec's size names)")
+    if traits and not re.search(r"^[ \t]*#[ \t]*include[ \t]*<(cuda/std/)?type_traits>", text, re.M):
+        incs = list(re.finditer(rb"^[ \t]*#[ \t]*include\b[^\n]*\n", raw[:start], re.M))
+        at = incs[-1].end() if incs else 0
+        edits.append((at, at, "#include <type_traits>  // kerntune: std::is_same at the launch below\n"))
+
+    vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
+    if support:
+        edits.append((start, start, f"// kerntune: support code of {name} ({template.origin} template)\n"
+                                    + support + "\n\n"))
+    note = (f"// kerntune: {name} from the {template.origin} template, tuned: {vals}; the template above stays "
+            "for the other instantiations\n")
+    edits.append((k.span.end, k.span.end, "\n\n" + note + kernel_text))
+
+    sidecar = None
+    if not same:
+        edits_spec, sidecar = _spec_launch_edits(text, path, k.name, spec, _spec_values(spec, grid, block, smem))
+        edits += edits_spec
+    new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
+    new_spec = _spec_of(new, path, k.name, sidecar)
+    if new_spec is None:
+        raise KerntuneError(f"internal: the rewritten spec of '{k.name}' cannot be read back", path, k.span.line)
+    return Rewrite(new, sidecar, warnings, True, new_spec, [(k.name, new_spec)])
+
 def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: TuningSpec | None,
-                      template: KernelTemplate) -> tuple[TuningSpec, int, dict[str, int]]:
+                      template: KernelTemplate, specialize: bool = False) -> tuple[TuningSpec, int, dict[str, int]]:
     """(the kernel's spec, the byte offset where support code goes, the values of the kernel's own tunables)
-    for an in-place rewrite; KerntuneError when the kernel cannot be rewritten in place."""
+    for an in-place rewrite; KerntuneError when the kernel cannot be rewritten in place (a kernel template
+    unless ``specialize``: then an explicit specialization is written beside it)."""
     from agent_core.source import spec as spec_mod
     if spec is None:
         spec = spec_mod.find_spec(cf, k.name)
     if spec is None:
         raise KerntuneError(f"kernel '{k.name}' has no tuning spec: cannot rewrite its launch", path, k.span.line)
-    if k.template_params:
-        raise KerntuneError(f"kernel '{k.name}' is a template: a {template.origin} template cannot replace it in "
-                            "place", path, k.span.line)
+    if k.template_params and not specialize:
+        raise KerntuneError(f"kernel '{k.name}' is a template: a per-shape dispatch of {template.origin} kernels "
+                            "cannot be written for it; apply one configuration (--single)", path, k.span.line)
     start = _insertion_point(cf, k, spec, text)
     try:
         from agent_core.templating.templatize import templatize
@@ -1343,7 +1470,7 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
     from agent_core.search.tuner import prepare
     path = str(Path(path).resolve())
     try:
-        prep = prepare(path, kernel, text)
+        prep = prepare(path, kernel, text, tuning=False)
     except KerntuneError:
         if (origin or "structural") == "structural":
             raise
@@ -1368,8 +1495,11 @@ def template_by_hash(path: str | Path, kernel: str, text: str, template_hash: st
     space = structural.space if same_text else own_template.space if own_template else ParamSpace(kernel, {}, [])
     meta: dict = {}
     if row.get("space_toml"):
+        # the spec's size names, so that a constraint over a size (an expert's `THREADS * VEC * ITEMS >= N`) is
+        # not taken for one over an unknown parameter
+        size_names = {n for sz in prep.spec.sizes for n in sz} if prep is not None and prep.spec else None
         try:
-            space, meta = space_from_toml(row["space_toml"])
+            space, meta = space_from_toml(row["space_toml"], None, size_names)
         except KerntuneError:
             pass
     origin = row.get("origin") or meta.get("origin") or (own_template.origin if own_template else "user")

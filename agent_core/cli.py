@@ -743,6 +743,7 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
 
     from agent_core.apply import check_compiles, rewrite_result
     from agent_core.measure.compiler import compile_kernel
+    from agent_core.source.cuda_parse import parse_cuda
     from agent_core.store import Store
     from agent_core.search.tuner import read_source, record_applied, result_summary
     from agent_core.workspace import cache_dir, store_path_for
@@ -784,8 +785,13 @@ def apply(file, kernel, store_path, dry_run, backend, single, device):
     # the rewritten file must compile (all of it, host code included, when the kernel was rewritten in place),
     # and (with a GPU) verify against the original and be timed
     arch = s.get("arch") or (s.get("best_resources") or {}).get("arch") or "sm_90"
-    for name, _ in rw.kernels or [(kernel, None)]:
-        compile_kernel(new, name, arch=arch, include_dirs=[str(Path(file).resolve().parent)], cache_dir=cache_dir())
+    from agent_core.source import spec as spec_mod
+    new_cf = parse_cuda(new, file)
+    for name, new_spec in rw.kernels or [(kernel, rw.spec)]:
+        # a kernel template: the instantiation its spec tunes (the explicit specialization apply wrote for it)
+        targs = spec_mod.instantiation(new_spec, new_cf.kernel(name)) if new_spec is not None else None
+        compile_kernel(new, name, arch=arch, include_dirs=[str(Path(file).resolve().parent)], cache_dir=cache_dir(),
+                       template_args=targs)
     if rw.in_place:
         check_compiles(new, file, arch, host=True)
     verified = _verify_applied(file, kernel, text, new, backend, rw)

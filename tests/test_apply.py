@@ -404,11 +404,25 @@ void silu(__half* out, const __half* x, int rows, int d, cudaStream_t s) {
 '''
 
 
-def test_a_size_the_launch_does_not_pass_is_an_error_and_nothing_changes(tmp_path):
-    """The expert launches one block per row; the host passes only d and the element count: `tokens` cannot be
-    written over the host's values, so the error says what the launch must become and the file stays."""
-    f = tmp_path / "unmapped.cu"
+def test_a_size_the_launch_passes_only_in_a_product_is_the_product_over_the_others(tmp_path):
+    """The expert launches one block per row; the host passes d and the element count n = tokens * d (ggml's
+    GLU launchers do): tokens is written as n / d."""
+    f = tmp_path / "product.cu"
     f.write_text(UNMAPPED + UNMAPPED_HOST)
+    text, cf, k, spec, t = _bind(f)
+    cfg = t.space.original_config()
+    rw = rewrite_file(text, f, k, t, cfg)
+    launch = next(x.strip() for x in rw.text.splitlines() if "silu_flat<<<" in x)
+    assert re.fullmatch(r"silu_flat<<<\(n / d\) \* \(\(d \+ \d+\) / \d+\), \d+, 0, s>>>\(out, x, d, n\);", launch), launch
+    assert rw.spec.grid[0].startswith("tokens * ")
+
+
+def test_a_size_the_launch_does_not_pass_is_an_error_and_nothing_changes(tmp_path):
+    """The expert launches one block per row; the host passes only d and an element count that is not a product
+    of sizes (a sentinel slot after them): `tokens` cannot be written over the host's values, so the error says
+    what the launch must become and the file stays."""
+    f = tmp_path / "unmapped.cu"
+    f.write_text((UNMAPPED + UNMAPPED_HOST).replace('"n: i32 = tokens * d"]', '"n: i32 = tokens * d + 1"]'))
     text, cf, k, spec, t = _bind(f)
     cfg = t.space.original_config()
     with pytest.raises(KerntuneError) as ei:

@@ -297,8 +297,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
                                      f"{dsp.MIN_GAIN:.0%} faster by another verified configuration"))
     elif per_shape:
-        emit(TuneEvent("status", f"per-shape dispatch: not offered, the winner is the {wt.origin} template, which "
-                                 "is written back whole (one configuration)"))
+        emit(TuneEvent("status", f"per-shape dispatch: not offered, {_one_configuration_why(wt, prep)}"))
     if d is None:
         w = next((c for c in cands if c.key == wkey), None)
         if w is None or len(prep.spec.sizes) < 1:
@@ -339,7 +338,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                                      f"{len(confirmed.original_kept)} size set(s), but slower on none"))
             return None
         where = ", ".join(dsp.size_label(prep.spec.sizes[i]) for i in confirmed.single_slower)
-        one = "--no-dispatch" if held else f"the {wt.origin} template is written back whole"
+        one = "--no-dispatch" if held else _one_configuration_why(wt, prep)
         confirmed = dsp.original_only(confirmed, original_params, (
             f"one configuration must serve every size ({one}), and the best one "
             f"({params_words(best.summary['best_params'])}) is slower than the original on {where} beyond the "
@@ -371,3 +370,11 @@ def _profile(backend: Backend, r) -> dict | None:
         return prof(r.best_variant)
     except Exception as e:  # profiling is advisory: never lose a round to it
         return {"error": str(e)}
+
+
+def _one_configuration_why(wt: KernelTemplate, prep) -> str:
+    """Why the winner is written back as one configuration (no per-shape dispatch can hold it)."""
+    if prep.kernel.template_params:
+        return ("the kernel is a template: apply writes one configuration, as the explicit specialization of "
+                "the instantiation the spec tunes")
+    return f"the winner is the {wt.origin} template, which is written back whole (one configuration)"

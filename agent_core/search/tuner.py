@@ -136,10 +136,12 @@ def parse_checked(path: str, kernel: str, text: str | None = None) -> tuple[Cuda
     return cf, k
 
 
-def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files: bool = True) -> Prepared:
+def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files: bool = True,
+            tuning: bool = True) -> Prepared:
     """Everything a session needs before it measures: parse, template, spec. Raises KerntuneError. A kernel
     without a structurally tunable site is prepared all the same (``structural`` and ``template`` None, the
-    reason in ``structural_why``): the optimize loop searches its other templates."""
+    reason in ``structural_why``): the optimize loop searches its other templates. ``tuning``: the kernel is
+    about to be tuned (a kernel template whose tuned instantiation is explicitly specialized is refused)."""
     path = str(Path(path).resolve())
     text = read_source(path) if text is None else text
     cf, k = parse_checked(path, kernel, text)
@@ -161,7 +163,27 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
     names = set(structural.space.params) if structural else set()
     spec_mod.validate_spec(spec, k, names | (set(template.space.params) if template else set()),
                            structural.space.original_config() if structural else None)
+    if tuning and k.template_params:
+        _refuse_specialized(cf, k, spec, path)
     return Prepared(cf, k, structural, template, spec, text, path, why_not)
+
+
+def _refuse_specialized(cf, k, spec, path: str) -> None:
+    """KerntuneError when the instantiation the spec tunes is an explicit specialization in the file (one
+    kerntune's apply wrote, or the user's): that code runs, not the template's, so tuning the template would
+    measure the same kernel under every configuration."""
+    from agent_core.source import instantiation as inst
+    try:
+        args = inst.spec_instantiation(cf, k, spec)
+    except KerntuneError:
+        return  # the compile chooses the instantiation, or says why it cannot
+    want = [inst.canonical(a)[0] for a in args]
+    for have, line in inst.explicit_specializations(cf, k.name):
+        if [inst.canonical(a)[0] for a in have] == want:
+            raise KerntuneError(f"{inst.specialization_name(k, args)}, the instantiation the spec tunes, is an explicit "
+                                f"specialization (line {line + 1}): its own code runs, not the template's. Tune it "
+                                "by undoing the apply that wrote it, or give the spec other template_args",
+                                path, line)
 
 
 
@@ -775,7 +797,7 @@ def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend
     configuration): each (name, its spec after the rewrite; None: the spec in ``new_text``) is verified against
     the original ``kernel`` on every size set of the original spec and, when it passes, timed interleaved with
     it. Returns (evaluation, confirmation or None) per kernel, in order."""
-    old = prepare(path, kernel, old_text, use_workspace_files=False)
+    old = prepare(path, kernel, old_text, use_workspace_files=False, tuning=False)
     spec = old.spec
     dev = backend.device()
     job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())

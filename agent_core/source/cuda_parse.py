@@ -281,6 +281,10 @@ class _Builder:
         name_node = fdecl.child_by_field_name("declarator")
         if name_node is None:
             return None
+        if is_explicit_specialization(name_node):
+            # `template <> __global__ void k<__half>(...)`: an instantiation of the kernel template `k`, written
+            # out (kerntune's apply writes one); not a kernel of its own (agent_core.source.instantiation)
+            return None
         if name_node.type in ("qualified_identifier", "template_function"):
             nn = name_node.child_by_field_name("name")
             name_node = nn if nn is not None else name_node
@@ -487,6 +491,14 @@ class _Builder:
 def _is_constant_decl(b: _Builder, decl: Node) -> bool:
     quals = {b.t(c) for c in decl.children if c.type == "type_qualifier"}
     return bool(quals & {"const", "constexpr"})
+
+
+def is_explicit_specialization(name_node: Node) -> bool:
+    """The declarator name of a function definition names template arguments (``k<__half>``, ``ns::k<4>``)."""
+    n = name_node
+    while n is not None and n.type == "qualified_identifier":
+        n = n.child_by_field_name("name")
+    return n is not None and n.type == "template_function"
 
 
 def _function_declarator(fn: Node) -> Node | None:

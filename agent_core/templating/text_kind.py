@@ -59,8 +59,9 @@ def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
     template written in place (an expert's, an LLM's partial one), the kernel's own structural template as
     kerntune made it (its sites known, so each configuration's kernel can be written beside the others), or a
     rewrite template as kerntune made it (its rewritten kernel goes in alone, like an expert's). Never for a
-    templated user kernel (``template <int N> __global__ ...``): its launches name an instantiation, and the
-    dispatch cannot write kernels beside it (apply's in-place rewrite refuses it)."""
+    templated user kernel (``template <int N> __global__ ...``): apply writes one configuration for it (an
+    explicit specialization of the instantiation the spec tunes, agent_core.source.instantiation); a dispatch
+    between several is not written for a template."""
     from agent_core.templating.rewrites.partial import is_rewrite
     if any(k.name == template.kernel and k.template_params for k in cf.kernels):
         return False

@@ -1,0 +1,219 @@
+"""Applying an expert's kernel to a templated user kernel: an explicit specialization of the instantiation the
+spec tunes (agent_core.source.instantiation, apply._rewrite_specialization).
+
+The corpus winners come from the H100 recording of the corpus families (tests/data/stores/
+corpus_families_2026-11-23e.sqlite, gpu/results/2026-11-23e/corpus_families_780fb98); nvcc checks that each
+applied file compiles, host code included (skipped without nvcc).
+"""
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_core.cli import main
+from agent_core.model import KerntuneError
+from agent_core.source import instantiation as inst
+from agent_core.source import spec as spec_mod
+from agent_core.source.cuda_parse import parse_cuda
+from agent_core.search.tuner import prepare
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "bench" / "corpus"
+STORE = ROOT / "tests" / "data" / "stores" / "corpus_families_2026-11-23e.sqlite"
+
+# (file under bench/corpus, kernel, the specialization apply writes, how its launches change)
+TEMPLATED = [
+    ("rms_norm/rms_norm_block_reduce_bf16.cu", "rms_norm_kernel", "rms_norm_kernel<__nv_bfloat16>", "same"),
+    ("rms_norm/rms_norm_ggml_f32.cu", "rms_norm_f32", "rms_norm_f32<1024>", "same"),  # <WARP_SIZE> is another
+    ("rms_norm/rms_norm_warps2d_fp16.cu", "RMSNormKernel", "RMSNormKernel<__half>", "depends"),
+    ("rotary/rotary_embedding_template_bf16.cu", "rotary_embedding_kernel",
+     "rotary_embedding_kernel<__nv_bfloat16, true>", "same"),
+    ("softmax/softmax_pow2_block_fp16.cu", "cunn_SoftMaxForward", "cunn_SoftMaxForward<__half, float, __half>",
+     "same"),
+    ("group_quant/per_token_group_quant_fp8_16lanes.cu", "per_token_group_quant_8bit_kernel",
+     "per_token_group_quant_8bit_kernel<__nv_bfloat16, __nv_fp8_e4m3>", "same"),
+    ("merge_attn_states/merge_attn_states_pack128_fp16.cu", "merge_attn_states_kernel",
+     "merge_attn_states_kernel<__half, 128>", "same"),  # a constexpr local of the launcher, written as its value
+    ("fused_add_rms_norm/fused_add_rms_norm_smem_bf16.cu", "FusedAddRMSNormKernel",
+     "FusedAddRMSNormKernel<__nv_bfloat16>", "depends"),
+    ("layer_norm/layer_norm_sum_sq_bf16.cu", "generalLayerNorm", "generalLayerNorm<__nv_bfloat16>", "same"),
+    ("layer_norm/layer_norm_welford_apex.cu", "cuApplyLayerNorm", "cuApplyLayerNorm<__half, float, __half>",
+     "depends"),  # deduced from the arguments, inside a templated launcher
+    ("gated_act/silu_and_mul_act_template.cu", "act_and_mul_kernel", None, None),
+]
+
+
+def _copy(tmp_path, rel):
+    """The corpus file and the recorded store, the store's paths pointed at the copy."""
+    src = CORPUS / rel
+    f = tmp_path / src.name
+    shutil.copy(src, f)
+    store = tmp_path / "results.sqlite"
+    if not store.exists():
+        shutil.copy(STORE, store)
+    with sqlite3.connect(store) as c:
+        for table in ("sessions",):
+            c.execute(f"UPDATE {table} SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/bench/corpus/{rel}"))
+    return f, store
+
+
+@pytest.mark.parametrize("rel,kernel,name,kind", TEMPLATED, ids=[t[1] for t in TEMPLATED])
+def test_the_instantiation_each_corpus_template_is_tuned_for(rel, kernel, name, kind):
+    cf = parse_cuda((CORPUS / rel).read_text(), str(CORPUS / rel))
+    k = cf.kernel(kernel)
+    spec = spec_mod.find_spec(cf, kernel)
+    args = inst.spec_instantiation(cf, k, spec)
+    if name is not None:
+        assert inst.specialization_name(k, args) == name
+        kinds = {inst.site_instance(cf, k, s, args).kind for s in k.launch_sites}
+        assert kind in kinds, kinds
+
+
+@pytest.mark.parametrize("rel,kernel,name,kind", [t for t in TEMPLATED if t[2]], ids=[t[1] for t in TEMPLATED if t[2]])
+def test_apply_writes_the_recorded_expert_winner_as_an_explicit_specialization(tmp_path, rel, kernel, name, kind):
+    f, store = _copy(tmp_path, rel)
+    before = f.read_text()
+    r = CliRunner().invoke(main, ["apply", str(f), "-k", kernel, "--store", str(store), "--backend", "none",
+                                  "--dry-run" if not shutil.which("nvcc") else "--single"])
+    assert r.exit_code == 0, r.output
+    new = f.read_text() if shutil.which("nvcc") else before
+    if not shutil.which("nvcc"):
+        return  # the dry run printed the diff; the file is written only once nvcc has compiled it
+    cf = parse_cuda(new, str(f))
+    k = cf.kernel(kernel)  # the template is still the one kernel of that name
+    assert [x.name for x in cf.kernels] == [x.name for x in parse_cuda(before, str(f)).kernels]
+    assert k.template_params and k.body_span.end - k.body_span.start > 10
+    assert f"template <>\n__global__ void __launch_bounds__(" in new and f"{name.split('<')[0]}<" in new
+    specs = inst.explicit_specializations(cf, kernel)
+    assert [inst.specialization_name(k, a) for a, _ in specs] == [name]
+    assert f"// kerntune: {name} from the expert:" in new
+    if kind == "depends":
+        assert "std::is_same<" in new and "#include <type_traits>" in new
+        assert new.count("} else {") >= 1
+    # tuning the template again would measure the specialization under every configuration: refused
+    with pytest.raises(KerntuneError, match="explicit specialization"):
+        prepare(str(f), kernel, new)
+
+
+SOURCE = '''#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+
+/* kerntune:
+args  = ["out: out f16[rows * d]", "x: in f16[rows * 2 * d]", "d: i32 = d"]
+sizes = [{ rows = 64, d = 4096 }, { rows = 77, d = 4099 }]
+grid  = "rows"
+block = "min(d, 1024)"
+*/
+template <typename T>
+__global__ void silu_and_mul(T* __restrict__ out, const T* __restrict__ x, const int d) {
+  const long long r = blockIdx.x;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const float a = (float)x[r * 2 * d + i];
+    out[r * d + i] = (T)(a / (1.0f + expf(-a)) * (float)x[r * 2 * d + d + i]);
+  }
+}
+'''
+
+
+def test_launches_of_the_instantiation_another_one_and_a_templated_launcher():
+    host = SOURCE + '''
+template <typename scalar_t>
+void launch(scalar_t* out, const scalar_t* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<scalar_t><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+}
+void launch_half(half* out, const half* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<half><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+}
+void launch_float(float* out, const float* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<float><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+}
+'''
+    cf = parse_cuda(host, "k.cu")
+    k = cf.kernel("silu_and_mul")
+    spec = spec_mod.find_spec(cf, "silu_and_mul")
+    with pytest.raises(KerntuneError, match="several instantiations"):
+        inst.spec_instantiation(cf, k, spec)
+    spec.template_args = ["half"]
+    args = inst.spec_instantiation(cf, k, spec)
+    got = [inst.site_instance(cf, k, s, args) for s in k.launch_sites]
+    assert [g.kind for g in got] == ["depends", "same", "other"]
+    assert got[0].condition == "std::is_same<scalar_t, half>::value" and got[0].needs_type_traits
+
+
+def test_the_buffer_types_give_the_instantiation_when_no_launch_names_it():
+    cf = parse_cuda(SOURCE, "k.cu")
+    k = cf.kernel("silu_and_mul")
+    assert inst.spec_instantiation(cf, k, spec_mod.find_spec(cf, "silu_and_mul")) == ["__half"]
+    f32 = SOURCE.replace("f16[", "f32[")
+    cf = parse_cuda(f32, "k.cu")
+    assert inst.spec_instantiation(cf, cf.kernel("silu_and_mul"), spec_mod.find_spec(cf, "silu_and_mul")) == ["float"]
+
+
+def test_two_named_instantiations_and_no_template_args_is_an_error():
+    host = SOURCE + '''
+void a(half* o, const half* x, int rows, int d) { silu_and_mul<half><<<rows, 256>>>(o, x, d); }
+void b(float* o, const float* x, int rows, int d) { silu_and_mul<float><<<rows, 256>>>(o, x, d); }
+'''
+    cf = parse_cuda(host, "k.cu")
+    with pytest.raises(KerntuneError, match=r"several instantiations .*template_args"):
+        inst.spec_instantiation(cf, cf.kernel("silu_and_mul"), spec_mod.find_spec(cf, "silu_and_mul"))
+    spec = spec_mod.find_spec(cf, "silu_and_mul")
+    spec.template_args = ["float"]
+    assert inst.spec_instantiation(cf, cf.kernel("silu_and_mul"), spec) == ["float"]
+
+
+def test_an_explicit_specialization_is_not_a_kernel_of_its_own():
+    text = SOURCE + '''
+template <>
+__global__ void __launch_bounds__(256) silu_and_mul<__half>(__half* __restrict__ out, const __half* __restrict__ x,
+                                                            const int d) { }
+void a(half* o, const half* x, int rows, int d) { silu_and_mul<half><<<rows, 256>>>(o, x, d); }
+'''
+    cf = parse_cuda(text, "k.cu")
+    assert [k.name for k in cf.kernels] == ["silu_and_mul"]
+    k = cf.kernel("silu_and_mul")
+    assert k.template_params and len(k.launch_sites) == 1
+    assert [a for a, _ in inst.explicit_specializations(cf, "silu_and_mul")] == [["__half"]]
+
+
+def test_apply_writes_a_specialization_that_compiles_and_refuses_a_second_one(tmp_path):
+    """Bound and rewritten here (the gated-activation expert): the launches of half get the tuned launch, the
+    templated launcher an if/else on std::is_same, float keeps its own; applying again is refused."""
+    import test_apply as ta
+    from agent_core.apply import rewrite_file
+    f = tmp_path / "silu.cu"
+    host = SOURCE.replace("*/\ntemplate", 'template_args = ["__half"]\n*/\ntemplate') + '''
+#include <algorithm>
+template <typename scalar_t>
+void launch(scalar_t* out, const scalar_t* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<scalar_t><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+}
+void launch_half(__half* out, const __half* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<__half><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+  launch<__half>(out, x, rows, d, s);
+}
+void launch_float(float* out, const float* x, int rows, int d, cudaStream_t s) {
+  silu_and_mul<float><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);
+  launch<float>(out, x, rows, d, s);
+}
+'''
+    f.write_text(host)
+    text, cf, k, spec, t = ta._bind(f, "silu_and_mul")
+    cfg = t.space.original_config()
+    rw = rewrite_file(text, f, k, t, cfg)
+    new = rw.text
+    assert "template <>\n__global__ void __launch_bounds__(" in new and "silu_and_mul<__half>(__half* __restrict__ out" in new
+    assert "if (std::is_same<scalar_t, __half>::value) {  // kerntune: the tuned silu_and_mul<__half>" in new
+    assert "  silu_and_mul<float><<<rows, std::min(d, 1024), 0, s>>>(out, x, d);" in new  # another instantiation
+    assert "  silu_and_mul<__half><<<rows, std::min(d, 1024), 0, s>>>" not in new
+    assert "#include <type_traits>" in new and rw.spec.grid != spec.grid or rw.spec.block != spec.block
+    ncf = parse_cuda(new, str(f))
+    assert [x.name for x in ncf.kernels] == ["silu_and_mul"]
+    if shutil.which("nvcc"):
+        f.write_text(new)
+        ta._nvcc_c(f)
+    with pytest.raises(KerntuneError, match="already specialized"):
+        rewrite_file(new, f, "silu_and_mul", t, cfg)
