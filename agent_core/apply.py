@@ -907,9 +907,9 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template, specialize=True)
     args = inst.spec_instantiation(cf, k, spec)
     name = inst.specialization_name(k, args)
-    macros_cf = [inst.canonical(a)[0] for a in args]
+    want = [inst.canonical(a)[0] for a in args]
     for have, line in inst.explicit_specializations(cf, k.name):
-        if [inst.canonical(a)[0] for a in have] == macros_cf:
+        if [inst.canonical(a)[0] for a in have] == want:
             raise KerntuneError(f"'{name}' is already specialized (line {line + 1}), by an earlier apply or by hand: "
                                 "undo that first, then optimize and apply again", path, line)
     sites = [(site, inst.site_instance(cf, k, site, args)) for site in sorted(k.launch_sites,
