@@ -856,11 +856,7 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
                                                        text.encode("utf-8")[:start].decode("utf-8", "replace"))
     params = {**template.space.original_config(), **cfg}
-    grid, block, smem = _folded_launch(template, params, spec, old_values, path, k)
-    old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
-    old_smem = fold(spec.smem or "0", old_values)
-    same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
-        [ast.dump(n) for n in old_grid + [ast.Constant(0)] + old_block + [ast.Constant(0), old_smem]]
+    grid, block, smem, same = _tuned_launch(template, params, spec, old_values, path, k)
     launch_words = _spec_launch_words(grid, block, smem)
 
     warnings: list[str] = []
@@ -881,16 +877,7 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     edits.append((start, start, note + (support + "\n\n" if support else "")))
     edits.append((k.span.start, k.span.end, kernel_text))
 
-    # the spec's launch
-    sidecar = None
-    if not same:
-        edits_spec, sidecar = _spec_launch_edits(text, path, kernel, spec, _spec_values(spec, grid, block, smem))
-        edits += edits_spec
-    new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
-    new_spec = _spec_of(new, path, kernel, sidecar)
-    if new_spec is None:
-        raise KerntuneError(f"internal: the rewritten spec of '{kernel}' cannot be read back", path, k.span.line)
-    return Rewrite(new, sidecar, warnings, True, new_spec, [(kernel, new_spec)])
+    return _in_place_rewrite(text, path, k, spec, edits, warnings, None if same else (grid, block, smem))
 
 
 
@@ -907,22 +894,17 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template, specialize=True)
     args = inst.spec_instantiation(cf, k, spec)
     name = inst.specialization_name(k, args)
-    want = [inst.canonical(a)[0] for a in args]
-    for have, line in inst.explicit_specializations(cf, k.name):
-        if [inst.canonical(a)[0] for a in have] == want:
-            raise KerntuneError(f"'{name}' is already specialized (line {line + 1}), by an earlier apply or by hand: "
-                                "undo that first, then optimize and apply again", path, line)
+    line = inst.specialized_at(cf, k, args)
+    if line is not None:
+        raise KerntuneError(f"'{name}' is already specialized (line {line + 1}), by an earlier apply or by hand: "
+                            "undo that first, then optimize and apply again", path, line)
     sites = [(site, inst.site_instance(cf, k, site, args)) for site in sorted(k.launch_sites,
                                                                               key=lambda s: s.span.start)]
-    support, kernel_text, values = _support_and_kernel(template, cfg, cf, k,
-                                                       text.encode("utf-8")[:start].decode("utf-8", "replace"),
-                                                       kernel_name=name, template_args=args)
+    support, kernel_text, _ = _support_and_kernel(template, cfg, cf, k,
+                                                  text.encode("utf-8")[:start].decode("utf-8", "replace"),
+                                                  kernel_name=name, template_args=args)
     params = {**template.space.original_config(), **cfg}
-    grid, block, smem = _folded_launch(template, params, spec, old_values, path, k)
-    old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
-    old_smem = fold(spec.smem or "0", old_values)
-    same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
-        [ast.dump(n) for n in old_grid + [ast.Constant(0)] + old_block + [ast.Constant(0), old_smem]]
+    grid, block, smem, same = _tuned_launch(template, params, spec, old_values, path, k)
     launch_words = _spec_launch_words(grid, block, smem)
     raw = text.encode("utf-8")
 
@@ -948,14 +930,10 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
             c0, c1 = site.config[0].span.start - site.span.start, site.config[-1].span.end - site.span.start
             tuned = call[:c0] + cfg_text + call[c1:] + ";"
             own = raw[stmt[0]:stmt[1]].decode("utf-8", "replace")
-            line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
-            indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
+            indent = _indent_at(raw, stmt[0])
             inner = indent + "  "
-
-            def deeper(s: str) -> str:  # a launch written over several lines moves in with it
-                return re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", s)
             edits.append((stmt[0], stmt[1], f"if ({what.condition}) {{  // kerntune: the tuned {name}\n"
-                                            f"{inner}{deeper(tuned)}\n{indent}}} else {{\n{inner}{deeper(own)}\n"
+                                            f"{inner}{_deeper(tuned)}\n{indent}}} else {{\n{inner}{_deeper(own)}\n"
                                             f"{indent}}}"))
             traits = traits or what.needs_type_traits
         if not any(what.kind != "other" for _, what in sites):
@@ -974,15 +952,35 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
             "for the other instantiations\n")
     edits.append((k.span.end, k.span.end, "\n\n" + note + kernel_text))
 
+    return _in_place_rewrite(text, path, k, spec, edits, warnings, None if same else (grid, block, smem))
+
+
+def _tuned_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
+                  path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST, bool]:
+    """The template's launch at ``params``, folded (``_folded_launch``), and whether it is the spec's own launch
+    as the kernel has it now (then no launch site or spec changes)."""
+    grid, block, smem = _folded_launch(template, params, spec, old_values, path, k)
+    old_grid, old_block = _dims(spec.grid, old_values), _dims(spec.block, old_values)
+    old_smem = fold(spec.smem or "0", old_values)
+    same = [ast.dump(n) for n in grid + [ast.Constant(0)] + block + [ast.Constant(0), smem]] == \
+        [ast.dump(n) for n in old_grid + [ast.Constant(0)] + old_block + [ast.Constant(0), old_smem]]
+    return grid, block, smem, same
+
+
+def _in_place_rewrite(text: str, path: str, k: Kernel, spec: TuningSpec, edits: list[tuple[int, int, str]],
+                      warnings: list[str], launch: tuple[list[ast.AST], list[ast.AST], ast.AST] | None) -> Rewrite:
+    """The ``Rewrite`` of an in-place rewrite: ``edits`` (byte offsets into ``text``) applied, the spec's launch
+    set to ``launch`` (None: unchanged), and the kernel's spec read back from the result."""
     sidecar = None
-    if not same:
-        edits_spec, sidecar = _spec_launch_edits(text, path, k.name, spec, _spec_values(spec, grid, block, smem))
-        edits += edits_spec
+    if launch is not None:
+        edits_spec, sidecar = _spec_launch_edits(text, path, k.name, spec, _spec_values(spec, *launch))
+        edits = edits + edits_spec
     new = apply_edits(text, sorted(edits, key=lambda e: (e[0], e[1])))
     new_spec = _spec_of(new, path, k.name, sidecar)
     if new_spec is None:
         raise KerntuneError(f"internal: the rewritten spec of '{k.name}' cannot be read back", path, k.span.line)
     return Rewrite(new, sidecar, warnings, True, new_spec, [(k.name, new_spec)])
+
 
 def _in_place_context(text: str, path: str, cf: CudaFile, k: Kernel, spec: TuningSpec | None,
                       template: KernelTemplate, specialize: bool = False) -> tuple[TuningSpec, int, dict[str, int]]:
@@ -1110,6 +1108,18 @@ def _launch_statement(text: str, site: LaunchSite) -> tuple[int, int] | None:
     if b[st.start_byte:site.span.start].strip() or not re.fullmatch(rb"\s*;", b[site.span.end:st.end_byte]):
         return None
     return st.start_byte, st.end_byte
+
+
+def _indent_at(raw: bytes, offset: int) -> str:
+    """The white space that indents the line holding byte ``offset`` of ``raw``, up to it."""
+    line_start = raw.rfind(b"\n", 0, offset) + 1
+    return re.match(r"[ \t]*", raw[line_start:offset].decode("utf-8", "replace")).group(0)
+
+
+def _deeper(code: str) -> str:
+    """``code`` (a launch statement) moved a level deeper inside a new block: each line after its first (not a line
+    a ``\\`` continues) indented two more spaces."""
+    return re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", code)
 
 
 def _condition_c(when: list, host: dict[str, str]) -> str:
@@ -1257,10 +1267,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
             words = f"launch {_spec_launch_words(g, b_, sm)}"
             cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin if t else "original", words, path)
             prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
-            # a launch written over several lines moves in with it, a level deeper (not a line a `\` continues)
-            calls.append(re.sub(r"(?<!\\)\n(?=[ \t]*\S)", "\n  ", f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
-        line_start = raw.rfind(b"\n", 0, stmt[0]) + 1
-        indent = re.match(r"[ \t]*", raw[line_start:stmt[0]].decode("utf-8", "replace")).group(0)
+            calls.append(_deeper(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
+        indent = _indent_at(raw, stmt[0])
         inner = indent + "  "
         chain = []
         for i, r in enumerate(dispatch.rules[:-1]):

@@ -7,6 +7,7 @@
 # Everything (logs, results, stores) goes back under $OUT/dask. About 3-4 minutes on an H100.
 set -o pipefail
 source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
+source gpu/kill_worker.sh
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels-dask/*.whl 2>&1 | grep -v "already exists" || true
 export PYTHONPATH=$PWD:/tmp/site:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache COLUMNS=160
 OUT=${OUT:-/tmp/out}; work=/tmp/kt-dask; rm -rf "$work"; mkdir -p "$work" "$OUT/dask"
@@ -23,20 +24,7 @@ echo "== 2. local Dask cluster (--gpus 1), its worker killed 5 s into the second
 t0=$(date +%s)
 timeout 190 python3 -m agent_core.cli bench "${opts[@]}" --gpus 1 --out "$work/dask" > "$work/dask.log" 2>&1 &
 bench=$!
-pid=""
-for _ in $(seq 1 1800); do  # up to 180 s for the second unit to start
-  pid=$(grep -oP "started on worker \S+ \(pid \K[0-9]+" "$work/dask.log" | sed -n 2p)
-  [ -n "$pid" ] && break
-  kill -0 $bench 2>/dev/null || break
-  sleep 0.1
-done
-if [ -n "$pid" ]; then
-  sleep 5
-  echo "killing the Dask worker, pid $pid ($(grep -oP '^\S+(?=: started on worker \S+ \(pid '"$pid"',)' "$work/dask.log" | tail -1) was running on it)"
-  kill -9 "$pid"
-else
-  echo "no second unit started: nothing killed"
-fi
+kill_unit_worker "$work/dask.log" 2 $bench
 wait $bench; rc2=$?
 echo "rc $rc2, $(( $(date +%s) - t0 )) s"
 grep -E "started on worker|redone on worker|^[a-z_0-9]+: [0-9.]+x|geomean" "$work/dask.log"

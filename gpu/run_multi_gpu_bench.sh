@@ -9,6 +9,7 @@
 #   python3 gpu/compare_bench.py A/bench_results.json B/bench_results.json
 set -o pipefail
 source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
+source gpu/kill_worker.sh
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels-dask/*.whl 2>&1 | grep -v "already exists" || true
 export PYTHONPATH=$PWD:/tmp/site:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache-$1 COLUMNS=160
 OUT=${OUT:-/tmp/out}; gpus=$1; limit=$2; shift 2
@@ -20,22 +21,7 @@ python3 -c "import dask, distributed; print('dask', dask.__version__, 'distribut
 t0=$(date +%s.%N)
 timeout -s INT "$limit" python3 -m agent_core.cli bench "${opts[@]}" --gpus "$gpus" --out "$work" > "$work/bench.log" 2>&1 &
 bench=$!
-if [ -n "$KILL" ]; then
-  pid=""
-  for _ in $(seq 1 1800); do  # up to 180 s for the third unit to start
-    pid=$(grep -oP "started on worker \S+ \(pid \K[0-9]+" "$work/bench.log" | sed -n 3p)
-    [ -n "$pid" ] && break
-    kill -0 $bench 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -n "$pid" ]; then
-    sleep 5
-    echo "killing Dask worker pid $pid: $(grep -oP '^\S+(?=: started on worker \S+ \(pid '"$pid"',)' "$work/bench.log" | tail -1) was running on it"
-    kill -9 "$pid"
-  else
-    echo "no third unit started: nothing killed"
-  fi
-fi
+[ -n "$KILL" ] && kill_unit_worker "$work/bench.log" 3 $bench
 wait $bench; rc=$?
 t1=$(date +%s.%N)
 echo "rc $rc; wall $(python3 -c "print(round($t1 - $t0, 1))") s for the suite on --gpus $gpus"

@@ -177,13 +177,12 @@ def _refuse_specialized(cf, k, spec, path: str) -> None:
         args = inst.spec_instantiation(cf, k, spec)
     except KerntuneError:
         return  # the compile chooses the instantiation, or says why it cannot
-    want = [inst.canonical(a)[0] for a in args]
-    for have, line in inst.explicit_specializations(cf, k.name):
-        if [inst.canonical(a)[0] for a in have] == want:
-            raise KerntuneError(f"{inst.specialization_name(k, args)}, the instantiation the spec tunes, is an explicit "
-                                f"specialization (line {line + 1}): its own code runs, not the template's. Tune it "
-                                "by undoing the apply that wrote it, or give the spec other template_args",
-                                path, line)
+    line = inst.specialized_at(cf, k, args)
+    if line is not None:
+        raise KerntuneError(f"{inst.specialization_name(k, args)}, the instantiation the spec tunes, is an explicit "
+                            f"specialization (line {line + 1}): its own code runs, not the template's. Tune it "
+                            "by undoing the apply that wrote it, or give the spec other template_args",
+                            path, line)
 
 
 

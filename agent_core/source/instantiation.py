@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent_core import expr
 from agent_core.model import CudaFile, Kernel, KerntuneError, LaunchSite, TuningSpec
+from agent_core.source.spec import base_type
 
 # spellings of one type in CUDA's headers (typedefs): compared as one
 _ALIASES = {"half": "__half", "nv_bfloat16": "__nv_bfloat16", "__bfloat16": "__nv_bfloat16",
@@ -30,7 +31,6 @@ _KNOWN_TYPES = {"float", "double", "__half", "__nv_bfloat16", "int", "unsignedin
                 "size_t", "__nv_fp8_e4m3", "__nv_fp8_e5m2", "__half2", "__nv_bfloat162", "float2", "float4"}
 # the storage types a spec's dtype names unambiguously (u8 may be fp8 or uint8_t: not inferred)
 _DTYPE_CTYPE = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "double"}
-_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict)\b|[*&]")
 
 
 @dataclass
@@ -128,8 +128,7 @@ def spec_instantiation(cf: CudaFile, k: Kernel, spec: TuningSpec) -> list[str]:
     out: list[str] = []
     for tp in k.template_params:
         if tp.kind == "type":
-            seen = {_DTYPE_CTYPE.get(dtypes.get(p.name, "")) for p in k.params
-                    if " ".join(_QUALIFIERS.sub(" ", p.type).split()) == tp.name}
+            seen = {_DTYPE_CTYPE.get(dtypes.get(p.name, "")) for p in k.params if base_type(p.type) == tp.name}
             if len(seen) == 1 and None not in seen:
                 out.append(seen.pop())
                 continue
@@ -163,10 +162,6 @@ def enclosing_template_params(text: str, site: LaunchSite) -> set[str]:
                     names.add(b[d.start_byte:d.end_byte].decode("utf-8", "replace"))
         node = node.parent
     return names
-
-
-def _base_type(c_type: str) -> str:
-    return " ".join(_QUALIFIERS.sub(" ", c_type).split())
 
 
 def _enclosing_params(text: str, site: LaunchSite) -> dict[str, str]:
@@ -205,7 +200,7 @@ def site_template_args(cf: CudaFile, k: Kernel, site: LaunchSite) -> list[str] |
     outer = None
     out: list[str] = []
     for tp in k.template_params:
-        i = next((j for j, p in enumerate(k.params) if tp.kind == "type" and _base_type(p.type) == tp.name), None)
+        i = next((j for j, p in enumerate(k.params) if tp.kind == "type" and base_type(p.type) == tp.name), None)
         if i is None or i >= len(site.args):
             if tp.default is None:
                 return None
@@ -215,7 +210,7 @@ def site_template_args(cf: CudaFile, k: Kernel, site: LaunchSite) -> list[str] |
         if re.fullmatch(r"[A-Za-z_]\w*", a):
             outer = outer if outer is not None else _enclosing_params(cf.text, site)
             if a in outer:
-                out.append(_base_type(outer[a]))
+                out.append(base_type(outer[a]))
                 continue
         out.append(f"std::remove_cv_t<std::remove_pointer_t<std::decay_t<decltype({a})>>>")
     return out
@@ -291,3 +286,10 @@ def explicit_specializations(cf: CudaFile, name: str) -> list[tuple[list[str], i
             continue
         stack.extend(n.children)
     return sorted(out, key=lambda x: x[1])
+
+
+def specialized_at(cf: CudaFile, k: Kernel, args: list[str]) -> int | None:
+    """The line of the explicit specialization of ``k`` for ``args`` in the file, or None."""
+    want = [canonical(a)[0] for a in args]
+    return next((line for have, line in explicit_specializations(cf, k.name)
+                 if [canonical(a)[0] for a in have] == want), None)

@@ -800,9 +800,14 @@ C_DTYPES: dict[str, str] = {
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b|[*&]")
 
 
+def base_type(c_type: str) -> str:
+    """A C type as written without its pointer, reference and qualifiers (``const T* __restrict__`` -> ``T``)."""
+    return " ".join(_QUALIFIERS.sub(" ", c_type).split())
+
+
 def c_dtype(c_type: str) -> str | None:
     """The spec dtype of a C type as written (pointer and qualifiers ignored), or None when unknown."""
-    base = " ".join(_QUALIFIERS.sub(" ", c_type).split())
+    base = base_type(c_type)
     return C_DTYPES.get(base) or C_DTYPES.get(base.replace("std::", ""))
 
 
