@@ -131,11 +131,22 @@ def _show_rewrites(cf, kernel: str) -> None:
             out.print(f"  rewrite {name}: applies ({escape(by_name[name])})", soft_wrap=True)
         else:
             out.print(f"  rewrite {name}: no: {escape(why)}", soft_wrap=True)
+    twins = {r.name: r.summary for r in _twins()}
+    for name, why in got.twin_report:
+        if why is None:
+            out.print(f"  rewrite {name} (a second template): applies ({escape(twins[name])})", soft_wrap=True)
+        else:
+            out.print(f"  rewrite {name} (a second template): no: {escape(why)}", soft_wrap=True)
 
 
 def _rewrites():
     from agent_core.templating.rewrites import REWRITES
     return REWRITES
+
+
+def _twins():
+    from agent_core.templating.rewrites.compose import TWINS
+    return list(TWINS.values())
 
 
 # --------------------------------------------------------------------------------------------- spec

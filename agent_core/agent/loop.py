@@ -103,10 +103,11 @@ def _record_screening(store: Store, session_id: int | None, screening: "Screenin
 
 def rewrite_templater(prep: Prepared, rounds: list[Round]) -> list[KernelTemplate]:
     """The semantic rewrite template of the user's own kernel (agent_core.templating.rewrites), composed onto its
-    structural template; none when no rewrite applies."""
+    structural template, then its twins (a rewrite done another way, e.g. over a thread-block cluster); none when
+    no rewrite applies."""
     from agent_core.templating.rewrites import compose
     got = compose(prep.cf, prep.kernel.name, prep.spec, prep.structural)
-    return [got.template] if got.template is not None else []
+    return [got.template] + got.twins if got.template is not None else []
 
 
 def _unsupported(t: KernelTemplate, backend: Backend) -> str | None:

@@ -1,7 +1,11 @@
 """Compose the rewrites: apply each one whose preconditions hold, in a fixed order, to the structural template
 of the user's kernel (so its block size and other structural parameters stay parameters) -> one
 ``KernelTemplate`` (origin ``rewrite:<names>``) whose text is the user's whole file with the kernel rewritten,
-helpers above it, and a header that defines every ``KT_<PARAM>`` to its original value."""
+helpers above it, and a header that defines every ``KT_<PARAM>`` to its original value.
+
+A rewrite may have a twin (``TWINS``): the same transformation done another way that needs what not every device
+has (``cluster_split``: a reduction over the blocks of a thread-block cluster, sm_90). Where the rewrite applied,
+the composition runs once more with its twin in its place -> a second template, searched after the first."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from agent_core.model import CudaFile, KernelTemplate, KerntuneError, ParamSpace
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.source.spec import find_spec
 from agent_core.templating.rewrites.base import Rewrite, RewriteContext, apply_edits
+from agent_core.templating.rewrites.cluster_split import ClusterSplit
 from agent_core.templating.rewrites.fast_math import FastMath
 from agent_core.templating.rewrites.fuse_passes import FusePasses
 from agent_core.templating.rewrites.launch_bounds import LaunchBounds
@@ -28,6 +33,8 @@ from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_head
 # vectorized), passes over one row fused (their fallback is then
 # vectorized; they use its VEC), vectors, and last the per-call and per-kernel knobs.
 REWRITES: list[Rewrite] = [WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
+# rewrite name -> its twin (a composition of its own, in the rewrite's place in REWRITES)
+TWINS: dict[str, Rewrite] = {"split_reduction": ClusterSplit()}
 
 _PACK = """\
 // kerntune rewrite helpers: N elements of T in one aligned load/store (4, 8 or 16 bytes)
@@ -57,16 +64,21 @@ template <int F> __device__ __forceinline__ float kt_tanhf(float x) {
   }
   return tanhf(x);
 }"""
-HELPERS = {"pack": ("KERNTUNE_REWRITE_PACK", _PACK), "fast_math": ("KERNTUNE_REWRITE_FAST_MATH", _FAST_MATH)}
+_CLUSTER = "#include <cooperative_groups.h>  // kerntune rewrite helpers: thread-block clusters (cluster_split)"
+HELPERS = {"pack": ("KERNTUNE_REWRITE_PACK", _PACK), "fast_math": ("KERNTUNE_REWRITE_FAST_MATH", _FAST_MATH),
+           "cluster": ("KERNTUNE_REWRITE_CLUSTER", _CLUSTER)}
 
 
 @dataclass
 class Outcome:
     """What composing did: the template (None when no rewrite applies) and, per rewrite, None where it was
-    applied or why it was not."""
+    applied or why it was not; the twins' templates (each with a rewrite replaced by its twin) and, per twin
+    of an applied rewrite, None where it applied or why not."""
     template: KernelTemplate | None
     report: list[tuple[str, str | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    twins: list[KernelTemplate] = field(default_factory=list)
+    twin_report: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def applied(self) -> list[str]:
@@ -106,11 +118,31 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     cf.kernel(kernel)
     if kernel_has_errors(cf, kernel):
         return Outcome(None, [(r.name, "the kernel does not parse") for r in REWRITES])
-    ctx = start_context(cf, kernel, spec, structural)
-    if any(w.startswith("kt_") for w in _identifiers(ctx)):
+    start = start_context(cf, kernel, spec, structural)
+    if any(w.startswith("kt_") for w in _identifiers(start)):
         return Outcome(None, [(r.name, "the kernel already uses names starting with kt_ (kerntune's)") for r in REWRITES])
+    ctx, report = _run(start, REWRITES)
+    applied = [n for n, why in report if why is None]
+    if not applied:
+        return Outcome(None, report)
+    out = Outcome(_template(cf, kernel, ctx, applied), report, ctx.notes)
+    for name in applied:
+        twin = TWINS.get(name)
+        if twin is None:
+            continue
+        tctx, treport = _run(start, [twin if r.name == name else r for r in REWRITES])
+        why = dict(treport)[twin.name]
+        out.twin_report.append((twin.name, why))
+        if why is None:
+            out.twins.append(_template(cf, kernel, tctx, [n for n, w in treport if w is None]))
+    return out
+
+
+def _run(ctx: RewriteContext, rewrites: list[Rewrite]) -> tuple[RewriteContext, list[tuple[str, str | None]]]:
+    """Each rewrite of ``rewrites`` whose preconditions hold applied in order: the context and, per rewrite,
+    None where it applied or why not."""
     report: list[tuple[str, str | None]] = []
-    for r in REWRITES:
+    for r in rewrites:
         try:
             why = r.applies(ctx)
             if why is None:
@@ -118,9 +150,12 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         except Exception as e:  # a construct the analysis did not foresee: this rewrite is skipped, not the rest
             why = f"internal error, skipped ({type(e).__name__}: {e})"
         report.append((r.name, why))
-    applied = [n for n, why in report if why is None]
-    if not applied:
-        return Outcome(None, report)
+    return ctx, report
+
+
+def _template(cf: CudaFile, kernel: str, ctx: RewriteContext, applied: list[str]) -> KernelTemplate:
+    """The rewritten context as a template: helpers above the kernel, the params header; checked to parse and
+    to use no ``KT_`` name without a parameter."""
     text = _with_helpers(ctx)
     rcf = parse_cuda(text, cf.path)
     errors = kernel_has_errors(rcf, kernel) if any(k.name == kernel for k in rcf.kernels) else ["no kernel"]
@@ -134,9 +169,8 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     origin = "rewrite:" + "+".join(applied)
     header = _header(kernel, origin, ctx)
     space = ParamSpace(kernel=kernel, params=ctx.params, constraints=ctx.constraints)
-    t = KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text, text=header + text, space=space, sites=[],
-                       origin=origin, launch=ctx.launch, entry=None)
-    return Outcome(t, report, ctx.notes)
+    return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text, text=header + text, space=space,
+                          sites=[], origin=origin, launch=ctx.launch, entry=None)
 
 
 def rewrite_template(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,

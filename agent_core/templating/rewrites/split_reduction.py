@@ -213,10 +213,48 @@ class SplitReduction(Rewrite):
     def constraints(self, ctx: RewriteContext) -> list[str]:
         return [f"{ctx.block} * {SPLIT} <= 1024"]
 
+    # ------------------------------------------------------------------------- what a twin changes (cluster_split)
+    def _row_offset(self, var_type: str) -> str:
+        """The first row of this thread, added to the loop's start."""
+        return f"({var_type})threadIdx.y"
+
+    def _row_step(self) -> str:
+        """The loop's step: the threads that share the loop."""
+        return macro_name(SPLIT)
+
+    def _combine(self, ind: str, acc_type: str, loop: _Loop, combine: str, b: str) -> str:
+        """The block after the loop that leaves the combined value in thread y = 0's accumulator (``b``: the
+        block size's macro)."""
+        m = macro_name(SPLIT)
+        return (f"{ind}{{\n"
+                f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
+                f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
+                f"{ind}  __syncthreads();\n"
+                f"{ind}  if (threadIdx.y == 0)\n"
+                f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n"
+                f"{ind}}}\n")
+
+    def _keeps(self) -> str:
+        """The condition under which a thread runs what followed the loop (besides being live)."""
+        return "threadIdx.y != 0"
+
+    def _comment(self, loop: _Loop) -> str:
+        return (f"// kerntune split_reduction: the loop over {loop.var} is split across {SPLIT} threads of the block "
+                f"(threadIdx.y); thread y = 0 combines the partials")
+
+    def _launch_edits(self, out: RewriteContext, ov: KernelView) -> dict[tuple[int, int], str]:
+        """Host edits (by byte range) beyond the block; the twin makes the grid two-dimensional."""
+        return {}
+
+    def _note(self, loop: _Loop, line: int) -> str:
+        return (f"split_reduction: the loop over {loop.var} at line {line} is split across {SPLIT} threads of the "
+                "block (threadIdx.y), the partials combined in shared memory; the block is (BLOCK, SPLIT)")
+
+    # ------------------------------------------------------------------------------------------- the rewrite
     def rewrite(self, ctx: RewriteContext) -> RewriteContext:
         why = self.why_not(ctx)
         if why:
-            raise KerntuneError(f"internal: split_reduction does not apply: {why}")
+            raise KerntuneError(f"internal: {self.name} does not apply: {why}")
         v, stmts, at, loop, acc_type, returns, guard = self._find(ctx)
         ctx = self._add_space(ctx)
         m, b = macro_name(SPLIT), macro_name(ctx.block)
@@ -227,35 +265,28 @@ class SplitReduction(Rewrite):
             block = guard.child_by_field_name("consequence")
             cond = v.t(guard.child_by_field_name("condition"))
             edits.append((guard.start_byte, block.start_byte,
-                          f"const bool {live} = {cond};  // kerntune split_reduction: the guarding `if` became this "
+                          f"const bool {live} = {cond};  // kerntune {self.name}: the guarding `if` became this "
                           "flag (every thread must reach the barrier)\n" + v.indent_of(guard)))
         for i, r in enumerate(returns):
             cond = v.t(r.child_by_field_name("condition"))
-            text = (f"bool {live} = true;  // kerntune split_reduction: an early return became this flag (every "
+            text = (f"bool {live} = true;  // kerntune {self.name}: an early return became this flag (every "
                     f"thread must reach the barrier)\n{ind}" if i == 0 else "") + f"if {cond} {live} = false;"
             edits.append((r.start_byte, r.end_byte, text))
         n = loop.node
         start = v.t(loop.start)
         head = v.data[n.start_byte:loop.start.start_byte].decode("utf-8")
-        new_start = f"({start}) + ({loop.var_type})threadIdx.y"
+        new_start = f"({start}) + {self._row_offset(loop.var_type)}"
         upd = n.child_by_field_name("update")
         loop_text = (head + new_start + v.data[loop.start.end_byte:upd.start_byte].decode("utf-8")
-                     + f"{loop.var} += {m}" + v.data[upd.end_byte:n.end_byte].decode("utf-8"))
+                     + f"{loop.var} += {self._row_step()}" + v.data[upd.end_byte:n.end_byte].decode("utf-8"))
         combine = (f"{loop.acc} += kt_part[kt_s * blockDim.x + threadIdx.x]" if loop.fn is None else
                    f"{loop.acc} = {loop.fn}({loop.acc}, kt_part[kt_s * blockDim.x + threadIdx.x])")
         flagged = bool(returns) or guard is not None
         loop_guard = f"if ({live}) " if flagged else ""
-        new = (f"// kerntune split_reduction: the loop over {loop.var} is split across {SPLIT} threads of the block "
-               f"(threadIdx.y); thread y = 0 combines the partials\n"
+        new = (f"{self._comment(loop)}\n"
                f"{ind}{loop_guard}{loop_text}\n"
-               f"{ind}{{\n"
-               f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
-               f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
-               f"{ind}  __syncthreads();\n"
-               f"{ind}  if (threadIdx.y == 0)\n"
-               f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n"
-               f"{ind}}}\n"
-               f"{ind}if (threadIdx.y != 0{' || !' + live if flagged else ''}) return;")
+               f"{self._combine(ind, acc_type, loop, combine, b)}"
+               f"{ind}if ({self._keeps()}{' || !' + live if flagged else ''}) return;")
         edits.append((n.start_byte, n.end_byte, new))
         text = apply_edits(ctx.text, edits)
         # the launch: block (BLOCK, SPLIT) in the template's launch, each launch site and the spec comment
@@ -272,10 +303,12 @@ class SplitReduction(Rewrite):
         a, e, line = spec_line(out.text, sp, "block")
         key = line.find("block")
         host[(a, e)] = line[:key] + re.sub(rf"\"\s*{b}\s*\"", f'["{b}", "{m}"]', line[key:], count=1)
+        host.update(self._launch_edits(out, ov))
         out.text = apply_edits(out.text, [(a, e, t) for (a, e), t in host.items()])
-        return out.with_text(out.text, f"split_reduction: the loop over {loop.var} at line {n.start_point[0] + 1} "
-                                       f"is split across {SPLIT} threads of the block (threadIdx.y), the partials "
-                                       "combined in shared memory; the block is (BLOCK, SPLIT)")
+        return out.with_text(out.text, self._note(loop, n.start_point[0] + 1), self._helpers())
+
+    def _helpers(self) -> set[str]:
+        return set()
 
 
 def _block_edit(v: KernelView, site, token: re.Pattern) -> tuple[int, int, str] | None:
