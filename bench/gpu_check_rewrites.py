@@ -73,6 +73,8 @@ def _configs(t, sizes) -> list[dict]:
         axes["FAST_MATH"] = [0, 1]
     if "SPLIT" in sp.params:
         axes["SPLIT"] = [1, 4, 32]
+    if "CLUSTER" in sp.params:
+        axes["CLUSTER"] = [2, 8]
     names = list(axes)
     targeted = []
     for combo in itertools.product(*(axes[n] for n in names)):
@@ -144,29 +146,11 @@ def prep(out: Path, targets: list[str]) -> None:
             summary.append((name, got.applied, why_not))
             if got.template is None:
                 continue
-            t = got.template
-            orig_params = structural.space.original_config() if structural else {}
-            (out / f"{name}.orig.cu").write_text(text)
-            (out / f"{name}.kt.cu").write_text(t.text)
-            checks = _check_sets(spec)
-            variants = []
-            for i, cfg in enumerate(_configs(t, spec.sizes)):
-                variants.append({"params": cfg, "cubin": f"{name}.v{i}.cubin",
-                                 "launches": [S.launch(t.launch or spec, c["sizes"], {**orig_params, **cfg}).__dict__
-                                              for c in checks]})
-                jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / variants[-1]["cubin"]),
-                             *[f"-D{macro_name(n)}={v}" for n, v in cfg.items()], str(out / f"{name}.kt.cu")])
-            jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / f"{name}.orig.cubin"),
-                         str(out / f"{name}.orig.cu")])
-            args = [a.__dict__ for a in spec.args]
-            manifest.append({
-                "name": name, "kernel": k.name, "origin": t.origin, "args": args, "checks": checks,
-                "elems": [S.buffer_elems(spec, c["sizes"]) for c in checks],
-                "scalars": [S.scalar_values(spec, c["sizes"]) for c in checks],
-                "bytes": [S.bytes_moved(spec, c["sizes"]) for c in checks],
-                "tolerances": {a.name: S.tolerances(spec, a.dtype) for a in spec.args if a.role in ("out", "inout")},
-                "launches": [S.launch(spec, c["sizes"], orig_params).__dict__ for c in checks],
-                "variants": variants})
+            for t in [got.template] + got.twins:  # a twin (cluster_split) is checked as a kernel of its own
+                tname = name if t is got.template else f"{name}.{t.origin.split(':', 1)[1].split('+')[0]}"
+                if t is not got.template:
+                    summary.append((tname, t.origin.split(":", 1)[1].split("+"), ""))
+                manifest.append(_prep_template(out, t, tname, k.name, text, spec, structural, jobs))
     with ThreadPoolExecutor(max_workers=int(os.environ.get("JOBS", str(os.cpu_count() or 2)))) as ex:
         for r in ex.map(lambda cmd: subprocess.run(cmd, capture_output=True, text=True), jobs):
             if r.returncode:
@@ -184,6 +168,34 @@ def prep(out: Path, targets: list[str]) -> None:
         print(f"  {name}: " + (f"rewrite:{'+'.join(applied)}" if applied else "no rewrite"))
         if why:
             print(f"      not applied: {why}")
+
+
+def _prep_template(out: Path, t, tname: str, kernel: str, text: str, spec, structural, jobs: list) -> dict:
+    """One template's entry of the manifest: the original and the template written, their compile jobs queued."""
+    from agent_core.model import macro_name
+    from agent_core.source import spec as S
+    orig_params = structural.space.original_config() if structural else {}
+    (out / f"{tname}.orig.cu").write_text(text)
+    (out / f"{tname}.kt.cu").write_text(t.text)
+    checks = _check_sets(spec)
+    variants = []
+    for i, cfg in enumerate(_configs(t, spec.sizes)):
+        variants.append({"params": cfg, "cubin": f"{tname}.v{i}.cubin",
+                         "launches": [S.launch(t.launch or spec, c["sizes"], {**orig_params, **cfg}).__dict__
+                                      for c in checks]})
+        jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / variants[-1]["cubin"]),
+                     *[f"-D{macro_name(n)}={v}" for n, v in cfg.items()], str(out / f"{tname}.kt.cu")])
+    jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / f"{tname}.orig.cubin"),
+                 str(out / f"{tname}.orig.cu")])
+    args = [a.__dict__ for a in spec.args]
+    return {
+        "name": tname, "kernel": kernel, "origin": t.origin, "args": args, "checks": checks,
+        "elems": [S.buffer_elems(spec, c["sizes"]) for c in checks],
+        "scalars": [S.scalar_values(spec, c["sizes"]) for c in checks],
+        "bytes": [S.bytes_moved(spec, c["sizes"]) for c in checks],
+        "tolerances": {a.name: S.tolerances(spec, a.dtype) for a in spec.args if a.role in ("out", "inout")},
+        "launches": [S.launch(spec, c["sizes"], orig_params).__dict__ for c in checks],
+        "variants": variants}
 
 
 # --------------------------------------------------------------------------------------------- device side

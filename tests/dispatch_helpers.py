@@ -25,3 +25,26 @@ def rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
     d.serve = [select(d, s) for s in sizes]
     rw = rewrite_dispatch(text, path, kernel, [(t if c is not None else None, c or orig) for c in cfgs], d)
     return rw, [n for n, _ in rw.kernels], t
+
+
+def twin_dispatch_of(path: Path, kernel: str, cfg_twin: dict, cfg_base: dict, bound: tuple[str, int]):
+    """(rewrite, its kernel names, the twin template) of a dispatch whose default is the kernel's first rewrite
+    twin (cluster_split) at ``cfg_twin`` and whose other entry, for size sets with ``bound[0] <= bound[1]``, is the
+    rewrite template itself at ``cfg_base``."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, select
+    from agent_core.search.tuner import prepare
+    from agent_core.templating.rewrites import compose
+    from agent_core.apply import rewrite_dispatch
+    text = path.read_text()
+    prep = prepare(str(path), kernel, text, use_workspace_files=False)
+    got = compose(prep.cf, kernel, prep.spec, prep.structural)
+    base, twin = got.template, got.twins[0]
+    entries = [Entry(twin.template_hash, twin.origin, cfg_twin), Entry(base.template_hash, base.origin, cfg_base)]
+    sizes = [dict(s) for s in prep.spec.sizes]
+    n = len(sizes)
+    d = Dispatch(rules=[Rule([Bound(bound[0], None, bound[1])], 1), Rule([], 0)], entries=entries, winner=entries[0],
+                 sizes=sizes, serve=[], original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n,
+                 single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in sizes]
+    rw = rewrite_dispatch(text, path, kernel, [(twin, cfg_twin), (base, cfg_base)], d)
+    return rw, [k for k, _ in rw.kernels], twin

@@ -187,26 +187,14 @@ def test_the_twin_compiles_at_the_corners_of_its_space_and_applied_into_the_file
 
 @pytest.mark.nvcc
 def test_a_dispatch_holds_the_twin_beside_the_in_block_rewrite(tmp_path):
-    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, select
     from agent_core.measure.compiler import compile_kernel
-    from agent_core.search.tuner import prepare
+    from tests.dispatch_helpers import twin_dispatch_of
     f = tmp_path / CORPUS_COLUMN_SUM.name
     shutil.copy(CORPUS_COLUMN_SUM, f)
-    text = f.read_text()
-    prep = prepare(str(f), "column_sum_kernel", text, use_workspace_files=False)
-    got = compose(prep.cf, "column_sum_kernel", prep.spec, prep.structural)
-    base, twin = got.template, got.twins[0]
-    cfg_twin, cfg_base = {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8}, {"BLOCK": 64, "SPLIT": 16}
-    entries = [Entry(twin.template_hash, twin.origin, cfg_twin), Entry(base.template_hash, base.origin, cfg_base)]
-    sizes = [dict(s) for s in prep.spec.sizes]
-    n = len(sizes)
-    d = Dispatch(rules=[Rule([Bound("rows", None, 178)], 1), Rule([], 0)], entries=entries, winner=entries[0],
-                 sizes=sizes, serve=[], original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n,
-                 single_us=[1.0] * n)
-    d.serve = [select(d, s) for s in sizes]
-    rw = apply_mod.rewrite_dispatch(text, f, "column_sum_kernel", [(twin, cfg_twin), (base, cfg_base)], d)
+    rw, names, _ = twin_dispatch_of(f, "column_sum_kernel", {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8},
+                                    {"BLOCK": 64, "SPLIT": 16}, ("rows", 178))
     new = rw.text
-    names = [k for k, _ in rw.kernels]
+    assert len(names) == 2 and names[0] == "column_sum_kernel"
     assert "KT_" not in new and new.count("#include <cooperative_groups.h>") == 1
     assert "__cluster_dims__(1, 8, 1)" in new and new.count("__cluster_dims__") == 1
     host = new[new.index("void column_sum("):]
