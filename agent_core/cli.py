@@ -112,6 +112,8 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
         first = "; ".join(f"({i + 1}) {b.describe()}" for i, b in enumerate(group[:shown]))
         more = f"; … {len(group) - shown} more" if len(group) > shown else ""
         twin = f" (then its cluster twin {name}_cluster for few rows)" if f"{name}_cluster" in lib else ""
+        if f"{name}_long" in lib:
+            twin += f" (its long-row twin {name}_long where the rows are longer than it holds)"
         n = len(group)
         parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
     return " | ".join(parts) if parts else "none (no structural template, no expert family)"

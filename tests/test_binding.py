@@ -363,4 +363,5 @@ def test_show_prints_the_candidates_line():
     line = next(ln for ln in r.output.splitlines() if ln.strip().startswith("candidates:"))
     assert " ".join(line.split()) == (
         "candidates: structural template | expert softmax, 2 bindings to check: (1) out=out, x=in, hidden=`N`, "
-        "rows=`R`; (2) out=out, x=in, hidden=`R`, rows=`N` (then its cluster twin softmax_cluster for few rows)")
+        "rows=`R`; (2) out=out, x=in, hidden=`R`, rows=`N` (then its cluster twin softmax_cluster for few rows) (its "
+        "long-row twin softmax_long where the rows are longer than it holds)")

@@ -4,7 +4,9 @@ Every plausible binding of every family the kernel fits (``templating.experts.ca
 configuration of each (the expert's default where the constraints allow it) is compiled, all in parallel, and
 checked against the original on the smallest size set (``Backend.check``: verify only, no timing). A binding
 that fails costs one check, not a round. Per expert the best supported binding that verified is kept; the row
-families' cluster twins follow the binding their family verified with.
+families' cluster twins follow the binding their family verified with. A binding whose expert has no configuration
+for the spec's sizes (a row longer than its registers hold) is checked as the same binding of the expert's
+long-row twin (``<name>_long``) instead.
 
 On a replay (CI) a binding the recording does not hold is "not recorded", not a failure: an expert none of
 whose bindings could be checked keeps its likeliest binding, in the old order.
@@ -88,6 +90,16 @@ def screen(prep, backend: Backend, emit: Callable[[str], None] = lambda s: None,
     for b in bindings:
         try:
             t = experts.bind(b, prep.cf, prep.spec)
+        except experts.NoConfiguration as e:  # rows longer than the expert holds: its long-row twin, if any
+            long = experts.long_twin(b, lib)
+            if long is None:
+                verdicts.append(Verdict(b, None, UNCHECKED, e.message))
+                continue
+            try:
+                b, t = long, experts.bind(long, prep.cf, prep.spec)
+            except KerntuneError as e2:
+                verdicts.append(Verdict(long, None, UNCHECKED, f"{e.message}; {e2.message}"))
+                continue
         except KerntuneError as e:
             verdicts.append(Verdict(b, None, UNCHECKED, e.message))
             continue

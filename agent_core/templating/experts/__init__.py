@@ -15,14 +15,14 @@ import itertools
 
 from agent_core import expr
 from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec
-from agent_core.templating.experts.binding import MAX_PER_FAMILY, Binding, Match, cluster_twin, ranked
+from agent_core.templating.experts.binding import MAX_PER_FAMILY, Binding, Match, cluster_twin, long_twin, ranked
 from agent_core.templating.experts.evidence import CTYPE, NBYTES, Evidence, gather
 from agent_core.templating.experts.families import BINDERS
 from agent_core.templating.experts.library import COMMON, EXPERT_DIR, Expert, load_expert, load_library
 from agent_core.templating.experts.render import render, subst
 
 __all__ = ["Binding", "Match", "Expert", "EXPERT_DIR", "COMMON", "CTYPE", "NBYTES", "MAX_PER_FAMILY", "candidates",
-           "match", "bind", "load_library", "load_expert", "cluster_twin", "evidence_of", "family_groups"]
+           "match", "bind", "load_library", "load_expert", "cluster_twin", "long_twin", "NoConfiguration", "evidence_of", "family_groups"]
 
 
 def evidence_of(cf: CudaFile, kernel_name: str, spec: TuningSpec) -> Evidence | None:
@@ -77,6 +77,11 @@ def _valid_configs(params: dict[str, Param], constraints: list[str], sizes: list
     return ok
 
 
+class NoConfiguration(KerntuneError):
+    """The expert has no configuration that satisfies its constraints on every size set of the spec (a row
+    longer than its registers hold): its long-row twin (``long_twin``) may."""
+
+
 def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     """The expert bound to the user's kernel: a template whose entry has the kernel's exact parameter list."""
     e = m.expert
@@ -91,7 +96,7 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     except KerntuneError as err:
         raise KerntuneError(f"expert {e.name}: {err.message}", cf.path, k.span.line) from None
     if not valid:
-        raise KerntuneError(f"expert {e.name}: no configuration satisfies its constraints on every size set "
+        raise NoConfiguration(f"expert {e.name}: no configuration satisfies its constraints on every size set "
                             f"({'; '.join(constraints)})", cf.path, k.span.line)
     default = {n: p.original for n, p in params.items()}
     start = default if default in valid else valid[0]

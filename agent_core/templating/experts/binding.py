@@ -56,15 +56,28 @@ def cluster_twin(b: Binding, lib: dict[str, Expert]) -> Binding | None:
     """The same binding of the family's cluster expert (``<name>_cluster``: each row split over the blocks of a
     thread-block cluster, for few rows); rows read from the grid (``gridDim.x``) are the grid over the cluster
     size there. None when there is no twin, or the twin does not have the binding's conventions."""
-    twin = lib.get(f"{b.expert.name}_cluster")
+    t = _twin(b, lib.get(f"{b.expert.name}_cluster"), 0.3, "for few rows, each row split over a thread-block cluster")
+    if t is not None:
+        t.call_args = ["(int)(gridDim.x / KT_CLUSTER)" if a == "(int)gridDim.x" else a for a in b.call_args]
+    return t
+
+
+def long_twin(b: Binding, lib: dict[str, Expert]) -> Binding | None:
+    """The same binding of the family's long-row expert (``<name>_long``: a row longer than the expert's registers
+    hold, read twice: an online max-and-sum pass, then the normalized write), for a kernel whose rows the expert
+    has no configuration for. None when there is none, or it does not have the binding's conventions."""
+    return _twin(b, lib.get(f"{b.expert.name}_long"), 0.0,
+                 "rows longer than the registers of a block hold: two reads of each row (online max and sum)")
+
+
+def _twin(b: Binding, twin: Expert | None, lower: float, words: str) -> Binding | None:
     if twin is None:
         return None
     # the twin serves the binding where it declares each convention, or the binding keeps the family's default
     if any(k not in twin.conventions and v != b.expert.conventions.get(k) for k, v in b.conventions.items()):
         return None
-    t = Binding(twin, round(b.score - 0.3, 2), f"{b.reason}; for few rows, each row split over a thread-block cluster",
-                b.kernel)
-    t.call_args = ["(int)(gridDim.x / KT_CLUSTER)" if a == "(int)gridDim.x" else a for a in b.call_args]
+    t = Binding(twin, round(b.score - lower, 2), f"{b.reason}; {words}", b.kernel)
+    t.call_args = list(b.call_args)
     t.template_args, t.sizes, t.consts, t.defines = list(b.template_args), dict(b.sizes), dict(b.consts), dict(b.defines)
     t.conventions = {k: v for k, v in b.conventions.items() if k in twin.conventions}
     t.words, t.support = list(b.words), b.support

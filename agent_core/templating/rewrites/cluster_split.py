@@ -59,7 +59,8 @@ class ClusterSplit(SplitReduction):
     def params(self, ctx: RewriteContext) -> list[Param]:
         return super().params(ctx) + [
             Param(CLUSTER, [2, 4, 8], 2, "cluster_size",
-                  "blocks of a thread-block cluster (grid y) that share each output's reduction loop")]
+                  "blocks of a thread-block cluster (grid y) that share each output's reduction loop; 8 is the most "
+                  "a cluster may portably have", closed=True)]
 
     # ------------------------------------------------------------------------- what differs from split_reduction
     def _row_offset(self, var_type: str) -> str:

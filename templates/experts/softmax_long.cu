@@ -1,0 +1,171 @@
+/* kerntune-expert:
+name = "softmax_long"
+family = "softmax"
+description = "Row softmax for rows longer than a block's registers hold (a vocabulary of logits: 32k-256k). One block per row, two reads of it: an online pass (each thread a running max and a sum of expf(x - max), rescaled when its max grows; then one block reduction of the pairs) and the normalized write. 16-byte loads where the row and pointers are aligned, scalar accesses otherwise; expf kept like softmax. The screening hands a binding of softmax over to this expert where softmax has no configuration that holds the row."
+function = "kt::softmax_long"
+roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
+constraints = ["VEC * ESIZE <= 16"]
+
+[params.THREADS]
+values = [128, 256, 512, 1024]
+default = 1024
+kind = "block_size"
+why = "threads per row (one block per row): more threads keep more of the row's loads in flight"
+
+[params.VEC]
+values = [1, 2, 4, 8]
+default = 4
+kind = "vector_width"
+why = "elements per load/store: 16 bytes at most; the kernel falls back to scalar accesses when the row or a pointer is not aligned"
+
+[params.UNROLL]
+values = [1, 2, 4]
+default = 2
+kind = "unroll"
+why = "vectors each thread loads before it folds them into its running max and sum (loads in flight per thread)"
+
+[launch]
+grid = ["rows"]
+block = ["THREADS"]
+bounds = "THREADS"
+smem = "0"
+*/
+// kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
+#ifndef KT_THREADS
+#define KT_THREADS 1024
+#endif
+#ifndef KT_VEC
+#define KT_VEC 4
+#endif
+#ifndef KT_UNROLL
+#define KT_UNROLL 2
+#endif
+
+namespace kt {
+
+// Fold N values into a running (max m, sum s of expf(v - m)): one rescale of s per call, where the max grows.
+template <int N>
+__device__ __forceinline__ void online_fold(float& m, float& s, const float (&v)[N], int valid) {
+  float mv = m;
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (j < valid) mv = fmaxf(mv, v[j]);
+  if (mv == -INFINITY) return;  // nothing finite yet
+  if (mv > m) {
+    s *= expf(m - mv);  // m = -inf: expf(-inf) = 0, and s is 0 then
+    m = mv;
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (j < valid) s += expf(v[j] - m);
+}
+
+// The row's max and sum of expf(x - max) from each thread's running pair: every thread gets both.
+__device__ __forceinline__ void online_reduce(float& m, float& s) {
+  const float mrow = row_reduce<0, 1, 0>(m, Max(), -INFINITY);
+  const float mine = m == -INFINITY ? 0.f : s * expf(m - mrow);
+  s = row_reduce<0, 1, 1>(mine, Sum(), 0.f);
+  m = mrow;
+}
+
+// Pass 1 over the row (FN: the logit of a loaded value), then the row's (max, sum).
+template <typename T, typename FN>
+__device__ __forceinline__ void online_pass(const T* __restrict__ xr, int hidden, bool vec, FN fn, float& m,
+                                            float& s) {
+  m = -INFINITY;
+  s = 0.f;
+  if (vec) {
+    const int step = (int)blockDim.x * KT_VEC;
+    int i = (int)threadIdx.x * KT_VEC;
+    for (; i + (KT_UNROLL - 1) * step < hidden; i += KT_UNROLL * step) {  // KT_UNROLL vectors in flight
+      float v[KT_UNROLL][KT_VEC];
+#pragma unroll
+      for (int u = 0; u < KT_UNROLL; ++u) load_vec<T, KT_VEC>(xr + i + u * step, v[u]);
+#pragma unroll
+      for (int u = 0; u < KT_UNROLL; ++u) {
+#pragma unroll
+        for (int j = 0; j < KT_VEC; ++j) v[u][j] = fn(v[u][j]);
+        online_fold<KT_VEC>(m, s, v[u], KT_VEC);
+      }
+    }
+    for (; i < hidden; i += step) {
+      float v[KT_VEC];
+      load_vec<T, KT_VEC>(xr + i, v);
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) v[j] = fn(v[j]);
+      online_fold<KT_VEC>(m, s, v, KT_VEC);
+    }
+  } else {
+    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) {
+      float v[1] = {fn(to_f(xr[i]))};
+      online_fold<1>(m, s, v, 1);
+    }
+  }
+  online_reduce(m, s);
+}
+
+// Pass 2: out = expf(logit - m) / s.
+template <typename T, typename O, typename FN>
+__device__ __forceinline__ void normalized_pass(O* __restrict__ yr, const T* __restrict__ xr, int hidden, bool vec,
+                                                FN fn, float m, float s) {
+  if (vec) {
+    const int step = (int)blockDim.x * KT_VEC;
+#pragma unroll 2
+    for (int i = (int)threadIdx.x * KT_VEC; i < hidden; i += step) {
+      float v[KT_VEC];
+      load_vec<T, KT_VEC>(xr + i, v);
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) v[j] = expf(fn(v[j]) - m) / s;
+      store_vec<O, KT_VEC>(yr + i, v);
+    }
+  } else {
+    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) yr[i] = from_f<O>(expf(fn(to_f(xr[i])) - m) / s);
+  }
+}
+
+struct Identity { __device__ __forceinline__ float operator()(float v) const { return v; } };
+
+#if KT_EXPERT_GENERAL == 0  // kt:bind
+template <typename T>
+__device__ __forceinline__ void softmax_long(T* out, const T* x, int rows, int hidden) {
+  const int row = blockIdx.x;
+  if (row >= rows) return;  // the whole block: one row per block
+  const long long off = (long long)row * hidden;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x + off, out + off);
+  float m, s;
+  online_pass<T>(x + off, hidden, vec, Identity(), m, s);
+  normalized_pass<T, T>(out + off, x + off, hidden, vec, Identity(), m, s);
+}
+#else  // kt:bind
+// The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
+// from the input's type (fp16 logits to fp32 probabilities).
+struct ScaleDiv {
+  float k;
+  __device__ __forceinline__ float operator()(float v) const { return v * k; }
+};
+struct ScaleThenDiv {
+  float scale, div;
+  __device__ __forceinline__ float operator()(float v) const { return v * scale / div; }
+};
+
+template <typename T, typename O>
+__device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int hidden, float scale,
+                                             const float* row_div) {
+  const int row = blockIdx.x;
+  if (row >= rows) return;  // the whole block: one row per block
+  const long long off = (long long)row * hidden;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x + off) && vec_ok<O, KT_VEC>(hidden, out + off);
+  float m, s;
+  if (row_div != nullptr) {  // the same arithmetic as softmax: x * scale / div
+    const ScaleThenDiv fn{scale, row_div[row]};
+    online_pass<T>(x + off, hidden, vec, fn, m, s);
+    normalized_pass<T, O>(out + off, x + off, hidden, vec, fn, m, s);
+  } else {
+    const ScaleDiv fn{scale};
+    online_pass<T>(x + off, hidden, vec, fn, m, s);
+    normalized_pass<T, O>(out + off, x + off, hidden, vec, fn, m, s);
+  }
+}
+#endif  // kt:bind
+
+}  // namespace kt

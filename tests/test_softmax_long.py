@@ -1,0 +1,94 @@
+"""The long-row twin of the softmax expert (templates/experts/softmax_long.cu): a binding of softmax whose rows
+are longer than its registers hold (a vocabulary of logits) is handed over to softmax_long by the screening, with
+the same binding; a kernel whose rows fit keeps softmax. With nvcc: the bound twin compiles at its corners
+without spills, in both conventions (plain, and scaled/divided with an output type of its own)."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from agent_core.agent.screen import VERIFIED, screen
+from agent_core.model import DeviceInfo, Evaluation, Status, Timing
+from agent_core.search.tuner import prepare
+from agent_core.templating import experts as X
+from agent_core.templating.space import check_config
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = [("softmax/online_softmax_temperature_f32.cu", "temperature_softmax_kernel"),
+         ("softmax/softmax_gridstride_half_to_float.cu", "softmax_rows_half_to_float")]
+DEVICE = DeviceInfo(name="fixture device (runs nothing)", arch="sm_90", sm_count=132, copy_bandwidth_gbps=3000.0)
+
+
+def _prep(rel: str, kernel: str):
+    return prepare(str(ROOT / "bench" / "corpus" / rel), kernel, use_workspace_files=False)
+
+
+@pytest.mark.parametrize("rel, kernel", VOCAB)
+def test_a_vocabulary_row_has_no_softmax_configuration_and_binds_its_long_twin(rel, kernel):
+    prep = _prep(rel, kernel)
+    lib = {e.name: e for e in X.load_library()}
+    b = X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0]
+    assert b.expert.name == "softmax"
+    with pytest.raises(X.NoConfiguration, match="no configuration satisfies"):
+        X.bind(b, prep.cf, prep.spec)
+    long = X.long_twin(b, lib)
+    assert long.expert.name == "softmax_long" and long.describe() == b.describe()
+    assert long.call_args == b.call_args and long.conventions == b.conventions
+    t = X.bind(long, prep.cf, prep.spec)
+    assert t.origin == "expert:softmax_long" and t.launch["block"] == ["THREADS"]
+    from agent_core.source import spec as spec_mod
+    for sizes in prep.spec.sizes:  # one block per row, whatever the user's grid was
+        rows = next(v for n, v in sizes.items() if n in ("batch", "num_rows"))
+        assert spec_mod.launch(t.launch, sizes, t.space.original_config()).grid == (rows, 1, 1)
+    assert check_config(t.space, t.space.original_config(), prep.spec.sizes) is None
+
+
+def test_rows_that_fit_keep_the_softmax_expert():
+    prep = prepare(str(ROOT / "bench" / "softmax.cu"), "softmax_kernel", use_workspace_files=False)
+    b = X.candidates(prep.cf, "softmax_kernel", prep.spec)[0]
+    assert X.bind(b, prep.cf, prep.spec).origin == "expert:softmax"
+
+
+class _AllVerify:
+    """A backend that runs nothing: every check verifies (what is checked is the screening's choice)."""
+    name = "fixture"
+
+    def device(self):
+        return DEVICE
+
+    def start(self, problem, original=None):
+        return [Timing(median_us=50.0, min_us=50.0, max_us=51.0, iqr_us=0.5, reps=50, batch=1, l2="flushed")] * 3
+
+    def check(self, variant, size_sets):
+        return Evaluation(params=dict(variant.params), status=Status.OK)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("rel, kernel", VOCAB)
+def test_the_screening_hands_a_vocabulary_softmax_to_the_long_twin(rel, kernel, tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    prep = _prep(rel, kernel)
+    s = screen(prep, _AllVerify())
+    first = s.verdicts[0]
+    assert first.binding.expert.name == "softmax_long" and first.status == VERIFIED
+    assert s.templates[0].origin == "expert:softmax_long"
+
+
+def _nvcc_resources(t, cfg, tmp):
+    from agent_core.measure.compiler import compile_kernel
+    return compile_kernel(t.text, t.entry, arch="sm_90", defines={f"KT_{n}": v for n, v in cfg.items()},
+                          cache_dir=tmp).resources
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("rel, kernel", VOCAB)
+def test_the_long_twin_compiles_at_its_corners_without_spills(rel, kernel, tmp_path):
+    prep = _prep(rel, kernel)
+    lib = {e.name: e for e in X.load_library()}
+    t = X.bind(X.long_twin(X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0], lib), prep.cf, prep.spec)
+    p = t.space.params
+    corners = [dict(zip(p, c)) for c in itertools.product(*([min(x.values), max(x.values)] for x in p.values()))]
+    for cfg in corners:
+        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+        assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
