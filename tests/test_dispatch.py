@@ -496,3 +496,29 @@ def test_the_h100_run_with_cluster_twins_replays_its_rounds_and_dispatch(tmp_pat
     assert d is not None and d.confirmed and len(d.entries) == 2
     assert {e.origin for e in d.entries} == {"expert:fused_add_rms_norm"}
     assert d.speedup == pytest.approx(2.29, abs=0.02) and d.single_speedup == pytest.approx(2.14, abs=0.01)
+
+
+def test_the_rule_based_loop_profiles_only_rounds_that_beat_the_runs_best():
+    """ncu costs seconds per round: with the rule-based planner only a round whose best beats every earlier round
+    is profiled (the result's analysis keeps its profile); the others say why they have none. A planner that reads
+    the analysis (the LLM's) gets every round profiled."""
+    from types import SimpleNamespace
+
+    from agent_core.agent.loop import _worth_profiling
+    from agent_core.agent.planning import RuleBasedPlanner, analyze
+
+    def rnd(speedup):
+        return SimpleNamespace(summary={"speedup": speedup})
+    rules = RuleBasedPlanner()
+    assert _worth_profiling(rules, [], rnd(0.9))  # the first round: the run's best so far
+    assert _worth_profiling(rules, [rnd(1.2)], rnd(1.5))
+    assert not _worth_profiling(rules, [rnd(1.2), rnd(1.5)], rnd(1.4))
+    assert not _worth_profiling(rules, [rnd(1.5)], rnd(None))  # nothing verified in the round
+
+    class Reader(RuleBasedPlanner):
+        name = "llm"
+    assert _worth_profiling(Reader(), [rnd(1.5)], rnd(1.0))
+    summary = {"speedup": 1.4, "best_params": {"BLOCK": 128}}
+    a = analyze(summary, {"skipped": "the round did not beat the run's best"})
+    assert "ncu: not profiled (the round did not beat the run's best)" in a.text and "profile" not in a.data
+    assert "ncu: DRAM throughput 90% of peak" in analyze(summary, {"dram_pct": 90.0}).text

@@ -87,7 +87,9 @@ def analyze(summary: dict, profile: dict | None = None) -> Analysis:
         lines.append(f"{counts['failed']} variants failed (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")")
     if counts.get("pruned"):
         lines.append(f"{counts['pruned']} configurations pruned before running (hardware limits or constraints)")
-    if profile:
+    if profile and profile.get("skipped"):
+        lines.append(f"ncu: not profiled ({profile['skipped']})")
+    elif profile:
         data["profile"] = profile
         for key, label in (("dram_pct", "DRAM throughput"), ("achieved_occupancy_pct", "achieved occupancy")):
             if profile.get(key) is not None:
