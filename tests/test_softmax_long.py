@@ -1,7 +1,9 @@
 """The long-row twin of the softmax expert (templates/experts/softmax_long.cu): a binding of softmax whose rows
 are longer than its registers hold (a vocabulary of logits) is handed over to softmax_long by the screening, with
-the same binding; a kernel whose rows fit keeps softmax. With nvcc: the bound twin compiles at its corners
-without spills, in both conventions (plain, and scaled/divided with an output type of its own)."""
+the same binding; a kernel whose rows fit keeps softmax; softmax_long's own cluster twin (softmax_long_cluster: the
+row in the registers of a cluster's blocks, one read) follows it. With nvcc: the bound long twin compiles at its
+corners without spills, in both conventions (plain, and scaled/divided with an output type of its own), and the
+cluster twin at the one configuration that holds a 152k row."""
 
 import itertools
 from pathlib import Path
@@ -73,6 +75,9 @@ def test_the_screening_hands_a_vocabulary_softmax_to_the_long_twin(rel, kernel, 
     first = s.verdicts[0]
     assert first.binding.expert.name == "softmax_long" and first.status == VERIFIED
     assert s.templates[0].origin == "expert:softmax_long"
+    # its cluster twin (one read of the row, sm_90) follows, as the other row families' twins follow theirs
+    twin = next(t for t in s.templates if t.origin == "expert:softmax_long_cluster")
+    assert twin.serves and "__cluster_dims__" in twin.text
 
 
 def _nvcc_resources(t, cfg, tmp):
@@ -92,3 +97,19 @@ def test_the_long_twin_compiles_at_its_corners_without_spills(rel, kernel, tmp_p
     for cfg in corners:
         res = _nvcc_resources(t, cfg, tmp_path / "cache")
         assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("rel, kernel", VOCAB)
+def test_the_long_cluster_twin_holds_a_vocabulary_row_and_compiles(rel, kernel, tmp_path):
+    prep = _prep(rel, kernel)
+    lib = {e.name: e for e in X.load_library()}
+    long = X.long_twin(X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0], lib)
+    twin = X.cluster_twin(long, lib)
+    assert twin.expert.name == "softmax_long_cluster" and twin.conventions == long.conventions
+    t = X.bind(twin, prep.cf, prep.spec)
+    # 151,936 fp32 logits over 8 blocks of 1024 threads: 4-wide vectors, 8 of them a thread (32 registers of data)
+    assert {n: p.values for n, p in t.space.params.items()} == {"CLUSTER": [8], "THREADS": [1024], "VEC": [4],
+                                                                 "ITEMS": [8]}
+    res = _nvcc_resources(t, t.space.original_config(), tmp_path / "cache")
+    assert res.registers <= 64  # 1024 threads a block
