@@ -110,3 +110,30 @@ def test_a_regime_template_is_searched_for_the_dispatch_where_its_size_sets_lag(
     r3 = Round(2, cluster, {"best_params": cluster.space.original_config(), "speedup": 0.9},
                Analysis("", {"pct_copy": 40.0}), Step("switch_template", "", cluster))
     assert pl.plan([r_low, r2, r3], []).action == "stop"
+
+
+def test_an_experts_cluster_twin_for_every_size_comes_right_after_it_a_regime_twin_does_not():
+    """softmax_long reads a vocabulary row twice; its cluster twin (no `serves`: every size) once: it is the next
+    round after softmax_long, before the structural template. A regime twin (rms_norm_cluster: few rows) still waits
+    for size sets that lag."""
+    from agent_core.templating.experts import cluster_twin, long_twin
+    root = BENCH / "corpus" / "softmax"
+    prep = prepare(str(root / "online_softmax_temperature_f32.cu"), "temperature_softmax_kernel",
+                   use_workspace_files=False)
+    lib = {e.name: e for e in experts.load_library()}
+    b = long_twin(experts.candidates(prep.cf, prep.kernel.name, prep.spec, list(lib.values()))[0], lib)
+    long = experts.bind(b, prep.cf, prep.spec)
+    twin = experts.bind(cluster_twin(b, lib), prep.cf, prep.spec)
+    assert twin.serves is None
+    pl = RuleBasedPlanner(30)
+    assert pl.plan([], [prep.template, long, twin]).template is long
+    nxt = pl.plan([_round(0, long, 61.0, long.space.original_config())], [prep.template, twin])
+    assert nxt.action == "switch_template" and nxt.template is twin and "twin for every size" in nxt.reason
+    # rms_norm's cluster twin is a regime template (few rows): the structural template comes first
+    structural, expert = _templates()
+    rprep = prepare(str(BENCH / "rms_norm.cu"), "rms_norm_kernel")
+    rtwin = experts.bind(cluster_twin(experts.match(rprep.cf, rprep.kernel.name, rprep.spec)[0], lib), rprep.cf,
+                         rprep.spec)
+    assert rtwin.serves
+    assert pl.plan([_round(0, expert, 61.0, expert.space.original_config())], [structural, rtwin]).template \
+        is structural

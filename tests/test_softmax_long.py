@@ -77,7 +77,7 @@ def test_the_screening_hands_a_vocabulary_softmax_to_the_long_twin(rel, kernel, 
     assert s.templates[0].origin == "expert:softmax_long"
     # its cluster twin (one read of the row, sm_90) follows, as the other row families' twins follow theirs
     twin = next(t for t in s.templates if t.origin == "expert:softmax_long_cluster")
-    assert twin.serves and "__cluster_dims__" in twin.text
+    assert twin.serves is None and "__cluster_dims__" in twin.text
 
 
 def _nvcc_resources(t, cfg, tmp):

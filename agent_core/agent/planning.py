@@ -115,6 +115,15 @@ def _at_edge(summary: dict, template: KernelTemplate) -> list[str]:
     return edge
 
 
+def _twin_of(t: KernelTemplate, untried: list[KernelTemplate]) -> KernelTemplate | None:
+    """The cluster twin (``expert:<name>_cluster``) of expert template ``t`` among ``untried``, where the twin is
+    not made for a regime of sizes (those wait for size sets that lag): the same binding, done another way for
+    every size (softmax_long reads a row twice; its twin once, from the registers of a cluster's blocks)."""
+    if not t.origin.startswith("expert:"):
+        return None
+    return next((c for c in untried if c.origin == f"{t.origin}_cluster"), None)
+
+
 def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTemplate | None:
     """A copy of the template with the named integer domains extended by one power-of-two step past the
     edge the best value sits on; None when nothing can be widened."""
@@ -145,7 +154,8 @@ class RuleBasedPlanner:
     2. Stop when a memory-bound kernel reaches STOP_PCT_OF_COPY % of the copy bandwidth, unless (with the per-shape
        dispatch) a template made for a regime of sizes (``serves``: few rows) has size sets to serve that are below
        LAG_PCT_OF_COPY %: search it first; the dispatch gives it those size sets if it wins them.
-    3. Otherwise try the next candidate not yet searched (the structural template, then the semantic rewrite of the
+    3. Otherwise the last round's expert's cluster twin where it is not a regime template (it serves every size);
+       else try the next candidate not yet searched (the structural template, then the semantic rewrite of the
        user's kernel, then further experts; regime templates only as in 2).
     4. Otherwise a regime template as in 2.
     5. Otherwise widen a domain whose best value sits on its edge (once per template).
@@ -223,6 +233,11 @@ class RuleBasedPlanner:
                 "stop", f"reached {best_pct:.0f}% of the device's copy bandwidth (memory-bound; the stop rule is "
                         f"{STOP_PCT_OF_COPY:.0f}%)")
         tried = {r.template.template_hash for r in rounds}
+        twin = _twin_of(last.template, [c for c in candidates if c.template_hash not in tried and not c.serves])
+        if twin is not None:
+            return Step("switch_template", f"{best_pct:.0f}% of copy bandwidth so far: try the {twin.origin} template, "
+                                           f"the {last.template.origin} template's twin for every size", twin,
+                        self.budget)
         for c in candidates:
             if c.template_hash not in tried and not c.serves:
                 return Step("switch_template", f"{best_pct:.0f}% of copy bandwidth so far: try the {c.origin} "

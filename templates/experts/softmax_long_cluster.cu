@@ -1,11 +1,10 @@
 /* kerntune-expert:
 name = "softmax_long_cluster"
 family = "softmax"
-description = "Row softmax over a vocabulary in one read (Hopper): each row split over the CLUSTER blocks of a thread-block cluster, each block holding its slice in registers (up to 32 values a thread), the max and then the sum of exp(x - max) reduced over the block and then over the cluster (distributed shared memory). The cluster twin of softmax_long: where softmax_long reads the row twice, this reads it once. Plain and scaled/divided conventions as softmax_long; expf kept."
+description = "Row softmax over a vocabulary in one read (Hopper): each row split over the CLUSTER blocks of a thread-block cluster, each block holding its slice in registers (up to 32 values a thread), the max and then the sum of exp(x - max) reduced over the block and then over the cluster (distributed shared memory). The cluster twin of softmax_long: where softmax_long reads the row twice, this reads it once, at any row count (not a regime of few rows: the planner tries it right after softmax_long). Plain and scaled/divided conventions as softmax_long; expf kept."
 function = "kt::softmax_long_cluster"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= round_up(cdiv(hidden, CLUSTER), VEC)"]
-serves = "rows <= 256"
 helpers = ["_cluster.cuh"]
 
 [params.CLUSTER]
