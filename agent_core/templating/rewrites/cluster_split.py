@@ -106,7 +106,6 @@ class ClusterSplit(SplitReduction):
             edits[(a, e)] = t
         sp = find_spec(ov.cf, out.kernel)
         a, e, line = spec_line(out.text, sp, "grid")
-        key = line.find("grid")
         s0, e0, expr = _spec_grid(line)
         edits[(a, e)] = line[:s0] + f'["{expr}", "{c}"]' + line[e0:]
         # the kernel's attribute: __cluster_dims__ after __global__
@@ -116,7 +115,6 @@ class ClusterSplit(SplitReduction):
             raise KerntuneError("internal: cluster_split: no __global__ in the kernel's signature")
         pos = ov.k.span.start + len(sig[:at.end()].encode("utf-8"))
         edits[(pos, pos)] = f" __cluster_dims__(1, {c}, 1)"
-        del key
         return edits
 
     def _note(self, loop: _Loop, line: int) -> str:
