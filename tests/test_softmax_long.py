@@ -113,3 +113,29 @@ def test_the_long_cluster_twin_holds_a_vocabulary_row_and_compiles(rel, kernel, 
                                                                  "ITEMS": [8]}
     res = _nvcc_resources(t, t.space.original_config(), tmp_path / "cache")
     assert res.registers <= 64  # 1024 threads a block
+
+
+@pytest.mark.nvcc
+def test_a_dispatch_of_the_long_twin_and_its_cluster_twin_compiles(tmp_path):
+    """Both share the logit helpers (_logits.cuh): in one file each expert's code keeps them in its own namespace."""
+    import shutil
+
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, select
+    from agent_core.apply import check_compiles, rewrite_dispatch
+    rel, kernel = VOCAB[1]
+    f = tmp_path / Path(rel).name
+    shutil.copy(ROOT / "bench" / "corpus" / rel, f)
+    prep = prepare(str(f), kernel, use_workspace_files=False)
+    lib = {e.name: e for e in X.load_library()}
+    long = X.long_twin(X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0], lib)
+    base, twin = X.bind(long, prep.cf, prep.spec), X.bind(X.cluster_twin(long, lib), prep.cf, prep.spec)
+    bcfg, tcfg = base.space.original_config(), twin.space.original_config()
+    n = len(prep.spec.sizes)
+    d = Dispatch(rules=[Rule([Bound("num_rows", None, 45)], 1), Rule([], 0)],
+                 entries=[Entry(base.template_hash, base.origin, bcfg), Entry(twin.template_hash, twin.origin, tcfg)],
+                 winner=Entry(base.template_hash, base.origin, bcfg), sizes=prep.spec.sizes, serve=[],
+                 original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in prep.spec.sizes]
+    rw = rewrite_dispatch(prep.text, f, kernel, [(base, bcfg), (twin, tcfg)], d)
+    assert rw.text.count("struct LogitScale {") == 2
+    check_compiles(rw.text, f, host=True)

@@ -5,6 +5,7 @@ description = "Row softmax for rows longer than a block's registers hold (a voca
 function = "kt::softmax_long"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
 constraints = ["VEC * ESIZE <= 16"]
+helpers = ["_logits.cuh"]
 
 [params.THREADS]
 values = [128, 256, 512, 1024]
@@ -123,8 +124,6 @@ __device__ __forceinline__ void normalized_pass(O* __restrict__ yr, const T* __r
   }
 }
 
-struct Identity { __device__ __forceinline__ float operator()(float v) const { return v; } };
-
 #if KT_EXPERT_GENERAL == 0  // kt:bind
 template <typename T>
 __device__ __forceinline__ void softmax_long(T* out, const T* x, int rows, int hidden) {
@@ -133,21 +132,12 @@ __device__ __forceinline__ void softmax_long(T* out, const T* x, int rows, int h
   const long long off = (long long)row * hidden;
   const bool vec = vec_ok<T, KT_VEC>(hidden, x + off, out + off);
   float m, s;
-  online_pass<T>(x + off, hidden, vec, Identity(), m, s);
-  normalized_pass<T, T>(out + off, x + off, hidden, vec, Identity(), m, s);
+  online_pass<T>(x + off, hidden, vec, LogitIdentity(), m, s);
+  normalized_pass<T, T>(out + off, x + off, hidden, vec, LogitIdentity(), m, s);
 }
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
 // from the input's type (fp16 logits to fp32 probabilities).
-struct ScaleDiv {
-  float k;
-  __device__ __forceinline__ float operator()(float v) const { return v * k; }
-};
-struct ScaleThenDiv {
-  float scale, div;
-  __device__ __forceinline__ float operator()(float v) const { return v * scale / div; }
-};
-
 template <typename T, typename O>
 __device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int hidden, float scale,
                                              const float* row_div) {
@@ -156,12 +146,12 @@ __device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int h
   const long long off = (long long)row * hidden;
   const bool vec = vec_ok<T, KT_VEC>(hidden, x + off) && vec_ok<O, KT_VEC>(hidden, out + off);
   float m, s;
-  if (row_div != nullptr) {  // the same arithmetic as softmax: x * scale / div
-    const ScaleThenDiv fn{scale, row_div[row]};
+  if (row_div != nullptr) {
+    const LogitScaleDiv fn{scale, row_div[row]};
     online_pass<T>(x + off, hidden, vec, fn, m, s);
     normalized_pass<T, O>(out + off, x + off, hidden, vec, fn, m, s);
   } else {
-    const ScaleDiv fn{scale};
+    const LogitScale fn{scale};
     online_pass<T>(x + off, hidden, vec, fn, m, s);
     normalized_pass<T, O>(out + off, x + off, hidden, vec, fn, m, s);
   }

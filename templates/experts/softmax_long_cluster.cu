@@ -5,7 +5,7 @@ description = "Row softmax over a vocabulary in one read (Hopper): each row spli
 function = "kt::softmax_long_cluster"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= round_up(cdiv(hidden, CLUSTER), VEC)"]
-helpers = ["_cluster.cuh"]
+helpers = ["_cluster.cuh", "_logits.cuh"]
 
 [params.CLUSTER]
 values = [2, 4, 8]
@@ -92,23 +92,13 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
   row_store<0, KT_VEC, IT>(out + off, len, vec, v);
 }
 
-struct SliceIdentity { __device__ __forceinline__ float operator()(float v) const { return v; } };
-struct SliceScale {
-  float k;
-  __device__ __forceinline__ float operator()(float v) const { return v * k; }
-};
-struct SliceScaleDiv {
-  float scale, div;
-  __device__ __forceinline__ float operator()(float v) const { return v * scale / div; }
-};
-
 #if KT_EXPERT_GENERAL == 0  // kt:bind
 template <typename T>
 __device__ __forceinline__ void softmax_long_cluster(T* out, const T* x, int rows, int hidden) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
   KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                    (softmax_slice<IT, T, T>(out, x, row, hidden, SliceIdentity())));
+                    (softmax_slice<IT, T, T>(out, x, row, hidden, LogitIdentity())));
 }
 #else  // kt:bind
 template <typename T, typename O>
@@ -116,12 +106,12 @@ __device__ __forceinline__ void softmax_long_cluster(O* out, const T* x, int row
                                                      const float* row_div) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
-  if (row_div != nullptr) {  // the same arithmetic as softmax: x * scale / div
-    const SliceScaleDiv fn{scale, row_div[row]};
+  if (row_div != nullptr) {
+    const LogitScaleDiv fn{scale, row_div[row]};
     KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
                       (softmax_slice<IT, T, O>(out, x, row, hidden, fn)));
   } else {
-    const SliceScale fn{scale};
+    const LogitScale fn{scale};
     KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
                       (softmax_slice<IT, T, O>(out, x, row, hidden, fn)));
   }
