@@ -127,18 +127,13 @@ def _show_rewrites(cf, kernel: str) -> None:
     except KerntuneError as e:
         out.print(f"  rewrites: [red]failed[/]: {escape(e.message)}", soft_wrap=True)
         return
-    by_name = {r.name: r.summary for r in _rewrites()}
-    for name, why in got.report:
+    by_name = {r.name: r.summary for r in _rewrites() + _twins()}
+    for name, why, what in [(n, w, "") for n, w in got.report] + [(n, w, " (a second template)")
+                                                                   for n, w in got.twin_report]:
         if why is None:
-            out.print(f"  rewrite {name}: applies ({escape(by_name[name])})", soft_wrap=True)
+            out.print(f"  rewrite {name}{what}: applies ({escape(by_name[name])})", soft_wrap=True)
         else:
-            out.print(f"  rewrite {name}: no: {escape(why)}", soft_wrap=True)
-    twins = {r.name: r.summary for r in _twins()}
-    for name, why in got.twin_report:
-        if why is None:
-            out.print(f"  rewrite {name} (a second template): applies ({escape(twins[name])})", soft_wrap=True)
-        else:
-            out.print(f"  rewrite {name} (a second template): no: {escape(why)}", soft_wrap=True)
+            out.print(f"  rewrite {name}{what}: no: {escape(why)}", soft_wrap=True)
 
 
 def _rewrites():

@@ -516,7 +516,7 @@ def test_the_rule_based_loop_profiles_only_rounds_that_beat_the_runs_best():
     assert not _worth_profiling(rules, [rnd(1.5)], rnd(None))  # nothing verified in the round
 
     class Reader(RuleBasedPlanner):
-        name = "llm"
+        reads_profile = True
     assert _worth_profiling(Reader(), [rnd(1.5)], rnd(1.0))
     summary = {"speedup": 1.4, "best_params": {"BLOCK": 128}}
     a = analyze(summary, {"skipped": "the round did not beat the run's best"})

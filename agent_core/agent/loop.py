@@ -228,7 +228,7 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
         if prepared.spec is prep.spec:
             verified.append((step.template, r))
         profile = _profile(backend, r) if _worth_profiling(planner, result.rounds, r) else {
-            "skipped": "the round did not beat the run's best; the rule-based planner does not read ncu"}
+            "skipped": "the round did not beat the run's best; the planner does not read ncu"}
         with tl.phase("plan"):
             analysis = analyze(r.summary, profile)
         sid = r.session_id
@@ -365,8 +365,9 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
 
 def _worth_profiling(planner, rounds: list[Round], r) -> bool:
     """Whether a round's best variant gets an ncu profile (seconds per round): always for a planner that reads it
-    (the LLM's), else only where the round beat every earlier one (the result's analysis keeps its profile)."""
-    if getattr(planner, "name", "") != "rules":
+    (the LLM's; a planner that does not say is taken to), else only where the round beat every earlier one (the
+    result's analysis keeps its profile)."""
+    if getattr(planner, "reads_profile", True):
         return True
     best = max((x.summary.get("speedup") or 0.0 for x in rounds), default=0.0)
     return (r.summary.get("speedup") or 0.0) > best

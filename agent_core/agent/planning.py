@@ -45,6 +45,7 @@ class Round:
 
 class Planner(Protocol):
     name: str
+    reads_profile: bool  # whether the analysis' ncu profile informs its steps (else the loop profiles less)
 
     def plan(self, rounds: list[Round], candidates: list[KernelTemplate]) -> Step:
         """The next step, given the finished rounds and the templates not yet tried."""
@@ -163,6 +164,7 @@ class RuleBasedPlanner:
     """
 
     name = "rules"
+    reads_profile = False  # its steps follow bandwidth, resources and counts, never the ncu profile
 
     def __init__(self, budget_per_round: int = 40, dispatch: bool = True):
         self.budget = budget_per_round

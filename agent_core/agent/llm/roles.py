@@ -244,6 +244,7 @@ class LlmPlanner:
     user's own kernel)."""
 
     name = "llm"
+    reads_profile = True  # the analysis text, ncu lines included, goes to the model
 
     def __init__(self, roles: LlmRoles, templater: LlmTemplater | None = None, analyst: LlmAnalyst | None = None,
                  fallback=None, budget_per_round: int = 40, max_rounds: int = 4):
