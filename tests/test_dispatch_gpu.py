@@ -135,14 +135,20 @@ def test_a_rewrite_dispatch_verifies_kernel_by_kernel_on_the_gpu(tmp_path, monke
     (each rewrite configuration as the rewritten kernel alone, beside the original): the file compiles and every
     kernel passes verification against the original on every size set at its own spec's launch (the spec's sizes,
     not only the ones its rule gives it), then is timed interleaved with it (printed)."""
-    from agent_core.measure.gpu_backend import GpuBackend
-    from agent_core.search.tuner import verify_kernels
     from tests.dispatch_helpers import rewrite_dispatch_of
     src = tmp_path / name
     shutil.copy(ROOT / "bench" / "corpus" / "other" / name, src)
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
     text = src.read_text()
     rw, names, _ = rewrite_dispatch_of(src, kernel, cfgs)
+    _verifies_kernel_by_kernel(src, kernel, text, rw)
+
+
+def _verifies_kernel_by_kernel(src, kernel: str, text: str, rw) -> None:
+    """The dispatch ``rw`` written over ``text`` compiles with its host code, and every kernel of it verifies
+    against the original on every size set at its own spec's launch; their interleaved timings are printed."""
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import verify_kernels
     check_compiles(rw.text, src, host=True)
     be = GpuBackend()
     try:
@@ -160,8 +166,6 @@ def test_a_cluster_twin_dispatch_verifies_kernel_by_kernel_on_the_gpu(tmp_path, 
     """The column sum's cluster_split twin (8 blocks of a thread-block cluster, distributed shared memory) beside its
     in-block split_reduction, written as a per-shape dispatch: the file compiles and both kernels verify against
     the original on every size set (odd column counts included), then are timed interleaved with it (printed)."""
-    from agent_core.measure.gpu_backend import GpuBackend
-    from agent_core.search.tuner import verify_kernels
     from tests.dispatch_helpers import twin_dispatch_of
     src = tmp_path / "column_sum_f32.cu"
     shutil.copy(ROOT / "bench" / "corpus" / "other" / src.name, src)
@@ -169,14 +173,4 @@ def test_a_cluster_twin_dispatch_verifies_kernel_by_kernel_on_the_gpu(tmp_path, 
     text = src.read_text()
     rw, _, _ = twin_dispatch_of(src, "column_sum_kernel", {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8},
                                 {"BLOCK": 64, "SPLIT": 16}, ("rows", 178))
-    check_compiles(rw.text, src, host=True)
-    be = GpuBackend()
-    try:
-        results = verify_kernels(str(src), "column_sum_kernel", text, rw.text, be, rw.kernels)
-        for (kname, _), (ev, confirmed) in zip(rw.kernels, results):
-            assert ev.ok, (kname, ev.status, ev.error)
-            o = [t.median_us for t in confirmed[0]]
-            v = [t.median_us for t in confirmed[1]]
-            print(f"[gpu] {kname}: " + ", ".join(f"{a:.1f} -> {b:.1f} us" for a, b in zip(o, v)))
-    finally:
-        be.close()
+    _verifies_kernel_by_kernel(src, "column_sum_kernel", text, rw)
