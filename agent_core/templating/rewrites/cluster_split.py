@@ -23,7 +23,7 @@ from agent_core.model import KerntuneError, Param, macro_name
 from agent_core.source.spec import find_spec
 from agent_core.templating.rewrites.base import KernelView, RewriteContext
 from agent_core.templating.rewrites.grid import dim3_component, spec_line
-from agent_core.templating.rewrites.split_reduction import SPLIT, SplitReduction, _Loop
+from agent_core.templating.rewrites.split_reduction import SPLIT, SplitReduction, _block_partials, _Loop
 
 CLUSTER = "CLUSTER"
 _GRID_2D = re.compile(r"\b(?:blockIdx|gridDim)\.[yz]\b|__cluster_dims__|this_cluster|cluster_group|clusterDim")
@@ -48,7 +48,7 @@ class ClusterSplit(SplitReduction):
         if not grid or grid[0] is None or any(str(g).strip() != "1" for g in grid[1:]):
             return f"the launch's grid `{grid}` is not one-dimensional"
         for s in v.k.launch_sites:
-            if _grid_edit(v, s) is None:
+            if _grid_2d_edit(v, s) is None:
                 return (f"the launch at line {s.span.line + 1} does not give a one-dimensional grid "
                         f"(`{s.config[0].text if s.config else ''}`)")
         sp = find_spec(v.cf, ctx.kernel)
@@ -70,17 +70,11 @@ class ClusterSplit(SplitReduction):
         return f"{macro_name(SPLIT)} * {macro_name(CLUSTER)}"
 
     def _combine(self, ind: str, acc_type: str, loop: _Loop, combine: str, b: str) -> str:
-        m, c = macro_name(SPLIT), macro_name(CLUSTER)
+        c = macro_name(CLUSTER)
         remote = "kt_cluster.map_shared_rank(kt_part, kt_b)[threadIdx.x]"
         merge = f"{loop.acc} += {remote}" if loop.fn is None else f"{loop.acc} = {loop.fn}({loop.acc}, {remote})"
-        return (f"{ind}{{\n"
-                f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
-                f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
-                f"{ind}  __syncthreads();\n"
-                f"{ind}  if (threadIdx.y == 0) {{\n"
-                f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n"
-                f"{ind}    kt_part[threadIdx.x] = {loop.acc};  // this block's value, for the cluster's first block\n"
-                f"{ind}  }}\n"
+        publish = f"{ind}    kt_part[threadIdx.x] = {loop.acc};  // this block's value, for the cluster's first block\n"
+        return (_block_partials(ind, acc_type, loop, combine, b, publish) +
                 f"{ind}  cooperative_groups::cluster_group kt_cluster = cooperative_groups::this_cluster();\n"
                 f"{ind}  kt_cluster.sync();  // every block's value is in its shared memory\n"
                 f"{ind}  if (threadIdx.y == 0 && kt_cluster.block_rank() == 0)\n"
@@ -96,13 +90,15 @@ class ClusterSplit(SplitReduction):
                 f"(threadIdx.y) and the {CLUSTER} blocks of a thread-block cluster (blockIdx.y); the cluster's first "
                 "block combines the partials")
 
+    def _launch(self, launch: dict, block: str) -> dict:
+        grid = launch["grid"]
+        return {**super()._launch(launch, block), "grid": [grid[0] if isinstance(grid, list) else grid, CLUSTER]}
+
     def _launch_edits(self, out: RewriteContext, ov: KernelView) -> dict[tuple[int, int], str]:
         c = macro_name(CLUSTER)
-        out.launch["grid"] = [(out.launch["grid"] if not isinstance(out.launch["grid"], list)
-                               else out.launch["grid"][0]), CLUSTER]
         edits = {}
         for s in ov.k.launch_sites:
-            a, e, t = _grid_edit(ov, s)
+            a, e, t = _grid_2d_edit(ov, s)
             edits[(a, e)] = t
         sp = find_spec(ov.cf, out.kernel)
         a, e, line = spec_line(out.text, sp, "grid")
@@ -127,7 +123,7 @@ class ClusterSplit(SplitReduction):
         return {"cluster"}
 
 
-def _grid_edit(v: KernelView, site) -> tuple[int, int, str] | None:
+def _grid_2d_edit(v: KernelView, site) -> tuple[int, int, str] | None:
     """(start, end, new text) making a launch's grid ``(its grid, KT_CLUSTER)``: the grid argument wrapped in a
     ``dim3`` (its inner expression when it is one ``dim3(...)`` already), or a ``dim3`` host variable of one
     component given a second; None when the grid is not one-dimensional as written."""

@@ -225,14 +225,7 @@ class SplitReduction(Rewrite):
     def _combine(self, ind: str, acc_type: str, loop: _Loop, combine: str, b: str) -> str:
         """The block after the loop that leaves the combined value in thread y = 0's accumulator (``b``: the
         block size's macro)."""
-        m = macro_name(SPLIT)
-        return (f"{ind}{{\n"
-                f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
-                f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
-                f"{ind}  __syncthreads();\n"
-                f"{ind}  if (threadIdx.y == 0)\n"
-                f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n"
-                f"{ind}}}\n")
+        return _block_partials(ind, acc_type, loop, combine, b) + f"{ind}}}\n"
 
     def _keeps(self) -> str:
         """The condition under which a thread runs what followed the loop (besides being live)."""
@@ -241,6 +234,10 @@ class SplitReduction(Rewrite):
     def _comment(self, loop: _Loop) -> str:
         return (f"// kerntune split_reduction: the loop over {loop.var} is split across {SPLIT} threads of the block "
                 f"(threadIdx.y); thread y = 0 combines the partials")
+
+    def _launch(self, launch: dict, block: str) -> dict:
+        """The template's launch: the block becomes (BLOCK, SPLIT)."""
+        return {**launch, "block": [block, SPLIT]}
 
     def _launch_edits(self, out: RewriteContext, ov: KernelView) -> dict[tuple[int, int], str]:
         """Host edits (by byte range) beyond the block; the twin makes the grid two-dimensional."""
@@ -290,9 +287,7 @@ class SplitReduction(Rewrite):
         edits.append((n.start_byte, n.end_byte, new))
         text = apply_edits(ctx.text, edits)
         # the launch: block (BLOCK, SPLIT) in the template's launch, each launch site and the spec comment
-        launch = dict(ctx.launch)
-        launch["block"] = [ctx.block, SPLIT]
-        out = RewriteContext(**{**ctx.__dict__, "launch": launch, "text": text})
+        out = RewriteContext(**{**ctx.__dict__, "launch": self._launch(ctx.launch, ctx.block), "text": text})
         ov = out.view()
         token = block_token(out, ov)
         host = {}
@@ -309,6 +304,23 @@ class SplitReduction(Rewrite):
 
     def _helpers(self) -> set[str]:
         return set()
+
+
+def _block_partials(ind: str, acc_type: str, loop: _Loop, combine: str, b: str, then: str = "") -> str:
+    """The opening of the block after the loop: every thread's partial into shared memory, thread y = 0 combining
+    them in y order (``combine``), then running ``then`` (lines, already indented); the block is left open."""
+    m = macro_name(SPLIT)
+    head = (f"{ind}{{\n"
+            f"{ind}  __shared__ {acc_type} kt_part[{m} * {b}];\n"
+            f"{ind}  kt_part[threadIdx.y * blockDim.x + threadIdx.x] = {loop.acc};\n"
+            f"{ind}  __syncthreads();\n")
+    if not then:
+        return head + (f"{ind}  if (threadIdx.y == 0)\n"
+                       f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n")
+    return head + (f"{ind}  if (threadIdx.y == 0) {{\n"
+                   f"{ind}    for (int kt_s = 1; kt_s < {m}; ++kt_s) {combine};\n"
+                   f"{then}"
+                   f"{ind}  }}\n")
 
 
 def _block_edit(v: KernelView, site, token: re.Pattern) -> tuple[int, int, str] | None:
