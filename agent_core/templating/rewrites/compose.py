@@ -121,28 +121,32 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     start = start_context(cf, kernel, spec, structural)
     if any(w.startswith("kt_") for w in _identifiers(start)):
         return Outcome(None, [(r.name, "the kernel already uses names starting with kt_ (kerntune's)") for r in REWRITES])
-    ctx, report = _run(start, REWRITES)
+    ctx, report, before = _run(start, REWRITES)
     applied = [n for n, why in report if why is None]
     if not applied:
         return Outcome(None, report)
     out = Outcome(_template(cf, kernel, ctx, applied), report, ctx.notes)
-    for name in applied:
+    for i, (name, why) in enumerate(report):
         twin = TWINS.get(name)
-        if twin is None:
+        if twin is None or why is not None:
             continue
-        tctx, treport = _run(start, [twin if r.name == name else r for r in REWRITES])
-        why = dict(treport)[twin.name]
-        out.twin_report.append((twin.name, why))
-        if why is None:
+        # the rewrites before it ran already: the twin's composition goes on from where the rewrite started
+        tctx, treport, _ = _run(before[i], [twin] + REWRITES[i + 1:])
+        treport = report[:i] + treport
+        out.twin_report.append((twin.name, treport[i][1]))
+        if treport[i][1] is None:
             out.twins.append(_template(cf, kernel, tctx, [n for n, w in treport if w is None]))
     return out
 
 
-def _run(ctx: RewriteContext, rewrites: list[Rewrite]) -> tuple[RewriteContext, list[tuple[str, str | None]]]:
-    """Each rewrite of ``rewrites`` whose preconditions hold applied in order: the context and, per rewrite,
-    None where it applied or why not."""
+def _run(ctx: RewriteContext, rewrites: list[Rewrite]
+         ) -> tuple[RewriteContext, list[tuple[str, str | None]], list[RewriteContext]]:
+    """Each rewrite of ``rewrites`` whose preconditions hold applied in order: the context, per rewrite None where
+    it applied or why not, and per rewrite the context it started from (left unchanged: each works on a copy)."""
     report: list[tuple[str, str | None]] = []
+    before: list[RewriteContext] = []
     for r in rewrites:
+        before.append(ctx)
         try:
             why = r.applies(ctx)
             if why is None:
@@ -150,7 +154,7 @@ def _run(ctx: RewriteContext, rewrites: list[Rewrite]) -> tuple[RewriteContext, 
         except Exception as e:  # a construct the analysis did not foresee: this rewrite is skipped, not the rest
             why = f"internal error, skipped ({type(e).__name__}: {e})"
         report.append((r.name, why))
-    return ctx, report
+    return ctx, report, before
 
 
 def _template(cf: CudaFile, kernel: str, ctx: RewriteContext, applied: list[str]) -> KernelTemplate:
