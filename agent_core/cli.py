@@ -111,9 +111,10 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
     for name, group in experts.family_groups(experts.candidates(cf, kernel, spec, list(lib.values()))).items():
         first = "; ".join(f"({i + 1}) {b.describe()}" for i, b in enumerate(group[:shown]))
         more = f"; … {len(group) - shown} more" if len(group) > shown else ""
-        twin = f" (then its cluster twin {name}_cluster for few rows)" if f"{name}_cluster" in lib else ""
-        if f"{name}_long" in lib:
-            twin += f" (its long-row twin {name}_long where the rows are longer than it holds)"
+        cname, lname = experts.cluster_twin_name(name), experts.long_twin_name(name)
+        twin = f" (then its cluster twin {cname} for few rows)" if cname in lib else ""
+        if lname in lib:
+            twin += f" (its long-row twin {lname} where the rows are longer than it holds)"
         n = len(group)
         parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
     return " | ".join(parts) if parts else "none (no structural template, no expert family)"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_core.model import KernelTemplate, params_words
+from agent_core.templating.experts.binding import cluster_twin_name
 from agent_core.templating.space import served_size_sets
 
 STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
@@ -122,7 +123,8 @@ def _twin_of(t: KernelTemplate, untried: list[KernelTemplate]) -> KernelTemplate
     every size (softmax_long reads a row twice; its twin once, from the registers of a cluster's blocks)."""
     if not t.origin.startswith("expert:"):
         return None
-    return next((c for c in untried if c.origin == f"{t.origin}_cluster"), None)
+    want = "expert:" + cluster_twin_name(t.origin.removeprefix("expert:"))
+    return next((c for c in untried if c.origin == want), None)
 
 
 def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTemplate | None:

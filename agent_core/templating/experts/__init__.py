@@ -15,14 +15,15 @@ import itertools
 
 from agent_core import expr
 from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec
-from agent_core.templating.experts.binding import MAX_PER_FAMILY, Binding, Match, cluster_twin, long_twin, ranked
+from agent_core.templating.experts.binding import (MAX_PER_FAMILY, Binding, Match, cluster_twin, cluster_twin_name,
+                                                   long_twin, long_twin_name, ranked)
 from agent_core.templating.experts.evidence import CTYPE, NBYTES, Evidence, gather
 from agent_core.templating.experts.families import BINDERS
 from agent_core.templating.experts.library import COMMON, EXPERT_DIR, Expert, load_expert, load_library
 from agent_core.templating.experts.render import render, subst
 
 __all__ = ["Binding", "Match", "Expert", "EXPERT_DIR", "COMMON", "CTYPE", "NBYTES", "MAX_PER_FAMILY", "candidates",
-           "match", "bind", "load_library", "load_expert", "cluster_twin", "long_twin", "NoConfiguration", "evidence_of", "family_groups"]
+           "match", "bind", "load_library", "load_expert", "cluster_twin", "cluster_twin_name", "long_twin", "long_twin_name", "NoConfiguration", "evidence_of", "family_groups"]
 
 
 def evidence_of(cf: CudaFile, kernel_name: str, spec: TuningSpec) -> Evidence | None:

@@ -52,11 +52,21 @@ def ranked(bindings: list[Binding], cap: int = MAX_PER_FAMILY) -> list[Binding]:
     return out[:cap]
 
 
+def cluster_twin_name(expert: str) -> str:
+    """The name of an expert's cluster twin in the library."""
+    return f"{expert}_cluster"
+
+
+def long_twin_name(expert: str) -> str:
+    """The name of an expert's long-row twin in the library."""
+    return f"{expert}_long"
+
+
 def cluster_twin(b: Binding, lib: dict[str, Expert]) -> Binding | None:
     """The same binding of the family's cluster expert (``<name>_cluster``: each row split over the blocks of a
     thread-block cluster, for few rows); rows read from the grid (``gridDim.x``) are the grid over the cluster
     size there. None when there is no twin, or the twin does not have the binding's conventions."""
-    t = _twin(b, lib.get(f"{b.expert.name}_cluster"), 0.3, "for few rows, each row split over a thread-block cluster")
+    t = _twin(b, lib.get(cluster_twin_name(b.expert.name)), 0.3, "for few rows, each row split over a thread-block cluster")
     if t is not None:
         t.call_args = ["(int)(gridDim.x / KT_CLUSTER)" if a == "(int)gridDim.x" else a for a in b.call_args]
     return t
@@ -66,7 +76,7 @@ def long_twin(b: Binding, lib: dict[str, Expert]) -> Binding | None:
     """The same binding of the family's long-row expert (``<name>_long``: a row longer than the expert's registers
     hold, read twice: an online max-and-sum pass, then the normalized write), for a kernel whose rows the expert
     has no configuration for. None when there is none, or it does not have the binding's conventions."""
-    return _twin(b, lib.get(f"{b.expert.name}_long"), 0.0,
+    return _twin(b, lib.get(long_twin_name(b.expert.name)), 0.0,
                  "rows longer than the registers of a block hold: two reads of each row (online max and sum)")
 
 
