@@ -271,12 +271,58 @@ def test_rotary_out_of_place_rotate_half_caches_of_head_dim(lib):
     assert "copy_tail(qi, qd," in t.text and "constexpr bool FULL = 2 == 2;" in t.text
 
 
+def test_rotary_complex_pairs_of_a_two_element_vector_table(lib):
+    """Llama's freqs_cis: one table of (cos, sin) pairs, declared a buffer of half2; the interleaved layout comes
+    first because of that declaration, the halves layout stays among the candidates (the screening decides)."""
+    cf, k, spec = case("rotary_complex_pairs_query_only")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("positions=pos, query=x -> y, no key, cache=cis [max_pos, rot_dim] ((cos, sin) "
+                                       "pairs interleaved), rot_dim=`S`"), words_of(bs)
+    assert "GPT-J pairs" in bs[0].describe() and bs[0].conventions["KT_EXPERT_CACHE"] == 3
+    assert has(bs, "rotary_neox", "cache=cis [max_pos, rot_dim] (cos half, then sin half)")
+    t = X.bind(bs[0], cf, spec)
+    assert "load_cos_sin_pairs<VEC>(cosp + 2 * off, c, s);" in t.text and "kt:bind" not in t.text
+    assert "(const __half*)(cis), (const __half*)(cis), (int)(S)" in t.text  # one table: cos and sin rows the same
+
+
+def test_rotary_pairs_of_a_plain_table_come_after_the_halves(lib):
+    """A table declared a plain float buffer: the vLLM halves layout first, the interleaved one still checked."""
+    cf, k, spec = case("rotary_one_cache_q_only")
+    bs = X.candidates(cf, k.name, spec, lib)
+    layouts = [b.conventions["KT_EXPERT_CACHE"] for b in bs]
+    assert layouts[0] == 0 and 3 in layouts
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe().startswith("x=inp, q=outq (fp8 e4m3 (bytes)), scales=s, group_size=`gsize`, groups=the "
                                        "grid (no group-count argument), eps=1e-10f")
     assert has(bs, "per_token_group_quant", "multiplied by 1 / scale")
+
+
+def test_quant_power_of_two_scales_stored_by_column(lib):
+    """DeepGEMM-style scales: rounded up to a power of two (ldexpf of ceilf(log2f)), written by group column with a
+    stride argument. Both read from the body, so that binding comes first; the row-major and plain-scale ones
+    stay among the candidates."""
+    cf, k, spec = case("quant_fp8_pow2_scales_by_column")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("divided by the scale, scales rounded up to powers of two (UE8M0), "
+                                     "column-major scales [groups per token, tokens=`stride`]"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 1, "KT_EXPERT_SCALE_COLUMNS": 1}
+    assert bs[0].call_args[-1] == "(int)(stride)"
+    assert any(b.conventions["KT_EXPERT_SCALE_COLUMNS"] == 0 for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "exp2f(ceilf(log2f(m / qmax)))" in t.text and "scales[(long long)(g % per_token) * tokens" in t.text
+    plain = X.bind(next(b for b in bs if b.conventions["KT_EXPERT_SCALE_POW2"] == 0
+                        and b.conventions["KT_EXPERT_SCALE_COLUMNS"] == 0), cf, spec)
+    assert "const float scale = m / qmax;" in plain.text and "scales[g] = scale;" in plain.text
+
+
+def test_quant_scales_in_order_stay_first_without_column_evidence(lib):
+    cf, k, spec = case("quant_fp8_bytes")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions["KT_EXPERT_SCALE_COLUMNS"] == 0 and bs[0].conventions["KT_EXPERT_SCALE_POW2"] == 0
 
 
 def test_unrelated_shapes_propose_nothing(lib):

@@ -36,6 +36,8 @@ block = ["LANES", "ROWS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
+// kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales))
+// kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -79,7 +81,11 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
 
 template <int IT, typename T, typename Q>
 __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, float* __restrict__ scales,
+#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+                                            int group_size, int rows, float eps, float qmin, float qmax, int tokens) {
+#else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
+#endif  // kt:bind
   const int g = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = g < rows;
   const long long off = (long long)(active ? g : 0) * group_size;
@@ -93,12 +99,23 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = warp_reduce<KT_LANES>(m, Max());
   m = fmaxf(m, eps);
+#if KT_EXPERT_SCALE_POW2  // kt:bind
+  const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
+#else  // kt:bind
   const float scale = m / qmax;
+#endif  // kt:bind
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
   const float rscale = 1.f / scale;
 #endif  // kt:bind
   if (!active) return;  // no block-wide barrier below
+#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+  if (threadIdx.x == 0) {  // column-major: group g is the (g % per_token)-th group of token g / per_token
+    const int per_token = rows / tokens;
+    scales[(long long)(g % per_token) * tokens + g / per_token] = scale;
+  }
+#else  // kt:bind
   if (threadIdx.x == 0) scales[g] = scale;
+#endif  // kt:bind
   Q* qo = q + off;
   if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
     // VEC quantized values leave as one store (VEC bytes), like the loads
@@ -132,8 +149,16 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 }
 
 template <typename T, typename Q>
+#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, int tokens) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, tokens)));
+}
+#else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {
   KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
 }
+#endif  // kt:bind
 
 }  // namespace kt

@@ -24,7 +24,7 @@ block = ["THREADS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
-// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face))
+// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -97,6 +97,19 @@ __device__ __forceinline__ void rotary_neox(const P* positions, T* query, T* key
   }
 }
 #else  // kt:bind
+#if KT_EXPERT_CACHE == 3  // kt:bind
+// VEC (cos, sin) pairs stored interleaved (cos_i at 2i, sin_i at 2i + 1): two VEC-wide loads, split apart
+template <int VEC, typename C>
+__device__ __forceinline__ void load_cos_sin_pairs(const C* __restrict__ cs, float* c, float* s) {
+  float a[VEC], b[VEC];
+  load_vec<C, VEC>(cs, a); load_vec<C, VEC>(cs + VEC, b);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    c[j] = 2 * j < VEC ? a[2 * j] : b[2 * j - VEC];
+    s[j] = 2 * j + 1 < VEC ? a[2 * j + 1] : b[2 * j + 1 - VEC];
+  }
+}
+#endif  // kt:bind
 // The general case: NeoX pairs (i, i + rot_dim / 2) or, with GPTJ, adjacent pairs (2i, 2i + 1) (VEC pairs: two
 // VEC-wide loads of the head); cos and sin each from its own row pointer (one cache: its two halves); read from
 // src and written to dst (in place: the same). Out of place, the head's elements past rot_dim are copied.
@@ -118,10 +131,18 @@ __device__ __forceinline__ void rotate_pairs(const T* src, T* dst, const C* __re
       }
     }
     if constexpr (VEC == 1) {
+#if KT_EXPERT_CACHE == 3  // kt:bind
+      c[0] = to_f(cosp[2 * off]); s[0] = to_f(cosp[2 * off + 1]);
+#else  // kt:bind
       c[0] = to_f(cosp[off]); s[0] = to_f(sinp[off]);
+#endif  // kt:bind
       p0[0] = to_f(src[h + lo]); p1[0] = to_f(src[h + (GPTJ ? lo + 1 : hi)]);
     } else {
+#if KT_EXPERT_CACHE == 3  // kt:bind
+      load_cos_sin_pairs<VEC>(cosp + 2 * off, c, s);
+#else  // kt:bind
       load_vec<C, VEC>(cosp + off, c); load_vec<C, VEC>(sinp + off, s);
+#endif  // kt:bind
       load_vec<T, VEC>(src + h + lo, p0); load_vec<T, VEC>(src + h + hi, p1);
     }
 #pragma unroll

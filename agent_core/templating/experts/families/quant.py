@@ -3,16 +3,20 @@
 Evidence: one float input, one byte output of the same count, one fp32 output of one scale per group.
 Enumerated: the group size (an int argument or an expression of two), eps (a float argument, a small literal
 of the body), qmin/qmax arguments or the type's range, the int8 rounding (the body's conversion first: to
-nearest even, toward zero, half away from zero) and whether values are divided by the scale or multiplied by
-its reciprocal.
+nearest even, toward zero, half away from zero), whether values are divided by the scale or multiplied by
+its reciprocal, the scale as computed or rounded up to a power of two (UE8M0, DeepGEMM's block-scaled fp8:
+first where the body calls exp2f/ldexpf with ceilf/log2f), and the scales' layout: one per group in order, or
+column-major [groups per token, tokens] (SGLang's column-major scales: first where the body's write of the
+scales multiplies by an int argument, which is then the token count).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
 
@@ -27,6 +31,22 @@ def _named(args, *patterns: str, exclude: str | None = None):
             if re.search(pat, a.name, re.I) and not (exclude and re.search(exclude, a.name, re.I)):
                 return a
     return None
+
+
+def _token_counts(ev: Evidence, scales, group_size) -> list[tuple[int, SizeExpr]]:
+    """Column-major scale layouts: (support, token count) for each int argument that divides the scale count
+    into whole columns (not the group size). Support 0 for the argument the body's write of the scales multiplies
+    by (``scales[col * tokens + token]``), -3 for the others (a layout the screening may still find)."""
+    writes = re.findall(rf"\b{re.escape(scales.name)}\[([^\]]*)\]=[^=]", ev.flat)
+    out = []
+    for a in ev.ints():
+        if not a.counts or f"(int)({a.name})" == group_size.c:
+            continue
+        if any(v <= 0 or n % v for v, n in zip(a.counts, scales.counts)) or a.counts == scales.counts:
+            continue
+        mul = any(re.search(rf"\*\(?\w*\)?{re.escape(a.name)}\b|\b{re.escape(a.name)}\*", w) for w in writes)
+        out.append((0 if mul else -3, SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`")))
+    return sorted(out, key=lambda t: -t[0])
 
 
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
@@ -63,37 +83,45 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         rounds = [0]
     recip_first = ev.mentions(r"1\.0?f?/") or ev.mentions(r"\*inv") or ev.mentions(r"\*\(1\.")
     recips = [1, 0] if recip_first else [0, 1]
+    pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
+    columns = _token_counts(ev, sc[0], gs_all[0])
+    # row-major first, unless the body's write of the scales multiplies by a token count
+    layouts = [(-3 if columns and columns[0][0] == 0 else 0, None)] + columns
     qm = f"kt::QuantOut<{Q}>"
     out = []
-    for gi, gs in enumerate(gs_all[:2]):
-        for ei, (eps, eps_words) in enumerate(eps_c[:3]):
-            for ri, rnd in enumerate(rounds):
-                for ci, recip in enumerate(recips):
-                    b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
-                                f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
-                                "quantization", ev.kernel.name)
-                    b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
-                    rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c
-                               and "/" not in s.c]
-                    if rows_xs:
-                        rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
-                    else:
-                        rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
-                        b.fixed["ROWS"] = [1]
-                    b.template_args = [CTYPE[x.dtype], Q]
-                    b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
-                                   gs.c, rows, eps,
-                                   f"(float)({qmin.name})" if qmin else f"{qm}::qmin",
-                                   f"(float)({qmax.name})" if qmax else f"{qm}::qmax"]
-                    b.defines = {"KT_EXPERT_ROUND": rnd}
-                    b.conventions = {"KT_EXPERT_SCALE_RECIP": recip}
-                    b.consts = {"ESIZE": NBYTES[x.dtype]}
-                    b.words = [f"x={x.name}", f"q={q[0].name} ({kind})", f"scales={sc[0].name}",
-                               f"group_size={gs.words}", rows_words, eps_words,
-                               f"qmin={qmin.name}" if qmin else "qmin of the type",
-                               f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
-                        [ROUNDS[rnd]] if Q == "int8_t" else []) + [
-                        "multiplied by 1 / scale" if recip else "divided by the scale"]
-                    b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci
-                    out.append(b)
+    combos = itertools.product(enumerate(gs_all[:2]), enumerate(eps_c[:3]), enumerate(rounds), enumerate(recips),
+                               enumerate(pow2s), layouts)
+    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens) in combos:
+        b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
+                    f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
+                    "quantization", ev.kernel.name)
+        b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
+        rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c
+                   and "/" not in s.c]
+        if rows_xs:
+            rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
+        else:
+            rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
+            b.fixed["ROWS"] = [1]
+        b.template_args = [CTYPE[x.dtype], Q]
+        b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
+                       gs.c, rows, eps,
+                       f"(float)({qmin.name})" if qmin else f"{qm}::qmin",
+                       f"(float)({qmax.name})" if qmax else f"{qm}::qmax"]
+        b.defines = {"KT_EXPERT_ROUND": rnd}
+        b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
+                         "KT_EXPERT_SCALE_COLUMNS": int(tokens is not None)}
+        if tokens is not None:
+            b.call_args.append(tokens.c)
+        b.consts = {"ESIZE": NBYTES[x.dtype]}
+        b.words = [f"x={x.name}", f"q={q[0].name} ({kind})", f"scales={sc[0].name}",
+                   f"group_size={gs.words}", rows_words, eps_words,
+                   f"qmin={qmin.name}" if qmin else "qmin of the type",
+                   f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
+            [ROUNDS[rnd]] if Q == "int8_t" else []) + [
+            "multiplied by 1 / scale" if recip else "divided by the scale"] + (
+            ["scales rounded up to powers of two (UE8M0)"] if pow2 else []) + (
+            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens else [])
+        b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
+        out.append(b)
     return out

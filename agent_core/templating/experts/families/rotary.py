@@ -4,7 +4,8 @@ Evidence: an int input of ``tokens`` positions, one or two float in/out buffers 
 head_size``, one or two float inputs (the cos/sin cache). Enumerated: which int arguments are the heads and
 the head size, the rotary width (an argument, or the head size), one cache [max_pos, rot_dim] (cos half then
 sin half) or two caches (cos and sin, either order, rows of rot_dim / 2 or of rot_dim), NeoX pairs (i, i +
-rot/2) or GPT-J pairs (2i, 2i + 1).
+rot/2) or GPT-J pairs (2i, 2i + 1); one cache may also hold (cos, sin) pairs interleaved (Llama's complex
+``freqs_cis``: first where the kernel declares it a buffer of two-element vectors).
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Eviden
 
 def _cast(dtype: str, name: str, const: bool) -> str:
     return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+_VEC2 = re.compile(r"\b(float2|double2|half2|__half2|nv_bfloat162|__nv_bfloat162)\b")
+
+
+def _pairs_type(ev: Evidence, name: str) -> bool:
+    """Whether the kernel declares the cache a buffer of two-element vectors (``const float2*``): evidence that
+    each cos sits beside its sin."""
+    return any(p.name == name and _VEC2.search(p.type) for p in ev.kernel.params)
 
 
 def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeExpr | None:
@@ -107,9 +117,13 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                 c = caches[0]
                 if div(c.counts, rot_fp) is None:
                     continue
+                paired = _pairs_type(ev, c.name)
                 layouts.append((0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
                                 [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
-                                f"({c.spec.size}) / ({rot.spec})", 0))
+                                f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
+                layouts.append((3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
+                                [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
+                                f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
