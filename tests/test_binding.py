@@ -188,6 +188,27 @@ def test_fused_add_both_orders_the_written_first_is_the_residual(lib):
     assert has(bs, "fused_add_rms_norm", "x=r, residual=h")
 
 
+def test_fused_add_with_an_fp32_residual_in_place(lib):
+    """An fp32 residual stream beside fp16 rows normalized in place (two in/out rows of two types): the general form
+    of the fused-add expert, x and out the same buffer; eps outside the root read from the body."""
+    cf, k, spec = case("fused_add_fp32_residual_in_place")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=x (f16), residual=res (f32), out=x (in place), weight=w, hidden=`d`, "
+                                       "eps=`eps`, rows=`rows`, eps outside the root"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_GENERAL"] == 1 and bs[0].template_args == ["__half", "float", "float", "__half"]
+    t = X.bind(bs[0], cf, spec)
+    assert "(const __half*)(x), (float*)(res), (const float*)(w), (__half*)(x)" in t.text
+    assert "round_t<R>(v[i][j] + r[j])" in t.text and "kt:bind" not in t.text
+    assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has one storage type only
+
+
+def test_fused_add_one_type_in_place_keeps_its_form(lib):
+    """Two in/out rows of one type: the expert's own in-place form, no general binding."""
+    cf, k, spec = case("fused_add_residual_first")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_GENERAL", 0) == 0 for b in bs)
+
+
 def test_layer_norm_bias_before_weight(lib):
     cf, k, spec = case("layer_norm_beta_first")
     bs = X.candidates(cf, k.name, spec, lib)

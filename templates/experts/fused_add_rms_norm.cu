@@ -38,6 +38,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
+// kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -53,6 +54,60 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_GENERAL  // kt:bind
+// z = x + residual rounded to the residual's type R and stored there; out = z * rsqrt(mean(z^2) + eps) * w, of
+// out's type O. x and out may be the same buffer (in place): x is read into registers before out is written.
+template <int IT, typename T, typename R, typename W, typename O>
+__device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restrict__ residual,
+                                                        const W* __restrict__ w, O* out, float eps, int rows,
+                                                        int hidden) {
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out);
+  float v[IT][KT_VEC];
+  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float r[KT_VEC];
+    row_load_item<0, KT_VEC, IT>(residual + off, hidden, vec, i, r);
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const float z = round_t<R>(v[i][j] + r[j]);
+      v[i][j] = z;
+      ss += z * z;
+    }
+  }
+  if (active) row_store<0, KT_VEC, IT>(residual + off, hidden, vec, v);
+  ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
+#else  // kt:bind
+  const float inv = rsqrtf(ss / (float)hidden + eps);
+#endif  // kt:bind
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float wv[KT_VEC];
+    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+#pragma unroll
+#if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#else  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
+  }
+  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+}
+
+template <typename T, typename R, typename W, typename O>
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
+                    (fused_add_rms_norm_impl<IT, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
+}
+#else  // kt:bind
 template <int IT, typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __restrict__ residual,
                                                    const W* __restrict__ w, float eps, int rows, int hidden) {
@@ -99,5 +154,6 @@ template <typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
   KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (fused_add_rms_norm_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
 }
+#endif  // kt:bind
 
 }  // namespace kt

@@ -81,7 +81,62 @@ def _round_evidence(ev: Evidence) -> int:
 
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
-    return _row_bindings(ev, lib) + _softmax_general(ev, lib)
+    return _row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib)
+
+
+def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Fused add + RMSNorm in its general form: the residual of a type of its own (an fp32 residual stream beside
+    16-bit activations) and/or the normalized row written to a buffer of its own. Rows: x read (in, or in/out when
+    normalized in place), the residual read and written, out written; one weight. The residual is the in/out row
+    (of two in/out rows: either, the one named so or written first before the other). The one-type in-place form is
+    bound with the other row families."""
+    e = lib.get("fused_add_rms_norm")
+    if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*ROOTS):
+        return []
+    bufs = ev.bufs()
+    if any(a.dtype not in FLOATS or not a.counts for a in bufs):
+        return []
+    big = max(a.counts for a in bufs)
+    rows_ = [a for a in bufs if a.counts == big]
+    small = [a for a in bufs if a.counts != big]
+    if len(small) != 1 or small[0].role != "in" or div(big, small[0].counts) is None:
+        return []
+    ins = [a for a in rows_ if a.role == "in"]
+    ios = [a for a in rows_ if a.role == "inout"]
+    outs = [a for a in rows_ if a.role == "out"]
+    if len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
+        forms = [(ins[0], ios[0], outs[0])]  # x, residual, out
+    elif len(ios) == 2 and not ins and not outs and ios[0].dtype != ios[1].dtype:
+        forms = [(x, r, x) for x, r in _fused_orders(ev, ios)]  # in place, two types
+    else:
+        return []
+    w = small[0]
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
+        hname = hidden.words.strip("`")
+        for fi, (x, r, o) in enumerate(forms):
+            T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
+            for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                for conv, conv_words, conv_support in _norm_conventions(ev, e, O):
+                    b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` "
+                                f"({T}) into the residual `{r.name}` ({R}), rsqrtf, one weight, the normalized row "
+                                f"{'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
+                                ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})",
+                               f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
+                               f"hidden={hidden.words}", eps_words]
+                    rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+                    b.words += conv_words
+                    b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
+                    b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
+                                   _cast(O, o.name, False), eps_c, rows, hidden.c]
+                    # the 16-bit rows move 16 bytes a step; a wider residual takes two
+                    b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
+                    b.conventions = dict(conv, KT_EXPERT_GENERAL=1)
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support
+                    out.append(b)
+    return out
 
 
 def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
