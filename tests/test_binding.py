@@ -236,6 +236,24 @@ def test_softmax_scaled_fp16_scores_to_fp32_probabilities(lib):
     assert t.space.constraints[0] == "VEC * 4 <= 16"  # the wider of the two types bounds the vector
 
 
+def test_softmax_with_a_mask_shared_over_the_heads(lib):
+    """Scores [B, H, Q, K] in place with an additive mask [B, Q, K]: the general softmax with a mask whose rows the
+    heads share (a middle dimension, inner extent Q); the leading-dimension and consecutive-row readings are
+    candidates too (the screening tells them apart), no cluster twin (it has no mask)."""
+    cf, k, spec = case("softmax_masked_scores_per_batch")
+    bs = X.candidates(cf, k.name, spec, lib)
+    middle = [b for b in bs if "broadcast over a middle dimension, inner extent `Q`" in b.describe()]
+    assert middle and middle[0].describe().startswith("out=x=s (bf16, in place), hidden=`K`, rows=`total_rows`, "
+                                                      "plus the mask `m` [`total_rows / H` rows]"), words_of(bs)
+    assert has(bs, "softmax", "broadcast over a leading dimension") and has(bs, "softmax", "consecutive rows share")
+    b = middle[0]
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1}
+    assert b.call_args[-3:] == ["(const float*)(m)", "(int)(total_rows) / (int)(H)", "(int)(Q)"], b.call_args
+    t = X.bind(b, cf, spec)
+    assert "r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner" in t.text and "kt:bind" not in t.text
+    assert X.cluster_twin(b, {e.name: e for e in lib}) is None
+
+
 def test_merge_flat_index_lse_token_major(lib):
     """The H100 case that failed from element 256: s[tokens, heads] with one flat index; that layout is a candidate."""
     cf, k, spec = case("merge_flat_token_major")

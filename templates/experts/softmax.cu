@@ -37,6 +37,7 @@ bounds = "THREADS * ROWS"
 smem = "0"
 */
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
+// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -92,22 +93,52 @@ __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
 // from the input's type (fp16 logits to fp32 probabilities).
+#if KT_EXPERT_MASK  // kt:bind
+// With an additive mask (null: none) of mask_rows rows of hidden elements: softmax(x * scale / row_div[row] + mask),
+// row r = (o, b, i) of rows [outer, rows / mask_rows, mask_inner] reading mask row (o, i).
+template <int IT, typename T, typename O, typename M>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div,
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner) {
+#else  // kt:bind
 template <int IT, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div) {
+#endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
+#if KT_EXPERT_MASK  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask));
+#else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out);
+#endif  // kt:bind
   float v[IT][KT_VEC];
   row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
+#if KT_EXPERT_MASK  // kt:bind
+  float mk[IT][KT_VEC];
+  const int r = active ? row : 0;
+  const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
+  if (mask != nullptr) {
+    row_load<0, KT_VEC, IT>(mask + mrow * hidden, hidden, vec, mk);
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) mk[i][j] = 0.f;
+  }
+#endif  // kt:bind
   float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
+#if KT_EXPERT_MASK  // kt:bind
+      v[i][j] += mk[i][j];
+#endif  // kt:bind
       if (row_elem<0, KT_VEC, IT>(vec, i, j) < hidden) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
@@ -128,10 +159,19 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
 }
 
+#if KT_EXPERT_MASK  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
+                    (softmax_impl<IT, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
+}
+#else  // kt:bind
 template <typename T, typename O>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div) {
   KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, T, O>(out, x, rows, hidden, scale, row_div)));
 }
+#endif  // kt:bind
 
 #endif  // kt:bind
 

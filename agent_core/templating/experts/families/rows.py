@@ -141,51 +141,87 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
 def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Softmax in its general form: the logits scaled by a float argument and/or divided by a per-row input (a
-    temperature), the output of a type of its own (fp16 logits to fp32 probabilities). The plain form is bound
-    with the other row families."""
+    temperature), an additive mask of whole rows added (attention scores: mask rows broadcast over the heads, or
+    consecutive rows sharing one), the output of a type of its own (fp16 logits to fp32 probabilities). The plain
+    form is bound with the other row families."""
     e = lib.get("softmax")
     if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
         return []
-    ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
-    if len(outs) != 1 or len(ins) not in (1, 2) or len(ev.bufs()) != len(ins) + 1 or not outs[0].counts:
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    if len(outs) + len(ios) != 1 or len(ev.bufs()) != len(ins) + 1 or not (outs or ios)[0].counts:
         return []
-    o = outs[0]
+    o = (outs or ios)[0]
     big = o.counts
-    xs = [a for a in ins if a.counts == big]
-    per_row = [a for a in ins if a.counts != big and a.dtype == "f32" and a.counts and div(big, a.counts)]
-    if len(xs) != 1 or len(xs) + len(per_row) != len(ins):
+    xs = [o] if ios else [a for a in ins if a.counts == big]  # in place: x is the output
+    if len(ins) - (0 if ios else 1) > 2:
+        return []
+    others = [a for a in ins if a.counts != big and a is not o]
+    if len(xs) != 1 or any(not a.counts or div(big, a.counts) is None for a in others):
         return []
     x = xs[0]
     T, O = x.dtype, o.dtype
-    if per_row:
-        t = div(big, per_row[0].counts)
-        hs = [(h, t) for h in ev.sizes(t)[:1] if not h.c[0].isdigit()]
-    else:
-        hs = _hidden_candidates(ev, big, [])
+    per_rows = [a for a in others if a.dtype == "f32"]
+    hs = [(h, div(big, a.counts)) for a in per_rows for h in ev.sizes(div(big, a.counts))[:1] if not h.c[0].isdigit()]
+    hs += [h for h in _hidden_candidates(ev, big, []) if h not in hs]
     scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
     red = ev.reduction_words()
+    has_mask = "KT_EXPERT_MASK" in e.conventions
     out = []
     for hi, (hidden, hfp) in enumerate(hs):
         hname = hidden.words.strip("`")
-        for si, (scale, scale_words) in enumerate(scales):
-            if scale == "1.f" and not per_row and T == O:
-                continue  # the plain softmax: bound with the row families
-            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the row → "
-                        "softmax", ev.kernel.name)
-            b.sizes["hidden"] = hidden.spec
-            b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
-            rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
-            if scale_words:
-                b.words.append(scale_words)
-            if per_row:
-                b.words.append(f"logits divided by `{per_row[0].name}`[row]")
-            b.template_args = [CTYPE[T], CTYPE[O]]
-            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
-                           f"(const float*)({per_row[0].name})" if per_row else "(const float*)nullptr"]
-            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
-            b.conventions = {"KT_EXPERT_GENERAL": 1}
-            b.support = 10 + 2 * ev.uses(hidden) - hi - si
-            out.append(b)
+        rows_fp = div(big, hfp)
+        # each other input: the per-row divisor (one fp32 value a row) or the mask (whole rows, fewer of them)
+        for per_row in [a for a in others if a.counts == rows_fp and a.dtype == "f32"] or [None]:
+            masks = [a for a in others if a is not per_row]
+            if len(masks) > 1 or (masks and not has_mask):
+                continue
+            mask = masks[0] if masks else None
+            mask_rows = div(mask.counts, hfp) if mask else None
+            if mask and (mask_rows is None or div(rows_fp, mask_rows) is None or mask_rows == rows_fp):
+                continue
+            mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows) if mask else [None]
+            for mi, (mr, (inner, inner_words)) in enumerate(
+                    itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])):
+                for si, (scale, scale_words) in enumerate(scales):
+                    if scale == "1.f" and not per_row and not mask and T == O:
+                        continue  # the plain softmax: bound with the row families
+                    b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
+                                "row → softmax", ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                        ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
+                    rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+                    if scale_words:
+                        b.words.append(scale_words)
+                    if per_row:
+                        b.words.append(f"logits divided by `{per_row.name}`[row]")
+                    b.template_args = [CTYPE[T], CTYPE[O]]
+                    b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                                   f"(const float*)({per_row.name})" if per_row else "(const float*)nullptr"]
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+                    b.conventions = {"KT_EXPERT_GENERAL": 1}
+                    if mask:
+                        b.words.append(f"plus the mask `{mask.name}` [{mr.words} rows], {inner_words}")
+                        b.template_args.append(CTYPE[mask.dtype])
+                        b.call_args += [_cast(mask.dtype, mask.name, True), mr.c, mr.c if inner is None else inner]
+                        b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
+                        b.conventions["KT_EXPERT_MASK"] = 1
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0)
+                    out.append(b)
+    return out
+
+
+def _mask_inners(ev: Evidence, mask_rows: tuple) -> list[tuple[str | None, str]]:
+    """How the rows [outer, repeat, inner] read a mask of fewer rows [outer, inner], the inner extent as the
+    wrapper computes it (None: all the mask's rows), likeliest first: broadcast over a leading dimension (the
+    heads of scores [heads, q, k] over a mask [q, k]); consecutive rows sharing one (a padding mask per
+    sequence); a middle dimension (scores [batch, heads, q, k] over a mask [batch, q, k]: inner an int argument
+    that divides the mask's rows)."""
+    out = [(None, "broadcast over a leading dimension (row r reads mask row r % mask rows)"),
+           ("1", "consecutive rows share one (row r reads mask row r / (rows / mask rows))")]
+    for a in ev.ints():
+        if a.counts and all(1 < v < m and m % v == 0 for v, m in zip(a.counts, mask_rows)):
+            out.append((f"(int)({a.name})", f"broadcast over a middle dimension, inner extent `{a.name}`"))
     return out
 
 
