@@ -350,6 +350,9 @@ def test_quant_power_of_two_scales_stored_by_column(lib):
                                      "column-major scales [groups per token, tokens=`stride`]"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 1, "KT_EXPERT_SCALE_COLUMNS": 1}
     assert bs[0].call_args[-1] == "(int)(stride)"
+    # no group-count argument, but the elements and the group size are: the group count is computed, so the
+    # block may hold several groups (ROWS stays free), not one group a block read from the grid
+    assert bs[0].call_args[4] == "(int)(((long long)(K) * (long long)(stride)) / (128))" and "ROWS" not in bs[0].fixed
     assert any(b.conventions["KT_EXPERT_SCALE_COLUMNS"] == 0 for b in bs)
     t = X.bind(bs[0], cf, spec)
     assert "exp2f(ceilf(log2f(m / qmax)))" in t.text and "scales[(long long)(g % per_token) * tokens" in t.text

@@ -98,8 +98,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
         rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c
                    and "/" not in s.c]
+        totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
         if rows_xs:
             rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
+        elif totals:  # the elements over the group size: any block shape stays free
+            total = totals[0].c.replace("(int)(", "(long long)(")
+            rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
         else:
             rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
             b.fixed["ROWS"] = [1]
