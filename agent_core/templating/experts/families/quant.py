@@ -64,7 +64,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if not gs_all:
         return []
     fl = ev.floats()
-    qmin, qmax = _named(fl, "min", exclude="eps"), _named(fl, "max", exclude="eps")
+    # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
+    # (a name only orders arguments of one kind)
+    neg = [a for a in fl if a.counts and all(v is not None and v < 0 for v in a.counts)]
+    big = [a for a in fl if a.counts and all(v is not None and v >= 1 for v in a.counts)]
+    qmin = _named(neg, "min") or (neg[0] if neg else None)
+    qmax = _named(big, "max") or (big[0] if big else None)
     rest = [a for a in fl if a not in (qmin, qmax)]
     eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(rest, key=lambda a: "eps" not in a.name.lower())]
     eps_c += [(f"(float)({v if v[-1] in 'fF' else v + 'f'})", f"eps={v}") for v in ev.literals]
