@@ -498,12 +498,14 @@ def _param_list(text_bytes: bytes, after: int) -> tuple[int, int] | None:
 
 def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaFile, k: Kernel,
                         before: str, kernel_name: str | None = None,
-                        template_args: list[str] | None = None) -> tuple[str, str, dict[str, str]]:
+                        template_args: list[str] | None = None,
+                        specialize: bool = True) -> tuple[str, str, dict[str, str]]:
     """(support code, the new kernel definition, parameter values) of a partial template; ``before`` is the
     file's text before the support code goes (the includes it has need not be repeated); the kernel is named
     ``kernel_name`` (default: the user's kernel's name). ``template_args``: the kernel is a template and the new
     definition is its explicit specialization for these arguments (``template <> ... k<args>(...)``, the
-    template's parameters in the user's parameter list replaced by them)."""
+    template's parameters in the user's parameter list replaced by them); with ``specialize`` False, a plain
+    kernel of its own (``kernel_name``) with that parameter list instead (an entry of a per-shape dispatch)."""
     kname = kernel_name or k.name
     body, values = _template_values(template, cfg)
     entry = template.entry or template.kernel
@@ -544,7 +546,7 @@ def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaF
         head = re.sub(r"^\s*extern\s*\"C\"\s*", "", head)
     elif not re.match(r"\s*extern\s*\"C\"", head):
         head = 'extern "C" ' + head
-    if template_args is not None:  # an explicit specialization takes no storage class
+    if template_args is not None and specialize:  # an explicit specialization takes no storage class
         head = "template <>\n" + re.sub(r"^\s*static\s+", "", head)
     elif re.search(r"\bstatic\b", user_head) and not re.search(r"\bstatic\b", head):
         head = "static " + head
@@ -1140,7 +1142,20 @@ def dispatch_kernel_names(text: str, cf: CudaFile, kernel: str, dispatch) -> lis
     (``dispatch.kernel_names``, unique against every kernel and identifier already in the file)."""
     from agent_core.agent import dispatch as dsp
     taken = {x.name for x in cf.kernels} | set(re.findall(r"\b[A-Za-z_]\w*\b", text))
-    return dsp.kernel_names(dispatch, kernel, taken - {kernel})
+    names = dsp.kernel_names(dispatch, kernel, taken - {kernel})
+    k = cf.kernel(kernel)
+    if k is not None and k.template_params:
+        # a template stays for its other instantiations: the original entry is the template itself, every other
+        # entry a kernel of its own, the default's named after its template
+        names = [kernel if e.is_original else n for n, e in zip(names, dispatch.entries)]
+        e0 = dispatch.entries[0]
+        if not e0.is_original:
+            base = f"{kernel}__" + re.sub(r"\W", "_", e0.origin.split(":", 1)[-1].lower())
+            name, i = base, 2
+            while name in taken or name in names:
+                name, i = f"{base}_{i}", i + 1
+            names[0] = name
+    return names
 
 
 def rewrite_dispatch(text: str, path: str | Path, kernel: str,
@@ -1196,6 +1211,12 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
                                 "written back as the whole file): apply one configuration instead", path, k.span.line)
         else:
             kinds.append("in_place")
+    templated = bool(k.template_params)
+    if templated:
+        why = templated_dispatch_refusal(cf, k, spec, [t for (t, _), kd in zip(entries, kinds) if kd != "original"],
+                                         kinds)
+        if why:
+            raise KerntuneError(f"'{kernel}' is a template: {why}", path, k.span.line)
     own = next((t for (t, _), kd in zip(entries, kinds) if kd == "structural"), None)
     if own is None and "original" in kinds:
         try:
@@ -1209,7 +1230,12 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     bcf = cf if base == text else parse_cuda(base, path)
     bk = bcf.kernel(kernel)
     first = next(t for t, _ in entries if t is not None)  # two entries at least, one of them not the original
-    spec, start, old_values = _in_place_context(base, path, bcf, bk, spec if base == text else None, first)
+    spec, start, old_values = _in_place_context(base, path, bcf, bk, spec if base == text else None, first,
+                                                specialize=templated)
+    targs = None
+    if templated:
+        from agent_core.source.instantiation import spec_instantiation
+        targs = spec_instantiation(bcf, bk, spec)
     if own is not None:
         old_values = {**old_values, **orig_values, **(entries[0][1] if kinds[0] == "structural" else {})}
     names = dispatch_kernel_names(base, bcf, kernel, dispatch)
@@ -1226,13 +1252,14 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     supports, kernel_texts, launches, wraps = [], [], [], []
     for i, ((t, cfg), name, kd) in enumerate(zip(entries, names, kinds)):
         if kd == "in_place":
-            sup, ktext, _ = _support_and_kernel(t, cfg, bcf, bk, before + "\n".join(supports), kernel_name=name)
+            sup, ktext, _ = _support_and_kernel(t, cfg, bcf, bk, before + "\n".join(supports), kernel_name=name,
+                                                template_args=targs, specialize=False)
             launches.append(_folded_launch(t, {**t.space.original_config(), **cfg}, spec, old_values, path, bk))
             wraps.append(("", ""))
         else:
             sup = ""
             src = text if kd == "original" else render(own, values[i])
-            ktext = "" if i == 0 else _renamed_kernel(src, path, kernel, name)
+            ktext = "" if i == 0 or templated else _renamed_kernel(src, path, kernel, name)
             launches.append(_folded_launch(own, values[i], spec, old_values, path, bk))
             wraps.append(_macro_wrap(macros, values[i], old_values, src))
         supports.append(sup)
@@ -1247,6 +1274,10 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     warnings: list[str] = []
     # every launch statement becomes the dispatch
     for site in sorted(bk.launch_sites, key=lambda s: s.span.start):
+        if templated:
+            from agent_core.source.instantiation import site_instance
+            if site_instance(bcf, bk, site, targs).kind != "same":
+                continue  # another instantiation keeps its launch ("depends" was refused above)
         if site.span.start < at:
             raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
                                 "dispatch's other kernels would not be declared yet: apply one configuration, or "
@@ -1266,7 +1297,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
         for (t, _), name, (g, b_, sm) in zip(entries, names, launches):
             words = f"launch {_spec_launch_words(g, b_, sm)}"
             cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin if t else "original", words, path)
-            prefix = re.sub(rf"\b{re.escape(kernel)}(\s*)$", lambda m: name + m.group(1), call[:lt])
+            prefix = call[:lt] if name == kernel else re.sub(
+                rf"\b{re.escape(kernel)}(\s*<[\s\S]*>)?(\s*)$", lambda m: name + m.group(2), call[:lt])
             calls.append(_deeper(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
         indent = _indent_at(raw, stmt[0])
         inner = indent + "  "
@@ -1300,15 +1332,18 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     if spec.span is not None:
         cs, ce = _char_offset(base, spec.span.start), _char_offset(base, spec.span.end)
         comment = base[cs:ce]
-        for nv in new_vals[1:]:
+        for nv in new_vals:
             extra_specs.append(_apply_char_edits(comment, _spec_key_edits(comment, 0, len(comment), {}, spec.span.line,
                                                                          nv)))
-    extras = "".join(wraps[i][0] + (extra_specs[i - 1] + "\n" if extra_specs else "") + kernel_texts[i] + "\n"
-                     + wraps[i][1] + "\n" for i in range(1, len(entries)))
+    # beside the kernel: every entry's kernel but the default (under the kernel's name); for a template, every
+    # entry's but the original (the template itself)
+    beside = [i for i in range(len(entries)) if (kinds[i] != "original" if templated else i > 0)]
+    extras = "".join(wraps[i][0] + (extra_specs[i] + "\n" if extra_specs else "") + kernel_texts[i] + "\n"
+                     + wraps[i][1] + "\n" for i in beside)
     support = "\n\n".join(x for x in supports if x)
     edits.append((start, start, "\n".join(lines) + "\n" + (support + "\n\n" if support else "")))
     edits.append((at, at, extras))
-    if kinds[0] == "in_place":  # the default's kernel and spec launch; a structural or original one is there already
+    if kinds[0] == "in_place" and not templated:  # the default's kernel and spec launch; a structural or original one is there already
         edits.append((bk.span.start, bk.span.end, kernel_texts[0]))
         spec_edits, sidecar = _spec_launch_edits(base, path, kernel, spec, new_vals[0])
         edits += spec_edits
@@ -1331,6 +1366,32 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
             raise KerntuneError(f"internal: the rewritten spec of '{name}' cannot be read back", path, k.span.line)
         kernels.append((name, ns))
     return Rewrite(new, sidecar, warnings, True, kernels[0][1], kernels, dispatch)
+
+
+def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None, templates: list,
+                               kinds: list[str] | None = None) -> str | None:
+    """Why a per-shape dispatch cannot be written for the templated kernel ``k`` with entries of ``templates``
+    (besides the original), or None. It can where every entry is an expert's or an LLM's partial template
+    (written as a plain kernel of its own, the template's parameters replaced by the spec's instantiation), the
+    original entry is the template itself, the spec is a comment in the file, and every launch of the spec's
+    instantiation names it in code that is not itself a template over those arguments."""
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.instantiation import site_instance, spec_instantiation
+    from agent_core.templating.rewrites.partial import is_rewrite
+    if kinds is not None and "structural" in kinds:
+        return ("a per-shape dispatch of a template holds expert configurations and the original kernel, not "
+                "configurations of the kernel's own template arguments")
+    if any(t is None or is_rewrite(t) or is_whole_file(t, cf) for t in templates):
+        return "a per-shape dispatch of a template holds expert configurations and the original kernel only"
+    spec = spec if spec is not None else spec_mod.find_spec(cf, k.name)
+    if spec is None or spec.span is None:
+        return "a per-shape dispatch of a template needs the spec as a comment in the file"
+    args = spec_instantiation(cf, k, spec)
+    for site in k.launch_sites:
+        if site_instance(cf, k, site, args).kind == "depends":
+            return (f"the launch at line {site.span.line + 1} makes an instantiation that depends on its launcher's "
+                    "own template arguments, where a per-shape dispatch is not written")
+    return None
 
 
 def _renamed_kernel(text: str, path: str, kernel: str, name: str) -> str:

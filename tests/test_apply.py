@@ -1428,9 +1428,10 @@ void run(float* x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }
 
 
 def test_a_templated_kernel_is_offered_no_dispatch():
-    """gelu_tanh_gridstride_bf16.cu's kernel is `template <int BLOCK_SIZE>`: apply cannot write kernels beside it, so
-    the loop must not plan a per-shape dispatch for any of its templates (it keeps one configuration, or the
-    original where that one is slower), while a plain kernel's rewrite template is held."""
+    """gelu_tanh_gridstride_bf16.cu's kernel is `template <int BLOCK_SIZE>`: a dispatch of a template holds expert
+    configurations and the template itself only (tests/test_apply_templates.py), so the loop must not plan one for
+    its rewrite or structural template (it keeps one configuration, or the original where that one is slower),
+    while a plain kernel's rewrite template is held."""
     from agent_core.search.tuner import prepare
     from agent_core.templating.rewrites import compose
     from agent_core.templating.text_kind import can_dispatch

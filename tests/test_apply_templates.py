@@ -7,6 +7,7 @@ applied file compiles, host code included (skipped without nvcc).
 """
 
 import shutil
+import subprocess
 import sqlite3
 from pathlib import Path
 
@@ -217,3 +218,59 @@ void launch_float(float* out, const float* x, int rows, int d, cudaStream_t s) {
         ta._nvcc_c(f)
     with pytest.raises(KerntuneError, match="already specialized"):
         rewrite_file(new, f, "silu_and_mul", t, cfg)
+
+
+# ------------------------------------------------------------------------------------------ templated dispatch
+DISPATCH_STORE = ROOT / "tests" / "data" / "stores" / "templated_dispatch_2026-11-24c.sqlite"  # H100, 2026-11-24c
+
+
+def test_a_templated_kernel_gets_a_per_shape_dispatch_that_keeps_the_original_where_it_wins(tmp_path):
+    """vLLM-style `fused_add_rms_norm_kernel<scalar_t>` (cub block reduce), replayed from its H100 recording
+    (gpu/results/2026-11-24c/templated_dispatch): the fused-add expert is 1.7x on two size sets and 0.77x on
+    777x4099 (odd rows). One configuration would keep the original everywhere (1.00x); the dispatch launches the
+    expert's kernel (a plain kernel of its own for the instantiation <__half>) and the template itself on
+    777x4099. Apply writes it with the template untouched; nvcc compiles the file, host code included."""
+    rel = "fused_add_rms_norm/fused_add_rms_norm_cub_fp16.cu"
+    f = tmp_path / "fused_add_rms_norm_cub_fp16.cu"
+    shutil.copy(CORPUS / rel, f)
+    store = tmp_path / "rec.sqlite"
+    shutil.copy(DISPATCH_STORE, store)
+    with sqlite3.connect(store) as c:
+        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/bench/corpus/{rel}"))
+    before = f.read_text()
+    out_store = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(main, ["optimize", str(f), "-k", "fused_add_rms_norm_kernel", "--backend",
+                                  f"replay:{store}", "--store", str(out_store), "--budget", "20", "--rounds", "2"])
+    assert r.exit_code == 0, r.output
+    assert "per-shape dispatch: 1.4" in r.output and "the original kernel kept on 1 size set" in r.output, r.output
+    if not shutil.which("nvcc"):
+        return
+    r = CliRunner().invoke(main, ["apply", str(f), "-k", "fused_add_rms_norm_kernel", "--store", str(out_store),
+                                  "--backend", "none"])
+    assert r.exit_code == 0, r.output
+    new = f.read_text()
+    cf = parse_cuda(new, str(f))
+    k = cf.kernel("fused_add_rms_norm_kernel")
+    old_k = parse_cuda(before, str(f)).kernel("fused_add_rms_norm_kernel")
+    assert k.template_params and new[k.span.start:k.span.end] == before[old_k.span.start:old_k.span.end]
+    assert not inst.explicit_specializations(cf, "fused_add_rms_norm_kernel")  # the template serves the original
+    assert "__global__ void __launch_bounds__(1024) fused_add_rms_norm_kernel__fused_add_rms_norm(__half*" in new
+    assert "if (num_tokens > 157 && num_tokens <= 1783 && hidden_size <= 4581) {\n    llm::fused_add_rms_norm_kernel<__half><<<" in new
+    assert "} else {\n    llm::fused_add_rms_norm_kernel__fused_add_rms_norm<<<num_tokens, " in new
+    res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_a_launch_that_depends_on_its_launcher_keeps_one_configuration():
+    """Apex-style `cuApplyLayerNorm<T, U, V>` launched inside `template <typename T, ...> void HostApplyLayerNorm`:
+    no per-shape dispatch is written there (the optimize says why; apply writes one configuration)."""
+    from agent_core.apply import templated_dispatch_refusal
+    from agent_core.templating import experts as X
+    rel = CORPUS / "layer_norm/layer_norm_welford_apex.cu"
+    cf = parse_cuda(rel.read_text(), str(rel))
+    k = cf.kernel("cuApplyLayerNorm")
+    spec = spec_mod.find_spec(cf, k.name)
+    b = X.candidates(cf, k.name, spec)[0]
+    why = templated_dispatch_refusal(cf, k, spec, [X.bind(b, cf, spec)])
+    assert why and "depends on its launcher's own template arguments" in why

@@ -292,6 +292,12 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                 if held or c.key == wkey:
                     cands.append(c)
     held = can_dispatch(wt, prep.cf)
+    if held and prep.kernel.template_params:
+        from agent_core.apply import templated_dispatch_refusal
+        refusal = templated_dispatch_refusal(prep.cf, prep.kernel, prep.spec, [t for t in templates.values()])
+        if refusal:
+            held = False
+            cands = [c for c in cands if c.key == wkey]
     d = None
     if per_shape and held:
         d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
@@ -387,6 +393,9 @@ def _profile(backend: Backend, r) -> dict | None:
 def _one_configuration_why(wt: KernelTemplate, prep) -> str:
     """Why the winner is written back as one configuration (no per-shape dispatch can hold it)."""
     if prep.kernel.template_params:
-        return ("the kernel is a template: apply writes one configuration, as the explicit specialization of "
-                "the instantiation the spec tunes")
+        from agent_core.apply import templated_dispatch_refusal
+        why = templated_dispatch_refusal(prep.cf, prep.kernel, prep.spec, [wt]) or (
+            f"the winner is the {wt.origin} template of the kernel's own arguments")
+        return (f"the kernel is a template ({why}): apply writes one configuration, as the explicit "
+                "specialization of the instantiation the spec tunes")
     return f"the winner is the {wt.origin} template, which is written back whole (one configuration)"
