@@ -112,8 +112,9 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
         first = "; ".join(f"({i + 1}) {b.describe()}" for i, b in enumerate(group[:shown]))
         more = f"; … {len(group) - shown} more" if len(group) > shown else ""
         cname, lname = experts.cluster_twin_name(name), experts.long_twin_name(name)
-        twin = f" (then its cluster twin {cname} for few rows)" if cname in lib else ""
-        if lname in lib:
+        # a twin is named only where it has the conventions of a binding it would follow (the first one's)
+        twin = f" (then its cluster twin {cname} for few rows)" if experts.cluster_twin(group[0], lib) else ""
+        if experts.long_twin(group[0], lib):
             twin += f" (its long-row twin {lname} where the rows are longer than it holds)"
         n = len(group)
         parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
