@@ -1234,7 +1234,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
                                                 specialize=templated)
     targs = None
     if templated:
-        from agent_core.source.instantiation import spec_instantiation
+        from agent_core.source.instantiation import site_instance, spec_instantiation
         targs = spec_instantiation(bcf, bk, spec)
     if own is not None:
         old_values = {**old_values, **orig_values, **(entries[0][1] if kinds[0] == "structural" else {})}
@@ -1275,7 +1275,6 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     # every launch statement becomes the dispatch
     for site in sorted(bk.launch_sites, key=lambda s: s.span.start):
         if templated:
-            from agent_core.source.instantiation import site_instance
             if site_instance(bcf, bk, site, targs).kind != "same":
                 continue  # another instantiation keeps its launch ("depends" was refused above)
         if site.span.start < at:

@@ -93,6 +93,10 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     # row-major first, unless the body's write of the scales multiplies by a token count
     layouts = [(-3 if columns and columns[0][0] == 0 else 0, None)] + columns
     qm = f"kt::QuantOut<{Q}>"
+    # the group count: an argument that holds it, else the elements over the group size, else the grid
+    rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+    totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
+    total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
     out = []
     combos = itertools.product(enumerate(gs_all[:2]), enumerate(eps_c[:3]), enumerate(rounds), enumerate(recips),
                                enumerate(pow2s), layouts)
@@ -101,13 +105,9 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                     f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
-        rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c
-                   and "/" not in s.c]
-        totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
         if rows_xs:
             rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
         elif totals:  # the elements over the group size: any block shape stays free
-            total = totals[0].c.replace("(int)(", "(long long)(")
             rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
         else:
             rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
