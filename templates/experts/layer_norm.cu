@@ -1,7 +1,7 @@
 /* kerntune-expert:
 name = "layer_norm"
 family = "layer_norm"
-description = "LayerNorm over rows: out = (x - mean) * rsqrt(var + eps) * gamma + beta, mean and variance from the row kept in registers (one pass over memory, exact two-step variance), gamma and beta loaded before the reductions, 16-byte loads, warp-shuffle block reductions."
+description = "LayerNorm over rows: out = (x - mean) * rsqrt(var + eps) * gamma + beta, mean and variance from the row kept in registers (one pass over memory, exact two-step variance), gamma and beta loaded before the reductions or where they are used (WLOAD), 16-byte loads (the vector and scalar paths compiled apart), warp-shuffle block reductions."
 function = "kt::layer_norm"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "gamma: in W[hidden]", "beta: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
@@ -30,6 +30,12 @@ default = 8
 kind = "items_per_thread"
 why = "vectors each thread keeps in registers (the row is spread over just enough threads to give each this many; THREADS * VEC * ITEMS must cover the row); a row that needs fewer uses the fewest that cover it"
 
+[params.WLOAD]
+values = [0, 1]
+default = 0
+kind = "load_order"
+why = "1: gamma and beta read right after the row, their latency hidden under the two reductions, at the cost of registers held through them; 0: read where they are used (fewer registers, more rows in flight: 16-bit rows of 4096 on the H100 went from 77% to 90% of copy bandwidth)"
+
 [launch]
 grid = ["cdiv(rows, ROWS)"]
 block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
@@ -50,12 +56,15 @@ smem = "0"
 #ifndef KT_ITEMS
 #define KT_ITEMS 8
 #endif
+#ifndef KT_WLOAD
+#define KT_WLOAD 0
+#endif
 
 namespace kt {
 
-// gamma and beta as stored (W, not yet float): loaded right after the row, so their latency passes under the
-// row's two reductions (on the H100 this took LayerNorm from 1.31x to 1.42x over the bench shapes), converted
-// where they are used. Same element layout as row_load.
+// gamma and beta as stored (W, not yet float), with KT_WLOAD: loaded right after the row, so their latency passes
+// under the row's two reductions (on the H100 this took fp32 LayerNorm from 1.31x to 1.42x over the bench shapes),
+// converted where they are used. Same element layout as row_load. Without: read where they are used.
 template <int VEC, int ITEMS, typename T>
 __device__ __forceinline__ void row_load_raw(const T* __restrict__ r, int n, bool vec, Vec<T, VEC> (&raw)[ITEMS]) {
 #pragma unroll
@@ -85,13 +94,15 @@ __device__ __forceinline__ void raw_item(const Vec<T, VEC>& raw, float (&out)[VE
 }
 
 #if KT_EXPERT_STATS  // kt:bind
-template <int IT, typename T, typename W>
+// VP: the vector path, compiled apart from the scalar one (neither carries the other's branches and registers).
+template <int IT, bool VP, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden, float* __restrict__ mean_out,
                                            float* __restrict__ rstd_out) {
 #else  // kt:bind
-template <int IT, typename T, typename W>
+// VP: the vector path, compiled apart from the scalar one (neither carries the other's branches and registers).
+template <int IT, bool VP, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden) {
@@ -99,12 +110,14 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  const bool vec = vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta);
+  constexpr bool vec = VP;
   float v[IT][KT_VEC];
   row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
-  Vec<W, KT_VEC> gr[IT], br[IT];  // gamma and beta, in flight while the row is reduced
-  row_load_raw<KT_VEC, IT>(gamma, hidden, vec, gr);
-  row_load_raw<KT_VEC, IT>(beta, hidden, vec, br);
+  Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
+  if constexpr (KT_WLOAD != 0) {
+    row_load_raw<KT_VEC, IT>(gamma, hidden, vec, gr);
+    row_load_raw<KT_VEC, IT>(beta, hidden, vec, br);
+  }
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -128,8 +141,13 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float g[KT_VEC], b[KT_VEC];
-    raw_item<W, KT_VEC>(gr[i], g);
-    raw_item<W, KT_VEC>(br[i], b);
+    if constexpr (KT_WLOAD != 0) {
+      raw_item<W, KT_VEC>(gr[i], g);
+      raw_item<W, KT_VEC>(br[i], b);
+    } else {
+      row_load_item<0, KT_VEC, IT>(gamma, hidden, vec, i, g);
+      row_load_item<0, KT_VEC, IT>(beta, hidden, vec, i, b);
+    }
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
   }
@@ -146,13 +164,20 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
                                            int hidden, float* mean_out, float* rstd_out) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                    (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+  if (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta))
+    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
+                      (layer_norm_impl<IT, true, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+  else
+    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
+                      (layer_norm_impl<IT, false, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
 }
 #else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, T, W>(out, x, gamma, beta, eps, rows, hidden)));
+  if (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta))
+    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, true, T, W>(out, x, gamma, beta, eps, rows, hidden)));
+  else
+    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, false, T, W>(out, x, gamma, beta, eps, rows, hidden)));
 }
 #endif  // kt:bind
 

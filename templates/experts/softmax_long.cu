@@ -105,10 +105,11 @@ __device__ __forceinline__ void online_pass(const T* __restrict__ xr, int hidden
   online_reduce(m, s);
 }
 
-// Pass 2: out = expf(logit - m) / s.
+// Pass 2: out = expf(logit - m) / s, as a multiply by the reciprocal (one division per row, not per element).
 template <typename T, typename O, typename FN>
 __device__ __forceinline__ void normalized_pass(O* __restrict__ yr, const T* __restrict__ xr, int hidden, bool vec,
                                                 FN fn, float m, float s) {
+  const float inv = 1.f / s;
   if (vec) {
     const int step = (int)blockDim.x * KT_VEC;
 #pragma unroll 2
@@ -116,11 +117,11 @@ __device__ __forceinline__ void normalized_pass(O* __restrict__ yr, const T* __r
       float v[KT_VEC];
       load_vec<T, KT_VEC>(xr + i, v);
 #pragma unroll
-      for (int j = 0; j < KT_VEC; ++j) v[j] = expf(fn(v[j]) - m) / s;
+      for (int j = 0; j < KT_VEC; ++j) v[j] = expf(fn(v[j]) - m) * inv;
       store_vec<O, KT_VEC>(yr + i, v);
     }
   } else {
-    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) yr[i] = from_f<O>(expf(fn(to_f(xr[i])) - m) / s);
+    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) yr[i] = from_f<O>(expf(fn(to_f(xr[i])) - m) * inv);
   }
 }
 
