@@ -1,12 +1,14 @@
 """Why do the bound row experts reach 72-76% of copy bandwidth on 16-bit rows of 4096 where a hand-written kernel of
-the same shape (row_pipeline_probe.py) reaches ~90%? The recorded expert templates (probe_kernels/*.cu, taken from
-the corpus run's store, gpu/results/2026-11-24c/corpus_families_41) compiled as recorded and with one edit each,
+the same shape (row_pipeline_probe.py) reaches ~90%? The recorded expert templates (read from the corpus run's
+store, gpu/results/2026-11-24c/corpus_families_41/results.sqlite.gz) compiled as recorded and with one edit each,
 beside the probe's kernels, each timed two ways: 50 back-to-back launches (warm), and one launch after the 4x-L2
 memset that kerntune's worker flushes with (as the bench measures shapes of <= 3x L2).
 
     python gpu/experiments/expert_rows_probe.py > $OUT/expert_rows_probe.txt
 """
+import gzip
 import re
+import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
@@ -15,6 +17,7 @@ import cupy as cp
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+STORE = HERE.parents[1] / "gpu" / "results" / "2026-11-24c" / "corpus_families_41" / "results.sqlite.gz"
 ROWS, HIDDEN = 8192, 4096
 COPY_GBPS = 2978.3  # the corpus run's measured copy bandwidth (bench_results.json copy_bw_gbps)
 
@@ -38,11 +41,21 @@ EDITS = {
     "div->mul + vec only + min blocks": lambda t: MINB(DIV_MUL(VEC_ONLY(t))),
 }
 
-KERNELS = [  # file, symbol, dtype, kind
-    ("softmax_pow2_fp16_expert.cu", "kt_softmax_cunn_SoftMaxForward", "fp16", "softmax"),
-    ("layer_norm_sum_sq_bf16_expert.cu", "kt_layer_norm_generalLayerNorm", "bf16", "layer_norm"),
-    ("rms_norm_block_reduce_bf16_expert.cu", "kt_rms_norm_rms_norm_kernel", "bf16", "rms_norm"),
+KERNELS = [  # corpus variant, expert, symbol, dtype, kind
+    ("softmax/softmax_pow2_block_fp16.cu", "expert:softmax", "kt_softmax_cunn_SoftMaxForward", "fp16", "softmax"),
+    ("layer_norm/layer_norm_sum_sq_bf16.cu", "expert:layer_norm", "kt_layer_norm_generalLayerNorm", "bf16", "layer_norm"),
+    ("rms_norm/rms_norm_block_reduce_bf16.cu", "expert:rms_norm", "kt_rms_norm_rms_norm_kernel", "bf16", "rms_norm"),
 ]
+
+
+def recorded_template(variant, origin):
+    """The template text the corpus run tuned for ``variant`` with ``origin`` (its session's template)."""
+    d = Path(tempfile.mkdtemp())
+    (d / "s.sqlite").write_bytes(gzip.decompress(STORE.read_bytes()))
+    with sqlite3.connect(d / "s.sqlite") as c:
+        (text,) = c.execute("SELECT t.text FROM templates t JOIN sessions s ON s.template_hash = t.template_hash "
+                            "WHERE s.path LIKE ? AND s.origin = ?", (f"%/bench/corpus/{variant}", origin)).fetchone()
+    return text
 CONFIGS = [(1024, 8, 2), (256, 8, 2), (256, 4, 4), (128, 8, 4)]  # THREADS, VEC, ITEMS
 
 
@@ -84,8 +97,8 @@ def main():
     print(f"{ROWS} x {HIDDEN}, {nbytes / 1e6:.0f} MB moved; % of {COPY_GBPS} GB/s; flush = memset of {4 * l2 >> 20} MB")
     print("kernel | edit | THREADS VEC ITEMS | block | regs | warm us (%) | flushed single us (%)")
     jobs = []
-    for fname, sym, dt, kind in KERNELS:
-        text = (HERE / "probe_kernels" / fname).read_text()
+    for variant, origin, sym, dt, kind in KERNELS:
+        text = recorded_template(variant, origin)
         seen = set()
         for edit, fn in EDITS.items():
             t2 = fn(text)
@@ -93,13 +106,13 @@ def main():
                 continue
             seen.add(t2)
             for thr, vec, items in CONFIGS:
-                jobs.append((fname, sym, dt, kind, edit, t2, thr, vec, items))
+                jobs.append((variant, sym, dt, kind, edit, t2, thr, vec, items))
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(16) as ex:
         built = list(ex.map(lambda j: compile_one(j[5], [f"-DKT_THREADS={j[6]}", f"-DKT_VEC={j[7]}",
                                                          f"-DKT_ITEMS={j[8]}", "-DKT_ROWS=1",
                                                          f"-DKT_MINB={max(1, 1536 // min(j[6], 256))}"]), jobs))
-    for (fname, sym, dt, kind, edit, _, thr, vec, items), (mod, regs) in zip(jobs, built):
+    for (_, sym, dt, kind, edit, _, thr, vec, items), (mod, regs) in zip(jobs, built):
         x = x16[dt]; out = cp.empty_like(x)
         w = x[0].copy(); bta = x[1].copy()
         if mod is None:
