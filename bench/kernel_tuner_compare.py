@@ -1,39 +1,55 @@
 """kerntune and Kernel Tuner side by side, on the GPU, in one run: the same kernel, the same parameter space, the
 same verification against the original's outputs.
 
-For each kernel (default: ``examples/row_sum.cu``'s ``row_sum``), kerntune's structural template (the user's
-file with every tunable as a ``KT_<PARAM>`` macro) is also a Kernel Tuner kernel: Kernel Tuner passes tunable
-parameters as ``#define``s, so its parameters are named ``KT_<PARAM>`` and the template's header defaults step
-aside. Kernel Tuner is used as its documentation says: ``tune_kernel`` with its own timing (``iterations=7``,
-the mean), its strategies (``brute_force``, ``random_sample``, ``genetic_algorithm``, ``bayes_opt``; a budget
+For each kernel (``--kernel FILE:KERNEL``, repeatable; default: ``examples/row_sum.cu``'s ``row_sum``), kerntune's
+structural template (the user's file with every tunable as a ``KT_<PARAM>`` macro) is also a Kernel Tuner
+kernel: Kernel Tuner passes tunable parameters as ``#define``s, so its parameters are named ``KT_<PARAM>`` and the
+template's header defaults step aside. A C++ template kernel (``examples/scale_rows.cu``) goes to Kernel Tuner by
+its templated name (``scale_rows<KT_VEC>``), which Kernel Tuner wraps in an ``extern "C"`` kernel itself. Kernel
+Tuner is used as its documentation says: ``tune_kernel`` with its own timing (``iterations=7``, the mean), its
+strategies (``brute_force``, ``random_sample``, ``genetic_algorithm``, ``bayes_opt``; a budget
 through ``strategy_options={"max_fevals": B}``), the space's constraints as its restriction (the same
 function kerntune checks), and ``answer`` + ``verify`` holding the original kernel's outputs (run once per size
 set with ``run_kernel`` at the original launch) with the spec's tolerances. Kernel Tuner tunes one problem size
 per call, so it runs once per size set of the spec and a configuration counts as evaluated when it has been
 evaluated on every size set; kerntune's ``tune`` evaluates a configuration on all of them at once.
 
-Printed per tool and strategy: evaluations (configurations over all size sets) per minute, the time to come
-within 5% of that run's own best, and the best configuration; then every run's best configuration timed again
-by one method (kerntune's interleaved confirmation against the original, every size set), so that "best found"
-is compared on the same clock. The notes at the end say where the comparison is not like for like.
+Printed per kernel, tool and strategy: evaluations (configurations over all size sets) per minute, the time to
+come within 5% of that run's own best, and the best configuration; then every run's best configuration timed
+again by one method (kerntune's interleaved confirmation against the original, every size set), so that "best
+found" is compared on the same clock. Per kerntune run, one line says where its wall time went (the phases of
+its timeline, agent_core.measure.timeline; also in the JSON). At the end: evaluations per minute of kerntune's
+exhaustive run over Kernel Tuner's brute force (the whole space, the same configurations) per kernel and over
+all kernels, and the notes on where the comparison is not like for like.
 
-    python bench/kernel_tuner_compare.py [--kernel FILE:KERNEL] [--budget 20] [--kt-strategies ...]
-        [--kerntune-strategies ...] [--json OUT] [--dry-run]
+Each kerntune run starts a GPU worker of its own, writes to a results store of its own (nothing reused from an
+earlier run) and compiles into a compile cache of its own (Kernel Tuner 1.5 compiles with pycuda's cache off,
+so neither tool reuses a compilation). What an installation pays once (the worker's helper kernels compiled,
+the device's copy bandwidth measured) is paid before the first timed run, and reported as setup.
+
+    python bench/kernel_tuner_compare.py [--kernel FILE:KERNEL ...] [--budget 20] [--kt-strategies ...]
+        [--kerntune-strategies ...] [--json OUT] [--store DIR] [--dry-run]
+    e.g. --kernel examples/row_sum.cu:row_sum --kernel examples/scale_rows.cu:scale_rows  (30 and 160 configurations)
 
 ``--dry-run`` (any machine with nvcc): builds the spaces, the Kernel Tuner sources and arguments, compiles the
-Kernel Tuner source of the original configuration with nvcc, and stops before anything needs a GPU.
+Kernel Tuner sources of the original configuration with nvcc (a template kernel: Kernel Tuner's own wrapper of
+it), and stops before anything needs a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
+import os
 import random
+import shutil
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,15 +73,27 @@ NOT_LIKE_FOR_LIKE = [
     "short kernels timed as a batch of back-to-back launches. Each tool ranks by its own clock; the re-timed best "
     "(one method, interleaved with the original) is the figure to compare.",
     "verification: both compare every output buffer with the original's outputs at the spec's tolerances; "
-    "Kernel Tuner on one set of inputs per size set, reused for every configuration, with outputs zeroed; kerntune "
-    "on fresh random inputs for every configuration and size set, outputs poisoned (NaN / 0xFF) before each run.",
+    "Kernel Tuner on one set of inputs per size set, reused for every configuration, with outputs zeroed, on the "
+    "host (outputs copied back, numpy allclose); kerntune on the GPU, on fresh random inputs for every "
+    "configuration and size set (the original re-run on them for its outputs), outputs poisoned (NaN / 0xFF) "
+    "before each run.",
     "problem sizes: Kernel Tuner tunes one problem size per call, so it is run once per size set (its time and "
     "evaluations summed, its best per size set reported and its best over all size sets taken as the "
     "configuration with the lowest geometric mean of time / the original configuration's time, where both size "
     "sets have it); kerntune evaluates every configuration on all size sets in one pass and ranks by that "
     "geometric mean.",
-    "compiling: Kernel Tuner compiles one configuration at a time (pycuda's SourceModule, its cache on); kerntune "
-    "compiles a batch in parallel (nvcc, its cache on) while the GPU measures the previous batch.",
+    "compiling: Kernel Tuner compiles one configuration at a time, the kernel alone (pycuda's SourceModule with "
+    "cache_dir=False in Kernel Tuner 1.5's pycuda backend: every configuration of every run is compiled); kerntune "
+    "compiles the user's whole file per configuration (headers and host code included), a batch in parallel (one "
+    "nvcc per CPU core), the next batch while the GPU measures this one (exhaustive, random; an adaptive strategy "
+    "such as auto waits for its batch's compilation); each kerntune run here starts with an empty compile cache.",
+    "fixed costs per run: kerntune's wall is its whole `tune` call: a GPU worker started (a new process and CUDA "
+    "context), the original compiled and timed, the search, the best confirmed against the original (5 "
+    "interleaved rounds per size set); its one-time costs per installation (the worker's helper kernels compiled, "
+    "the copy bandwidth measured) are paid before the timed runs. Kernel Tuner's wall is its tune_kernel calls "
+    "(one per size set, each creating its CUDA context); the original's outputs (run_kernel, once per size set) "
+    "are computed before its clock starts.",
+    "stores: each kerntune run writes to a fresh results store, so no evaluation is reused from an earlier run.",
     "budgets: a Kernel Tuner budget (max_fevals) counts unique configurations including failed ones, per size set; "
     "kerntune's counts configurations measured (failed ones included, pruned ones not) over all size sets.",
     "kerntune's search here: one `tune` session (no optimize loop, no expert templates); the early stop is off so "
@@ -89,12 +117,14 @@ class Case:
     grid: list[str]  # the spec's grid expressions (size and parameter names)
     restriction: object  # params dict -> bool: the space's constraints on every size set
     n_valid: int
-    size_sets: list[dict] = field(default_factory=list)
+    kt_name: str = ""  # the kernel's name for Kernel Tuner: a template kernel's with its arguments (KT wraps it)
+    original_name: str = ""  # the same for the original (the template arguments of the user's launch)
 
 
 def kt_source(text: str, kernel: str) -> str:
     """``text`` cut after the definition of ``kernel``, its ``#include``s dropped and the kernel given C linkage:
-    what pycuda's SourceModule (Kernel Tuner's CUDA backend) compiles and finds by name."""
+    what pycuda's SourceModule (Kernel Tuner's CUDA backend) compiles and finds by name. A template kernel keeps
+    its C++ linkage: Kernel Tuner instantiates it in an ``extern "C"`` wrapper of its own (``kt_names``)."""
     cf = parse_cuda(text)
     k = cf.kernel(kernel)
     lines = text.splitlines()
@@ -102,7 +132,24 @@ def kt_source(text: str, kernel: str) -> str:
     body = "\n".join(lines[k.span.line:k.span.end_line + 1])
     if "__global__" not in body:
         raise KerntuneError(f"no __global__ in the definition of {kernel}")
-    return head + "\nextern \"C\" " + body + "\n"
+    return head + ("\n" if k.template_params else "\nextern \"C\" ") + body + "\n"
+
+
+def kt_names(prep, kernel: str) -> tuple[str, str]:
+    """(the template's, the original's) kernel name for Kernel Tuner: ``kernel`` itself, or for a template kernel
+    ``kernel<KT_P, ...>`` and ``kernel<v, ...>``, every template argument a parameter of the space (its
+    ``#define`` in the template; its original value for the original)."""
+    tps = prep.kernel.template_params
+    if not tps:
+        return kernel, kernel
+    space = prep.template.space
+    by_tp = {p.template_param: (n, p) for n, p in space.params.items() if p.template_param}
+    missing = [tp.name for tp in tps if tp.name not in by_tp]
+    if missing:
+        raise KerntuneError(f"{kernel}: template parameters {missing} are not parameters of the space; Kernel Tuner "
+                            "gets a template kernel's arguments from its name")
+    return (f"{kernel}<{', '.join('KT_' + by_tp[tp.name][0] for tp in tps)}>",
+            f"{kernel}<{', '.join(str(by_tp[tp.name][1].original) for tp in tps)}>")
 
 
 def make_case(path: str, kernel: str) -> Case:
@@ -129,8 +176,9 @@ def make_case(path: str, kernel: str) -> Case:
         return check_config(t.space, {n[3:]: v for n, v in p.items() if n.startswith("KT_")}, spec.sizes) is None
 
     n_valid = len(valid_configs(t.space, spec.sizes))
+    kt_name, original_name = kt_names(prep, kernel)
     return Case(path, kernel, prep, kt_source(t.text, t.entry or t.kernel), kt_source(prep.text, kernel), tune_params,
-                block_names, original_block, list(spec.grid), restriction, n_valid)
+                block_names, original_block, list(spec.grid), restriction, n_valid, kt_name, original_name)
 
 
 def problem_size(case: Case, sizes: dict):
@@ -184,6 +232,7 @@ class Run:
     per_size: list[dict] = field(default_factory=list)
     retimed_speedup: float | None = None  # the best configuration, timed by kerntune's confirmation
     note: str = ""
+    timeline: dict | None = None  # kerntune: where the run's wall time went (agent_core.measure.timeline report)
 
     @property
     def per_minute(self) -> float | None:
@@ -214,7 +263,7 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
             ref_params[k] = d
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ref = run_kernel(case.kernel, case.original_source, ps({**orig_params, **{
+            ref = run_kernel(case.original_name, case.original_source, ps({**orig_params, **{
                 "KT_" + n: v for n, v in case.prep.template.space.original_config().items()}}), args, ref_params,
                 grid_div_x=[], grid_div_y=[], grid_div_z=[], lang=lang)
         answer = [ref[i] if i in outs else None for i in range(len(args))]
@@ -224,7 +273,7 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res, env = tune_kernel(case.kernel, case.kt_source, ps, args, case.tune_params, grid_div_x=[],
+            res, env = tune_kernel(case.kt_name, case.kt_source, ps, args, case.tune_params, grid_div_x=[],
                                    grid_div_y=[], grid_div_z=[], restrictions=case.restriction, answer=answer,
                                    verify=kt_verify(spec, outs), lang=lang, block_size_names=case.block_names,
                                    strategy=strategy, strategy_options=opts, iterations=7, quiet=True)
@@ -278,25 +327,121 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
 
 
 # --------------------------------------------------------------------------------------------- kerntune
-def run_kerntune(case: Case, strategy: str, budget: int, seed: int, backend, store) -> Run:
-    from agent_core.bench import time_to_within
-    from agent_core.search.tuner import TuneOptions, tune
-    points, t0 = [], time.monotonic()
+@contextlib.contextmanager
+def kerntune_cache(path: Path):
+    """KERNTUNE_CACHE (kerntune's compile cache) set to ``path`` for the block; a GPU worker started inside it
+    inherits it (it keeps its helper kernels there)."""
+    old = os.environ.get("KERNTUNE_CACHE")
+    os.environ["KERNTUNE_CACHE"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("KERNTUNE_CACHE", None)
+        else:
+            os.environ["KERNTUNE_CACHE"] = old
 
-    def on_event(ev):
-        if ev.kind == "evaluation" and ev.evaluation is not None:
-            e = ev.evaluation
-            points.append((time.monotonic() - t0, e.objective if e.ok else None))
-    r = tune(case.path, case.kernel, backend, store, TuneOptions(budget=budget, strategy=strategy, seed=seed,
-                                                                 early_stop_after=None),
-             on_event=on_event, prepared=case.prep)
-    wall = time.monotonic() - t0
+
+@dataclass
+class Installed:
+    """What an installation of kerntune pays once, paid before the timed runs: the GPU worker's helper kernels
+    compiled (``helper_cubin``, kept in the compile cache) and the device's copy bandwidth measured (kept in the
+    results store)."""
+
+    device: object  # DeviceInfo, with its copy bandwidth
+    cache: Path  # the compile cache holding the helper kernels
+    helpers: list[Path]
+    seconds: float
+
+
+def install_once(root: Path) -> Installed:
+    from agent_core.measure.gpu_backend import GpuBackend
+    cache = root / "setup-cache"
+    t0 = time.monotonic()
+    with kerntune_cache(cache):
+        be = GpuBackend()
+        try:
+            dev = be.device()  # starts a worker: it compiles its helper kernels into the cache
+            bw = be.measure_copy_bandwidth()
+        finally:
+            be.close()
+    return Installed(replace(dev, copy_bandwidth_gbps=bw), cache, sorted(cache.glob("kt_helpers_*.cubin")),
+                     time.monotonic() - t0)
+
+
+def run_kerntune(case: Case, strategy: str, budget: int, seed: int, installed: Installed, workdir: Path) -> Run:
+    """One `tune` call as a user's `kerntune tune` makes it: a GPU worker of its own, a fresh results store (the
+    device's copy bandwidth in it), a compile cache holding only the worker's helper kernels."""
+    from agent_core.bench import time_to_within
+    from agent_core.measure.gpu_backend import GpuBackend
+    from agent_core.search.tuner import TuneOptions, tune
+    from agent_core.store import Store
+    cache = workdir / "cache"
+    cache.mkdir(parents=True)
+    for f in installed.helpers:
+        shutil.copy2(f, cache / f.name)
+    store = Store(workdir / "results.sqlite")
+    store.put_device(installed.device)
+    points: list = []
+    with kerntune_cache(cache):
+        be = GpuBackend()
+        t0 = time.monotonic()
+
+        def on_event(ev):
+            if ev.kind == "evaluation" and ev.evaluation is not None:
+                e = ev.evaluation
+                points.append((time.monotonic() - t0, e.objective if e.ok else None))
+        try:
+            r = tune(case.path, case.kernel, be, store, TuneOptions(budget=budget, strategy=strategy, seed=seed,
+                                                                    early_stop_after=None),
+                     on_event=on_event, prepared=case.prep)
+            wall = time.monotonic() - t0
+        finally:
+            be.close()
+            store.close()
     c = r.summary["counts"]
     t5, best_obj = time_to_within(points, WITHIN)
-    run = Run("kerntune", strategy, wall, c["measured"], c["failed"], r.summary.get("best_params"),
-              r.best.objective if r.best else None, t5)
-    run.per_size = [{"timeline": r.timeline}]
+    run = Run("kerntune", strategy, wall, c["measured"] - c.get("reused", 0), c["failed"],
+              r.summary.get("best_params"), r.best.objective if r.best else None, t5, timeline=r.timeline)
+    if c.get("reused"):
+        run.note = f"{c['reused']} evaluations reused from the store, not counted"
     return run
+
+
+# short names of the timeline's phases for the one-line breakdown
+SHORT = {"prepare": "prepare", "worker_start": "worker start", "copy_bandwidth": "copy bandwidth",
+         "original": "original", "compile": "compile wait", "verify": "verify", "time": "timing",
+         "worker_call": "round trips", "confirm": "confirmation", "strategy": "strategy", "store": "store",
+         "other": "other"}
+FIXED = ("prepare", "worker_start", "copy_bandwidth", "original", "confirm")  # paid once per run, not per evaluation
+
+
+def fixed_seconds(timeline: dict | None) -> float | None:
+    if not timeline:
+        return None
+    return sum(r["s"] for r in timeline["phases"] if r["phase"] in FIXED)
+
+
+def breakdown(run: Run) -> str:
+    """One line: where a kerntune run's wall time went (its timeline's phases on the driving thread, which add up
+    to the wall; work on other threads, nvcc compiling ahead, apart)."""
+    tl_ = run.timeline
+    if not tl_:
+        return f"kerntune {run.strategy}: no timeline"
+    parts = [f"{SHORT.get(r['phase'], r['phase'])} {r['s']:.2f}" for r in tl_["phases"]
+             if r["s"] >= 0.005 or r["phase"] == "other"]
+    line = f"kerntune {run.strategy}: {tl_['wall_s']:.1f} s = " + ", ".join(parts)
+    over = {k: v for k, v in (tl_.get("overlapped") or {}).items() if v >= 0.05}
+    if over:
+        line += "; on other threads meanwhile: " + ", ".join(
+            f"{'nvcc compiling ahead' if k == 'compile' else SHORT.get(k, k)} {v:.1f}" for k, v in over.items())
+    fixed = fixed_seconds(tl_)
+    rest = tl_["wall_s"] - fixed
+    names = [SHORT[r["phase"]] for r in tl_["phases"] if r["phase"] in FIXED and r["s"] >= 0.005]
+    if run.evaluations and rest > 0 and names:
+        line += (f"; per-run fixed ({', '.join(names)}) {fixed:.1f} s, without it "
+                 f"{run.evaluations / rest * 60:.0f} evaluations/min")
+    return line
 
 
 def retime(case: Case, runs: list[Run], backend) -> None:
@@ -321,22 +466,102 @@ def report(case: Case, runs: list[Run]) -> str:
                  f"{('-' if r.best_objective is None else f'{1 / r.best_objective:.2f}x'):>9} "
                  f"{('-' if r.retimed_speedup is None else f'{r.retimed_speedup:.2f}x'):>9}  {r.best}"
                  + (f"  ({r.note})" if r.note else ""))
-    kt = [r for r in runs if r.tool == "Kernel Tuner" and r.per_minute]
-    kn = [r for r in runs if r.tool == "kerntune" and r.per_minute]
-    if kt and kn:
+    kn = [r for r in runs if r.tool == "kerntune"]
+    if kn:
         L.append("")
-        L.append(f"evaluations per minute, kerntune over Kernel Tuner (best rate of each): "
-                 f"{max(r.per_minute for r in kn) / max(r.per_minute for r in kt):.2f}x")
-    L += ["", "own best: 1 / the run's best objective on its own clock (geomean over size sets of time / the original "
-          "configuration's time); re-timed: that configuration timed interleaved with the original by kerntune's "
-          "confirmation (5 rounds, every size set).", "", "Not like for like:"]
-    L += [f"- {n}" for n in NOT_LIKE_FOR_LIKE]
+        L += [breakdown(r) for r in kn]
+    pair = rate_pair(runs)
+    if pair:
+        a, b, same = pair
+        L.append("")
+        L.append(f"evaluations per minute, kerntune {a.strategy} over Kernel Tuner {b.strategy}"
+                 f"{'' if same else ' (best rate of each: not the same configurations)'}: "
+                 f"{a.per_minute / b.per_minute:.2f}x")
     return "\n".join(L)
+
+
+def rate_pair(runs: list[Run]) -> tuple[Run, Run, bool] | None:
+    """(kerntune's run, Kernel Tuner's run, whether they evaluated the same configurations) whose rates are
+    compared: exhaustive against brute force (the whole space); without one of them, the best rate of each."""
+    kn = [r for r in runs if r.tool == "kerntune" and r.per_minute]
+    kt = [r for r in runs if r.tool == "Kernel Tuner" and r.per_minute]
+    if not kn or not kt:
+        return None
+    a = next((r for r in kn if r.strategy == "exhaustive"), None)
+    b = next((r for r in kt if r.strategy == "brute_force"), None)
+    if a and b:
+        return a, b, True
+    return max(kn, key=lambda r: r.per_minute), max(kt, key=lambda r: r.per_minute), False
+
+
+def overall(results: list[tuple[Case, list[Run]]]) -> tuple[str, dict]:
+    """Per kernel and over all of them: kerntune's rate over Kernel Tuner's (``rate_pair``); over all kernels the
+    pooled rates (evaluations summed over kernels / wall time summed) and the geometric mean of the ratios."""
+    rows, data = [], {"kernels": []}
+    pairs = []
+    for case, runs in results:
+        pair = rate_pair(runs)
+        if pair is None:
+            continue
+        a, b, same = pair
+        pairs.append(pair)
+        ratio = a.per_minute / b.per_minute
+        data["kernels"].append({"kernel": case.kernel, "n_valid": case.n_valid, "kerntune": a.strategy,
+                                "kernel_tuner": b.strategy, "same_configurations": same,
+                                "kerntune_per_minute": a.per_minute, "kernel_tuner_per_minute": b.per_minute,
+                                "ratio": ratio})
+        rows.append(f"{case.kernel:<22} {case.n_valid:>7} {a.strategy + ' ' + f'{a.per_minute:.0f}':>22} "
+                    f"{b.strategy + ' ' + f'{b.per_minute:.0f}':>24} {ratio:6.2f}x"
+                    + ("" if same else "  (best rates)"))
+    if not pairs:
+        return "", data
+    L = ["evaluations per minute, kerntune over Kernel Tuner:",
+         f"{'kernel':<22} {'configs':>7} {'kerntune':>22} {'Kernel Tuner':>24} {'ratio':>7}"] + rows
+    if len(pairs) > 1:
+        ka = sum(a.evaluations for a, _, _ in pairs) / sum(a.wall_s for a, _, _ in pairs) * 60
+        kb = sum(b.evaluations for _, b, _ in pairs) / sum(b.wall_s for _, b, _ in pairs) * 60
+        geo = math.exp(sum(math.log(a.per_minute / b.per_minute) for a, b, _ in pairs) / len(pairs))
+        L.append(f"{'all kernels (pooled)':<22} {sum(c.n_valid for c, r in results if rate_pair(r)):>7} "
+                 f"{ka:>22.0f} {kb:>24.0f} {ka / kb:6.2f}x   (geometric mean of the ratios {geo:.2f}x)")
+        data.update(pooled_kerntune_per_minute=ka, pooled_kernel_tuner_per_minute=kb, pooled_ratio=ka / kb,
+                    geomean_ratio=geo)
+    return "\n".join(L), data
+
+
+NOTES = ("own best: 1 / the run's best objective on its own clock (geomean over size sets of time / the original "
+         "configuration's time); re-timed: that configuration timed interleaved with the original by kerntune's "
+         "confirmation (5 rounds, every size set). The kerntune lines: seconds per phase of the run's timeline "
+         "(agent_core.measure.timeline; compile wait: the run waiting for nvcc, the original's compilation "
+         "included; round trips: loading variants and the pipe to the worker), and the rate without the per-run "
+         "fixed phases.")
+
+
+def dry_run(case: Case, path: str) -> None:
+    from agent_core.measure.compiler import compile_kernel
+    from agent_core.workspace import cache_dir
+    orig = case.prep.template.space.original_config()
+    defines = {"KT_" + n: v for n, v in orig.items()}
+    for what, src, name, d in (("template", case.kt_source, case.kt_name, defines),
+                               ("original", case.original_source, case.original_name, {})):
+        entry = name
+        if "<" in name:  # Kernel Tuner's own wrapper of a template kernel (kernel_tuner.core)
+            from kernel_tuner.core import wrap_templated_kernel
+            src, entry = wrap_templated_kernel(src, name)
+        c = compile_kernel(src, entry, arch="sm_90", defines=d, cache_dir=cache_dir(),
+                           include_dirs=[str(Path(path).parent)])
+        print(f"  the Kernel Tuner source of the {what} compiles with nvcc: entry {c.symbol}"
+              + (f" (Kernel Tuner's wrapper of {name})" if entry != name else "")
+              + f", {c.resources.registers} registers")
+    n = sum(1 for c in itertools.product(*case.tune_params.values())
+            if case.restriction(dict(zip(case.tune_params, c))))
+    print(f"  Kernel Tuner's restriction admits {n} configurations (kerntune's space: {case.n_valid})")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernel", default="examples/row_sum.cu:row_sum", help="FILE:KERNEL with a tuning spec")
+    ap.add_argument("--kernel", action="append", default=None,
+                    help="FILE:KERNEL with a tuning spec; repeat for several kernels (default: "
+                         "examples/row_sum.cu:row_sum)")
     ap.add_argument("--budget", type=int, default=20, help="evaluations for the strategies (not brute force / "
                                                            "exhaustive, which take the whole space)")
     ap.add_argument("--kt-strategies", nargs="*", default=list(KT_STRATEGIES))
@@ -344,68 +569,89 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lang", default="CUDA", help="Kernel Tuner backend: CUDA (pycuda) or cupy")
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--store", type=Path, default=None, help="kerntune's results store (default: a fresh temporary one)")
+    ap.add_argument("--store", type=Path, default=None, help="a folder to keep kerntune's per-run results stores "
+                                                             "and compile caches in (default: a temporary one)")
     ap.add_argument("--dry-run", action="store_true", help="stop before anything needs a GPU")
     a = ap.parse_args(argv)
-    path, kernel = a.kernel.rsplit(":", 1)
-    path = str((ROOT / path) if not Path(path).is_absolute() else Path(path))
-    case = make_case(path, kernel)
-    print(f"{kernel}: {case.n_valid} valid configurations of {', '.join(f'{n}={v}' for n, v in case.tune_params.items())}; "
-          f"block from {case.block_names}, grid {case.grid}")
-    for si, sizes in enumerate(case.prep.spec.sizes):
-        args, outs = arguments(case, sizes, a.seed + si)
-        orig = {"KT_" + n: v for n, v in case.prep.template.space.original_config().items()}
-        print(f"  size set {si + 1} {sizes}: problem size {problem_size(case, sizes)(orig)}, "
-              f"{len(args)} arguments ({sum(x.nbytes for x in args if isinstance(x, np.ndarray)) / 1e6:.1f} MB), "
-              f"outputs {[case.prep.spec.args[i].name for i in outs]}")
+    cases: list[Case] = []
+    for spec_ in a.kernel or ["examples/row_sum.cu:row_sum"]:
+        path, kernel = spec_.rsplit(":", 1)
+        path = str((ROOT / path) if not Path(path).is_absolute() else Path(path))
+        case = make_case(path, kernel)
+        cases.append(case)
+        print(f"{kernel}: {case.n_valid} valid configurations of "
+              f"{', '.join(f'{n}={v}' for n, v in case.tune_params.items())}; block from {case.block_names}, "
+              f"grid {case.grid}" + (f"; Kernel Tuner's kernel {case.kt_name}" if case.kt_name != kernel else ""))
+        for si, sizes in enumerate(case.prep.spec.sizes):
+            args, outs = arguments(case, sizes, a.seed + si)
+            orig = {"KT_" + n: v for n, v in case.prep.template.space.original_config().items()}
+            print(f"  size set {si + 1} {sizes}: problem size {problem_size(case, sizes)(orig)}, "
+                  f"{len(args)} arguments ({sum(x.nbytes for x in args if isinstance(x, np.ndarray)) / 1e6:.1f} MB), "
+                  f"outputs {[case.prep.spec.args[i].name for i in outs]}")
     import kernel_tuner  # noqa: F401 - fail here, not after the kerntune runs, when it is missing
     if a.dry_run:
-        from agent_core.measure.compiler import compile_kernel
-        from agent_core.workspace import cache_dir
-        orig = case.prep.template.space.original_config()
-        defines = {"KT_" + n: v for n, v in orig.items()}
-        for what, src, d in (("template", case.kt_source, defines), ("original", case.original_source, {})):
-            c = compile_kernel(src, case.kernel, arch="sm_90", defines=d, cache_dir=cache_dir(),
-                               include_dirs=[str(Path(path).parent)])
-            print(f"  the Kernel Tuner source of the {what} compiles with nvcc: entry {c.symbol}, "
-                  f"{c.resources.registers} registers")
-        n = sum(1 for c in __import__("itertools").product(*case.tune_params.values())
-                if case.restriction(dict(zip(case.tune_params, c))))
-        print(f"  Kernel Tuner's restriction admits {n} configurations (kerntune's space: {case.n_valid})")
+        for case in cases:
+            print(f"{case.kernel}:")
+            dry_run(case, case.path)
         print("dry run: stopping before the GPU")
         return 0
     import tempfile
 
     from agent_core.measure.gpu_backend import GpuBackend
-    from agent_core.store import Store
-    runs: list[Run] = []
+    results: list[tuple[Case, list[Run]]] = []
+    texts = []
     with tempfile.TemporaryDirectory(prefix="kt-compare-") as tmp:
-        store = Store(a.store or Path(tmp) / "results.sqlite")
-        be = GpuBackend()
-        try:
+        root = a.store or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        installed = install_once(root)
+        print(f"setup, once per installation (not timed): {installed.device.name}, the GPU worker's helper kernels "
+              f"compiled, copy bandwidth {installed.device.copy_bandwidth_gbps:.0f} GB/s measured: "
+              f"{installed.seconds:.1f} s", flush=True)
+        for case in cases:
+            runs: list[Run] = []
             for s in a.kerntune_strategies:
                 budget = case.n_valid if s == "exhaustive" else a.budget
-                print(f"kerntune {s} (budget {budget}) ...", flush=True)
-                runs.append(run_kerntune(case, s, budget, a.seed, be, store))
-            be.close()  # Kernel Tuner's context gets the GPU to itself
+                print(f"kerntune {case.kernel} {s} (budget {budget}) ...", flush=True)
+                work = Path(tempfile.mkdtemp(prefix=f"{case.kernel}-{s}-", dir=root))
+                try:
+                    runs.append(run_kerntune(case, s, budget, a.seed, installed, work))
+                except Exception as e:  # noqa: BLE001 - one run's failure is reported, the others still run
+                    runs.append(Run("kerntune", s, 0.0, 0, 0, None, None, None,
+                                    note=f"failed: {type(e).__name__}: {e}"))
             for s in a.kt_strategies:
-                print(f"Kernel Tuner {s} ...", flush=True)
+                print(f"Kernel Tuner {case.kernel} {s} ...", flush=True)
                 try:
                     runs.append(run_kernel_tuner(case, s, a.budget, a.seed, a.lang))
                 except Exception as e:  # noqa: BLE001 - one strategy's failure is reported, the others still run
                     runs.append(Run("Kernel Tuner", s, 0.0, 0, 0, None, None, None,
                                     note=f"failed: {type(e).__name__}: {e}"))
-            be = GpuBackend()
-            retime(case, runs, be)
-        finally:
-            be.close()
-            store.close()
-    text = report(case, runs)
-    print(text)
+            with kerntune_cache(installed.cache):
+                be = GpuBackend()
+                try:
+                    retime(case, runs, be)
+                finally:
+                    be.close()
+            results.append((case, runs))
+            texts.append(report(case, runs))
+            print(texts[-1], flush=True)
+    summary, data = overall(results)
+    print()
+    if summary:
+        print(summary)
+        print()
+    print(NOTES)
+    print()
+    print("Not like for like:")
+    print("\n".join(f"- {n}" for n in NOT_LIKE_FOR_LIKE))
     if a.json:
-        a.json.write_text(json.dumps({"kernel": kernel, "path": path, "budget": a.budget, "runs": [
-            {k: v for k, v in r.__dict__.items()} | {"per_minute": r.per_minute} for r in runs],
-            "not_like_for_like": NOT_LIKE_FOR_LIKE}, indent=1, default=str))
+        a.json.write_text(json.dumps({
+            "device": installed.device.name, "setup_s": installed.seconds, "budget": a.budget, "seed": a.seed,
+            "kernels": [{"kernel": c.kernel, "path": c.path, "n_valid": c.n_valid, "size_sets": c.prep.spec.sizes,
+                         "kt_name": c.kt_name,
+                         "runs": [dict(r.__dict__) | {"per_minute": r.per_minute,
+                                                      "fixed_s": fixed_seconds(r.timeline)} for r in runs]}
+                        for c, runs in results],
+            "overall": data, "not_like_for_like": NOT_LIKE_FOR_LIKE}, indent=1, default=str))
     return 0
 
 

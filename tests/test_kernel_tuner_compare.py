@@ -43,13 +43,65 @@ def test_a_block_that_is_not_one_parameter_is_refused(tmp_path):
         ktc.make_case(str(tmp_path / "row_sum.cu"), "row_sum")
 
 
+def test_a_template_kernel_goes_to_kernel_tuner_by_its_templated_name():
+    case = ktc.make_case(str(ROOT / "examples" / "scale_rows.cu"), "scale_rows")
+    assert case.n_valid == 160 and case.block_names == ["KT_THREADS"] and case.original_block == [256]
+    # Kernel Tuner instantiates the template in an extern "C" wrapper of its own: the source keeps C++ linkage
+    assert (case.kt_name, case.original_name) == ("scale_rows<KT_VEC>", "scale_rows<4>")
+    assert 'extern "C"' not in case.kt_source and 'extern "C"' not in case.original_source
+    assert "scale_rows_launch" not in case.kt_source and "__launch_bounds__(KT_THREADS)" in case.kt_source
+    assert ktc.problem_size(case, case.prep.spec.sizes[0])({"KT_VEC": 4, "KT_THREADS": 256}) == (4, 4096, 1)
+    row_sum = ktc.make_case(str(ROOT / "examples" / "row_sum.cu"), "row_sum")
+    assert (row_sum.kt_name, row_sum.original_name) == ("row_sum", "row_sum")
+
+
+def _timeline(wall, **phases):
+    rows = [{"phase": n, "label": n, "s": s, "n": 1} for n, s in phases.items()]
+    rows.append({"phase": "other", "label": "other", "s": wall - sum(phases.values()), "n": 0})
+    return {"wall_s": wall, "phases": rows, "overlapped": {"compile": 2.5}}
+
+
+def test_report_breakdown_and_the_overall_rate_ratio():
+    row_sum = ktc.make_case(str(ROOT / "examples" / "row_sum.cu"), "row_sum")
+    scale = ktc.make_case(str(ROOT / "examples" / "scale_rows.cu"), "scale_rows")
+    tl = _timeline(6.0, worker_start=1.5, original=0.3, compile=1.0, verify=0.2, time=2.0, confirm=0.7)
+
+    def runs(n, kn_wall, kt_wall):
+        return [ktc.Run("kerntune", "exhaustive", kn_wall, n, 0, {"A": 1}, 0.9, 1.0, timeline=tl),
+                ktc.Run("kerntune", "auto", 1.0, 20, 0, {"A": 1}, 0.9, 0.5, timeline=tl),  # faster: not the pair
+                ktc.Run("Kernel Tuner", "brute_force", kt_wall, n, 0, {"A": 2}, 0.95, 1.0),
+                ktc.Run("Kernel Tuner", "random_sample", 0.5, 20, 0, {"A": 2}, 0.95, 0.2)]
+    results = [(row_sum, runs(30, 6.0, 3.0)), (scale, runs(160, 20.0, 40.0))]
+    line = ktc.breakdown(results[0][1][0])
+    assert line.startswith("kerntune exhaustive: 6.0 s = worker start 1.50, original 0.30, compile wait 1.00, "
+                           "verify 0.20, timing 2.00, confirmation 0.70, other 0.30")
+    assert "nvcc compiling ahead 2.5" in line
+    # fixed per run: worker start + original + confirmation = 2.5 s; 30 evaluations in the other 3.5 s
+    assert "per-run fixed (worker start, original, confirmation) 2.5 s, without it 514 evaluations/min" in line
+    text = ktc.report(*results[0])
+    assert "evaluations per minute, kerntune exhaustive over Kernel Tuner brute_force: 0.50x" in text
+    summary, data = ktc.overall(results)
+    assert [k["ratio"] for k in data["kernels"]] == pytest.approx([0.5, 2.0])
+    assert data["pooled_ratio"] == pytest.approx((190 / 26.0) / (190 / 43.0))
+    assert data["geomean_ratio"] == pytest.approx(1.0)
+    assert "all kernels (pooled)" in summary and "190" in summary
+    # without a brute force run, the best rate of each, said so
+    a, b, same = ktc.rate_pair([r for r in results[0][1] if r.strategy != "brute_force"])
+    assert (a.strategy, b.strategy, same) == ("auto", "random_sample", False)
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None or importlib.util.find_spec("kernel_tuner") is None,
                     reason="needs nvcc and kernel_tuner")
 def test_dry_run_compiles_the_kernel_tuner_sources():
-    r = subprocess.run([sys.executable, str(ROOT / "bench" / "kernel_tuner_compare.py"), "--dry-run"],
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "kernel_tuner_compare.py"), "--dry-run",
+                        "--kernel", "examples/row_sum.cu:row_sum", "--kernel", "examples/scale_rows.cu:scale_rows"],
                        capture_output=True, text=True, timeout=280, cwd=ROOT,
                        env={"PYTHONPATH": str(ROOT), "PATH": __import__("os").environ["PATH"]})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "the Kernel Tuner source of the template compiles with nvcc: entry row_sum" in r.stdout
     assert "Kernel Tuner's restriction admits 30 configurations (kerntune's space: 30)" in r.stdout
+    assert ("the Kernel Tuner source of the template compiles with nvcc: entry scale_rows_wrapper (Kernel Tuner's "
+            "wrapper of scale_rows<KT_VEC>)") in r.stdout
+    assert "entry scale_rows_wrapper (Kernel Tuner's wrapper of scale_rows<4>)" in r.stdout
+    assert "Kernel Tuner's restriction admits 160 configurations (kerntune's space: 160)" in r.stdout
