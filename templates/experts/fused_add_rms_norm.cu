@@ -57,22 +57,23 @@ namespace kt {
 #if KT_EXPERT_GENERAL  // kt:bind
 // z = x + residual rounded to the residual's type R and stored there; out = z * rsqrt(mean(z^2) + eps) * w, of
 // out's type O. x and out may be the same buffer (in place): x is read into registers before out is written.
-template <int IT, typename T, typename R, typename W, typename O>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+template <int IT, int P, typename T, typename R, typename W, typename O>
 __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restrict__ residual,
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) &&
-                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out);
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
-    row_load_item<0, KT_VEC, IT>(residual + off, hidden, vec, i, r);
+    row_load_item<0, KT_VEC, IT, peel>(residual + off, hidden, vec, i, r, lead);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<R>(v[i][j] + r[j]);
@@ -80,7 +81,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
       ss += z * z;
     }
   }
-  if (active) row_store<0, KT_VEC, IT>(residual + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(residual + off, hidden, vec, v, lead);
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
@@ -90,7 +91,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -98,30 +99,35 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
 }
 
 template <typename T, typename R, typename W, typename O>
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                    (fused_add_rms_norm_impl<IT, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) && vec_ok<W, KT_VEC>(hidden, w) &&
+                   vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
 }
 #else  // kt:bind
-template <int IT, typename T, typename W>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __restrict__ residual,
                                                    const W* __restrict__ w, float eps, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  const bool vec = vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w);
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
-    row_load_item<0, KT_VEC, IT>(residual + off, hidden, vec, i, r);
+    row_load_item<0, KT_VEC, IT, peel>(residual + off, hidden, vec, i, r, lead);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<T>(v[i][j] + r[j]);
@@ -129,7 +135,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
       ss += z * z;
     }
   }
-  if (active) row_store<0, KT_VEC, IT>(residual + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(residual + off, hidden, vec, v, lead);
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
@@ -139,7 +145,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -147,12 +153,14 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
 }
 
 template <typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (fused_add_rms_norm_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, residual)),
+                  (fused_add_rms_norm_impl<IT, P, T, W>(x, residual, w, eps, rows, hidden)));
 }
 #endif  // kt:bind
 

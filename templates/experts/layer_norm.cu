@@ -65,11 +65,11 @@ namespace kt {
 // gamma and beta as stored (W, not yet float), with KT_WLOAD: loaded right after the row, so their latency passes
 // under the row's two reductions (on the H100 this took fp32 LayerNorm from 1.31x to 1.42x over the bench shapes),
 // converted where they are used. Same element layout as row_load. Without: read where they are used.
-template <int VEC, int ITEMS, typename T>
-__device__ __forceinline__ void row_load_raw(const T* __restrict__ r, int n, bool vec, Vec<T, VEC> (&raw)[ITEMS]) {
+template <int VEC, int ITEMS, int P, typename T>
+__device__ __forceinline__ void row_load_raw(const T* __restrict__ r, int n, Vec<T, VEC> (&raw)[ITEMS], int lead) {
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
-    if (vec) {
+    if constexpr (P == 1) {
       const int e = row_elem<0, VEC, ITEMS>(true, i, 0);
       if (e < n) {
         raw[i] = *reinterpret_cast<const Vec<T, VEC>*>(r + e);
@@ -80,8 +80,8 @@ __device__ __forceinline__ void row_load_raw(const T* __restrict__ r, int n, boo
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const int e = row_elem<0, VEC, ITEMS>(false, i, j);
-        raw[i].v[j] = e < n ? r[e] : from_f<T>(0.f);
+        const int e = row_elem<0, VEC, ITEMS>(P != 0, i, j, lead);  // peeled: columns shifted, not aligned
+        raw[i].v[j] = row_in(e, n) ? r[e] : from_f<T>(0.f);
       }
     }
   }
@@ -94,15 +94,15 @@ __device__ __forceinline__ void raw_item(const Vec<T, VEC>& raw, float (&out)[VE
 }
 
 #if KT_EXPERT_STATS  // kt:bind
-// VP: the vector path, compiled apart from the scalar one (neither carries the other's branches and registers).
-template <int IT, bool VP, typename T, typename W>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden, float* __restrict__ mean_out,
                                            float* __restrict__ rstd_out) {
 #else  // kt:bind
-// VP: the vector path, compiled apart from the scalar one (neither carries the other's branches and registers).
-template <int IT, bool VP, typename T, typename W>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden) {
@@ -110,13 +110,14 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = VP;
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
   if constexpr (KT_WLOAD != 0) {
-    row_load_raw<KT_VEC, IT>(gamma, hidden, vec, gr);
-    row_load_raw<KT_VEC, IT>(beta, hidden, vec, br);
+    row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
+    row_load_raw<KT_VEC, IT, P>(beta, hidden, br, lead);
   }
   float s = 0.f;
 #pragma unroll
@@ -129,7 +130,7 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float d = row_elem<0, KT_VEC, IT>(vec, i, j) < hidden ? v[i][j] - mean : 0.f;
+      const float d = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? v[i][j] - mean : 0.f;
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
@@ -145,13 +146,13 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       raw_item<W, KT_VEC>(gr[i], g);
       raw_item<W, KT_VEC>(br[i], b);
     } else {
-      row_load_item<0, KT_VEC, IT>(gamma, hidden, vec, i, g);
-      row_load_item<0, KT_VEC, IT>(beta, hidden, vec, i, b);
+      row_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
+      row_weight_item<0, KT_VEC, IT, P>(beta, hidden, i, b, lead);
     }
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
   }
-  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
 #if KT_EXPERT_STATS  // kt:bind
   if (active && threadIdx.x == 0) {
     mean_out[row] = mean;
@@ -164,20 +165,16 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
                                            int hidden, float* mean_out, float* rstd_out) {
-  if (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta))
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                      (layer_norm_impl<IT, true, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                      (layer_norm_impl<IT, false, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
+                  (vec_ok<T, KT_VEC>(0, x, out)),
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
 }
 #else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
-  if (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta))
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, true, T, W>(out, x, gamma, beta, eps, rows, hidden)));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (layer_norm_impl<IT, false, T, W>(out, x, gamma, beta, eps, rows, hidden)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
+                  (vec_ok<T, KT_VEC>(0, x, out)),
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden)));
 }
 #endif  // kt:bind
 

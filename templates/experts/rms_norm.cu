@@ -54,15 +54,17 @@ smem = "0"
 
 namespace kt {
 
-template <int IT, typename T, typename W>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
                                          float eps, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;  // no early return: the block reduction needs every thread
   const long long off = (long long)(active ? row : 0) * hidden;
-  const bool vec = vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w);
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -81,7 +83,7 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
 #else  // kt:bind
-    row_load_item<0, KT_VEC, IT>(w, hidden, vec, i, wv);
+    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
@@ -90,12 +92,13 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
 }
 
 template <typename T, typename W>
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (rms_norm_impl<IT, T, W>(out, x, w, eps, rows, hidden)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
 }
 
 }  // namespace kt

@@ -54,30 +54,31 @@ smem = "0"
 namespace kt {
 
 #if KT_EXPERT_GENERAL == 0  // kt:bind
-// VP: the vector path (every access VEC-wide, aligned), compiled apart from the scalar one, so neither carries
-// the other's branches and registers (on the H100, 16-bit rows of 4096: 69% -> 93% of copy bandwidth together
-// with the reciprocal below, gpu/experiments/expert_rows_probe.py).
-template <int IT, bool VP, typename T>
+// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart, so none carries another's
+// branches and registers (on the H100, 16-bit rows of 4096: 69% -> 93% of copy bandwidth together with the
+// reciprocal below, gpu/experiments/expert_rows_probe.py).
+template <int IT, int P, typename T>
 __device__ __forceinline__ void softmax_impl(T* __restrict__ out, const T* __restrict__ x, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = VP;
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j)
-      if (row_elem<0, KT_VEC, IT>(vec, i, j) < hidden) m = fmaxf(m, v[i][j]);
+      if (row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float e = row_elem<0, KT_VEC, IT>(vec, i, j) < hidden ? expf(v[i][j] - m) : 0.f;
+      const float e = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
       v[i][j] = e;
       s += e;
     }
@@ -86,15 +87,13 @@ __device__ __forceinline__ void softmax_impl(T* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
-  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
 }
 
 template <typename T>
 __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden) {
-  if (vec_ok<T, KT_VEC>(hidden, x, out))
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, true, T>(out, x, rows, hidden)));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, false, T>(out, x, rows, hidden)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out)), (vec_ok<T, KT_VEC>(0, x, out)),
+                  (softmax_impl<IT, P, T>(out, x, rows, hidden)));
 }
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
@@ -102,28 +101,30 @@ __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden
 #if KT_EXPERT_MASK  // kt:bind
 // With an additive mask (null: none) of mask_rows rows of hidden elements: softmax(x * scale / row_div[row] + mask),
 // row r = (o, b, i) of rows [outer, rows / mask_rows, mask_inner] reading mask row (o, i).
-template <int IT, bool VP, typename T, typename O, typename M>
+template <int IT, int P, typename T, typename O, typename M>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div,
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
 #else  // kt:bind
-template <int IT, bool VP, typename T, typename O>
+template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div) {
 #endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = VP;
+  constexpr bool vec = P != 0, peel = P == 2;
+  const int lead = row_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT>(x + off, hidden, vec, v);
+  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
 #if KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
   if (mask != nullptr) {
-    row_load<0, KT_VEC, IT>(mask + mrow * hidden, hidden, vec, mk);
+#pragma unroll
+    for (int i = 0; i < IT; ++i) row_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
   } else {
 #pragma unroll
     for (int i = 0; i < IT; ++i)
@@ -140,7 +141,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
 #endif  // kt:bind
-      if (row_elem<0, KT_VEC, IT>(vec, i, j) < hidden) m = fmaxf(m, v[i][j]);
+      if (row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
   float s = 0.f;
@@ -148,7 +149,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float e = row_elem<0, KT_VEC, IT>(vec, i, j) < hidden ? expf(v[i][j] - m) : 0.f;
+      const float e = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
       v[i][j] = e;
       s += e;
     }
@@ -157,27 +158,25 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
-  if (active) row_store<0, KT_VEC, IT>(out + off, hidden, vec, v);
+  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
 }
 
 #if KT_EXPERT_MASK  // kt:bind
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
                                         const M* mask, int mask_rows, int mask_inner) {
-  if (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask)))
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                      (softmax_impl<IT, true, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden,
-                      (softmax_impl<IT, false, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
 }
 #else  // kt:bind
 template <typename T, typename O>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div) {
-  if (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out))
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, true, T, O>(out, x, rows, hidden, scale, row_div)));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, hidden, (softmax_impl<IT, false, T, O>(out, x, rows, hidden, scale, row_div)));
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div)));
 }
 #endif  // kt:bind
 

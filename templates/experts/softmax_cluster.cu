@@ -55,7 +55,9 @@ smem = "0"
 
 namespace kt {
 
-template <int IT, typename T>
+// VP: the vector path (the whole row a multiple of VEC, pointers aligned: every block's slice is), compiled apart
+// from the scalar one; the choice is the same for every block of the cluster.
+template <int IT, bool VP, typename T>
 __device__ __forceinline__ void softmax_cluster_impl(T* __restrict__ out, const T* __restrict__ x, int rows,
                                                      int hidden) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
@@ -63,7 +65,7 @@ __device__ __forceinline__ void softmax_cluster_impl(T* __restrict__ out, const 
   int begin, len;
   cluster_chunk<KT_CLUSTER, KT_VEC>(hidden, begin, len);
   const long long off = row * hidden + begin;
-  const bool vec = vec_ok<T, KT_VEC>(len, x + off, out + off);
+  constexpr bool vec = VP;
   float v[IT][KT_VEC];
   row_load<0, KT_VEC, IT>(x + off, len, vec, v);
   float m = -INFINITY;
@@ -82,18 +84,22 @@ __device__ __forceinline__ void softmax_cluster_impl(T* __restrict__ out, const 
       v[i][j] = e;
       s += e;
     }
-  s = cluster_reduce<KT_CLUSTER, 1>(row_reduce<0, 1, 1>(s, Sum(), 0.f), Sum());
+  const float inv = 1.f / cluster_reduce<KT_CLUSTER, 1>(row_reduce<0, 1, 1>(s, Sum(), 0.f), Sum());  // one division per row
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
-    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] / s;
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
   row_store<0, KT_VEC, IT>(out + off, len, vec, v);
 }
 
 template <typename T>
 __device__ __forceinline__ void softmax_cluster(T* out, const T* x, int rows, int hidden) {
-  KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                    (softmax_cluster_impl<IT, T>(out, x, rows, hidden)));
+  if (vec_ok<T, KT_VEC>(hidden, x, out))
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_cluster_impl<IT, true, T>(out, x, rows, hidden)));
+  else
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_cluster_impl<IT, false, T>(out, x, rows, hidden)));
 }
 
 }  // namespace kt

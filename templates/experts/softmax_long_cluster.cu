@@ -57,13 +57,15 @@ smem = "0"
 namespace kt {
 
 // The block's slice of one row, in registers: softmax over the whole row (the cluster's), FN the logit of a value.
-template <int IT, typename T, typename O, typename FN>
+// VP: the vector path (the whole row a multiple of VEC, pointers aligned: every block's slice is), compiled apart
+// from the scalar one; the choice is the same for every block of the cluster.
+template <int IT, bool VP, typename T, typename O, typename FN>
 __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __restrict__ x, long long row,
                                               int hidden, FN fn) {
   int begin, len;
   cluster_chunk<KT_CLUSTER, KT_VEC>(hidden, begin, len);
   const long long off = row * hidden + begin;
-  const bool vec = vec_ok<T, KT_VEC>(len, x + off) && vec_ok<O, KT_VEC>(len, out + off);
+  constexpr bool vec = VP;
   float v[IT][KT_VEC];
   row_load<0, KT_VEC, IT>(x + off, len, vec, v);
   float m = -INFINITY;
@@ -84,11 +86,11 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
       v[i][j] = e;
       s += e;
     }
-  s = cluster_reduce<KT_CLUSTER, 1>(row_reduce<0, 1, 1>(s, Sum(), 0.f), Sum());
+  const float inv = 1.f / cluster_reduce<KT_CLUSTER, 1>(row_reduce<0, 1, 1>(s, Sum(), 0.f), Sum());  // one division per row
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
-    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] / s;
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
   row_store<0, KT_VEC, IT>(out + off, len, vec, v);
 }
 
@@ -97,8 +99,12 @@ template <typename T>
 __device__ __forceinline__ void softmax_long_cluster(T* out, const T* x, int rows, int hidden) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
-  KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                    (softmax_slice<IT, T, T>(out, x, row, hidden, LogitIdentity())));
+  if (vec_ok<T, KT_VEC>(hidden, x, out))
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_slice<IT, true, T, T>(out, x, row, hidden, LogitIdentity())));
+  else
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_slice<IT, false, T, T>(out, x, row, hidden, LogitIdentity())));
 }
 #else  // kt:bind
 template <typename T, typename O>
@@ -106,14 +112,23 @@ __device__ __forceinline__ void softmax_long_cluster(O* out, const T* x, int row
                                                      const float* row_div) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
+  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out);
   if (row_div != nullptr) {
     const LogitScaleDiv fn{scale, row_div[row]};
-    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                      (softmax_slice<IT, T, O>(out, x, row, hidden, fn)));
+    if (vec)
+      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                        (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
+    else
+      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                        (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
   } else {
     const LogitScale fn{scale};
-    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                      (softmax_slice<IT, T, O>(out, x, row, hidden, fn)));
+    if (vec)
+      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                        (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
+    else
+      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                        (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
   }
 }
 #endif  // kt:bind

@@ -97,6 +97,11 @@ def load_expert(path: str | Path) -> Expert:
     bounds = launch.get("bounds")  # optional: the kernel's __launch_bounds__ where the block depends on sizes
     if bounds is not None:
         exprs.append(("launch.bounds", bounds))
+    if launch.get("min_blocks") is not None:  # optional: __launch_bounds__'s second argument (needs `bounds`)
+        if bounds is None:
+            raise KerntuneError("launch.min_blocks needs launch.bounds (it is __launch_bounds__'s second argument)",
+                                path, line, field_name="launch.min_blocks")
+        exprs.append(("launch.min_blocks", launch["min_blocks"]))
     for fname, e in exprs:
         try:
             unknown = expr.names(e) - known
@@ -110,7 +115,8 @@ def load_expert(path: str | Path) -> Expert:
     ldict = {"grid": list(launch["grid"]), "block": list(launch["block"]), "smem": str(launch.get("smem", "0"))}
     # optional: constants of the kernel (parameters only): __launch_bounds__ where the block depends on sizes, and
     # the thread-block cluster size (__cluster_dims__; the grid must be a multiple of it)
-    for key, what in (("bounds", "__launch_bounds__"), ("cluster", "__cluster_dims__")):
+    for key, what in (("bounds", "__launch_bounds__"), ("min_blocks", "__launch_bounds__'s blocks per SM"),
+                      ("cluster", "__cluster_dims__")):
         v = launch.get(key)
         if v is None:
             continue

@@ -86,6 +86,8 @@ def render(b: Binding, k: Kernel, cf: CudaFile, entry: str, spec_dtypes: dict[st
     # has) where the block depends on sizes, else the block's own extent.
     bounds = (f"({subst(e.launch['bounds'], macros)})" if "bounds" in e.launch
               else " * ".join(f"({subst(bb, macros)})" for bb in e.launch["block"]))
+    if "min_blocks" in e.launch:  # the fewest blocks per SM ptxas must leave room for (registers)
+        bounds += f", ({subst(e.launch['min_blocks'], macros)})"
     cluster = f" __cluster_dims__(({subst(e.launch['cluster'], macros)}), 1, 1)" if "cluster" in e.launch else ""
     sig = wrapper_signature(k, cf, spec_dtypes or {})
     targs = f"<{', '.join(b.template_args)}>" if b.template_args else ""
