@@ -2,7 +2,7 @@
 winners, the same figures within what the replay of the interleaved confirmation moves. A change to the loop that
 would have chosen differently on the GPU shows here first.
 
-- the bench suite's figure of record (bench/results/h100-2026-11-24d: the nine bench kernels, experts on, 1.98x);
+- the bench suite's figure of record (bench/results/h100-2026-11-24e: the nine bench kernels, experts on, 1.98x);
 - the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-23e/corpus_other,
   ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel. Its column sum
   is left out: its rewrite template changed after the recording (split_reduction), so nothing of it replays."""
@@ -18,8 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = {
-    "bench": (ROOT / "bench" / "results" / "h100-2026-11-24d" / "bench_results.json",
-              ROOT / "tests" / "data" / "stores" / "bench_2026-11-24d.sqlite", [], set()),
+    "bench": (ROOT / "bench" / "results" / "h100-2026-11-24e" / "bench_results.json",
+              ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite", [], set()),
     "corpus_other": (ROOT / "gpu" / "results" / "2026-11-23e" / "corpus_other" / "bench_results.json",
                      ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-23e.sqlite",
                      ["bench/corpus/other", "--no-experts"], {"column_sum_kernel"}),

@@ -220,9 +220,13 @@ def test_over_the_h100_recording_layer_norm_and_merge_need_no_dispatch():
 
 
 # ------------------------------------------------------------------------------------- the optimize loop
+# the suite's figure of record (recorded after the row experts last changed): the optimize loop's tests replay it
+RECORD_STORE = ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite"
+
+
 @pytest.fixture
 def work(tmp_path, monkeypatch):
-    shutil.copy(BENCH_STORE, tmp_path / "rec.sqlite")
+    shutil.copy(RECORD_STORE, tmp_path / "rec.sqlite")
     for f in ("rms_norm.cu", "layer_norm.cu"):
         shutil.copy(ROOT / "bench" / f, tmp_path / f)
     monkeypatch.chdir(tmp_path)
@@ -247,10 +251,10 @@ def test_the_loop_records_a_confirmed_dispatch_and_the_result_carries_it(work):
     res, st, events = _optimize(work, "rms_norm.cu", "rms_norm_kernel")
     d = res.dispatch
     assert d is not None and d.confirmed and d.backend == "replay"
-    assert [e.params for e in d.entries] == [{"ITEMS": 2, "ROWS": 1, "THREADS": 1024, "VEC": 8},
-                                             {"ITEMS": 8, "ROWS": 1, "THREADS": 1024, "VEC": 2}]
-    assert d.serve == [0, 0, 0, 0, 1]  # the 333 x 4099 size set: a row length VEC=8 cannot take
-    assert any(m.startswith("per-shape dispatch: 1.74x against 1.69x") for m in events)
+    assert [e.params for e in d.entries] == [{"ITEMS": 4, "ROWS": 1, "THREADS": 1024, "VEC": 8},
+                                             {"ITEMS": 16, "ROWS": 1, "THREADS": 1024, "VEC": 1}]
+    assert d.serve == [0, 0, 0, 0, 1]  # the 333 x 4099 size set: rows of 4099 peeled by VEC=8, faster scalar
+    assert any(m.startswith("per-shape dispatch: 1.72x against 1.65x") for m in events)
     steps = st.steps(res.rounds[-1].summary["session_id"])
     assert [s for s in steps if s["kind"] == "dispatch"][0]["data"] == d.to_dict()
     s = result_summary(st, str(work / "rms_norm.cu"), "rms_norm_kernel")
@@ -287,9 +291,9 @@ def test_a_later_run_with_one_configuration_retires_the_older_dispatch(work):
 def test_no_dispatch_when_turned_off_or_when_nothing_gains(work):
     res, _, _ = _optimize(work, "rms_norm.cu", "rms_norm_kernel", dispatch=False)
     assert res.dispatch is None and res.best is not None
-    # merge_attn_states in the suite's figure of record (bench/results/h100-2026-11-24d): no other configuration
+    # merge_attn_states in the suite's figure of record (bench/results/h100-2026-11-24e): no other configuration
     # gains on any size set, so one configuration serves them all
-    shutil.copy(ROOT / "tests" / "data" / "stores" / "bench_2026-11-24d.sqlite", work / "rec.sqlite")
+    shutil.copy(ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite", work / "rec.sqlite")
     shutil.copy(ROOT / "bench" / "merge_attn_states.cu", work / "merge_attn_states.cu")
     res, _, events = _optimize(work, "merge_attn_states.cu", "merge_attn_states_kernel")
     assert res.best is not None and res.best.template.origin == "expert:merge_attn_states"
@@ -432,7 +436,7 @@ def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):
 
     class Crashy(ReplayBackend):
         def confirm(self, variant, rounds=5):
-            if variant.params.get("VEC") == 2:
+            if variant.params.get("VEC") == 1:
                 raise WorkerCrashed("the worker died (signal 11) while timing")
             return super().confirm(variant, rounds)
 
@@ -440,7 +444,7 @@ def test_a_failed_confirmation_costs_the_dispatch_not_the_rounds(work):
     events = []
     res = optimize(str(work / "rms_norm.cu"), "rms_norm_kernel", Crashy(Store(work / "rec.sqlite")), st,
                    AgentOptions(budget_per_round=30, max_rounds=3), on_event=lambda e: events.append(e.message))
-    assert res.best is not None and res.best.summary["speedup"] == pytest.approx(1.69, abs=0.01)
+    assert res.best is not None and res.best.summary["speedup"] == pytest.approx(1.65, abs=0.01)
     assert res.dispatch is None
     assert any("per-shape dispatch: not confirmed (the worker died" in m for m in events)
     steps = [x for r in res.rounds for x in st.steps(r.summary["session_id"])]
@@ -473,18 +477,17 @@ def test_cluster_templates_are_not_searched_on_a_device_older_than_sm90(work):
     assert not any("is not searched" in m for m in events)
 
 
-DISPATCH_STORE = ROOT / "tests" / "data" / "stores" / "bench_2026-11-23_dispatch.sqlite"
 
 
 def test_the_h100_run_with_cluster_twins_replays_its_rounds_and_dispatch(tmp_path, monkeypatch):
-    """The second H100 recording (bench run of 2026-11-23 with the per-shape dispatch and the cluster twins): the
-    loop reaches the cluster twin for the 64-token size set, which was measured (verified on every size set) but
-    serves none — one block per row of 1024 threads was faster there on the H100 — and the confirmed dispatch of
-    the run comes back: 2.29x on the GPU against 2.14x for one configuration."""
+    """The suite's figure of record (bench/results/h100-2026-11-24e): the loop reaches the cluster twin for the
+    64-token size set, which was measured (verified on every size set) but serves none, one block per row of 1024
+    threads being as fast there on the H100; no size set gains 5% from another configuration, so the run keeps
+    one configuration: 2.40x."""
     from agent_core.agent.loop import AgentOptions, optimize
     from agent_core.measure.replay import ReplayBackend
     from agent_core.store import Store
-    shutil.copy(DISPATCH_STORE, tmp_path / "rec.sqlite")
+    shutil.copy(RECORD_STORE, tmp_path / "rec.sqlite")
     shutil.copy(ROOT / "bench" / "fused_add_rms_norm.cu", tmp_path / "fused_add_rms_norm.cu")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
@@ -497,10 +500,10 @@ def test_the_h100_run_with_cluster_twins_replays_its_rounds_and_dispatch(tmp_pat
     twin = res.rounds[1].summary
     assert twin["counts"]["ok"] > 0 and twin["counts"]["failed"] == 0
     assert not any("nothing measured" in m for m in events)
-    d = res.dispatch
-    assert d is not None and d.confirmed and len(d.entries) == 2
-    assert {e.origin for e in d.entries} == {"expert:fused_add_rms_norm"}
-    assert d.speedup == pytest.approx(2.29, abs=0.02) and d.single_speedup == pytest.approx(2.14, abs=0.01)
+    assert res.dispatch is None
+    assert any("per-shape dispatch: no size set is served at least 5% faster" in m for m in events)
+    assert res.best.template.origin == "expert:fused_add_rms_norm"
+    assert res.best.summary["speedup"] == pytest.approx(2.40, abs=0.02)
 
 
 def test_the_rule_based_loop_profiles_only_rounds_that_beat_the_runs_best():

@@ -83,48 +83,41 @@ __device__ __forceinline__ float row_reduce(float v, Op op, float identity) {
 // One row held in registers: element e(i, j) of the row is, on the vector path, (i * NT + tid) * VEC + j
 // (16-byte accesses, coalesced), on the scalar path (any size, any alignment), (i * VEC + j) * NT + tid, with NT
 // the threads of the row (row_threads). Elements past n read as 0 and are not stored. Capacity: NT * VEC * ITEMS >= n.
-//
-// Peeled rows (PEEL, the vector layout shifted by `lead` = the row's offset mod VEC): a row whose length is not a
-// multiple of VEC starts `lead` elements into an aligned vector, so element e sits at (i * NT + tid) * VEC + j - lead;
-// the vectors that hold the row's first or last element are read and written an element at a time, every other
-// one 16 bytes at a time (odd rows of 4097 or 32003 no longer take the scalar path). Capacity: NT * VEC * ITEMS
-// >= n + lead. Weights indexed by column (not shifted with the row) are read with row_gather_item.
 template <int THREADS, int VEC, int ITEMS>
-__device__ __forceinline__ int row_elem(bool vec, int i, int j, int lead = 0) {
+__device__ __forceinline__ int row_elem(bool vec, int i, int j) {
   const int nt = row_threads<THREADS>();
-  return vec ? (i * nt + (int)threadIdx.x) * VEC + j - lead : (i * VEC + j) * nt + (int)threadIdx.x;
+  return vec ? (i * nt + (int)threadIdx.x) * VEC + j : (i * VEC + j) * nt + (int)threadIdx.x;
 }
 
-// Element e is one of the row's n (false for the padding of the last items and, peeled, before the row's start).
-__device__ __forceinline__ bool row_in(int e, int n) { return (unsigned)e < (unsigned)n; }
-
-// The row path a kernel was compiled for: 0 scalar (any size, any alignment), 1 vector (n a multiple of VEC,
-// every pointer aligned to VEC elements), 2 peeled (every pointer aligned to VEC elements, n any).
-template <int P, int VEC>
-__device__ __forceinline__ int row_lead(long long off) { return P == 2 ? (int)(off % VEC) : 0; }
-
-template <int THREADS, int VEC, int ITEMS, bool PEEL = false, typename T>
-__device__ __forceinline__ void row_load_item(const T* __restrict__ r, int n, bool vec, int i, float (&v)[VEC],
-                                              int lead = 0);
-
-template <int THREADS, int VEC, int ITEMS, bool PEEL = false, typename T>
-__device__ __forceinline__ void row_load(const T* __restrict__ r, int n, bool vec, float (&v)[ITEMS][VEC],
-                                         int lead = 0) {
+template <int THREADS, int VEC, int ITEMS, typename T>
+__device__ __forceinline__ void row_load(const T* __restrict__ r, int n, bool vec, float (&v)[ITEMS][VEC]) {
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) row_load_item<THREADS, VEC, ITEMS, PEEL>(r, n, vec, i, v[i], lead);
+  for (int i = 0; i < ITEMS; ++i) {
+    if (vec) {
+      const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0);
+      if (e < n) {
+        load_vec<T, VEC>(r + e, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[i][j] = 0.f;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int e = row_elem<THREADS, VEC, ITEMS>(false, i, j);
+        v[i][j] = e < n ? to_f(r[e]) : 0.f;
+      }
+    }
+  }
 }
 
 // Item i of the row only (weights read where they are used, so they need no registers of their own).
-template <int THREADS, int VEC, int ITEMS, bool PEEL, typename T>
-__device__ __forceinline__ void row_load_item(const T* __restrict__ r, int n, bool vec, int i, float (&v)[VEC],
-                                              int lead) {
+template <int THREADS, int VEC, int ITEMS, typename T>
+__device__ __forceinline__ void row_load_item(const T* __restrict__ r, int n, bool vec, int i, float (&v)[VEC]) {
   if (vec) {
-    const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0, lead);
-    if (PEEL ? (e >= 0 && e + VEC <= n) : e < n) {
+    const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0);
+    if (e < n) {
       load_vec<T, VEC>(r + e, v);
-    } else if (PEEL) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = row_in(e + j, n) ? to_f(r[e + j]) : 0.f;
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) v[j] = 0.f;
@@ -138,36 +131,13 @@ __device__ __forceinline__ void row_load_item(const T* __restrict__ r, int n, bo
   }
 }
 
-// Item i of a vector indexed by column (a weight) in the row's peeled layout: the columns are shifted by lead, so
-// the vector is not aligned and is read an element at a time (from L1/L2: one weight row serves every row).
 template <int THREADS, int VEC, int ITEMS, typename T>
-__device__ __forceinline__ void row_gather_item(const T* __restrict__ w, int n, int i, float (&v)[VEC], int lead) {
-  const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0, lead);
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) v[j] = row_in(e + j, n) ? to_f(w[e + j]) : 0.f;
-}
-
-// Weight item i on path P: row_load_item on the scalar and vector paths, row_gather_item peeled.
-template <int THREADS, int VEC, int ITEMS, int P, typename T>
-__device__ __forceinline__ void row_weight_item(const T* __restrict__ w, int n, int i, float (&v)[VEC], int lead) {
-  if constexpr (P == 2) row_gather_item<THREADS, VEC, ITEMS>(w, n, i, v, lead);
-  else row_load_item<THREADS, VEC, ITEMS>(w, n, P != 0, i, v);
-}
-
-template <int THREADS, int VEC, int ITEMS, bool PEEL = false, typename T>
-__device__ __forceinline__ void row_store(T* __restrict__ r, int n, bool vec, const float (&v)[ITEMS][VEC],
-                                          int lead = 0) {
+__device__ __forceinline__ void row_store(T* __restrict__ r, int n, bool vec, const float (&v)[ITEMS][VEC]) {
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     if (vec) {
-      const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0, lead);
-      if (PEEL ? (e >= 0 && e + VEC <= n) : e < n) {
-        store_vec<T, VEC>(r + e, v[i]);
-      } else if (PEEL) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          if (row_in(e + j, n)) r[e + j] = from_f<T>(v[i][j]);
-      }
+      const int e = row_elem<THREADS, VEC, ITEMS>(true, i, 0);
+      if (e < n) store_vec<T, VEC>(r + e, v[i]);
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -192,24 +162,6 @@ template <typename T> __device__ __forceinline__ float round_t(float v) { return
     else if (KT_ITEMS <= 4 || kt_n_ <= (THR) * KT_VEC * 4) { constexpr int IT = KT_ITEMS < 4 ? KT_ITEMS : 4; CALL; } \
     else if (KT_ITEMS <= 8 || kt_n_ <= (THR) * KT_VEC * 8) { constexpr int IT = KT_ITEMS < 8 ? KT_ITEMS : 8; CALL; } \
     else { constexpr int IT = KT_ITEMS < 16 ? KT_ITEMS : 16; CALL; }                             \
-  } while (0)
-
-// Call CALL with `constexpr int P`, the row path (see row_lead), and `constexpr int IT` (KT_DISPATCH_ITEMS):
-// 1 where VEC_OK (n a multiple of VEC and every pointer aligned), else 2 where BASE_OK (every pointer aligned) and
-// the row's threads hold n + VEC - 1 elements, else 0. One launch takes one path (the block's reductions need
-// every thread on the same one).
-#define KT_DISPATCH_ROW(THR, n, VEC_OK, BASE_OK, CALL)                                           \
-  do {                                                                                           \
-    if (VEC_OK) {                                                                                \
-      constexpr int P = 1;                                                                       \
-      KT_DISPATCH_ITEMS(THR, n, CALL);                                                           \
-    } else if ((BASE_OK) && (long long)(THR) * KT_VEC * KT_ITEMS >= (long long)(n) + KT_VEC - 1) { \
-      constexpr int P = 2;                                                                       \
-      KT_DISPATCH_ITEMS(THR, (n) + KT_VEC - 1, CALL);                                            \
-    } else {                                                                                     \
-      constexpr int P = 0;                                                                       \
-      KT_DISPATCH_ITEMS(THR, n, CALL);                                                           \
-    }                                                                                            \
   } while (0)
 
 }  // namespace kt

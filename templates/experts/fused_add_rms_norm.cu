@@ -4,6 +4,7 @@ family = "fused_add_rms_norm"
 description = "Fused residual add + RMSNorm: z = (T)(x + residual); residual = z; x = (T)(z * rsqrt(mean(z^2) + eps)) * w. Both buffers are written. One pass over memory (rows in registers), 16-byte loads, warp-shuffle block reduction."
 function = "kt::fused_add_rms_norm"
 roles = ["x: inout T[rows * hidden]", "residual: inout T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
+helpers = ["_rows.cuh"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
@@ -57,7 +58,7 @@ namespace kt {
 #if KT_EXPERT_GENERAL  // kt:bind
 // z = x + residual rounded to the residual's type R and stored there; out = z * rsqrt(mean(z^2) + eps) * w, of
 // out's type O. x and out may be the same buffer (in place): x is read into registers before out is written.
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename R, typename W, typename O>
 __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restrict__ residual,
                                                         const W* __restrict__ w, O* out, float eps, int rows,
@@ -65,15 +66,14 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
-    row_load_item<0, KT_VEC, IT, peel>(residual + off, hidden, vec, i, r, lead);
+    rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<R>(v[i][j] + r[j]);
@@ -81,7 +81,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
       ss += z * z;
     }
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(residual + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
@@ -91,7 +91,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+    rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -99,7 +99,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
 template <typename T, typename R, typename W, typename O>
@@ -112,22 +112,21 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
 }
 #else  // kt:bind
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __restrict__ residual,
                                                    const W* __restrict__ w, float eps, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
-    row_load_item<0, KT_VEC, IT, peel>(residual + off, hidden, vec, i, r, lead);
+    rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<T>(v[i][j] + r[j]);
@@ -135,7 +134,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
       ss += z * z;
     }
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(residual + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
@@ -145,7 +144,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
-    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+    rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -153,7 +152,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
 }
 
 template <typename T, typename W>

@@ -4,6 +4,7 @@ family = "layer_norm"
 description = "LayerNorm over rows: out = (x - mean) * rsqrt(var + eps) * gamma + beta, mean and variance from the row kept in registers (one pass over memory, exact two-step variance), gamma and beta loaded before the reductions or where they are used (WLOAD), 16-byte loads (the vector and scalar paths compiled apart), warp-shuffle block reductions."
 function = "kt::layer_norm"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "gamma: in W[hidden]", "beta: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
+helpers = ["_rows.cuh"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
@@ -80,8 +81,8 @@ __device__ __forceinline__ void row_load_raw(const T* __restrict__ r, int n, Vec
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const int e = row_elem<0, VEC, ITEMS>(P != 0, i, j, lead);  // peeled: columns shifted, not aligned
-        raw[i].v[j] = row_in(e, n) ? r[e] : from_f<T>(0.f);
+        const int e = rows_elem<0, VEC, ITEMS, P>(i, j, lead);  // peeled: columns shifted, not aligned
+        raw[i].v[j] = rows_in(e, n) ? r[e] : from_f<T>(0.f);
       }
     }
   }
@@ -94,14 +95,14 @@ __device__ __forceinline__ void raw_item(const Vec<T, VEC>& raw, float (&out)[VE
 }
 
 #if KT_EXPERT_STATS  // kt:bind
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden, float* __restrict__ mean_out,
                                            float* __restrict__ rstd_out) {
 #else  // kt:bind
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
@@ -110,10 +111,9 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
   if constexpr (KT_WLOAD != 0) {
     row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
@@ -130,7 +130,7 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float d = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? v[i][j] - mean : 0.f;
+      const float d = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? v[i][j] - mean : 0.f;
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
@@ -146,13 +146,13 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       raw_item<W, KT_VEC>(gr[i], g);
       raw_item<W, KT_VEC>(br[i], b);
     } else {
-      row_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
-      row_weight_item<0, KT_VEC, IT, P>(beta, hidden, i, b, lead);
+      rows_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
+      rows_weight_item<0, KT_VEC, IT, P>(beta, hidden, i, b, lead);
     }
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 #if KT_EXPERT_STATS  // kt:bind
   if (active && threadIdx.x == 0) {
     mean_out[row] = mean;

@@ -4,6 +4,7 @@ family = "rms_norm"
 description = "RMSNorm over rows: out = (T)(x * rsqrt(mean(x^2) + eps)) * w. One pass over memory (the row stays in registers), 16-byte loads, warp-shuffle + one-warp block reduction, several rows per block for short rows."
 function = "kt::rms_norm"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "w: in W[hidden]", "eps: f32", "rows: i32", "hidden: i32"]
+helpers = ["_rows.cuh"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
@@ -54,17 +55,16 @@ smem = "0"
 
 namespace kt {
 
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart.
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
                                          float eps, int rows, int hidden) {
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;  // no early return: the block reduction needs every thread
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -83,7 +83,7 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
 #else  // kt:bind
-    row_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+    rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
 #endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
@@ -92,7 +92,7 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
-  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
 template <typename T, typename W>

@@ -4,6 +4,7 @@ family = "softmax"
 description = "Row softmax: out = exp(x - max) / sum(exp(x - max)). The row stays in registers (one read, one write), 16-byte loads (the vector and scalar paths compiled apart), warp-shuffle block reductions for max and sum, one reciprocal of the sum per row; expf kept (exact to fp32 tolerance)."
 function = "kt::softmax"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
+helpers = ["_rows.cuh"]
 constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= hidden", "THREADS * ROWS <= 1024", "THREADS * ROWS >= 32"]
 
 [params.THREADS]
@@ -54,7 +55,7 @@ smem = "0"
 namespace kt {
 
 #if KT_EXPERT_GENERAL == 0  // kt:bind
-// P: the row path (scalar, vector, peeled: row_lead in _common.cuh), each compiled apart, so none carries another's
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart, so none carries another's
 // branches and registers (on the H100, 16-bit rows of 4096: 69% -> 93% of copy bandwidth together with the
 // reciprocal below, gpu/experiments/expert_rows_probe.py).
 template <int IT, int P, typename T>
@@ -62,23 +63,22 @@ __device__ __forceinline__ void softmax_impl(T* __restrict__ out, const T* __res
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j)
-      if (row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
+      if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float e = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
+      const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
       v[i][j] = e;
       s += e;
     }
@@ -87,7 +87,7 @@ __device__ __forceinline__ void softmax_impl(T* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
-  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
 template <typename T>
@@ -113,10 +113,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
-  constexpr bool vec = P != 0, peel = P == 2;
-  const int lead = row_lead<P, KT_VEC>(off);
+  const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
-  row_load<0, KT_VEC, IT, peel>(x + off, hidden, vec, v, lead);
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
 #if KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
@@ -124,7 +123,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
   if (mask != nullptr) {
 #pragma unroll
-    for (int i = 0; i < IT; ++i) row_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
+    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
   } else {
 #pragma unroll
     for (int i = 0; i < IT; ++i)
@@ -141,7 +140,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
 #endif  // kt:bind
-      if (row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
+      if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
   float s = 0.f;
@@ -149,7 +148,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float e = row_in(row_elem<0, KT_VEC, IT>(vec, i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
+      const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
       v[i][j] = e;
       s += e;
     }
@@ -158,7 +157,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
-  if (active) row_store<0, KT_VEC, IT, peel>(out + off, hidden, vec, v, lead);
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
 #if KT_EXPERT_MASK  // kt:bind
