@@ -94,17 +94,22 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
   row_store<0, KT_VEC, IT>(out + off, len, vec, v);
 }
 
+// This block's slice of the row on the path the whole row allows (the same for every block of the cluster).
+template <typename T, typename O, typename FN>
+__device__ __forceinline__ void softmax_row_slices(O* out, const T* x, long long row, int hidden, FN fn) {
+  if (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out))
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
+  else
+    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+                      (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
+}
+
 #if KT_EXPERT_GENERAL == 0  // kt:bind
 template <typename T>
 __device__ __forceinline__ void softmax_long_cluster(T* out, const T* x, int rows, int hidden) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
-  const long long row = blockIdx.x / KT_CLUSTER;
-  if (vec_ok<T, KT_VEC>(hidden, x, out))
-    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                      (softmax_slice<IT, true, T, T>(out, x, row, hidden, LogitIdentity())));
-  else
-    KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                      (softmax_slice<IT, false, T, T>(out, x, row, hidden, LogitIdentity())));
+  softmax_row_slices<T, T>(out, x, blockIdx.x / KT_CLUSTER, hidden, LogitIdentity());
 }
 #else  // kt:bind
 template <typename T, typename O>
@@ -112,24 +117,10 @@ __device__ __forceinline__ void softmax_long_cluster(O* out, const T* x, int row
                                                      const float* row_div) {
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
-  const bool vec = vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out);
-  if (row_div != nullptr) {
-    const LogitScaleDiv fn{scale, row_div[row]};
-    if (vec)
-      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                        (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
-    else
-      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                        (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
-  } else {
-    const LogitScale fn{scale};
-    if (vec)
-      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                        (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
-    else
-      KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
-                        (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
-  }
+  if (row_div != nullptr)
+    softmax_row_slices<T, O>(out, x, row, hidden, LogitScaleDiv{scale, row_div[row]});
+  else
+    softmax_row_slices<T, O>(out, x, row, hidden, LogitScale{scale});
 }
 #endif  // kt:bind
 
