@@ -26,6 +26,7 @@ from typing import Callable
 import click
 
 from agent_core.model import KerntuneError, NoGpuError, TuningSpec, to_plain
+from agent_core.search.strategies import STRATEGIES as STRATEGY_NAMES
 
 SCHEMA = "kerntune-bench/1"
 RESULTS_JSON = "bench_results.json"
@@ -776,7 +777,7 @@ def _command_line(kernels, budget, rounds, strategy, seed, backend, out, store_p
 @click.argument("kernels", nargs=-1)
 @click.option("--budget", default=40, show_default=True, help="evaluations per round")
 @click.option("--rounds", default=4, show_default=True, help="most rounds (templates tried) per kernel")
-@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
+@click.option("--strategy", type=click.Choice(list(STRATEGY_NAMES)), default="auto",
               show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH (default $KERNTUNE_BACKEND or auto)")

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent_core.model import KerntuneError, NoGpuError
+from agent_core.search.strategies import STRATEGIES as STRATEGY_NAMES
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -315,7 +316,7 @@ def print_dispatch(data: dict) -> None:
 @click.option("--time-budget", type=float, default=None, help="seconds")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
               help=EARLY_STOP_HELP + " [default: 25]")
-@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto",
+@click.option("--strategy", type=click.Choice(list(STRATEGY_NAMES)), default="auto",
               show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--backend", default=None, help="auto | gpu | replay:PATH (default $KERNTUNE_BACKEND or auto)")
@@ -460,7 +461,7 @@ def _print_calls(entries: list[dict], rounds, indent: str = "  ") -> None:
                    "confirmation still runs)")
 @click.option("--early-stop", type=click.IntRange(min=0), default=None, metavar="N",
               help=EARLY_STOP_HELP + ", per round [default: 25]")
-@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "random", "tpe"]), default="auto")
+@click.option("--strategy", type=click.Choice(list(STRATEGY_NAMES)), default="auto")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-experts", is_flag=True,
               help="only templates of your own kernel (structural, and its semantic rewrite)")

@@ -22,7 +22,7 @@ cache file) run on the same spaces: each space is written as a Kernel Tuner cach
 ``time``, failed configurations as ``RuntimeFailedConfig``), the space's constraints as its restriction, and
 each unique configuration Kernel Tuner visits counts as one evaluation, failed ones included (as kerntune's).
 
-    python bench/strategy_scores.py [STORE ...] [--budgets 20 50] [--repeats 100] [--batch 1] [--json out.json]
+    python bench/strategy_scores.py [STORE(.sqlite or .sqlite.gz) ...] [--budgets 20 50] [--repeats 100] [--batch 1] [--json out.json]
         [--sub-spaces] [--early-stop N] [--kernel-tuner random_sample genetic_algorithm bayes_opt ...]
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from agent_core.store import Store  # noqa: E402
 from agent_core.templating.space import space_from_toml, valid_configs  # noqa: E402
 
 STORES = ROOT / "tests" / "data" / "stores"
-STRATEGIES = ("exhaustive", "random", "tpe", "auto")
+STRATEGIES = ("exhaustive", "random", "tpe", "tpe_ranked", "auto")
 VALID_LIMIT = 200_000  # spaces with more valid configurations than this are not brute-forced here
 
 
@@ -365,7 +366,8 @@ def score_space_kt(rs: RecordedSpace, strategies: list[str], budgets: list[int],
 # --------------------------------------------------------------------------------------------- command
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("stores", nargs="*", type=Path, help=f"recorded stores (default: {STORES}/*.sqlite)")
+    ap.add_argument("stores", nargs="*", type=Path,
+                    help=f"recorded stores, .sqlite or .sqlite.gz (default: {STORES}/*.sqlite)")
     ap.add_argument("--budgets", nargs="+", type=int, default=[20, 50])
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--batch", type=int, default=1, help="configurations asked before results are told")
@@ -379,6 +381,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     stores = a.stores or sorted(STORES.glob("*.sqlite"))
+    import tempfile
+    unzipped = tempfile.TemporaryDirectory(prefix="kt-scores-")  # .sqlite.gz recordings, read from a copy here
+    return _main(a, [_unzip(p, Path(unzipped.name)) for p in stores])
+
+
+def _unzip(p: Path, into: Path) -> Path:
+    """``p`` itself, or for ``X.sqlite.gz`` (the brute-forced recordings under gpu/results) a copy unzipped into
+    ``into``."""
+    if p.suffix != ".gz":
+        return p
+    import gzip
+    import shutil
+    out = into / p.name.removesuffix(".gz")
+    with gzip.open(p, "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _main(a: argparse.Namespace, stores: list[Path]) -> int:
     spaces, seen = [], set()
     for p in stores:
         for rs in recorded_spaces(p):
@@ -422,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         by.setdefault((r.strategy, r.budget), []).append(r.mean)
     print("\nmean over spaces:")
     for (s, b), xs in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"  budget {b:>3}  {s:<24} {sum(xs) / len(xs):7.3f}  ({len(xs)} spaces)")
+        print(f"  budget {b:>3}  {s:<24} {sum(xs) / len(xs):7.3f}  median {statistics.median(xs):7.3f}  "
+              f"({len(xs)} spaces)")
     if a.json:
         a.json.write_text(json.dumps({"repeats": a.repeats, "batch": a.batch, "budgets": a.budgets,
                                       "scores": [r.__dict__ for r in rows]}, indent=1))

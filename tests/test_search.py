@@ -54,7 +54,7 @@ def keys(cfgs):
     return [params_key(c) for c in cfgs]
 
 
-@pytest.mark.parametrize("name", ["exhaustive", "random", "tpe"])
+@pytest.mark.parametrize("name", ["exhaustive", "random", "tpe", "tpe_ranked"])
 @pytest.mark.parametrize("batch", [1, 3])
 def test_covers_exactly_the_valid_set_without_repeats(name, batch):
     space = small_space()
@@ -70,7 +70,7 @@ def smooth_or_fail(cfg):
     return None if cfg["VEC"] == 8 else smooth(cfg)  # some configurations fail
 
 
-@pytest.mark.parametrize("name", ["exhaustive", "random", "tpe"])
+@pytest.mark.parametrize("name", ["exhaustive", "random", "tpe", "tpe_ranked"])
 def test_original_first(name):
     space = small_space()
     assert make_strategy(name, space, SIZES, seed=3, budget=10).ask(1) == [space.original_config()]
@@ -79,7 +79,7 @@ def test_original_first(name):
 def test_invalid_original_is_skipped():
     space = small_space()
     space.params["BLOCK"].original = 96  # not a power of two: violates a constraint
-    for name in ("exhaustive", "random", "tpe"):
+    for name in ("exhaustive", "random", "tpe", "tpe_ranked"):
         first = make_strategy(name, space, SIZES, seed=0, budget=10).ask(4)
         assert len(first) == 4 and all(check_config(space, c, SIZES) is None for c in first)
 
@@ -92,7 +92,7 @@ def test_exhaustive_order_is_the_space_order():
     assert got[1:] == [c for c in valid if c != space.original_config()]
 
 
-@pytest.mark.parametrize("name", ["random", "tpe"])
+@pytest.mark.parametrize("name", ["random", "tpe", "tpe_ranked"])
 def test_reproducible_with_a_seed_and_seeds_differ(name):
     space = smooth_space()
 
@@ -202,7 +202,7 @@ def test_auto_chooses_by_budget():
     assert isinstance(make_strategy("auto", space, SIZES, budget=21), Tpe)
     assert isinstance(make_strategy("auto", space, SIZES, budget=None), Exhaustive)
     assert isinstance(make_strategy("random", space, SIZES), RandomSearch)
-    assert set(STRATEGIES) == {"auto", "exhaustive", "random", "tpe"}
+    assert set(STRATEGIES) == {"auto", "exhaustive", "random", "tpe", "tpe_ranked"}
     with pytest.raises(KerntuneError, match="unknown search strategy 'annealing'"):
         make_strategy("annealing", space, SIZES)
 
@@ -211,8 +211,25 @@ def test_ask_zero_and_empty_space():
     space = small_space()
     assert make_strategy("random", space, SIZES).ask(0) == []
     space.constraints.append("BLOCK > 4096")  # nothing valid
-    for name in ("exhaustive", "random", "tpe"):
+    for name in ("exhaustive", "random", "tpe", "tpe_ranked"):
         assert make_strategy(name, space, SIZES, budget=5).ask(3) == []
+
+
+def test_tpe_ranked_searches_numbers_by_rank_and_the_rest_as_categories():
+    """Numeric parameters become integer distributions over their ranks (neighbours share what TPE learns),
+    a parameter of words stays a category; the configurations asked are the space's own values."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+    space = small_space()
+    space.params["MODE"] = Param("MODE", ["fast", "exact"], "exact", "choice", "a parameter of words")
+    t = make_strategy("tpe_ranked", space, SIZES, seed=1, budget=12)
+    numeric = [n for n in space.params if n != "MODE"]
+    assert all(isinstance(t._dists[n], IntDistribution) and t._dists[n].high == len(space.params[n].values) - 1
+               for n in numeric)
+    assert isinstance(t._dists["MODE"], CategoricalDistribution)
+    assert all(isinstance(d, CategoricalDistribution) for d in make_strategy("tpe", space, SIZES, budget=12)._dists.values())
+    got = drain(t, n=1, objective=smooth_or_fail, limit=12)
+    assert got[0] == space.original_config() and len(got) == 12
+    assert all(c[n] in space.params[n].values for c in got for n in space.params)
 
 
 def test_expected_random_best_is_exact():

@@ -94,3 +94,18 @@ def test_kernel_tuner_replays_the_same_space_in_its_simulation_mode(tmp_path):
     assert curve[-1] in rs.objectives.values()
     rows = ss.score_space_kt(rs, ["random_sample"], [20], 3, tmp_path)
     assert len(rows) == 1 and rows[0].strategy == "KT random_sample" and -1.0 <= rows[0].mean <= 1.0
+
+
+def test_gzipped_recordings_are_read_from_an_unzipped_copy(tmp_path):
+    """The brute-forced spaces kept under gpu/results are .sqlite.gz: scored like the store they hold."""
+    import gzip
+    import shutil
+    gz = tmp_path / "examples.sqlite.gz"
+    with open(EXAMPLES, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    into = tmp_path / "unzipped"
+    into.mkdir()
+    got = ss._unzip(gz, into)
+    assert got == into / "examples.sqlite" and got.read_bytes() == EXAMPLES.read_bytes()
+    assert ss._unzip(EXAMPLES, into) == EXAMPLES
+    assert {rs.kernel for rs in ss.recorded_spaces(got)} == {rs.kernel for rs in ss.recorded_spaces(EXAMPLES)}
