@@ -151,3 +151,24 @@ def test_device_info_from_pycuda():
     major, minor = dev.compute_capability()
     assert d.arch == f"sm_{major}{minor}"
     assert d.smem_per_block_optin >= d.smem_per_block and d.max_blocks_per_sm >= 16
+
+
+def test_the_architecture_is_probed_with_nvidia_smi_before_any_cuda_context(tmp_path, monkeypatch):
+    """probe_arch asks nvidia-smi (a stand-in script here) for the compute capability of the device the worker
+    will use: CUDA_VISIBLE_DEVICES maps the index; no nvidia-smi, a failure or an odd answer give None."""
+    from agent_core.measure import hardware as hw
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'
+                   'case "$*" in *"-i 3"*) echo "9.0";; *"-i GPU-abc"*) echo "8.6";; *) exit 6;; esac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(hw, "_ARCH_PROBES", {})
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert hw.probe_arch(3) == "sm_90"
+    assert hw.probe_arch(3) == "sm_90" and len((tmp_path / "calls").read_text().splitlines()) == 1  # remembered
+    assert hw.probe_arch(0) is None  # nvidia-smi failed
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc,3")
+    assert hw.probe_arch(0) == "sm_86" and hw.probe_arch(1) == "sm_90" and hw.probe_arch(2) is None
+    monkeypatch.setattr(hw, "_ARCH_PROBES", {})
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert hw.probe_arch(1) is None

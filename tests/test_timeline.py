@@ -353,3 +353,55 @@ def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatc
     by = {x["phase"]: x["s"] for x in rep["phases"]}
     assert rep["overlapped"].get("compile", 0) > 0  # batches compiled on the background thread
     assert by.get("compile", 0) >= 0 and sum(x["s"] for x in rep["phases"]) == pytest.approx(rep["wall_s"])
+
+
+class SlowStartingReplay(CompilingReplay):
+    """As CompilingReplay, with a device that takes a while to come up (a GPU worker starting) and an architecture
+    known before it (nvidia-smi's, on a GPU machine): the original's cubin must appear while device() waits."""
+
+    def __init__(self, store, hint):
+        super().__init__(store)
+        self.hint, self.seen_during_start = hint, None
+
+    def arch_hint(self):
+        return self.hint
+
+    def device(self):
+        if self.seen_during_start is None:
+            cache = Path(os.environ["KERNTUNE_CACHE"])
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not list(cache.glob("*.cubin")):
+                time.sleep(0.05)
+            self.seen_during_start = sorted(p.name for p in cache.glob("*.cubin"))
+        return super().device()
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("hint", ["sm_90", "sm_80"])
+def test_the_original_compiles_while_the_worker_starts(tmp_path, monkeypatch, hint):
+    """The original compiles on another thread for the backend's architecture hint while device() starts the
+    worker; the recording's device is sm_90: with a wrong hint (sm_80) the original is compiled again for it."""
+    import shutil
+    from agent_core.search.tuner import TuneOptions, tune
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
+    be = SlowStartingReplay(Store(EXAMPLES), hint)
+    store = Store(tmp_path / "results.sqlite")
+    started = []
+
+    class Spy(type(be)):
+        def start(self, problem, original=None):
+            started.append(problem.reference)
+            return super().start(problem, original=original)
+    be.__class__ = Spy
+    try:
+        r = tune(str(tmp_path / "row_sum.cu"), "row_sum", be, store,
+                 TuneOptions(budget=4, strategy="random", compile_workers=2, early_stop_after=None))
+    finally:
+        be.close()
+        store.close()
+    assert be.seen_during_start  # a cubin was there before device() returned: compiled while it "started"
+    assert r.summary["counts"]["ok"] == 4
+    # the hint right: the original the session uses is that cubin; wrong: one compiled again for the device's sm_90
+    assert (Path(started[0].cubin_path).name in be.seen_during_start) == (hint == "sm_90")
+    assert r.timeline["overlapped"].get("compile", 0) > 0

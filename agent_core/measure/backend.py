@@ -43,6 +43,9 @@ class Backend(Protocol):
     def device(self) -> DeviceInfo:
         """The device measured on (its copy bandwidth filled in)."""
 
+    # optional: ``arch_hint() -> str | None``, the device's architecture known before ``device()`` (which may
+    # start a worker): the tuner compiles the original meanwhile (GpuBackend; replay compiles nothing)
+
     def measure_copy_bandwidth(self) -> float:
         """Device-to-device copy bandwidth in GB/s (bytes read + written), measured once per device."""
 

@@ -269,6 +269,13 @@ class GpuBackend:
             self._device = self._call_or_fail("device_info")
         return replace(self._device, copy_bandwidth_gbps=self._bandwidth)
 
+    def arch_hint(self) -> str | None:
+        """The device's architecture before its worker has started (hardware.probe_arch), or the worker's."""
+        if self._device is not None:
+            return self._device.arch
+        from agent_core.measure.hardware import probe_arch
+        return probe_arch(self.device_index)
+
     def measure_copy_bandwidth(self) -> float:
         self._bandwidth = float(self._call_or_fail("copy_bandwidth"))
         return self._bandwidth

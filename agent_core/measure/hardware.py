@@ -226,3 +226,41 @@ def device_info_from_pycuda(device) -> DeviceInfo:
     """DeviceInfo of a ``pycuda.driver.Device`` (runs only where pycuda and a GPU are)."""
     attrs = {getattr(k, "name", str(k).rsplit(".", 1)[-1]): v for k, v in device.get_attributes().items()}
     return device_info_from_attributes(device.name(), tuple(device.compute_capability()), attrs)
+
+
+# --------------------------------------------------------------------------------------------- before the worker
+_ARCH_PROBES: dict[tuple[int, str], str | None] = {}
+
+
+def probe_arch(device_index: int = 0) -> str | None:
+    """The architecture (``sm_90``) of CUDA device ``device_index`` as the driver's ``nvidia-smi`` reports it,
+    without a CUDA context: known before the GPU worker has started, so the original can compile while it starts.
+    ``CUDA_VISIBLE_DEVICES`` is followed (an index into it, or its UUID); None where nvidia-smi is missing, fails
+    or answers something else (the caller then waits for the worker's device). A hint only: the worker's own
+    answer decides, and a mismatch costs one more compile. Remembered per process."""
+    import os
+    import shutil
+    import subprocess
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    key = (device_index, visible or "")
+    if key in _ARCH_PROBES:
+        return _ARCH_PROBES[key]
+    ident: str | None = str(device_index)
+    if visible is not None:
+        ids = [x.strip() for x in visible.split(",") if x.strip()]
+        ident = ids[device_index] if 0 <= device_index < len(ids) else None
+    arch = None
+    exe = shutil.which("nvidia-smi")
+    if exe and ident is not None:
+        try:
+            r = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader", "-i", ident],
+                               capture_output=True, text=True, timeout=10)
+            out = r.stdout.strip().splitlines()
+            if r.returncode == 0 and len(out) == 1:
+                major, _, minor = out[0].strip().partition(".")
+                if major.isdigit() and minor.isdigit():
+                    arch = f"sm_{int(major)}{int(minor)}"
+        except (OSError, subprocess.SubprocessError):
+            arch = None
+    _ARCH_PROBES[key] = arch
+    return arch

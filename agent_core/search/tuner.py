@@ -292,15 +292,47 @@ class Session:
     def runs_code(self) -> bool:
         return self.backend.name != "replay"
 
-    def _compile_job(self, text: str, kernel: str, defines: dict | None, template_args: list[str] | None = None
-                     ) -> dict:
-        return dict(text=text, kernel=kernel, arch=self.arch, defines=defines, source_path=self.prep.path,
+    def _compile_job(self, text: str, kernel: str, defines: dict | None, template_args: list[str] | None = None,
+                     arch: str | None = None) -> dict:
+        return dict(text=text, kernel=kernel, arch=arch or self.arch, defines=defines, source_path=self.prep.path,
                     include_dirs=[str(Path(self.prep.path).parent)], cache_dir=cache_dir(),
                     template_args=template_args)
 
+    def _compile_original_early(self):
+        """(arch, pool, future) of the original compiling on another thread for the architecture the backend
+        knows before its device is up (GpuBackend.arch_hint: nvidia-smi, while the worker process starts and
+        makes its CUDA context), or None (replay; no hint). setup() uses it where the device's architecture is
+        the hint's, else compiles again; a compile error surfaces there, as it would have."""
+        hint = getattr(self.backend, "arch_hint", None)
+        if not self.runs_code or hint is None:
+            return None
+        arch = self.opt.arch or hint()
+        if not arch:
+            return None
+        job = self._compile_job(self.prep.text, self.prep.kernel.name, None,
+                                spec_mod.instantiation(self.spec, self.prep.kernel), arch=arch)
+        timeline = tl.current()
+
+        def run():
+            token = tl.bind(timeline if isinstance(timeline, tl.Timeline) else None)
+            try:
+                return compile_kernel(**job)
+            finally:
+                tl.unbind(token)
+        self.emit("status", f"compiling the original {self.prep.kernel.name} (for {arch}, while the GPU worker "
+                            "starts)")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-original")
+        return arch, pool, pool.submit(run)
+
     # ------------------------------------------------------------------ phases
     def setup(self) -> None:
-        dev = self.backend.device()
+        early = self._compile_original_early()
+        try:
+            dev = self.backend.device()  # may start the GPU worker: the original compiles meanwhile
+        except BaseException:
+            if early is not None:
+                early[1].shutdown(wait=True)
+            raise
         stored = self.store.get_device(dev.name)
         bw = stored.copy_bandwidth_gbps if stored and stored.copy_bandwidth_gbps else None
         if bw is None:
@@ -315,7 +347,15 @@ class Session:
         orig_cfg = prep.structural.space.original_config() if prep.structural else {}
         ref_launches = [spec_mod.launch(self.spec, sizes, orig_cfg) for sizes in self.spec.sizes]
         reference = None
-        if self.runs_code:
+        if early is not None:
+            (arch, pool, fut) = early
+            pool.shutdown(wait=False)
+            if arch == self.arch:
+                with tl.phase("compile"):  # waiting for what is left of the original's compilation
+                    reference = fut.result()
+            else:
+                fut.cancel()
+        if self.runs_code and reference is None:
             self.emit("status", f"compiling the original {prep.kernel.name}")
             reference = compile_kernel(**self._compile_job(prep.text, prep.kernel.name, None,
                                                            spec_mod.instantiation(self.spec, prep.kernel)))
