@@ -55,7 +55,7 @@ def _symbol(cubin: Path, kernel: str) -> str:
 
 def _configs(t, sizes) -> list[dict]:
     """The default, then targeted configurations (widest vector per block size, with and without the row cache,
-    work per thread, fast math, split loops), then a few random ones; all satisfying the space's constraints."""
+    work per thread, fast math, split loops, outputs per thread), then a few random ones; all satisfying the space's constraints."""
     from agent_core.templating.space import check_config
     sp = t.space
     base = sp.original_config()
@@ -75,6 +75,8 @@ def _configs(t, sizes) -> list[dict]:
         axes["SPLIT"] = [1, 4, 32]
     if "CLUSTER" in sp.params:
         axes["CLUSTER"] = [2, 8]
+    if "OUTS" in sp.params:
+        axes["OUTS"] = [1, max(sp.params["OUTS"].values)]
     names = list(axes)
     targeted = []
     for combo in itertools.product(*(axes[n] for n in names)):
@@ -110,6 +112,7 @@ def prep(out: Path, targets: list[str]) -> None:
     from agent_core.source import spec as S
     from agent_core.source.cuda_parse import parse_cuda
     from agent_core.templating.rewrites import compose
+    from agent_core.templating.rewrites.compose import TWINS
     from agent_core.templating.templatize import templatize
 
     out.mkdir(parents=True, exist_ok=True)
@@ -147,7 +150,8 @@ def prep(out: Path, targets: list[str]) -> None:
             if got.template is None:
                 continue
             for t in [got.template] + got.twins:  # a twin (cluster_split) is checked as a kernel of its own
-                tname = name if t is got.template else f"{name}.{t.origin.split(':', 1)[1].split('+')[0]}"
+                twin = [n for n in t.origin.split(":", 1)[1].split("+") if n in {w.name for w in TWINS.values()}]
+                tname = name if t is got.template else f"{name}.{twin[0]}"
                 if t is not got.template:
                     summary.append((tname, t.origin.split(":", 1)[1].split("+"), ""))
                 manifest.append(_prep_template(out, t, tname, k.name, text, spec, structural, jobs))

@@ -3,9 +3,9 @@ winners, the same figures within what the replay of the interleaved confirmation
 would have chosen differently on the GPU shows here first.
 
 - the bench suite's figure of record (bench/results/h100-2026-11-24e: the nine bench kernels, experts on, 1.98x);
-- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-23e/corpus_other,
-  ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel. Its column sum
-  is left out: its rewrite template changed after the recording (split_reduction), so nothing of it replays."""
+- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-24g/corpus_other,
+  ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel (the column sum
+  with outputs_per_thread and its split loop)."""
 
 import json
 import math
@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = {
     "bench": (ROOT / "bench" / "results" / "h100-2026-11-24e" / "bench_results.json",
               ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite", [], set()),
-    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-23e" / "corpus_other" / "bench_results.json",
-                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-23e.sqlite",
-                     ["bench/corpus/other", "--no-experts"], {"column_sum_kernel"}),
+    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-24g" / "corpus_other" / "bench_results.json",
+                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-24g.sqlite",
+                     ["bench/corpus/other", "--no-experts"], set()),
 }
 
 
@@ -52,6 +52,11 @@ def test_the_recording_replays_to_the_same_winners(replayed):
     assert set(a) == set(b) and len(a) >= 8
     for name, k in a.items():
         assert b[name]["status"] == k["status"] == "ok", name
+        if which == "corpus_other" and (b[name]["origin"], b[name]["params"]) != (k["origin"], k["params"]):
+            # a tie: two templates' bests within 1% (softmax_three_pass: structural 1.54x and the rewrite 1.54x in
+            # the search); the GPU's interleaved confirmation chose one, the replay's recorded timings the other
+            assert b[name]["speedup"] == pytest.approx(k["speedup"], rel=0.01), name
+            continue
         assert (b[name]["origin"], b[name]["params"]) == (k["origin"], k["params"]), name
         if which == "bench":
             assert (b[name]["dispatch"] is None) == (k["dispatch"] is None), name

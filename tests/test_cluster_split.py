@@ -36,11 +36,12 @@ def _twin(text: str, path: str = "k.cu"):
 
 def test_a_column_sum_gets_a_cluster_twin_after_its_in_block_split():
     cf, got = _outcome((DATA / "column_sum.cu").read_text(), str(DATA / "column_sum.cu"))
-    assert got.applied == ["split_reduction"]  # the first template is unchanged: the twin is a second one
+    # the first template keeps the in-block split: the twin is a second one
+    assert got.applied == ["outputs_per_thread", "split_reduction"]
     assert "__cluster_dims__" not in got.template.text
     assert got.twin_report == [("cluster_split", None)] and len(got.twins) == 1
     t = got.twins[0]
-    assert t.origin == "rewrite:cluster_split" and t.template_hash != got.template.template_hash
+    assert t.origin == "rewrite:outputs_per_thread+cluster_split" and t.template_hash != got.template.template_hash
     body = apply_mod.strip_header(t.text)
     assert "__global__ __cluster_dims__(1, KT_CLUSTER, 1) void column_sum(" in body
     assert "#include <cooperative_groups.h>" in body
@@ -51,15 +52,17 @@ def test_a_column_sum_gets_a_cluster_twin_after_its_in_block_split():
     assert body.count("kt_cluster.sync();") == 2
     assert "kt_cluster.map_shared_rank(kt_part, kt_b)[threadIdx.x]" in body
     ret = "if (threadIdx.y != 0 || blockIdx.y != 0 || !kt_live) return;"
-    assert body.index(body.split("kt_cluster.sync();")[-1][:0] + ret) < body.index("out[c] = s;")
+    assert body.index(ret) < body.index("kt_scatter<KT_OUTS>(out, c, s, kt_outs_live);")
     # launch: template, host and spec comment agree
-    assert t.launch["grid"] == ["cdiv(cols, BLOCK)", "CLUSTER"] and t.launch["block"] == ["BLOCK", "SPLIT"]
-    assert re.search(r"column_sum<<<dim3\(\(cols \+ KT_BLOCK - 1\) / KT_BLOCK, KT_CLUSTER\), dim3\(KT_BLOCK, KT_SPLIT\)>>>",
-                     body), body[body.index("void colsum"):]
-    assert 'grid  = ["cdiv(cols, KT_BLOCK)", "KT_CLUSTER"]' in body
+    assert t.launch["grid"] == ["cdiv(cols, BLOCK * OUTS)", "CLUSTER"] and t.launch["block"] == ["BLOCK", "SPLIT"]
+    assert "column_sum<<<dim3((cols + (KT_BLOCK * KT_OUTS) - 1) / (KT_BLOCK * KT_OUTS), KT_CLUSTER), " \
+           "dim3(KT_BLOCK, KT_SPLIT)>>>" in body, body[body.index("void colsum"):]
+    assert 'grid  = ["cdiv(cols, (KT_BLOCK * KT_OUTS))", "KT_CLUSTER"]' in body
     assert t.space.params["CLUSTER"].values == [2, 4, 8] and t.space.params["CLUSTER"].kind == "cluster_size"
-    ln = spec_mod.launch(t.launch, {"rows": 777, "cols": 3001}, {"BLOCK": 128, "SPLIT": 8, "CLUSTER": 4})
+    ln = spec_mod.launch(t.launch, {"rows": 777, "cols": 3001}, {"BLOCK": 128, "SPLIT": 8, "CLUSTER": 4, "OUTS": 1})
     assert ln.grid == (24, 4, 1) and ln.block == (128, 8, 1)
+    ln = spec_mod.launch(t.launch, {"rows": 777, "cols": 3001}, {"BLOCK": 128, "SPLIT": 8, "CLUSTER": 4, "OUTS": 4})
+    assert ln.grid == (6, 4, 1)
 
 
 def test_a_max_reduction_is_combined_with_its_own_function_over_the_cluster():
@@ -86,7 +89,7 @@ void go(float* y, const float* x, int rows, int n) {
     assert why == {"cluster_split": None}
     body = apply_mod.strip_header(t.text)
     assert "m = fmaxf(m, kt_cluster.map_shared_rank(kt_part, kt_b)[threadIdx.x])" in body
-    assert "dim3 grid((n + KT_BLOCK - 1) / KT_BLOCK, KT_CLUSTER);" in body  # the dim3 host variable's second component
+    assert "dim3 grid((n + (KT_BLOCK * KT_OUTS) - 1) / (KT_BLOCK * KT_OUTS), KT_CLUSTER);" in body  # the dim3 host variable's second component
     assert "bool kt_live = true;" in body and "if (c >= n) kt_live = false;" in body
 
 
@@ -130,7 +133,8 @@ def test_the_loop_offers_the_twin_after_the_rewrite_and_not_before_sm90(tmp_path
     shutil.copy(CORPUS_COLUMN_SUM, f)
     prep = prepare(str(f), "column_sum_kernel", use_workspace_files=False)
     got = rewrite_templater(prep, [])
-    assert [t.origin for t in got] == ["rewrite:split_reduction", "rewrite:cluster_split"]
+    assert [t.origin for t in got] == ["rewrite:outputs_per_thread+split_reduction",
+                                       "rewrite:outputs_per_thread+cluster_split"]
 
     class _Backend:
         def __init__(self, arch):
@@ -177,11 +181,11 @@ def test_the_twin_compiles_at_the_corners_of_its_space_and_applied_into_the_file
         log = _nvcc(t.text, c, tmp_path)
         assert " 0 bytes spill stores" in log, log
     rw = apply_mod.rewrite_file(text, str(CORPUS_COLUMN_SUM), "column_sum_kernel", t,
-                                {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8})
+                                {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8, "OUTS": 4})
     assert "KT_" not in rw.text
     assert "__global__ __cluster_dims__(1, 8, 1) void column_sum_kernel(" in rw.text
-    assert "dim3 grid((cols + 32 - 1) / 32, 8);" in rw.text and "dim3 block(32, 8);" in rw.text
-    assert 'grid  = ["cdiv(cols, 32)", "8"]' in rw.text
+    assert "dim3 grid((cols + (32 * 4) - 1) / (32 * 4), 8);" in rw.text and "dim3 block(32, 8);" in rw.text
+    assert 'grid  = ["cdiv(cols, (32 * 4))", "8"]' in rw.text
     _nvcc(rw.text, {}, tmp_path, cubin=False)  # host code included
 
 

@@ -27,7 +27,10 @@ EXPECTED = {
     "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds"},
     "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
     "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
-    "column_sum.cu": {"split_reduction"},
+    "column_sum.cu": {"outputs_per_thread", "split_reduction"},
+    "column_max_bf16.cu": {"outputs_per_thread", "split_reduction"},
+    "column_weighted_mean_fp16.cu": {"outputs_per_thread", "split_reduction"},
+    "layer_norm_dgamma_f32.cu": {"outputs_per_thread", "launch_bounds"},
     "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
     "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
     "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds"},
@@ -247,12 +250,14 @@ def test_the_split_loop_keeps_every_thread_at_the_barrier_and_launches_a_2d_bloc
     body = apply_mod.strip_header(t.text)
     assert "const bool kt_live = (c < cols);" in body and "if (kt_live) for (int r = (0) + (int)threadIdx.y;" in body
     assert "__syncthreads();" in body and "if (threadIdx.y != 0 || !kt_live) return;" in body
-    assert body.index("if (threadIdx.y != 0 || !kt_live) return;") < body.index("out[c] = s;")
+    assert body.index("if (threadIdx.y != 0 || !kt_live) return;") < body.index(
+        "kt_scatter<KT_OUTS>(out, c, s, kt_outs_live);")
     assert 'block = ["KT_BLOCK", "KT_SPLIT"]' in body and "dim3(KT_BLOCK, KT_SPLIT)>>>" in body
     assert t.launch["block"] == ["BLOCK", "SPLIT"]
     assert "BLOCK * SPLIT <= 1024" in t.space.constraints
     sizes = {"rows": 777, "cols": 3001}
-    assert spec_mod.launch(t.launch, sizes, {"BLOCK": 128, "SPLIT": 8}).block == (128, 8, 1)
+    assert spec_mod.launch(t.launch, sizes, {"BLOCK": 128, "SPLIT": 8, "OUTS": 1}).block == (128, 8, 1)
+    assert spec_mod.launch(t.launch, sizes, {"BLOCK": 128, "SPLIT": 8, "OUTS": 4}).grid == (6, 1, 1)
 
 
 def test_a_race_prone_tree_without_a_barrier_per_step_is_left_alone():

@@ -767,7 +767,7 @@ def tolerances(spec: TuningSpec, dtype: str) -> tuple[float, float]:
     return (spec.rtol if spec.rtol is not None else rtol, spec.atol if spec.atol is not None else atol)
 
 
-TAIL_KINDS = ("block_size", "items_per_thread", "vector_width", "vec", "tile", "elems_per_thread")
+TAIL_KINDS = ("block_size", "items_per_thread", "outputs_per_thread", "vector_width", "vec", "tile", "elems_per_thread")
 
 
 def check_tail_sizes(spec: TuningSpec, space: ParamSpace) -> str | None:

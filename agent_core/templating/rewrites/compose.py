@@ -21,6 +21,7 @@ from agent_core.templating.rewrites.cluster_split import ClusterSplit
 from agent_core.templating.rewrites.fast_math import FastMath
 from agent_core.templating.rewrites.fuse_passes import FusePasses
 from agent_core.templating.rewrites.launch_bounds import LaunchBounds
+from agent_core.templating.rewrites.outputs_per_thread import OutputsPerThread
 from agent_core.templating.rewrites.split_reduction import SplitReduction
 from agent_core.templating.rewrites.vectorize import Vectorize
 from agent_core.templating.rewrites.warp_reduce import WarpReduce
@@ -28,11 +29,12 @@ from agent_core.templating.rewrites.work_per_thread import WorkPerThread
 from agent_core.templating.templatize import templatize
 from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_header
 
-# The order matters: reductions first (they change what the loops around them look like; a thread's serial
-# reduction split across the block's y threads), then one element per thread into a loop (so that it can be
+# The order matters: a thread's outputs widened first (its loads become vectors across its neighbouring outputs;
+# the loop around them stays what it was), reductions next (they change what the loops around them look like; a
+# thread's serial reduction split across the block's y threads), then one element per thread into a loop (so that it can be
 # vectorized), passes over one row fused (their fallback is then
 # vectorized; they use its VEC), vectors, and last the per-call and per-kernel knobs.
-REWRITES: list[Rewrite] = [WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
+REWRITES: list[Rewrite] = [OutputsPerThread(), WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
 # rewrite name -> its twin (a composition of its own, in the rewrite's place in REWRITES)
 TWINS: dict[str, Rewrite] = {"split_reduction": ClusterSplit()}
 
@@ -64,9 +66,164 @@ template <int F> __device__ __forceinline__ float kt_tanhf(float x) {
   }
   return tanhf(x);
 }"""
+_LANES = """\
+// kerntune rewrite helpers: N neighbouring outputs of one thread (outputs_per_thread); lane k is output i + k
+#include <type_traits>
+template <typename T, int N> struct kt_lanes {
+  T v[N];
+  kt_lanes() = default;
+  __device__ __forceinline__ kt_lanes(const T& s) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = s;
+  }
+  template <typename U> __device__ __forceinline__ kt_lanes(const kt_lanes<U, N>& o) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = o.v[k];
+  }
+};
+template <typename X> struct kt_lanes_of { static constexpr int n = 0; };
+template <typename T, int N> struct kt_lanes_of<kt_lanes<T, N>> { static constexpr int n = N; };
+template <typename... A> __host__ __device__ constexpr int kt_lanes_n() {
+  int n = 0;
+  ((n = kt_lanes_of<A>::n > n ? kt_lanes_of<A>::n : n), ...);
+  return n;
+}
+template <typename T> __device__ __forceinline__ const T& kt_lane(const T& x, int) { return x; }
+template <typename T, int N> __device__ __forceinline__ const T& kt_lane(const kt_lanes<T, N>& x, int k) { return x.v[k]; }
+// f lane by lane (a value that is not lanes is the same in every lane)
+template <typename F, typename... A> __device__ __forceinline__ auto kt_apply(F f, const A&... a) {
+  constexpr int N = kt_lanes_n<A...>();
+  kt_lanes<decltype(f(kt_lane(a, 0)...)), N> r;
+#pragma unroll
+  for (int k = 0; k < N; ++k) r.v[k] = f(kt_lane(a, k)...);
+  return r;
+}
+template <typename A, typename B, typename = std::enable_if_t<(kt_lanes_n<A, B>() > 0)>>
+__device__ __forceinline__ auto operator+(const A& a, const B& b) {
+  return kt_apply([](const auto& x, const auto& y) { return x + y; }, a, b);
+}
+template <typename T, int N, typename B> __device__ __forceinline__ kt_lanes<T, N>& operator+=(kt_lanes<T, N>& a, const B& b) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] += kt_lane(b, k);
+  return a;
+}
+template <typename A, typename B, typename = std::enable_if_t<(kt_lanes_n<A, B>() > 0)>>
+__device__ __forceinline__ auto operator-(const A& a, const B& b) {
+  return kt_apply([](const auto& x, const auto& y) { return x - y; }, a, b);
+}
+template <typename T, int N, typename B> __device__ __forceinline__ kt_lanes<T, N>& operator-=(kt_lanes<T, N>& a, const B& b) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] -= kt_lane(b, k);
+  return a;
+}
+template <typename A, typename B, typename = std::enable_if_t<(kt_lanes_n<A, B>() > 0)>>
+__device__ __forceinline__ auto operator*(const A& a, const B& b) {
+  return kt_apply([](const auto& x, const auto& y) { return x * y; }, a, b);
+}
+template <typename T, int N, typename B> __device__ __forceinline__ kt_lanes<T, N>& operator*=(kt_lanes<T, N>& a, const B& b) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] *= kt_lane(b, k);
+  return a;
+}
+template <typename A, typename B, typename = std::enable_if_t<(kt_lanes_n<A, B>() > 0)>>
+__device__ __forceinline__ auto operator/(const A& a, const B& b) {
+  return kt_apply([](const auto& x, const auto& y) { return x / y; }, a, b);
+}
+template <typename T, int N, typename B> __device__ __forceinline__ kt_lanes<T, N>& operator/=(kt_lanes<T, N>& a, const B& b) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] /= kt_lane(b, k);
+  return a;
+}
+// min and max lane by lane, under their own names (a reduction `acc = fmaxf(acc, e)` keeps its form)
+#define KERNTUNE_LANES_MINMAX(F)                                                                                      \\
+  template <typename A, typename B, typename = std::enable_if_t<(kt_lanes_n<A, B>() > 0)>>                     \\
+  __device__ __forceinline__ auto F(const A& a, const B& b) {                                                   \\
+    return kt_apply([](const auto& x, const auto& y) { return F(x, y); }, a, b);                                \\
+  }
+KERNTUNE_LANES_MINMAX(fmaxf)
+KERNTUNE_LANES_MINMAX(fminf)
+KERNTUNE_LANES_MINMAX(fmax)
+KERNTUNE_LANES_MINMAX(fmin)
+KERNTUNE_LANES_MINMAX(max)
+KERNTUNE_LANES_MINMAX(min)
+#undef KERNTUNE_LANES_MINMAX
+template <typename T, int N> __device__ __forceinline__ kt_lanes<T, N> operator-(const kt_lanes<T, N>& a) {
+  return kt_apply([](const T& x) { return -x; }, a);
+}
+// loads predicated in PTX (no branch: a loop of them keeps its loads in flight); B bytes, zero where not taken
+template <int B> struct kt_bits;
+template <> struct kt_bits<1> { using type = unsigned char; };
+template <> struct kt_bits<2> { using type = unsigned short; };
+template <> struct kt_bits<4> { using type = unsigned int; };
+template <> struct kt_bits<8> { using type = unsigned long long; };
+template <> struct kt_bits<16> { using type = uint4; };
+template <int B> __device__ __forceinline__ typename kt_bits<B>::type kt_ld_if(const void* p, bool take);
+template <> __device__ __forceinline__ unsigned char kt_ld_if<1>(const void* p, bool take) {
+  unsigned short v = 0;
+  asm("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.u8 %0, [%1]; }" : "+h"(v) : "l"(p), "r"((int)take));
+  return (unsigned char)v;
+}
+template <> __device__ __forceinline__ unsigned short kt_ld_if<2>(const void* p, bool take) {
+  unsigned short v = 0;
+  asm("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.u16 %0, [%1]; }" : "+h"(v) : "l"(p), "r"((int)take));
+  return v;
+}
+template <> __device__ __forceinline__ unsigned int kt_ld_if<4>(const void* p, bool take) {
+  unsigned int v = 0;
+  asm("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.u32 %0, [%1]; }" : "+r"(v) : "l"(p), "r"((int)take));
+  return v;
+}
+template <> __device__ __forceinline__ unsigned long long kt_ld_if<8>(const void* p, bool take) {
+  unsigned long long v = 0;
+  asm("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.u64 %0, [%1]; }" : "+l"(v) : "l"(p), "r"((int)take));
+  return v;
+}
+template <> __device__ __forceinline__ uint4 kt_ld_if<16>(const void* p, bool take) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  asm("{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.v4.u32 {%0, %1, %2, %3}, [%4]; }"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "l"(p), "r"((int)take));
+  return v;
+}
+// outputs i .. i + N - 1 of p, live of which exist: one vector load when all do and the address is aligned, else
+// lane by lane; every load predicated, none branched around
+template <int N, typename T> __device__ __forceinline__ kt_lanes<T, N> kt_gather(const T* p, long long i, long long live) {
+  if constexpr (N == 1) {  // one output: the kernel's own load (the caller's guard says it exists)
+    kt_lanes<T, 1> r;
+    r.v[0] = p[i];
+    return r;
+  }
+  const bool vec = live >= N && kt_aligned<N>(p + i);
+  union { typename kt_bits<sizeof(T) * N>::type bits; T v[N]; } w;
+  w.bits = kt_ld_if<sizeof(T) * N>(p + i, vec);
+  kt_lanes<T, N> r;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    union { typename kt_bits<sizeof(T)>::type bits; T v; } s;
+    s.bits = kt_ld_if<sizeof(T)>(p + i + k, !vec && k < live);
+    r.v[k] = vec ? w.v[k] : s.v;
+  }
+  return r;
+}
+template <int N, typename T, typename V> __device__ __forceinline__ void kt_scatter(T* p, long long i, const V& x, long long live) {
+  if constexpr (N == 1) {  // one output: the kernel's own store
+    p[i] = kt_lane(x, 0);
+    return;
+  }
+  if (live >= N && kt_aligned<N>(p + i)) {
+    kt_pack<T, N> y;
+#pragma unroll
+    for (int k = 0; k < N; ++k) y.v[k] = kt_lane(x, k);
+    kt_store<N>(p + i, 0, y);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (k < live) p[i + k] = kt_lane(x, k);
+  }
+}"""
 _CLUSTER = "#include <cooperative_groups.h>  // kerntune rewrite helpers: thread-block clusters (cluster_split)"
 HELPERS = {"pack": ("KERNTUNE_REWRITE_PACK", _PACK), "fast_math": ("KERNTUNE_REWRITE_FAST_MATH", _FAST_MATH),
-           "cluster": ("KERNTUNE_REWRITE_CLUSTER", _CLUSTER)}
+           "cluster": ("KERNTUNE_REWRITE_CLUSTER", _CLUSTER),
+           "pack_lanes": ("KERNTUNE_REWRITE_PACK_LANES", _LANES)}  # after "pack" (sorted): it uses kt_pack
 
 
 @dataclass

@@ -41,6 +41,16 @@ class _Loop:
             node, var, var_type, start, acc, op, fn, term)
 
 
+def _in_lambda(n: Node) -> bool:
+    """``n`` is inside a lambda (its return ends the lambda, not the kernel)."""
+    p = n.parent
+    while p is not None:
+        if p.type == "lambda_expression":
+            return True
+        p = p.parent
+    return False
+
+
 def _plain_declaration(s: Node) -> bool:
     """A declaration that reads no memory and changes nothing (safe for a thread past the end to run)."""
     return s.type == "declaration" and not any(
@@ -180,7 +190,7 @@ class SplitReduction(Rewrite):
                 raise KerntuneError("the statements above the loop are not declarations and early returns")
             elif s.type == "if_statement":
                 raise KerntuneError("an `if` above the loop that is not an early return")
-        n_returns = sum(1 for x in walk(v.body) if x.type == "return_statement")
+        n_returns = sum(1 for x in walk(v.body) if x.type == "return_statement" and not _in_lambda(x))
         if n_returns != len(returns):
             raise KerntuneError("the kernel returns elsewhere than in early returns above the loop")
         for s in stmts[:at]:

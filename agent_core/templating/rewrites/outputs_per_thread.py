@@ -1,0 +1,379 @@
+"""Outputs per thread: a thread that computes one output by walking a loop over other elements (a column sum:
+one thread per column, walking down the rows) computes ``OUTS`` neighbouring outputs instead, and every load of
+the walk becomes one vector across them.
+
+Such a thread's loads are not contiguous per thread (each row is a stride of ``cols`` away), so ``vectorize`` has
+nothing to pack: the contiguous direction runs across the threads of a warp. Giving each thread ``OUTS``
+neighbouring outputs (``i, i + 1, ...``) turns each of its loads ``p[off + i]`` into one ``OUTS``-wide vector load
+(``kt_gather``: one 8- or 16-byte load when all lanes exist and the address is aligned, else lane by lane with
+the lanes past the end left out), so each thread keeps ``OUTS`` times the bytes in flight with the same number
+of instructions, and the grid divides by ``OUTS``. The values that follow from those loads become ``kt_lanes<T,
+OUTS>`` (a register array with element-wise ``+ - * /``); calls and casts on them run lane by lane
+(``kt_apply``), and each store ``q[off + i] = v`` writes the lanes that exist (``kt_scatter``). The arithmetic of
+each lane is the original's, in the original order: the outputs are bit for bit those of the kernel.
+
+Applies where the kernel is one output per thread (``i = blockIdx.x * blockDim.x + threadIdx.x``, never assigned,
+with ``if (i < n) {...}`` as its last statement or ``if (i >= n) return;``); the index is used only as the last
+term of subscripts of the kernel's pointers (``p[i]``, ``p[off + i]``), so neighbouring outputs read and write
+neighbouring elements; at least one such read is in a loop with an offset (a walk over other elements; a kernel
+without one is elementwise, which ``work_per_thread`` and ``vectorize`` cover); no value that follows from a load
+decides a branch, a comparison, an index or an address, or is stored elsewhere than at the thread's outputs; a
+store is a whole statement ``q[off + i] = v``, not a read-modify-write; the kernel has no shared memory, barrier,
+warp shuffle, atomic, 2D index or grid-stride loop; and the grid follows the block size (``cdiv(n, 256)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from agent_core.model import KerntuneError, Param, macro_name
+from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
+from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
+from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, walk
+from agent_core.templating.rewrites.vectorize import _offset, _role
+from agent_core.templating.rewrites.work_per_thread import _guarded_element
+
+OUTS = "OUTS"
+LIVE = "kt_outs_live"  # how many of the thread's OUTS outputs exist (the last thread's may be fewer)
+_LOOPS = ("for_statement", "while_statement", "do_statement")
+_FORBIDDEN_TEXT = ("__shared__", "__syncthreads", "threadIdx.y", "blockIdx.y", "blockDim.y", "threadIdx.z",
+                   "blockIdx.z", "gridDim", "__shfl", "atomic", "cooperative_groups", "asm")
+_ARITH = {"+", "-", "*", "/"}
+_ASSIGN = {"=", "+=", "-=", "*=", "/="}
+_OVERLOADED = {"fmaxf", "fminf", "fmax", "fmin", "max", "min"}  # the helpers overload them for lanes
+
+
+@dataclass
+class _Plan:
+    var: str  # the thread's output index
+    decl: Node  # its declaration
+    guard: Node  # the guarding if
+    bound: str  # outputs that exist: i < bound
+    form: str  # "guard" (if (i < n) {...}) or "return" (if (i >= n) return;)
+    region: list[Node]  # the statements the guard covers
+    reads: list[Node] = field(default_factory=list)  # subscripts read at the thread's outputs
+    stores: list[Node] = field(default_factory=list)  # expression statements `q[off + i] = v;`
+    lanes: set[str] = field(default_factory=set)  # locals whose values follow from the reads
+    lane_decls: list[Node] = field(default_factory=list)  # their declarations
+    elem_bytes: int = 4  # the widest element the thread reads or writes at its outputs
+
+
+def _fail(why: str):
+    raise KerntuneError(why)
+
+
+def _plan(ctx: RewriteContext) -> _Plan:
+    if ctx.block is None:
+        _fail("the block size is not a parameter")
+    if OUTS in ctx.params:
+        _fail(f"a parameter {OUTS} exists already")
+    why = grid_follows_block(ctx)
+    if why:
+        _fail(why)
+    v = ctx.view()
+    body = v.t(v.body)
+    for w in _FORBIDDEN_TEXT:
+        if w in body:
+            _fail(f"the kernel uses {w} (threads would no longer own their outputs alone)")
+    facts = KernelFacts(v, ctx.block)
+    got, why = _guarded_element(v, facts)
+    if got is None:
+        _fail(f"not one output per thread: {why}")
+    decl, rest, guard, bound, cons, form = got
+    var = v.t(next(c for c in decl.named_children if c.type == "init_declarator").child_by_field_name("declarator"))
+    stmts = [c for c in v.body.named_children if c.type != "comment"]
+    pre = [s for s in stmts if decl.end_byte <= s.start_byte and s.end_byte <= guard.start_byte]
+    region = [cons] if form == "guard" else [s for s in stmts if s.start_byte >= guard.end_byte]
+    for s in pre:
+        if var in names_in(v, s):
+            _fail(f"the index {var} is used before its guard")
+    plan = _Plan(var, decl, guard, bound, form, region)
+    # every use of the index: the last term of a subscript of a pointer
+    uses, sizes = 0, []
+    for s in region:
+        for x in walk(s):
+            if x.type == "identifier" and v.t(x) == var:
+                uses += 1
+            if x.type != "subscript_expression":
+                continue
+            arr, idx = _subscript(x)
+            if idx is None or var not in names_in(v, idx):
+                continue
+            if arr is None or arr.type != "identifier" or v.t(arr) not in facts.pointers:
+                _fail(f"`{v.t(x)}` indexes something that is not a pointer of the kernel")
+            if _offset(v, idx, var) is None:
+                _fail(f"`{v.t(x)}`: the index {var} is not the last term of the subscript (neighbouring outputs "
+                      "would not be neighbouring elements)")
+            elem = facts.pointers[v.t(arr)]
+            if elem not in ELEM_BYTES:
+                _fail(f"the element type of {v.t(arr)} ({elem}) has no known size")
+            sizes.append(ELEM_BYTES[elem])
+            written, read = _role(v, x)
+            if written and read:
+                _fail(f"`{v.t(x)}` is read and written in one step (a read-modify-write of an output)")
+            if written:
+                stmt = x.parent
+                while stmt is not None and stmt.type == "parenthesized_expression":
+                    stmt = stmt.parent
+                if stmt is None or stmt.type != "assignment_expression" or stmt.parent is None or \
+                        stmt.parent.type != "expression_statement":
+                    _fail(f"the store to `{v.t(x)}` is not a statement of its own")
+                plan.stores.append(stmt.parent)
+            else:
+                plan.reads.append(x)
+    if uses != len(plan.reads) + len(plan.stores):
+        _fail(f"the index {var} is used other than as the last term of a subscript")
+    if not plan.reads:
+        _fail(f"the thread reads nothing at its output index {var}")
+    plan.elem_bytes = max(sizes)
+    if not any(_offset(v, _subscript(x)[1], var) and _in_loop(x, region) for x in plan.reads):
+        _fail("no read of the thread's index walks a loop (an elementwise kernel: work_per_thread and vectorize "
+              "cover it)")
+    _taint(v, plan)
+    _check_uses(v, plan)
+    return plan
+
+
+def _subscript(x: Node) -> tuple[Node | None, Node | None]:
+    arr = x.child_by_field_name("argument")
+    idx = x.child_by_field_name("index") or next((c for c in x.named_children if c != arr), None)
+    if idx is not None and idx.type == "subscript_argument_list":
+        idx = idx.named_children[0] if idx.named_child_count == 1 else None
+    return arr, idx
+
+
+def _in_loop(x: Node, region: list[Node]) -> bool:
+    top = {(s.start_byte, s.end_byte) for s in region}
+    p = x.parent
+    while p is not None and (p.start_byte, p.end_byte) not in top:
+        if p.type in _LOOPS:
+            return True
+        p = p.parent
+    return any(s.type in _LOOPS and s.start_byte <= x.start_byte and x.end_byte <= s.end_byte for s in region)
+
+
+def _locals(v: KernelView, region: list[Node]) -> dict[str, tuple[Node, Node]]:
+    """name -> (declaration, init_declarator or declarator) of the locals declared in the region."""
+    out = {}
+    for s in region:
+        for x in walk(s):
+            if x.type != "declaration":
+                continue
+            for c in x.named_children:
+                d = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
+                if c.type in ("init_declarator", "identifier") and d is not None:
+                    out[v.t(d) if d.type == "identifier" else v.t(d)] = (x, c)
+    return out
+
+
+def _lane_valued(v: KernelView, plan: _Plan, n: Node, reads: set[tuple[int, int]]) -> bool:
+    return any((x.start_byte, x.end_byte) in reads or (x.type == "identifier" and v.t(x) in plan.lanes)
+               for x in walk(n))
+
+
+def _taint(v: KernelView, plan: _Plan) -> None:
+    """The locals whose values follow from the reads at the thread's outputs (to a fixed point); a whole
+    declaration is lanes when one of its names is."""
+    reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+    loc = _locals(v, plan.region)
+    changed = True
+    while changed:
+        changed = False
+        for s in plan.region:
+            for x in walk(s):
+                target = value = None
+                if x.type == "assignment_expression":
+                    target, value = x.child_by_field_name("left"), x.child_by_field_name("right")
+                elif x.type == "init_declarator":
+                    target, value = x.child_by_field_name("declarator"), x.child_by_field_name("value")
+                if target is None or value is None or target.type == "subscript_expression":
+                    continue
+                if not _lane_valued(v, plan, value, reads):
+                    continue
+                name = v.t(target)
+                if target.type != "identifier" or name not in loc:
+                    _fail(f"`{v.t(x)}`: a value that follows from a load is stored in `{name}`, which is not a "
+                          "local scalar of the guarded code")
+                if name not in plan.lanes:
+                    decl = loc[name][0]
+                    for c in decl.named_children:
+                        d = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
+                        if c.type in ("init_declarator", "identifier") and d is not None:
+                            if d.type != "identifier":
+                                _fail(f"`{v.t(decl)}`: a loaded value in something that is not a scalar")
+                            plan.lanes.add(v.t(d))
+                    plan.lane_decls.append(decl)
+                    changed = True
+    for decl in plan.lane_decls:
+        if any(c.type in ("pointer_declarator", "array_declarator", "reference_declarator") for c in walk(decl)):
+            _fail(f"`{v.t(decl)}`: a loaded value in something that is not a scalar")
+
+
+def _check_uses(v: KernelView, plan: _Plan) -> None:
+    """No lane value decides control flow, indexes, addresses or leaves through anything but the stores."""
+    reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+    stores = {(s.start_byte, s.end_byte) for s in plan.stores}
+    tops = {(s.start_byte, s.end_byte) for s in plan.region}
+    for s in plan.region:
+        for x in walk(s):
+            if not ((x.start_byte, x.end_byte) in reads or (x.type == "identifier" and v.t(x) in plan.lanes)):
+                continue
+            child, p = x, x.parent
+            while p is not None:
+                what = _forbidden_parent(v, p, child, plan)
+                if what:
+                    _fail(f"`{v.t(p) if len(v.t(p)) < 80 else v.t(p)[:77] + '...'}`: {what}")
+                if (p.start_byte, p.end_byte) in stores or (p.start_byte, p.end_byte) in tops or \
+                        p.type in ("expression_statement", "declaration", "compound_statement"):
+                    break
+                child, p = p, p.parent
+
+
+def _forbidden_parent(v: KernelView, p: Node, child: Node, plan: _Plan) -> str | None:
+    t = p.type
+    field_of = None
+    for i, c in enumerate(p.children):
+        if c == child:
+            field_of = p.field_name_for_child(i)
+    if t in ("if_statement", "while_statement", "do_statement", "switch_statement", "for_statement") and \
+            field_of in ("condition", "initializer", "update"):
+        if t == "for_statement" and field_of == "initializer":
+            return None
+        return "a loaded value decides a branch or a loop (the lanes would have to agree)"
+    if t == "condition_clause":
+        return "a loaded value decides a branch or a loop (the lanes would have to agree)"
+    if t == "conditional_expression" and field_of == "condition":
+        return "a loaded value decides a conditional expression"
+    if t == "binary_expression" and v.t(p.child_by_field_name("operator")) not in _ARITH:
+        return f"the operator {v.t(p.child_by_field_name('operator'))} on a loaded value (only + - * / run lane by lane)"
+    if t == "unary_expression" and v.t(p.child_by_field_name("operator")) != "-":
+        return f"the operator {v.t(p.child_by_field_name('operator'))} on a loaded value"
+    if t in ("pointer_expression", "field_expression", "update_expression", "comma_expression",
+             "initializer_list", "sizeof_expression", "lambda_expression", "return_statement"):
+        return "a loaded value used as an address, a member, an increment or the like"
+    if (t == "subscript_expression" and child != p.child_by_field_name("argument")) or t == "subscript_argument_list":
+        return "a loaded value indexes memory"
+    if t == "assignment_expression":
+        op = v.t(p.child_by_field_name("operator"))
+        if op not in _ASSIGN:
+            return f"the assignment {op} on a loaded value"
+        left = p.child_by_field_name("left")
+        if left.type == "subscript_expression" and not any(p.parent == s for s in plan.stores):
+            return "a loaded value is stored elsewhere than at the thread's outputs"
+    return None
+
+
+class OutputsPerThread(Rewrite):
+    name = "outputs_per_thread"
+    summary = ("a thread that walks a loop for its one output computes OUTS neighbouring outputs, each load one "
+               "vector across them; the grid is divided by OUTS")
+
+    def why_not(self, ctx: RewriteContext) -> str | None:
+        _plan(ctx)
+        return None
+
+    def params(self, ctx: RewriteContext) -> list[Param]:
+        return self._params(_plan(ctx))
+
+    def _params(self, plan: _Plan) -> list[Param]:
+        elem = plan.elem_bytes
+        values = [n for n in (1, 2, 4, 8) if n * elem <= 16]
+        return [Param(OUTS, values, 1, "outputs_per_thread",
+                      "neighbouring outputs each thread computes, each of its loads one vector of OUTS elements "
+                      "across them; the grid is divided by it", closed=True)]
+
+    def rewrite(self, ctx: RewriteContext) -> RewriteContext:
+        plan = _plan(ctx)
+        v = ctx.view()
+        m = macro_name(OUTS)
+        edits: list[tuple[int, int, str]] = []
+        d = next(c for c in plan.decl.named_children if c.type == "init_declarator")
+        val = d.child_by_field_name("value")
+        ind = v.indent_of(plan.decl)
+        edits.append((plan.decl.start_byte, plan.decl.start_byte,
+                      f"// kerntune outputs_per_thread: this thread computes the {OUTS} outputs {plan.var} .. "
+                      f"{plan.var} + {OUTS} - 1; each load at them is one vector\n{ind}"))
+        edits.append((val.start_byte, val.end_byte, f"({v.t(val)}) * {m}"))
+        live = f"const long long {LIVE} = (long long)({plan.bound}) - {plan.var};  // of the thread's {OUTS} outputs, those that exist"
+        if plan.form == "return":
+            edits.append((plan.guard.end_byte, plan.guard.end_byte, f"\n{v.indent_of(plan.guard)}{live}"))
+        else:
+            block = plan.region[0]
+            inner = [c for c in block.named_children]
+            at = block.start_byte + 1
+            lead = v.indent_of(inner[0]) if inner else v.indent_of(plan.guard) + "  "
+            edits.append((at, at, f"\n{lead}{live}"))
+        r = _Render(v, plan, m)
+        for s in plan.region:
+            if plan.form == "guard":  # the block itself: its statements one by one (the live count goes first)
+                for c in s.named_children:
+                    edits.append((c.start_byte, c.end_byte, r.render(c)))
+            else:
+                edits.append((s.start_byte, s.end_byte, r.render(s)))
+        text = apply_edits(ctx.text, edits)
+        note = (f"outputs_per_thread: each thread computes {OUTS} neighbouring outputs of the index {plan.var} "
+                f"(line {plan.decl.start_point[0] + 1}); its {len(plan.reads)} read(s) at them are vectors "
+                f"(kt_gather), its values kt_lanes, its {len(plan.stores)} store(s) kt_scatter; the grid is divided "
+                f"by {OUTS}")
+        ctx = ctx.with_text(text, note, {"pack", "pack_lanes"})
+        ctx.params[OUTS] = self._params(plan)[0]
+        return shrink_grid(ctx, OUTS)
+
+
+class _Render:
+    """The new text of a statement of the guarded region: reads -> kt_gather, stores -> kt_scatter, lane locals'
+    types -> kt_lanes, calls and casts of lane values -> kt_apply."""
+
+    def __init__(self, v: KernelView, plan: _Plan, m: str):
+        self.v, self.plan, self.m = v, plan, m
+        self.reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+        self.stores = {(s.start_byte, s.end_byte) for s in plan.stores}
+        self.decls = {(d.start_byte, d.end_byte) for d in plan.lane_decls}
+
+    def lane(self, n: Node) -> bool:
+        return _lane_valued(self.v, self.plan, n, self.reads)
+
+    def render(self, n: Node) -> str:
+        v, key = self.v, (n.start_byte, n.end_byte)
+        if key in self.reads:
+            arr, idx = _subscript(n)
+            return f"kt_gather<{self.m}>({v.t(arr)}, {self.render(idx)}, {LIVE})"
+        if key in self.stores:
+            a = n.named_children[0]
+            while a.type == "parenthesized_expression":
+                a = a.named_children[0]
+            left = a.child_by_field_name("left")
+            while left.type == "parenthesized_expression":
+                left = left.named_children[0]
+            arr, idx = _subscript(left)
+            return (f"kt_scatter<{self.m}>({v.t(arr)}, {self.render(idx)}, "
+                    f"{self.render(a.child_by_field_name('right'))}, {LIVE});")
+        if n.type == "call_expression" and self.lane(n.child_by_field_name("arguments")) and \
+                self.v.t(n.child_by_field_name("function")) not in _OVERLOADED:
+            args = [c for c in n.child_by_field_name("arguments").named_children if c.type != "comment"]
+            names = [f"kt_a{i}" for i in range(len(args))]
+            fn = v.t(n.child_by_field_name("function"))
+            return (f"kt_apply([](auto {', auto '.join(names)}) {{ return {fn}({', '.join(names)}); }}, "
+                    f"{', '.join(self.render(a) for a in args)})")
+        if n.type == "cast_expression" and self.lane(n.child_by_field_name("value")):
+            typ = v.t(n.child_by_field_name("type"))
+            return f"kt_apply([](auto kt_a0) {{ return ({typ})kt_a0; }}, {self.render(n.child_by_field_name('value'))})"
+        if key in self.decls and self.v.t(n.child_by_field_name("type")) != "auto":
+            typ = n.child_by_field_name("type")
+            return self._splice(n, {(typ.start_byte, typ.end_byte): f"kt_lanes<{v.t(typ)}, {self.m}>"})
+        return self._splice(n, {})
+
+    def _splice(self, n: Node, fixed: dict[tuple[int, int], str]) -> str:
+        """``n``'s text with each named child rendered (``fixed``: children's texts given)."""
+        v = self.v
+        out, pos = [], n.start_byte
+        for c in n.named_children:
+            key = (c.start_byte, c.end_byte)
+            new = fixed[key] if key in fixed else self.render(c)
+            out.append(v.data[pos:c.start_byte].decode("utf-8"))
+            out.append(new)
+            pos = c.end_byte
+        out.append(v.data[pos:n.end_byte].decode("utf-8"))
+        return "".join(out)
