@@ -333,20 +333,25 @@ class CompilingReplay(ReplayBackend):
         return super().confirm(variant, rounds)
 
 
-@pytest.mark.nvcc
-def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatch):
+def _tune_row_sum(tmp_path, be, options):
+    """examples/row_sum.cu tuned on ``be`` in a copy under tmp_path, into a fresh store; the backend closed after."""
     import shutil
-    from agent_core.search.tuner import TuneOptions, tune
-    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    from agent_core.search.tuner import tune
     shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
-    be = CompilingReplay(Store(EXAMPLES))
     store = Store(tmp_path / "results.sqlite")
     try:
-        r = tune(str(tmp_path / "row_sum.cu"), "row_sum", be, store,
-                 TuneOptions(budget=30, strategy="random", compile_workers=4, early_stop_after=None))
+        return tune(str(tmp_path / "row_sum.cu"), "row_sum", be, store, options)
     finally:
         be.close()
         store.close()
+
+
+@pytest.mark.nvcc
+def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatch):
+    from agent_core.search.tuner import TuneOptions
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    be = CompilingReplay(Store(EXAMPLES))
+    r = _tune_row_sum(tmp_path, be, TuneOptions(budget=30, strategy="random", compile_workers=4, early_stop_after=None))
     assert r.summary["counts"]["measured"] == 30 and r.summary["counts"]["ok"] == 30
     assert be.batches == [4] * 7 + [2]  # asked 4 at a time, the last batch what the budget left
     rep = r.timeline
@@ -381,12 +386,9 @@ class SlowStartingReplay(CompilingReplay):
 def test_the_original_compiles_while_the_worker_starts(tmp_path, monkeypatch, hint):
     """The original compiles on another thread for the backend's architecture hint while device() starts the
     worker; the recording's device is sm_90: with a wrong hint (sm_80) the original is compiled again for it."""
-    import shutil
-    from agent_core.search.tuner import TuneOptions, tune
+    from agent_core.search.tuner import TuneOptions
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
-    shutil.copy(ROOT / "examples" / "row_sum.cu", tmp_path / "row_sum.cu")
     be = SlowStartingReplay(Store(EXAMPLES), hint)
-    store = Store(tmp_path / "results.sqlite")
     started = []
 
     class Spy(type(be)):
@@ -394,12 +396,7 @@ def test_the_original_compiles_while_the_worker_starts(tmp_path, monkeypatch, hi
             started.append(problem.reference)
             return super().start(problem, original=original)
     be.__class__ = Spy
-    try:
-        r = tune(str(tmp_path / "row_sum.cu"), "row_sum", be, store,
-                 TuneOptions(budget=4, strategy="random", compile_workers=2, early_stop_after=None))
-    finally:
-        be.close()
-        store.close()
+    r = _tune_row_sum(tmp_path, be, TuneOptions(budget=4, strategy="random", compile_workers=2, early_stop_after=None))
     assert be.seen_during_start  # a cubin was there before device() returned: compiled while it "started"
     assert r.summary["counts"]["ok"] == 4
     # the hint right: the original the session uses is that cubin; wrong: one compiled again for the device's sm_90

@@ -31,7 +31,7 @@ from tree_sitter import Node
 from agent_core.model import KerntuneError, Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
-from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, walk
+from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, subscript_parts, walk
 from agent_core.templating.rewrites.vectorize import _offset, _role
 from agent_core.templating.rewrites.work_per_thread import _guarded_element
 
@@ -58,6 +58,10 @@ class _Plan:
     lanes: set[str] = field(default_factory=set)  # locals whose values follow from the reads
     lane_decls: list[Node] = field(default_factory=list)  # their declarations
     elem_bytes: int = 4  # the widest element the thread reads or writes at its outputs
+
+    @property
+    def read_spans(self) -> set[tuple[int, int]]:
+        return {(x.start_byte, x.end_byte) for x in self.reads}
 
 
 def _fail(why: str):
@@ -98,7 +102,7 @@ def _plan(ctx: RewriteContext) -> _Plan:
                 uses += 1
             if x.type != "subscript_expression":
                 continue
-            arr, idx = _subscript(x)
+            arr, idx = subscript_parts(x)
             if idx is None or var not in names_in(v, idx):
                 continue
             if arr is None or arr.type != "identifier" or v.t(arr) not in facts.pointers:
@@ -128,7 +132,7 @@ def _plan(ctx: RewriteContext) -> _Plan:
     if not plan.reads:
         _fail(f"the thread reads nothing at its output index {var}")
     plan.elem_bytes = max(sizes)
-    if not any(_offset(v, _subscript(x)[1], var) and _in_loop(x, region) for x in plan.reads):
+    if not any(_offset(v, subscript_parts(x)[1], var) and _in_loop(x, region) for x in plan.reads):
         _fail("no read of the thread's index walks a loop (an elementwise kernel: work_per_thread and vectorize "
               "cover it)")
     _taint(v, plan)
@@ -136,26 +140,21 @@ def _plan(ctx: RewriteContext) -> _Plan:
     return plan
 
 
-def _subscript(x: Node) -> tuple[Node | None, Node | None]:
-    arr = x.child_by_field_name("argument")
-    idx = x.child_by_field_name("index") or next((c for c in x.named_children if c != arr), None)
-    if idx is not None and idx.type == "subscript_argument_list":
-        idx = idx.named_children[0] if idx.named_child_count == 1 else None
-    return arr, idx
-
-
 def _in_loop(x: Node, region: list[Node]) -> bool:
+    """``x`` is inside a loop of the region (the region's statements included)."""
     top = {(s.start_byte, s.end_byte) for s in region}
     p = x.parent
-    while p is not None and (p.start_byte, p.end_byte) not in top:
+    while p is not None:
         if p.type in _LOOPS:
             return True
+        if (p.start_byte, p.end_byte) in top:
+            return False
         p = p.parent
-    return any(s.type in _LOOPS and s.start_byte <= x.start_byte and x.end_byte <= s.end_byte for s in region)
+    return False
 
 
-def _locals(v: KernelView, region: list[Node]) -> dict[str, tuple[Node, Node]]:
-    """name -> (declaration, init_declarator or declarator) of the locals declared in the region."""
+def _locals(v: KernelView, region: list[Node]) -> dict[str, Node]:
+    """name -> declaration of the locals declared in the region."""
     out = {}
     for s in region:
         for x in walk(s):
@@ -164,19 +163,24 @@ def _locals(v: KernelView, region: list[Node]) -> dict[str, tuple[Node, Node]]:
             for c in x.named_children:
                 d = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
                 if c.type in ("init_declarator", "identifier") and d is not None:
-                    out[v.t(d) if d.type == "identifier" else v.t(d)] = (x, c)
+                    out[v.t(d)] = x
     return out
 
 
+def _lane_value(v: KernelView, plan: _Plan, x: Node, reads: set[tuple[int, int]]) -> bool:
+    """``x`` itself is a read at the thread's outputs or a local holding lanes."""
+    return (x.start_byte, x.end_byte) in reads or (x.type == "identifier" and v.t(x) in plan.lanes)
+
+
 def _lane_valued(v: KernelView, plan: _Plan, n: Node, reads: set[tuple[int, int]]) -> bool:
-    return any((x.start_byte, x.end_byte) in reads or (x.type == "identifier" and v.t(x) in plan.lanes)
-               for x in walk(n))
+    """Some part of ``n`` is a lane value."""
+    return any(_lane_value(v, plan, x, reads) for x in walk(n))
 
 
 def _taint(v: KernelView, plan: _Plan) -> None:
     """The locals whose values follow from the reads at the thread's outputs (to a fixed point); a whole
     declaration is lanes when one of its names is."""
-    reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+    reads = plan.read_spans
     loc = _locals(v, plan.region)
     changed = True
     while changed:
@@ -197,7 +201,7 @@ def _taint(v: KernelView, plan: _Plan) -> None:
                     _fail(f"`{v.t(x)}`: a value that follows from a load is stored in `{name}`, which is not a "
                           "local scalar of the guarded code")
                 if name not in plan.lanes:
-                    decl = loc[name][0]
+                    decl = loc[name]
                     for c in decl.named_children:
                         d = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
                         if c.type in ("init_declarator", "identifier") and d is not None:
@@ -213,12 +217,12 @@ def _taint(v: KernelView, plan: _Plan) -> None:
 
 def _check_uses(v: KernelView, plan: _Plan) -> None:
     """No lane value decides control flow, indexes, addresses or leaves through anything but the stores."""
-    reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+    reads = plan.read_spans
     stores = {(s.start_byte, s.end_byte) for s in plan.stores}
     tops = {(s.start_byte, s.end_byte) for s in plan.region}
     for s in plan.region:
         for x in walk(s):
-            if not ((x.start_byte, x.end_byte) in reads or (x.type == "identifier" and v.t(x) in plan.lanes)):
+            if not _lane_value(v, plan, x, reads):
                 continue
             child, p = x, x.parent
             while p is not None:
@@ -238,9 +242,7 @@ def _forbidden_parent(v: KernelView, p: Node, child: Node, plan: _Plan) -> str |
         if c == child:
             field_of = p.field_name_for_child(i)
     if t in ("if_statement", "while_statement", "do_statement", "switch_statement", "for_statement") and \
-            field_of in ("condition", "initializer", "update"):
-        if t == "for_statement" and field_of == "initializer":
-            return None
+            field_of in ("condition", "update"):
         return "a loaded value decides a branch or a loop (the lanes would have to agree)"
     if t == "condition_clause":
         return "a loaded value decides a branch or a loop (the lanes would have to agree)"
@@ -328,7 +330,7 @@ class _Render:
 
     def __init__(self, v: KernelView, plan: _Plan, m: str):
         self.v, self.plan, self.m = v, plan, m
-        self.reads = {(x.start_byte, x.end_byte) for x in plan.reads}
+        self.reads = plan.read_spans
         self.stores = {(s.start_byte, s.end_byte) for s in plan.stores}
         self.decls = {(d.start_byte, d.end_byte) for d in plan.lane_decls}
 
@@ -338,7 +340,7 @@ class _Render:
     def render(self, n: Node) -> str:
         v, key = self.v, (n.start_byte, n.end_byte)
         if key in self.reads:
-            arr, idx = _subscript(n)
+            arr, idx = subscript_parts(n)
             return f"kt_gather<{self.m}>({v.t(arr)}, {self.render(idx)}, {LIVE})"
         if key in self.stores:
             a = n.named_children[0]
@@ -347,7 +349,7 @@ class _Render:
             left = a.child_by_field_name("left")
             while left.type == "parenthesized_expression":
                 left = left.named_children[0]
-            arr, idx = _subscript(left)
+            arr, idx = subscript_parts(left)
             return (f"kt_scatter<{self.m}>({v.t(arr)}, {self.render(idx)}, "
                     f"{self.render(a.child_by_field_name('right'))}, {LIVE});")
         if n.type == "call_expression" and self.lane(n.child_by_field_name("arguments")) and \

@@ -163,6 +163,15 @@ def pure(v: KernelView, n: Node | None) -> bool:
     return True
 
 
+def subscript_parts(x: Node) -> tuple[Node | None, Node | None]:
+    """(array, index) of a subscript expression ``a[i]``; the index is None when it is not one expression."""
+    arr = x.child_by_field_name("argument")
+    idx = x.child_by_field_name("index") or next((c for c in x.named_children if c != arr), None)
+    if idx is not None and idx.type == "subscript_argument_list":
+        idx = idx.named_children[0] if idx.named_child_count == 1 else None
+    return arr, idx
+
+
 def names_in(v: KernelView, n: Node) -> set[str]:
     return {v.t(x) for x in walk(n) if x.type == "identifier"}
 

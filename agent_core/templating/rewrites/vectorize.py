@@ -26,7 +26,7 @@ from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
 from agent_core.templating.rewrites.syntax import (ELEM_BYTES, KernelFacts, StridedLoop, names_in, pure, strided_loop,
-                                                   walk)
+                                                   subscript_parts, walk)
 
 VEC = "VEC"
 _FORBIDDEN = {"break_statement": "a break", "continue_statement": "a continue", "return_statement": "a return",
@@ -65,10 +65,7 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
     for x in walk(body):
         if x.type != "subscript_expression":
             continue
-        arr = x.child_by_field_name("argument")
-        idx = x.child_by_field_name("index") or next((c for c in x.named_children if c != arr), None)
-        if idx is not None and idx.type == "subscript_argument_list":
-            idx = idx.named_children[0] if idx.named_child_count == 1 else None
+        arr, idx = subscript_parts(x)
         if arr is None or idx is None:
             return None, f"cannot read the subscript `{v.t(x)}`"
         if var not in names_in(v, idx):
