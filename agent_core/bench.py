@@ -409,6 +409,8 @@ def render_markdown(doc: dict) -> str:
                 L.append(f"  - kept on the winner after confirmation: {why}")
             for why in dd.kept:
                 L.append(f"  - original kept: {why}")
+            if dd.instead:
+                L.append(f"  - one configuration instead of the winner: {dd.instead}")
     s, t = doc["suite"], doc["targets"]
     L += ["", "## Suite", "",
           f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "

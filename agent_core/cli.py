@@ -307,6 +307,8 @@ def print_dispatch(data: dict) -> None:
         out.print(f"  kept on the winner after confirmation: {why}", soft_wrap=True, markup=False)
     for why in d.kept:
         out.print(f"  original kept: {why}", soft_wrap=True, markup=False)
+    if d.instead:
+        out.print(f"  one configuration instead of the winner: {d.instead}", soft_wrap=True, markup=False)
 
 
 @main.command()

@@ -3,7 +3,8 @@
     python bench/gpu_check_rewrites.py prep OUTDIR [FILE[:KERNEL] ...]  # here (nvcc): originals + configs to cubins
     python bench/gpu_check_rewrites.py run OUTDIR                       # on the GPU machine (cupy + numpy)
 
-Without files, the kernels of tests/data/cu/rewrites/ are checked. ``prep`` composes each kernel's rewrite template,
+Without files, the kernels of tests/data/cu/rewrites/ are checked. ``AXES='{"OUTS": [1, 4], ...}'`` makes ``prep`` check
+every combination of those values instead (a sweep; the other parameters at their defaults). ``prep`` composes each kernel's rewrite template,
 picks configurations (the template's default, the widest vectors at several block sizes with and without the
 row cache, work per thread and fast math, a few random ones), compiles the original and every configuration for
 sm_90, and writes a manifest; it prints which kernels get a rewrite, which rewrites, and why the others do not.
@@ -77,6 +78,9 @@ def _configs(t, sizes) -> list[dict]:
         axes["CLUSTER"] = [2, 8]
     if "OUTS" in sp.params:
         axes["OUTS"] = [1, max(sp.params["OUTS"].values)]
+    sweep = json.loads(os.environ["AXES"]) if os.environ.get("AXES") else None  # a sweep asked for: every combination
+    if sweep:
+        axes = {n: vals for n, vals in sweep.items() if n in sp.params}
     names = list(axes)
     targeted = []
     for combo in itertools.product(*(axes[n] for n in names)):
@@ -84,6 +88,8 @@ def _configs(t, sizes) -> list[dict]:
         if check_config(sp, cfg, sizes) is None and cfg not in targeted and cfg != base:
             targeted.append(cfg)
     rng = random.Random(0)
+    if sweep:
+        return [base] + targeted
     if len(targeted) > MAX_CONFIGS:
         targeted = rng.sample(targeted, MAX_CONFIGS)
     allnames = list(sp.params)
@@ -187,7 +193,8 @@ def _prep_template(out: Path, t, tname: str, kernel: str, text: str, spec, struc
         variants.append({"params": cfg, "cubin": f"{tname}.v{i}.cubin",
                          "launches": [S.launch(t.launch or spec, c["sizes"], {**orig_params, **cfg}).__dict__
                                       for c in checks]})
-        jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / variants[-1]["cubin"]),
+        jobs.append(["nvcc", "-arch=sm_90", "-cubin", *os.environ.get("NVCC_FLAGS", "").split(),
+                     "-o", str(out / variants[-1]["cubin"]),
                      *[f"-D{macro_name(n)}={v}" for n, v in cfg.items()], str(out / f"{tname}.kt.cu")])
     jobs.append(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out / f"{tname}.orig.cubin"),
                  str(out / f"{tname}.orig.cu")])
@@ -381,6 +388,7 @@ def run(out: Path) -> None:
             for us, params in ranked[:3]:
                 print(f"    best    {us:.1f} us x{t_orig / us:.2f} ({pct(us):.0f}%)  {params}")
                 entry["best"].append({"us": us, "pct": pct(us), "params": params})
+            entry["all"] = [{"us": us, "params": params} for us, params in ranked]
             row["sizes"].append(entry)
         results.append(row)
         # written as each kernel finishes: a run cut short keeps what it measured

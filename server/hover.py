@@ -138,6 +138,8 @@ def dispatch_markdown(data: dict, kernel: str, doc: Doc) -> str:
                 "configuration; **Apply best** writes it (one kernel per configuration, an `if`/`else` at each launch)."
                 + (f" The original kernel is kept on {len(d.original_kept)} size set(s): no verified configuration "
                    "is faster there beyond the measured noise." if d.original_kept else ""))
+    if d.instead:
+        head += f" One configuration instead of the search's winner: {md_text(d.instead)}."
     rows = [head, "", "| size set | original µs | tuned µs | speedup | one configuration | kernel |",
             "|---|--:|--:|--:|--:|---|"]
     for i, sz in enumerate(d.sizes):

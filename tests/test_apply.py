@@ -1289,9 +1289,12 @@ def test_apply_falls_back_to_one_configuration_that_is_slower_nowhere(tmp_path, 
 
 
 def test_apply_changes_nothing_where_the_original_is_kept_everywhere(tmp_path, monkeypatch):
-    """--no-dispatch over per_token_group_quant's recording: one configuration would be slower on 16 x 7168, so the
-    result keeps the original kernel on every size set: apply says so and writes nothing; so does the editor."""
+    """--no-dispatch over per_token_group_quant's recording: one configuration would be slower on 16 x 7168 and no
+    other is tried in its place (loop.ALTERNATIVES = 0; with them, tests/test_dispatch.py), so the result keeps the
+    original kernel on every size set: apply says so and writes nothing; so does the editor."""
+    from agent_core.agent import loop
     from server.edits import best_text
+    monkeypatch.setattr(loop, "ALTERNATIVES", 0)
     shutil.copy(ROOT / "bench" / "per_token_group_quant_int8.cu", tmp_path)
     shutil.copy(BENCH_STORE, tmp_path / "rec.sqlite")
     monkeypatch.chdir(tmp_path)

@@ -3,7 +3,7 @@ winners, the same figures within what the replay of the interleaved confirmation
 would have chosen differently on the GPU shows here first.
 
 - the bench suite's figure of record (bench/results/h100-2026-11-24e: the nine bench kernels, experts on, 1.98x);
-- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-24g/corpus_other,
+- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-24h/corpus_other,
   ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel (the column sum
   with outputs_per_thread and its split loop)."""
 
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = {
     "bench": (ROOT / "bench" / "results" / "h100-2026-11-24e" / "bench_results.json",
               ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite", [], set()),
-    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-24g" / "corpus_other" / "bench_results.json",
-                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-24g.sqlite",
+    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-24h" / "corpus_other" / "bench_results.json",
+                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-24h.sqlite",
                      ["bench/corpus/other", "--no-experts"], set()),
 }
 

@@ -87,7 +87,7 @@ def test_the_rewritten_kernel_reads_vectors_and_divides_the_grid():
     assert "kt_lanes<float, KT_OUTS> acc = 0.0f;" in body
     # the row's weight is one value for every lane; the load one vector; the conversion lane by lane
     assert ("acc += w[r] * kt_apply([](auto kt_a0) { return __half2float(kt_a0); }, "
-            "kt_gather<KT_OUTS>(x, r * cols + c, kt_outs_live));") in body
+            "kt_gather<KT_OUTS>(x, r * cols + c, kt_outs_live, true));") in body
     assert ("kt_scatter<KT_OUTS>(out, c, kt_apply([](auto kt_a0) { return __float2half(kt_a0); }, "
             "acc / (float)rows), kt_outs_live);") in body
     assert "dim3 grid((cols + (KT_BLOCK * KT_OUTS) - 1) / (KT_BLOCK * KT_OUTS));" in body
@@ -98,12 +98,43 @@ def test_the_rewritten_kernel_reads_vectors_and_divides_the_grid():
     assert ln.grid == (3, 1, 1) and ln.block == (128, 4, 1)
 
 
+def _rewritten(body: str) -> str:
+    text = _KERNEL.replace("BODY", body)
+    got = compose(parse_cuda(text, "k.cu"), "k")
+    assert "outputs_per_thread" in got.applied
+    return apply_mod.strip_header(got.template.text)
+
+
+@pytest.mark.parametrize("body, cond", [
+    # a row stride that is an argument: the rows stay aligned when it is a multiple of OUTS
+    ("  float a = 0.f;\n  for (int r = 0; r < rows; ++r) a += x[(long long)r * n + c];\n  y[c] = a;",
+     "(long long)(n) % KT_OUTS == 0"),
+    # a product with one fixed factor (the other read from memory) and a fixed local of the top level
+    ("  const long base = 7;\n  float a = x[c];\n  for (int r = 0; r < rows; ++r) a += x[base + rows * r + c] * 2.f;\n"
+     "  y[c] = a;", "(long long)(base) % KT_OUTS == 0 && (long long)(rows) % KT_OUTS == 0"),
+])
+def test_the_thread_decides_once_and_the_walk_is_unswitched(body, cond):
+    got = _rewritten(body)
+    assert cond + ";" in got, got
+    assert "  if (kt_outs_vec)\n" in got and "  else\n" in got
+    assert got.count("kt_outs_live, true)") == 1 and got.count("kt_outs_live, false)") == 1
+    # a read outside the walk decides for itself
+    assert ("x[c]" not in body) or "kt_lanes<float, KT_OUTS> a = kt_gather<KT_OUTS>(x, c, kt_outs_live);" in got
+
+
+def test_an_offset_that_varies_in_the_walk_leaves_each_load_to_decide():
+    # x[r + c]: the offset is the loop's counter, a multiple of OUTS on some rows only
+    got = _rewritten("  float a = 0.f;\n  for (int r = 0; r < rows; ++r) a += x[r + c];\n  y[c] = a;")
+    assert "kt_outs_vec" not in got
+    assert "kt_gather<KT_OUTS>(x, r + c, kt_outs_live)" in got
+
+
 def test_a_max_keeps_its_form_so_the_split_still_combines_it():
     cf = parse_cuda((DATA / "column_max_bf16.cu").read_text(), str(DATA / "column_max_bf16.cu"))
     got = compose(cf, "column_max_bf16")
     body = apply_mod.strip_header(got.template.text)
     assert ("m = fmaxf(m, kt_apply([](auto kt_a0) { return __bfloat162float(kt_a0); }, "
-            "kt_gather<KT_OUTS>(x, (size_t)r * cols + col, kt_outs_live)));") in body
+            "kt_gather<KT_OUTS>(x, (size_t)r * cols + col, kt_outs_live, true)));") in body
     assert "m = fmaxf(m, kt_part[kt_s * blockDim.x + threadIdx.x])" in body
     twin = apply_mod.strip_header(got.twins[0].text)
     assert "m = fmaxf(m, kt_cluster.map_shared_rank(kt_part, kt_b)[threadIdx.x])" in twin
@@ -115,7 +146,12 @@ def test_two_accumulators_get_vectors_without_the_split():
     assert got.applied == ["outputs_per_thread", "launch_bounds"]
     body = apply_mod.strip_header(got.template.text)
     assert "kt_lanes<float, KT_OUTS> g = 0.f, b = 0.f;" in body
-    assert "const kt_lanes<float, KT_OUTS> d = kt_gather<KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live);" in body
+    assert "const kt_lanes<float, KT_OUTS> d = kt_gather<KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, true);" in body
+    assert "const kt_lanes<float, KT_OUTS> d = kt_gather<KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, false);" in body
+    # one decision for both pointers and the common stride
+    assert ("const bool kt_outs_vec = KT_OUTS > 1 && kt_outs_live >= KT_OUTS && (unsigned long long)(dy + j) % "
+            "(KT_OUTS * 4) == 0 && (unsigned long long)(xhat + j) % (KT_OUTS * 4) == 0 && (long long)(hidden) % "
+            "KT_OUTS == 0;") in body
     assert "kt_scatter<KT_OUTS>(dgamma, j, g, kt_outs_live);" in body
     assert "kt_scatter<KT_OUTS>(dbeta, j, b, kt_outs_live);" in body
     assert got.template.space.params["OUTS"].values == [1, 2, 4]

@@ -248,7 +248,9 @@ def test_the_split_loop_keeps_every_thread_at_the_barrier_and_launches_a_2d_bloc
     cf, got = _compose("column_sum.cu")
     t = got.template
     body = apply_mod.strip_header(t.text)
-    assert "const bool kt_live = (c < cols);" in body and "if (kt_live) for (int r = (0) + (int)threadIdx.y;" in body
+    assert "const bool kt_live = (c < cols);" in body and "if (kt_live) {" in body
+    # the split loop, unswitched by outputs_per_thread after the split: vector loads only, or lane by lane
+    assert "if (kt_outs_vec)\n        for (int r = (0) + (int)threadIdx.y;" in body, body
     assert "__syncthreads();" in body and "if (threadIdx.y != 0 || !kt_live) return;" in body
     assert body.index("if (threadIdx.y != 0 || !kt_live) return;") < body.index(
         "kt_scatter<KT_OUTS>(out, c, s, kt_outs_live);")

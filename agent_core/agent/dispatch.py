@@ -147,6 +147,7 @@ class Dispatch:
     kept: list[str] = field(default_factory=list)  # the size sets the original kernel serves, and why, in words
     single_slower: list[int] = field(default_factory=list)  # size sets where the winner alone is slower than
     # the original beyond the noise, under confirmation: one configuration for every size must not be written then
+    instead: str = ""  # why one configuration other than the search's winner serves every size set (one_configuration)
 
     @property
     def original_kept(self) -> list[int]:
@@ -174,6 +175,7 @@ class Dispatch:
                 "single_original_us": self.single_original_us, "single_us": self.single_us,
                 "confirmed": self.confirmed, "dropped": self.dropped, "backend": self.backend, "speedup": self.speedup,
                 "single_speedup": self.single_speedup, "kept": self.kept, "single_slower": self.single_slower,
+                "instead": self.instead,
                 "original_kept": self.original_kept}
 
     @staticmethod
@@ -189,7 +191,8 @@ class Dispatch:
                             single_original_us=list(d["single_original_us"]), single_us=list(d["single_us"]),
                             confirmed=bool(d.get("confirmed")), dropped=list(d.get("dropped") or []),
                             backend=str(d.get("backend") or ""), kept=list(d.get("kept") or []),
-                            single_slower=[int(x) for x in d.get("single_slower") or []])
+                            single_slower=[int(x) for x in d.get("single_slower") or []],
+                            instead=str(d.get("instead") or ""))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise KerntuneError(f"not a per-shape dispatch record ({type(e).__name__}: {e})") from None
         d_ = out
@@ -385,6 +388,26 @@ def single(winner: Candidate, sizes: list[dict[str, int]]) -> Dispatch:
     return Dispatch(rules=[Rule([], 0)], entries=[w], winner=w, sizes=[dict(s) for s in sizes],
                     serve=[0] * len(sizes), original_us=list(winner.original_us), tuned_us=list(winner.us),
                     single_original_us=list(winner.original_us), single_us=list(winner.us))
+
+
+def one_configuration(c: Candidate, timed: tuple[list[Timing], list[Timing]], winner: Entry,
+                      winner_timed: tuple[list[Timing], list[Timing]], sizes: list[dict[str, int]], why: str
+                      ) -> Dispatch:
+    """Configuration ``c`` alone on every size set in place of the search's ``winner``: where one configuration
+    must serve every size and the winner is slower than the original on some size set, another configuration of
+    the winner's template that is slower nowhere. ``timed``/``winner_timed``: (original, variant) timings of each,
+    confirmed interleaved; ``single_slower`` stays the winner's (why it is not written), ``instead`` says why."""
+    e = Entry(c.template_hash, c.origin, dict(c.params))
+    med = lambda ts: [t.median_us for t in ts]  # noqa: E731
+    return Dispatch(rules=[Rule([], 0)], entries=[e], winner=winner, sizes=[dict(s) for s in sizes],
+                    serve=[0] * len(sizes), original_us=med(timed[0]), tuned_us=med(timed[1]),
+                    single_original_us=med(winner_timed[0]), single_us=med(winner_timed[1]), confirmed=True,
+                    instead=why, single_slower=[i for i in range(len(sizes))
+                                                if slower(winner_timed[0][i], winner_timed[1][i])])
+
+
+def slower_anywhere(original: list[Timing], variant: list[Timing]) -> bool:
+    return any(slower(o, v) for o, v in zip(original, variant))
 
 
 def original_only(d: Dispatch, original_params: dict[str, int], why: str) -> Dispatch:

@@ -280,6 +280,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     original_params = prep.structural.space.original_config() if prep.structural is not None else {}
     templates = {wt.template_hash: wt}
     cands = []
+    same = []  # every verified configuration of the winner's template (one of them may serve where the winner may not)
     for t, r in verified:
         held = can_dispatch(t, prep.cf)
         if not r.original or not (held or t.template_hash == wt.template_hash):
@@ -291,6 +292,8 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                 c = dsp.Candidate(t.template_hash, t.origin, dict(ev.params), [x.median_us for x in ev.timings], orig)
                 if held or c.key == wkey:
                     cands.append(c)
+                if t.template_hash == wt.template_hash:
+                    same.append(c)
     held = can_dispatch(wt, prep.cf)
     if held and prep.kernel.template_params:
         from agent_core.apply import templated_dispatch_refusal
@@ -347,10 +350,17 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             return None
         where = ", ".join(dsp.size_label(prep.spec.sizes[i]) for i in confirmed.single_slower)
         one = "--no-dispatch" if held else _one_configuration_why(wt, prep)
-        confirmed = dsp.original_only(confirmed, original_params, (
-            f"one configuration must serve every size ({one}), and the best one "
-            f"({params_words(best.summary['best_params'])}) is slower than the original on {where} beyond the "
-            "noise: the original kernel is kept"))
+        why = (f"one configuration must serve every size ({one}), and the best one "
+               f"({params_words(best.summary['best_params'])}) is slower than the original on {where} beyond the "
+               "noise")
+        alt = _slower_nowhere(prep, backend, templates, same, d.winner, figures[d.winner.key], why, emit, cancel,
+                              originals)
+        if alt is not None:
+            emit(TuneEvent("status", f"one configuration: {alt.instead}"))
+            if sid is not None:
+                store.put_step(sid, "dispatch", f"one configuration: {alt.instead}", alt.to_dict())
+            return alt
+        confirmed = dsp.original_only(confirmed, original_params, why + ": the original kernel is kept")
     if confirmed.applies_nothing:
         head = "no regression: the original kernel is kept on every size set (nothing to apply)"
     elif confirmed.original_kept:
@@ -367,6 +377,41 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     if sid is not None:
         store.put_step(sid, "dispatch", text, confirmed.to_dict())
     return confirmed
+
+
+ALTERNATIVES = 2  # configurations confirmed, at most, in search of one that is slower than the original nowhere
+
+
+def _slower_nowhere(prep: Prepared, backend: Backend, templates: dict, same: list, winner, winner_timed, why: str,
+                    emit: Callable[[TuneEvent], None], cancel: threading.Event, originals: dict | None):
+    """Where one configuration must serve every size and the winner is slower than the original on some size set:
+    the best other configuration of the winner's template that the search measured faster than the original on
+    every size set, confirmed interleaved with the original (at most ``ALTERNATIVES`` tried, best geometric mean
+    first), as a one-configuration dispatch; None when none is slower nowhere under confirmation."""
+    import math
+
+    from agent_core.agent import dispatch as dsp
+    seen, pool = set(), []
+    for c in sorted(same, key=lambda c: sum(math.log(r) for r in c.ratio)):
+        if c.key != winner.key and c.key not in seen and all(r < 1.0 for r in c.ratio):
+            seen.add(c.key)
+            pool.append(c)
+    for c in pool[:ALTERNATIVES]:
+        emit(TuneEvent("status", f"one configuration: the winner is slower than the original somewhere; confirming "
+                                 f"{params_words(c.params)} (faster than the original on every size set in the search)"))
+        try:
+            (o, v), = confirm_configs(prep, backend, [(templates[c.template_hash], c.params)], cancel=cancel,
+                                      originals=originals)
+        except KerntuneError:
+            return None
+        if dsp.slower_anywhere(o, v):
+            continue
+        words = ", ".join(f"{dsp.size_label(s)} {b.median_us / a.median_us:.2f}" for s, a, b in
+                          zip(prep.spec.sizes, o, v))
+        return dsp.one_configuration(c, (o, v), winner, winner_timed, prep.spec.sizes, (
+            f"{why}; {params_words(c.params)} is slower nowhere (time against the original's when confirmed: "
+            f"{words}) and serves every size set"))
+    return None
 
 
 def _worth_profiling(planner, rounds: list[Round], r) -> bool:

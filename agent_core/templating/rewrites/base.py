@@ -2,7 +2,7 @@
 
 A rewrite is a deterministic refactoring of the user's kernel source. ``applies(ctx)`` says why it does not apply
 (in words, for ``kerntune show``) or None; ``rewrite(ctx)`` returns a new context whose text has the kernel
-rewritten; ``params(ctx)`` the parameters it introduces (``KT_<NAME>`` macros in the text, each with its
+rewritten; ``finish(ctx)``, run for each applied rewrite after the whole composition, may change the text once more; ``params(ctx)`` the parameters it introduces (``KT_<NAME>`` macros in the text, each with its
 original value as the default) and ``constraints(ctx)`` expressions of the spec language over them.
 """
 
@@ -100,6 +100,11 @@ class Rewrite:
 
     def params(self, ctx: RewriteContext) -> list[Param]:
         return []
+
+    def finish(self, ctx: RewriteContext) -> RewriteContext:
+        """A last step on the composed text, once every rewrite of the composition has run (for what later rewrites
+        would not recognize: ``outputs_per_thread`` unswitches its loops here). The default does nothing."""
+        return ctx
 
     def constraints(self, ctx: RewriteContext) -> list[str]:
         return []

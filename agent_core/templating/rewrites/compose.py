@@ -204,6 +204,26 @@ template <int N, typename T> __device__ __forceinline__ kt_lanes<T, N> kt_gather
   }
   return r;
 }
+// the same where the thread decided once (vec: every output exists and every load of the walk is aligned); with
+// vec a constant (the walk unswitched on it) the loads are plain vectors, or lanes, nothing else in the loop
+template <int N, typename T> __device__ __forceinline__ kt_lanes<T, N> kt_gather(const T* p, long long i, long long live, bool vec) {
+  kt_lanes<T, N> r;
+  if constexpr (N == 1) {
+    r.v[0] = p[i];
+  } else if (vec) {
+    const kt_pack<T, N> w = kt_load<N>(p + i, 0);
+#pragma unroll
+    for (int k = 0; k < N; ++k) r.v[k] = w.v[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      union { typename kt_bits<sizeof(T)>::type bits; T v; } s;
+      s.bits = kt_ld_if<sizeof(T)>(p + i + k, k < live);
+      r.v[k] = s.v;
+    }
+  }
+  return r;
+}
 template <int N, typename T, typename V> __device__ __forceinline__ void kt_scatter(T* p, long long i, const V& x, long long live) {
   if constexpr (N == 1) {  // one output: the kernel's own store
     p[i] = kt_lane(x, 0);
@@ -282,6 +302,7 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     applied = [n for n, why in report if why is None]
     if not applied:
         return Outcome(None, report)
+    ctx = _finish(ctx, applied)
     out = Outcome(_template(cf, kernel, ctx, applied), report, ctx.notes)
     for i, (name, why) in enumerate(report):
         twin = TWINS.get(name)
@@ -292,7 +313,8 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         treport = report[:i] + treport
         out.twin_report.append((twin.name, treport[i][1]))
         if treport[i][1] is None:
-            out.twins.append(_template(cf, kernel, tctx, [n for n, w in treport if w is None]))
+            tapplied = [n for n, w in treport if w is None]
+            out.twins.append(_template(cf, kernel, _finish(tctx, tapplied), tapplied))
     return out
 
 
@@ -312,6 +334,14 @@ def _run(ctx: RewriteContext, rewrites: list[Rewrite]
             why = f"internal error, skipped ({type(e).__name__}: {e})"
         report.append((r.name, why))
     return ctx, report, before
+
+
+def _finish(ctx: RewriteContext, applied: list[str]) -> RewriteContext:
+    """Each applied rewrite's last step on the composed text, in composition order."""
+    by_name = {r.name: r for r in REWRITES + list(TWINS.values())}
+    for name in applied:
+        ctx = by_name[name].finish(_copy(ctx))
+    return ctx
 
 
 def _template(cf: CudaFile, kernel: str, ctx: RewriteContext, applied: list[str]) -> KernelTemplate:

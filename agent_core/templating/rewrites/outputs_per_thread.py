@@ -24,6 +24,7 @@ warp shuffle, atomic, 2D index or grid-stride loop; and the grid follows the blo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -37,6 +38,7 @@ from agent_core.templating.rewrites.work_per_thread import _guarded_element
 
 OUTS = "OUTS"
 LIVE = "kt_outs_live"  # how many of the thread's OUTS outputs exist (the last thread's may be fewer)
+VEC = "kt_outs_vec"  # the thread's walk loads vectors only (decided once, before the walk)
 _LOOPS = ("for_statement", "while_statement", "do_statement")
 _FORBIDDEN_TEXT = ("__shared__", "__syncthreads", "threadIdx.y", "blockIdx.y", "blockDim.y", "threadIdx.z",
                    "blockIdx.z", "gridDim", "__shfl", "atomic", "cooperative_groups", "asm")
@@ -58,6 +60,9 @@ class _Plan:
     lanes: set[str] = field(default_factory=set)  # locals whose values follow from the reads
     lane_decls: list[Node] = field(default_factory=list)  # their declarations
     elem_bytes: int = 4  # the widest element the thread reads or writes at its outputs
+    walk_reads: list[Node] = field(default_factory=list)  # the reads in loops, when decided once (see _decide_once)
+    flag_at: Node | None = None  # the statement of the region before which the thread decides
+    flag_terms: list[str] = field(default_factory=list)  # what must hold for every load of the walk to be aligned
 
     @property
     def read_spans(self) -> set[tuple[int, int]]:
@@ -137,7 +142,111 @@ def _plan(ctx: RewriteContext) -> _Plan:
               "cover it)")
     _taint(v, plan)
     _check_uses(v, plan)
+    _decide_once(v, plan, facts)
     return plan
+
+
+def _statements_of(plan: _Plan) -> list[Node]:
+    """The region's statements, one level down for the guarding if's block."""
+    if plan.form == "guard":
+        return [c for c in plan.region[0].named_children if c.type != "comment"]
+    return plan.region
+
+
+def _decide_once(v: KernelView, plan: _Plan, facts: KernelFacts) -> None:
+    """Where every read in a loop is ``p[off + i]`` with ``off`` a sum of products in which some factor does not
+    change in the thread (a kernel argument or a local of the kernel's top level never assigned, a literal, a
+    macro), the thread decides once, before the walk, whether all its loads can be vectors: its OUTS outputs
+    exist, each pointer is aligned at its first output and each such offset is a multiple of OUTS. The walk is
+    then unswitched on that flag (``finish``), so the loop holds only vector loads (or only lanes) and keeps as many
+    in flight as the kernel's own loop did. Leaves the plan alone (each load decides for itself) where an offset
+    varies in a way not seen here."""
+    walk_reads = [x for x in plan.reads if _in_loop(x, plan.region)]
+    stmts = _statements_of(plan)
+    at = next((s for s in stmts if any(s.start_byte <= x.start_byte and x.end_byte <= s.end_byte
+                                       for x in walk_reads)), None)
+    if at is None:
+        return
+    params = {q.name for q in v.k.params}
+    tops = {v.body} | ({plan.region[0]} if plan.form == "guard" else set())
+    fixed = {n for n in params if not facts.assigned.get(n)}
+    for d in walk(v.body):  # locals of the top level (or the guard's block) declared before the walk, never assigned
+        if d.type == "declaration" and d.parent in tops and d.end_byte <= at.start_byte:
+            for c in d.named_children:
+                n = c.child_by_field_name("declarator") if c.type == "init_declarator" else None
+                if n is not None and n.type == "identifier" and not facts.assigned.get(v.t(n)):
+                    fixed.add(v.t(n))
+    terms: list[str] = []
+    pointers: dict[str, int] = {}
+    for x in walk_reads:
+        arr, idx = subscript_parts(x)
+        off = _offset_node(v, idx, plan.var)
+        if off is not None:
+            cond = _multiple(v, off, fixed)
+            if cond is None:
+                return
+            if cond and cond not in terms:
+                terms.append(cond)
+        pointers[v.t(arr)] = ELEM_BYTES[facts.pointers[v.t(arr)]]
+    m = macro_name(OUTS)
+    plan.flag_terms = [f"(unsigned long long)({p} + {plan.var}) % ({m} * {b}) == 0" for p, b in pointers.items()] + terms
+    plan.walk_reads = walk_reads
+    plan.flag_at = at
+
+
+def _offset_node(v: KernelView, idx: Node, var: str) -> Node | None:
+    """``off`` of an index ``off + var`` (None for ``var`` alone); the caller knows the index has this form."""
+    while idx.type == "parenthesized_expression" and idx.named_child_count == 1:
+        idx = idx.named_children[0]
+    if idx.type == "identifier":
+        return None
+    lt, rt = idx.child_by_field_name("left"), idx.child_by_field_name("right")
+    return rt if lt.type == "identifier" and v.t(lt) == var else lt
+
+
+def _fixed(v: KernelView, n: Node, fixed: set[str]) -> bool:
+    """``n`` has one value for the whole thread: literals, macros, fixed names, + - * / % and integer casts."""
+    for x in walk(n):
+        if x.type == "identifier":
+            name = v.t(x)
+            if name not in fixed and not (name.isupper() or name.startswith("KT_")):
+                return False
+        elif x.type == "field_expression":
+            if v.t(x).replace(" ", "") not in ("blockIdx.x", "blockDim.x", "gridDim.x"):
+                return False
+        elif x.type not in ("number_literal", "parenthesized_expression", "binary_expression", "cast_expression",
+                            "type_descriptor", "primitive_type", "sized_type_specifier", "type_identifier",
+                            "field_identifier"):
+            return False
+    return True
+
+
+def _multiple(v: KernelView, n: Node, fixed: set[str]) -> str | None:
+    """A condition (C++) under which ``n`` is a multiple of OUTS wherever the walk evaluates it: "" for always, None
+    when it cannot be told before the walk."""
+    m = macro_name(OUTS)
+    while n.type in ("parenthesized_expression", "cast_expression"):
+        n = n.named_children[0] if n.type == "parenthesized_expression" else n.child_by_field_name("value")
+    if n.type == "number_literal":
+        return "" if v.t(n).rstrip("uUlL").isdigit() and int(v.t(n).rstrip("uUlL")) == 0 else \
+            f"{v.t(n)} % {m} == 0"
+    if _fixed(v, n, fixed):
+        return f"(long long)({v.t(n)}) % {m} == 0"
+    if n.type != "binary_expression":
+        return None
+    op = v.t(n.child_by_field_name("operator"))
+    a, b = (_multiple(v, n.child_by_field_name(f), fixed) for f in ("left", "right"))
+    if op in ("+", "-"):
+        if a is None or b is None:
+            return None
+        return " && ".join(c for c in (a, b) if c)
+    if op == "*":
+        if a == "" or b == "":
+            return ""
+        if a is None or b is None:
+            return a if b is None else b
+        return f"({a} || {b})"
+    return None
 
 
 def _in_loop(x: Node, region: list[Node]) -> bool:
@@ -307,6 +416,11 @@ class OutputsPerThread(Rewrite):
             at = block.start_byte + 1
             lead = v.indent_of(inner[0]) if inner else v.indent_of(plan.guard) + "  "
             edits.append((at, at, f"\n{lead}{live}"))
+        if plan.flag_at is not None:
+            cond = " && ".join([f"{m} > 1", f"{LIVE} >= {m}"] + plan.flag_terms)
+            edits.append((plan.flag_at.start_byte, plan.flag_at.start_byte,
+                          f"const bool {VEC} = {cond};  // all {OUTS} outputs exist and every load of the walk is "
+                          f"aligned: the walk below runs with vector loads only\n{v.indent_of(plan.flag_at)}"))
         r = _Render(v, plan, m)
         for s in plan.region:
             if plan.form == "guard":  # the block itself: its statements one by one (the live count goes first)
@@ -323,6 +437,39 @@ class OutputsPerThread(Rewrite):
         ctx.params[OUTS] = self._params(plan)[0]
         return shrink_grid(ctx, OUTS)
 
+    def finish(self, ctx: RewriteContext) -> RewriteContext:
+        """Each outermost loop that reads with the thread's flag runs in two copies, one with vector loads only and
+        one lane by lane (the flag a constant in each), so the compiler keeps the loop's loads in flight; done last,
+        after the rewrites that reshape loops (split_reduction) have seen the one loop."""
+        v = ctx.view()
+        if v.body is None:
+            return ctx
+        uses = [x for x in walk(v.body) if x.type == "identifier" and v.t(x) == VEC and
+                x.parent.type != "init_declarator"]
+        loops = []
+        for x in uses:
+            top, p = None, x.parent
+            while p is not None and p != v.body:
+                if p.type in _LOOPS:
+                    top = p
+                p = p.parent
+            if top is not None and all((top.start_byte, top.end_byte) != (q.start_byte, q.end_byte) for q in loops):
+                loops.append(top)
+        if not loops:
+            return ctx
+        edits = []
+        for loop in loops:
+            line = v.data[v.data.rfind(b"\n", 0, loop.start_byte) + 1:loop.start_byte].decode("utf-8")
+            ind = line[:len(line) - len(line.lstrip())]  # the indentation of the loop's line
+            body = v.t(loop).replace("\n", "\n    ")
+            copy = {c: re.sub(rf"\b{VEC}\b", c, body) for c in ("true", "false")}
+            edits.append((loop.start_byte, loop.end_byte,
+                          f"{{  // kerntune outputs_per_thread: the walk with vector loads only, or lane by lane\n"
+                          f"{ind}  if ({VEC})\n{ind}    {copy['true']}\n{ind}  else\n{ind}    {copy['false']}\n{ind}}}"))
+        lines = ", ".join(str(q.start_point[0] + 1) for q in loops)
+        return ctx.with_text(apply_edits(ctx.text, edits),
+                             f"outputs_per_thread: the walk (line {lines}) unswitched on {VEC}: vector loads or lanes")
+
 
 class _Render:
     """The new text of a statement of the guarded region: reads -> kt_gather, stores -> kt_scatter, lane locals'
@@ -331,6 +478,7 @@ class _Render:
     def __init__(self, v: KernelView, plan: _Plan, m: str):
         self.v, self.plan, self.m = v, plan, m
         self.reads = plan.read_spans
+        self.walk_reads = {(x.start_byte, x.end_byte) for x in plan.walk_reads}
         self.stores = {(s.start_byte, s.end_byte) for s in plan.stores}
         self.decls = {(d.start_byte, d.end_byte) for d in plan.lane_decls}
 
@@ -341,7 +489,8 @@ class _Render:
         v, key = self.v, (n.start_byte, n.end_byte)
         if key in self.reads:
             arr, idx = subscript_parts(n)
-            return f"kt_gather<{self.m}>({v.t(arr)}, {self.render(idx)}, {LIVE})"
+            flag = f", {VEC}" if key in self.walk_reads else ""
+            return f"kt_gather<{self.m}>({v.t(arr)}, {self.render(idx)}, {LIVE}{flag})"
         if key in self.stores:
             a = n.named_children[0]
             while a.type == "parenthesized_expression":
