@@ -10,6 +10,7 @@ that another verified configuration serves clearly faster than the winner that c
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -388,8 +389,6 @@ def _slower_nowhere(prep: Prepared, backend: Backend, templates: dict, same: lis
     the best other configuration of the winner's template that the search measured faster than the original on
     every size set, confirmed interleaved with the original (at most ``ALTERNATIVES`` tried, best geometric mean
     first), as a one-configuration dispatch; None when none is slower nowhere under confirmation."""
-    import math
-
     from agent_core.agent import dispatch as dsp
     seen, pool = set(), []
     for c in sorted(same, key=lambda c: sum(math.log(r) for r in c.ratio)):
