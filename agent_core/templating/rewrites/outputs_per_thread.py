@@ -7,7 +7,9 @@ nothing to pack: the contiguous direction runs across the threads of a warp. Giv
 neighbouring outputs (``i, i + 1, ...``) turns each of its loads ``p[off + i]`` into one ``OUTS``-wide vector load
 (``kt_gather``: one 8- or 16-byte load when all lanes exist and the address is aligned, else lane by lane with
 the lanes past the end left out), so each thread keeps ``OUTS`` times the bytes in flight with the same number
-of instructions, and the grid divides by ``OUTS``. The values that follow from those loads become ``kt_lanes<T,
+of instructions, and the grid divides by ``OUTS``. Where the offsets allow it, the thread makes that choice once,
+before its walk (``kt_outs_vec``, see ``_decide_once``), and ``finish`` unswitches the walk on it: a loop that
+decided at every load kept fewer loads in flight than the kernel's own. The values that follow from those loads become ``kt_lanes<T,
 OUTS>`` (a register array with element-wise ``+ - * /``); calls and casts on them run lane by lane
 (``kt_apply``), and each store ``q[off + i] = v`` writes the lanes that exist (``kt_scatter``). The arithmetic of
 each lane is the original's, in the original order: the outputs are bit for bit those of the kernel.
