@@ -32,10 +32,12 @@ void go(float* y, const float* x, int rows, int n) { k<<<(n + 255) / 256, 256>>>
 """
 
 
+def _compose(body: str):
+    return compose(parse_cuda(_KERNEL.replace("BODY", body), "k.cu"), "k")
+
+
 def _why(body: str) -> str | None:
-    text = _KERNEL.replace("BODY", body)
-    cf = parse_cuda(text, "k.cu")
-    return dict(compose(cf, "k").report)["outputs_per_thread"]
+    return dict(_compose(body).report)["outputs_per_thread"]
 
 
 def test_a_column_walk_gets_outputs_per_thread():
@@ -99,8 +101,7 @@ def test_the_rewritten_kernel_reads_vectors_and_divides_the_grid():
 
 
 def _rewritten(body: str) -> str:
-    text = _KERNEL.replace("BODY", body)
-    got = compose(parse_cuda(text, "k.cu"), "k")
+    got = _compose(body)
     assert "outputs_per_thread" in got.applied
     return apply_mod.strip_header(got.template.text)
 

@@ -64,6 +64,12 @@ class KernelView:
         lead = self.data[line_start:n.start_byte]
         return lead.decode("utf-8") if not lead.strip() else " " * len(lead)
 
+    def line_indent(self, n: Node) -> str:
+        """The white space that indents the line ``n`` starts on (whatever stands before ``n`` on it)."""
+        line_start = self.data.rfind(b"\n", 0, n.start_byte) + 1
+        line = self.data[line_start:n.start_byte].decode("utf-8")
+        return line[:len(line) - len(line.lstrip())]
+
 
 def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
     """``text`` with byte ranges replaced (``(start, end, new)``, non-overlapping)."""

@@ -35,7 +35,7 @@ from agent_core.model import KerntuneError, Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
 from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, subscript_parts, walk
-from agent_core.templating.rewrites.vectorize import _offset, _role
+from agent_core.templating.rewrites.vectorize import _offset, _role, offset_node
 from agent_core.templating.rewrites.work_per_thread import _guarded_element
 
 OUTS = "OUTS"
@@ -182,8 +182,8 @@ def _decide_once(v: KernelView, plan: _Plan, facts: KernelFacts) -> None:
     pointers: dict[str, int] = {}
     for x in walk_reads:
         arr, idx = subscript_parts(x)
-        off = _offset_node(v, idx, plan.var)
-        if off is not None:
+        off = offset_node(v, idx, plan.var)
+        if off is not idx:  # p[off + i]; p[i] alone is aligned wherever the thread's first output is
             cond = _multiple(v, off, fixed)
             if cond is None:
                 return
@@ -194,16 +194,6 @@ def _decide_once(v: KernelView, plan: _Plan, facts: KernelFacts) -> None:
     plan.flag_terms = [f"(unsigned long long)({p} + {plan.var}) % ({m} * {b}) == 0" for p, b in pointers.items()] + terms
     plan.walk_reads = walk_reads
     plan.flag_at = at
-
-
-def _offset_node(v: KernelView, idx: Node, var: str) -> Node | None:
-    """``off`` of an index ``off + var`` (None for ``var`` alone); the caller knows the index has this form."""
-    while idx.type == "parenthesized_expression" and idx.named_child_count == 1:
-        idx = idx.named_children[0]
-    if idx.type == "identifier":
-        return None
-    lt, rt = idx.child_by_field_name("left"), idx.child_by_field_name("right")
-    return rt if lt.type == "identifier" and v.t(lt) == var else lt
 
 
 def _fixed(v: KernelView, n: Node, fixed: set[str]) -> bool:
@@ -461,8 +451,7 @@ class OutputsPerThread(Rewrite):
             return ctx
         edits = []
         for loop in loops:
-            line = v.data[v.data.rfind(b"\n", 0, loop.start_byte) + 1:loop.start_byte].decode("utf-8")
-            ind = line[:len(line) - len(line.lstrip())]  # the indentation of the loop's line
+            ind = v.line_indent(loop)
             body = v.t(loop).replace("\n", "\n    ")
             copy = {c: re.sub(rf"\b{VEC}\b", c, body) for c in ("true", "false")}
             edits.append((loop.start_byte, loop.end_byte,

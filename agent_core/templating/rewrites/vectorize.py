@@ -125,15 +125,23 @@ def _assigned_through(v: KernelView, body: Node, name: str) -> bool:
 
 
 def _offset(v: KernelView, idx: Node, var: str) -> str | None:
-    while idx.type == "parenthesized_expression" and idx.named_child_count == 1:
-        idx = idx.named_children[0]
-    if idx.type == "identifier" and v.t(idx) == var:
-        return ""
-    if idx.type == "binary_expression" and v.t(idx.child_by_field_name("operator")) == "+":
-        lt, rt = idx.child_by_field_name("left"), idx.child_by_field_name("right")
+    """The text of ``off`` where the index is ``off + var`` (either order), "" for ``var`` alone, else None."""
+    got = offset_node(v, idx, var)
+    return None if got is None else "" if got is idx else v.t(got)
+
+
+def offset_node(v: KernelView, idx: Node, var: str) -> Node | None:
+    """``off``'s node where the index is ``off + var`` (either order); ``idx`` itself for ``var`` alone; else None."""
+    inner = idx
+    while inner.type == "parenthesized_expression" and inner.named_child_count == 1:
+        inner = inner.named_children[0]
+    if inner.type == "identifier" and v.t(inner) == var:
+        return idx
+    if inner.type == "binary_expression" and v.t(inner.child_by_field_name("operator")) == "+":
+        lt, rt = inner.child_by_field_name("left"), inner.child_by_field_name("right")
         for a, b in ((lt, rt), (rt, lt)):
             if a.type == "identifier" and v.t(a) == var and var not in names_in(v, b):
-                return v.t(b)
+                return b
     return None
 
 
