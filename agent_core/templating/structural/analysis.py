@@ -1,0 +1,44 @@
+"""The structural analysis of one kernel: the steps in the order they run. The launch comes first (its
+template arguments, then its block size, which the later steps tie to; its grid), then what the kernel
+assumes of the block, the code knobs, the block-size domain's narrowing, and last the spec written in terms of
+the parameters. The order matters: a step sees what the earlier ones lifted and tied."""
+
+from __future__ import annotations
+
+from agent_core.model import CudaFile
+from agent_core.templating.structural import block, grid, knobs, launch, spec_edits
+from agent_core.templating.structural.kernel import check_supported, find_kernel
+from agent_core.templating.structural.state import Analysis
+
+
+def run(a: Analysis) -> None:
+    sites = launch.spec_site_first(a, a.k.launch_sites)
+    if sites:
+        launch.template_args(a, sites[0])
+        launch.block_size(a, sites[0], primary=True)
+        for s in sites[1:]:
+            launch.block_size(a, s, primary=False)
+        grid.grid_size(a, sites[0])
+        for s in sites:
+            grid.grid_follows_block(a, s)
+        grid.items_per_thread(a, sites[0])
+    else:
+        a.notes.append("no launch site of it in this file")
+    block.block_assumptions(a)
+    knobs.launch_bounds(a)
+    knobs.unroll(a)
+    block.block_pow2(a)
+    block.untied_block_literals(a)
+    knobs.warp_lanes(a)
+    spec_edits.spec_launch(a)
+    spec_edits.spec_template_args(a)
+
+
+def analyze(cf: CudaFile, kernel: str) -> Analysis:
+    """The finished analysis of ``kernel``; KerntuneError (located) when there is no such kernel or it
+    cannot be analyzed."""
+    k = find_kernel(cf, kernel)
+    check_supported(cf, k)
+    a = Analysis(cf, k)
+    run(a)
+    return a

@@ -1,0 +1,151 @@
+"""The kernel's launch sites: which one the tunable values are read from (the one the spec describes), its
+integer template arguments, and its block size (x, and y for a 2-D block), which every later step ties to."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from agent_core import expr
+from agent_core.model import KerntuneError, LaunchSite
+from agent_core.source import spec as spec_mod
+from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, TEMPLATE_VALUES
+from agent_core.templating.structural.source import Resolver, dim3_components
+from agent_core.templating.structural.state import Analysis, param_name
+
+
+def spec_site_first(a: Analysis, sites: list[LaunchSite]) -> list[LaunchSite]:
+    """The launch sites with the one the spec's launch describes first, where the host code has several
+    that differ (``if (ncols < 1024) k<32><<<g, 32>>>(...); else k<1024><<<g, 1024>>>(...);``): the spec's
+    ``template_args`` name it, else its block size at the first size set does. The tunable values are read
+    from that branch."""
+    if len(sites) < 2:
+        return sites
+    try:
+        sp = spec_mod.find_spec(a.cf, a.k.name)
+    except KerntuneError:
+        return sites
+    if sp is None:
+        return sites
+
+    def value(site: LaunchSite, n: Node | None) -> str | None:
+        src = Resolver(a.f, site.host_vars).resolve(n)
+        return str(src.value) if src is not None else (a.f.t(n).strip() if n is not None else None)
+    if sp.template_args:
+        norm = lambda s: re.sub(r"\s+", "", {"true": "1", "false": "0"}.get(s.strip(), s))  # noqa: E731
+        want = [norm(s) for s in sp.template_args]
+        match = [st for st in sites if [norm(value(st, a.f.node(t.span)) or "") for t in st.template_args]
+                 == want]
+    else:
+        try:
+            want_block = str(expr.evaluate_int(sp.block[0], sp.sizes[0]))
+        except (expr.ExprError, KerntuneError, IndexError):
+            return sites
+        match = []
+        for st in sites:
+            if len(st.config) < 2:
+                continue
+            r = Resolver(a.f, st.host_vars)
+            node = a.f.node(st.config[1].span)
+            comps = dim3_components(a.f, r, node)
+            if value(st, comps[0] if comps else node) == want_block:
+                match.append(st)
+    if not match or match[0] is sites[0]:
+        return sites
+    return [match[0]] + [st for st in sites if st is not match[0]]
+
+
+def template_args(a: Analysis, site: LaunchSite) -> None:
+    """The launch's integer template arguments (``k<4><<<...>>>``) become parameters."""
+    if not site.template_args:
+        return
+    r = Resolver(a.f, site.host_vars)
+    for tp, arg in zip(a.k.template_params, site.template_args):
+        if tp.kind != "value":
+            continue
+        src = r.resolve(a.f.node(arg.span))
+        if src is None:
+            a.notes.append(f"template argument {tp.name} = {arg.text} is not a constant")
+            continue
+        pow2 = expr.FUNCTIONS["is_pow2"](src.value)
+        values = [v for v in TEMPLATE_VALUES if v <= max(16, src.value)] if pow2 else [src.value]
+        if src.value > 16 and pow2:
+            values += [src.value // 2, src.value * 2]
+        name = a.add(src, param_name(tp.name), "template_arg", values,
+                     f"template argument {tp.name} of {a.k.name}, from {src.where}")
+        a.tp_of.setdefault(name, tp.name)
+        if pow2 and src.value >= 1:
+            a.constrain(f"is_pow2({name})")
+
+
+def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
+    """The block size of the primary launch becomes the block parameter (a template argument that is the
+    block size is that parameter); another launch with the same literal block size follows it."""
+    if len(site.config) < 2:
+        return
+    r = Resolver(a.f, site.host_vars)
+    node = a.f.node(site.config[1].span)
+    comps = dim3_components(a.f, r, node)
+    multi = comps is not None and len(comps) > 1
+    x = comps[0] if comps else node
+    if primary:
+        a.block_2d = multi
+    src = r.resolve(x)
+    if src is None:
+        if primary:
+            a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
+        return
+    if not primary:
+        if src.key in a.by_key:
+            return
+        if a.block is not None and src.value == a.params[a.block].original and src.name is None:
+            a.tie(src, a.block)  # another launch with the same literal block size
+        return
+    if src.key in a.by_key:  # e.g. k<BLOCK><<<g, BLOCK>>>
+        name = a.by_key[src.key]
+        p = a.params[name]
+        if p.kind == "template_arg":
+            a.block_tp = a.tp_of.get(name)
+            a.drop_pow2(name)
+        p.kind, p.values = "block_size", _block_values(src.value, multi)
+        p.why = f"threads per block, from {src.where}"
+    else:
+        tp = _template_param_for_block(a, src.value) if src.name is None else None
+        if tp is not None:  # scale<2, 256><<<g, 256>>> with template <int VEC, int THREADS>
+            name = tp
+            a.tie(src, tp)
+            p = a.params[tp]
+            p.kind, p.values = "block_size", _block_values(src.value, multi)
+            p.why = f"threads per block; {p.why}"
+            a.drop_pow2(tp)
+            a.block_tp = a.tp_of.get(tp)
+        else:
+            default = "BLOCK_X" if multi else "BLOCK"
+            name = a.add(src, param_name(src.name) if src.name else default, "block_size",
+                         _block_values(src.value, multi),
+                         f"threads per block{' in x' if multi else ''}, from {src.where}")
+    a.block = name
+    a.constrain(f"{name} % 32 == 0")
+    a.constrain(f"{name} <= 1024")
+    if multi and len(comps) > 1:
+        ysrc = r.resolve(comps[1])
+        if ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
+            yname = a.add(ysrc, param_name(ysrc.name) if ysrc.name else "BLOCK_Y", "block_size",
+                          BLOCK_YS, f"threads per block in y, from {ysrc.where}")
+            a.block_y = yname
+            a.constraints = [c for c in a.constraints if not c.startswith(f"{name} % 32")]
+            a.constrain(f"({name} * {yname}) % 32 == 0")
+            a.constrain(f"{name} * {yname} <= 1024")
+
+
+def _template_param_for_block(a: Analysis, value: int) -> str | None:
+    for name, p in a.params.items():
+        if p.kind == "template_arg" and p.original == value and re.search(r"BLOCK|THREAD|NT\b|TPB", name):
+            return name
+    return None
+
+
+def _block_values(original: int, multi: bool = False) -> list[int]:
+    """Every multiple of 32 up to 1024 (block_pow2 narrows it to powers of two for a tree reduction)."""
+    return sorted(set(BLOCK_XS if multi else ALL_BLOCKS) | {original})

@@ -1,0 +1,199 @@
+"""The spec written in terms of the parameters. Its literal block size, and the block-size literals of its
+grid where the launch's grid follows the block, become parameter names in the template's ``launch``; in a spec
+comment they, and its ``template_args`` integers that are a lifted template argument, are also sites, so that
+a rewritten file's spec still matches its launch and names the instantiation it makes."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from agent_core import expr
+from agent_core.model import KerntuneError, Span
+from agent_core.source import spec as spec_mod
+from agent_core.templating.structural.grid import grid_mentions
+from agent_core.templating.structural.source import Source
+from agent_core.templating.structural.state import Analysis
+
+# (start, end, replacement, original value, parameter, render) of a literal in one spec string
+Edit = tuple[int, int, str, int, str, str]
+
+
+def spec_launch(a: Analysis) -> None:
+    """The kernel's spec gives the launch the tuner runs; when it writes the block size as a literal
+    (``block = "256"``) it must follow the block parameter, or every variant would run on the original
+    block (a shared array sized for 64 threads indexed by 256, a stride of 512 walked by 256 threads). Its
+    literal block size, and the block-size literals of its grid where the launch's own grid follows the
+    block (``cdiv(n, 128)``), become the parameter's names in the template's ``launch``; written in a
+    spec comment, they are also sites, so that a rewritten file's spec still matches its launch."""
+    if a.block is None:
+        return
+    try:
+        sp = spec_mod.find_spec(a.cf, a.k.name)
+    except KerntuneError:
+        return  # a broken spec is reported where it is used
+    if sp is None:
+        return
+    names = set(a.params)
+    edits: dict[tuple[str, int], list[Edit]] = {}
+    block_params = [a.block, a.block_y]
+    for j, e in enumerate(sp.block):
+        pname = block_params[j] if j < len(block_params) else None
+        if pname is None or _expr_names(e) & names:
+            continue
+        node = _expr_int(e)
+        if node is not None and node[2] == a.params[pname].original:
+            edits[("block", j)] = [(node[0], node[1], pname, node[2], pname, "{value}")]
+    if sp.grid and not _expr_names(sp.grid[0]) & names:
+        got = _spec_grid_edits(a, sp.grid[0])
+        if got:
+            edits[("grid", 0)] = got
+    if not edits:
+        return
+    launch = {"grid": list(sp.grid), "block": list(sp.block), "smem": sp.smem or "0"}
+    for (fld, j), es in edits.items():
+        text = launch[fld][j].encode("utf-8")
+        for s, e, rep, *_ in sorted(es, reverse=True):
+            text = text[:s] + rep.encode("utf-8") + text[e:]
+        launch[fld][j] = text.decode("utf-8")
+    a.launch = launch
+    if sp.span is None:  # a sidecar spec: the launch is all there is
+        return
+    for (fld, j), es in edits.items():
+        start = _spec_string_start(a, sp, fld, j)
+        if start is None:
+            continue
+        for s, e, _rep, value, param, render in es:
+            sb, se = start + s, start + e  # a TOML string on one line
+            line, col = a.f.line_of(sb), sb - (a.f.data.rfind(b"\n", 0, sb) + 1)
+            src = Source(Span(sb, se, line, col, line, col + (se - sb)), value,
+                         a.f.data[sb:se].decode("utf-8"), None, f"the spec's {fld} at line {line + 1}")
+            a.tie(src, param, render)
+
+
+def spec_template_args(a: Analysis) -> None:
+    """A spec comment's ``template_args`` names the instantiation to tune; an integer there that is the
+    original value of a parameter lifted from that template argument is a site of the parameter, so that
+    a rewritten file's spec still names the instantiation its launch makes."""
+    try:
+        sp = spec_mod.find_spec(a.cf, a.k.name)
+    except KerntuneError:
+        return
+    if sp is None or sp.span is None or not sp.template_args:
+        return
+    param_of = {tp: n for n, tp in a.tp_of.items()}
+    for i, (tp, arg) in enumerate(zip(a.k.template_params, sp.template_args)):
+        name = param_of.get(tp.name)
+        m = re.fullmatch(r"\s*(\d+)\s*", arg)
+        if name is None or m is None or int(m.group(1)) != a.params[name].original:
+            continue
+        start = _spec_string_start(a, sp, "template_args", i)
+        if start is None:
+            continue
+        sb, se = start + m.start(1), start + m.end(1)
+        line, col = a.f.line_of(sb), sb - (a.f.data.rfind(b"\n", 0, sb) + 1)
+        a.tie(Source(Span(sb, se, line, col, line, col + (se - sb)), int(m.group(1)), m.group(1), None,
+                     f"the spec's template_args at line {line + 1}"), name)
+
+
+def _spec_grid_rows_edits(a: Analysis, tree, offs) -> list[Edit]:
+    """The literals of the spec's grid that are the block's y size, where every launch's grid x is written
+    from the y size's name (``(rows + kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32,
+    kRowsPerBlock)``): the grid covers the rows for every value of it."""
+    if a.block_y is None or not a.k.launch_sites:
+        return []
+    py = a.params[a.block_y]
+    names = {s.name for s in py.sites if s.name}
+    if not names or not all(grid_mentions(a, site, names) for site in a.k.launch_sites):
+        return []
+    parents = {c: par for par in ast.walk(tree) for c in ast.iter_child_nodes(par)}
+    out = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Constant) and type(n.value) is int):
+            continue
+        par = parents.get(n)
+        s, e = offs(n)
+        if n.value == py.original and isinstance(par, (ast.BinOp, ast.Call)):
+            out.append((s, e, a.block_y, py.original, a.block_y, "{value}"))
+        elif n.value == py.original - 1 and isinstance(par, ast.BinOp) and isinstance(par.op, ast.Add):
+            out.append((s, e, f"{a.block_y} - 1", py.original - 1, a.block_y, "{value} - 1"))
+    return out
+
+
+def _spec_grid_edits(a: Analysis, e: str) -> list[Edit]:
+    """Where the spec's grid expression ``e`` must name parameters: the block size where the launch's
+    grid follows the block (``cdiv(n, 128)``, ``(n + 127) / 128``), the items per thread next to it, a
+    fixed grid of a grid-stride loop."""
+    try:
+        tree = ast.parse(e.strip(), mode="eval")
+    except SyntaxError:
+        return []
+    lead = len(e) - len(e.lstrip())
+    offs = lambda n: (lead + n.col_offset, lead + n.end_col_offset)  # noqa: E731 (one line: UTF-8 offsets)
+    out = []
+    grid = next((p for p in a.params.values() if p.kind == "grid_size"), None)
+    if grid is not None and isinstance(tree.body, ast.Constant) and tree.body.value == grid.original:
+        s, t = offs(tree.body)
+        return [(s, t, grid.name, grid.original, grid.name, "{value}")]
+    rows = _spec_grid_rows_edits(a, tree, offs)
+    if rows:  # rows per block in y: `cdiv(rows, 4)` where the launch divides by ROWS_PER_BLOCK
+        return rows
+    if not a.grid_tied or a.block is None:
+        return []
+    bo = a.params[a.block].original
+    io = a.params[a.items].original if a.items else None
+    parents = {c: par for par in ast.walk(tree) for c in ast.iter_child_nodes(par)}
+    ints = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int]
+    exact = [n for n in ints if n.value == bo and isinstance(parents.get(n), (ast.BinOp, ast.Call))]
+    if not exact:
+        return []
+    for n in exact:
+        s, t = offs(n)
+        out.append((s, t, a.block, bo, a.block, "{value}"))
+    for n in ints:
+        par = parents.get(n)
+        if n in exact or par is None:
+            continue
+        s, t = offs(n)
+        if n.value == bo - 1 and isinstance(par, ast.BinOp):
+            additive = isinstance(par.op, ast.Add)  # n + 127 -> n + BLOCK - 1; else parenthesized
+            out.append((s, t, f"{a.block} - 1" if additive else f"({a.block} - 1)", bo - 1, a.block,
+                        "{value} - 1" if additive else "({value} - 1)"))
+        elif io is not None and n.value == io and isinstance(par, ast.BinOp) and isinstance(par.op, ast.Mult) \
+                and any(o in exact for o in (par.left, par.right)):
+            out.append((s, t, a.items, io, a.items, "{value}"))
+    return out
+
+
+def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
+    """The byte offset in the file where the text of the spec comment's ``fld`` (its ``j``-th string,
+    for a list) starts; None when it cannot be found exactly as parsed."""
+    if sp.span is None or fld not in sp.lines:
+        return None
+    data = a.f.data
+    pos = a.f.line_start(sp.lines[fld])
+    if pos is None:
+        return None
+    m = re.compile(rb"\b" + fld.encode() + rb"\s*=\s*").match(data, data.find(fld.encode(), pos))
+    if m is None or m.start() >= sp.span.end:
+        return None
+    strings = list(re.compile(rb'"((?:[^"\\\n])*)"|\'([^\'\n]*)\'').finditer(data, m.end(), sp.span.end))
+    if j >= len(strings):
+        return None
+    sm = strings[j]
+    g = 1 if sm.group(1) is not None else 2
+    value = getattr(sp, fld)[j]
+    return sm.start(g) if sm.group(g).decode("utf-8", "replace") == value else None
+
+
+def _expr_names(e: str) -> set[str]:
+    try:
+        return expr.names(e)
+    except expr.ExprError:
+        return set()
+
+
+def _expr_int(e: str) -> tuple[int, int, int] | None:
+    """(start, end, value) of ``e`` when it is one integer literal (``"256"``), offsets in UTF-8 bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*", e)
+    return (m.start(1), m.end(1), int(m.group(1))) if m else None
