@@ -70,6 +70,7 @@ class RecordedSpace:
     pruned: set[str] = field(default_factory=set)  # recorded as pruned by the hardware check: cost nothing
     n_valid: int = 0  # configurations the space file allows
     missing: int = 0  # of those, not recorded
+    per_set: dict[str, list[float]] = field(default_factory=dict)  # params_key -> median us on each size set (verified)
 
     @property
     def name(self) -> str:
@@ -107,12 +108,14 @@ def recorded_spaces(store_path: Path) -> list[RecordedSpace]:
             latest: dict[str, object] = {}
             for ev in evs:  # the most recent recording of each configuration (as the replay answers)
                 latest[params_key(ev.params)] = ev
-            objectives, pruned = {}, set()
+            objectives, pruned, per_set = {}, set(), {}
             for k, ev in latest.items():
                 if ev.status == Status.PRUNED:
                     pruned.add(k)
                 elif ev.status == Status.OK and ev.objective is not None:
                     objectives[k] = float(ev.objective)
+                    if ev.timings and all(t is not None and t.median_us > 0 for t in ev.timings):
+                        per_set[k] = [t.median_us for t in ev.timings]
                 else:
                     objectives[k] = math.inf
             if not any(math.isfinite(v) for v in objectives.values()):
@@ -125,7 +128,7 @@ def recorded_spaces(store_path: Path) -> list[RecordedSpace]:
             pruned &= valid
             out.append(RecordedSpace(store_path, tpl["kernel"], tpl.get("origin") or "?", th, sh, dev,
                                      sess[0]["original_hash"], space, sizes, objectives, pruned, len(valid),
-                                     len(valid - recorded)))
+                                     len(valid - recorded), {k: v for k, v in per_set.items() if k in objectives}))
     return out
 
 
@@ -168,7 +171,8 @@ def sub_space(rs: RecordedSpace) -> RecordedSpace:
             p.original = p.values[0]
     objs = {k: v for k, v in rs.objectives.items() if k in valid}
     return RecordedSpace(**{**rs.__dict__, "origin": rs.origin + " (sub-space)", "space": space,
-                            "objectives": objs, "pruned": rs.pruned & valid, "n_valid": len(valid), "missing": 0})
+                            "objectives": objs, "pruned": rs.pruned & valid, "n_valid": len(valid), "missing": 0,
+                            "per_set": {k: v for k, v in rs.per_set.items() if k in objs}})
 
 
 # --------------------------------------------------------------------------------------------- runs
@@ -180,10 +184,11 @@ def replay_for(rs: RecordedSpace) -> ReplayBackend:
 
 
 def search_curve(rs: RecordedSpace, be: ReplayBackend, strategy: str, seed: int, budget: int, batch: int = 1,
-                 early_stop_after: int | None = None) -> list[float]:
+                 early_stop_after: int | None = None, evaluated: list[str] | None = None) -> list[float]:
     """Best objective after each of ``budget`` evaluations of ``strategy`` over the replayed space (asked
     ``batch`` at a time and told after the batch, as the GPU tuner does); after an early stop or an exhausted
-    space the best stays. Pruned configurations cost nothing; failed ones one evaluation each."""
+    space the best stays. Pruned configurations cost nothing; failed ones one evaluation each. ``evaluated``,
+    when given, receives the params_key of every configuration evaluated, in order."""
     from agent_core.search.tuner import EARLY_STOP_GAIN
     st = make_strategy(strategy, rs.space, rs.sizes, seed=seed, budget=budget)
     best, curve, gain_at = math.inf, [], 0
@@ -203,6 +208,8 @@ def search_curve(rs: RecordedSpace, be: ReplayBackend, strategy: str, seed: int,
                 raise RuntimeError(f"{rs.name}: {cfg} is not recorded; score complete (sub-)spaces only") from None
             obj = ev.objective if ev.status == Status.OK else None
             told.append((cfg, obj))
+            if evaluated is not None:
+                evaluated.append(key)
             if obj is not None and obj < best:
                 if best == math.inf or obj < best * (1 - EARLY_STOP_GAIN):
                     gain_at = len(curve) + 1
@@ -213,6 +220,21 @@ def search_curve(rs: RecordedSpace, be: ReplayBackend, strategy: str, seed: int,
         if early_stop_after and best < math.inf and len(curve) - gain_at >= early_stop_after:
             break
     return curve + [curve[-1] if curve else math.inf] * (budget - len(curve))
+
+
+def dispatch_ratio(rs: RecordedSpace, evaluated: list[str]) -> float:
+    """How well the configurations a search evaluated serve a per-shape dispatch: the geometric mean over the
+    size sets of (the best time among them on that size set) / (the best time of the whole space there); 1.0 =
+    every size set served at the space's optimum for it. NaN when the recording has no per-size-set times."""
+    if not rs.per_set:
+        return math.nan
+    n = len(next(iter(rs.per_set.values())))
+    opt = [min(t[i] for t in rs.per_set.values()) for i in range(n)]
+    seen = set(evaluated)
+    got = [t for k, t in rs.per_set.items() if k in seen]
+    if not got:
+        return math.inf
+    return math.exp(sum(math.log(min(t[i] for t in got) / opt[i]) for i in range(n)) / n)
 
 
 def random_curve(values: list[float], budget: int) -> list[float]:
@@ -243,6 +265,7 @@ class Score:
     stdev: float  # of the per-repeat means
     found_optimum: float  # fraction of repeats that found the optimum within the budget
     repeats: int
+    dispatch: float = math.nan  # mean over the repeats of dispatch_ratio after the budget (1.0: all at optimum)
 
 
 def score_space(rs: RecordedSpace, strategies: list[str], budgets: list[int], repeats: int, batch: int = 1,
@@ -259,17 +282,20 @@ def score_space(rs: RecordedSpace, strategies: list[str], budgets: list[int], re
             rand = random_curve(vals, b)
             for s in strategies:
                 reps = 1 if s == "exhaustive" else repeats
-                per_mean, per_final, hits = [], [], 0
+                per_mean, per_final, hits, per_dispatch = [], [], 0, []
                 for seed in range(reps):
-                    c = search_curve(rs, be, s, seed, b, batch, early_stop_after)
+                    evaluated: list[str] = []
+                    c = search_curve(rs, be, s, seed, b, batch, early_stop_after, evaluated)
                     sc = scores(c, rand, opt)
                     per_mean.append(sum(sc) / len(sc))
                     per_final.append(sc[-1])
                     hits += c[-1] <= opt
+                    per_dispatch.append(dispatch_ratio(rs, evaluated))
                 m = sum(per_mean) / reps
                 sd = math.sqrt(sum((x - m) ** 2 for x in per_mean) / max(1, reps - 1))
                 label = s + (f"+stop{early_stop_after}" if early_stop_after else "")
-                out.append(Score(rs.name, label, b, m, sum(per_final) / reps, sd, hits / reps, reps))
+                out.append(Score(rs.name, label, b, m, sum(per_final) / reps, sd, hits / reps, reps,
+                                 sum(per_dispatch) / reps))
     finally:
         be.close()
     return out
@@ -434,17 +460,22 @@ def _main(a: argparse.Namespace, stores: list[Path]) -> int:
                 rows += score_space_kt(rs, a.kernel_tuner or list(KT_STRATEGIES), a.budgets, a.repeats, Path(tmp))
     print(f"\nWillemsen et al. score against random search (mean over k = 1..budget; 1 = optimum, 0 = random); "
           f"{a.repeats} seeded repeats, batch {a.batch}, {time.time() - t0:.0f} s")
-    print(f"{'space':<60} {'strategy':<24} {'budget':>6} {'score':>7} {'±sd':>6} {'final':>7} {'optimum':>8}")
+    print("dispatch: geomean over the size sets of the best time found there / the space's best time there "
+          "(1.000 = a per-shape dispatch serves every size set at its optimum)")
+    print(f"{'space':<60} {'strategy':<24} {'budget':>6} {'score':>7} {'±sd':>6} {'final':>7} {'optimum':>8} "
+          f"{'dispatch':>8}")
     for r in rows:
         print(f"{r.space:<60} {r.strategy:<24} {r.budget:>6} {r.mean:7.3f} {r.stdev:6.3f} {r.final:7.3f} "
-              f"{r.found_optimum:8.0%}")
-    by: dict[tuple[str, int], list[float]] = {}
+              f"{r.found_optimum:8.0%} {r.dispatch:8.3f}")
+    by: dict[tuple[str, int], list[Score]] = {}
     for r in rows:
-        by.setdefault((r.strategy, r.budget), []).append(r.mean)
+        by.setdefault((r.strategy, r.budget), []).append(r)
     print("\nmean over spaces:")
-    for (s, b), xs in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (s, b), rs_ in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        xs = [r.mean for r in rs_]
+        ds = [r.dispatch for r in rs_ if math.isfinite(r.dispatch)]
         print(f"  budget {b:>3}  {s:<24} {sum(xs) / len(xs):7.3f}  median {statistics.median(xs):7.3f}  "
-              f"({len(xs)} spaces)")
+              f"({len(xs)} spaces)" + (f"  dispatch {sum(ds) / len(ds):6.3f} ({len(ds)} spaces)" if ds else ""))
     if a.json:
         a.json.write_text(json.dumps({"repeats": a.repeats, "batch": a.batch, "budgets": a.budgets,
                                       "scores": [r.__dict__ for r in rows]}, indent=1))

@@ -1090,7 +1090,8 @@ def row_sum_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     from agent_core.cli import main
     r = CliRunner().invoke(main, ["optimize", "row_sum.cu", "-k", "row_sum", "--no-experts", "--budget", "4",
-                                  "--rounds", "1", "--backend", "replay:rec.sqlite"], catch_exceptions=False)
+                                  "--rounds", "1", "--strategy", "tpe", "--backend", "replay:rec.sqlite"],
+                        catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "the original kernel kept on 1 size set(s)" in " ".join(r.output.split())
     return tmp_path, main
@@ -1273,7 +1274,8 @@ def test_apply_falls_back_to_one_configuration_that_is_slower_nowhere(tmp_path, 
     monkeypatch.setenv("COLUMNS", "200")
     from agent_core.cli import main
     r = CliRunner().invoke(main, ["optimize", "row_sum.cu", "-k", "row_sum", "--no-experts", "--budget", "4",
-                                  "--rounds", "1", "--backend", "replay:rec.sqlite"], catch_exceptions=False)
+                                  "--rounds", "1", "--strategy", "tpe", "--backend", "replay:rec.sqlite"],
+                        catch_exceptions=False)
     assert r.exit_code == 0, r.output
     text = f.read_text()
     s = _row_sum_summary(tmp_path, text)

@@ -103,7 +103,8 @@ def replay_run(recording, out, names=RECORDED, **kw):
     store = Store(out / "results.sqlite")
     try:
         # the whole budget of every round (no early stop): the rounds below follow from the full searches
-        return run_bench(discover(names), be, store, out, BenchOptions(budget_per_round=40, rounds=2,
+        # and TPE over categories, whose picks this fixture's scenario (the expert reaches the stop rule) was made on
+        return run_bench(discover(names), be, store, out, BenchOptions(budget_per_round=40, rounds=2, strategy="tpe",
                                                                        early_stop_after=None), **kw)
     finally:
         be.close()

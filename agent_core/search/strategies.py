@@ -256,8 +256,9 @@ class Tpe(Strategy):
 class TpeRanked(Tpe):
     """TPE with each parameter whose values are all numbers (in increasing order) searched by its rank among them:
     an integer distribution over 0..n-1, so what TPE learns of one value carries to its neighbours (a block of 480
-    threads is near one of 512). Scored against ``tpe`` on the brute-forced recordings by bench/strategy_scores.py;
-    ``auto`` still uses ``tpe``, whose suggestions the replay recordings hold."""
+    threads is near one of 512). ``auto`` uses it where the space is larger than the budget: on the spaces the H100
+    recordings brute-forced (bench/strategy_scores.py) it scores above ``tpe`` against random search and leaves a
+    per-shape dispatch closer to each size set's optimum."""
 
     name = "tpe_ranked"
     ordinal = True
@@ -265,7 +266,7 @@ class TpeRanked(Tpe):
 
 def make_strategy(name: str, space: ParamSpace, sizes: list[dict] | None, seed: int = 0,
                   budget: int | None = None) -> Strategy:
-    """A strategy by name. "auto": exhaustive when the valid space fits the budget, else TPE."""
+    """A strategy by name. "auto": exhaustive when the valid space fits the budget, else TPE over ranks."""
     if name not in STRATEGIES:
         from agent_core.model import KerntuneError
         raise KerntuneError(f"unknown search strategy '{name}' (use one of: {', '.join(STRATEGIES)})",
@@ -276,7 +277,7 @@ def make_strategy(name: str, space: ParamSpace, sizes: list[dict] | None, seed: 
         elif space.size() <= AUTO_SCAN_LIMIT and len(valid_configs(space, sizes, limit=budget + 1)) <= budget:
             name = "exhaustive"
         else:
-            name = "tpe"
+            name = "tpe_ranked"
     cls = {"exhaustive": Exhaustive, "random": RandomSearch, "tpe": Tpe, "tpe_ranked": TpeRanked}[name]
     return cls(space, sizes, seed=seed, budget=budget)
 
