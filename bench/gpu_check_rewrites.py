@@ -78,6 +78,8 @@ def _configs(t, sizes) -> list[dict]:
         axes["CLUSTER"] = [2, 8]
     if "OUTS" in sp.params:
         axes["OUTS"] = [1, max(sp.params["OUTS"].values)]
+    if "LOAD_HINT" in sp.params:
+        axes["LOAD_HINT"] = [0, 1]
     sweep = json.loads(os.environ["AXES"]) if os.environ.get("AXES") else None  # a sweep asked for: every combination
     if sweep:
         axes = {n: vals for n, vals in sweep.items() if n in sp.params}

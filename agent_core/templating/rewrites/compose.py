@@ -21,6 +21,7 @@ from agent_core.templating.rewrites.cluster_split import ClusterSplit
 from agent_core.templating.rewrites.fast_math import FastMath
 from agent_core.templating.rewrites.fuse_passes import FusePasses
 from agent_core.templating.rewrites.launch_bounds import LaunchBounds
+from agent_core.templating.rewrites.load_hint import LoadHint
 from agent_core.templating.rewrites.outputs_per_thread import OutputsPerThread
 from agent_core.templating.rewrites.split_reduction import SplitReduction
 from agent_core.templating.rewrites.vectorize import Vectorize
@@ -34,7 +35,8 @@ from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_head
 # thread's serial reduction split across the block's y threads), then one element per thread into a loop (so that it can be
 # vectorized), passes over one row fused (their fallback is then
 # vectorized; they use its VEC), vectors, and last the per-call and per-kernel knobs.
-REWRITES: list[Rewrite] = [OutputsPerThread(), WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(), FastMath(), LaunchBounds()]
+REWRITES: list[Rewrite] = [OutputsPerThread(), WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(),
+                           LoadHint(), FastMath(), LaunchBounds()]
 # rewrite name -> its twin (a composition of its own, in the rewrite's place in REWRITES)
 TWINS: dict[str, Rewrite] = {"split_reduction": ClusterSplit()}
 
@@ -240,10 +242,49 @@ template <int N, typename T, typename V> __device__ __forceinline__ void kt_scat
       if (k < live) p[i + k] = kt_lane(x, k);
   }
 }"""
+_PACK_HINT = """\
+// kerntune rewrite helpers: a vector load whose line is not kept in L1 at H = 1 (load_hint):
+// ld.global.L1::no_allocate.L2::256B has the plain load's semantics; the memory clobber keeps it in order with
+// the kernel's stores as a plain load is; H = 0 and packs of another size: the plain load
+template <int H, int N, typename T> __device__ __forceinline__ kt_pack<T, N> kt_load_hint(const T* p, long long k) {
+  const kt_pack<T, N>* q = reinterpret_cast<const kt_pack<T, N>*>(p) + k;
+  constexpr int B = sizeof(kt_pack<T, N>);
+  if constexpr (H == 0 || (B != 4 && B != 8 && B != 16)) {
+    return *q;
+  } else {
+    kt_pack<T, N> r;
+    unsigned* u = reinterpret_cast<unsigned*>(&r);
+    if constexpr (B == 16)
+      asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(q) : "memory");
+    else if constexpr (B == 8)
+      asm volatile("ld.global.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(q) : "memory");
+    else
+      asm volatile("ld.global.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(u[0]) : "l"(q) : "memory");
+    return r;
+  }
+}"""
+_LANES_HINT = """\
+// kerntune rewrite helpers: kt_gather (decided once) whose vector load is kt_load_hint<H> (load_hint)
+template <int H, int N, typename T> __device__ __forceinline__ kt_lanes<T, N> kt_gather_hint(const T* p, long long i, long long live, bool vec) {
+  if constexpr (N == 1) {
+    return kt_gather<N>(p, i, live, vec);
+  } else {
+    if (!vec) return kt_gather<N>(p, i, live, false);
+    const kt_pack<T, N> w = kt_load_hint<H, N>(p + i, 0);
+    kt_lanes<T, N> r;
+#pragma unroll
+    for (int k = 0; k < N; ++k) r.v[k] = w.v[k];
+    return r;
+  }
+}"""
 _CLUSTER = "#include <cooperative_groups.h>  // kerntune rewrite helpers: thread-block clusters (cluster_split)"
 HELPERS = {"pack": ("KERNTUNE_REWRITE_PACK", _PACK), "fast_math": ("KERNTUNE_REWRITE_FAST_MATH", _FAST_MATH),
            "cluster": ("KERNTUNE_REWRITE_CLUSTER", _CLUSTER),
-           "pack_lanes": ("KERNTUNE_REWRITE_PACK_LANES", _LANES)}  # after "pack" (sorted): it uses kt_pack
+           "pack_lanes": ("KERNTUNE_REWRITE_PACK_LANES", _LANES),  # after "pack" (sorted): it uses kt_pack
+           # sorted after "pack" (kt_pack) and, the gather's, after "pack_lanes" (kt_lanes, kt_gather)
+           "pack_hint": ("KERNTUNE_REWRITE_PACK_HINT", _PACK_HINT),
+           "pack_lanes_hint": ("KERNTUNE_REWRITE_PACK_LANES_HINT", _LANES_HINT)}
 
 
 @dataclass
