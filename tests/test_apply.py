@@ -1370,7 +1370,7 @@ def test_a_dispatch_holds_rewrite_configurations_beside_the_original(tmp_path):
     rw, names, t = rewrite_dispatch_of(f, "bias_gelu_residual_kernel", [big, small, None])
     assert names[0] == "bias_gelu_residual_kernel" and names[2] == "bias_gelu_residual_kernel__orig"
     new = rw.text
-    assert new.count("#define KERNTUNE_REWRITE_PACK") == 1 and "KT_" not in new
+    assert new.count("#define KERNTUNE_REWRITE_PACK\n") == 1 and "KT_" not in new
     assert "__launch_bounds__(96, 3) bias_gelu_residual_kernel(" in new
     assert f"__launch_bounds__(352, 4) {names[1]}(" in new
     host = new[new.index("void bias_gelu_residual("):]

@@ -37,11 +37,11 @@ def _twin(text: str, path: str = "k.cu"):
 def test_a_column_sum_gets_a_cluster_twin_after_its_in_block_split():
     cf, got = _outcome((DATA / "column_sum.cu").read_text(), str(DATA / "column_sum.cu"))
     # the first template keeps the in-block split: the twin is a second one
-    assert got.applied == ["outputs_per_thread", "split_reduction"]
+    assert got.applied == ["outputs_per_thread", "split_reduction", "load_hint"]
     assert "__cluster_dims__" not in got.template.text
     assert got.twin_report == [("cluster_split", None)] and len(got.twins) == 1
     t = got.twins[0]
-    assert t.origin == "rewrite:outputs_per_thread+cluster_split" and t.template_hash != got.template.template_hash
+    assert t.origin == "rewrite:outputs_per_thread+cluster_split+load_hint" and t.template_hash != got.template.template_hash
     body = apply_mod.strip_header(t.text)
     assert "__global__ __cluster_dims__(1, KT_CLUSTER, 1) void column_sum(" in body
     assert "#include <cooperative_groups.h>" in body
@@ -133,8 +133,8 @@ def test_the_loop_offers_the_twin_after_the_rewrite_and_not_before_sm90(tmp_path
     shutil.copy(CORPUS_COLUMN_SUM, f)
     prep = prepare(str(f), "column_sum_kernel", use_workspace_files=False)
     got = rewrite_templater(prep, [])
-    assert [t.origin for t in got] == ["rewrite:outputs_per_thread+split_reduction",
-                                       "rewrite:outputs_per_thread+cluster_split"]
+    assert [t.origin for t in got] == ["rewrite:outputs_per_thread+split_reduction+load_hint",
+                                       "rewrite:outputs_per_thread+cluster_split+load_hint"]
 
     class _Backend:
         def __init__(self, arch):

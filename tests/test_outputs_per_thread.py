@@ -81,7 +81,7 @@ def test_the_rewritten_kernel_reads_vectors_and_divides_the_grid():
     text = (DATA / "column_weighted_mean_fp16.cu").read_text()
     cf = parse_cuda(text, str(DATA / "column_weighted_mean_fp16.cu"))
     got = compose(cf, "weighted_mean_rows")
-    assert got.applied == ["outputs_per_thread", "split_reduction"]
+    assert got.applied == ["outputs_per_thread", "split_reduction", "load_hint"]
     t = got.template
     body = apply_mod.strip_header(t.text)
     assert "int c = (threadIdx.x + blockIdx.x * blockDim.x) * KT_OUTS;" in body
@@ -89,7 +89,7 @@ def test_the_rewritten_kernel_reads_vectors_and_divides_the_grid():
     assert "kt_lanes<float, KT_OUTS> acc = 0.0f;" in body
     # the row's weight is one value for every lane; the load one vector; the conversion lane by lane
     assert ("acc += w[r] * kt_apply([](auto kt_a0) { return __half2float(kt_a0); }, "
-            "kt_gather<KT_OUTS>(x, r * cols + c, kt_outs_live, true));") in body
+            "kt_gather_hint<KT_LOAD_HINT, KT_OUTS>(x, r * cols + c, kt_outs_live, true));") in body
     assert ("kt_scatter<KT_OUTS>(out, c, kt_apply([](auto kt_a0) { return __float2half(kt_a0); }, "
             "acc / (float)rows), kt_outs_live);") in body
     assert "dim3 grid((cols + (KT_BLOCK * KT_OUTS) - 1) / (KT_BLOCK * KT_OUTS));" in body
@@ -135,7 +135,7 @@ def test_a_max_keeps_its_form_so_the_split_still_combines_it():
     got = compose(cf, "column_max_bf16")
     body = apply_mod.strip_header(got.template.text)
     assert ("m = fmaxf(m, kt_apply([](auto kt_a0) { return __bfloat162float(kt_a0); }, "
-            "kt_gather<KT_OUTS>(x, (size_t)r * cols + col, kt_outs_live, true)));") in body
+            "kt_gather_hint<KT_LOAD_HINT, KT_OUTS>(x, (size_t)r * cols + col, kt_outs_live, true)));") in body
     assert "m = fmaxf(m, kt_part[kt_s * blockDim.x + threadIdx.x])" in body
     twin = apply_mod.strip_header(got.twins[0].text)
     assert "m = fmaxf(m, kt_cluster.map_shared_rank(kt_part, kt_b)[threadIdx.x])" in twin
@@ -144,11 +144,11 @@ def test_a_max_keeps_its_form_so_the_split_still_combines_it():
 def test_two_accumulators_get_vectors_without_the_split():
     cf = parse_cuda((DATA / "layer_norm_dgamma_f32.cu").read_text(), str(DATA / "layer_norm_dgamma_f32.cu"))
     got = compose(cf, "ln_bwd_dgamma_dbeta")
-    assert got.applied == ["outputs_per_thread", "launch_bounds"]
+    assert got.applied == ["outputs_per_thread", "load_hint", "launch_bounds"]
     body = apply_mod.strip_header(got.template.text)
     assert "kt_lanes<float, KT_OUTS> g = 0.f, b = 0.f;" in body
-    assert "const kt_lanes<float, KT_OUTS> d = kt_gather<KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, true);" in body
-    assert "const kt_lanes<float, KT_OUTS> d = kt_gather<KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, false);" in body
+    assert "const kt_lanes<float, KT_OUTS> d = kt_gather_hint<KT_LOAD_HINT, KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, true);" in body
+    assert "const kt_lanes<float, KT_OUTS> d = kt_gather_hint<KT_LOAD_HINT, KT_OUTS>(dy, (long)t * hidden + j, kt_outs_live, false);" in body
     # one decision for both pointers and the common stride
     assert ("const bool kt_outs_vec = KT_OUTS > 1 && kt_outs_live >= KT_OUTS && (unsigned long long)(dy + j) % "
             "(KT_OUTS * 4) == 0 && (unsigned long long)(xhat + j) % (KT_OUTS * 4) == 0 && (long long)(hidden) % "

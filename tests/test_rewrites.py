@@ -23,17 +23,17 @@ DATA = Path(__file__).resolve().parent / "data" / "cu" / "rewrites"
 
 # kernel file -> the rewrites that must apply (the others must say why not)
 EXPECTED = {
-    "bias_residual_act.cu": {"work_per_thread", "vectorize", "launch_bounds"},
-    "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds"},
-    "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
-    "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
-    "column_sum.cu": {"outputs_per_thread", "split_reduction"},
-    "column_max_bf16.cu": {"outputs_per_thread", "split_reduction"},
-    "column_weighted_mean_fp16.cu": {"outputs_per_thread", "split_reduction"},
-    "layer_norm_dgamma_f32.cu": {"outputs_per_thread", "launch_bounds"},
-    "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds"},
-    "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds"},
-    "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds"},
+    "bias_residual_act.cu": {"work_per_thread", "vectorize", "launch_bounds", "load_hint"},
+    "gelu_tanh.cu": {"work_per_thread", "vectorize", "fast_math", "launch_bounds", "load_hint"},
+    "l2_normalize.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds", "load_hint"},
+    "absmax_quant.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds", "load_hint"},
+    "column_sum.cu": {"outputs_per_thread", "split_reduction", "load_hint"},
+    "column_max_bf16.cu": {"outputs_per_thread", "split_reduction", "load_hint"},
+    "column_weighted_mean_fp16.cu": {"outputs_per_thread", "split_reduction", "load_hint"},
+    "layer_norm_dgamma_f32.cu": {"outputs_per_thread", "launch_bounds", "load_hint"},
+    "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds", "load_hint"},
+    "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds", "load_hint"},
+    "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds", "load_hint"},
 }
 
 
@@ -76,7 +76,7 @@ def test_softmax_three_pass_becomes_warp_reductions_and_vectors():
     assert body.count("kt_aligned<KT_VEC>(xr)") == 4  # the three passes read vectors when the row is aligned
     # the row is read once into registers when it fits: the first pass loads it, the other two read registers
     assert "kt_pack<float, KT_VEC> kt_row_xr[KT_CACHE_ROW > 0 ? KT_CACHE_ROW : 1];" in body
-    assert body.count("kt_row_xr[kt_c] = kt_load<KT_VEC>(xr, kt_kk)") == 1
+    assert body.count("kt_row_xr[kt_c] = kt_load_hint<KT_LOAD_HINT, KT_VEC>(xr, kt_kk)") == 1
     assert body.count("if (kt_cached) {") == 3
     assert "kt_expf<KT_FAST_MATH>(kt_row_xr[kt_c].v[kt_j] - mx) / total" in body
     assert t.space.params["CACHE_ROW"].original == 0 and "VEC * CACHE_ROW * 4 <= 256" in t.space.constraints
@@ -114,8 +114,8 @@ def test_gathers_from_read_only_pointers_stay_scalar():
 def test_two_offsets_of_one_input_are_two_vector_streams():
     _, got = _compose("silu_mul.cu")
     body = apply_mod.strip_header(got.template.text)
-    assert "kt_load<KT_VEC>((x + (t * 2 * d)), kt_kk)" in body
-    assert "kt_load<KT_VEC>((x + (t * 2 * d + d)), kt_kk)" in body
+    assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>((x + (t * 2 * d)), kt_kk)" in body
+    assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>((x + (t * 2 * d + d)), kt_kk)" in body
 
 
 # --------------------------------------------------------------------------------------------- negatives

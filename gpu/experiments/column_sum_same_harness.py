@@ -1,5 +1,6 @@
 """The column sum's rewrite (outputs_per_thread + cluster_split, as composed from bench/corpus/other/column_sum_f32.cu)
-and the hand-written float4 cluster split of 2026-11-24f (gpu/results/2026-11-24f/column_sum_sweep2/cs2.cu), timed in
+and the hand-written float4 cluster split of 2026-11-24f (gpu/experiments/column_sum_cs3.cu: its cs2.cu with the load
+instruction a parameter; the rewrite's kt_load likewise), timed in
 ONE harness: 8192 x 4096 fp32, L2 flushed before every launch, CUDA events, the kernels interleaved round by round,
 median over rounds; the device copy (cudaMemcpy device to device, bytes read + written) measured the same way.
 Answers whether the rewrite's 58.0 us (77% of the check's copy bandwidth) against the hand kernel's 56.0 us (another
@@ -16,8 +17,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS, COLS = 8192, 4096
-HAND = [(64, 8, 8, 4, 1), (64, 8, 8, 4, 0), (32, 8, 8, 4, 1), (64, 16, 4, 8, 1), (32, 16, 4, 8, 1)]  # B S C U L
-TWIN = [(32, 2, 16, 4), (32, 2, 8, 8), (32, 4, 8, 8), (64, 4, 8, 8), (64, 2, 8, 8), (64, 4, 16, 4)]  # B OUTS S C
+# B S C U LOAD (the load instruction: gpu/experiments/column_sum_cs3.cu)
+HAND = [(64, 8, 8, 4, ld) for ld in range(9)] + [(32, 16, 4, 8, 0), (32, 16, 4, 8, 1), (32, 16, 4, 8, 2)]
+# B OUTS S C LOAD (the rewrite's kt_load with its body switched on KT_LOAD as the hand kernel's LOAD 0, 1, 2, 5)
+TWIN = [(b, o, s, c, ld) for (b, o, s, c) in [(32, 2, 16, 4), (32, 4, 8, 8), (64, 4, 8, 8), (32, 2, 8, 8)]
+        for ld in (0, 1, 2, 5)]
+_KT_LOAD = """template <int N, typename T> __device__ __forceinline__ kt_pack<T, N> kt_load(const T* p, long long k) {
+  const kt_pack<T, N>* q = reinterpret_cast<const kt_pack<T, N>*>(p) + k;
+  if constexpr (KT_LOAD == 0 || (sizeof(kt_pack<T, N>) != 16 && sizeof(kt_pack<T, N>) != 8)) {
+    return *q;
+  } else {
+    kt_pack<T, N> r;
+    unsigned* u = reinterpret_cast<unsigned*>(&r);
+    if constexpr (sizeof(kt_pack<T, N>) == 16) {
+#define KT_V4(op) asm volatile(op ".v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(q))
+      if constexpr (KT_LOAD == 1) KT_V4("ld.global.nc.L1::no_allocate.L2::256B");
+      else if constexpr (KT_LOAD == 2) KT_V4("ld.global.L1::no_allocate.L2::256B");
+      else KT_V4("ld.global.nc.L1::no_allocate");
+    } else {
+#define KT_V2(op) asm volatile(op ".v2.u32 {%0, %1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(q))
+      if constexpr (KT_LOAD == 1) KT_V2("ld.global.nc.L1::no_allocate.L2::256B");
+      else if constexpr (KT_LOAD == 2) KT_V2("ld.global.L1::no_allocate.L2::256B");
+      else KT_V2("ld.global.nc.L1::no_allocate");
+    }
+    return r;
+  }
+}"""
 
 
 def prep(out: Path) -> None:
@@ -31,18 +56,20 @@ def prep(out: Path) -> None:
     cf = parse_cuda(p.read_text(), str(p))
     got = compose(cf, "column_sum_kernel", S.find_spec(cf, "column_sum_kernel"), templatize(cf, "column_sum_kernel"))
     twin = next(t for t in got.twins if "cluster_split" in t.origin)
-    (out / "twin.cu").write_text(twin.text)
-    hand = ROOT / "gpu/results/2026-11-24f/column_sum_sweep2/cs2.cu"
+    old = twin.text[twin.text.index("template <int N, typename T> __device__ __forceinline__ kt_pack<T, N> kt_load("):]
+    old = old[:old.index("\n}\n") + 2]
+    (out / "twin.cu").write_text(twin.text.replace(old, _KT_LOAD))
+    hand = ROOT / "gpu/experiments/column_sum_cs3.cu"
     jobs, manifest = [], []
     for b, s, c, u, l in HAND:
         name = f"hand_B{b}_S{s}_C{c}_U{u}_L{l}"
         jobs.append(["nvcc", "-arch=sm_90", "-cubin", f"-DBLOCK={b}", f"-DSPLIT={s}", f"-DCLUSTER={c}",
                      f"-DUNROLL={u}", f"-DLOAD={l}", "-o", str(out / f"{name}.cubin"), str(hand)])
         manifest.append({"name": name, "symbol": "cs", "grid": [-(-COLS // (b * 4)), c], "block": [b, s]})
-    for b, o, s, c in TWIN:
-        name = f"twin_B{b}_O{o}_S{s}_C{c}"
+    for b, o, s, c, ld in TWIN:
+        name = f"twin_B{b}_O{o}_S{s}_C{c}_L{ld}"
         jobs.append(["nvcc", "-arch=sm_90", "-cubin", f"-DKT_BLOCK={b}", f"-DKT_OUTS={o}", f"-DKT_SPLIT={s}",
-                     f"-DKT_CLUSTER={c}", "-o", str(out / f"{name}.cubin"), str(out / "twin.cu")])
+                     f"-DKT_CLUSTER={c}", f"-DKT_LOAD={ld}", "-o", str(out / f"{name}.cubin"), str(out / "twin.cu")])
         manifest.append({"name": name, "symbol": "_Z17column_sum_kernelPKfPfii", "grid": [-(-COLS // (b * o)), c],
                          "block": [b, s]})
     procs = [subprocess.Popen(j, stderr=subprocess.PIPE) for j in jobs]
