@@ -852,9 +852,9 @@ async def test_optimize_through_an_llm_endpoint_shows_what_it_spent(tmp_path: Pa
 
 
 async def test_the_hover_and_apply_best_keep_the_original_where_nothing_is_faster(tmp_path: Path):
-    """row_sum searched briefly (budget 4, its structural template only) over its H100 recording: the winner is not
-    faster than the original beyond the noise on 8192 x 4096. The progress's end, the lens and the kernel's hover say
-    that the original kernel is kept there (the summary table and the dispatch table mark the size set); Apply best
+    """row_sum searched briefly (budget 4, TPE over categories, its structural template only) over its H100
+    recording: the winner is not faster than the original beyond the noise on 8192 x 4096. The progress's end, the
+    lens and the kernel's hover say that the original kernel is kept there (the summary table and the dispatch table mark the size set); Apply best
     writes the dispatch with the original kernel as `row_sum__orig`."""
     rec = tmp_path / "rec.sqlite"
     shutil.copy(REPO / "tests" / "data" / "stores" / "examples.sqlite", rec)
@@ -868,7 +868,8 @@ async def test_the_hover_and_apply_best_keep_the_original_where_nothing_is_faste
     async with lsp_server(env) as client:
         uri = open_doc(client, src)
         await diagnostics_for(client, uri)
-        res = await execute(client, "kerntune.optimize", uri, "row_sum", {"budget": 4, "rounds": 1, "experts": False})
+        res = await execute(client, "kerntune.optimize", uri, "row_sum", {"budget": 4, "rounds": 1, "experts": False,
+                                                                            "strategy": "tpe"})
         end = await wait_until(lambda: progress_end(client, res["token"]), "the end of the optimize loop", 90)
         assert "the original kernel kept on 1 size set(s)" in end.message, end.message
         await wait_until(lambda: [d for d in client.diagnostics.get(uri, []) if d.code == "result"], "the result")
