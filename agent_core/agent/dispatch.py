@@ -402,12 +402,16 @@ def one_configuration(c: Candidate, timed: tuple[list[Timing], list[Timing]], wi
     return Dispatch(rules=[Rule([], 0)], entries=[e], winner=winner, sizes=[dict(s) for s in sizes],
                     serve=[0] * len(sizes), original_us=med(timed[0]), tuned_us=med(timed[1]),
                     single_original_us=med(winner_timed[0]), single_us=med(winner_timed[1]), confirmed=True,
-                    instead=why, single_slower=[i for i in range(len(sizes))
-                                                if slower(winner_timed[0][i], winner_timed[1][i])])
+                    instead=why, single_slower=slower_at(*winner_timed))
+
+
+def slower_at(original: list[Timing], variant: list[Timing]) -> list[int]:
+    """The size sets on which ``variant`` is slower than ``original`` beyond the noise."""
+    return [i for i, (o, v) in enumerate(zip(original, variant)) if slower(o, v)]
 
 
 def slower_anywhere(original: list[Timing], variant: list[Timing]) -> bool:
-    return any(slower(o, v) for o, v in zip(original, variant))
+    return bool(slower_at(original, variant))
 
 
 def original_only(d: Dispatch, original_params: dict[str, int], why: str) -> Dispatch:
@@ -474,7 +478,7 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN,
     for i, lab in enumerate(list(labels)):
         if keep_original(i, lab):
             labels[i] = ok
-    single_slower = [i for i in range(len(d.sizes)) if slower(timings[wk][0][i], timings[wk][1][i])]
+    single_slower = slower_at(*timings[wk])
     if all(lab == wk for lab in labels):
         return None
     cands = {e.key: Candidate(e.template_hash, e.origin, dict(e.params), figures[e.key][1], figures[e.key][0])

@@ -42,6 +42,15 @@ _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _COMMENT_RE = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
 
 
+
+def walk(n: Node):
+    """``n`` and every named node under it, in source order (iterative: deep trees are fine)."""
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.named_children))
+
 def _parser() -> Parser:
     p = getattr(_local, "parser", None)
     if p is None:

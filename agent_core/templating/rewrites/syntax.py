@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from agent_core.model import macro_name
-from agent_core.source.cuda_parse import file_constants
+from agent_core.source.cuda_parse import file_constants, walk
 from agent_core.templating.rewrites.base import KernelView
 
 # element sizes of the scalar types a vector rewrite can pack (bytes)
@@ -21,14 +21,6 @@ ELEM_BYTES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 
 _QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}
 _SIDE_EFFECTS = {"assignment_expression", "update_expression", "call_expression"}
 _PURE_CALLS = {"min", "max", "fminf", "fmaxf", "umin", "umax"}
-
-
-def walk(n: Node):
-    stack = [n]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(reversed(x.named_children))
 
 
 def squash(text: str) -> str:

@@ -9,16 +9,8 @@ import re
 from tree_sitter import Node
 
 from agent_core.model import LaunchSite
+from agent_core.source.cuda_parse import walk
 from agent_core.templating.structural.source import File
-
-
-def walk(n: Node):
-    """``n`` and every named node under it, in source order."""
-    stack = [n]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(reversed(x.named_children))
 
 
 def strip_comments(text: str) -> str:
