@@ -1,5 +1,9 @@
-"""Hostile expressions: whatever is typed into a spec or a space file, the evaluator answers quickly, with
-little memory, with a value within bounds or an ExprError (issue #15)."""
+"""Hostile expressions: whatever is typed into a spec or a space file, the evaluator answers without hanging, with
+little memory, with a value within bounds or an ExprError (issue #15).
+
+The time bound is on CPU time and generous (HANG_S): it tells an evaluator that refuses a costly expression up
+front (microseconds) from one that computes it (9 ** 9 ** 9 takes minutes), and does not depend on how loaded the
+machine running the tests is. How fast the evaluator is, is not a unit test's business."""
 
 import time
 import tracemalloc
@@ -31,16 +35,19 @@ def _combine(children):
 expressions = st.recursive(_atoms, _combine, max_leaves=40)
 
 
+HANG_S = 2.0  # CPU seconds: orders of magnitude over a refusal, orders under computing a costly expression
+
+
 def _bounded_call(fn, *args):
-    """(result or the ExprError, seconds, peak bytes allocated)."""
+    """(result or the ExprError, CPU seconds of this process, peak bytes allocated)."""
     tracemalloc.start()
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         out = fn(*args)
     except ExprError as e:
         out = e
     finally:
-        dt = time.perf_counter() - t0
+        dt = time.process_time() - t0
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     return out, dt, peak
@@ -58,7 +65,7 @@ def _within_bounds(v) -> bool:
 @given(expressions)
 def test_fuzzed_expressions_are_cheap_and_bounded(text):
     out, dt, peak = _bounded_call(expr.evaluate, text, ENV)
-    assert dt < 0.5, f"{text!r} took {dt:.2f} s"
+    assert dt < HANG_S, f"{text!r} took {dt:.2f} s of CPU"
     assert peak < 4 * 2 ** 20, f"{text!r} allocated {peak} bytes"
     if not isinstance(out, ExprError):
         assert _within_bounds(out), f"{text!r} = {out}"
@@ -68,7 +75,7 @@ def test_fuzzed_expressions_are_cheap_and_bounded(text):
 @given(st.text(max_size=300))
 def test_arbitrary_text_is_a_value_or_an_expr_error(text):
     out, dt, _ = _bounded_call(expr.evaluate, text, ENV)
-    assert dt < 0.5
+    assert dt < HANG_S
     assert isinstance(out, ExprError) or _within_bounds(out)
 
 
@@ -91,7 +98,7 @@ def test_costly_expressions_are_named_errors_quickly(text, fragment):
     out, dt, peak = _bounded_call(expr.evaluate, text, ENV)
     assert isinstance(out, ExprError), f"{text[:40]!r} = {out!r}"
     assert __import__("re").search(fragment, out.message), out.message
-    assert dt < 0.2 and peak < 2 ** 20
+    assert dt < HANG_S and peak < 2 ** 20
 
 
 def test_values_at_the_bounds_still_evaluate():
