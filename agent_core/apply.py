@@ -1137,6 +1137,59 @@ def _condition_c(when: list, host: dict[str, str]) -> str:
     return " && ".join(parts) or "1"
 
 
+def dispatch_inputs(cf: CudaFile, kernel: str, spec: TuningSpec, old_values: dict[str, int] | None = None
+                    ) -> list[str] | None:
+    """What a per-shape dispatch of ``kernel`` may choose by at its launches (``dispatch.choose``'s inputs): the
+    spec's size names where every launch of the tuned kernel (of a template: of the spec's instantiation) gives
+    each, as a kernel argument, a launch dimension or a host variable (``_host_values``). Where some size is
+    not given, the size names that are, then the expressions of sizes the kernel's scalar arguments hold
+    (``n = rows * cols``) where every launch gives them. None where the file does not launch the kernel (its
+    host code must choose: every size name)."""
+    k = cf.kernel(kernel)
+    if k is None or not k.launch_sites or not spec.sizes:
+        return None
+    sites = list(k.launch_sites)
+    if k.template_params:
+        from agent_core.source.instantiation import site_instance, spec_instantiation
+        try:
+            args = spec_instantiation(cf, k, spec)
+        except KerntuneError:
+            return None
+        sites = [x for x in sites if site_instance(cf, k, x, args).kind == "same"]
+        if not sites:
+            return None
+    hosts = [_host_values(x, spec, dict(old_values or {}), cf.text) for x in sites]
+
+    def given(e: str) -> bool:
+        for host in hosts:
+            try:
+                to_c(fold(e), host)
+            except (_Unmapped, expr.ExprError):
+                return False
+        return True
+
+    size_names = [n for n in spec.sizes[0] if all(isinstance(s.get(n), int) for s in spec.sizes)]
+    names = [n for n in size_names if given(n)]
+    if len(names) == len(size_names):
+        return names
+    seen = {ast.dump(fold(n)) for n in names}
+    for a in spec.args:
+        if a.role != "scalar":
+            continue
+        try:
+            used = expr.names(str(a.value))
+            node = fold(str(a.value))
+        except expr.ExprError:
+            continue
+        if not used or not used <= set(size_names) or isinstance(node, ast.Name) or ast.dump(node) in seen:
+            continue
+        e = spec_expr(node)
+        if given(e):
+            names.append(e)
+            seen.add(ast.dump(node))
+    return names
+
+
 def dispatch_kernel_names(text: str, cf: CudaFile, kernel: str, dispatch) -> list[str]:
     """The kernel name of each entry of ``dispatch`` as ``rewrite_dispatch`` writes them into ``text``
     (``dispatch.kernel_names``, unique against every kernel and identifier already in the file)."""
@@ -1197,7 +1250,14 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     # a rewrite template (the whole file, rewritten) goes in as its rewritten kernel alone, like an expert's
     from agent_core.templating.rewrites.partial import is_rewrite, kernel_only
     rewritten = [t is not None and is_rewrite(t) for t, _ in entries]
+    templated = bool(k.template_params)
+    # a templated kernel's rewrite entry: the plain kernel of the instantiation the configuration launches
+    entry_args = [_rewrite_instantiation(t, cfg, kernel, path) if r and templated else None
+                  for (t, cfg), r in zip(entries, rewritten)]
     entries = [(kernel_only(t) if r else t, cfg) for (t, cfg), r in zip(entries, rewritten)]
+    if templated:
+        from agent_core.templating.rewrites.partial import instantiated
+        entries = [(instantiated(t, a) if a is not None else t, cfg) for (t, cfg), a in zip(entries, entry_args)]
     kinds = []
     for (t, _), e, r in zip(entries, dispatch.entries, rewritten):
         if e.is_original:
@@ -1211,7 +1271,6 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
                                 "written back as the whole file): apply one configuration instead", path, k.span.line)
         else:
             kinds.append("in_place")
-    templated = bool(k.template_params)
     if templated:
         why = templated_dispatch_refusal(cf, k, spec, [t for (t, _), kd in zip(entries, kinds) if kd != "original"],
                                          kinds)
@@ -1253,7 +1312,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     for i, ((t, cfg), name, kd) in enumerate(zip(entries, names, kinds)):
         if kd == "in_place":
             sup, ktext, _ = _support_and_kernel(t, cfg, bcf, bk, before + "\n".join(supports), kernel_name=name,
-                                                template_args=targs, specialize=False)
+                                                template_args=entry_args[i] or targs, specialize=False)
             launches.append(_folded_launch(t, {**t.space.original_config(), **cfg}, spec, old_values, path, bk))
             wraps.append(("", ""))
         else:
@@ -1367,21 +1426,39 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     return Rewrite(new, sidecar, warnings, True, kernels[0][1], kernels, dispatch)
 
 
+def _rewrite_instantiation(template: KernelTemplate, cfg: dict[str, int], kernel: str, path: str) -> list[str]:
+    """The template arguments a rewrite template of a templated kernel launches the kernel with at ``cfg`` (the
+    spec's instantiation, with the arguments the rewrite tunes at their values)."""
+    from agent_core.source import spec as spec_mod
+    from agent_core.source.instantiation import spec_instantiation
+    src = render(template, cfg)
+    rcf = parse_cuda(src, path)
+    rk = rcf.kernel(kernel)
+    rspec = spec_mod.find_spec(rcf, kernel)
+    if rk is None or rspec is None:
+        raise KerntuneError(f"the {template.origin} template at {params_words(cfg)} has no kernel '{kernel}' with a "
+                            "spec: optimize again", path)
+    return spec_instantiation(rcf, rk, rspec)
+
+
 def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None, templates: list,
                                kinds: list[str] | None = None) -> str | None:
     """Why a per-shape dispatch cannot be written for the templated kernel ``k`` with entries of ``templates``
     (besides the original), or None. It can where every entry is an expert's or an LLM's partial template
-    (written as a plain kernel of its own, the template's parameters replaced by the spec's instantiation), the
-    original entry is the template itself, the spec is a comment in the file, and every launch of the spec's
-    instantiation names it in code that is not itself a template over those arguments."""
+    (written as a plain kernel of its own, the template's parameters replaced by the spec's instantiation) or a
+    rewrite template of the kernel (its rewritten kernel written as the plain kernel of the instantiation that
+    configuration launches), the original entry is the template itself, the spec is a comment in the file, and
+    every launch of the spec's instantiation names it in code that is not itself a template over those
+    arguments."""
     from agent_core.source import spec as spec_mod
     from agent_core.source.instantiation import site_instance, spec_instantiation
     from agent_core.templating.rewrites.partial import is_rewrite
     if kinds is not None and "structural" in kinds:
         return ("a per-shape dispatch of a template holds expert configurations and the original kernel, not "
                 "configurations of the kernel's own template arguments")
-    if any(t is None or is_rewrite(t) or is_whole_file(t, cf) for t in templates):
-        return "a per-shape dispatch of a template holds expert configurations and the original kernel only"
+    if any(t is None or (is_whole_file(t, cf) and not is_rewrite(t)) for t in templates):
+        return ("a per-shape dispatch of a template holds expert and rewrite configurations and the original kernel, "
+                "not configurations of the kernel's own template arguments")
     spec = spec if spec is not None else spec_mod.find_spec(cf, k.name)
     if spec is None or spec.span is None:
         return "a per-shape dispatch of a template needs the spec as a comment in the file"

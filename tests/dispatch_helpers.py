@@ -3,10 +3,11 @@
 from pathlib import Path
 
 
-def rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
+def rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None], inputs: list[str] | None = None):
     """(rewrite, its kernel names, the rewrite template) of a dispatch whose entries are the kernel's rewrite template
-    at ``cfgs`` (None: the original kernel), the first entry serving the first size set, the others the rest."""
-    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, original_entry, select
+    at ``cfgs`` (None: the original kernel), the first entry serving the first size set, the others the rest; its
+    rules read ``inputs[0]`` (default: the first size name)."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, input_value, original_entry, select
     from agent_core.search.tuner import prepare
     from agent_core.templating.rewrites import compose
     from agent_core.apply import rewrite_dispatch
@@ -16,12 +17,12 @@ def rewrite_dispatch_of(path: Path, kernel: str, cfgs: list[dict | None]):
     orig = prep.structural.space.original_config()
     entries = [original_entry(orig) if c is None else Entry(t.template_hash, t.origin, c) for c in cfgs]
     sizes = [dict(s) for s in prep.spec.sizes]
-    name = next(iter(sizes[0]))
-    first = sizes[0][name]
+    name = inputs[0] if inputs else next(iter(sizes[0]))
+    first = input_value(name, sizes[0])
     rules = [Rule([Bound(name, first - 1, None)], 0), Rule([Bound(name, None, 100)], 1), Rule([], len(cfgs) - 1)]
     n = len(sizes)
     d = Dispatch(rules=rules, entries=entries, winner=entries[0], sizes=sizes, serve=[], original_us=[1.0] * n,
-                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n)
+                 tuned_us=[1.0] * n, single_original_us=[1.0] * n, single_us=[1.0] * n, inputs=list(inputs or []))
     d.serve = [select(d, s) for s in sizes]
     rw = rewrite_dispatch(text, path, kernel, [(t if c is not None else None, c or orig) for c in cfgs], d)
     return rw, [n for n, _ in rw.kernels], t

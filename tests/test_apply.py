@@ -1436,19 +1436,71 @@ void run(float* x, int n) { scale<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(x, n); }
         kernel_only(got.template)
 
 
-def test_a_templated_kernel_is_offered_no_dispatch():
-    """gelu_tanh_gridstride_bf16.cu's kernel is `template <int BLOCK_SIZE>`: a dispatch of a template holds expert
-    configurations and the template itself only (tests/test_apply_templates.py), so the loop must not plan one for
-    its rewrite or structural template (it keeps one configuration, or the original where that one is slower),
-    while a plain kernel's rewrite template is held."""
+def test_a_templated_kernels_rewrite_template_is_held_by_a_dispatch_its_structural_one_is_not():
+    """gelu_tanh_gridstride_bf16.cu's kernel is `template <int BLOCK_SIZE>`: a dispatch of a template holds
+    rewrite (and expert) configurations, each written as the plain kernel of the instantiation it launches, and
+    the template itself; not the structural template, whose configurations are instantiations of the template
+    itself. A plain kernel's rewrite and structural templates are both held."""
+    from agent_core.apply import templated_dispatch_refusal
     from agent_core.search.tuner import prepare
     from agent_core.templating.rewrites import compose
     from agent_core.templating.text_kind import can_dispatch
-    for name, kernel, held in (("gelu_tanh_gridstride_bf16.cu", "gelu_tanh_kernel", False),
-                               ("bias_gelu_residual_fp16.cu", "bias_gelu_residual_kernel", True)):
+    for name, kernel, templated in (("gelu_tanh_gridstride_bf16.cu", "gelu_tanh_kernel", True),
+                                    ("bias_gelu_residual_fp16.cu", "bias_gelu_residual_kernel", False)):
         f = ROOT / "bench" / "corpus" / "other" / name
         prep = prepare(str(f), kernel, f.read_text(), use_workspace_files=False)
         t = compose(prep.cf, kernel, prep.spec, prep.structural).template
-        assert can_dispatch(t, prep.cf) is held, name
-        if prep.structural is not None:
-            assert can_dispatch(prep.structural, prep.cf) is held, name
+        assert can_dispatch(t, prep.cf), name
+        assert can_dispatch(prep.structural, prep.cf) is not templated, name
+        if templated:
+            k = prep.cf.kernel(kernel)
+            assert templated_dispatch_refusal(prep.cf, k, prep.spec, [t]) is None
+            assert "own template arguments" in templated_dispatch_refusal(prep.cf, k, prep.spec, [t, prep.structural])
+
+
+def test_a_dispatch_chooses_by_what_the_launch_passes(tmp_path):
+    """The GELU launcher passes n = rows * cols only: the dispatch's inputs are that product (not rows or cols,
+    which a rule could not read at the launch), its rules bound it, and the rewrite writes them over `n`. The
+    kernel is a template over its block size: the rewrite's entries are plain kernels of <736> and <256>
+    (BLOCK_SIZE replaced everywhere), the template stays untouched; nvcc compiles the file."""
+    from agent_core.agent import dispatch as dsp
+    from agent_core.apply import dispatch_inputs
+    from agent_core.search.tuner import prepare
+    from agent_core.templating.rewrites import compose
+    f = tmp_path / "gelu.cu"
+    shutil.copy(ROOT / "bench" / "corpus" / "other" / "gelu_tanh_gridstride_bf16.cu", f)
+    text = f.read_text()
+    prep = prepare(str(f), "gelu_tanh_kernel", text, use_workspace_files=False)
+    orig = prep.structural.space.original_config()
+    inputs = dispatch_inputs(prep.cf, "gelu_tanh_kernel", prep.spec, orig)
+    assert inputs == ["rows * cols"]
+    t = compose(prep.cf, "gelu_tanh_kernel", prep.spec, prep.structural).template
+    sizes = [dict(s) for s in prep.spec.sizes]  # 8192x4096, 16x14336, 1000x4099
+    big = {"BLOCK_SIZE": 736, "ITEMS": 1, "VEC": 4, "LOAD_HINT": 1, "FAST_MATH": 0, "MIN_BLOCKS": 1}
+    small = {**big, "BLOCK_SIZE": 256}
+    orig_us = [100.0, 3.0, 15.0]
+    cands = [dsp.Candidate(t.template_hash, t.origin, big, [50.0, 3.3, 9.0], orig_us),
+             dsp.Candidate(t.template_hash, t.origin, small, [60.0, 2.5, 10.0], orig_us)]
+    d = dsp.choose(cands, (t.template_hash, big), sizes, inputs=inputs)
+    assert d is not None and d.inputs == ["rows * cols"] and d.serve == [0, 1, 0]
+    assert {b.name for r in d.rules for b in r.when} == {"rows * cols"}
+    # without the launch's inputs the rules read rows or cols, which this launch does not pass
+    bare = dsp.choose(cands, (t.template_hash, big), sizes)
+    assert {b.name for r in bare.rules for b in r.when} <= {"rows", "cols"}
+    assert dsp.Dispatch.from_dict(json.loads(json.dumps(d.to_dict()))).inputs == ["rows * cols"]
+    rw = rewrite_dispatch(text, f, "gelu_tanh_kernel", [(t, big), (t, small)], d)
+    new = rw.text
+    names = [n for n, _ in rw.kernels]
+    assert len(names) == 2 and "gelu_tanh_kernel" not in names  # both plain kernels beside the template
+    upto = d.rules[0].when[0].upto
+    assert f"if (n <= {upto}) {{" in new, new[-1500:]
+    for name, block in zip(names, (736, 256)):
+        assert f"__global__ void __launch_bounds__({block}, 1) {name}(" in new
+        body = new[new.index(f"{name}("):]
+        body = body[:body.index("\n}\n")]
+        assert f"gridDim.x * {block}" in body and "BLOCK_SIZE" not in body
+    k = parse_cuda(new, str(f)).kernel("gelu_tanh_kernel")  # the template, untouched
+    assert k.template_params and new[k.span.start:k.span.end] in text
+    if shutil.which("nvcc"):
+        f.write_text(new)
+        _nvcc_c(f)

@@ -144,6 +144,22 @@ def test_a_rewrite_dispatch_verifies_kernel_by_kernel_on_the_gpu(tmp_path, monke
     _verifies_kernel_by_kernel(src, kernel, text, rw)
 
 
+def test_a_templated_kernels_rewrite_dispatch_by_the_launchs_product_verifies_on_the_gpu(tmp_path, monkeypatch):
+    """GELU-tanh, `template <int BLOCK_SIZE>` launched with n = rows * cols only: two rewrite configurations, each
+    the plain kernel of its own instantiation (<736>, <256>), chosen by `n` at the launch, beside the template (the
+    original entry). The file compiles and every kernel verifies against the original on every size set."""
+    from tests.dispatch_helpers import rewrite_dispatch_of
+    src = tmp_path / "gelu_tanh_gridstride_bf16.cu"
+    shutil.copy(ROOT / "bench" / "corpus" / "other" / src.name, src)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    text = src.read_text()
+    big = {"BLOCK_SIZE": 736, "ITEMS": 1, "VEC": 4, "LOAD_HINT": 1, "FAST_MATH": 0, "MIN_BLOCKS": 1}
+    rw, names, _ = rewrite_dispatch_of(src, "gelu_tanh_kernel", [big, {**big, "BLOCK_SIZE": 256, "ITEMS": 2}, None],
+                                       inputs=["rows * cols"])
+    assert "gelu_tanh_kernel" in names and len(names) == 3
+    _verifies_kernel_by_kernel(src, "gelu_tanh_kernel", text, rw)
+
+
 def _verifies_kernel_by_kernel(src, kernel: str, text: str, rw) -> None:
     """The dispatch ``rw`` written over ``text`` compiles with its host code, and every kernel of it verifies
     against the original on every size set at its own spec's launch; their interleaved timings are printed."""

@@ -100,17 +100,29 @@ def slower(original: Timing, variant: Timing) -> bool:
     return variant.median_us > original.median_us * (1 + margin(original, variant))
 
 
+def input_value(name: str, sizes: dict[str, int]) -> int:
+    """The value of a dispatch input (a size name, or an expression of size names such as ``rows * cols``: what a
+    launch passes where it does not pass the sizes themselves) for one size set."""
+    v = sizes.get(name)
+    if v is not None:
+        return v
+    from agent_core import expr
+    try:
+        return expr.evaluate_int(name, sizes)
+    except expr.ExprError:
+        raise KerntuneError(f"the dispatch reads the size `{name}`, which this size set does not give") from None
+
+
 @dataclass
 class Bound:
-    """``above < name <= upto`` (either side may be open)."""
+    """``above < name <= upto`` (either side may be open); ``name`` is a size name or an expression of them
+    (``rows * cols``), one of the dispatch's inputs."""
     name: str
     above: int | None = None
     upto: int | None = None
 
     def holds(self, sizes: dict[str, int]) -> bool:
-        v = sizes.get(self.name)
-        if v is None:
-            raise KerntuneError(f"the dispatch reads the size `{self.name}`, which this size set does not give")
+        v = input_value(self.name, sizes)
         return (self.above is None or v > self.above) and (self.upto is None or v <= self.upto)
 
     def words(self) -> str:
@@ -148,6 +160,8 @@ class Dispatch:
     single_slower: list[int] = field(default_factory=list)  # size sets where the winner alone is slower than
     # the original beyond the noise, under confirmation: one configuration for every size must not be written then
     instead: str = ""  # why one configuration other than the search's winner serves every size set (one_configuration)
+    inputs: list[str] = field(default_factory=list)  # what the rules may test: size names, or expressions of them
+    # that the launches pass (``rows * cols``) where they do not pass every size; empty: the size names
 
     @property
     def original_kept(self) -> list[int]:
@@ -175,7 +189,7 @@ class Dispatch:
                 "single_original_us": self.single_original_us, "single_us": self.single_us,
                 "confirmed": self.confirmed, "dropped": self.dropped, "backend": self.backend, "speedup": self.speedup,
                 "single_speedup": self.single_speedup, "kept": self.kept, "single_slower": self.single_slower,
-                "instead": self.instead,
+                "instead": self.instead, "inputs": self.inputs,
                 "original_kept": self.original_kept}
 
     @staticmethod
@@ -192,7 +206,7 @@ class Dispatch:
                             confirmed=bool(d.get("confirmed")), dropped=list(d.get("dropped") or []),
                             backend=str(d.get("backend") or ""), kept=list(d.get("kept") or []),
                             single_slower=[int(x) for x in d.get("single_slower") or []],
-                            instead=str(d.get("instead") or ""))
+                            instead=str(d.get("instead") or ""), inputs=[str(x) for x in d.get("inputs") or []])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise KerntuneError(f"not a per-shape dispatch record ({type(e).__name__}: {e})") from None
         d_ = out
@@ -203,15 +217,30 @@ class Dispatch:
             if not 0 <= r.entry < len(d_.entries):
                 raise KerntuneError(f"per-shape dispatch: a rule names configuration {r.entry + 1} of "
                                     f"{len(d_.entries)}")
-            for b in r.when:  # written into the user's host code: a size name and integer bounds only
-                if not isinstance(b.name, str) or not re.fullmatch(r"[A-Za-z_]\w{0,127}", b.name) or not all(
+            for b in r.when:  # written into the user's host code: a size name (or an expression of size names)
+                # and integer bounds only
+                if not isinstance(b.name, str) or not _input_name(b.name, d_.sizes) or not all(
                         x is None or (isinstance(x, int) and not isinstance(x, bool) and x.bit_length() <= 63)
                         for x in (b.above, b.upto)):
                     raise KerntuneError(f"per-shape dispatch: the bound {str(b.name)[:40]!r} "
-                                        f"({b.above!r}, {b.upto!r}) is not a size name with integer bounds")
+                                        f"({b.above!r}, {b.upto!r}) is not a size name (or an expression of size "
+                                        "names) with integer bounds")
         if not all(isinstance(x, int) and 0 <= x < len(d_.entries) for x in d_.serve):
             raise KerntuneError("per-shape dispatch: `serve` names a configuration it does not have")
         return out
+
+
+def _input_name(name: str, sizes: list[dict[str, int]]) -> bool:
+    """``name`` is a size name, or a short expression over the size names of ``sizes`` only."""
+    if re.fullmatch(r"[A-Za-z_]\w{0,127}", name):
+        return True
+    from agent_core import expr
+    try:
+        used = expr.names(name)
+    except expr.ExprError:
+        return False
+    known = {n for s in sizes for n in s}
+    return len(name) <= 256 and bool(used) and used <= known
 
 
 def _entry_dict(e: Entry) -> dict:
@@ -256,9 +285,9 @@ def _boundary(a: int, b: int) -> int:
 
 
 def _box(inside: list[int], outside: list[int], sizes: list[dict[str, int]], names: list[str]) -> list[Bound] | None:
-    """Bounds on every size name that hold for the size sets ``inside``, reaching halfway (geometrically) to
-    the nearest value of the other size sets on each side; None when some size set of ``outside`` satisfies
-    them all (no box separates them)."""
+    """Bounds on every input ``names`` (``sizes``: each size set's value of each) that hold for the size sets
+    ``inside``, reaching halfway (geometrically) to the nearest value of the other size sets on each side; None
+    when some size set of ``outside`` satisfies them all (no box separates them)."""
     bounds = []
     for n in names:
         vin = [sizes[i][n] for i in inside]
@@ -273,13 +302,22 @@ def _box(inside: list[int], outside: list[int], sizes: list[dict[str, int]], nam
     return bounds
 
 
+def input_values(sizes: list[dict[str, int]], inputs: list[str] | None = None) -> tuple[list[str], list[dict]]:
+    """(the inputs, each size set's value of each): ``inputs`` (size names or expressions of them), or where
+    none are given the size names every size set gives as integers."""
+    names = list(inputs) if inputs else [n for n in sizes[0] if all(n in s and isinstance(s[n], int) for s in sizes)]
+    return names, [{n: input_value(n, s) for n in names} for s in sizes]
+
+
 def _rules(labels: list[tuple[str, str]], sizes: list[dict[str, int]], winner: tuple[str, str],
-           score: Callable[[tuple[str, str]], float]) -> list[tuple[list[Bound], tuple[str, str]]] | None:
+           score: Callable[[tuple[str, str]], float], inputs: list[str] | None = None
+           ) -> list[tuple[list[Bound], tuple[str, str]]] | None:
     """The decision list giving every size set its label: the label most size sets have is the default (ties:
-    the winner, then the lower ``score``); every other label gets a box (``_box``) around its size sets, or one
-    box per size set where one box would take in a size set of another label. None when a size set cannot be
-    boxed apart from the others (two size sets equal in every size name but with different labels)."""
-    names = [n for n in sizes[0] if all(n in s and isinstance(s[n], int) for s in sizes)]
+    the winner, then the lower ``score``); every other label gets a box (``_box``) around its size sets, over
+    the dispatch's ``inputs`` (default: the size names), or one box per size set where one box would take in a
+    size set of another label. None when a size set cannot be boxed apart from the others (two size sets equal
+    in every input but with different labels)."""
+    names, sizes = input_values(sizes, inputs)
     counts: dict[tuple[str, str], int] = {}
     for lab in labels:
         counts[lab] = counts.get(lab, 0) + 1
@@ -303,10 +341,12 @@ def _rules(labels: list[tuple[str, str]], sizes: list[dict[str, int]], winner: t
 
 # --------------------------------------------------------------------------------------------- choosing
 def choose(candidates: list[Candidate], winner: tuple[str, dict[str, int]], sizes: list[dict[str, int]],
-           min_gain: float = MIN_GAIN, max_entries: int = MAX_ENTRIES) -> Dispatch | None:
+           min_gain: float = MIN_GAIN, max_entries: int = MAX_ENTRIES, inputs: list[str] | None = None
+           ) -> Dispatch | None:
     """A dispatch over ``candidates`` (verified configurations of templates the rewrite can hold, each timed on
     every size set of ``sizes``) against ``winner`` ((template hash, parameters) of the single best, which must
-    be among them); None when no size set gains ``min_gain`` from a configuration of its own."""
+    be among them); None when no size set gains ``min_gain`` from a configuration of its own. ``inputs``: what
+    its rules may test (what the kernel's launches give: ``apply.dispatch_inputs``); default the size names."""
     n = len(sizes)
     by_key: dict[tuple[str, str], Candidate] = {}
     for c in candidates:
@@ -321,14 +361,14 @@ def choose(candidates: list[Candidate], winner: tuple[str, dict[str, int]], size
     while True:
         if all(lab == w.key for lab in labels):
             return None
-        rules = _rules(labels, sizes, w.key, lambda k: sum(by_key[k].ratio))
+        rules = _rules(labels, sizes, w.key, lambda k: sum(by_key[k].ratio), inputs)
         if rules is not None and len(set(labels)) <= max_entries:
             break
         # the weakest gain goes back to the winner, and the rules are sought again
         weakest = min((i for i in range(n) if labels[i] != w.key),
                       key=lambda i: (w.ratio[i] / by_key[labels[i]].ratio[i], i))
         labels[weakest] = w.key
-    return _build(rules, labels, by_key, w, sizes)
+    return _build(rules, labels, by_key, w, sizes, inputs)
 
 
 def _cover(cands: list[Candidate], w: Candidate, n: int, min_gain: float) -> list[tuple[str, str]]:
@@ -358,7 +398,8 @@ def _cover(cands: list[Candidate], w: Candidate, n: int, min_gain: float) -> lis
 
 
 def _build(rules: list[tuple[list[Bound], tuple[str, str]]], labels: list[tuple[str, str]],
-           by_key: dict[tuple[str, str], Candidate], w: Candidate, sizes: list[dict[str, int]]) -> Dispatch:
+           by_key: dict[tuple[str, str], Candidate], w: Candidate, sizes: list[dict[str, int]],
+           inputs: list[str] | None = None) -> Dispatch:
     keys: list[tuple[str, str]] = [rules[-1][1]]
     for _, lab in rules:
         if lab not in keys:
@@ -366,7 +407,8 @@ def _build(rules: list[tuple[list[Bound], tuple[str, str]]], labels: list[tuple[
     entries = [Entry(by_key[k].template_hash, by_key[k].origin, dict(by_key[k].params)) for k in keys]
     d = Dispatch(rules=[Rule(when, keys.index(lab)) for when, lab in rules], entries=entries,
                  winner=Entry(w.template_hash, w.origin, dict(w.params)), sizes=[dict(s) for s in sizes], serve=[],
-                 original_us=[], tuned_us=[], single_original_us=list(w.original_us), single_us=list(w.us))
+                 original_us=[], tuned_us=[], single_original_us=list(w.original_us), single_us=list(w.us),
+                 inputs=list(inputs or []))
     d.serve = [select(d, s) for s in sizes]
     for i, e in enumerate(d.serve):
         if keys[e] != labels[i]:
@@ -381,13 +423,14 @@ def _build(rules: list[tuple[list[Bound], tuple[str, str]]], labels: list[tuple[
 Measure = Callable[[Entry], "tuple[list[Timing], list[Timing]]"]
 
 
-def single(winner: Candidate, sizes: list[dict[str, int]]) -> Dispatch:
+def single(winner: Candidate, sizes: list[dict[str, int]], inputs: list[str] | None = None) -> Dispatch:
     """The dispatch of the winner alone on every size set (confirmed like any other: ``confirm`` then keeps the
-    original where the winner is not faster)."""
+    original where the winner is not faster, with rules over ``inputs``)."""
     w = Entry(winner.template_hash, winner.origin, dict(winner.params))
     return Dispatch(rules=[Rule([], 0)], entries=[w], winner=w, sizes=[dict(s) for s in sizes],
                     serve=[0] * len(sizes), original_us=list(winner.original_us), tuned_us=list(winner.us),
-                    single_original_us=list(winner.original_us), single_us=list(winner.us))
+                    single_original_us=list(winner.original_us), single_us=list(winner.us),
+                    inputs=list(inputs or []))
 
 
 def one_configuration(c: Candidate, timed: tuple[list[Timing], list[Timing]], winner: Entry,
@@ -488,8 +531,8 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN,
     def score(k: tuple[str, str]) -> float:
         return sum(cands[k].ratio)
 
-    ints = [n for n in d.sizes[0] if all(isinstance(s.get(n), int) for s in d.sizes)]
-    rules = _rules(labels, d.sizes, wk, score)
+    _, vals = input_values(d.sizes, d.inputs)
+    rules = _rules(labels, d.sizes, wk, score, d.inputs)
     while rules is None:
         # Some size sets cannot be told apart by their sizes any more (the default moved): the size sets of the
         # configuration that gains least against the winner go back to it (or to the original where the winner
@@ -507,15 +550,15 @@ def confirm(d: Dispatch, measure: Measure, min_gain: float = CONFIRM_GAIN,
                     labels[i] = ok if keep_original(i, wk) else wk
         else:
             alike = [i for i, lab in enumerate(labels) if lab == wk and any(
-                labels[j] == ok and all(d.sizes[i][n] == d.sizes[j][n] for n in ints) for j in range(len(labels)))]
+                labels[j] == ok and vals[i] == vals[j] for j in range(len(labels)))]
             for i in alike or [i for i, lab in enumerate(labels) if lab == wk]:
                 kept.append(f"{_label(d.sizes[i])}: cannot be told apart by its sizes from a size set the original "
                             "kernel serves: the original kernel serves it too")
                 labels[i] = ok
         if all(lab == wk for lab in labels):
             return None
-        rules = _rules(labels, d.sizes, wk, score)
-    out = _build(rules, labels, cands, cands[wk], d.sizes)
+        rules = _rules(labels, d.sizes, wk, score, d.inputs)
+    out = _build(rules, labels, cands, cands[wk], d.sizes, d.inputs)
     out.confirmed = True
     out.dropped = dropped
     out.kept = kept

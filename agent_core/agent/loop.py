@@ -225,7 +225,7 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
                                      "searching on the spec's"))
             r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel,
                      prepared=replace(prep, template=step.template))
-        spent += r.summary["counts"]["measured"]
+        spent += r.summary["counts"]["measured"] - r.summary["counts"].get("reused", 0)  # found in the store: free
         if prepared.spec is prep.spec:
             verified.append((step.template, r))
         profile = _profile(backend, r) if _worth_profiling(planner, result.rounds, r) else {
@@ -303,8 +303,11 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             held = False
             cands = [c for c in cands if c.key == wkey]
     d = None
+    inputs = None
     if per_shape and held:
-        d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes)
+        from agent_core.apply import dispatch_inputs
+        inputs = dispatch_inputs(prep.cf, prep.kernel.name, prep.spec, original_params)
+        d = dsp.choose(cands, (wt.template_hash, best.summary["best_params"]), prep.spec.sizes, inputs=inputs)
         if d is None:
             emit(TuneEvent("status", "per-shape dispatch: no size set is served at least "
                                      f"{dsp.MIN_GAIN:.0%} faster by another verified configuration"))
@@ -314,7 +317,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
         w = next((c for c in cands if c.key == wkey), None)
         if w is None or len(prep.spec.sizes) < 1:
             return None
-        d = dsp.single(w, prep.spec.sizes)
+        d = dsp.single(w, prep.spec.sizes, inputs)
         emit(TuneEvent("status", "no regression: confirming the winner against the original on every size set"))
     else:
         emit(TuneEvent("status", f"per-shape dispatch: {len(d.entries)} configurations ({d.speedup:.2f}x against "

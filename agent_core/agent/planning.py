@@ -17,6 +17,7 @@ from agent_core.templating.experts.binding import cluster_twin_name
 from agent_core.templating.space import served_size_sets
 
 STOP_PCT_OF_COPY = 90.0  # memory-bound kernels: stop at this % of the device's copy bandwidth
+CONTINUE_GAIN = 0.01  # a continued search goes on only while a continuation raises the run's best by 1%
 LAG_PCT_OF_COPY = 50.0  # a size set below this % is worth a template made for its regime (per-shape dispatch)
 
 
@@ -162,7 +163,10 @@ class RuleBasedPlanner:
        user's kernel, then further experts; regime templates only as in 2).
     4. Otherwise a regime template as in 2.
     5. Otherwise widen a domain whose best value sits on its edge (once per template).
-    6. Otherwise stop.
+    6. Otherwise go on searching the best round's template with another round's budget (``_continue``: the
+       search resumes where it stopped, its measured configurations found in the store), while its space has
+       configurations left and the last continuation gained.
+    7. Otherwise stop.
     """
 
     name = "rules"
@@ -255,4 +259,40 @@ class RuleBasedPlanner:
             if w is not None:
                 return Step("widen", f"best value of {', '.join(edge)} is at the edge of its domain: widen it",
                             w, self.budget)
-        return Step("stop", f"no further step: {best_pct:.0f}% of copy bandwidth, every candidate template tried")
+        more = self._continue(rounds)
+        if more is not None:
+            return more
+        return Step("stop", f"no further step: {best_pct:.0f}% of copy bandwidth, every candidate template tried"
+                    + (f"; {self.no_more}" if self.no_more else ""))
+
+    def _continue(self, rounds: list[Round]) -> Step | None:
+        """The best round's template searched on: the same search (strategy, seed) with its budget raised by one
+        round's, so the configurations it measured come back from the store at no cost and the strategy, told
+        them again, goes on from there. Not where its space holds no configuration it has not tried, nor after a
+        continuation that did not raise the run's best by CONTINUE_GAIN (``self.no_more`` says which)."""
+        self.no_more = ""
+        ok = [r for r in rounds if r.summary.get("speedup")]
+        if not ok:
+            return None
+        best = max(ok, key=lambda r: r.summary["speedup"])
+        t = best.template
+        last = rounds[-1]
+        earlier = [r for r in rounds[:-1] if r.template.template_hash == last.template.template_hash]
+        if earlier:  # the last round continued a search: go on only where it gained
+            before = max((r.summary.get("speedup") or 0) for r in rounds[:-1])
+            if (last.summary.get("speedup") or 0) < before * (1 + CONTINUE_GAIN):
+                self.no_more = (f"searching the {last.template.origin} template further gained less than "
+                                f"{CONTINUE_GAIN:.0%}")
+                return None
+        counts = best.summary.get("counts") or {}
+        tried = (counts.get("measured") or 0) + (counts.get("pruned") or 0)
+        budget = int(best.summary.get("budget") or best.step.budget or self.budget)
+        if tried < budget:  # the search ended before its budget: its strategy had nothing more to ask
+            self.no_more = f"the {t.origin} template's search asked every configuration it would"
+            return None
+        if t.space.size() <= tried:
+            self.no_more = f"the {t.origin} template's space is searched through"
+            return None
+        return Step("search", f"{best.summary['speedup']:.2f}x so far with the {t.origin} template, every candidate "
+                              f"template tried: search it further ({budget + self.budget} evaluations, the "
+                              f"{tried} measured found in the store)", t, budget + self.budget)

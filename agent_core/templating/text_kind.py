@@ -59,12 +59,13 @@ def can_dispatch(template: KernelTemplate, cf: CudaFile) -> bool:
     template written in place (an expert's, an LLM's partial one), the kernel's own structural template as
     kerntune made it (its sites known, so each configuration's kernel can be written beside the others), or a
     rewrite template as kerntune made it (its rewritten kernel goes in alone, like an expert's). For a templated
-    user kernel (``template <typename T> __global__ ...``) only an expert's or an LLM's partial template: each of
-    its configurations becomes a plain kernel of its own for the instantiation the spec tunes, beside the
-    template, which serves the original entry (``apply.templated_dispatch_refusal`` says where the launches do
-    not allow it)."""
+    user kernel (``template <typename T> __global__ ...``) an expert's or an LLM's partial template, or a rewrite
+    template: each of its configurations becomes a plain kernel of its own for the instantiation it launches,
+    beside the template, which serves the original entry (``apply.templated_dispatch_refusal`` says where the
+    launches do not allow it); not the structural template, whose configurations are instantiations of the
+    template itself."""
     from agent_core.templating.rewrites.partial import is_rewrite
     if any(k.name == template.kernel and k.template_params for k in cf.kernels):
-        return not is_whole_file(template, cf) and not is_rewrite(template)
+        return not is_whole_file(template, cf) or is_rewrite(template)
     return (not is_whole_file(template, cf) or (template.origin == "structural" and unedited(template))
             or is_rewrite(template))

@@ -71,3 +71,44 @@ def kernel_only(template: KernelTemplate) -> KernelTemplate:
     helpers = "".join(f"#ifndef {guard}\n#define {guard}\n{code}\n#endif  // {guard}\n\n"
                       for guard, code in HELPERS.values() if re.search(rf"#[ \t]*ifndef[ \t]+{guard}\b", body))
     return replace(template, text=header + helpers + kernel_text + "\n")
+
+
+def instantiated(template: KernelTemplate, args: list[str]) -> KernelTemplate:
+    """``template`` (``kernel_only`` of a rewrite template whose kernel is a C++ template) with its kernel written as
+    the plain kernel of one instantiation: the ``template <...>`` clause dropped and each template parameter's name
+    replaced by its argument in ``args`` (C++ text; the parameters' defaults fill what ``args`` leaves out), as the
+    compiler instantiates it. A per-shape dispatch of a templated kernel holds each of its configurations so, beside
+    the template, which keeps serving its other instantiations."""
+    from agent_core.source.instantiation import substitute_template_params
+    text = template.text
+    header = text[:text.find("\n", text.find(HEADER_END)) + 1] if HEADER_BEGIN in text else ""  # as kernel_only writes it
+    body = text[len(header):]
+    cf = parse_cuda(body, template.path)
+    k = cf.kernel(template.kernel)
+    if k is None or not k.template_params:
+        return template
+    raw = body.encode("utf-8")
+    ktext = raw[k.span.start:k.span.end].decode("utf-8")
+    m = re.match(r"\s*template\s*<", ktext)
+    if m is None:
+        raise KerntuneError(f"the rewritten kernel '{template.kernel}' is a template but its `template <...>` clause "
+                            "cannot be read", template.path, k.span.line)
+    depth, i = 1, m.end()
+    while i < len(ktext) and depth:  # the clause's closing '>' (brackets inside parentheses are expressions)
+        c = ktext[i]
+        if c == "(":
+            close, nest = i, 0
+            for j in range(i, len(ktext)):
+                nest += {"(": 1, ")": -1}.get(ktext[j], 0)
+                if nest == 0:
+                    close = j
+                    break
+            i = close
+        elif c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        i += 1
+    plain = substitute_template_params(ktext[i:].lstrip("\n"), k, args)
+    new_body = raw[:k.span.start].decode("utf-8") + plain + raw[k.span.end:].decode("utf-8")
+    return replace(template, text=header + new_body)
