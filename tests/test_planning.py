@@ -137,3 +137,40 @@ def test_an_experts_cluster_twin_for_every_size_comes_right_after_it_a_regime_tw
     assert rtwin.serves
     assert pl.plan([_round(0, expert, 61.0, expert.space.original_config())], [structural, rtwin]).template \
         is structural
+
+
+# ------------------------------------------------------------------------------ searching a template further
+def _searched(i, template, speedup, measured, budget=30, action="search"):
+    return Round(i, template, {"best_params": template.space.original_config(), "speedup": speedup,
+                               "budget": budget, "counts": {"measured": measured, "pruned": 0}},
+                 Analysis("", {"pct_copy": 70.0}), Step(action, "", template, budget))
+
+
+def test_every_candidate_tried_the_best_template_with_configurations_left_is_searched_further():
+    structural, expert = _templates()
+    assert expert.space.size() > 60
+    pl = RuleBasedPlanner(30)
+    rounds = [_searched(0, expert, 1.5, 30), _searched(1, structural, 1.2, 30, action="switch_template")]
+    s = pl.plan(rounds, [])
+    assert s.action == "search" and s.template is expert and s.budget == 60, s
+    assert "search it further" in s.reason and "30 measured found in the store" in s.reason
+    # the continuation raised the run's best by 1% or more: once more, with another round's budget
+    more = rounds + [_searched(2, expert, 1.6, 60, budget=60)]
+    s = pl.plan(more, [])
+    assert s.action == "search" and s.template is expert and s.budget == 90, s
+    # ... by less: stop, saying so
+    flat = rounds + [_searched(2, expert, 1.505, 60, budget=60)]
+    s = pl.plan(flat, [])
+    assert s.action == "stop" and "gained less than 1%" in s.reason, s.reason
+
+
+def test_a_template_searched_through_or_stopped_short_is_not_searched_further():
+    structural, expert = _templates()
+    small = structural.space.size()
+    assert small < 30
+    # the expert's search ended before its budget (its strategy asked all it would) and the structural template's
+    # space is searched through: stop, naming both
+    s = RuleBasedPlanner(30).plan([_searched(0, expert, 1.5, 12),
+                                   _searched(1, structural, 1.2, small, action="switch_template")], [])
+    assert s.action == "stop" and "asked every configuration it would" in s.reason, s.reason
+    assert "searched through" in s.reason

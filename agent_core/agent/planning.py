@@ -163,9 +163,9 @@ class RuleBasedPlanner:
        user's kernel, then further experts; regime templates only as in 2).
     4. Otherwise a regime template as in 2.
     5. Otherwise widen a domain whose best value sits on its edge (once per template).
-    6. Otherwise go on searching the best round's template with another round's budget (``_continue``: the
-       search resumes where it stopped, its measured configurations found in the store), while its space has
-       configurations left and the last continuation gained.
+    6. Otherwise go on searching the best template with configurations left (``_continue``: the search
+       resumes where it stopped with another round's budget, its measured configurations found in the store),
+       while the last continuation gained.
     7. Otherwise stop.
     """
 
@@ -266,16 +266,15 @@ class RuleBasedPlanner:
                     + (f"; {self.no_more}" if self.no_more else ""))
 
     def _continue(self, rounds: list[Round]) -> Step | None:
-        """The best round's template searched on: the same search (strategy, seed) with its budget raised by one
-        round's, so the configurations it measured come back from the store at no cost and the strategy, told
-        them again, goes on from there. Not where its space holds no configuration it has not tried, nor after a
-        continuation that did not raise the run's best by CONTINUE_GAIN (``self.no_more`` says which)."""
+        """The best template whose search has configurations left, searched on: the same search (strategy, seed)
+        with its budget raised by one round's, so the configurations it measured come back from the store at no
+        cost and the strategy, told them again, goes on from there. A template is passed over where its space
+        holds no configuration it has not tried or its search stopped short of its budget; nothing after a
+        continuation that did not raise the run's best by CONTINUE_GAIN (``self.no_more`` says why)."""
         self.no_more = ""
         ok = [r for r in rounds if r.summary.get("speedup")]
         if not ok:
             return None
-        best = max(ok, key=lambda r: r.summary["speedup"])
-        t = best.template
         last = rounds[-1]
         earlier = [r for r in rounds[:-1] if r.template.template_hash == last.template.template_hash]
         if earlier:  # the last round continued a search: go on only where it gained
@@ -284,15 +283,23 @@ class RuleBasedPlanner:
                 self.no_more = (f"searching the {last.template.origin} template further gained less than "
                                 f"{CONTINUE_GAIN:.0%}")
                 return None
-        counts = best.summary.get("counts") or {}
-        tried = (counts.get("measured") or 0) + (counts.get("pruned") or 0)
-        budget = int(best.summary.get("budget") or best.step.budget or self.budget)
-        if tried < budget:  # the search ended before its budget: its strategy had nothing more to ask
-            self.no_more = f"the {t.origin} template's search asked every configuration it would"
-            return None
-        if t.space.size() <= tried:
-            self.no_more = f"the {t.origin} template's space is searched through"
-            return None
-        return Step("search", f"{best.summary['speedup']:.2f}x so far with the {t.origin} template, every candidate "
-                              f"template tried: search it further ({budget + self.budget} evaluations, the "
-                              f"{tried} measured found in the store)", t, budget + self.budget)
+        latest: dict[str, Round] = {}  # each template's last round (a continuation holds the ones before it)
+        for r in ok:
+            latest[r.template.template_hash] = r
+        why = []
+        for best in sorted(latest.values(), key=lambda r: -r.summary["speedup"]):
+            t = best.template
+            counts = best.summary.get("counts") or {}
+            tried = (counts.get("measured") or 0) + (counts.get("pruned") or 0)
+            budget = int(best.summary.get("budget") or best.step.budget or self.budget)
+            if t.space.size() <= tried:
+                why.append(f"the {t.origin} template's space is searched through")
+                continue
+            if tried < budget:  # the search ended before its budget: its strategy had nothing more to ask
+                why.append(f"the {t.origin} template's search asked every configuration it would")
+                continue
+            return Step("search", f"{best.summary['speedup']:.2f}x with the {t.origin} template, every candidate "
+                                  f"template tried: search it further ({budget + self.budget} evaluations, the "
+                                  f"{tried} measured found in the store)", t, budget + self.budget)
+        self.no_more = "; ".join(why)
+        return None

@@ -72,18 +72,32 @@ def cached_loop_text(v: KernelView, pl: LoopPlan, cached: dict[tuple[str, str], 
     vec, cr = macro_name(VEC), macro_name(CACHE_ROW)
     start, bound, step = v.t(L.start), v.t(L.bound), v.t(L.step)
     i1, i2, i3, i4, i5 = (ind + "  " * k for k in range(1, 6))
-    lines = ["#pragma unroll", f"{ind}for (int kt_c = 0; kt_c < {cr}; ++kt_c) {{",
-             f"{i1}const long long kt_kk = (long long)({start}) + (long long)kt_c * ({step});  // the thread's vector",
-             f"{i1}if (kt_kk * {vec} < (long long)({bound})) {{",
-             f"{i2}const bool kt_full = (kt_kk + 1) * {vec} <= (long long)({bound});"]
+    head = [f"{ind}for (int kt_c = 0; kt_c < {cr}; ++kt_c) {{",
+            f"{i1}const long long kt_kk = (long long)({start}) + (long long)kt_c * ({step});  // the thread's vector",
+            f"{i1}if (kt_kk * {vec} < (long long)({bound})) {{",
+            f"{i2}const bool kt_full = (kt_kk + 1) * {vec} <= (long long)({bound});"]
+    lines = []
+    loads = []  # the first pass loads every vector of the row before it reads any: the loads are all in flight
+    for sname, (et, p, off, r, w) in pl.pointers.items():
+        if (p, off) in cached and not w and (p, off) in first:
+            base = p if not off else f"({p} + ({off}))"
+            target = f"{cached[(p, off)]}[kt_c]"
+            loads += [f"{i2}if (kt_full) {target} = kt_load<{vec}>({base}, kt_kk);",
+                      f"{i2}else for (int kt_j = 0; kt_j < {vec}; ++kt_j)",
+                      f"{i3}if (kt_kk * {vec} + kt_j < (long long)({bound})) {target}.v[kt_j] = {base}[kt_kk * {vec} + kt_j];"]
+    if loads:
+        lines += [f"{ind}// every load of the row first (all in flight at once), then the pass over the registers",
+                  "#pragma unroll", *head, *loads, f"{i1}}}", f"{ind}}}", "#pragma unroll"]
+    else:
+        lines.append("#pragma unroll")
+    full = len(lines) + len(head) - 1  # the line of the pass's own kt_full
+    lines += head
     names: dict[str, str] = {}  # stream register array of the vectorize plan -> expression of its pack here
     for sname, (et, p, off, r, w) in pl.pointers.items():
         base = p if not off else f"({p} + ({off}))"
         if (p, off) in cached and not w:
             names[sname] = f"{cached[(p, off)]}[kt_c]"
-            if (p, off) not in first:
-                continue
-            target = names[sname]
+            continue  # in the registers (this pass's loads are above)
         else:
             lines.append(f"{i2}kt_pack<{et}, {vec}> {sname};")
             names[sname] = sname
@@ -106,6 +120,8 @@ def cached_loop_text(v: KernelView, pl: LoopPlan, cached: dict[tuple[str, str], 
                       f"{i2}else for (int kt_j = 0; kt_j < {vec}; ++kt_j)",
                       f"{i3}if (kt_kk * {vec} + kt_j < (long long)({bound})) {base}[kt_kk * {vec} + kt_j] = {sname}.v[kt_j];"]
     lines += [f"{i1}}}", f"{ind}}}"]
+    if not any("kt_full" in x for x in lines[full + 1:]):
+        del lines[full]  # this pass's loop loads and stores nothing itself: no partial vector to tell
     return "\n".join(lines)
 
 
