@@ -179,6 +179,8 @@ class ParamSpace:
     kernel: str
     params: dict[str, Param]
     constraints: list[str]  # expressions (agent_core.expr) over parameter and size names; all must hold
+    seeds: list[dict[str, int]] = field(default_factory=list)  # where a model-based search starts, after the
+    # original: configurations the template itself proposes (a rewrite's widest vectors at common block sizes)
 
     def original_config(self) -> dict[str, int]:
         return {n: p.original for n, p in self.params.items()}

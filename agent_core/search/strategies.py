@@ -1,5 +1,6 @@
 """Search strategies over a parameter space: exhaustive, random, optuna TPE (over categories or over ranks), and
-"auto".
+"auto". TPE starts from the original configuration and the space's ``seeds`` (a template's own starting points);
+random search does not (it is the baseline the others are scored against).
 
 A strategy is asked for configurations and told their objective (time / original time, lower is better;
 None when the configuration failed or was pruned). It never returns a configuration twice, returns only
@@ -185,6 +186,11 @@ class Tpe(Strategy):
         orig = self.original()
         if orig is not None:
             self.study.enqueue_trial(self._encode(orig))
+        for seed_cfg in self.space.seeds:  # the template's own starting points, after the original
+            cfg = {**self.space.original_config(), **seed_cfg}
+            if set(cfg) == set(self._dists) and cfg != orig and self.is_valid(cfg) and all(
+                    cfg[n] in p.values for n, p in self.space.params.items()):
+                self.study.enqueue_trial(self._encode(cfg))
 
     def _encode(self, cfg: dict) -> dict:
         """A configuration as the study's parameters (ranks for the ordinal ones)."""

@@ -400,9 +400,34 @@ def _template(cf: CudaFile, kernel: str, ctx: RewriteContext, applied: list[str]
                             f"parameter; rewrites: {', '.join(applied)}", cf.path)
     origin = "rewrite:" + "+".join(applied)
     header = _header(kernel, origin, ctx)
-    space = ParamSpace(kernel=kernel, params=ctx.params, constraints=ctx.constraints)
+    space = ParamSpace(kernel=kernel, params=ctx.params, constraints=ctx.constraints, seeds=seeds(ctx.params))
     return KernelTemplate(kernel=kernel, path=cf.path, original_text=cf.text, text=header + text, space=space,
                           sites=[], origin=origin, launch=ctx.launch, entry=None)
+
+
+SEED_BLOCKS = (128, 256, 512)  # threads per block of the search's starting points
+
+
+def seeds(params: dict) -> list[dict[str, int]]:
+    """Where the search of a rewrite template starts, after the original: the usual shape of memory-bound CUDA code,
+    the widest vector (``VEC``) at 128, 256 and 512 threads per block, every other parameter at its original
+    value (no row cache, no load hint, the original's work per thread). Only where the template has a block size
+    or a vector width to set; a starting point the constraints rule out is skipped by the search."""
+    from agent_core.templating.rewrites.vectorize import VEC
+    orig = {n: p.original for n, p in params.items()}
+    blocks = [n for n, p in params.items() if p.kind == "block_size"]
+    out: list[dict[str, int]] = []
+    for b in SEED_BLOCKS if blocks else (None,):
+        cfg = dict(orig)
+        if b is not None:
+            if not all(b in params[n].values for n in blocks):
+                continue
+            cfg.update({n: b for n in blocks})
+        if VEC in params:
+            cfg[VEC] = max(params[VEC].values)
+        if cfg != orig and cfg not in out:
+            out.append(cfg)
+    return out
 
 
 def rewrite_template(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
