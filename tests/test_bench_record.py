@@ -2,11 +2,12 @@
 winners, the same figures within what the replay of the interleaved confirmation moves. A change to the loop that
 would have chosen differently on the GPU shows here first.
 
-- the bench suite's figure of record (bench/results/h100-2026-11-24i: the nine bench kernels, experts on, 2.00x,
+- the bench suite's figure of record (bench/results/h100-2026-11-24j: the nine bench kernels, experts on, 2.00x,
   ``auto`` searching with TPE over ranks);
-- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-24i/corpus_other,
-  ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel (the column sum
-  with outputs_per_thread, its cluster twin and the load hint)."""
+- the corpus kernels outside the expert families, rewrites alone (gpu/results/2026-11-24j/corpus_other,
+  ``--no-experts``): per-shape dispatches that mix rewrite configurations with the original kernel (a templated
+  kernel's among them, chosen by the product its launch passes), searches that start from the rewrite's seeds and
+  go on where every template is tried."""
 
 import json
 import math
@@ -19,10 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = {
-    "bench": (ROOT / "bench" / "results" / "h100-2026-11-24i" / "bench_results.json",
-              ROOT / "tests" / "data" / "stores" / "bench_2026-11-24i.sqlite", [], set()),
-    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-24i" / "corpus_other" / "bench_results.json",
-                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-24i.sqlite",
+    "bench": (ROOT / "bench" / "results" / "h100-2026-11-24j" / "bench_results.json",
+              ROOT / "tests" / "data" / "stores" / "bench_2026-11-24j.sqlite", [], set()),
+    "corpus_other": (ROOT / "gpu" / "results" / "2026-11-24j" / "corpus_other" / "bench_results.json",
+                     ROOT / "tests" / "data" / "stores" / "corpus_other_2026-11-24j.sqlite",
                      ["bench/corpus/other", "--no-experts"], set()),
 }
 
@@ -67,6 +68,11 @@ def test_the_recording_replays_to_the_same_winners(replayed):
         d = b["dynamic_scaled_int8_quant_kernel"]["dispatch"]
         assert d is not None and any(e["origin"].startswith("rewrite:") for e in d["entries"])
         assert any(e["origin"] == "original" for e in d["entries"])
+        # GELU-tanh: `template <int BLOCK_SIZE>`, launched with n = rows * cols only: its dispatch (a rewrite
+        # configuration, the template for the small size set) chooses by that product
+        g = a["gelu_tanh_kernel"]["dispatch"]
+        assert g["inputs"] == ["rows * cols"] and [b_["name"] for r in g["rules"] for b_ in r["when"]] == ["rows * cols"]
+        assert {e["origin"].split(":")[0] for e in g["entries"]} == {"rewrite", "original"}
 
 
 def test_the_recording_replays_to_the_same_figures(replayed):
@@ -81,5 +87,6 @@ def test_the_recording_replays_to_the_same_figures(replayed):
     assert geo == pytest.approx(math.exp(sum(math.log(x) for x in a.values()) / len(a)), rel=0.02)
     if which == "bench":
         assert now["suite"]["geomean_over_kernels"] == pytest.approx(geo)
-    if which == "bench":  # the targets read the same: 2.0x not met, every large shape at >= 80% of copy bandwidth
-        assert now["targets"]["geomean"]["met"] is False and now["targets"]["bandwidth"]["met"] is True
+    if which == "bench":  # the targets read as the figures say (2.00x on the H100: on the line), every large shape
+        # at >= 80% of copy bandwidth
+        assert now["targets"]["geomean"]["met"] is (geo >= 2.0) and now["targets"]["bandwidth"]["met"] is True
