@@ -1453,10 +1453,8 @@ def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None,
     from agent_core.source import spec as spec_mod
     from agent_core.source.instantiation import site_instance, spec_instantiation
     from agent_core.templating.rewrites.partial import is_rewrite
-    if kinds is not None and "structural" in kinds:
-        return ("a per-shape dispatch of a template holds expert configurations and the original kernel, not "
-                "configurations of the kernel's own template arguments")
-    if any(t is None or (is_whole_file(t, cf) and not is_rewrite(t)) for t in templates):
+    if (kinds is not None and "structural" in kinds) or any(
+            t is None or (is_whole_file(t, cf) and not is_rewrite(t)) for t in templates):
         return ("a per-shape dispatch of a template holds expert and rewrite configurations and the original kernel, "
                 "not configurations of the kernel's own template arguments")
     spec = spec if spec is not None else spec_mod.find_spec(cf, k.name)
