@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
-from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, squash, strided_loop
+from agent_core.templating.rewrites.syntax import KernelFacts, squash, strided_loop
 from agent_core.templating.rewrites.vectorize import LoopPlan, VEC, _reindent, plan_loop, vec_param
 
 CACHE_ROW = "CACHE_ROW"
@@ -149,7 +149,7 @@ class FusePasses(Rewrite):
 
     def constraints(self, ctx: RewriteContext) -> list[str]:
         _, plans, shared, _ = self._analyse(ctx)
-        widest = max(ELEM_BYTES[_elem(p, s)] for p in plans for s in shared if any(
+        widest = max(p.sizes[_elem(p, s)] for p in plans for s in shared if any(
             (pp, o) == s for (_e, pp, o, _r, _w) in p.pointers.values()))
         per = widest * len(shared)  # bytes of cached row per element position
         return [f"{VEC} * {CACHE_ROW} * {per} <= 256",  # at most 64 registers of cached row per thread,

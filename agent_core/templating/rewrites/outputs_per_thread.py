@@ -34,7 +34,7 @@ from tree_sitter import Node
 from agent_core.model import KerntuneError, Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
-from agent_core.templating.rewrites.syntax import ELEM_BYTES, KernelFacts, names_in, subscript_parts, walk
+from agent_core.templating.rewrites.syntax import KernelFacts, names_in, subscript_parts, walk
 from agent_core.templating.rewrites.vectorize import _offset, _role, offset_node
 from agent_core.templating.rewrites.work_per_thread import _guarded_element
 
@@ -118,9 +118,9 @@ def _plan(ctx: RewriteContext) -> _Plan:
                 _fail(f"`{v.t(x)}`: the index {var} is not the last term of the subscript (neighbouring outputs "
                       "would not be neighbouring elements)")
             elem = facts.pointers[v.t(arr)]
-            if elem not in ELEM_BYTES:
+            if elem not in facts.sizes:
                 _fail(f"the element type of {v.t(arr)} ({elem}) has no known size")
-            sizes.append(ELEM_BYTES[elem])
+            sizes.append(facts.sizes[elem])
             written, read = _role(v, x)
             if written and read:
                 _fail(f"`{v.t(x)}` is read and written in one step (a read-modify-write of an output)")
@@ -189,7 +189,7 @@ def _decide_once(v: KernelView, plan: _Plan, facts: KernelFacts) -> None:
                 return
             if cond and cond not in terms:
                 terms.append(cond)
-        pointers[v.t(arr)] = ELEM_BYTES[facts.pointers[v.t(arr)]]
+        pointers[v.t(arr)] = facts.sizes[facts.pointers[v.t(arr)]]
     m = macro_name(OUTS)
     plan.flag_terms = [f"(unsigned long long)({p} + {plan.var}) % ({m} * {b}) == 0" for p, b in pointers.items()] + terms
     plan.walk_reads = walk_reads

@@ -78,6 +78,22 @@ class KernelFacts:
         self.assigned = self._assigned()
         self.tid_names = {"threadIdx.x"} | self._aliases("threadIdx.x")
         self.pointers = self._pointers()
+        self.sizes = {**ELEM_BYTES, **self._type_arg_sizes()}  # element type (as written) -> bytes
+
+    def _type_arg_sizes(self) -> dict[str, int]:
+        """A type template parameter of the kernel (``T``, ``scalar_t``) -> the size of the one scalar type every
+        launch in the file instantiates it with (``k<__nv_bfloat16><<<...>>>``): the rewrites size their vectors
+        by it and keep writing ``T``, so the code stays right for any instantiation that fits the vector."""
+        out: dict[str, int] = {}
+        for i, tp in enumerate(self.v.k.template_params):
+            if tp.kind != "type" or not tp.name:
+                continue
+            args = {base_type(site.template_args[i].text) for site in self.v.k.launch_sites
+                    if i < len(site.template_args)}
+            if len(args) == 1 and next(iter(args)) in ELEM_BYTES and all(
+                    i < len(site.template_args) for site in self.v.k.launch_sites):
+                out[tp.name] = ELEM_BYTES[next(iter(args))]
+        return out
 
     def _assigned(self) -> dict[str, int]:
         """How often each local name is assigned or incremented after its declaration."""

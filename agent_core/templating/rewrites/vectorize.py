@@ -25,7 +25,7 @@ from tree_sitter import Node
 from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import KernelView, Rewrite, RewriteContext, apply_edits
 from agent_core.templating.rewrites.grid import grid_follows_block, shrink_grid
-from agent_core.templating.rewrites.syntax import (ELEM_BYTES, KernelFacts, StridedLoop, names_in, pure, strided_loop,
+from agent_core.templating.rewrites.syntax import (KernelFacts, StridedLoop, names_in, pure, strided_loop,
                                                    subscript_parts, walk)
 
 VEC = "VEC"
@@ -49,6 +49,7 @@ class LoopPlan:
     accesses: list[Access]
     # one entry per (pointer, offset) stream: register array name -> (element type, pointer, offset, read, written)
     pointers: dict[str, tuple[str, str, str, bool, bool]]
+    sizes: dict[str, int]  # element type -> bytes (KernelFacts.sizes: the scalars, and the kernel's resolved T)
 
 
 def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[LoopPlan | None, str]:
@@ -87,7 +88,7 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
     streams: dict[tuple[str, str], list] = {}  # (pointer, offset) -> [element type, read, written]
     for a in accesses:
         et = facts.pointers[a.pointer]
-        if et not in ELEM_BYTES:
+        if et not in facts.sizes:
             return None, f"the element type `{et}` of {a.pointer} is not a scalar kerntune can pack"
         if _assigned(v, body, a.pointer):
             return None, f"the loop body changes the pointer {a.pointer}"
@@ -113,7 +114,7 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
     pointers = {names[k]: (st[0], k[0], k[1], st[1], st[2]) for k, st in streams.items()}
     for a in accesses:
         a.stream = names[(a.pointer, a.offset)]
-    return LoopPlan(loop, accesses, pointers), ""
+    return LoopPlan(loop, accesses, pointers, facts.sizes), ""
 
 
 def _assigned_through(v: KernelView, body: Node, name: str) -> bool:
@@ -201,7 +202,7 @@ def vectorizable_loops(v: KernelView, facts: KernelFacts) -> tuple[list[LoopPlan
 
 
 def max_elem_bytes(plans: list[LoopPlan]) -> int:
-    return max(ELEM_BYTES[et] for p in plans for et, *_ in p.pointers.values())
+    return max(p.sizes[et] for p in plans for et, *_ in p.pointers.values())
 
 
 def _unroll_pragma(v: KernelView, loop: Node) -> Node | None:
