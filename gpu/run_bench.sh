@@ -3,9 +3,12 @@
 # carried in .gpu/bench (a run cut into several device calls), and everything back under $OUT/bench.
 #   usage: [FRESH=1] [RESUME=DIR] bash gpu/run_bench.sh SECONDS [kerntune bench options...]
 #   RESUME: the carried results to resume (default .gpu/bench), e.g. RESUME=.gpu/other for a corpus folder
+#   GPU_SETUP: the wheels' setup script (default .gpu/gpu-setup.sh); e.g. .gpu/slim/gpu-setup.sh beside a copy of
+#   the wheels without the LLM client's (openai, pydantic, httpx2, jiter), where the tree and the carried folders
+#   would pass the device's 64 MiB
 # The run ends with "where the time went (all kernels)"; bench_results.json/.md hold it per kernel.
 set -o pipefail
-source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
+source "${GPU_SETUP:-.gpu/gpu-setup.sh}" /tmp/site >/dev/null || exit 1
 export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache COLUMNS=160
 OUT=${OUT:-/tmp/out}; limit=$1; shift
 work=/tmp/kt-bench; rm -rf "$work"; mkdir -p "$work"

@@ -37,7 +37,7 @@ def replayed(request, tmp_path_factory):
     rec = json.loads(record.read_text())
     rec["kernels"] = [k for k in rec["kernels"] if k["name"] not in left_out]
     o = rec["options"]
-    only = [x for k in rec["kernels"] for x in ("--only", k["name"])] if left_out else []
+    only = [x for k in rec["kernels"] for x in ("--only", k["name"])]  # the recorded kernels (a folder may have grown)
     cmd = [sys.executable, "-m", "agent_core.cli", "bench", *args, *only, "--budget", str(o["budget_per_round"]),
            "--rounds", str(o["rounds"]), "--strategy", o["strategy"], "--seed", str(o["seed"]),
            "--backend", f"replay:{store}", "--out", str(tmp / "out")]

@@ -153,6 +153,26 @@ def test_a_scatter_or_a_neighbour_read_of_a_written_pointer_is_not_vectorized():
     assert why is not None
 
 
+def test_a_read_only_load_of_the_element_becomes_the_register_and_a_taken_address_is_not_vectorized():
+    """`__ldg(&x[i])` (vLLM's style) reads the element: in the vector loop it is the element's register, not
+    `__ldg(&register)` (a global load from a register's address faults: CUDA_ERROR_INVALID_ADDRESS_SPACE on the
+    H100, gpu/results/2026-11-24j/rewrite_check/templated.log; fixed: templated_ldg_fixed.log). An address taken for anything else refuses."""
+    src = """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = 2.f * __ldg(&x[i]);
+}"""
+    assert _why(src, "vectorize") is None
+    cf = parse_cuda(_HEAD + src + "\nvoid go(float* y, const float* x, const int* idx, int n) "
+                    "{ k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }\n", "ldg.cu")
+    body = apply_mod.strip_header(compose(cf, "k").template.text)
+    vector_loop = body[body.index("kt_aligned<KT_VEC>"):body.index("the scalar loop")]
+    assert "__ldg" not in vector_loop and "2.f * kt_x[kt_u].v[kt_j]" in vector_loop
+    assert "__ldg(&x[i])" in body[body.index("the scalar loop"):]  # the tail keeps the user's load
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { const float* p = &x[i]; y[i] = p[0]; }
+}""", "vectorize")
+    assert why is not None and "address of `x[i]` is taken" in why
+
+
 def test_passes_are_fused_only_over_a_row_they_all_read_and_none_writes():
     # two passes over the same range, but the second writes the stream the first reads: nothing to cache
     text = _HEAD + """__global__ void k(float* y, const float* x, const int* idx, int n) {

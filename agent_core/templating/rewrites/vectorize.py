@@ -82,7 +82,10 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
         if off and (not pure(v, idx) or any(_assigned(v, body, nm) for nm in names_in(v, idx) if nm != var)):
             return None, f"the offset of `{v.t(x)}` changes inside the loop"
         write, read = _role(v, x)
-        accesses.append(Access(v.t(arr), off, x, write, read))
+        node, why = _element_use(v, x)
+        if node is None:
+            return None, why
+        accesses.append(Access(v.t(arr), off, node, write, read))
     if not accesses:
         return None, "its body reads no element through its index"
     streams: dict[tuple[str, str], list] = {}  # (pointer, offset) -> [element type, read, written]
@@ -144,6 +147,28 @@ def offset_node(v: KernelView, idx: Node, var: str) -> Node | None:
             if a.type == "identifier" and v.t(a) == var and var not in names_in(v, b):
                 return b
     return None
+
+
+_LOAD_INTRINSICS = {"__ldg", "__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv"}
+
+
+def _element_use(v: KernelView, sub: Node) -> tuple[Node | None, str]:
+    """The expression that stands for the element ``p[i]`` and becomes its register: the subscript itself, or the
+    read-only load around its address (``__ldg(&p[i])``); (None, why) where the address is taken otherwise (a
+    register element has no global address)."""
+    p = sub.parent
+    while p is not None and p.type == "parenthesized_expression":
+        p = p.parent
+    if p is None or p.type != "pointer_expression" or p.children[0].type != "&":
+        return sub, ""
+    args = p.parent
+    while args is not None and args.type == "parenthesized_expression":
+        args = args.parent
+    call = args.parent if args is not None and args.type == "argument_list" else None
+    if call is not None and call.type == "call_expression" and len(args.named_children) == 1 and \
+            v.t(call.child_by_field_name("function")) in _LOAD_INTRINSICS:
+        return call, ""
+    return None, f"the address of `{v.t(sub)}` is taken"
 
 
 def _role(v: KernelView, sub: Node) -> tuple[bool, bool]:
