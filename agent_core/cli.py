@@ -104,9 +104,11 @@ def show(file):
 
 
 def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> str:
-    """The templates `optimize` will try for the kernel, offline: its structural template, and each expert whose
-    family the kernel computes with the bindings the loop checks before round 1 (how many, the first few)."""
+    """The templates `optimize` will try for the kernel, offline: its structural template, its semantic rewrite
+    (the rewrites that compose, and its twins), and each expert whose family the kernel computes with the
+    bindings the loop checks before round 1 (how many, the first few)."""
     from agent_core.templating import experts
+    from agent_core.templating.rewrites import compose
     parts = ["structural template"] if structural else []
     lib = {e.name: e for e in experts.load_library()}
     for name, group in experts.family_groups(experts.candidates(cf, kernel, spec, list(lib.values()))).items():
@@ -119,7 +121,14 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
             twin += f" (its long-row twin {lname} where the rows are longer than it holds)"
         n = len(group)
         parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
-    return " | ".join(parts) if parts else "none (no structural template, no expert family)"
+    try:
+        got = compose(cf, kernel, spec)
+    except KerntuneError:
+        got = None
+    if got is not None and got.template is not None:
+        twins = "".join(f" (and its twin {t.origin})" for t in got.twins)
+        parts.append(f"{got.template.origin} template{twins}")
+    return " | ".join(parts) if parts else "none (no structural template, no expert family, no rewrite applies)"
 
 
 def _show_rewrites(cf, kernel: str) -> None:

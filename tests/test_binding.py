@@ -445,7 +445,8 @@ def test_every_enumerated_binding_compiles(lib, name):
 
 
 def test_show_prints_the_candidates_line():
-    """`kerntune show`, offline: the structural template and each expert with the bindings the loop will check."""
+    """`kerntune show`, offline: the structural template, each expert with the bindings the loop will check, and
+    the kernel's semantic rewrite."""
     from click.testing import CliRunner
 
     from agent_core.cli import main
@@ -454,4 +455,5 @@ def test_show_prints_the_candidates_line():
     assert " ".join(line.split()) == (
         "candidates: structural template | expert softmax, 2 bindings to check: (1) out=out, x=in, hidden=`N`, "
         "rows=`R`; (2) out=out, x=in, hidden=`R`, rows=`N` (then its cluster twin softmax_cluster for few rows) (its "
-        "long-row twin softmax_long where the rows are longer than it holds)")
+        "long-row twin softmax_long where the rows are longer than it holds) | "
+        "rewrite:fuse_passes+vectorize+load_hint+launch_bounds template")

@@ -31,6 +31,8 @@ class RewriteContext:
     launch: dict | None
     block: str | None
     helpers: set[str] = field(default_factory=set)  # names of the helper snippets the rewritten kernel uses
+    type_args: dict[str, str] = field(default_factory=dict)  # the kernel's type template parameters -> the C type
+    # of the instantiation the spec tunes (``T`` -> ``__nv_bfloat16``), where known: sizes the rewrites' vectors
     notes: list[str] = field(default_factory=list)  # what each applied rewrite did, for the header and `show`
 
     def with_text(self, text: str, note: str, helpers: set[str] = frozenset()) -> "RewriteContext":
@@ -39,14 +41,15 @@ class RewriteContext:
 
     # ------------------------------------------------------------------------------------- the parse
     def view(self) -> "KernelView":
-        return KernelView(self.text, self.kernel, self.path)
+        return KernelView(self.text, self.kernel, self.path, self.type_args)
 
 
 class KernelView:
     """The tree-sitter parse of a context's text, with the kernel's function node and its facts."""
 
-    def __init__(self, text: str, kernel: str, path: str = "<rewrite>"):
+    def __init__(self, text: str, kernel: str, path: str = "<rewrite>", type_args: dict[str, str] | None = None):
         self.text = text
+        self.type_args = dict(type_args or {})  # RewriteContext.type_args
         self.data = text.encode("utf-8")
         self.cf: CudaFile = parse_cuda(text, path)
         self.k: Kernel = self.cf.kernel(kernel)

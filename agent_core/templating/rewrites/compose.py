@@ -322,12 +322,28 @@ def start_context(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
         launch = copy.deepcopy(structural.launch)
     elif spec is not None:
         launch = {"grid": list(spec.grid), "block": list(spec.block), "smem": spec.smem or "0"}
+    type_args = _type_args(cf, kernel, spec)
     if structural is not None:
         params = copy.deepcopy(structural.space.params)
         blocks = [p.name for p in params.values() if p.kind == "block_size"]
         return RewriteContext(kernel, cf.path, strip_header(structural.text), params,
-                              list(structural.space.constraints), launch, blocks[0] if len(blocks) == 1 else None)
-    return RewriteContext(kernel, cf.path, cf.text, {}, [], launch, None)
+                              list(structural.space.constraints), launch, blocks[0] if len(blocks) == 1 else None,
+                              type_args=type_args)
+    return RewriteContext(kernel, cf.path, cf.text, {}, [], launch, None, type_args=type_args)
+
+
+def _type_args(cf: CudaFile, kernel: str, spec: TuningSpec | None) -> dict[str, str]:
+    """The kernel's type template parameters -> the C type of the instantiation the spec tunes (``{}`` where the
+    kernel is no template, or the instantiation cannot be told)."""
+    k = cf.kernel(kernel)
+    if spec is None or k is None or not any(tp.kind == "type" for tp in k.template_params):
+        return {}
+    from agent_core.source.instantiation import spec_instantiation
+    try:
+        args = spec_instantiation(cf, k, spec)
+    except KerntuneError:
+        return {}
+    return {tp.name: a for tp, a in zip(k.template_params, args) if tp.kind == "type" and tp.name}
 
 
 def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
