@@ -85,7 +85,7 @@ def show(file):
         except KerntuneError as e:
             out.print(f"  not tunable: {escape(e.message)}", soft_wrap=True)
             t = None
-        _show_rewrites(cf, k.name)
+        rewrite = _show_rewrites(cf, k.name)
         try:
             s = spec_mod.find_spec(cf, k.name)
             if s is None:
@@ -94,7 +94,8 @@ def show(file):
                 spec_mod.validate_spec(s, k, set(t.params) if t else set(),
                                        t.original_config() if t else None)
                 out.print(f"  spec: ok ({s.origin}; {len(s.sizes)} size sets)")
-                out.print(f"  candidates: {escape(candidates_line(cf, k.name, s, t is not None))}", soft_wrap=True)
+                out.print(f"  candidates: {escape(candidates_line(cf, k.name, s, t is not None, rewrite))}",
+                          soft_wrap=True)
         except KerntuneError as e:
             out.print(f"  spec: [red]invalid[/]: {escape(str(e))}", soft_wrap=True)
             broken.append(k.name)
@@ -103,12 +104,12 @@ def show(file):
         sys.exit(1)
 
 
-def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> str:
-    """The templates `optimize` will try for the kernel, offline: its structural template, its semantic rewrite
-    (the rewrites that compose, and its twins), and each expert whose family the kernel computes with the
-    bindings the loop checks before round 1 (how many, the first few)."""
+def candidates_line(cf, kernel: str, spec, structural: bool, rewrite=None, shown: int = 3) -> str:
+    """The templates `optimize` will try for the kernel, offline: its structural template, each expert whose
+    family the kernel computes with the bindings the loop checks before round 1 (how many, the first few), and
+    its semantic rewrite (``rewrite``: the kernel's composed rewrites, ``rewrites.compose``'s outcome, and its
+    twins)."""
     from agent_core.templating import experts
-    from agent_core.templating.rewrites import compose
     parts = ["structural template"] if structural else []
     lib = {e.name: e for e in experts.load_library()}
     for name, group in experts.family_groups(experts.candidates(cf, kernel, spec, list(lib.values()))).items():
@@ -121,24 +122,21 @@ def candidates_line(cf, kernel: str, spec, structural: bool, shown: int = 3) -> 
             twin += f" (its long-row twin {lname} where the rows are longer than it holds)"
         n = len(group)
         parts.append(f"expert {name}, {n} binding{'s' if n != 1 else ''} to check: {first}{more}{twin}")
-    try:
-        got = compose(cf, kernel, spec)
-    except KerntuneError:
-        got = None
-    if got is not None and got.template is not None:
-        twins = "".join(f" (and its twin {t.origin})" for t in got.twins)
-        parts.append(f"{got.template.origin} template{twins}")
+    if rewrite is not None and rewrite.template is not None:
+        twins = "".join(f" (and its twin {t.origin})" for t in rewrite.twins)
+        parts.append(f"{rewrite.template.origin} template{twins}")
     return " | ".join(parts) if parts else "none (no structural template, no expert family, no rewrite applies)"
 
 
-def _show_rewrites(cf, kernel: str) -> None:
-    """One line per semantic rewrite: applies (and what it does) or why not."""
+def _show_rewrites(cf, kernel: str):
+    """One line per semantic rewrite: applies (and what it does) or why not. Returns the composition (None where
+    it failed)."""
     from agent_core.templating.rewrites import compose
     try:
         got = compose(cf, kernel)
     except KerntuneError as e:
         out.print(f"  rewrites: [red]failed[/]: {escape(e.message)}", soft_wrap=True)
-        return
+        return None
     by_name = {r.name: r.summary for r in _rewrites() + _twins()}
     for name, why, what in [(n, w, "") for n, w in got.report] + [(n, w, " (a second template)")
                                                                    for n, w in got.twin_report]:
@@ -146,6 +144,7 @@ def _show_rewrites(cf, kernel: str) -> None:
             out.print(f"  rewrite {name}{what}: applies ({escape(by_name[name])})", soft_wrap=True)
         else:
             out.print(f"  rewrite {name}{what}: no: {escape(why)}", soft_wrap=True)
+    return got
 
 
 def _rewrites():

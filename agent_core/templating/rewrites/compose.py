@@ -333,17 +333,33 @@ def start_context(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
 
 
 def _type_args(cf: CudaFile, kernel: str, spec: TuningSpec | None) -> dict[str, str]:
-    """The kernel's type template parameters -> the C type of the instantiation the spec tunes (``{}`` where the
-    kernel is no template, or the instantiation cannot be told)."""
+    """The kernel's type template parameters -> the scalar C type they are instantiated with: the instantiation
+    the spec tunes (``spec_instantiation``: its ``template_args``, the launches' arguments or the buffers'
+    dtypes), else the one type every launch in the file names (``k<__nv_bfloat16><<<...>>>``); a parameter
+    neither gives is left out (``{}`` for a kernel that is no template)."""
+    from agent_core.templating.rewrites.syntax import ELEM_BYTES, base_type
     k = cf.kernel(kernel)
-    if spec is None or k is None or not any(tp.kind == "type" for tp in k.template_params):
+    if k is None or not any(tp.kind == "type" for tp in k.template_params):
         return {}
-    from agent_core.source.instantiation import spec_instantiation
-    try:
-        args = spec_instantiation(cf, k, spec)
-    except KerntuneError:
-        return {}
-    return {tp.name: a for tp, a in zip(k.template_params, args) if tp.kind == "type" and tp.name}
+    args: list[str] = []
+    if spec is not None:
+        from agent_core.source.instantiation import spec_instantiation
+        try:
+            args = spec_instantiation(cf, k, spec)
+        except KerntuneError:
+            args = []
+    out: dict[str, str] = {}
+    for i, tp in enumerate(k.template_params):
+        if tp.kind != "type" or not tp.name:
+            continue
+        if i < len(args) and base_type(args[i]) in ELEM_BYTES:
+            out[tp.name] = args[i]
+            continue
+        named = {base_type(site.template_args[i].text) for site in k.launch_sites if i < len(site.template_args)}
+        if len(named) == 1 and next(iter(named)) in ELEM_BYTES and all(
+                i < len(site.template_args) for site in k.launch_sites):
+            out[tp.name] = next(iter(named))
+    return out
 
 
 def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,

@@ -81,25 +81,11 @@ class KernelFacts:
         self.sizes = {**ELEM_BYTES, **self._type_arg_sizes()}  # element type (as written) -> bytes
 
     def _type_arg_sizes(self) -> dict[str, int]:
-        """A type template parameter of the kernel (``T``, ``scalar_t``) -> the size of the scalar type of the
-        instantiation the spec tunes (``KernelView.type_args``: its ``template_args``, the launches' arguments or
-        the buffers' dtypes), else of the one type every launch in the file names (``k<__nv_bfloat16><<<...>>>``):
-        the rewrites size their vectors by it and keep writing ``T``, so the code stays right for any instantiation
-        that fits the vector."""
-        out: dict[str, int] = {}
-        for i, tp in enumerate(self.v.k.template_params):
-            if tp.kind != "type" or not tp.name:
-                continue
-            known = base_type(self.v.type_args.get(tp.name, ""))
-            if known in ELEM_BYTES:
-                out[tp.name] = ELEM_BYTES[known]
-                continue
-            args = {base_type(site.template_args[i].text) for site in self.v.k.launch_sites
-                    if i < len(site.template_args)}
-            if len(args) == 1 and next(iter(args)) in ELEM_BYTES and all(
-                    i < len(site.template_args) for site in self.v.k.launch_sites):
-                out[tp.name] = ELEM_BYTES[next(iter(args))]
-        return out
+        """A type template parameter of the kernel (``T``, ``scalar_t``) -> the size of the scalar type it is
+        instantiated with (``KernelView.type_args``, decided by ``compose``): the rewrites size their vectors by
+        it and keep writing ``T``, so the code stays right for any instantiation that fits the vector."""
+        return {name: ELEM_BYTES[base_type(arg)] for name, arg in self.v.type_args.items()
+                if base_type(arg) in ELEM_BYTES}
 
     def _assigned(self) -> dict[str, int]:
         """How often each local name is assigned or incremented after its declaration."""
