@@ -34,6 +34,8 @@ EXPECTED = {
     "rmsnorm_cast.cu": {"warp_reduce", "fuse_passes", "vectorize", "launch_bounds", "load_hint"},
     "softmax3.cu": {"warp_reduce", "fuse_passes", "vectorize", "fast_math", "launch_bounds", "load_hint"},
     "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds", "load_hint"},
+    "dequant_rows_2d.cu": {"work_per_thread", "vectorize", "launch_bounds", "load_hint"},
+    "scale_optional_bias.cu": {"vectorize", "launch_bounds", "load_hint"},
 }
 
 
@@ -116,6 +118,53 @@ def test_two_offsets_of_one_input_are_two_vector_streams():
     body = apply_mod.strip_header(got.template.text)
     assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>((x + (t * 2 * d)), kt_kk)" in body
     assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>((x + (t * 2 * d + d)), kt_kk)" in body
+
+
+def test_a_2d_grid_strides_its_columns_and_divides_only_the_grid_x():
+    """blockIdx.y the row, the x index the column, the element through an index local (`e = row * ld + col`):
+    the columns become a grid-stride loop of vectors at the row's offset; the grid's y stays the rows."""
+    _, got = _compose("dequant_rows_2d.cu")
+    t = got.template
+    assert t.launch["grid"] == ["cdiv(cols, THREADS * VEC * ITEMS)", "rows"]
+    body = apply_mod.strip_header(t.text)
+    assert "dim3 grid((cols + ((threads * KT_VEC) * KT_ITEMS) - 1) / ((threads * KT_VEC) * KT_ITEMS), rows);" in body
+    assert 'grid  = ["cdiv(cols, ((KT_THREADS * KT_VEC) * KT_ITEMS))", "rows"]' in body
+    assert "kt_aligned<KT_VEC>((out + ((long long)row * ld))) && kt_aligned<KT_VEC>((q + ((long long)row * ld)))" in body
+
+
+def test_a_loop_over_locals_of_the_block_and_grid_size_and_a_null_tested_read():
+    """`nthreads = blockDim.x`, `gtid`, `stride` locals read as the grid-stride loop they are; `bias != nullptr ?
+    bias[i] : 0` is loaded only where bias is not null (a vector load would read through a null pointer)."""
+    _, got = _compose("scale_optional_bias.cu")
+    body = apply_mod.strip_header(got.template.text)
+    assert "(bias == nullptr || kt_aligned<KT_VEC>(bias)) && kt_aligned<KT_VEC>(y) && kt_aligned<KT_VEC>(x)" in body
+    assert "if (bias != nullptr) kt_bias[kt_u] = kt_load_hint<KT_LOAD_HINT, KT_VEC>(bias, kt_kk);" in body
+
+
+def test_index_locals_with_offsets_declared_in_the_loop_are_hoisted_whole():
+    """An offset built from the body's own invariant locals is written before the loop with their values; one that
+    the body assigns is not."""
+    src = """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int base = blockIdx.x * n;
+    const int e = base + i;
+    y[e] = 2.f * x[e];
+  }
+}"""
+    text = _HEAD + src + "\nvoid go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }\n"
+    cf = parse_cuda(text, "hoist.cu")
+    got = compose(cf, "k")
+    assert dict(got.report)["vectorize"] is None
+    assert "kt_aligned<KT_VEC>((y + ((blockIdx.x * n)))) && kt_aligned<KT_VEC>((x + ((blockIdx.x * n))))" in got.template.text
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  int base = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    base += 1;
+    const int e = base + i;
+    y[e] = 2.f * x[e];
+  }
+}""", "vectorize")
+    assert why is not None
 
 
 # --------------------------------------------------------------------------------------------- negatives
@@ -523,3 +572,33 @@ def test_stepped_lanes_compile_at_every_vector_width(tmp_path):
     for v in t.space.params["VEC"].values:
         log = _nvcc(t.text, {**t.space.original_config(), "VEC": v, "ITEMS": 2}, tmp_path)
         assert " 0 bytes spill stores" in log, log
+
+
+def test_a_read_bounded_by_a_condition_on_its_index_is_not_vectorized():
+    """`i < m ? x[i] : 0`: the condition bounds the read (x may hold only m elements); a vector load would read the
+    whole vector whatever the lanes' conditions."""
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = i < idx[0] ? x[i] : 0.f;
+}""", "vectorize")
+    assert why is not None and "condition on the index" in why
+    why = _why("""__global__ void k(float* y, const float* x, const int* idx, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}""", "vectorize")
+    assert why is None  # a condition on the element's value reads every element anyway
+
+
+def test_loads_from_shared_memory_get_no_global_load_hint():
+    """A local pointer into shared memory vectorizes, but its loads stay plain: `ld.global` on a shared address
+    reads the wrong space."""
+    src = """__global__ void k(float* y, const float* x, const int* idx, int n) {
+  extern __shared__ float smem[];
+  float* vals = smem + 32;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) vals[i] = x[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = 2.f * vals[i];
+}"""
+    text = _HEAD + src + "\nvoid go(float* y, const float* x, const int* idx, int n) { k<<<(n + 255) / 256, 256>>>(y, x, idx, n); }\n"
+    cf = parse_cuda(text, "smem.cu")
+    body = apply_mod.strip_header(compose(cf, "k").template.text)
+    assert "kt_load<KT_VEC>(vals, kt_kk)" in body and "kt_load_hint<KT_LOAD_HINT, KT_VEC>(x, kt_kk)" in body
+    assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>(vals" not in body

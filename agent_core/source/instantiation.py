@@ -113,9 +113,12 @@ def spec_instantiation(cf: CudaFile, k: Kernel, spec: TuningSpec) -> list[str]:
         args = site_template_args(cf, k, site)
         if args is None or "decltype(" in "".join(args):
             continue
-        if enclosing_template_params(cf.text, site) & {w for a in args for w in re.findall(r"[A-Za-z_]\w*", a)}:
-            continue
         env = _site_env(cf, site)
+        if enclosing_template_params(cf.text, site) & {w for a in args for w in re.findall(r"[A-Za-z_]\w*", a)}:
+            # launched from a templated launcher: the instantiations its callers name (launch<__half, Mul>(...))
+            for got in _through_launcher(cf, site, args):
+                closed.setdefault(tuple(canonical(a, env)[0] for a in got), _resolved(k, got, env))
+            continue
         closed.setdefault(tuple(canonical(a, env)[0] for a in args), _resolved(k, args, env))
     if len(closed) == 1:
         return next(iter(closed.values()))
@@ -138,6 +141,57 @@ def spec_instantiation(cf: CudaFile, k: Kernel, spec: TuningSpec) -> list[str]:
         raise KerntuneError(f"cannot tell which instantiation of '{k.name}' the spec tunes (its launches do not name "
                             f"'{tp.name}' and the buffers' types do not give it): add template_args = [...] to its "
                             "spec", cf.path, k.span.line)
+    return out
+
+
+def _through_launcher(cf: CudaFile, site: LaunchSite, args: list[str]) -> list[list[str]]:
+    """The kernel's template arguments at ``site`` (written over the template parameters of the function template
+    around it: ``k<scalar_t, func_t><<<...>>>`` in ``template <typename scalar_t, typename func_t> void launch``)
+    for each call of that function in the file that writes its template arguments out
+    (``launch<__half, ops::MulFunctor>(...)``); [] where there is none, or the launcher is not a plain function
+    template."""
+    from agent_core.source.cuda_parse import parse_tree
+    b = cf.text.encode("utf-8")
+    root = parse_tree(b).root_node
+    t = lambda n: b[n.start_byte:n.end_byte].decode("utf-8", "replace")  # noqa: E731
+    node = root.descendant_for_byte_range(site.span.start, site.span.end)
+    while node is not None and node.type != "function_definition":
+        node = node.parent
+    tmpl = node.parent if node is not None else None
+    if tmpl is None or tmpl.type != "template_declaration" or tmpl.parent is None or \
+            tmpl.parent.type == "template_declaration":
+        return []
+    names = []
+    plist = tmpl.child_by_field_name("parameters")
+    for c in (plist.named_children if plist is not None else []):
+        d = c.child_by_field_name("declarator") or c.child_by_field_name("name") or \
+            next((x for x in c.named_children if x.type in ("type_identifier", "identifier")), None)
+        while d is not None and d.type not in ("identifier", "type_identifier"):
+            d = d.child_by_field_name("declarator")
+        if d is None:
+            return []
+        names.append(t(d))
+    d = node.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    fn = d.child_by_field_name("declarator") if d is not None else None
+    if fn is None or fn.type != "identifier":
+        return []
+    out = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.named_children)
+        if n.type != "call_expression":
+            continue
+        f = n.child_by_field_name("function")
+        if f is None or f.type != "template_function" or t(f.child_by_field_name("name")) != t(fn):
+            continue
+        targs = [t(x).strip() for x in f.child_by_field_name("arguments").named_children if x.type != "comment"]
+        if len(targs) != len(names):
+            continue
+        env = dict(zip(names, targs))
+        out.append([re.sub(r"[A-Za-z_]\w*", lambda m: env.get(m.group(0), m.group(0)), a) for a in args])
     return out
 
 

@@ -32,7 +32,7 @@ def _passes(v: KernelView, facts: KernelFacts) -> tuple[list[LoopPlan], set[tupl
         if loop is None or loop.kind != "block":
             continue
         plan, _ = plan_loop(v, facts, loop)
-        if plan is None:
+        if plan is None or plan.guarded:  # a null-tested pointer's reads are not cached (its loads are guarded)
             continue
         key = (squash(v.t(loop.start)), squash(v.t(loop.bound)), squash(v.t(loop.step)))
         loops.setdefault(key, []).append(plan)

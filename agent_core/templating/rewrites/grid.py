@@ -28,7 +28,8 @@ def block_token(ctx: RewriteContext, v) -> re.Pattern:
     """The names that stand for the block size in host code: its macro, macros and constants defined as it, and
     the launching function's locals initialized to one of those (``const int threads = 128;``)."""
     from agent_core.templating.rewrites.syntax import KernelFacts, squash
-    names = {n for n in KernelFacts(v, ctx.block).block_names if n != "blockDim.x"}
+    facts = KernelFacts(v, ctx.block)
+    names = {n for n in facts.block_names - facts.block_locals if n != "blockDim.x"}
     for site in v.k.launch_sites:
         for hv in site.host_vars.values():
             if hv.init is not None and "dim3" not in hv.type and squash(hv.init.text) in names:
@@ -50,21 +51,27 @@ def _grid_edit(v, site, token: re.Pattern) -> tuple[int, int, str] | None:
         return None
     if any(re.search(rf"\b{re.escape(hv.name)}\b", a.text) for a in site.args):
         return None  # the variable is passed to the kernel too: part of the problem, not only of the launch
-    if "dim3" in hv.type:  # dim3 grid((n + 255) / 256): its one component
-        node = dim3_component(v, hv)
-        if node is None:
+    if "dim3" in hv.type:  # dim3 grid((n + 255) / 256) or dim3 grid((cols + 255) / 256, rows): its x component
+        comps = dim3_components_of(v, hv)
+        if not comps or any(token.search(v.t(c)) for c in comps[1:]):
             return None
-        text = v.t(node)
-        return (node.start_byte, node.end_byte, text) if token.search(text) else None
+        text = v.t(comps[0])
+        return (comps[0].start_byte, comps[0].end_byte, text) if token.search(text) else None
     text = v.data[hv.init.span.start:hv.init.span.end].decode("utf-8")
     return (hv.init.span.start, hv.init.span.end, text) if token.search(text) else None
+
+
+def dim3_components_of(v, hv) -> list:
+    """The components of a ``dim3`` host variable's initializer (``dim3 grid((cols + 255) / 256, rows)``), as parse
+    nodes, x first."""
+    node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
+    return [x for x in node.named_children if x.type != "comment"] if node is not None else []
 
 
 def dim3_component(v, hv):
     """The one component of a ``dim3`` host variable's initializer (``dim3 grid((n + 255) / 256)``), as a parse
     node; None when it has more or none."""
-    node = v.root.named_descendant_for_byte_range(hv.init.span.start, hv.init.span.end)
-    comps = [x for x in node.named_children if x.type != "comment"] if node is not None else []
+    comps = dim3_components_of(v, hv)
     return comps[0] if len(comps) == 1 else None
 
 
@@ -78,6 +85,9 @@ def grid_follows_block(ctx: RewriteContext) -> str | None:
     gx = grid[0] if isinstance(grid, list) else grid
     if ctx.block not in {n.id for n in ast.walk(ast.parse(str(gx), mode="eval")) if isinstance(n, ast.Name)}:
         return f"the launch's grid `{gx}` does not follow the block size {ctx.block}"
+    for gy in (grid[1:] if isinstance(grid, list) else []):  # a 2-D grid: only its x follows the block's x
+        if ctx.block in {n.id for n in ast.walk(ast.parse(str(gy), mode="eval")) if isinstance(n, ast.Name)}:
+            return f"the launch's grid `{gy}` (y or z) follows the block size {ctx.block} too"
     v = ctx.view()
     token = block_token(ctx, v)
     if not v.k.launch_sites:

@@ -6,14 +6,15 @@ A streaming read of data used once then leaves L1 alone; on the H100 that moved 
 non-coherent path or the L2 prefetch size, is what costs). Where data is read again (a row read twice) keeping it
 in L1 may be worth more: a parameter, so the search decides.
 
-Only loads the rewrites wrote are touched (the user's own loads keep their form), and the hinted load carries a
+Only loads the rewrites wrote are touched (the user's own loads keep their form), never a load from shared memory
+(an array declared ``__shared__`` or a local pointer into one), and the hinted load carries a
 ``memory`` clobber, so the compiler keeps it in order with the kernel's stores as it does a plain load."""
 
 from __future__ import annotations
 
 from agent_core.model import Param, macro_name
 from agent_core.templating.rewrites.base import Rewrite, RewriteContext, apply_edits
-from agent_core.templating.rewrites.syntax import walk
+from agent_core.templating.rewrites.syntax import KernelFacts, walk
 
 LOAD_HINT = "LOAD_HINT"
 _LOAD, _GATHER = "kt_load", "kt_gather"
@@ -23,6 +24,7 @@ def _sites(ctx: RewriteContext) -> list[tuple[int, int, str]]:
     """(start, end, name) of the function names of the kernel's hintable calls: every ``kt_load<N>(...)`` and the
     four-argument ``kt_gather<N>(p, i, live, vec)`` (the three-argument gather decides at each load, lane by lane)."""
     v = ctx.view()
+    shared = KernelFacts(v, ctx.block).shared_names
     out = []
     for n in walk(v.body):
         if n.type != "call_expression":
@@ -33,6 +35,9 @@ def _sites(ctx: RewriteContext) -> list[tuple[int, int, str]]:
         name = v.t(fn.child_by_field_name("name"))
         args = n.child_by_field_name("arguments")
         nargs = sum(1 for c in args.named_children if c.type != "comment") if args is not None else 0
+        first = next((c for c in args.named_children if c.type != "comment"), None) if args is not None else None
+        if first is not None and {v.t(x) for x in walk(first) if x.type == "identifier"} & shared:
+            continue  # a load from shared memory: ld.global would read the wrong space
         if name == _LOAD or (name == _GATHER and nargs == 4):
             targs = fn.child_by_field_name("arguments")
             out.append((fn.start_byte, targs.start_byte + 1, name))

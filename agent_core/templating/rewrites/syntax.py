@@ -17,7 +17,8 @@ from agent_core.templating.rewrites.base import KernelView
 ELEM_BYTES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4,
               "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "short": 2, "int16_t": 2,
               "uint16_t": 2, "char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1,
-              "long long": 8, "int64_t": 8, "uint64_t": 8}
+              "long long": 8, "int64_t": 8, "uint64_t": 8, "__nv_fp8_e4m3": 1, "__nv_fp8_e5m2": 1,
+              "__nv_fp8_storage_t": 1}
 _QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}
 _SIDE_EFFECTS = {"assignment_expression", "update_expression", "call_expression"}
 _PURE_CALLS = {"min", "max", "fminf", "fmaxf", "umin", "umax"}
@@ -76,8 +77,26 @@ class KernelFacts:
                     self.block_names.add(name)
                     changed = True
         self.assigned = self._assigned()
+        # the kernel's own locals for the block size (``const int num_threads = blockDim.x;``): loop strides only,
+        # never looked for in host code (block_token), where the same name may mean something else
+        self.block_locals = set().union(*(self._aliases(b) for b in sorted(self.block_names))) - self.block_names
+        self.block_names |= self.block_locals
         self.tid_names = {"threadIdx.x"} | self._aliases("threadIdx.x")
+        # locals holding the thread's global index or the grid's thread count (``const size_t stride =
+        # (size_t)blockDim.x * gridDim.x;``), so a loop written over them reads as the grid-stride loop it is
+        self.global_index_names: set[str] = set()
+        self.grid_thread_names: set[str] = set()
+        for n in walk(self.v.body):
+            if n.type == "init_declarator":
+                d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                if d is None or d.type != "identifier" or val is None or self.assigned.get(self.v.t(d)):
+                    continue
+                if self.is_global_index(self.v.t(val)):
+                    self.global_index_names.add(self.v.t(d))
+                elif self.is_grid_threads(self.v.t(val)):
+                    self.grid_thread_names.add(self.v.t(d))
         self.pointers = self._pointers()
+        self.shared_names = self._shared_names()
         self.sizes = {**ELEM_BYTES, **self._type_arg_sizes()}  # element type (as written) -> bytes
 
     def _type_arg_sizes(self) -> dict[str, int]:
@@ -128,6 +147,33 @@ class KernelFacts:
                         out[self.v.t(inner)] = base_type(self.v.t(typ))
         return out
 
+    def _shared_names(self) -> set[str]:
+        """The kernel's shared-memory arrays and the local pointers into them (``float* vals = smem + 32;``), whose
+        loads are not global loads (no ``ld.global`` hint may be written for them)."""
+        out = set()
+        for n in walk(self.v.body):
+            if n.type == "declaration" and "__shared__" in self.v.t(n).split("[")[0].split("=")[0]:
+                for x in walk(n):
+                    if x.type in ("identifier", "field_identifier") and x.parent is not None and \
+                            x.parent.type in ("array_declarator", "init_declarator", "declaration",
+                                              "pointer_declarator") and x.parent.child_by_field_name("declarator") == x:
+                        out.add(self.v.t(x))
+                    elif x.type == "identifier" and x.parent == n:
+                        out.add(self.v.t(x))
+        changed = True
+        while changed:
+            changed = False
+            for n in walk(self.v.body):
+                if n.type == "init_declarator":
+                    d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                    while d is not None and d.type == "pointer_declarator":
+                        d = d.child_by_field_name("declarator")
+                    if d is not None and d.type == "identifier" and val is not None and self.v.t(d) not in out and \
+                            {self.v.t(x) for x in walk(val) if x.type == "identifier"} & out:
+                        out.add(self.v.t(d))
+                        changed = True
+        return out
+
     def is_block(self, text: str) -> bool:
         return squash(text) in self.block_names
 
@@ -137,6 +183,8 @@ class KernelFacts:
     def is_global_index(self, text: str) -> bool:
         """``blockIdx.x * blockDim.x + threadIdx.x`` in any operand order (block size by any of its names)."""
         s = squash(text)
+        if s in getattr(self, "global_index_names", ()):
+            return True
         for b in self.block_names:
             for t in self.tid_names:
                 for prod in (f"blockIdx.x*{b}", f"{b}*blockIdx.x"):
@@ -146,6 +194,8 @@ class KernelFacts:
 
     def is_grid_threads(self, text: str) -> bool:
         s = squash(text)
+        if s in getattr(self, "grid_thread_names", ()):
+            return True
         return any(s in (f"{b}*gridDim.x", f"gridDim.x*{b}") for b in self.block_names)
 
 

@@ -18,7 +18,7 @@ index, a bound, or a pointer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -41,6 +41,7 @@ class Access:
     write: bool
     read: bool
     stream: str = ""  # the register array it reads and writes in the vector loop
+    guarded: bool = False  # read only under a test of its pointer (``mask ? mask[i] : 0``)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class LoopPlan:
     # one entry per (pointer, offset) stream: register array name -> (element type, pointer, offset, read, written)
     pointers: dict[str, tuple[str, str, str, bool, bool]]
     sizes: dict[str, int]  # element type -> bytes (KernelFacts.sizes: the scalars, and the kernel's resolved T)
+    guarded: set[str] = field(default_factory=set)  # streams read only where their pointer is not null
 
 
 def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[LoopPlan | None, str]:
@@ -63,29 +65,39 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
             if fn.startswith("__syncthreads") or fn.startswith("atomic") or fn.startswith("__shfl"):
                 return None, f"its body calls {fn}"
     accesses: list[Access] = []
+    aliases = index_aliases(v, facts, body, var)
     for x in walk(body):
         if x.type != "subscript_expression":
             continue
         arr, idx = subscript_parts(x)
         if arr is None or idx is None:
             return None, f"cannot read the subscript `{v.t(x)}`"
+        bare = _unparen(idx)
+        if bare.type == "identifier" and v.t(bare) in aliases:
+            idx = aliases[v.t(bare)]  # `i` declared in the body as `(size_t)row * cols + col`: its initializer
         if var not in names_in(v, idx):
             continue
         if arr.type != "identifier" or v.t(arr) not in facts.pointers:
             return None, f"`{v.t(x)}` indexes something that is not a pointer of the kernel"
-        off = _offset(v, idx, var)
-        if off is None:
+        off_node = offset_node(v, idx, var)
+        if off_node is None:
             if _role(v, x)[0] or _assigned_through(v, body, v.t(arr)):
                 return None, f"`{v.t(x)}` is written at elements that are not contiguous (index not `{var}` or " \
                              f"`offset + {var}`)"
             continue  # a gather from a pointer the loop only reads (bias[i % cols]): stays a scalar load
-        if off and (not pure(v, idx) or any(_assigned(v, body, nm) for nm in names_in(v, idx) if nm != var)):
-            return None, f"the offset of `{v.t(x)}` changes inside the loop"
+        off = ""
+        if off_node is not idx:
+            off = hoisted(v, body, off_node, var) if pure(v, idx) else None
+            if off is None:
+                return None, f"the offset of `{v.t(x)}` changes inside the loop"
         write, read = _role(v, x)
+        guard, why = _read_condition(v, body, x, var, set(aliases), v.t(arr))
+        if why:
+            return None, why
         node, why = _element_use(v, x)
         if node is None:
             return None, why
-        accesses.append(Access(v.t(arr), off, node, write, read))
+        accesses.append(Access(v.t(arr), off, node, write, read, guarded=guard))
     if not accesses:
         return None, "its body reads no element through its index"
     streams: dict[tuple[str, str], list] = {}  # (pointer, offset) -> [element type, read, written]
@@ -117,7 +129,118 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
     pointers = {names[k]: (st[0], k[0], k[1], st[1], st[2]) for k, st in streams.items()}
     for a in accesses:
         a.stream = names[(a.pointer, a.offset)]
-    return LoopPlan(loop, accesses, pointers, facts.sizes), ""
+    guarded = set()
+    for k, sname in names.items():
+        on = [a for a in accesses if (a.pointer, a.offset) == k]
+        if any(a.guarded for a in on):
+            if any(a.write for a in on) or not all(a.guarded for a in on):
+                return None, f"{k[0]} is tested for null around some of its reads only"
+            guarded.add(sname)
+    return LoopPlan(loop, accesses, pointers, facts.sizes, guarded), ""
+
+
+_CONDITIONALS = {"if_statement": "condition", "conditional_expression": "condition", "while_statement": "condition"}
+
+
+def _outside_subscripts(v: KernelView, n: Node) -> set[str]:
+    """The identifiers of ``n`` outside subscripts (``i < m`` names i and m; ``x[i] > 0`` names nothing: the
+    element's value, not its index or its pointer)."""
+    out, stack = set(), [n]
+    while stack:
+        x = stack.pop()
+        if x.type == "identifier":
+            out.add(v.t(x))
+        elif x.type != "subscript_expression":
+            stack.extend(x.named_children)
+    return out
+
+
+def _read_condition(v: KernelView, body: Node, sub: Node, var: str, aliases: set[str],
+                    pointer: str) -> tuple[bool, str]:
+    """(guarded, why not) for an element access under conditions of the loop body. A vector load reads every lane
+    whatever the condition, so a read that a condition on its index bounds (``i < m ? y[i] : 0``) cannot be
+    vectorized; one that a test of its pointer guards (``mask ? mask[i] : 0``, ``if (bias != nullptr)``) is
+    loaded only where the pointer is not null (guarded)."""
+    guarded = False
+    child, p = sub, sub.parent
+    while p is not None and p != body.parent:
+        cond = None
+        if p.type in _CONDITIONALS:
+            c = p.child_by_field_name(_CONDITIONALS[p.type])
+            cond = c if c is not None and not (c.start_byte <= child.start_byte < c.end_byte) else None
+        elif p.type == "binary_expression" and v.t(p.child_by_field_name("operator")) in ("&&", "||"):
+            left = p.child_by_field_name("left")
+            cond = left if left is not None and left != child else None
+        if cond is not None:
+            named = _outside_subscripts(v, cond)
+            if var in named or named & aliases:
+                return False, f"`{v.t(sub)}` is read under a condition on the index (`{v.t(cond)}`)"
+            if pointer in named:
+                guarded = True
+        child, p = p, p.parent
+    return guarded, ""
+
+
+def _unparen(n: Node) -> Node:
+    while n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _body_locals(v: KernelView, body: Node) -> dict[str, list[Node | None]]:
+    """Each name declared in ``body`` -> the initializers of its declarations (None: declared without one)."""
+    out: dict[str, list[Node | None]] = {}
+    for x in walk(body):
+        if x.type == "init_declarator":
+            d = x.child_by_field_name("declarator")
+            if d is not None and d.type == "identifier":
+                out.setdefault(v.t(d), []).append(x.child_by_field_name("value"))
+        elif x.type == "declaration":
+            for c in x.named_children:
+                if c.type == "identifier":
+                    out.setdefault(v.t(c), []).append(None)
+    return out
+
+
+def index_aliases(v: KernelView, facts: KernelFacts, body: Node, var: str) -> dict[str, Node]:
+    """Locals of the loop body that name an element's index: declared once, never assigned, from an integer
+    expression of the loop's index (``const size_t i = (size_t)row * cols + col;``) -> that expression. A subscript
+    by such a local is read as a subscript by its expression, so the 2-D-grid and row-offset styles vectorize."""
+    out = {}
+    for name, inits in _body_locals(v, body).items():
+        if len(inits) != 1 or inits[0] is None or facts.assigned.get(name) or _assigned(v, body, name):
+            continue
+        init = inits[0]
+        if var in names_in(v, init) and pure(v, init) and \
+                sum(1 for x in walk(v.body) if x.type == "init_declarator" and
+                    v.t(x.child_by_field_name("declarator") or x) == name) == 1:
+            out[name] = init
+    return out
+
+
+def hoisted(v: KernelView, body: Node, node: Node, var: str, depth: int = 0) -> str | None:
+    """The text of a loop-invariant offset as it can be written before the loop: the body's own invariant locals
+    (``const size_t base = (size_t)row * ld;`` declared in the loop) replaced by their initializers; None where it
+    depends on the index or on anything the body assigns."""
+    if depth > 4:
+        return None
+    local = _body_locals(v, body)
+    edits = []
+    for x in walk(node):
+        if x.type != "identifier":
+            continue
+        nm = v.t(x)
+        if nm == var or _assigned(v, body, nm):
+            return None
+        if nm in local:
+            inits = local[nm]
+            if len(inits) != 1 or inits[0] is None or not pure(v, inits[0]):
+                return None
+            sub = hoisted(v, body, inits[0], var, depth + 1)
+            if sub is None:
+                return None
+            edits.append((x.start_byte - node.start_byte, x.end_byte - node.start_byte, f"({sub})"))
+    return apply_edits(v.t(node), edits)
 
 
 def _assigned_through(v: KernelView, body: Node, name: str) -> bool:
@@ -252,7 +375,8 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
         _et, p, off, _r, _w = ptrs[s]
         return p if not off else f"({p} + ({off}))"
 
-    aligned = " && ".join(f"kt_aligned<{vec}>({base(sname)})" for sname in ptrs)
+    aligned = " && ".join(f"({ptrs[sname][1]} == nullptr || kt_aligned<{vec}>({base(sname)}))"
+                          if sname in plan.guarded else f"kt_aligned<{vec}>({base(sname)})" for sname in ptrs)
     body_edits = []
     for a in plan.accesses:
         body_edits.append((a.node.start_byte - L.body.start_byte, a.node.end_byte - L.body.start_byte,
@@ -278,7 +402,8 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
         lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
                   f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
                   f"{i4}if (kt_kk < kt_nv) {{"]
-        lines += [f"{i5}{sname}[kt_u] = kt_load<{vec}>({base(sname)}, kt_kk);" for sname in loads]
+        lines += [(f"{i5}if ({ptrs[sname][1]} != nullptr) " if sname in plan.guarded else i5) +
+                  f"{sname}[kt_u] = kt_load<{vec}>({base(sname)}, kt_kk);" for sname in loads]
         lines += [f"{i4}}}", f"{i3}}}"]
     lines += ["#pragma unroll", f"{i3}for (int kt_u = 0; kt_u < {items}; ++kt_u) {{",
               f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
@@ -390,7 +515,7 @@ class Vectorize(Rewrite):
         for p in plans:
             pragma = _unroll_pragma(v, p.loop.node)
             start = pragma.start_byte if pragma is not None else p.loop.node.start_byte
-            names = ", ".join(f"{pn}{'[' + off + ' + i]' if off else ''} ({'read+write' if r and w else 'write' if w else 'read'})"
+            names = ", ".join(f"{pn}{'[' + off + ' + ' + p.loop.var + ']' if off else ''} ({'read+write' if r and w else 'write' if w else 'read'})"
                               for _s, (_e, pn, off, r, w) in p.pointers.items())
             note = f"{names} in VEC-wide vectors when aligned"
             edits.append((start, p.loop.node.end_byte,

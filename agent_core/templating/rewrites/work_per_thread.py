@@ -4,10 +4,13 @@ divided by ``ITEMS``: each thread covers ITEMS elements (ITEMS vectors once vect
 used), so fewer blocks keep more loads in flight. A kernel that already has a grid-stride loop over a grid
 written from the block size gets ITEMS the same way.
 
+A 2-D grid (``blockIdx.y`` the row, ``blockIdx.x * blockDim.x + threadIdx.x`` the column) strides its x index
+the same way: each row's blocks become a grid-stride loop over the columns, and only the grid's x is divided.
+
 Preconditions: the index is declared once from the global thread index and never assigned; the guard is the
 kernel's last statement (or an early return), without ``else``; the kernel has no barrier and no shared
-memory (the threads of a block would no longer meet at the same points); the grid follows the block size
-(``cdiv(n, 256)``) at every launch and in the spec comment.
+memory (the threads of a block would no longer meet at the same points); the block is 1-D; the grid's x follows
+the block size (``cdiv(n, 256)``) at every launch and in the spec comment, and its y and z do not.
 """
 
 from __future__ import annotations
@@ -90,8 +93,8 @@ class WorkPerThread(Rewrite):
         text = v.t(v.body)
         if "__syncthreads" in text or "__shared__" in text:
             return "the kernel uses barriers or shared memory (threads could no longer meet at the same points)"
-        if "threadIdx.y" in text or "blockIdx.y" in text:
-            return "the kernel uses a 2D thread index"
+        if any(w in text for w in ("threadIdx.y", "threadIdx.z", "blockDim.y", "blockDim.z")):
+            return "the kernel uses a 2D block (the x index would not be the block's thread index)"
         if self._existing_loop(v, facts) is None:
             got, why = _guarded_element(v, facts)
             if got is None:
