@@ -111,6 +111,12 @@ class Resolver:
             return Source(span_of(n), v, self.f.t(n), None, f"a literal at line {n.start_point.row + 1}")
         if n.type in ("identifier", "type_identifier"):  # `k<vec>`: a bare name parses as a type
             return self.resolve_name(self.f.t(n), depth)
+        if n.type == "qualified_identifier":  # at::native::kCUDANumThreads: the file's constant of that name
+            name = n.child_by_field_name("name")
+            while name is not None and name.type == "qualified_identifier":
+                name = name.child_by_field_name("name")
+            return self.resolve_name(self.f.t(name), depth) if name is not None and name.type == "identifier" \
+                else None
         if n.type == "type_descriptor" and n.named_child_count == 1:
             return self.resolve(n.named_children[0], depth + 1)
         return None
