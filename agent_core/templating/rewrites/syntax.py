@@ -77,6 +77,8 @@ class KernelFacts:
                     self.block_names.add(name)
                     changed = True
         self.assigned = self._assigned()
+        self.global_index_names: set[str] = set()  # filled below, once the block and thread names are known
+        self.grid_thread_names: set[str] = set()
         # the kernel's own locals for the block size (``const int num_threads = blockDim.x;``): loop strides only,
         # never looked for in host code (block_token), where the same name may mean something else
         self.block_locals = set().union(*(self._aliases(b) for b in sorted(self.block_names))) - self.block_names
@@ -84,8 +86,6 @@ class KernelFacts:
         self.tid_names = {"threadIdx.x"} | self._aliases("threadIdx.x")
         # locals holding the thread's global index or the grid's thread count (``const size_t stride =
         # (size_t)blockDim.x * gridDim.x;``), so a loop written over them reads as the grid-stride loop it is
-        self.global_index_names: set[str] = set()
-        self.grid_thread_names: set[str] = set()
         for n in walk(self.v.body):
             if n.type == "init_declarator":
                 d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
@@ -158,13 +158,12 @@ class KernelFacts:
                             x.parent.type in ("array_declarator", "init_declarator", "declaration",
                                               "pointer_declarator") and x.parent.child_by_field_name("declarator") == x:
                         out.add(self.v.t(x))
-                    elif x.type == "identifier" and x.parent == n:
-                        out.add(self.v.t(x))
         changed = True
         while changed:
             changed = False
             for n in walk(self.v.body):
-                if n.type == "init_declarator":
+                if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None and \
+                        n.child_by_field_name("declarator").type == "pointer_declarator":  # pointers only
                     d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
                     while d is not None and d.type == "pointer_declarator":
                         d = d.child_by_field_name("declarator")
@@ -183,7 +182,7 @@ class KernelFacts:
     def is_global_index(self, text: str) -> bool:
         """``blockIdx.x * blockDim.x + threadIdx.x`` in any operand order (block size by any of its names)."""
         s = squash(text)
-        if s in getattr(self, "global_index_names", ()):
+        if s in self.global_index_names:
             return True
         for b in self.block_names:
             for t in self.tid_names:
@@ -194,7 +193,7 @@ class KernelFacts:
 
     def is_grid_threads(self, text: str) -> bool:
         s = squash(text)
-        if s in getattr(self, "grid_thread_names", ()):
+        if s in self.grid_thread_names:
             return True
         return any(s in (f"{b}*gridDim.x", f"gridDim.x*{b}") for b in self.block_names)
 
