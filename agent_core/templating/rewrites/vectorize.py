@@ -65,7 +65,8 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
             if fn.startswith("__syncthreads") or fn.startswith("atomic") or fn.startswith("__shfl"):
                 return None, f"its body calls {fn}"
     accesses: list[Access] = []
-    aliases = index_aliases(v, facts, body, var)
+    local = _body_locals(v, body)
+    aliases = index_aliases(v, facts, body, var, local)
     for x in walk(body):
         if x.type != "subscript_expression":
             continue
@@ -87,7 +88,7 @@ def plan_loop(v: KernelView, facts: KernelFacts, loop: StridedLoop) -> tuple[Loo
             continue  # a gather from a pointer the loop only reads (bias[i % cols]): stays a scalar load
         off = ""
         if off_node is not idx:
-            off = hoisted(v, body, off_node, var) if pure(v, idx) else None
+            off = hoisted(v, body, off_node, var, local) if pure(v, idx) else None
             if off is None:
                 return None, f"the offset of `{v.t(x)}` changes inside the loop"
         write, read = _role(v, x)
@@ -202,12 +203,13 @@ def _body_locals(v: KernelView, body: Node) -> dict[str, list[Node | None]]:
     return out
 
 
-def index_aliases(v: KernelView, facts: KernelFacts, body: Node, var: str) -> dict[str, Node]:
+def index_aliases(v: KernelView, facts: KernelFacts, body: Node, var: str,
+                  local: dict[str, list[Node | None]]) -> dict[str, Node]:
     """Locals of the loop body that name an element's index: declared once, never assigned, from an integer
     expression of the loop's index (``const size_t i = (size_t)row * cols + col;``) -> that expression. A subscript
     by such a local is read as a subscript by its expression, so the 2-D-grid and row-offset styles vectorize."""
     out = {}
-    for name, inits in _body_locals(v, body).items():
+    for name, inits in local.items():
         if len(inits) != 1 or inits[0] is None or facts.assigned.get(name) or _assigned(v, body, name):
             continue
         init = inits[0]
@@ -218,13 +220,13 @@ def index_aliases(v: KernelView, facts: KernelFacts, body: Node, var: str) -> di
     return out
 
 
-def hoisted(v: KernelView, body: Node, node: Node, var: str, depth: int = 0) -> str | None:
+def hoisted(v: KernelView, body: Node, node: Node, var: str, local: dict[str, list[Node | None]],
+            depth: int = 0) -> str | None:
     """The text of a loop-invariant offset as it can be written before the loop: the body's own invariant locals
     (``const size_t base = (size_t)row * ld;`` declared in the loop) replaced by their initializers; None where it
-    depends on the index or on anything the body assigns."""
+    depends on the index or on anything the body assigns. ``local``: the body's locals (``_body_locals``)."""
     if depth > 4:
         return None
-    local = _body_locals(v, body)
     edits = []
     for x in walk(node):
         if x.type != "identifier":
@@ -236,7 +238,7 @@ def hoisted(v: KernelView, body: Node, node: Node, var: str, depth: int = 0) -> 
             inits = local[nm]
             if len(inits) != 1 or inits[0] is None or not pure(v, inits[0]):
                 return None
-            sub = hoisted(v, body, inits[0], var, depth + 1)
+            sub = hoisted(v, body, inits[0], var, local, depth + 1)
             if sub is None:
                 return None
             edits.append((x.start_byte - node.start_byte, x.end_byte - node.start_byte, f"({sub})"))
@@ -259,9 +261,7 @@ def _offset(v: KernelView, idx: Node, var: str) -> str | None:
 
 def offset_node(v: KernelView, idx: Node, var: str) -> Node | None:
     """``off``'s node where the index is ``off + var`` (either order); ``idx`` itself for ``var`` alone; else None."""
-    inner = idx
-    while inner.type == "parenthesized_expression" and inner.named_child_count == 1:
-        inner = inner.named_children[0]
+    inner = _unparen(idx)
     if inner.type == "identifier" and v.t(inner) == var:
         return idx
     if inner.type == "binary_expression" and v.t(inner.child_by_field_name("operator")) == "+":
@@ -453,8 +453,7 @@ def lane_divisions(v: KernelView, plan: LoopPlan) -> dict[str, list[tuple[Node, 
         left, right = x.child_by_field_name("left"), x.child_by_field_name("right")
         if op not in ("/", "%") or left is None or right is None:
             continue
-        while left.type == "parenthesized_expression" and left.named_child_count == 1:
-            left = left.named_children[0]
+        left = _unparen(left)
         if left.type != "identifier" or v.t(left) != L.var:
             continue
         names = names_in(v, right)
