@@ -275,6 +275,34 @@ def test_merge_base2_lse_heads_major_with_output_lse(lib):
     assert "exp2f(pv - m)" in t.text and "log2f(sum)" in t.text
 
 
+def test_merge_without_a_token_count_reads_it_from_the_grid(lib):
+    """FlashInfer's MergeState shape: one block per (token, head) and no token-count argument. The expert is
+    launched as tokens times the blocks one token needs, so the wrapper gets the count back from gridDim.x."""
+    cf, k, spec = case("merge_tokens_from_grid_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("tokens=the grid, heads=`heads`, head_size=`dim`, values [tokens, heads, "
+                                     "head_size], lse [heads, tokens], natural lse"), words_of(bs)
+    assert all(b.conventions.get("KT_EXPERT_TOKENS_FROM_GRID") == 1 for b in bs if b.expert.name == "merge_attn_states")
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"] == ["((h * t) / (h)) * cdiv((h) * (d), THREADS * VEC * ITEMS)"], t.launch
+    assert "tokens = (int)(gridDim.x / per_token);" in t.text and "kt:bind" not in t.text
+    # a kernel with a token count keeps the plain grid and no division
+    cf2, k2, spec2 = case("merge_base2_head_major")
+    t2 = X.bind(X.candidates(cf2, k2.name, spec2, lib)[0], cf2, spec2)
+    assert t2.launch["grid"] == ["cdiv((n) * (h) * (d), THREADS * VEC * ITEMS)"], t2.launch
+    assert "per_token" not in t2.text
+
+
+def test_an_expert_grid_when_names_a_declared_convention(tmp_path):
+    src = (X.EXPERT_DIR / "merge_attn_states.cu").read_text()
+    (tmp_path / "a.cu").write_text(src.replace("KT_EXPERT_TOKENS_FROM_GRID = [", "KT_EXPERT_NOPE = [", 1))
+    with pytest.raises(KerntuneError, match="not a declared convention"):
+        load_expert(tmp_path / "a.cu")
+    (tmp_path / "b.cu").write_text(src.replace('= ["tokens * cdiv(', '= ["rows * cdiv(', 1))
+    with pytest.raises(KerntuneError, match="unknown names"):
+        load_expert(tmp_path / "b.cu")
+
+
 def test_rotary_one_cache_of_head_dim_query_only(lib):
     """The H100 case with no expert proposed: one cos/sin cache [max_pos, head_dim], no rot_dim argument."""
     cf, k, spec = case("rotary_one_cache_q_only")

@@ -28,8 +28,12 @@ why = "vectors per thread, all loaded before any is combined (more loads in flig
 grid = ["cdiv(tokens * heads * head_size, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
+
+[launch.grid_when]
+KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 */
 // kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
+// kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
 #ifndef KT_THREADS
 #define KT_THREADS 128
 #endif
@@ -122,6 +126,12 @@ __device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, 
 template <typename T>
 __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
                                                   const float* s_lse, int tokens, int heads, int head_size) {
+#if KT_EXPERT_TOKENS_FROM_GRID  // kt:bind
+  {  // launched with tokens * per_token blocks (the launch's grid_when): the count comes back exactly
+    const int per_token = (heads * head_size + KT_THREADS * KT_VEC * KT_ITEMS - 1) / (KT_THREADS * KT_VEC * KT_ITEMS);
+    tokens = (int)(gridDim.x / per_token);
+  }
+#endif  // kt:bind
   // the widest vector (VEC, then halves of it) that head_size and the pointers allow
   if (vec_ok<T, KT_VEC>(head_size, out, p, s))
     merge_index<KT_VEC>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);

@@ -104,7 +104,9 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     for n, p in params.items():
         p.values = sorted({cfg[n] for cfg in valid})
         p.original = start[n]
-    launch = {"grid": [subst(g, subs) for g in e.launch["grid"]],
+    conv = {**e.conventions, **m.conventions}
+    grid = next((g for c, g in e.launch.get("grid_when", {}).items() if conv.get(c)), e.launch["grid"])
+    launch = {"grid": [subst(g, subs) for g in grid],
               "block": [subst(b, subs) for b in e.launch["block"]],
               "smem": subst(e.launch["smem"], subs)}
     entry = f"kt_{e.name}_{k.name}"

@@ -147,6 +147,28 @@ def load_expert(path: str | Path) -> Expert:
             raise KerntuneError(f"serves: `{serves}` may use role sizes only ({sorted(role_sizes)}), not "
                                 f"{sorted(unknown)}", path, line, field_name="serves")
     conventions, words = _conventions(text, path)
+    # optional: another grid where a binding sets a convention (`[launch.grid_when]`, `KT_EXPERT_X = [...]`): a
+    # kernel whose own arguments lack a size reads it from that grid (the tokens of a merge from gridDim.x)
+    grid_when = launch.get("grid_when", {})
+    if not isinstance(grid_when, dict):
+        raise KerntuneError("launch.grid_when must be a table: convention = [grid expressions]", path, line,
+                            field_name="launch.grid_when")
+    for conv, grid in grid_when.items():
+        fname = f"launch.grid_when.{conv}"
+        if conv not in conventions:
+            raise KerntuneError(f"{fname}: {conv} is not a declared convention (`// kt:bind {conv} = ...`)", path,
+                                line, field_name=fname)
+        if not isinstance(grid, list) or not grid or not all(isinstance(g, str) for g in grid):
+            raise KerntuneError(f"{fname}: a non-empty list of grid expressions", path, line, field_name=fname)
+        for g in grid:
+            try:
+                unknown = expr.names(g) - known
+            except KerntuneError as err:
+                raise KerntuneError(f"{fname}: {err.message}", path, line, field_name=fname) from None
+            if unknown:
+                raise KerntuneError(f"{fname}: `{g}` uses unknown names {sorted(unknown)}", path, line,
+                                    field_name=fname)
+        ldict.setdefault("grid_when", {})[conv] = list(grid)
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path, list(helpers),
                   str(serves) if serves is not None else None, conventions, words)

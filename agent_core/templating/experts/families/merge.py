@@ -4,7 +4,8 @@ Evidence: two float value inputs and one value output of one size, two fp32 lse 
 lse output) of ``tokens * heads``, ``exp`` and ``log`` calls. Enumerated: which lse goes with which value
 input, which int arguments are tokens, heads and head size (the value rows are walked in the order the
 arguments give: [tokens, heads] or [heads, tokens]), the lse layout ([tokens, heads] or [heads, tokens]) and
-natural or base-2 log-sum-exps.
+natural or base-2 log-sum-exps. A kernel with no token count among its arguments (one block per token) gets
+the expert launched so that its grid gives the count back.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 LOGS = ("logf", "log", "__logf", "log2f", "log2", "__log2f")
@@ -61,6 +62,14 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             xs = [s for s in ev.sizes(rest) if s.c != f"(int)({a.name})" and not s.c[0].isdigit()] if rest else []
             if xs:
                 pairs += [(ev.sizes(a.counts)[0], xs[0]), (xs[0], ev.sizes(a.counts)[0])]
+    from_grid = 0
+    if not pairs:  # no token count among the arguments (FlashInfer's MergeState: a block per position): the expert
+        # reads it from its own grid, launched as tokens times the blocks one token needs
+        for a in ints:
+            if div(L, a.counts):
+                pairs.append((SizeExpr("(int)gridDim.x", f"({lse[0].spec.size}) / ({a.spec.value})", "the grid"),
+                              ev.sizes(a.counts)[0]))
+        from_grid = 1
     if not pairs:
         return []
 
@@ -80,7 +89,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     bases = [1, 0] if base2_first else [0, 1]
     out = []
     for pi, (tok, heads) in enumerate(pairs):
-        tname, hname = tok.words.strip("`"), heads.words.strip("`")
+        tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
         head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or \
             ev.mentions(rf"\*{re.escape(tname)}\+")
         token_major_first = 0 if head_major or not ev.mentions(rf"\*{re.escape(hname)}\+") else 1
@@ -93,6 +102,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                     b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
                     b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
                     b.conventions = {"KT_EXPERT_LSE_BASE2": base}
+                    if from_grid:
+                        b.conventions["KT_EXPERT_TOKENS_FROM_GRID"] = 1
                     b.template_args = [CTYPE[T]]
                     b.call_args = [_cast(T, ov[0].name, False),
                                    f"(float*)({olse[0].name})" if olse else "(float*)nullptr",
