@@ -20,8 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS = {
-    "merge_attn_states/merge_state_base2_fp16.cu": "no argument holds the token count (only the launch grid does): "
-                                                   "the wrapper cannot compute it",
     "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
                                                           "mask: not a layout of the merge expert",
     "rotary/rope_neox_theta_on_the_fly_ggml_fp16.cu": "no cos/sin cache: the angle is computed in the kernel from the "
