@@ -1671,9 +1671,9 @@ def rewrite_result(path: str | Path, kernel: str, text: str, summary: dict | Non
     if disp is not None and disp.applies_nothing:
         return Rewrite(text, kept=list(disp.kept) or ["no verified configuration is faster than the original beyond "
                                                       "the measured noise on any size set"]), template
-    if disp is not None and len(disp.entries) == 1 and not disp.entries[0].is_original and \
-            disp.entries[0].key != disp.winner.key:
-        # one configuration for every size, not the winner (dispatch.one_configuration: slower nowhere, confirmed)
+    if disp is not None and len(disp.entries) == 1 and not disp.entries[0].is_original:
+        # one configuration for every size (dispatch.one_configuration: slower nowhere, confirmed), the winner or,
+        # where the winner is slower somewhere, another configuration
         e = disp.entries[0]
         t = template if e.template_hash == template.template_hash else \
             template_by_hash(path, kernel, text, e.template_hash, e.origin, store)

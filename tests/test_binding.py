@@ -293,7 +293,7 @@ def test_merge_without_a_token_count_reads_it_from_the_grid(lib):
     assert "per_token" not in t2.text
 
 
-def test_an_expert_grid_when_names_a_declared_convention(tmp_path):
+def test_an_expert_bind_grid_is_checked(tmp_path):
     src = (X.EXPERT_DIR / "merge_attn_states.cu").read_text()
     (tmp_path / "a.cu").write_text(src.replace("KT_EXPERT_TOKENS_FROM_GRID = [", "KT_EXPERT_NOPE = [", 1))
     with pytest.raises(KerntuneError, match="not a declared convention"):
@@ -301,6 +301,10 @@ def test_an_expert_grid_when_names_a_declared_convention(tmp_path):
     (tmp_path / "b.cu").write_text(src.replace('= ["tokens * cdiv(', '= ["rows * cdiv(', 1))
     with pytest.raises(KerntuneError, match="unknown names"):
         load_expert(tmp_path / "b.cu")
+    (tmp_path / "c.cu").write_text(src.replace('GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]',
+                                               'GRID = "tokens"', 1))
+    with pytest.raises(KerntuneError, match="a non-empty list"):
+        load_expert(tmp_path / "c.cu")
 
 
 def test_rotary_one_cache_of_head_dim_query_only(lib):

@@ -351,9 +351,21 @@ def test_no_dispatch_keeps_one_configuration_that_is_slower_nowhere(row_sum):
     """--no-dispatch: the same winner is within the noise on one size set and slower on none: one configuration."""
     res, st, events = _optimize(row_sum, "row_sum.cu", "row_sum", use_experts=False, max_rounds=1,
                                  budget_per_round=4, strategy="tpe", dispatch=False)
-    assert res.dispatch is None and res.best.summary["best_params"] == {"BLOCK": 128, "UNROLL": 8}
+    from agent_core.apply import rewrite_file, rewrite_result
+    from agent_core.search.tuner import result_summary
+    d = res.dispatch
+    assert res.best.summary["best_params"] == {"BLOCK": 128, "UNROLL": 8}
     assert any("one configuration: not faster than the original beyond the noise on 1 size set(s), but slower "
                "on none" in m for m in events)
+    # kept as a one-configuration dispatch with the confirmed figures: apply reads that verdict, not the search's
+    assert d is not None and d.confirmed and len(d.entries) == 1 and d.entries[0].key == d.winner.key
+    assert d.serve == [0, 0] and d.single_slower == [] and d.original_kept == [] and not d.instead
+    assert d.original_us[1] / d.tuned_us[1] == pytest.approx(1.08, abs=0.01)
+    s = result_summary(st, str(row_sum / "row_sum.cu"), "row_sum")
+    assert s["dispatch"] == d.to_dict()
+    path = row_sum / "row_sum.cu"
+    rw, t = rewrite_result(path, "row_sum", path.read_text(), s, st)
+    assert rw.text == rewrite_file(path.read_text(), path, "row_sum", t, d.winner.params).text and not rw.warnings
 
 
 def test_no_dispatch_serves_every_size_with_a_configuration_that_is_slower_nowhere(tmp_path, monkeypatch):

@@ -349,9 +349,17 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     if (not per_shape or not held) and not confirmed.applies_nothing:
         # one configuration for every size: the winner where it is slower than the original nowhere
         if not confirmed.single_slower:
-            emit(TuneEvent("status", "one configuration: not faster than the original beyond the noise on "
-                                     f"{len(confirmed.original_kept)} size set(s), but slower on none"))
-            return None
+            # kept as a one-configuration dispatch with its confirmed figures: apply and the result table read the
+            # same verdict (without it apply judged the search's figures against the 1% floor alone)
+            msg = (f"one configuration: not faster than the original beyond the noise on "
+                   f"{len(confirmed.original_kept)} size set(s), but slower on none (confirmed)")
+            emit(TuneEvent("status", msg))
+            w = next(c for c in cands if c.key == d.winner.key)
+            one = dsp.one_configuration(w, figures[d.winner.key], d.winner, figures[d.winner.key], prep.spec.sizes, "")
+            one.backend, one.inputs = confirmed.backend, list(d.inputs)
+            if sid is not None:
+                store.put_step(sid, "dispatch", msg, one.to_dict())
+            return one
         where = ", ".join(dsp.size_label(prep.spec.sizes[i]) for i in confirmed.single_slower)
         one = "--no-dispatch" if held else _one_configuration_why(wt, prep)
         why = (f"one configuration must serve every size ({one}), and the best one "

@@ -28,12 +28,10 @@ why = "vectors per thread, all loaded before any is combined (more loads in flig
 grid = ["cdiv(tokens * heads * head_size, THREADS * VEC * ITEMS)"]
 block = ["THREADS"]
 smem = "0"
-
-[launch.grid_when]
-KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 */
 // kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
 // kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
+// kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
 #endif

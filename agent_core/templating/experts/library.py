@@ -8,6 +8,8 @@ pairs, eps inside or outside the root, ...) are declared in lines of their own::
     // kt:bind KT_EXPERT_GATE_LAYOUT = 0  (0: [gate | up] halves, 1: [up | gate], ...)
 
 and used in preprocessor lines marked ``// kt:bind`` (``#if COND  // kt:bind``, ``#elif``, ``#else``, ``#endif``).
+A convention may launch its own grid (``// kt:bind-grid KT_EXPERT_NAME = ["expression", ...]``, used by the
+bindings that set it).
 Binding resolves those lines for the binding's conventions (``render.resolve_conventions``): the code bound to a
 user's kernel holds only the branch it uses, and every ``kt:bind`` line goes.
 """
@@ -29,6 +31,8 @@ HEADER = re.compile(r"/\*\s*kerntune-expert:\s*\n(.*?)\*/", re.S)
 CONVENTION = re.compile(r"^\s*//\s*kt:bind\s+(KT_EXPERT_\w+)\s*=\s*(-?\d+)\s*(.*)$")
 # `#if COND  // kt:bind` and its #elif / #else / #endif: resolved when the expert is bound
 DIRECTIVE = re.compile(r"^\s*#\s*(if|elif|else|endif)\b(.*?)//\s*kt:bind\s*$")
+# `// kt:bind-grid KT_EXPERT_NAME = ["grid expression", ...]`: the launch grid of a binding that sets the convention
+GRID_WHEN = re.compile(r"^\s*//\s*kt:bind-grid\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 
 
 @dataclass
@@ -147,27 +151,29 @@ def load_expert(path: str | Path) -> Expert:
             raise KerntuneError(f"serves: `{serves}` may use role sizes only ({sorted(role_sizes)}), not "
                                 f"{sorted(unknown)}", path, line, field_name="serves")
     conventions, words = _conventions(text, path)
-    # optional: another grid where a binding sets a convention (`[launch.grid_when]`, `KT_EXPERT_X = [...]`): a
-    # kernel whose own arguments lack a size reads it from that grid (the tokens of a merge from gridDim.x)
-    grid_when = launch.get("grid_when", {})
-    if not isinstance(grid_when, dict):
-        raise KerntuneError("launch.grid_when must be a table: convention = [grid expressions]", path, line,
-                            field_name="launch.grid_when")
-    for conv, grid in grid_when.items():
-        fname = f"launch.grid_when.{conv}"
+    # optional: the grid of a binding that sets a convention (`// kt:bind-grid KT_EXPERT_X = [...]`): a kernel whose
+    # own arguments lack a size reads it back from that grid (the tokens of a merge from gridDim.x)
+    for i, ln in enumerate(text.splitlines()):
+        g = GRID_WHEN.match(ln)
+        if g is None:
+            continue
+        conv = g.group(1)
         if conv not in conventions:
-            raise KerntuneError(f"{fname}: {conv} is not a declared convention (`// kt:bind {conv} = ...`)", path,
-                                line, field_name=fname)
-        if not isinstance(grid, list) or not grid or not all(isinstance(g, str) for g in grid):
-            raise KerntuneError(f"{fname}: a non-empty list of grid expressions", path, line, field_name=fname)
-        for g in grid:
+            raise KerntuneError(f"kt:bind-grid: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
+                                path, i)
+        try:
+            grid = tomllib.loads(f"g = {g.group(2)}")["g"]
+        except tomllib.TOMLDecodeError:
+            grid = None
+        if not isinstance(grid, list) or not grid or not all(isinstance(x, str) for x in grid):
+            raise KerntuneError(f"kt:bind-grid {conv}: a non-empty list of grid expressions", path, i)
+        for x in grid:
             try:
-                unknown = expr.names(g) - known
+                unknown = expr.names(x) - known
             except KerntuneError as err:
-                raise KerntuneError(f"{fname}: {err.message}", path, line, field_name=fname) from None
+                raise KerntuneError(f"kt:bind-grid {conv}: {err.message}", path, i) from None
             if unknown:
-                raise KerntuneError(f"{fname}: `{g}` uses unknown names {sorted(unknown)}", path, line,
-                                    field_name=fname)
+                raise KerntuneError(f"kt:bind-grid {conv}: `{x}` uses unknown names {sorted(unknown)}", path, i)
         ldict.setdefault("grid_when", {})[conv] = list(grid)
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path, list(helpers),
@@ -187,7 +193,7 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
             words[m.group(1)] = m.group(3).strip().strip("()").strip()
     depth = 0
     for i, ln in enumerate(text.splitlines()):
-        if "kt:bind" not in ln or CONVENTION.match(ln):
+        if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln):
             continue
         d = DIRECTIVE.match(ln)
         if d is None:
