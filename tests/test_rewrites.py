@@ -5,7 +5,6 @@ included) without spills at the default; preconditions checked negatively on ker
 
 import random
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,7 +36,6 @@ EXPECTED = {
     "silu_mul.cu": {"vectorize", "fast_math", "launch_bounds", "load_hint"},
     "dequant_rows_2d.cu": {"work_per_thread", "vectorize", "launch_bounds", "load_hint"},
     "scale_optional_bias.cu": {"vectorize", "launch_bounds", "load_hint"},
-    "ell_spmv_block_row.cu": {"warp_reduce", "unroll", "launch_bounds"},
 }
 
 
@@ -604,60 +602,3 @@ def test_loads_from_shared_memory_get_no_global_load_hint():
     body = apply_mod.strip_header(compose(cf, "k").template.text)
     assert "kt_load<KT_VEC>(vals, kt_kk)" in body and "kt_load_hint<KT_LOAD_HINT, KT_VEC>(x, kt_kk)" in body
     assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>(vals" not in body
-
-
-# ------------------------------------------------------------------------------------------------ unroll
-def test_a_loop_no_rewrite_reads_gets_an_unroll_knob():
-    """The ELL gather loop starts at the row's offset (`j = begin + threadIdx.x`), so no strided-loop rewrite reads
-    it; it gets `#pragma unroll LOOP_UNROLL`, written only when LOOP_UNROLL > 0 (0: the loop as written). The
-    warp_reduce tree loops it wrote are left alone."""
-    _, got = _compose("ell_spmv_block_row.cu")
-    t = got.template
-    body = apply_mod.strip_header(t.text)
-    p = t.space.params["LOOP_UNROLL"]
-    assert p.values == [0, 2, 4, 8] and p.original == 0
-    assert body.count("#pragma unroll kerntune_loop_unroll") == 1
-    assert "#if KT_LOOP_UNROLL > 0\n#pragma unroll kerntune_loop_unroll\n#endif\n  for (int j = begin + threadIdx.x;" in body
-    assert "constexpr int kerntune_loop_unroll = KT_LOOP_UNROLL;" in body
-    assert "#undef KT_LOOP_UNROLL" not in t.text  # the macro stays a macro: `#if` reads it
-
-
-@pytest.mark.parametrize("loop, why", [
-    ("for (int j = threadIdx.x; j < 64; j += 32) acc += x[j];", "its bound is a constant"),
-    ("for (int j = threadIdx.x; j < n; j += 32) { acc += x[j]; __syncthreads(); }", "a barrier or shuffle"),
-    ("for (int j = threadIdx.x; j < n; j += 32) acc += s[j];", "reads no global memory"),
-    ("for (int j = threadIdx.x; j < n; j += 32)\n    for (int k = 0; k < 4; ++k) acc += x[j + k];", "not innermost"),
-    ("if (n > 0) for (int j = threadIdx.x; j < n; j += 32) acc += x[j];", "not a statement of its own line"),
-    ("for (int j = threadIdx.x; j < n; j += (int)x[0]) acc += x[j];", "reads memory or has effects"),
-    ("#pragma unroll 4\n  for (int j = threadIdx.x; j < n; j += 32) acc += x[j];", "has its own #pragma unroll"),
-])
-def test_unroll_leaves_loops_the_compiler_already_sees_or_that_are_not_its_shape(loop, why):
-    from agent_core.templating.rewrites.compose import start_context
-    from agent_core.templating.rewrites.unroll import Unroll
-    text = (f"__global__ void k(const float* x, float* y, int n) {{\n  __shared__ float s[64];\n  float acc = 0.f;\n"
-            f"  {loop}\n  y[threadIdx.x] = acc;\n}}\n")
-    cf = parse_cuda(text, "k.cu")
-    ctx = start_context(cf, "k")
-    assert why in (Unroll().applies(ctx) or ""), Unroll().applies(ctx)
-
-
-def test_unroll_is_not_offered_where_vectorize_rewrote_the_loops():
-    _, got = _compose("silu_mul.cu")
-    why = dict(got.report)["unroll"]
-    assert why is not None and "vectorize rewrote the loops" in why
-
-
-@pytest.mark.nvcc
-def test_unroll_issues_the_loop_loads_together(tmp_path):
-    """Compiled, LOOP_UNROLL = 8 puts eight iterations' gathers in the PTX where 0 leaves the loop's one: the
-    pragma is seen (a `#pragma unroll` of a macro is not expanded, so the value goes through a constexpr)."""
-    _, got = _compose("ell_spmv_block_row.cu")
-    src = tmp_path / "t.cu"
-    src.write_text(got.template.text)
-    loads = {}
-    for u in (0, 8):
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-ptx", "-o", str(tmp_path / "t.ptx"),
-                            f"-DKT_LOOP_UNROLL={u}", str(src)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        loads[u] = len(re.findall(r"ld\.global(?:\.nc)?\.f32", (tmp_path / "t.ptx").read_text()))
-    assert loads[8] >= 8 * 2 and loads[0] < loads[8], loads

@@ -24,7 +24,6 @@ from agent_core.templating.rewrites.launch_bounds import LaunchBounds
 from agent_core.templating.rewrites.load_hint import LoadHint
 from agent_core.templating.rewrites.outputs_per_thread import OutputsPerThread
 from agent_core.templating.rewrites.split_reduction import SplitReduction
-from agent_core.templating.rewrites.unroll import Unroll
 from agent_core.templating.rewrites.vectorize import Vectorize
 from agent_core.templating.rewrites.warp_reduce import WarpReduce
 from agent_core.templating.rewrites.work_per_thread import WorkPerThread
@@ -35,10 +34,9 @@ from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END, strip_head
 # the loop around them stays what it was), reductions next (they change what the loops around them look like; a
 # thread's serial reduction split across the block's y threads), then one element per thread into a loop (so that it can be
 # vectorized), passes over one row fused (their fallback is then
-# vectorized; they use its VEC), vectors, an unroll knob on the loops none of those rewrote, and last the per-call
-# and per-kernel knobs.
+# vectorized; they use its VEC), vectors, and last the per-call and per-kernel knobs.
 REWRITES: list[Rewrite] = [OutputsPerThread(), WarpReduce(), SplitReduction(), WorkPerThread(), FusePasses(), Vectorize(),
-                           Unroll(), LoadHint(), FastMath(), LaunchBounds()]
+                           LoadHint(), FastMath(), LaunchBounds()]
 # rewrite name -> its twin (a composition of its own, in the rewrite's place in REWRITES)
 TWINS: dict[str, Rewrite] = {"split_reduction": ClusterSplit()}
 
