@@ -69,7 +69,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             if div(L, a.counts):
                 pairs.append((SizeExpr("(int)gridDim.x", f"({lse[0].spec.size}) / ({a.spec.value})", "the grid"),
                               ev.sizes(a.counts)[0]))
-        from_grid = 1
+        from_grid = int(bool(pairs))
     if not pairs:
         return []
 
