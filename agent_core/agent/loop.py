@@ -354,7 +354,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             msg = (f"one configuration: not faster than the original beyond the noise on "
                    f"{len(confirmed.original_kept)} size set(s), but slower on none (confirmed)")
             emit(TuneEvent("status", msg))
-            w = next(c for c in cands if c.key == d.winner.key)
+            # d is dsp.single(w, ...): one configuration for every size is always the winner's candidate w
             one = dsp.one_configuration(w, figures[d.winner.key], d.winner, figures[d.winner.key], prep.spec.sizes, "")
             one.backend, one.inputs = confirmed.backend, list(d.inputs)
             if sid is not None:

@@ -151,30 +151,9 @@ def load_expert(path: str | Path) -> Expert:
             raise KerntuneError(f"serves: `{serves}` may use role sizes only ({sorted(role_sizes)}), not "
                                 f"{sorted(unknown)}", path, line, field_name="serves")
     conventions, words = _conventions(text, path)
-    # optional: the grid of a binding that sets a convention (`// kt:bind-grid KT_EXPERT_X = [...]`): a kernel whose
-    # own arguments lack a size reads it back from that grid (the tokens of a merge from gridDim.x)
-    for i, ln in enumerate(text.splitlines()):
-        g = GRID_WHEN.match(ln)
-        if g is None:
-            continue
-        conv = g.group(1)
-        if conv not in conventions:
-            raise KerntuneError(f"kt:bind-grid: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
-                                path, i)
-        try:
-            grid = tomllib.loads(f"g = {g.group(2)}")["g"]
-        except tomllib.TOMLDecodeError:
-            grid = None
-        if not isinstance(grid, list) or not grid or not all(isinstance(x, str) for x in grid):
-            raise KerntuneError(f"kt:bind-grid {conv}: a non-empty list of grid expressions", path, i)
-        for x in grid:
-            try:
-                unknown = expr.names(x) - known
-            except KerntuneError as err:
-                raise KerntuneError(f"kt:bind-grid {conv}: {err.message}", path, i) from None
-            if unknown:
-                raise KerntuneError(f"kt:bind-grid {conv}: `{x}` uses unknown names {sorted(unknown)}", path, i)
-        ldict.setdefault("grid_when", {})[conv] = list(grid)
+    grids = _bind_grids(text, path, conventions, known)
+    if grids:
+        ldict["grid_when"] = grids
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path, list(helpers),
                   str(serves) if serves is not None else None, conventions, words)
@@ -217,6 +196,36 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
     if depth:
         raise KerntuneError("a `#if  // kt:bind` is never closed by `#endif  // kt:bind`", path)
     return conv, words
+
+
+def _bind_grids(text: str, path: str, conventions: dict[str, int], known: set[str]) -> dict[str, list[str]]:
+    """The grid of each binding-set convention that launches its own (``// kt:bind-grid KT_EXPERT_X = [...]``: a
+    kernel whose own arguments lack a size reads it back from that grid, the tokens of a merge from gridDim.x),
+    checked: a declared convention, a non-empty list of expressions over known names."""
+    out: dict[str, list[str]] = {}
+    for i, ln in enumerate(text.splitlines()):
+        g = GRID_WHEN.match(ln)
+        if g is None:
+            continue
+        conv = g.group(1)
+        if conv not in conventions:
+            raise KerntuneError(f"kt:bind-grid: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
+                                path, i)
+        try:
+            grid = tomllib.loads(f"g = {g.group(2)}")["g"]
+        except tomllib.TOMLDecodeError:
+            grid = None
+        if not isinstance(grid, list) or not grid or not all(isinstance(x, str) for x in grid):
+            raise KerntuneError(f"kt:bind-grid {conv}: a non-empty list of grid expressions", path, i)
+        for x in grid:
+            try:
+                unknown = expr.names(x) - known
+            except KerntuneError as err:
+                raise KerntuneError(f"kt:bind-grid {conv}: {err.message}", path, i) from None
+            if unknown:
+                raise KerntuneError(f"kt:bind-grid {conv}: `{x}` uses unknown names {sorted(unknown)}", path, i)
+        out[conv] = list(grid)
+    return out
 
 
 def role_size_names(roles: list[str]) -> set[str]:
