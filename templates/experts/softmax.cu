@@ -38,7 +38,7 @@ bounds = "THREADS * ROWS"
 smem = "0"
 */
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
-// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows)
+// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -94,6 +94,63 @@ template <typename T>
 __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden) {
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out)), (vec_ok<T, KT_VEC>(0, x, out)),
                   (softmax_impl<IT, P, T>(out, x, rows, hidden)));
+}
+#else  // kt:bind
+#if KT_EXPERT_MASK >= 2  // kt:bind
+// The general form with a causal mask: softmax(x * scale / row_div[row]) over the keys the row's query sees, rows
+// [outer, q_len] of hidden keys, query q = row % q_len. Bottom-right aligned (2): q sees keys 0 .. q + hidden -
+// q_len (prefill q_len == hidden, or decode and chunked prefill q_len < hidden); top-left (3): keys 0 .. q. The
+// masked keys are not read (a causal prefill reads half the scores) and are written as 0; a row that sees no key
+// is written as 0.
+template <int IT, int P, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div, int q_len) {
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const int lead = rows_lead<P, KT_VEC>(off);
+  const int q = (active ? row : 0) % q_len;
+#if KT_EXPERT_MASK == 2  // kt:bind
+  const int seen = min(hidden, max(0, q + 1 + hidden - q_len));
+#else  // kt:bind
+  const int seen = min(hidden, q + 1);
+#endif  // kt:bind
+  float v[IT][KT_VEC];
+  rows_load<0, KT_VEC, IT, P>(x + off, seen, v, lead);  // the vector path may read past `seen`, never past the row
+  const float div = row_div != nullptr && active ? row_div[row] : 1.f;
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
+      if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), seen)) m = fmaxf(m, v[i][j]);
+    }
+  m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), seen) ? expf(v[i][j] - m) : 0.f;
+      v[i][j] = e;
+      s += e;
+    }
+  s = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
+  const float inv = s > 0.f ? 1.f / s : 0.f;  // one division per row, not per element
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        int q_len) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, q_len)));
 }
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
@@ -179,6 +236,7 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
 }
 #endif  // kt:bind
 
+#endif  // kt:bind
 #endif  // kt:bind
 
 }  // namespace kt

@@ -166,6 +166,7 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
     red = ev.reduction_words()
     has_mask = "KT_EXPERT_MASK" in e.conventions
+    has_causal = has_mask and "causal" in e.convention_words.get("KT_EXPERT_MASK", "")
     out = []
     for hi, (hidden, hfp) in enumerate(hs):
         hname = hidden.words.strip("`")
@@ -180,10 +181,15 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             if mask and (mask_rows is None or div(rows_fp, mask_rows) is None or mask_rows == rows_fp):
                 continue
             mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows) if mask else [None]
-            for mi, (mr, (inner, inner_words)) in enumerate(
-                    itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])):
+            # (mask rows, inner extent, words, causal form): an additive mask's ways of broadcasting; without one,
+            # no mask and then each causal mask
+            forms = [(mr, inner, words, None) for mr, (inner, words) in
+                     itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])]
+            if not mask and has_causal:
+                forms += [(None, None, "", c) for c in _causal_forms(ev, rows_fp, hfp)]
+            for mi, (mr, inner, inner_words, causal) in enumerate(forms):
                 for si, (scale, scale_words) in enumerate(scales):
-                    if scale == "1.f" and not per_row and not mask and T == O:
+                    if scale == "1.f" and not per_row and not mask and not causal and T == O:
                         continue  # the plain softmax: bound with the row families
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
                                 "row → softmax", ev.kernel.name)
@@ -206,8 +212,30 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.call_args += [_cast(mask.dtype, mask.name, True), mr.c, mr.c if inner is None else inner]
                         b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
                         b.conventions["KT_EXPERT_MASK"] = 1
+                    if causal:
+                        conv, q_c, q_words = causal
+                        b.words.append(q_words)
+                        b.call_args.append(q_c)
+                        b.conventions["KT_EXPERT_MASK"] = conv
                     b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0)
                     out.append(b)
+    return out
+
+
+def _causal_forms(ev: Evidence, rows_fp: tuple, hfp: tuple) -> list[tuple[int, str, str]]:
+    """The causal masks a softmax over attention scores [outer, q_len, hidden keys] may apply, as (the expert's
+    KT_EXPERT_MASK, the q_len expression, words): q_len any int argument that divides the rows (and is not their
+    count: scores of more than one head or sequence), aligned bottom-right (query q sees keys 0 .. q + hidden -
+    q_len: prefill, decode and chunked prefill alike; q_len at most the keys) or top-left (keys 0 .. q). The arguments the body uses most first (a query count takes part in the
+    mask as well as in the row offset; an outer count often only bounds the rows); the cheap check decides."""
+    out = []
+    qs = [a for a in ev.ints() if a.counts and a.counts != rows_fp and div(rows_fp, a.counts) is not None]
+    for a in sorted(qs, key=lambda a: -ev.uses(SizeExpr(f"(int)({a.name})", "", ""))):
+        if all(1 <= q <= h for q, h in zip(a.counts, hfp)):
+            out.append((2, f"(int)({a.name})", f"causal mask, bottom-right aligned: query row % `{a.name}` sees "
+                                               "keys 0 .. query + keys - q_len (the rest written 0)"))
+        out.append((3, f"(int)({a.name})", f"causal mask, top-left aligned: query row % `{a.name}` sees keys "
+                                           "0 .. query (the rest written 0)"))
     return out
 
 
