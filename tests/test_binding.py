@@ -265,13 +265,16 @@ def test_causal_softmax_in_place_top_left(lib):
     cf, k, spec = case("causal_softmax_inplace_topleft_bf16")
     bs = X.candidates(cf, k.name, spec, lib)
     want = [b for b in bs if b.describe() == (
-        "out=x=scores (bf16, in place), hidden=`k_len`, rows=the grid (no row-count argument), logits times "
+        "out=x=scores (bf16, in place), hidden=`k_len`, rows=`bh * q_len`, logits times "
         "`inv_sqrt_d`, causal mask, top-left aligned: query row % `q_len` sees keys 0 .. query (the rest written 0)")]
     assert want, words_of(bs)
     assert has(bs, "softmax", "causal mask, bottom-right aligned: query row % `q_len`")
     b = want[0]
     assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 3}
-    assert b.call_args[-3:] == ["(float)(inv_sqrt_d)", "(const float*)nullptr", "(int)(q_len)"], b.call_args
+    # the rows (no argument holds them) as the product with the query count: rows per block stay free
+    assert b.call_args[2:] == ["(int)(bh) * (int)(q_len)", "(int)(k_len)", "(float)(inv_sqrt_d)",
+                               "(const float*)nullptr", "(int)(q_len)"], b.call_args
+    assert "ROWS" not in b.fixed
     t = X.bind(b, cf, spec)
     assert "const int seen = min(hidden, q + 1);" in t.text and "kt:bind" not in t.text
     assert "rows_load<0, KT_VEC, IT, P>(x + off, seen, v, lead)" in t.text  # the masked keys are not read

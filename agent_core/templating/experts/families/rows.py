@@ -63,11 +63,14 @@ def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tu
     return out
 
 
-def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Binding) -> str:
-    """The row count inside the wrapper: an int argument that holds it, else gridDim.x (one row per block: ROWS
-    fixed to 1)."""
+def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Binding, factor: str = "") -> str:
+    """The row count inside the wrapper: an int argument that holds it, else (``factor``: an argument the rows are
+    a multiple of, a causal mask's query count) the product of it and another argument, else gridDim.x (one row per
+    block: ROWS fixed to 1)."""
     b.sizes["rows"] = rows_spec
     xs = [x for x in ev.sizes(rows_fp) if x.c.startswith("(int)(") and "*" not in x.c and "/" not in x.c]
+    if not xs and factor:
+        xs = [x for x in ev.sizes(rows_fp) if " * " in x.c and f"(int)({factor})" in x.c.split(" * ")]
     if xs:
         b.words.append(f"rows={xs[0].words}")
         return xs[0].c
@@ -196,7 +199,8 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                     b.sizes["hidden"] = hidden.spec
                     b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
                         ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
-                    rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+                    rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b,
+                                 causal[1][len("(int)("):-1] if causal else "")
                     if scale_words:
                         b.words.append(scale_words)
                     if per_row:
