@@ -200,7 +200,7 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                     b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
                         ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
                     rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b,
-                                 causal[1][len("(int)("):-1] if causal else "")
+                                 causal[1] if causal else "")
                     if scale_words:
                         b.words.append(scale_words)
                     if per_row:
@@ -217,9 +217,9 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
                         b.conventions["KT_EXPERT_MASK"] = 1
                     if causal:
-                        conv, q_c, q_words = causal
+                        conv, q_len, q_words = causal
                         b.words.append(q_words)
-                        b.call_args.append(q_c)
+                        b.call_args.append(f"(int)({q_len})")
                         b.conventions["KT_EXPERT_MASK"] = conv
                     b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0)
                     out.append(b)
@@ -228,18 +228,19 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
 def _causal_forms(ev: Evidence, rows_fp: tuple, hfp: tuple) -> list[tuple[int, str, str]]:
     """The causal masks a softmax over attention scores [outer, q_len, hidden keys] may apply, as (the expert's
-    KT_EXPERT_MASK, the q_len expression, words): q_len any int argument that divides the rows (and is not their
-    count: scores of more than one head or sequence), aligned bottom-right (query q sees keys 0 .. q + hidden -
-    q_len: prefill, decode and chunked prefill alike; q_len at most the keys) or top-left (keys 0 .. q). The arguments the body uses most first (a query count takes part in the
-    mask as well as in the row offset; an outer count often only bounds the rows); the cheap check decides."""
+    KT_EXPERT_MASK, the argument holding q_len, words): q_len any int argument that divides the rows (and is not
+    their count: scores of more than one head or sequence), aligned bottom-right (query q sees keys 0 .. q + hidden
+    - q_len: prefill, decode and chunked prefill alike; q_len at most the keys) or top-left (keys 0 .. q). The
+    arguments the body uses most come first (a query count takes part in the mask as well as in the row offset; an
+    outer count often only bounds the rows); the cheap check decides."""
     out = []
     qs = [a for a in ev.ints() if a.counts and a.counts != rows_fp and div(rows_fp, a.counts) is not None]
     for a in sorted(qs, key=lambda a: -ev.uses(SizeExpr(f"(int)({a.name})", "", ""))):
         if all(1 <= q <= h for q, h in zip(a.counts, hfp)):
-            out.append((2, f"(int)({a.name})", f"causal mask, bottom-right aligned: query row % `{a.name}` sees "
-                                               "keys 0 .. query + keys - q_len (the rest written 0)"))
-        out.append((3, f"(int)({a.name})", f"causal mask, top-left aligned: query row % `{a.name}` sees keys "
-                                           "0 .. query (the rest written 0)"))
+            out.append((2, a.name, f"causal mask, bottom-right aligned: query row % `{a.name}` sees keys 0 .. query + "
+                                   "keys - q_len (the rest written 0)"))
+        out.append((3, a.name, f"causal mask, top-left aligned: query row % `{a.name}` sees keys 0 .. query (the rest "
+                               "written 0)"))
     return out
 
 
