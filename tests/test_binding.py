@@ -254,8 +254,6 @@ def test_softmax_with_a_mask_shared_over_the_heads(lib):
     assert X.cluster_twin(b, {e.name: e for e in lib}) is None
 
 
-
-
 def test_causal_softmax_in_place_top_left(lib):
     """Scores [B*H, Q, K] in place, the query from the block index, masked keys neither read nor counted and
     written 0, top-left aligned (query q sees keys 0 .. q, also where K > Q): the general softmax with the causal
@@ -290,15 +288,18 @@ def test_causal_softmax_bottom_right_megatron_style(lib):
     path = ROOT / "bench" / "corpus" / "softmax" / "scaled_causal_masked_softmax_warp_fp16.cu"
     cf = parse_cuda(path.read_text(), str(path))
     k = cf.kernels[0]
-    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    spec = S.find_spec(cf, k.name)
+    bs = X.candidates(cf, k.name, spec, lib)
     assert has(bs, "softmax", "hidden=`k_len`", "logits times `scale`",
                "causal mask, bottom-right aligned: query row % `q_len`"), words_of(bs)
     b = next(b for b in bs if "bottom-right aligned: query row % `q_len`" in b.describe()
              and "hidden=`k_len`," in b.describe() and "scale" in b.describe())
-    t = X.bind(b, cf, S.find_spec(cf, k.name))
+    t = X.bind(b, cf, spec)
     assert "const int seen = min(hidden, max(0, q + 1 + hidden - q_len));" in t.text
     cf3, k3, spec3 = case("softmax_three_pass")
     assert not any("causal" in b.describe() for b in X.candidates(cf3, k3.name, spec3, lib))
+
+
 def test_merge_flat_index_lse_token_major(lib):
     """The H100 case that failed from element 256: s[tokens, heads] with one flat index; that layout is a candidate."""
     cf, k, spec = case("merge_flat_token_major")
