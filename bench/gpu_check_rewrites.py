@@ -3,6 +3,9 @@
     python bench/gpu_check_rewrites.py prep OUTDIR [FILE[:KERNEL] ...]  # here (nvcc): originals + configs to cubins
     python bench/gpu_check_rewrites.py run OUTDIR                       # on the GPU machine (cupy + numpy)
 
+``run`` checks each kernel in a process of its own: a fault ends that kernel's check only, reported with what was
+running (the original kernel, or which configuration on which check).
+
 Without files, the kernels of tests/data/cu/rewrites/ are checked. ``AXES='{"OUTS": [1, 4], ...}'`` makes ``prep`` check
 every combination of those values instead (a sweep; the other parameters at their defaults). ``prep`` composes each kernel's rewrite template,
 picks configurations (the template's default, the widest vectors at several block sizes with and without the
@@ -212,7 +215,9 @@ def _prep_template(out: Path, t, tname: str, kernel: str, text: str, spec, struc
 
 
 # --------------------------------------------------------------------------------------------- device side
-def run(out: Path) -> None:
+def run(out: Path, only: list[str] | None = None, progress: Path | None = None) -> None:
+    """Check the manifest's kernels (``only``: those names) in this process. Before each launch a line saying
+    what runs goes to ``progress``, so the parent can name what killed a process that a fault took down."""
     import math
 
     import cupy as cp
@@ -322,8 +327,13 @@ def run(out: Path) -> None:
     print(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}: copy bandwidth {copy_bw:.0f} GB/s",
           flush=True)
 
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = [m for m in json.loads((out / "manifest.json").read_text()) if only is None or m["name"] in only]
     results = []
+
+    def running(what: str) -> None:
+        if progress is not None:
+            with open(progress, "a") as f:
+                f.write(what + "\n")
     for m in manifest:
         ref = cp.RawModule(path=str(out / m["cubin"])).get_function(m["symbol"])
         fns = [cp.RawModule(path=str(out / v["cubin"])).get_function(v["symbol"]) for v in m["variants"]]
@@ -332,12 +342,14 @@ def run(out: Path) -> None:
         for i, check in enumerate(m["checks"]):
             host = inputs(m, i)
             bufs, keep = buffers(m, i, host)
+            running(f"the original kernel on {check['label']} {check['sizes']}")
             launch(ref, m["launches"][i], args_for(m, i, bufs))
             cp.cuda.runtime.deviceSynchronize()
             expect = {k: v.copy() for k, v in bufs.items()}
             del bufs, keep
             for j, (v, fn) in enumerate(zip(m["variants"], fns)):
                 bufs, keep = buffers(m, i, host)
+                running(f"{v['params']} on {check['label']} {check['sizes']}")
                 try:
                     launch(fn, v["launches"][i], args_for(m, i, bufs))
                     cp.cuda.runtime.deviceSynchronize()
@@ -393,22 +405,69 @@ def run(out: Path) -> None:
             entry["all"] = [{"us": us, "params": params} for us, params in ranked]
             row["sizes"].append(entry)
         results.append(row)
-        # written as each kernel finishes: a run cut short keeps what it measured
-        (Path(os.environ.get("OUT", out)) / "gpu_check_rewrites.json").write_text(
-            json.dumps({"copy_bw_gbps": copy_bw, "results": results, "complete": False}, indent=1))
+        if progress is not None:  # one row per kernel, for the parent to gather
+            with open(progress.with_suffix(".rows"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+        else:  # written as each kernel finishes: a run cut short keeps what it measured
+            (Path(os.environ.get("OUT", out)) / "gpu_check_rewrites.json").write_text(
+                json.dumps({"copy_bw_gbps": copy_bw, "results": results, "complete": False}, indent=1))
+    if progress is not None:
+        return
+    _summary(out, copy_bw, results)
+
+
+def _summary(out: Path, copy_bw: float, results: list[dict]) -> None:
+    import math
     sp = [s["orig_us"] / s["best"][0]["us"] for r in results for s in r["sizes"] if s["best"]]
     geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
     bad = [r["name"] for r in results if r["wrong"]]
+    died = [f"{r['name']} (running {r['died_running']})" for r in results if r.get("died_running")]
     print(f"\n{len(results)} kernels; geometric-mean speedup of the best verified configuration {geo:.2f}x over "
-          f"{len(sp)} (kernel, size) pairs; kernels with a wrong configuration (FAST_MATH=0 failing): {bad or 'none'}")
+          f"{len(sp)} (kernel, size) pairs; kernels with a wrong configuration (FAST_MATH=0 failing): {bad or 'none'}; "
+          f"check processes that died: {died or 'none'}")
     dest = Path(os.environ.get("OUT", out))
     (dest / "gpu_check_rewrites.json").write_text(json.dumps({"copy_bw_gbps": copy_bw, "results": results, "complete": True}, indent=1))
 
 
+def run_isolated(out: Path) -> None:
+    """Each kernel checked in a process of its own: a fault (an illegal or misaligned address) makes the CUDA
+    context unusable, so it ends that process only. The kernel is reported with what was running when it died
+    (the original kernel, or which configuration on which check), and the next kernel goes on."""
+    import tempfile
+    manifest = json.loads((out / "manifest.json").read_text())
+    results, copy_bw = [], float("nan")
+    for m in manifest:
+        with tempfile.TemporaryDirectory() as tmp:
+            progress = Path(tmp) / "progress"
+            proc = subprocess.run([sys.executable, __file__, "run-one", str(out), m["name"], str(progress)],
+                                  capture_output=True, text=True)
+            for line in proc.stdout.splitlines():
+                if line.startswith("device "):
+                    copy_bw = float(line.split("copy bandwidth ")[1].split()[0])
+                    if not results:
+                        print(line, flush=True)
+                else:
+                    print(line, flush=True)
+            rows = progress.with_suffix(".rows")
+            if proc.returncode == 0 and rows.exists():
+                results += [json.loads(x) for x in rows.read_text().splitlines()]
+                continue
+            last = progress.read_text().splitlines()[-1] if progress.exists() else "(nothing launched yet)"
+            err = [x for x in proc.stderr.splitlines() if "Error" in x]
+            print(f"\n{m['name']} ({m['origin']}): the check process died (exit {proc.returncode}) while running "
+                  f"{last}: {err[0].strip() if err else proc.stderr[-300:]}", flush=True)
+            results.append({"name": m["name"], "origin": m["origin"], "verified": None, "configs": len(m["variants"]),
+                            "failures": [f"process died running {last}"], "wrong": [], "sizes": [],
+                            "died_running": last})
+    _summary(out, copy_bw, results)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("prep", "run"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("prep", "run", "run-one"):
         sys.exit(__doc__)
     if sys.argv[1] == "prep":
         prep(Path(sys.argv[2]), sys.argv[3:])
+    elif sys.argv[1] == "run-one":
+        run(Path(sys.argv[2]), [sys.argv[3]], Path(sys.argv[4]))
     else:
-        run(Path(sys.argv[2]))
+        run_isolated(Path(sys.argv[2]))

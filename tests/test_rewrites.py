@@ -6,6 +6,7 @@ included) without spills at the default; preconditions checked negatively on ker
 import random
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -401,6 +402,78 @@ def test_the_loop_proposes_the_rewrite_without_experts(tmp_path):
     assert len(got) == 1 and got[0].origin.startswith("rewrite:") and got[0].template_hash != prep.template.template_hash
 
 
+# ------------------------------------------------------------------------ the loops of other groups of threads
+def _group_kernel(body: str, block: str = "256", launch_block: str = "256") -> tuple[str | None, str]:
+    """(why vectorize does not apply, the rewritten kernel) for a row kernel ``k`` over rows of ``n``."""
+    text = f"""constexpr int kThreadsX = 64;
+/* kerntune:
+args  = ["y: out f32[rows * n]", "x: in f32[rows * n]", "rows: i32 = rows", "n: i32 = n"]
+sizes = [{{ rows = 64, n = 4096 }}, {{ rows = 3, n = 1001 }}]
+grid  = "rows"
+block = {block}
+*/
+__global__ void k(float* y, const float* x, int rows, int n) {{
+  const float* xr = x + (long long)blockIdx.x * n;
+  float* yr = y + (long long)blockIdx.x * n;
+{body}
+}}
+void go(float* y, const float* x, int rows, int n) {{ k<<<rows, {launch_block}>>>(y, x, rows, n); }}
+"""
+    cf = parse_cuda(text, "groups.cu")
+    out = compose(cf, "k")
+    return dict(out.report)["vectorize"], (out.template.text if out.template is not None else "")
+
+
+def test_a_warps_lane_loop_is_vectorized_over_the_warps_lanes():
+    why, text = _group_kernel("""  constexpr int kWarp = 32;
+  const int lane = threadIdx.x & (kWarp - 1);
+  if (threadIdx.x >= 32) return;
+  float s = 0.f;
+  for (int i = lane; i < n; i += kWarp) s += xr[i];
+  for (int i = lane; i < n; i += kWarp) yr[i] = xr[i] / s;""")
+    assert why is None
+    assert text.count("for (long long kt_k = lane; kt_k < kt_nv; kt_k += (long long)(kWarp)") == 2
+    for step in ("16", "blockDim.x"):  # half a warp's lanes, or the lane strided by the block: not one group
+        why, _ = _group_kernel(f"""  const int lane = threadIdx.x % 32;
+  for (int i = lane; i < n; i += {step}) yr[i] = 2.f * xr[i];""")
+        assert why is not None and "not strided by the threads" in why
+
+
+def test_a_loop_that_starts_past_the_first_slice_is_vectorized_from_its_offset():
+    why, text = _group_kernel("""  const int tid = threadIdx.x;
+  const int nt = blockDim.x;
+  float m = tid < n ? xr[tid] : -1e30f;
+  for (int j = tid + nt; j < n; j += nt) m = fmaxf(m, xr[j]);
+  yr[tid] = m;""")
+    assert why is None
+    assert "kt_span = (long long)(n) - (long long)(nt);" in text  # no vector below the offset: kt_nv >= 0
+    assert "kt_aligned<KT_VEC>((xr + (nt)))" in text and "for (long long kt_k = tid;" in text
+    assert "const int j = (int)((long long)(nt) + kt_k" in text.replace("kt_kk", "kt_k")
+    assert "for (int j = (int)(kt_done + (tid + nt)); j < n; j += nt)" in text  # the tail from the offset on
+    # an offset that differs between the block's threads, or that the loop changes, is not a slice's start
+    for start, extra in (("tid + tid", ""), ("threadIdx.x + lane", "  const int lane = threadIdx.x % 32;\n"),
+                         ("tid + off", "  int off = nt;\n")):
+        body = "  const int tid = threadIdx.x;\n  const int nt = blockDim.x;\n" + extra + \
+            f"  for (int j = {start}; j < n; j += nt) {{ yr[j] = xr[j]; {'off += 1;' if 'off' in start else ''} }}"
+        why, _ = _group_kernel(body)
+        assert why is not None, start
+
+
+def test_a_2d_blocks_row_of_threads_is_a_group_only_with_the_launchs_block_x():
+    body = """  __shared__ float part[4];
+  const int r = threadIdx.y;
+  for (int c = threadIdx.x; c < n; c += {step}) yr[r * 0 + c] = 2.f * xr[c];"""
+    why, text = _group_kernel(body.format(step="kThreadsX"), block="[64, 4]", launch_block="dim3(kThreadsX, 4)")
+    assert why is None, why
+    why, _ = _group_kernel(body.format(step="32"), block="[64, 4]", launch_block="dim3(kThreadsX, 4)")
+    assert why is not None and "not strided by the threads" in why  # 32 is not the block's x (64)
+    # a 2-D block's flat thread index strided by its thread count
+    why, text = _group_kernel("""  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  const int nt = blockDim.x * blockDim.y;
+  for (int c = t; c < n; c += nt) yr[c] = 2.f * xr[c];""", block="[64, 4]", launch_block="dim3(kThreadsX, 4)")
+    assert why is None, why
+
+
 # --------------------------------------------------------------------------------------------- nvcc
 def _nvcc(text: str, cfg: dict, tmp: Path) -> str:
     src = tmp / "t.cu"
@@ -602,3 +675,23 @@ def test_loads_from_shared_memory_get_no_global_load_hint():
     body = apply_mod.strip_header(compose(cf, "k").template.text)
     assert "kt_load<KT_VEC>(vals, kt_kk)" in body and "kt_load_hint<KT_LOAD_HINT, KT_VEC>(x, kt_kk)" in body
     assert "kt_load_hint<KT_LOAD_HINT, KT_VEC>(vals" not in body
+
+
+_GROUP_LOOPS = ["other/row_argmax_warp_shuffle_fp16.cu", "other/row_logsumexp_warp_lanes_f32.cu",
+                "other/row_dot_block2d_bf16.cu", "other/asym_int8_quant_minmax_bf16.cu"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", _GROUP_LOOPS)
+def test_vectorized_loops_of_warps_2d_rows_and_offsets_compile_at_every_width(name, tmp_path):
+    """The corpus kernels whose loops are strided by a warp's lanes, a 2-D block's row of threads, or start a
+    block past the thread's first element: vectorized, and compiled at every vector width."""
+    corpus = Path(__file__).resolve().parents[1] / "bench" / "corpus"
+    kernel = next(v["kernel"] for v in tomllib.loads((corpus / "corpus.toml").read_text())["variant"]
+                  if v["file"] == name)
+    cf = parse_cuda((corpus / name).read_text(), str(corpus / name))
+    out = compose(cf, kernel)
+    assert dict(out.report)["vectorize"] is None
+    t = out.template
+    for vec in t.space.params["VEC"].values:
+        _nvcc(t.text, {**t.space.original_config(), "VEC": vec}, tmp_path)

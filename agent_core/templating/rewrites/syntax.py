@@ -58,7 +58,7 @@ def base_type(type_text: str) -> str:
 class KernelFacts:
     """Names with a fixed meaning in one kernel: the block size, the thread index, pointer element types."""
 
-    def __init__(self, v: KernelView, block_param: str | None):
+    def __init__(self, v: KernelView, block_param: str | None, launch: dict | None = None):
         self.v = v
         self.block_names = {"blockDim.x"}
         if block_param:
@@ -95,9 +95,88 @@ class KernelFacts:
                     self.global_index_names.add(self.v.t(d))
                 elif self.is_grid_threads(self.v.t(val)):
                     self.grid_thread_names.add(self.v.t(d))
+        self.named = named
+        self.groups = self._groups(launch)
+        self.thread_varying = self._thread_varying()
         self.pointers = self._pointers()
         self.shared_names = self._shared_names()
         self.sizes = {**ELEM_BYTES, **self._type_arg_sizes()}  # element type (as written) -> bytes
+
+    def _groups(self, launch: dict | None) -> dict[str, tuple[set[str], set[str]]]:
+        """Groups of threads that split a range between them besides the block's and the grid's: kind ->
+        (names of a thread's index in the group, names of the group's size). ``warp``: the lane
+        (``threadIdx.x % 32``, ``& 31``, by any name of 32) and 32. ``x``: ``threadIdx.x`` and the launch's block
+        x where it is a parameter or a literal (a 2-D block's row of threads). ``flat``: the linear index of a
+        2-D block (``threadIdx.y * blockDim.x + threadIdx.x``) and its thread count. Only the launch the
+        template runs with says what the block is, so ``x`` and ``flat`` need it."""
+        thirty_two = {"32"} | {n for n, val in self.named.items() if squash(val) == "32"} | self._aliases("32")
+        tids = sorted(self.tid_names)
+        lanes = {f"{t}{op}{w}" for t in tids for op, ws in (("%", thirty_two), ("&", {"31"} | {
+            f"({w}-1)" for w in thirty_two})) for w in ws}
+        out: dict[str, tuple[set[str], set[str]]] = {"warp": (self._aliases_of(lanes) | lanes, thirty_two)}
+        block = (launch or {}).get("block") or []
+        if block and len(block) <= 2:
+            bx = squash(str(block[0]))
+            if re.fullmatch(r"[A-Za-z_]\w*", bx):
+                xs = {macro_name(bx)} | {n for n, val in self.named.items() if squash(val) == macro_name(bx)}
+            elif bx.isdigit():
+                xs = {bx} | {n for n, val in self.named.items() if squash(val) == bx} | self._aliases(bx)
+            else:
+                xs = set()
+            if xs:
+                out["x"] = ({"threadIdx.x"} | self._aliases("threadIdx.x"), xs)
+            dims = ("blockDim.x", "blockDim.y")
+            flat = {f"{a}*{b}+threadIdx.x" for a, b in (("threadIdx.y", dims[0]), (dims[0], "threadIdx.y"))}
+            flat |= {f"threadIdx.x+{f.split('+')[0]}" for f in flat}
+            count = {"blockDim.x*blockDim.y", "blockDim.y*blockDim.x"}
+            out["flat"] = (flat | self._aliases_of(flat), count | self._aliases_of(count))
+        return out
+
+    def _thread_varying(self) -> set[str]:
+        """``threadIdx`` and every local whose value is computed from it (transitively), or from a shuffle or a
+        lane id: names whose value may differ between the threads of one group."""
+        out = {"threadIdx"}
+        defs: dict[str, list[Node]] = {}
+        for n in walk(self.v.body):
+            if n.type == "init_declarator":
+                d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                while d is not None and d.type in ("pointer_declarator", "reference_declarator"):
+                    d = d.child_by_field_name("declarator")
+                if d is not None and d.type == "identifier" and val is not None:
+                    defs.setdefault(self.v.t(d), []).append(val)
+            elif n.type == "assignment_expression":
+                t = n.child_by_field_name("left")
+                if t is not None and t.type == "identifier":
+                    defs.setdefault(self.v.t(t), []).append(n.child_by_field_name("right"))
+        changed = True
+        while changed:
+            changed = False
+            for name, vals in defs.items():
+                if name not in out and any(val is not None and ({self.v.t(x) for x in walk(val) if x.type ==
+                                                                 "identifier"} & out or "__shfl" in self.v.t(val))
+                                           for val in vals):
+                    out.add(name)
+                    changed = True
+        return out
+
+    def _aliases_of(self, values: set[str]) -> set[str]:
+        out: set[str] = set()
+        for what in sorted(values):
+            out |= self._aliases(what)
+        return out
+
+    def group_of(self, start: str, step: str) -> str | None:
+        """The group of threads (``block``, ``grid``, ``warp``, ``x``, ``flat``) whose index ``start`` is and whose
+        size ``step`` is, or None."""
+        if self.is_tid(start) and self.is_block(step):
+            return "block"
+        if self.is_global_index(start) and self.is_grid_threads(step):
+            return "grid"
+        s, t = squash(start), squash(step)
+        for kind, (index, size) in self.groups.items():
+            if s in index and t in size:
+                return kind
+        return None
 
     def _type_arg_sizes(self) -> dict[str, int]:
         """A type template parameter of the kernel (``T``, ``scalar_t``) -> the size of the scalar type it is
@@ -238,10 +317,16 @@ class StridedLoop:
     step: Node
     body: Node
     kind: str
+    # groups=True only: the thread's index in its group (START without FIRST) and the loop-invariant offset of
+    # the group's first element (``for (j = tid + num_threads; ...)``, the first slice peeled off); "" if none
+    index: str = ""
+    first: str = ""
 
 
-def strided_loop(v: KernelView, facts: KernelFacts, n: Node) -> tuple[StridedLoop | None, str]:
-    """The strided loop ``n`` is, or (None, why not)."""
+def strided_loop(v: KernelView, facts: KernelFacts, n: Node, groups: bool = False) -> tuple[StridedLoop | None, str]:
+    """The strided loop ``n`` is, or (None, why not). With ``groups``, also a loop strided by a warp, a 2-D block's
+    row of threads or its whole block (``KernelFacts.group_of``), and one that starts a loop-invariant offset
+    past the thread's index (``j = tid + num_threads``): kinds ``warp``, ``x``, ``flat``, and ``first``."""
     if n.type != "for_statement":
         return None, "not a for loop"
     init = n.child_by_field_name("initializer")
@@ -269,17 +354,38 @@ def strided_loop(v: KernelView, facts: KernelFacts, n: Node) -> tuple[StridedLoo
     for what, x in (("bound", bound), ("step", step), ("start", start)):
         if not pure(v, x) or var in names_in(v, x):
             return None, f"the loop's {what} `{v.t(x)}` is not a plain expression"
+    kind, index, first = None, v.t(start), ""
     if facts.is_tid(v.t(start)) and facts.is_block(v.t(step)):
         kind = "block"
     elif facts.is_global_index(v.t(start)) and facts.is_grid_threads(v.t(step)):
         kind = "grid"
-    else:
+    elif groups:
+        for index, first, at in _index_and_offset(v, start):
+            if at is not None and names_in(v, at) & facts.thread_varying:
+                continue  # the offset must be the same for every thread of the group
+            kind = facts.group_of(index, v.t(step))
+            if kind is not None:
+                break
+    if kind is None:
         return None, (f"the loop `{var} = {v.t(start)}; ...; {var} += {v.t(step)}` is not strided by the threads of "
                       "the block or grid (its stride may depend on data)")
-    changed = {x for x in names_in(v, bound) | names_in(v, step) if _assigned_in(v, body, x)}
+    changed = {x for x in names_in(v, bound) | names_in(v, step) | names_in(v, start) if _assigned_in(v, body, x)}
     if changed or _assigned_in(v, body, var):
         return None, f"the loop body assigns {', '.join(sorted(changed or {var}))}"
-    return StridedLoop(n, var, " ".join(v.t(typ).split()), start, bound, step, body, kind), ""
+    return StridedLoop(n, var, " ".join(v.t(typ).split()), start, bound, step, body, kind, index, first), ""
+
+
+def _index_and_offset(v: KernelView, start: Node) -> list[tuple[str, str, Node | None]]:
+    """The ways to read a loop's start as a thread's index plus an offset (index, offset, the offset's node):
+    (start, "", None) and, for ``a + b``, (a, b) and (b, a)."""
+    out: list[tuple[str, str, Node | None]] = [(v.t(start), "", None)]
+    n = start
+    while n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    if n.type == "binary_expression" and v.t(n.child_by_field_name("operator")) == "+":
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        out += [(v.t(a), v.t(b), b), (v.t(b), v.t(a), a)]
+    return out
 
 
 def _assigned_in(v: KernelView, n: Node, name: str) -> bool:

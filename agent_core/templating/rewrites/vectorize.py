@@ -336,7 +336,7 @@ def vectorizable_loops(v: KernelView, facts: KernelFacts) -> tuple[list[LoopPlan
             continue
         if any(p.loop.node.start_byte <= n.start_byte < p.loop.node.end_byte for p in plans):
             continue
-        loop, reason = strided_loop(v, facts, n)
+        loop, reason = strided_loop(v, facts, n, groups=True)
         line = n.start_point.row + 1
         if loop is None:
             why.append(f"loop at line {line}: {reason}")
@@ -369,10 +369,13 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
     i1, i2, i3, i4, i5, i6 = (ind + "  " * k for k in range(1, 7))
     vec = macro_name(VEC)
     start, bound, step = v.t(L.start), v.t(L.bound), v.t(L.step)
+    index, first = L.index or start, L.first  # the vector loop starts at the thread's index past `first`
     ptrs = plan.pointers
 
     def base(s: str) -> str:
         _et, p, off, _r, _w = ptrs[s]
+        if first:
+            return f"({p} + ({off}) + ({first}))" if off else f"({p} + ({first}))"
         return p if not off else f"({p} + ({off}))"
 
     aligned = " && ".join(f"({ptrs[sname][1]} == nullptr || kt_aligned<{vec}>({base(sname)}))"
@@ -389,12 +392,17 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
                                f"((decltype({L.var} {op} ({d})))({q}))"))
     body_text = apply_edits(v.t(L.body), body_edits)
     body_text = _reindent(body_text, i6, ind)
+    if first:  # the elements from `first` on: none where the bound is below it
+        whole = [f"{i2}const long long kt_span = (long long)({bound}) - (long long)({first});",
+                 f"{i2}const long long kt_nv = kt_span > 0 ? kt_span / {vec} : 0;  // whole vectors past {first}"]
+    else:
+        whole = [f"{i2}const long long kt_nv = (long long)({bound}) / {vec};  // whole vectors"]
     lines = [f"{ind}{{  // kerntune vectorize: {note}",
              f"{i1}long long kt_done = 0;  // elements the vector loop covered",
              f"{i1}if ({vec} > 1 && {aligned}) {{",
-             f"{i2}const long long kt_nv = (long long)({bound}) / {vec};  // whole vectors",
+             *whole,
              *([pragma] if pragma else []),
-             f"{i2}for (long long kt_k = {start}; kt_k < kt_nv; kt_k += (long long)({step}) * {items}) {{"]
+             f"{i2}for (long long kt_k = {index}; kt_k < kt_nv; kt_k += (long long)({step}) * {items}) {{"]
     for sname, (et, *_rest) in ptrs.items():
         lines.append(f"{i3}kt_pack<{et}, {vec}> {sname}[{items}];")
     loads = [sname for sname, (_e, _p, _o, r, _w) in ptrs.items() if r]
@@ -409,14 +417,15 @@ def vector_loop_text(v: KernelView, plan: LoopPlan, items: str, note: str, pragm
               f"{i4}const long long kt_kk = kt_k + (long long)kt_u * ({step});",
               f"{i4}if (kt_kk < kt_nv) {{"]
     if divisors:  # the vector's first index divided once; its lanes step the remainder (division on a wrap only)
-        lines.append(f"{i5}const long long kt_b = kt_kk * {vec};")
+        lines.append(f"{i5}const long long kt_b = " + (f"(long long)({first}) + " if first else "") + f"kt_kk * {vec};")
         for k, d in enumerate(divisors):
             lines += [f"{i5}const bool kt_step{k} = kt_b >= 0 && ({d}) > 0;  // else each lane divides as written",
                       f"{i5}const long long kt_q{k}b = kt_step{k} ? kt_b / ({d}) : 0, "
                       f"kt_r{k}b = kt_step{k} ? kt_b % ({d}) : 0;"]
     lines += ["#pragma unroll",
               f"{i5}for (int kt_j = 0; kt_j < {vec}; ++kt_j) {{",
-              f"{i6}const {L.var_type} {L.var} = ({L.var_type})(kt_kk * {vec} + kt_j);",
+              f"{i6}const {L.var_type} {L.var} = ({L.var_type})(" + (f"(long long)({first}) + " if first else "")
+              + f"kt_kk * {vec} + kt_j);",
               f"{i6}(void){L.var};"]
     for k, d in enumerate(divisors):
         lines += [f"{i6}long long kt_q{k} = kt_q{k}b, kt_r{k} = kt_r{k}b + kt_j;",
@@ -477,7 +486,7 @@ def _reindent(text: str, new: str, old: str) -> str:
 def vec_param(ctx: RewriteContext) -> Param:
     """The vector width over every vectorizable loop of the kernel: at most 16 bytes of the widest element."""
     v = ctx.view()
-    plans, _ = vectorizable_loops(v, KernelFacts(v, ctx.block))
+    plans, _ = vectorizable_loops(v, KernelFacts(v, ctx.block, ctx.launch))
     widest = max_elem_bytes(plans)
     values = [w for w in (1, 2, 4, 8, 16) if w * widest <= 16]
     return Param(VEC, values, 1, "vector_width",
@@ -491,7 +500,7 @@ class Vectorize(Rewrite):
 
     def _plans(self, ctx: RewriteContext):
         v = ctx.view()
-        facts = KernelFacts(v, ctx.block)
+        facts = KernelFacts(v, ctx.block, ctx.launch)
         plans, why = vectorizable_loops(v, facts)
         return v, plans, why
 
