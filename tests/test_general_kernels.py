@@ -266,6 +266,14 @@ def test_constexpr_tile_constants_in_a_dim3_are_block_sizes_and_the_grid_follows
     assert t.launch["block"] == ["K_THREADS_X", "K_ROWS_PER_BLOCK"]
 
 
+def test_namespace_qualified_constants_in_a_dim3_variable_are_block_sizes():
+    # `const dim3 block(rowdot::kThreadsX, rowdot::kRows);` parses as a function declaration whose parameters are
+    # qualified type names; the grid `(rows + rowdot::kRows - 1) / rowdot::kRows` follows the rows per block
+    t = _structural("other/row_dot_block2d_bf16.cu", "row_dot_kernel")
+    assert {n: p.original for n, p in t.space.params.items()} == {"K_THREADS_X": 64, "K_ROWS": 4}
+    assert t.launch == {"grid": ["cdiv(rows, K_ROWS)"], "block": ["K_THREADS_X", "K_ROWS"], "smem": "0"}
+
+
 @pytest.mark.parametrize("rel, kernel", [
     ("rms_norm/rms_norm_warp_per_row_fp16.cu", "rmsnorm_warp_kernel"),
     ("fused_add_rms_norm/fused_add_rms_norm_warp_rows_bf16.cu", "fused_add_rmsnorm_warp_bf16"),

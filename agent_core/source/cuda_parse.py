@@ -487,7 +487,8 @@ class _Builder:
                 plist = d.child_by_field_name("parameters")
                 ps = [c for c in plist.named_children if c.type != "comment"] if plist is not None else []
                 if ps and all(c.type == "parameter_declaration" and c.named_child_count == 1
-                              and c.named_children[0].type == "type_identifier" for c in ps):
+                              and c.named_children[0].type in ("type_identifier", "qualified_identifier")
+                              for c in ps):  # `dim3 block(kThreadsX, kRows)`, `dim3 block(ns::kX, ns::kY)`
                     init = Expr(f"dim3({', '.join(self.t(c) for c in ps)})", node_span(plist))
                     target = d.child_by_field_name("declarator")
             ident, _ = _innermost_identifier(target)

@@ -115,8 +115,8 @@ class Resolver:
             name = n.child_by_field_name("name")
             while name is not None and name.type == "qualified_identifier":
                 name = name.child_by_field_name("name")
-            return self.resolve_name(self.f.t(name), depth) if name is not None and name.type == "identifier" \
-                else None
+            return self.resolve_name(self.f.t(name), depth) if name is not None and \
+                name.type in ("identifier", "type_identifier") else None  # `dim3 b(ns::kX, ...)`: a type's place
         if n.type == "type_descriptor" and n.named_child_count == 1:
             return self.resolve(n.named_children[0], depth + 1)
         return None
