@@ -433,6 +433,9 @@ def test_a_warps_lane_loop_is_vectorized_over_the_warps_lanes():
   for (int i = lane; i < n; i += kWarp) yr[i] = xr[i] / s;""")
     assert why is None
     assert text.count("for (long long kt_k = lane; kt_k < kt_nv; kt_k += (long long)(kWarp)") == 2
+    why, text = _group_kernel("""  const int lane = threadIdx.x & 0x1f;
+  for (int i = lane; i < n; i += warpSize) yr[i] = 2.f * xr[i];""")
+    assert why is None and "for (long long kt_k = lane; kt_k < kt_nv; kt_k += (long long)(warpSize)" in text
     for step in ("16", "blockDim.x"):  # half a warp's lanes, or the lane strided by the block: not one group
         why, _ = _group_kernel(f"""  const int lane = threadIdx.x % 32;
   for (int i = lane; i < n; i += {step}) yr[i] = 2.f * xr[i];""")

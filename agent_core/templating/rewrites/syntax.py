@@ -105,13 +105,14 @@ class KernelFacts:
     def _groups(self, launch: dict | None) -> dict[str, tuple[set[str], set[str]]]:
         """Groups of threads that split a range between them besides the block's and the grid's: kind ->
         (names of a thread's index in the group, names of the group's size). ``warp``: the lane
-        (``threadIdx.x % 32``, ``& 31``, by any name of 32) and 32. ``x``: ``threadIdx.x`` and the launch's block
+        (``threadIdx.x % 32``, ``& 31``, ``& 0x1f``, by any name of 32, ``warpSize`` among them) and 32. ``x``: ``threadIdx.x`` and the launch's block
         x where it is a parameter or a literal (a 2-D block's row of threads). ``flat``: the linear index of a
         2-D block (``threadIdx.y * blockDim.x + threadIdx.x``) and its thread count. Only the launch the
         template runs with says what the block is, so ``x`` and ``flat`` need it."""
-        thirty_two = {"32"} | {n for n, val in self.named.items() if squash(val) == "32"} | self._aliases("32")
+        thirty_two = {"32", "warpSize"} | {n for n, val in self.named.items() if squash(val) == "32"} | \
+            self._aliases("32")
         tids = sorted(self.tid_names)
-        lanes = {f"{t}{op}{w}" for t in tids for op, ws in (("%", thirty_two), ("&", {"31"} | {
+        lanes = {f"{t}{op}{w}" for t in tids for op, ws in (("%", thirty_two), ("&", {"31", "0x1f", "0x1F"} | {
             f"({w}-1)" for w in thirty_two})) for w in ws}
         out: dict[str, tuple[set[str], set[str]]] = {"warp": (self._aliases_of(lanes) | lanes, thirty_two)}
         block = (launch or {}).get("block") or []
@@ -325,8 +326,9 @@ class StridedLoop:
 
 def strided_loop(v: KernelView, facts: KernelFacts, n: Node, groups: bool = False) -> tuple[StridedLoop | None, str]:
     """The strided loop ``n`` is, or (None, why not). With ``groups``, also a loop strided by a warp, a 2-D block's
-    row of threads or its whole block (``KernelFacts.group_of``), and one that starts a loop-invariant offset
-    past the thread's index (``j = tid + num_threads``): kinds ``warp``, ``x``, ``flat``, and ``first``."""
+    row of threads or its whole block (``KernelFacts.group_of``: kinds ``warp``, ``x``, ``flat``), and one that
+    starts a loop-invariant offset past the thread's index (``j = tid + num_threads``: ``first``), the same for
+    every thread of the group."""
     if n.type != "for_statement":
         return None, "not a for loop"
     init = n.child_by_field_name("initializer")
