@@ -5,7 +5,8 @@
 #   RESUME: the carried results to resume (default .gpu/bench), e.g. RESUME=.gpu/other for a corpus folder
 #   GPU_SETUP: the wheels' setup script (default .gpu/gpu-setup.sh); e.g. .gpu/slim/gpu-setup.sh beside a copy of
 #   the wheels without the LLM client's (openai, pydantic, httpx2, jiter), where the tree and the carried folders
-#   would pass the device's 64 MiB
+#   would pass the device's 64 MiB; .gpu/benchw/gpu-setup.sh (2026-11-25n) beside those wheels less sqlalchemy, alembic,
+#   mako, greenlet and pytest's (optuna's in-memory storage needs none of them) once the tree itself grew
 # The run ends with "where the time went (all kernels)"; bench_results.json/.md hold it per kernel.
 set -o pipefail
 source "${GPU_SETUP:-.gpu/gpu-setup.sh}" /tmp/site >/dev/null || exit 1
