@@ -277,8 +277,6 @@ def test_namespace_qualified_constants_in_a_dim3_variable_are_block_sizes():
 @pytest.mark.parametrize("rel, kernel", [
     ("rms_norm/rms_norm_warp_per_row_fp16.cu", "rmsnorm_warp_kernel"),
     ("fused_add_rms_norm/fused_add_rms_norm_warp_rows_bf16.cu", "fused_add_rmsnorm_warp_bf16"),
-    ("layer_norm/layer_norm_welford_apex.cu", "cuApplyLayerNorm"),
-    ("layer_norm/layer_norm_rowwise_moments_bf16.cu", "layer_norm_rowwise_kernel"),
     ("softmax/softmax_warp_rows_bf16.cu", "softmax_warp_bf16"),
     ("merge_attn_states/merge_state_inplace_mask_bf16.cu", "MergeStateInPlaceKernel"),
     ("merge_attn_states/merge_partial_warp_f32.cu", "merge_partial_attn_f32"),  # `d += 32` from threadIdx.x
@@ -288,6 +286,49 @@ def test_a_kernel_written_for_32_lanes_keeps_block_x_at_32(rel, kernel):
     x = next(p for p in t.space.params.values() if p.kind == "block_size")
     assert x.original == 32 and x.values == [32]
     assert any(len(p.values) > 1 for p in t.space.params.values())  # the rows / warps per block stay tunable
+
+
+@pytest.mark.parametrize("rel, kernel", [
+    ("layer_norm/layer_norm_welford_apex.cu", "cuApplyLayerNorm"),
+    ("layer_norm/layer_norm_rowwise_moments_bf16.cu", "layer_norm_rowwise_kernel"),
+])
+def test_a_block_dimension_the_dynamic_shared_memory_is_computed_from_stays(rel, kernel):
+    # `nshared = threads.y * 3 * sizeof(U)` at the launch, `smem = "48"` in the spec: a template that tuned the
+    # y block would launch 48 bytes for 32 warps' statistics (the Apex kernel's BLOCK_Y = 32 faulted on the H100,
+    # 2026-11-25n); and the fixed grid x of a loop over gridDim.y is not a grid-stride parameter
+    cf = parse_cuda((CORPUS / rel).read_text(), rel)
+    with pytest.raises(KerntuneError, match=r"the block's y `4` stays: the launch's dynamic shared memory"):
+        templatize(cf, kernel)
+
+
+def test_a_1d_block_that_sizes_the_dynamic_shared_memory_stays():
+    src = """/* kerntune:
+args  = ["y: out f32[rows]", "x: in f32[rows * n]", "n: i32 = n"]
+sizes = [{ rows = 64, n = 4096 }]
+grid  = "rows"
+block = "256"
+smem  = "1024"
+*/
+__global__ void k(float* y, const float* x, int n) {
+  extern __shared__ float s[];
+  float a = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) a += x[(long long)blockIdx.x * n + i];
+  s[threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.x == 0) { float t = 0.f; for (int i = 0; i < blockDim.x; ++i) t += s[i]; y[blockIdx.x] = t; }
+}
+void go(float* y, const float* x, int rows, int n) {
+  const int threads = 256;
+  const size_t bytes = threads * sizeof(float);
+  k<<<rows, threads, bytes>>>(y, x, n);
+}
+"""
+    with pytest.raises(KerntuneError, match=r"the block size `threads` stays: the launch's dynamic shared memory"):
+        templatize(parse_cuda(src, "smem_block.cu"), "k")
+    # the same kernel with a fixed shared array: the block is tunable
+    fixed = src.replace("extern __shared__ float s[];", "__shared__ float s[1024];").replace(
+        "k<<<rows, threads, bytes>>>", "k<<<rows, threads>>>").replace('smem  = "1024"\n', "")
+    assert "THREADS" in templatize(parse_cuda(fixed, "smem_fixed.cu"), "k").space.params
 
 
 @pytest.mark.parametrize("rel, kernel", [

@@ -19,6 +19,8 @@ def grid_size(a: Analysis, site: LaunchSite) -> None:
     """A constant grid of a grid-stride kernel (its loop covers any size) becomes a parameter."""
     if not grid_stride(a):
         return
+    if not re.search(r"\bgridDim\s*\.\s*x\b", a.body_text):
+        return  # the loop strides over y or z (`i1 += gridDim.y`): more blocks in x would only repeat the work
     r = Resolver(a.f, site.host_vars)
     node = a.f.node(site.config[0].span)
     comps = dim3_components(a.f, r, node)

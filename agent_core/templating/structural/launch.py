@@ -96,6 +96,10 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
         return
+    if primary and _smem_follows(a, site, "x", src.name):
+        a.notes.append(f"the block size `{site.config[1].text}` stays: the launch's dynamic shared memory "
+                       f"`{site.config[2].text}` is computed from it, and the spec's does not follow a parameter")
+        return
     if not primary:
         if src.key in a.by_key:
             return
@@ -130,13 +134,44 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     a.constrain(f"{name} <= 1024")
     if multi and len(comps) > 1:
         ysrc = r.resolve(comps[1])
-        if ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
+        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, "y", ysrc.name):
+            a.notes.append(f"the block's y `{a.f.t(comps[1])}` stays: the launch's dynamic shared memory "
+                           f"`{site.config[2].text}` is computed from it")
+        elif ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
             yname = a.add(ysrc, param_name(ysrc.name) if ysrc.name else "BLOCK_Y", "block_size",
                           BLOCK_YS, f"threads per block in y, from {ysrc.where}")
             a.block_y = yname
             a.constraints = [c for c in a.constraints if not c.startswith(f"{name} % 32")]
             a.constrain(f"({name} * {yname}) % 32 == 0")
             a.constrain(f"{name} * {yname} <= 1024")
+
+
+def _smem_follows(a: Analysis, site: LaunchSite, dim: str, const_name: str | None) -> bool:
+    """The launch's dynamic shared memory is computed from the block's ``dim`` (``threads.y * 3 * sizeof(U)``,
+    through host locals, or from the constant the block dimension was read from): a template that tunes that
+    dimension would launch with the spec's fixed byte count, too little for a larger block (an illegal address)."""
+    if len(site.config) < 3:
+        return False
+    block = site.config[1].text.strip()
+    var = block if re.fullmatch(r"[A-Za-z_]\w*", block) else None
+    words = {f"{var}.{dim}"} if var and dim else set()
+    if var and dim == "x" and not (a.block_2d or "dim3" in (site.host_vars.get(var).type
+                                                          if site.host_vars.get(var) else "")):
+        words.add(var)  # a 1-D block in an int variable
+    if const_name:
+        words.add(const_name)
+    text, seen = site.config[2].text, set()
+    for _ in range(6):  # host locals inlined, a few levels deep
+        grown = text
+        for name in set(re.findall(r"[A-Za-z_]\w*", text)) - seen:
+            hv = site.host_vars.get(name)
+            if hv is not None and hv.init is not None and name != var:
+                grown += " " + hv.init.text
+                seen.add(name)
+        if grown == text:
+            break
+        text = grown
+    return any(re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w])", text) for w in words)
 
 
 def _template_param_for_block(a: Analysis, value: int) -> str | None:
