@@ -325,10 +325,6 @@ void go(float* y, const float* x, int rows, int n) {
 """
     with pytest.raises(KerntuneError, match=r"the block size `threads` stays: the launch's dynamic shared memory"):
         templatize(parse_cuda(src, "smem_block.cu"), "k")
-    literal = src.replace("  const int threads = 256;\n  const size_t bytes = threads * sizeof(float);\n", "").replace(
-        "k<<<rows, threads, bytes>>>", "k<<<rows, 256, 256 * sizeof(float)>>>")
-    with pytest.raises(KerntuneError, match=r"the block size `256` stays: the launch's dynamic shared memory"):
-        templatize(parse_cuda(literal, "smem_literal.cu"), "k")
     # the same kernel with a fixed shared array: the block is tunable
     fixed = src.replace("extern __shared__ float s[];", "__shared__ float s[1024];").replace(
         "k<<<rows, threads, bytes>>>", "k<<<rows, threads>>>").replace('smem  = "1024"\n', "")

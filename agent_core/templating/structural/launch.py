@@ -96,7 +96,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
         return
-    if primary and _smem_follows(a, site, "x", src.name or str(src.value)):
+    if primary and _smem_follows(a, site, "x", src.name):
         a.notes.append(f"the block size `{site.config[1].text}` stays: the launch's dynamic shared memory "
                        f"`{site.config[2].text}` is computed from it, and the spec's does not follow a parameter")
         return
@@ -134,7 +134,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     a.constrain(f"{name} <= 1024")
     if multi and len(comps) > 1:
         ysrc = r.resolve(comps[1])
-        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, "y", ysrc.name or str(ysrc.value)):
+        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, "y", ysrc.name):
             a.notes.append(f"the block's y `{a.f.t(comps[1])}` stays: the launch's dynamic shared memory "
                            f"`{site.config[2].text}` is computed from it")
         elif ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
@@ -148,9 +148,8 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
 
 def _smem_follows(a: Analysis, site: LaunchSite, dim: str, const_name: str | None) -> bool:
     """The launch's dynamic shared memory is computed from the block's ``dim`` (``threads.y * 3 * sizeof(U)``,
-    through host locals), from the constant the block dimension was read from, or from the same literal
-    (``<<<g, 256, 256 * sizeof(float)>>>``): a template that tunes that dimension would launch with the spec's
-    fixed byte count, too little for a larger block (an illegal address)."""
+    through host locals, or from the constant the block dimension was read from): a template that tunes that
+    dimension would launch with the spec's fixed byte count, too little for a larger block (an illegal address)."""
     if len(site.config) < 3:
         return False
     block = site.config[1].text.strip()
