@@ -125,7 +125,7 @@ class KernelFacts:
             else:
                 xs = set()
             if xs:
-                out["x"] = ({"threadIdx.x"} | self._aliases("threadIdx.x"), xs)
+                out["x"] = (set(self.tid_names), xs)
             dims = ("blockDim.x", "blockDim.y")
             flat = {f"{a}*{b}+threadIdx.x" for a, b in (("threadIdx.y", dims[0]), (dims[0], "threadIdx.y"))}
             flat |= {f"threadIdx.x+{f.split('+')[0]}" for f in flat}
@@ -201,14 +201,15 @@ class KernelFacts:
 
     def _aliases(self, what: str) -> set[str]:
         """Locals declared as exactly ``what`` and never assigned (``const int tid = threadIdx.x;``)."""
-        out = set()
-        for n in walk(self.v.body):
-            if n.type == "init_declarator":
-                d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
-                if d is not None and d.type == "identifier" and val is not None and squash(self.v.t(val)) == what \
-                        and not self.assigned.get(self.v.t(d)):
-                    out.add(self.v.t(d))
-        return out
+        if not hasattr(self, "_by_value"):  # one walk of the body: squashed initializer -> the locals it declares
+            self._by_value: dict[str, set[str]] = {}
+            for n in walk(self.v.body):
+                if n.type == "init_declarator":
+                    d, val = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+                    if d is not None and d.type == "identifier" and val is not None \
+                            and not self.assigned.get(self.v.t(d)):
+                        self._by_value.setdefault(squash(self.v.t(val)), set()).add(self.v.t(d))
+        return set(self._by_value.get(what, ()))
 
     def _pointers(self) -> dict[str, str]:
         """Pointer name -> element type, for the kernel's pointer parameters and local pointers."""

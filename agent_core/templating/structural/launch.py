@@ -11,7 +11,8 @@ from agent_core import expr
 from agent_core.model import KerntuneError, LaunchSite
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, TEMPLATE_VALUES
-from agent_core.templating.structural.source import Resolver, dim3_components
+from agent_core.templating.structural.launch_exprs import HostExprConverter
+from agent_core.templating.structural.source import Resolver, Source, dim3_components
 from agent_core.templating.structural.state import Analysis, param_name
 
 
@@ -96,7 +97,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
         return
-    if primary and _smem_follows(a, site, "x", src.name):
+    if primary and _smem_follows(a, site, src):
         a.notes.append(f"the block size `{site.config[1].text}` stays: the launch's dynamic shared memory "
                        f"`{site.config[2].text}` is computed from it, and the spec's does not follow a parameter")
         return
@@ -134,7 +135,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     a.constrain(f"{name} <= 1024")
     if multi and len(comps) > 1:
         ysrc = r.resolve(comps[1])
-        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, "y", ysrc.name):
+        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, ysrc):
             a.notes.append(f"the block's y `{a.f.t(comps[1])}` stays: the launch's dynamic shared memory "
                            f"`{site.config[2].text}` is computed from it")
         elif ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
@@ -146,32 +147,15 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
             a.constrain(f"{name} * {yname} <= 1024")
 
 
-def _smem_follows(a: Analysis, site: LaunchSite, dim: str, const_name: str | None) -> bool:
-    """The launch's dynamic shared memory is computed from the block's ``dim`` (``threads.y * 3 * sizeof(U)``,
-    through host locals, or from the constant the block dimension was read from): a template that tunes that
-    dimension would launch with the spec's fixed byte count, too little for a larger block (an illegal address)."""
+def _smem_follows(a: Analysis, site: LaunchSite, src: Source) -> bool:
+    """The launch's dynamic shared memory is computed from the block dimension read at ``src``
+    (``threads.y * 3 * sizeof(U)``, through host locals, dim3 fields, macros and constants, as ``launch_exprs``
+    reads a launch): a template that tunes that dimension would launch with the spec's fixed byte count, too little
+    for a larger block (an illegal address)."""
     if len(site.config) < 3:
         return False
-    block = site.config[1].text.strip()
-    var = block if re.fullmatch(r"[A-Za-z_]\w*", block) else None
-    words = {f"{var}.{dim}"} if var and dim else set()
-    if var and dim == "x" and not (a.block_2d or "dim3" in (site.host_vars.get(var).type
-                                                          if site.host_vars.get(var) else "")):
-        words.add(var)  # a 1-D block in an int variable
-    if const_name:
-        words.add(const_name)
-    text, seen = site.config[2].text, set()
-    for _ in range(6):  # host locals inlined, a few levels deep
-        grown = text
-        for name in set(re.findall(r"[A-Za-z_]\w*", text)) - seen:
-            hv = site.host_vars.get(name)
-            if hv is not None and hv.init is not None and name != var:
-                grown += " " + hv.init.text
-                seen.add(name)
-        if grown == text:
-            break
-        text = grown
-    return any(re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w])", text) for w in words)
+    probe = "KT_PROBE_BLOCK_DIM"
+    return probe in HostExprConverter(a.f, site, {src.key: probe}).conv(a.f.node(site.config[2].span))
 
 
 def _template_param_for_block(a: Analysis, value: int) -> str | None:

@@ -22,7 +22,7 @@ SIZEOF = {"char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t
           "half2": 4, "__half2": 4, "double2": 16}
 
 
-class _Conv:
+class HostExprConverter:
     """C host expression -> expression-language text (agent_core.expr)."""
 
     def __init__(self, f: File, site: LaunchSite, site_params: dict[tuple[int, int], str]):
@@ -188,7 +188,7 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
         site_params = {(s.span.start, s.span.end): s.render.format(value=s.param) if s.render != "{value}"
                        else s.param for s in template.sites}  # renders carry their own parentheses
         params = set(template.space.params)
-    c = _Conv(f, ls, site_params)
+    c = HostExprConverter(f, ls, site_params)
     out = {"grid": c.config(f.node(ls.config[0].span)),
            "block": c.config(f.node(ls.config[1].span)) if len(ls.config) > 1 else ["1"],
            "smem": _strip_outer(c.conv(f.node(ls.config[2].span))) if len(ls.config) > 2 else "0",
