@@ -274,6 +274,69 @@ def test_namespace_qualified_constants_in_a_dim3_variable_are_block_sizes():
     assert t.launch == {"grid": ["cdiv(rows, K_ROWS)"], "block": ["K_THREADS_X", "K_ROWS"], "smem": "0"}
 
 
+def test_a_block_of_one_column_offers_its_y_as_a_1d_block():
+    # ggml's rope: block (1, CUDA_ROPE_BLOCK_SIZE, 1), a thread per pair of the row's columns: the threads are in
+    # y, so y gets a 1-D block's values (64 threads cover a head of 128, where 256 left three quarters idle)
+    t = _structural("rotary/rope_neox_theta_on_the_fly_ggml_fp16.cu", "rope_neox_f16")
+    y = t.space.params["CUDA_ROPE_BLOCK_SIZE"]
+    assert y.original == 256 and {32, 64, 96, 128, 512, 1024} <= set(y.values)
+    assert t.space.params["BLOCK_X"].values == [1]
+    # rows stacked in y keep the small domain
+    rows = _structural("other/row_dot_block2d_bf16.cu", "row_dot_kernel").space.params["K_ROWS"]
+    assert rows.values == [1, 2, 4, 8, 16, 32]
+
+
+_WARP_ROWS = """#include <cuda_runtime.h>
+{decls}
+/* kerntune:
+args  = ["y: out f32[rows]", "x: in f32[rows * n]", "rows: i32 = rows", "n: i32 = n"]
+sizes = [{{ rows = 64, n = 4096 }}]
+grid  = "cdiv(rows, 8)"
+block = "256"
+*/
+__global__ void warp_rows(float* y, const float* x, int rows, int n) {{
+  {shared}const int lane = threadIdx.x % 32, row = blockIdx.x * NUM_WARPS + threadIdx.x / 32;
+  if (row >= rows) return;
+  float a = 0.f;
+  for (int i = lane; i < n; i += 32) a += x[(long long)row * n + i];
+  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+  if (lane == 0) y[row] = a;
+}}
+void go(float* y, const float* x, int rows, int n) {{
+  {host}
+}}
+"""
+
+
+@pytest.mark.parametrize("decls, host", [
+    ("constexpr int NUM_WARPS = 8;\nconstexpr int kWarpSize = 32;",
+     "warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, NUM_WARPS * kWarpSize>>>(y, x, rows, n);"),
+    ("#define NUM_WARPS 8\n#define WARP_SIZE 32\n#define THREADS (NUM_WARPS * WARP_SIZE)",
+     "warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, THREADS>>>(y, x, rows, n);"),
+    ("constexpr int NUM_WARPS = 8;",
+     "const int threads = 32 * NUM_WARPS;\n  warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, threads>>>(y, x, rows, n);"),
+])
+def test_a_block_of_warps_times_the_warp_size_tunes_the_warp_count(decls, host):
+    t = templatize(parse_cuda(_WARP_ROWS.format(decls=decls, host=host, shared=""), "w.cu"), "warp_rows")
+    p = t.space.params["NUM_WARPS"]
+    assert (p.kind, p.original, p.values) == ("warps_per_block", 8, [1, 2, 4, 8, 16, 32])
+    assert t.launch == {"grid": ["cdiv(rows, NUM_WARPS)"], "block": ["NUM_WARPS * 32"], "smem": "0"}
+    assert "NUM_WARPS * 32 <= 1024" in t.space.constraints
+
+
+def test_a_warp_count_the_kernel_repeats_as_a_literal_stays():
+    src = _WARP_ROWS.format(decls="constexpr int NUM_WARPS = 8;", shared="__shared__ float part[8];\n  ",
+                            host="warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, NUM_WARPS * 32>>>(y, x, rows, n);")
+    with pytest.raises(KerntuneError, match=r"the warp count 8 stays fixed: the literal 8 at line 10 looks like the "
+                       r"warp count of the block"):
+        templatize(parse_cuda(src, "w.cu"), "warp_rows")
+    # a literal warp count has no name for the kernel and the grid to follow: not lifted
+    lit = _WARP_ROWS.format(decls="constexpr int NUM_WARPS = 8;", shared="",
+                            host="warp_rows<<<(rows + 7) / 8, 8 * 32>>>(y, x, rows, n);")
+    with pytest.raises(KerntuneError, match=r"the block size `8 \* 32` is not a constant"):
+        templatize(parse_cuda(lit, "w.cu"), "warp_rows")
+
+
 @pytest.mark.parametrize("rel, kernel", [
     ("rms_norm/rms_norm_warp_per_row_fp16.cu", "rmsnorm_warp_kernel"),
     ("fused_add_rms_norm/fused_add_rms_norm_warp_rows_bf16.cu", "fused_add_rmsnorm_warp_bf16"),

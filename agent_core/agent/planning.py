@@ -141,7 +141,7 @@ def widen(template: KernelTemplate, names: list[str], summary: dict) -> KernelTe
             continue  # the template supports no other value
         v = best[n]
         lo, hi = min(p.values), max(p.values)
-        if v == hi and p.kind not in ("block_size", "launch_bounds") and hi * 2 <= 1 << 20:
+        if v == hi and p.kind not in ("block_size", "warps_per_block", "launch_bounds") and hi * 2 <= 1 << 20:
             p.values = sorted(set(p.values) | {hi * 2})
             changed = True
         elif v == lo and lo > 1 and lo % 2 == 0:

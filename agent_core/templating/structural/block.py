@@ -164,7 +164,17 @@ def untied_block_literals(a: Analysis) -> None:
     """A literal in the kernel that looks like the block size (or half of it, or its warp count) next to
     thread indices, but is not tied to the parameter (``if (tid < 128) red[tid] += red[tid + 128];``):
     kerntune cannot tell what it means, so the block size stays fixed, and ``why`` says which literal."""
-    if a.block is None or a.body is None:
+    if a.body is None:
+        return
+    if a.warps is not None:  # a block of WARPS * 32 threads
+        p = a.params[a.warps]
+        if len(p.values) > 1:
+            suspects = {p.original * 32: "the block size"}
+            if p.original >= 2:
+                suspects[p.original] = "the warp count of the block"
+            _fix_at_untied_literal(a, p, suspects, "(or blockDim.x / 32)", "the warp count")
+        return
+    if a.block is None:
         return
     p = a.params[a.block]
     if p.kind != "block_size" or len(p.values) == 1:
@@ -175,6 +185,13 @@ def untied_block_literals(a: Analysis) -> None:
         suspects.setdefault(orig // 2, "half the block size")
     if _WARP_RE.search(strip_comments(a.body_text)) and orig // 32 >= 2:
         suspects.setdefault(orig // 32, "the warp count of the block")
+    _fix_at_untied_literal(a, p, suspects, "(or blockDim.x)", "the block size")
+
+
+def _fix_at_untied_literal(a: Analysis, p, suspects: dict[int, str], spelled: str, what: str) -> None:
+    """Fix ``p`` at its original value where a literal of ``suspects`` stands next to thread indices (or sizes a
+    ``__shared__`` array) without being tied to it; ``why`` and the notes name the literal."""
+    orig = p.original
     tvars = _thread_vars(a) | {"threadIdx"}
     for x in walk(a.body):
         if x.type != "number_literal" or (x.start_byte, x.end_byte) in a.by_key:
@@ -195,9 +212,9 @@ def untied_block_literals(a: Analysis) -> None:
         line = x.start_point.row + 1
         p.values = [orig]
         p.why += (f"; fixed at {orig}: the literal {a.f.t(x)} at line {line} looks like {suspects[v]} "
-                  f"but kerntune cannot tie it to {p.name}; write it from {p.name} (or blockDim.x) to tune "
-                  "the block size")
-        a.notes.append(f"the block size {orig} stays fixed: the literal {a.f.t(x)} at line {line} looks like "
+                  f"but kerntune cannot tie it to {p.name}; write it from {p.name} {spelled} to tune "
+                  f"{what}")
+        a.notes.append(f"{what} {orig} stays fixed: the literal {a.f.t(x)} at line {line} looks like "
                        f"{suspects[v]} but is not written from it")
         return
 

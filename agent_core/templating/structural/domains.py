@@ -7,6 +7,7 @@ POW2_BLOCKS = [32, 64, 128, 256, 512, 1024]
 ALL_BLOCKS = list(range(32, 1025, 32))
 BLOCK_XS = [8, 16, 32, 64, 128, 256, 512, 1024]  # x of a 2D block
 BLOCK_YS = [1, 2, 4, 8, 16, 32]
+WARPS = [1, 2, 4, 8, 16, 32]  # warps of a 1-D block written as WARPS * 32
 UNROLLS = [1, 2, 4, 8, 16]
 TEMPLATE_VALUES = [1, 2, 4, 8, 16]
 ITEMS = [1, 2, 4, 8, 16, 32]

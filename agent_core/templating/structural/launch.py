@@ -10,7 +10,7 @@ from tree_sitter import Node
 from agent_core import expr
 from agent_core.model import KerntuneError, LaunchSite
 from agent_core.source import spec as spec_mod
-from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, TEMPLATE_VALUES
+from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, POW2_BLOCKS, TEMPLATE_VALUES, WARPS
 from agent_core.templating.structural.launch_exprs import HostExprConverter
 from agent_core.templating.structural.source import Resolver, Source, dim3_components
 from agent_core.templating.structural.state import Analysis, param_name
@@ -94,6 +94,8 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         a.block_2d = multi
     src = r.resolve(x)
     if src is None:
+        if primary and not multi and warps_per_block(a, r, x):
+            return
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
         return
@@ -140,11 +142,75 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
                            f"`{site.config[2].text}` is computed from it")
         elif ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
             yname = a.add(ysrc, param_name(ysrc.name) if ysrc.name else "BLOCK_Y", "block_size",
-                          BLOCK_YS, f"threads per block in y, from {ysrc.where}")
+                          _block_y_values(ysrc.value, a.params[name].original),
+                          f"threads per block in y, from {ysrc.where}")
             a.block_y = yname
             a.constraints = [c for c in a.constraints if not c.startswith(f"{name} % 32")]
             a.constrain(f"({name} * {yname}) % 32 == 0")
             a.constrain(f"{name} * {yname} <= 1024")
+
+
+_WARP_SIZE_NAME = re.compile(r"warp_?size|warp_?threads|threads_per_warp|lanes", re.I)
+_PRODUCT = re.compile(r"\(?\s*((?:\w+::)*\w+)\s*\*\s*((?:\w+::)*\w+)\s*\)?")
+
+
+def _factor_names(a: Analysis, r: Resolver, x, depth: int = 0) -> tuple[str, str] | None:
+    """The two names of a block size written as their product (``WARPS * kWarpSize``), at the launch or in the
+    host variable, file constant or macro the launch names (``constexpr int kThreads = kWarps * 32;``,
+    ``#define THREADS (NUM_WARPS * WARP_SIZE)``); a factor may be the literal 32."""
+    if x is None or depth > 4:
+        return None
+    if x.type == "parenthesized_expression" and x.named_child_count == 1:
+        return _factor_names(a, r, x.named_children[0], depth + 1)
+    if x.type == "binary_expression":
+        m = _PRODUCT.fullmatch(" ".join(a.f.t(x).split()))
+        return (m.group(1), m.group(2)) if m else None
+    if x.type not in ("identifier", "qualified_identifier"):
+        return None
+    name = a.f.t(x).split("::")[-1]
+    hv = r.vars.get(name)
+    if hv is not None:
+        if hv.init is None or "dim3" in hv.type or r._reassigned(hv):
+            return None
+        return _factor_names(a, r, a.f.node(hv.init.span), depth + 1)
+    d = a.f.defines.get(name)
+    if d is not None:
+        m = _PRODUCT.fullmatch(d.value.strip())
+        return (m.group(1), m.group(2)) if m else None
+    return None
+
+
+def warps_per_block(a: Analysis, r: Resolver, x) -> bool:
+    """A 1-D block written as a warp count times the warp size (``<<<g, WARPS_PER_BLOCK * kWarpSize>>>``, through
+    a constant or macro of the product): the warp count, a named constant the kernel and the grid read by name,
+    becomes the parameter (1 to 32 warps). A literal warp count (``8 * 32``) has nothing to follow it: not lifted."""
+    names = _factor_names(a, r, x)
+    if names is None:
+        return False
+    res: list[tuple[str, int, Source | None]] = []  # (as written, value, the constant's source; None: a literal)
+    for nm in names:
+        if re.fullmatch(r"\d+", nm):
+            res.append((nm, int(nm), None))
+            continue
+        src = r.resolve_name(nm.split("::")[-1])
+        if src is None:
+            return False
+        res.append((nm, src.value, src))
+    warp_size = [v == 32 and (src is None or bool(_WARP_SIZE_NAME.search(nm))) for nm, v, src in res]
+    if warp_size[1]:
+        (wn, _, w), ws = res[0], res[1][0]
+    elif warp_size[0]:
+        (wn, _, w), ws = res[1], res[0][0]
+    else:
+        return False
+    if w is None or w.name is None or not 1 <= w.value <= 32:
+        return False
+    name = a.add(w, param_name(w.name), "warps_per_block", WARPS,
+                 f"warps per block (the block is {wn} * {ws}), from {w.where}")
+    a.warps = name
+    a.constrain(f"{name} >= 1")
+    a.constrain(f"{name} * 32 <= 1024")
+    return True
 
 
 def _smem_follows(a: Analysis, site: LaunchSite, src: Source) -> bool:
@@ -163,6 +229,16 @@ def _template_param_for_block(a: Analysis, value: int) -> str | None:
         if p.kind == "template_arg" and p.original == value and re.search(r"BLOCK|THREAD|NT\b|TPB", name):
             return name
     return None
+
+
+def _block_y_values(original: int, x: int) -> list[int]:
+    """Rows of threads a block stacks in y (1-32); a block of one column (``dim3(1, 256)``, ggml's rope) carries
+    its threads in y, offered as a 1-D block's are; a y of a warp or more (``dim3(8, 64)``), the powers of two too."""
+    if x == 1:
+        return sorted(set(BLOCK_YS) | set(ALL_BLOCKS) | {original})
+    if original >= 32:
+        return sorted(set(BLOCK_YS) | set(POW2_BLOCKS) | {original})
+    return sorted(set(BLOCK_YS) | {original})
 
 
 def _block_values(original: int, multi: bool = False) -> list[int]:

@@ -26,7 +26,7 @@ def spec_launch(a: Analysis) -> None:
     literal block size, and the block-size literals of its grid where the launch's own grid follows the
     block (``cdiv(n, 128)``), become the parameter's names in the template's ``launch``; written in a
     spec comment, they are also sites, so that a rewritten file's spec still matches its launch."""
-    if a.block is None:
+    if a.block is None and a.warps is None:
         return
     try:
         sp = spec_mod.find_spec(a.cf, a.k.name)
@@ -39,11 +39,15 @@ def spec_launch(a: Analysis) -> None:
     block_params = [a.block, a.block_y]
     for j, e in enumerate(sp.block):
         pname = block_params[j] if j < len(block_params) else None
-        if pname is None or _expr_names(e) & names:
+        if _expr_names(e) & names:
             continue
         node = _expr_int(e)
-        if node is not None and node[2] == a.params[pname].original:
+        if node is None:
+            continue
+        if pname is not None and node[2] == a.params[pname].original:
             edits[("block", j)] = [(node[0], node[1], pname, node[2], pname, "{value}")]
+        elif j == 0 and a.warps is not None and node[2] == a.params[a.warps].original * 32:
+            edits[("block", j)] = [(node[0], node[1], f"{a.warps} * 32", node[2], a.warps, "{value} * 32")]
     if sp.grid and not _expr_names(sp.grid[0]) & names:
         got = _spec_grid_edits(a, sp.grid[0])
         if got:
@@ -96,13 +100,14 @@ def spec_template_args(a: Analysis) -> None:
                      f"the spec's template_args at line {line + 1}"), name)
 
 
-def _spec_grid_rows_edits(a: Analysis, tree, offs) -> list[Edit]:
-    """The literals of the spec's grid that are the block's y size, where every launch's grid x is written
-    from the y size's name (``(rows + kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32,
-    kRowsPerBlock)``): the grid covers the rows for every value of it."""
-    if a.block_y is None or not a.k.launch_sites:
+def _spec_grid_rows_edits(a: Analysis, tree, offs, pname: str | None) -> list[Edit]:
+    """The literals of the spec's grid that are a count of rows per block (the block's y size, the warps of a
+    block of one row per warp), where every launch's grid x is written from that count's name (``(rows +
+    kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32, kRowsPerBlock)``): the grid covers the rows for
+    every value of it."""
+    if pname is None or not a.k.launch_sites:
         return []
-    py = a.params[a.block_y]
+    py = a.params[pname]
     names = {s.name for s in py.sites if s.name}
     if not names or not all(grid_mentions(a, site, names) for site in a.k.launch_sites):
         return []
@@ -114,9 +119,9 @@ def _spec_grid_rows_edits(a: Analysis, tree, offs) -> list[Edit]:
         par = parents.get(n)
         s, e = offs(n)
         if n.value == py.original and isinstance(par, (ast.BinOp, ast.Call)):
-            out.append((s, e, a.block_y, py.original, a.block_y, "{value}"))
+            out.append((s, e, pname, py.original, pname, "{value}"))
         elif n.value == py.original - 1 and isinstance(par, ast.BinOp) and isinstance(par.op, ast.Add):
-            out.append((s, e, f"{a.block_y} - 1", py.original - 1, a.block_y, "{value} - 1"))
+            out.append((s, e, f"{pname} - 1", py.original - 1, pname, "{value} - 1"))
     return out
 
 
@@ -135,7 +140,7 @@ def _spec_grid_edits(a: Analysis, e: str) -> list[Edit]:
     if grid is not None and isinstance(tree.body, ast.Constant) and tree.body.value == grid.original:
         s, t = offs(tree.body)
         return [(s, t, grid.name, grid.original, grid.name, "{value}")]
-    rows = _spec_grid_rows_edits(a, tree, offs)
+    rows = _spec_grid_rows_edits(a, tree, offs, a.block_y) or _spec_grid_rows_edits(a, tree, offs, a.warps)
     if rows:  # rows per block in y: `cdiv(rows, 4)` where the launch divides by ROWS_PER_BLOCK
         return rows
     if not a.grid_tied or a.block is None:

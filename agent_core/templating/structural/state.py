@@ -48,6 +48,7 @@ class Analysis:
         self.body_text = cf.text.encode("utf-8")[k.body_span.start:k.body_span.end].decode("utf-8", "replace")
         self.block: str | None = None  # the block-size parameter (x)
         self.block_y: str | None = None  # the block-size parameter in y, when the block is 2D
+        self.warps: str | None = None  # the warp-count parameter of a block written as WARPS * 32
         self.block_2d = False  # the launch's block is a dim3 of 2 or 3 components
         self.block_tp: str | None = None  # the kernel's template parameter that is the block size, if any
         self.tp_of: dict[str, str] = {}  # template-argument parameter -> the kernel's template parameter name
