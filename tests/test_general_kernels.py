@@ -351,17 +351,25 @@ def test_a_kernel_written_for_32_lanes_keeps_block_x_at_32(rel, kernel):
     assert any(len(p.values) > 1 for p in t.space.params.values())  # the rows / warps per block stay tunable
 
 
-@pytest.mark.parametrize("rel, kernel", [
-    ("layer_norm/layer_norm_welford_apex.cu", "cuApplyLayerNorm"),
-    ("layer_norm/layer_norm_rowwise_moments_bf16.cu", "layer_norm_rowwise_kernel"),
-])
-def test_a_block_dimension_the_dynamic_shared_memory_is_computed_from_stays(rel, kernel):
-    # `nshared = threads.y * 3 * sizeof(U)` at the launch, `smem = "48"` in the spec: a template that tuned the
-    # y block would launch 48 bytes for 32 warps' statistics (the Apex kernel's BLOCK_Y = 32 faulted on the H100,
-    # 2026-11-25n); and the fixed grid x of a loop over gridDim.y is not a grid-stride parameter
+def test_a_block_dimension_the_dynamic_shared_memory_is_computed_from_stays():
+    # `nshared = threads.y * 3 * sizeof(U)` at the launch (U a template type), `smem = "48"` in the spec: a
+    # template that tuned the y block would launch 48 bytes for 32 warps' statistics (the Apex kernel's
+    # BLOCK_Y = 32 faulted on the H100, 2026-11-25n); and the fixed grid x of a loop over gridDim.y is not a
+    # grid-stride parameter
+    rel = "layer_norm/layer_norm_welford_apex.cu"
     cf = parse_cuda((CORPUS / rel).read_text(), rel)
     with pytest.raises(KerntuneError, match=r"the block's y `4` stays: the launch's dynamic shared memory"):
-        templatize(cf, kernel)
+        templatize(cf, "cuApplyLayerNorm")
+
+
+def test_a_spec_shared_memory_that_is_the_launch_s_number_follows_the_block():
+    # `nshared = threads.y * 3 * sizeof(float)`, `smem = "48"`: 48 is what the launch computes with 4 warps in y,
+    # so the spec's number becomes the launch's expression, and the spec comment's 48 a site of BLOCK_Y
+    t = _structural("layer_norm/layer_norm_rowwise_moments_bf16.cu", "layer_norm_rowwise_kernel")
+    assert t.space.params["BLOCK_Y"].values == [1, 2, 4, 8, 16, 32]
+    assert t.launch["smem"] == "BLOCK_Y * 3 * 4"
+    site = next(s for s in t.sites if s.original_text == "48")
+    assert (site.param, site.render) == ("BLOCK_Y", "{value} * 3 * 4")
 
 
 def test_a_1d_block_that_sizes_the_dynamic_shared_memory_stays():
@@ -387,7 +395,16 @@ void go(float* y, const float* x, int rows, int n) {
 }
 """
     with pytest.raises(KerntuneError, match=r"the block size `threads` stays: the launch's dynamic shared memory"):
-        templatize(parse_cuda(src, "smem_block.cu"), "k")
+        templatize(parse_cuda(src.replace('smem  = "1024"', 'smem  = "4096"'), "smem_block.cu"), "k")
+    # 1024 is the launch's own threads * sizeof(float): the spec's shared memory follows the block
+    t = templatize(parse_cuda(src, "smem_block.cu"), "k")
+    assert t.launch["smem"] == "THREADS * 4" and len(t.space.params["THREADS"].values) > 1
+    # without a spec the launch is the template's: its literal block in the shared memory follows too
+    lit = src.split("*/\n", 1)[1].replace("const int threads = 256;", "").replace(
+        "const size_t bytes = threads * sizeof(float);", "").replace("<<<rows, threads, bytes>>>",
+                                                                     "<<<rows, 256, 256 * sizeof(float)>>>")
+    t = templatize(parse_cuda(lit, "smem_literal.cu"), "k")
+    assert [x.original_text for x in t.sites if x.param == "BLOCK"] == ["256", "256"]
     # the same kernel with a fixed shared array: the block is tunable
     fixed = src.replace("extern __shared__ float s[];", "__shared__ float s[1024];").replace(
         "k<<<rows, threads, bytes>>>", "k<<<rows, threads>>>").replace('smem  = "1024"\n', "")

@@ -132,8 +132,8 @@ void go(const float* x, float* out, int n) { bsum<<<n / 128, 128, 128 * sizeof(f
     t = inline(src, "bsum")
     assert "is_pow2(BLOCK)" in t.space.constraints
     assert t.space.params["BLOCK"].values == POW2_BLOCKS
-    # the grid n / 128 follows the block
-    assert [x[1] for x in sites_of(t, "BLOCK")] == ["128", "128"]
+    # the grid n / 128 and the shared memory 128 * sizeof(float) follow the block
+    assert [x[1] for x in sites_of(t, "BLOCK")] == ["128", "128", "128"]
 
 
 def test_halving_that_is_not_a_block_reduction_leaves_all_multiples_of_32():

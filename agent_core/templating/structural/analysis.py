@@ -21,6 +21,7 @@ def run(a: Analysis) -> None:
         grid.grid_size(a, sites[0])
         for s in sites:
             grid.grid_follows_block(a, s)
+            launch.smem_follows_block(a, s)
         grid.items_per_thread(a, sites[0])
     else:
         a.notes.append("no launch site of it in this file")

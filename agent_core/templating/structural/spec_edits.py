@@ -12,6 +12,8 @@ from agent_core import expr
 from agent_core.model import KerntuneError, Span
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.grid import grid_mentions
+from agent_core.templating.structural.launch import launch_smem_number, spec_literals
+from agent_core.templating.structural.launch_exprs import HostExprConverter, _strip_outer
 from agent_core.templating.structural.source import Source
 from agent_core.templating.structural.state import Analysis
 
@@ -52,14 +54,25 @@ def spec_launch(a: Analysis) -> None:
         got = _spec_grid_edits(a, sp.grid[0])
         if got:
             edits[("grid", 0)] = got
+    bp = a.params[a.block] if a.block is not None else None
+    if bp is not None and bp.kind == "block_size" and sp.smem and not _expr_names(sp.smem) & names and \
+            not any(x.name for x in bp.sites) and len(bp.values) > 1:
+        got = [(s, e, a.block, bp.original, a.block, "{value}") for s, e in spec_literals(sp.smem, bp.original)]
+        if got:  # smem = "256 * 4" with <<<g, 256, 256 * sizeof(float)>>>
+            edits[("smem", 0)] = got
+    if ("smem", 0) not in edits:
+        got = _spec_smem_number_edit(a, sp)
+        if got:
+            edits[("smem", 0)] = got
     if not edits:
         return
-    launch = {"grid": list(sp.grid), "block": list(sp.block), "smem": sp.smem or "0"}
+    launch = {"grid": list(sp.grid), "block": list(sp.block), "smem": [sp.smem or "0"]}
     for (fld, j), es in edits.items():
         text = launch[fld][j].encode("utf-8")
         for s, e, rep, *_ in sorted(es, reverse=True):
             text = text[:s] + rep.encode("utf-8") + text[e:]
         launch[fld][j] = text.decode("utf-8")
+    launch["smem"] = launch["smem"][0]
     a.launch = launch
     if sp.span is None:  # a sidecar spec: the launch is all there is
         return
@@ -170,6 +183,27 @@ def _spec_grid_edits(a: Analysis, e: str) -> list[Edit]:
     return out
 
 
+def _spec_smem_number_edit(a: Analysis, sp) -> list[Edit]:
+    """The spec's shared memory, a number (``smem = "48"``) that is what the launch computes from one tunable
+    block dimension (``threads.y * 3 * sizeof(U)`` with 4 warps in y): replaced by the launch's expression
+    (``BLOCK_Y * 3 * 4``), so that a variant launches the bytes its block needs."""
+    m = re.fullmatch(r"\s*(\d+)\s*", sp.smem or "")
+    if m is None or not a.k.launch_sites or len(a.k.launch_sites[0].config) < 3:
+        return []
+    site = a.k.launch_sites[0]
+    tunable = {n for n, p in a.params.items() if len(p.values) > 1 and p.kind in ("block_size", "warps_per_block")}
+    site_params = {x.key: n for n, p in a.params.items() for x in p.sites if x.render == "{value}"}
+    e = _strip_outer(HostExprConverter(a.f, site, site_params).conv(a.f.node(site.config[2].span)))
+    used = _expr_names(e)
+    if len(used) != 1 or not used <= tunable:
+        return []
+    (pname,) = used
+    if launch_smem_number(a, site, site_params, {pname: a.params[pname].original}) != int(m.group(1)):
+        return []
+    render = re.sub(rf"\b{pname}\b", "{value}", e)
+    return [(m.start(1), m.end(1), e, int(m.group(1)), pname, render)]
+
+
 def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
     """The byte offset in the file where the text of the spec comment's ``fld`` (its ``j``-th string,
     for a list) starts; None when it cannot be found exactly as parsed."""
@@ -187,7 +221,8 @@ def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
         return None
     sm = strings[j]
     g = 1 if sm.group(1) is not None else 2
-    value = getattr(sp, fld)[j]
+    value = getattr(sp, fld)
+    value = value[j] if isinstance(value, list) else value
     return sm.start(g) if sm.group(g).decode("utf-8", "replace") == value else None
 
 
