@@ -542,3 +542,21 @@ def test_show_prints_the_candidates_line():
         "rows=`R`; (2) out=out, x=in, hidden=`R`, rows=`N` (then its cluster twin softmax_cluster for few rows) (its "
         "long-row twin softmax_long where the rows are longer than it holds) | "
         "rewrite:fuse_passes+vectorize+load_hint+launch_bounds template")
+
+
+@pytest.mark.parametrize("rel, kernel, first", [
+    ("bench/corpus/layer_norm/norm_f32_no_affine_ggml.cu", "norm_f32", "layer_norm"),  # x - mean, var
+    ("bench/corpus/rms_norm/rms_norm_ggml_f32.cu", "rms_norm_f32", "rms_norm"),
+])
+def test_a_norm_with_no_weight_is_offered_as_both_norms_the_centred_one_first_as_a_layer_norm(rel, kernel, first):
+    # llama.cpp applies the weight (and the bias) as separate ops: a row norm with no weight may be an RMSNorm or
+    # a LayerNorm without affine; both are offered (the cheap check decides), the kernel's own arithmetic ranks them
+    path = ROOT / rel
+    cf = parse_cuda(path.read_text(), str(path))
+    got = X.candidates(cf, kernel, S.find_spec(cf, kernel))
+    assert {b.expert.name for b in got} == {"rms_norm", "layer_norm"}
+    assert max(got, key=lambda b: b.support).expert.name == first
+    ln = next(b for b in got if b.expert.name == "layer_norm")
+    assert ln.conventions["KT_EXPERT_AFFINE"] == 0 and ln.call_args[2:4] == ["(const float*)nullptr"] * 2
+    text = X.bind(ln, cf, S.find_spec(cf, kernel)).text
+    assert "gamma, hidden" not in text and "(v[i][j] - mean) * inv;" in text

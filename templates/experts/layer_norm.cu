@@ -45,6 +45,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(var + eps), 0: 1 / (sqrt(var) + eps))
 // kt:bind KT_EXPERT_STATS = 0  (1: also writes each row's mean and 1 / sqrt(var + eps) (fp32), as training kernels do)
+// kt:bind KT_EXPERT_AFFINE = 1  (1: times gamma plus beta; 0: neither (llama.cpp's norm: gamma and beta are not read))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -115,10 +116,12 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
+#if KT_EXPERT_AFFINE  // kt:bind
   if constexpr (KT_WLOAD != 0) {
     row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
     row_load_raw<KT_VEC, IT, P>(beta, hidden, br, lead);
   }
+#endif  // kt:bind
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -141,6 +144,10 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
+#if KT_EXPERT_AFFINE == 0  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv;
+#else  // kt:bind
     float g[KT_VEC], b[KT_VEC];
     if constexpr (KT_WLOAD != 0) {
       raw_item<W, KT_VEC>(gr[i], g);
@@ -151,6 +158,7 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     }
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
+#endif  // kt:bind
   }
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 #if KT_EXPERT_STATS  // kt:bind

@@ -322,6 +322,11 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             norms.append(("rms_norm", 0.8, f"{words}, rsqrtf, no weight → RMSNorm",
                           [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""), "no weight"],
                             [_cast(T, o.name, False), _cast(T, x.name, True), f"(const {CTYPE[T]}*)nullptr"])]))
+            # or a LayerNorm with neither gamma nor beta (llama.cpp's norm): which one, the cheap check decides
+            null = f"(const {CTYPE[T]}*)nullptr"
+            norms.append(("layer_norm", 0.75, f"{words}, rsqrtf, no scale or shift → LayerNorm without affine",
+                          [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""),
+                             "no gamma or beta"], [_cast(T, o.name, False), _cast(T, x.name, True), null, null])]))
         if root and len(small) == 1 and len(io_main) == 2 and not in_main and not out_main:
             pairs = _fused_orders(ev, io_main)
             norms.append(("fused_add_rms_norm", 0.9, f"{words}, adds two in/out rows (both written), rsqrtf, one "
@@ -352,6 +357,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 st = role_set[2] if len(role_set) > 2 else []
                 for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
                     no_weight = "no weight" in role_words
+                    no_affine = "no gamma or beta" in role_words
                     for conv, conv_words, conv_support in _norm_conventions(ev, lib.get(expert),
                                                                             "f32" if no_weight else T):
                         b = new(expert, score, reason)
@@ -368,7 +374,11 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.consts = {"ESIZE": esize}
                         b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
                             (b.conventions or conv)
+                        if no_affine:
+                            b.conventions = dict(b.conventions, KT_EXPERT_AFFINE=0)
                         b.support = 10 + hsup - ri - ei + eps_support + conv_support
+                        if no_weight or no_affine:  # a mean taken off the row tells a LayerNorm
+                            b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
                                   or (len(io_main) == 1 and not in_main and not out_main)):
@@ -387,6 +397,11 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 b.support = 10 + hsup
                 out.append(b)
     return out
+
+
+def _centred(ev: Evidence) -> bool:
+    """The kernel takes a mean off the row (``x - mean``, a variance): a LayerNorm rather than an RMSNorm."""
+    return re.search(r"-\s*\(?\s*\w*mean|\bvar\b|variance|mean_var|\bmu\b", ev.flat, re.I) is not None
 
 
 def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
