@@ -3,6 +3,7 @@ integer template arguments, and its block size (x, and y for a 2-D block), which
 
 from __future__ import annotations
 
+import ast
 import re
 
 from tree_sitter import Node
@@ -171,7 +172,7 @@ def _factor_names(a: Analysis, r: Resolver, x, depth: int = 0) -> tuple[str, str
     name = a.f.t(x).split("::")[-1]
     hv = r.vars.get(name)
     if hv is not None:
-        if hv.init is None or "dim3" in hv.type or r._reassigned(hv):
+        if hv.init is None or "dim3" in hv.type or r.reassigned(hv):
             return None
         return _factor_names(a, r, a.f.node(hv.init.span), depth + 1)
     d = a.f.defines.get(name)
@@ -284,7 +285,6 @@ def smem_literals(a: Analysis, site: LaunchSite, value: int) -> list[Source]:
 
 def spec_literals(e: str, value: int) -> list[tuple[int, int]]:
     """(start, end) of the literals ``value`` multiplied in the spec expression ``e`` (``"256 * 4"``)."""
-    import ast
     try:
         tree = ast.parse(e.strip(), mode="eval")
     except SyntaxError:

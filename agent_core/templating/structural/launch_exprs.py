@@ -144,8 +144,8 @@ class HostExprConverter:
     def config(self, n: Node | None) -> list[str]:
         comps = dim3_components(self.f, self.r, n)
         if comps is None:
-            return [_strip_outer(self.conv(n))]
-        return [_strip_outer(self.conv(c)) for c in comps] or ["1"]
+            return [strip_outer(self.conv(n))]
+        return [strip_outer(self.conv(c)) for c in comps] or ["1"]
 
 
 def _atomic(s: str) -> bool:
@@ -163,7 +163,7 @@ def _balanced_outer(s: str) -> bool:
     return s.endswith(")")
 
 
-def _strip_outer(s: str) -> str:
+def strip_outer(s: str) -> str:
     while s.startswith("(") and _balanced_outer(s):
         s = s[1:-1].strip()
     return s
@@ -191,8 +191,8 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
     c = HostExprConverter(f, ls, site_params)
     out = {"grid": c.config(f.node(ls.config[0].span)),
            "block": c.config(f.node(ls.config[1].span)) if len(ls.config) > 1 else ["1"],
-           "smem": _strip_outer(c.conv(f.node(ls.config[2].span))) if len(ls.config) > 2 else "0",
-           "args": [_strip_outer(c.conv(f.node(a.span))) for a in ls.args]}
+           "smem": strip_outer(c.conv(f.node(ls.config[2].span))) if len(ls.config) > 2 else "0",
+           "args": [strip_outer(c.conv(f.node(a.span))) for a in ls.args]}
     names: set[str] = set()
     scalars = [a for a, p in zip(out["args"], k.params) if not p.is_pointer]
     for text in out["grid"] + out["block"] + [out["smem"]] + scalars:

@@ -121,7 +121,7 @@ class Resolver:
             return self.resolve(n.named_children[0], depth + 1)
         return None
 
-    def _reassigned(self, hv: HostVar) -> bool:
+    def reassigned(self, hv: HostVar) -> bool:
         """A variable that is not const and is assigned again in its function (``int nth = 32; while (...)
         nth *= 2;``) is not the constant it starts as."""
         if re.search(r"\b(?:const|constexpr)\b", hv.type):
@@ -136,7 +136,7 @@ class Resolver:
     def resolve_name(self, name: str, depth: int = 0) -> Source | None:
         hv = self.vars.get(name)
         if hv is not None:
-            if hv.init is None or "dim3" in hv.type or self._reassigned(hv):
+            if hv.init is None or "dim3" in hv.type or self.reassigned(hv):
                 return None
             src = self.resolve(self.f.node(hv.init.span), depth + 1)
             if src is not None and src.name is None:

@@ -13,7 +13,7 @@ from agent_core.model import KerntuneError, Span
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.grid import grid_mentions
 from agent_core.templating.structural.launch import launch_smem_number, spec_literals
-from agent_core.templating.structural.launch_exprs import HostExprConverter, _strip_outer
+from agent_core.templating.structural.launch_exprs import HostExprConverter, strip_outer
 from agent_core.templating.structural.source import Source
 from agent_core.templating.structural.state import Analysis
 
@@ -193,7 +193,7 @@ def _spec_smem_number_edit(a: Analysis, sp) -> list[Edit]:
     site = a.k.launch_sites[0]
     tunable = {n for n, p in a.params.items() if len(p.values) > 1 and p.kind in ("block_size", "warps_per_block")}
     site_params = {x.key: n for n, p in a.params.items() for x in p.sites if x.render == "{value}"}
-    e = _strip_outer(HostExprConverter(a.f, site, site_params).conv(a.f.node(site.config[2].span)))
+    e = strip_outer(HostExprConverter(a.f, site, site_params).conv(a.f.node(site.config[2].span)))
     used = _expr_names(e)
     if len(used) != 1 or not used <= tunable:
         return []
