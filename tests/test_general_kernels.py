@@ -324,6 +324,17 @@ def test_a_block_of_warps_times_the_warp_size_tunes_the_warp_count(decls, host):
     assert "NUM_WARPS * 32 <= 1024" in t.space.constraints
 
 
+def test_a_warp_count_that_sizes_the_dynamic_shared_memory_follows_or_stays():
+    launch = "warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, NUM_WARPS * 32, NUM_WARPS * sizeof(float)>>>(y, x, rows, n);"
+    src = _WARP_ROWS.format(decls="constexpr int NUM_WARPS = 8;", shared="", host=launch)
+    # the spec's 32 bytes are the launch's 8 * sizeof(float): they follow the count
+    t = templatize(parse_cuda(src.replace('block = "256"', 'block = "256"\nsmem  = "32"'), "w.cu"), "warp_rows")
+    assert t.launch["smem"] == "NUM_WARPS * 4" and len(t.space.params["NUM_WARPS"].values) > 1
+    # 64 bytes are not what the launch computes: a larger count would index past them
+    with pytest.raises(KerntuneError, match=r"the warp count `NUM_WARPS` stays: the launch's dynamic shared memory"):
+        templatize(parse_cuda(src.replace('block = "256"', 'block = "256"\nsmem  = "64"'), "w.cu"), "warp_rows")
+
+
 def test_a_warp_count_the_kernel_repeats_as_a_literal_stays():
     src = _WARP_ROWS.format(decls="constexpr int NUM_WARPS = 8;", shared="__shared__ float part[8];\n  ",
                             host="warp_rows<<<(rows + NUM_WARPS - 1) / NUM_WARPS, NUM_WARPS * 32>>>(y, x, rows, n);")

@@ -96,7 +96,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         a.block_2d = multi
     src = r.resolve(x)
     if src is None:
-        if primary and not multi and warps_per_block(a, r, x):
+        if primary and not multi and warps_per_block(a, r, x, site):
             return
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
@@ -182,7 +182,7 @@ def _factor_names(a: Analysis, r: Resolver, x, depth: int = 0) -> tuple[str, str
     return None
 
 
-def warps_per_block(a: Analysis, r: Resolver, x) -> bool:
+def warps_per_block(a: Analysis, r: Resolver, x, site: LaunchSite) -> bool:
     """A 1-D block written as a warp count times the warp size (``<<<g, WARPS_PER_BLOCK * kWarpSize>>>``, through
     a constant or macro of the product): the warp count, a named constant the kernel and the grid read by name,
     becomes the parameter (1 to 32 warps). A literal warp count (``8 * 32``) has nothing to follow it: not lifted."""
@@ -207,6 +207,10 @@ def warps_per_block(a: Analysis, r: Resolver, x) -> bool:
         return False
     if w is None or w.name is None or not 1 <= w.value <= 32:
         return False
+    if _smem_follows(a, site, w):
+        a.notes.append(f"the warp count `{w.name}` stays: the launch's dynamic shared memory `{site.config[2].text}` "
+                       "is computed from it, and the spec's does not follow it")
+        return True
     name = a.add(w, param_name(w.name), "warps_per_block", WARPS,
                  f"warps per block (the block is {wn} * {ws}), from {w.where}")
     a.warps = name
