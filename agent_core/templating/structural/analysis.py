@@ -6,7 +6,7 @@ the parameters. The order matters: a step sees what the earlier ones lifted and 
 from __future__ import annotations
 
 from agent_core.model import CudaFile
-from agent_core.templating.structural import block, grid, knobs, launch, spec_edits
+from agent_core.templating.structural import block, grid, knobs, launch, smem, spec_edits
 from agent_core.templating.structural.kernel import check_supported, find_kernel
 from agent_core.templating.structural.state import Analysis
 
@@ -21,7 +21,7 @@ def run(a: Analysis) -> None:
         grid.grid_size(a, sites[0])
         for s in sites:
             grid.grid_follows_block(a, s)
-            launch.smem_follows_block(a, s)
+            smem.smem_follows_block(a, s)
         grid.items_per_thread(a, sites[0])
     else:
         a.notes.append("no launch site of it in this file")

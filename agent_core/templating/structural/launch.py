@@ -3,7 +3,6 @@ integer template arguments, and its block size (x, and y for a 2-D block), which
 
 from __future__ import annotations
 
-import ast
 import re
 
 from tree_sitter import Node
@@ -12,9 +11,8 @@ from agent_core import expr
 from agent_core.model import KerntuneError, LaunchSite
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, POW2_BLOCKS, TEMPLATE_VALUES, WARPS
-from agent_core.templating.structural.launch_exprs import HostExprConverter
-from agent_core.templating.structural.source import Resolver, Source, dim3_components, int_literal, span_of
-from agent_core.templating.structural.syntax import walk
+from agent_core.templating.structural.smem import smem_pins
+from agent_core.templating.structural.source import Resolver, Source, dim3_components
 from agent_core.templating.structural.state import Analysis, param_name
 
 
@@ -101,7 +99,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         if primary:
             a.notes.append(f"the block size `{site.config[1].text}` is not a constant")
         return
-    if primary and _smem_follows(a, site, src):
+    if primary and smem_pins(a, site, src):
         a.notes.append(f"the block size `{site.config[1].text}` stays: the launch's dynamic shared memory "
                        f"`{site.config[2].text}` is computed from it, and the spec's does not follow a parameter")
         return
@@ -139,7 +137,7 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     a.constrain(f"{name} <= 1024")
     if multi and len(comps) > 1:
         ysrc = r.resolve(comps[1])
-        if ysrc is not None and ysrc.value > 1 and _smem_follows(a, site, ysrc):
+        if ysrc is not None and ysrc.value > 1 and smem_pins(a, site, ysrc):
             a.notes.append(f"the block's y `{a.f.t(comps[1])}` stays: the launch's dynamic shared memory "
                            f"`{site.config[2].text}` is computed from it")
         elif ysrc is not None and ysrc.value > 1 and ysrc.key not in a.by_key:
@@ -207,7 +205,7 @@ def warps_per_block(a: Analysis, r: Resolver, x, site: LaunchSite) -> bool:
         return False
     if w is None or w.name is None or not 1 <= w.value <= 32:
         return False
-    if _smem_follows(a, site, w):
+    if smem_pins(a, site, w):
         a.notes.append(f"the warp count `{w.name}` stays: the launch's dynamic shared memory `{site.config[2].text}` "
                        "is computed from it, and the spec's does not follow it")
         return True
@@ -217,106 +215,6 @@ def warps_per_block(a: Analysis, r: Resolver, x, site: LaunchSite) -> bool:
     a.constrain(f"{name} >= 1")
     a.constrain(f"{name} * 32 <= 1024")
     return True
-
-
-def _smem_follows(a: Analysis, site: LaunchSite, src: Source) -> bool:
-    """The launch's dynamic shared memory is computed from the block dimension read at ``src``
-    (``threads.y * 3 * sizeof(U)``, through host locals, dim3 fields, macros and constants, as ``launch_exprs``
-    reads a launch; or, for a literal block, the same literal multiplied: ``<<<g, 256, 256 * sizeof(float)>>>``)
-    while the spec gives the tuner a byte count that does not follow it (``smem = "48"``): a template that tuned
-    that dimension would launch with too little for a larger block (an illegal address). Without a spec, the
-    launch is the template's own (the literal becomes a site of the block, smem_follows_block), and a spec whose
-    shared memory repeats the literal follows it too (spec_edits)."""
-    if len(site.config) < 3:
-        return False
-    node = a.f.node(site.config[2].span)
-    probe = "KT_PROBE_BLOCK_DIM"
-    if probe not in HostExprConverter(a.f, site, {src.key: probe}).conv(node) and \
-            not (src.name is None and smem_literals(a, site, src.value)):
-        return False
-    try:
-        sp = spec_mod.find_spec(a.cf, a.k.name)
-    except KerntuneError:
-        return False  # a broken spec is reported where it is used
-    if sp is None:
-        return False
-    names = expr_names(sp.smem or "0")
-    if names & ({src.name, param_name(src.name)} if src.name else set()):
-        return False
-    if src.name is None and spec_literals(sp.smem or "0", src.value):
-        return False
-    return launch_smem_number(a, site, {src.key: probe}, {probe: src.value}) != _int(sp.smem)
-
-
-def _int(e: str | None) -> int | None:
-    m = re.fullmatch(r"\s*(\d+)\s*", e or "")
-    return int(m.group(1)) if m else None
-
-
-def launch_smem_number(a: Analysis, site: LaunchSite, site_params: dict, env: dict[str, int]) -> int | None:
-    """The launch's shared-memory bytes with ``site_params`` substituted, where nothing but ``env``'s names is
-    left in it (``threads.y * 3 * sizeof(U)`` is 48 with 4 warps in y); None otherwise."""
-    e = HostExprConverter(a.f, site, site_params).conv(a.f.node(site.config[2].span))
-    if not expr_names(e) <= set(env):
-        return None
-    try:
-        v = expr.evaluate(e, env)
-    except expr.ExprError:
-        return None
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def smem_literals(a: Analysis, site: LaunchSite, value: int) -> list[Source]:
-    """Literals ``value`` multiplied in the launch's shared-memory expression (``256 * sizeof(float)``), its
-    host locals followed (``const size_t bytes = 256 * sizeof(float);``)."""
-    if len(site.config) < 3:
-        return []
-    r = Resolver(a.f, site.host_vars)
-    out, todo, seen = [], [a.f.node(site.config[2].span)], set()
-    while todo:
-        n = todo.pop()
-        for x in walk(n):
-            if x.type == "identifier":
-                hv = r.vars.get(a.f.t(x))
-                if hv is not None and hv.init is not None and hv.name not in seen and "dim3" not in hv.type:
-                    seen.add(hv.name)
-                    todo.append(a.f.node(hv.init.span))
-            elif x.type == "number_literal" and int_literal(a.f.t(x)) == value and x.parent is not None and \
-                    x.parent.type == "binary_expression" and a.f.t(x.parent.child_by_field_name("operator")) == "*":
-                out.append(Source(span_of(x), value, a.f.t(x), None, f"line {x.start_point.row + 1}"))
-    return out
-
-
-def spec_literals(e: str, value: int) -> list[tuple[int, int]]:
-    """(start, end) of the literals ``value`` multiplied in the spec expression ``e`` (``"256 * 4"``)."""
-    try:
-        tree = ast.parse(e.strip(), mode="eval")
-    except SyntaxError:
-        return []
-    lead = len(e) - len(e.lstrip())
-    parents = {c: par for par in ast.walk(tree) for c in ast.iter_child_nodes(par)}
-    return [(lead + n.col_offset, lead + n.end_col_offset) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and type(n.value) is int and n.value == value and
-            isinstance(parents.get(n), ast.BinOp) and isinstance(parents[n].op, ast.Mult)]
-
-
-def expr_names(e: str) -> set[str]:
-    try:
-        return expr.names(e)
-    except expr.ExprError:
-        return set()
-
-
-def smem_follows_block(a: Analysis, site: LaunchSite) -> None:
-    """A literal block size multiplied in the launch's shared memory (``<<<n / 128, 128, 128 * sizeof(float)>>>``)
-    is a site of the block parameter: the template's launch keeps the shared memory in step with the block."""
-    if a.block is None or len(site.config) < 3:
-        return
-    p = a.params[a.block]
-    if p.kind != "block_size" or any(x.name for x in p.sites):
-        return
-    for src in smem_literals(a, site, p.original):
-        a.tie(src, a.block)
 
 
 def _template_param_for_block(a: Analysis, value: int) -> str | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from agent_core import expr
 from agent_core.model import CudaFile, HostVar, Span
 from agent_core.source.cuda_parse import file_constants, parse_tree
 
@@ -23,6 +24,20 @@ def int_literal(text: str) -> int | None:
     """The value of an integer literal (``256``, ``0x100``, ``(256u)``), None for anything else."""
     m = _INT_RE.match(text)
     return int(m.group(1), 0) if m else None
+
+
+def expr_names(e: str) -> set[str]:
+    """The names an expression of the spec language uses (``cdiv(rows, 8)``: rows); none when it does not parse."""
+    try:
+        return expr.names(e)
+    except expr.ExprError:
+        return set()
+
+
+def spec_int(e: str) -> tuple[int, int, int] | None:
+    """(start, end, value) of ``e`` when it is one integer literal (``"256"``), offsets in UTF-8 bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*", e)
+    return (m.start(1), m.end(1), int(m.group(1))) if m else None
 
 
 def span_of(n: Node) -> Span:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import ast
 import re
 
-from agent_core import expr
 from agent_core.model import KerntuneError, Span
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.grid import grid_mentions
-from agent_core.templating.structural.launch import launch_smem_number, spec_literals
 from agent_core.templating.structural.launch_exprs import HostExprConverter, strip_outer
-from agent_core.templating.structural.source import Source
+from agent_core.templating.structural.smem import smem_number, spec_literals
+from agent_core.templating.structural.source import Source, expr_names, spec_int
 from agent_core.templating.structural.state import Analysis
 
 # (start, end, replacement, original value, parameter, render) of a literal in one spec string
@@ -41,21 +40,21 @@ def spec_launch(a: Analysis) -> None:
     block_params = [a.block, a.block_y]
     for j, e in enumerate(sp.block):
         pname = block_params[j] if j < len(block_params) else None
-        if _expr_names(e) & names:
+        if expr_names(e) & names:
             continue
-        node = _expr_int(e)
+        node = spec_int(e)
         if node is None:
             continue
         if pname is not None and node[2] == a.params[pname].original:
             edits[("block", j)] = [(node[0], node[1], pname, node[2], pname, "{value}")]
         elif j == 0 and a.warps is not None and node[2] == a.params[a.warps].original * 32:
             edits[("block", j)] = [(node[0], node[1], f"{a.warps} * 32", node[2], a.warps, "{value} * 32")]
-    if sp.grid and not _expr_names(sp.grid[0]) & names:
+    if sp.grid and not expr_names(sp.grid[0]) & names:
         got = _spec_grid_edits(a, sp.grid[0])
         if got:
             edits[("grid", 0)] = got
     bp = a.params[a.block] if a.block is not None else None
-    if bp is not None and bp.kind == "block_size" and sp.smem and not _expr_names(sp.smem) & names and \
+    if bp is not None and bp.kind == "block_size" and sp.smem and not expr_names(sp.smem) & names and \
             not any(x.name for x in bp.sites) and len(bp.values) > 1:
         got = [(s, e, a.block, bp.original, a.block, "{value}") for s, e in spec_literals(sp.smem, bp.original)]
         if got:  # smem = "256 * 4" with <<<g, 256, 256 * sizeof(float)>>>
@@ -187,21 +186,22 @@ def _spec_smem_number_edit(a: Analysis, sp) -> list[Edit]:
     """The spec's shared memory, a number (``smem = "48"``) that is what the launch computes from one tunable
     block dimension (``threads.y * 3 * sizeof(U)`` with 4 warps in y): replaced by the launch's expression
     (``BLOCK_Y * 3 * 4``), so that a variant launches the bytes its block needs."""
-    m = re.fullmatch(r"\s*(\d+)\s*", sp.smem or "")
-    if m is None or not a.k.launch_sites or len(a.k.launch_sites[0].config) < 3:
+    number = spec_int(sp.smem or "")
+    if number is None or not a.k.launch_sites or len(a.k.launch_sites[0].config) < 3:
         return []
     site = a.k.launch_sites[0]
     tunable = {n for n, p in a.params.items() if len(p.values) > 1 and p.kind in ("block_size", "warps_per_block")}
     site_params = {x.key: n for n, p in a.params.items() for x in p.sites if x.render == "{value}"}
     e = strip_outer(HostExprConverter(a.f, site, site_params).conv(a.f.node(site.config[2].span)))
-    used = _expr_names(e)
+    used = expr_names(e)
     if len(used) != 1 or not used <= tunable:
         return []
     (pname,) = used
-    if launch_smem_number(a, site, site_params, {pname: a.params[pname].original}) != int(m.group(1)):
+    start, end, value = number
+    if smem_number(e, {pname: a.params[pname].original}) != value:
         return []
     render = re.sub(rf"\b{pname}\b", "{value}", e)
-    return [(m.start(1), m.end(1), e, int(m.group(1)), pname, render)]
+    return [(start, end, e, value, pname, render)]
 
 
 def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
@@ -224,16 +224,3 @@ def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
     value = getattr(sp, fld)
     value = value[j] if isinstance(value, list) else value
     return sm.start(g) if sm.group(g).decode("utf-8", "replace") == value else None
-
-
-def _expr_names(e: str) -> set[str]:
-    try:
-        return expr.names(e)
-    except expr.ExprError:
-        return set()
-
-
-def _expr_int(e: str) -> tuple[int, int, int] | None:
-    """(start, end, value) of ``e`` when it is one integer literal (``"256"``), offsets in UTF-8 bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*", e)
-    return (m.start(1), m.end(1), int(m.group(1))) if m else None
