@@ -25,6 +25,8 @@ KNOWN_GAPS = {
     "rotary/rope_neox_theta_on_the_fly_ggml_fp16.cu": "no cos/sin cache: the angle is computed in the kernel from the "
                                                       "position and a frequency base (llama.cpp); the rotary expert "
                                                       "reads a cache",
+    "rotary/rope_pos_ids_rcp_theta_interleave_bf16.cu": "no cos/sin cache: frequencies and angles computed in the "
+                                                        "kernel (FlashInfer); the rotary expert reads a cache",
 }
 
 
