@@ -560,3 +560,64 @@ def test_a_norm_with_no_weight_is_offered_as_both_norms_the_centred_one_first_as
     assert ln.conventions["KT_EXPERT_AFFINE"] == 0 and ln.call_args[2:4] == ["(const float*)nullptr"] * 2
     text = X.bind(ln, cf, S.find_spec(cf, kernel)).text
     assert "gamma, hidden" not in text and "(v[i][j] - mean) * inv;" in text
+
+
+def test_data_flow_of_a_body():
+    from agent_core.templating.experts.evidence import call_arguments, feeding, flows
+    body = """const float p = (float)pos[t]; float freq[4];
+              for (int i = 0; i < 4; ++i) freq[i] = scale * __powf(rcp_theta, float(2 * i) / float(rot));
+              float acc = 0.f; acc += bias; if (x == y) z = 1;
+              __sincosf(p * freq[i], &s, &c); out[i] = x * c * attn;"""
+    flow = flows(body)
+    assert {"scale", "__powf", "rcp_theta", "rot", "i"} <= flow["freq"] and {"pos", "t"} <= flow["p"]
+    assert "acc" not in flow["acc"] and "bias" in flow["acc"] and "x" not in flow.get("z", set())
+    assert call_arguments(body, r"(?:__)?sincosf") == [("__sincosf", ["p * freq[i]", "&s", "&c"])]
+    fed = feeding(flow, "p * freq[i]")
+    assert {"scale", "rcp_theta", "pos"} <= fed and "attn" not in fed
+
+
+def test_rotary_no_cache_angles_from_a_base_above_one(lib):
+    """No cos/sin cache: inv_freq = 1 / base^(2i/rot) (the kernel's own form first), sincosf of pos * inv_freq;
+    the bound expert computes a token's angles once, with the same calls, and rotates every head by them."""
+    cf, k, spec = case("rotary_inv_freq_in_place_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("positions=positions, query=query, key=key, no cache: angles from pos / "
+                                "base^(2i/rot) * 1, rot_dim=`rot`, num_heads=`H`, num_kv_heads=`K`, head_size=`S`, "
+                                "NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_ANGLE": 2, "KT_EXPERT_FAST_ANGLE": 0}
+    assert has(bs, "rotary_neox", "angles from pos * base^(-2i/rot)")  # the other form above one, checked too
+    t = X.bind(bs[0], cf, spec)
+    assert "1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim)" in t.text and "return powf(base, e);" in t.text
+    assert "__sincosf" not in t.text and "kt:bind" not in t.text and "KT_EXPERT" not in t.text
+    assert "(float)(base), 1.0f, 1.0f, (int)(rot), (int)(H), (int)(K), (int)(S)" in t.text
+    assert "rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j])" in t.text
+
+
+def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
+    """llama.cpp (powf(freq_base, -i0 / n_dims), freq_scale into the angle, attn_factor on cos and sin, partial
+    rotary out of place) and FlashInfer (the base's reciprocal below one, __powf and __sincosf, a head size known
+    only at compile time): each gets the binding that computes what it computes among its candidates."""
+    root = ROOT / "bench" / "corpus" / "rotary"
+    for file, kernel, want, conv in [
+        ("rope_neox_theta_on_the_fly_ggml_fp16.cu", "rope_neox_f16",
+         ["query=x -> dst", "angles from pos * freq_base^(-2i/rot) * freq_scale, cos and sin * attn_factor",
+          "rot_dim=`n_dims`", "head_size=`ne0`", "num_heads=`ne1`", "NeoX pairs", "out of place"],
+         {"KT_EXPERT_ANGLE": 0, "KT_EXPERT_FAST_ANGLE": 0}),
+        ("rope_pos_ids_rcp_theta_interleave_bf16.cu", "BatchQKApplyRotaryPosIdsKernel",
+         ["query=q -> q_rope", "key=k -> k_rope", "pos * rope_rcp_theta^(2i/rot) * rope_rcp_scale (fast intrinsics)",
+          "rot_dim=`rotary_dim`", "head_size=the constant 128", "GPT-J pairs"],
+         {"KT_EXPERT_ANGLE": 3, "KT_EXPERT_FAST_ANGLE": 1})]:
+        cf = parse_cuda((root / file).read_text(), str(root / file))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = next((b for b in bs if all(w in b.describe() for w in want)), None)
+        assert b is not None, (file, words_of(bs))
+        assert all(b.conventions[c] == v for c, v in conv.items())
+        X.bind(b, cf, spec)
+
+
+def test_rotary_no_cache_with_an_angle_of_no_known_form_is_not_bound(lib):
+    path = ROOT / "tests" / "data" / "cu" / "rotary_two_scales_unbound.cu"  # not a style: nothing binds
+    cf = parse_cuda(path.read_text(), str(path))
+    assert X.candidates(cf, "rope_two_scales", S.find_spec(cf, "rope_two_scales"), lib) == []

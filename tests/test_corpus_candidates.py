@@ -22,11 +22,6 @@ EXPERT_FAMILIES = {
 KNOWN_GAPS = {
     "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
                                                           "mask: not a layout of the merge expert",
-    "rotary/rope_neox_theta_on_the_fly_ggml_fp16.cu": "no cos/sin cache: the angle is computed in the kernel from the "
-                                                      "position and a frequency base (llama.cpp); the rotary expert "
-                                                      "reads a cache",
-    "rotary/rope_pos_ids_rcp_theta_interleave_bf16.cu": "no cos/sin cache: frequencies and angles computed in the "
-                                                        "kernel (FlashInfer); the rotary expert reads a cache",
 }
 
 

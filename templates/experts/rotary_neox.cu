@@ -24,7 +24,9 @@ block = ["THREADS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
-// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis))
+// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE))
+// kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
+// kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -201,6 +203,100 @@ __device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_
   rotate_pairs<VEC, GPTJ, FULL>(k_in, k_out, cosp, sinp, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
 }
 
+#if KT_EXPERT_CACHE == 4  // kt:bind
+// No cache: cos and sin of pair i (of rot_dim / 2) of a token at `pos`, as the kernel computes them: theta = pos *
+// inv_freq(i) * scale, each of cos and sin then multiplied by attn.
+__device__ __forceinline__ float rope_pow(float base, float e) {
+#if KT_EXPERT_FAST_ANGLE  // kt:bind
+  return __powf(base, e);
+#else  // kt:bind
+  return powf(base, e);
+#endif  // kt:bind
+}
+
+__device__ __forceinline__ void rope_angle(float pos, int i, int rot_dim, float base, float scale, float attn,
+                                           float& c, float& s) {
+#if KT_EXPERT_ANGLE == 0  // kt:bind
+  const float inv = rope_pow(base, -(float)(2 * i) / (float)rot_dim);
+#elif KT_EXPERT_ANGLE == 1  // kt:bind
+  const float inv = rope_pow(base, (float)i);
+#elif KT_EXPERT_ANGLE == 2  // kt:bind
+  const float inv = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);
+#else  // kt:bind
+  const float inv = rope_pow(base, (float)(2 * i) / (float)rot_dim);
+#endif  // kt:bind
+  const float theta = pos * inv * scale;
+#if KT_EXPERT_FAST_ANGLE  // kt:bind
+  __sincosf(theta, &s, &c);
+#else  // kt:bind
+  c = cosf(theta);
+  s = sinf(theta);
+#endif  // kt:bind
+  c *= attn;
+  s *= attn;
+}
+
+constexpr int ANGLE_TABLE = 512;  // pairs whose cos and sin a block keeps in shared memory (rot_dim <= 1024)
+
+// Rotary wider than the table: each pair's angle computed where it is used, scalar.
+template <bool GPTJ, typename T>
+__device__ __forceinline__ void rotate_direct(const T* src, T* dst, float pos, int nheads, int head_size, int embed,
+                                              int rot_dim, float base, float scale, float attn) {
+  for (int i = threadIdx.x; i < nheads * embed; i += blockDim.x) {
+    const int head = i / embed, j = i - head * embed;
+    float c, s;
+    rope_angle(pos, j, rot_dim, base, scale, attn, c, s);
+    const long long h = (long long)head * head_size;
+    const int lo = GPTJ ? 2 * j : j, hi = GPTJ ? 2 * j + 1 : embed + j;
+    const float x = to_f(src[h + lo]), y = to_f(src[h + hi]);
+    dst[h + lo] = from_f<T>(x * c - y * s);
+    dst[h + hi] = from_f<T>(y * c + x * s);
+  }
+}
+
+// positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
+// no key); no cache: the token's rot_dim / 2 angles computed once into shared memory (not once per head), then
+// every head of the token rotated by them.
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            float base, float scale, float attn, int rot_dim, int num_heads,
+                                            int num_kv_heads, int head_size) {
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  __shared__ __align__(32) float cos_t[ANGLE_TABLE];
+  __shared__ __align__(32) float sin_t[ANGLE_TABLE];
+  const long long token = blockIdx.x;
+  const float pos = (float)positions[token];
+  const int embed = rot_dim / 2;
+  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
+  const T* qi = q_in + qo;
+  const T* ki = k_in + ko;
+  T* qd = q_out + qo;
+  T* kd = k_out + ko;
+  if (embed > ANGLE_TABLE) {
+    rotate_direct<GPTJ>(qi, qd, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
+    rotate_direct<GPTJ>(ki, kd, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
+  } else {
+    for (int j = threadIdx.x; j < embed; j += blockDim.x) rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j]);
+    __syncthreads();
+    if (pairs_vec_ok<KT_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
+      rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
+    else if (KT_VEC >= 4 &&
+             pairs_vec_ok<HALF_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
+      rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
+    else if (KT_VEC >= 8 &&
+             pairs_vec_ok<QUARTER_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
+      rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
+    else
+      rotate_token<1, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
+  }
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+  if (rot_dim < head_size) {
+    copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+  }
+#endif  // kt:bind
+}
+#else  // kt:bind
 // positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
 // no key); cos and sin rows of cache_stride elements, the first rot_dim / 2 used.
 template <typename P, typename T, typename C>
@@ -236,6 +332,7 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   }
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 
 }  // namespace kt

@@ -296,3 +296,85 @@ def _small(lit: str) -> bool:
         return 0 < float(lit.rstrip("fF")) <= 1e-3
     except ValueError:
         return False
+
+
+# ----------------------------------------------------------------------------------------------- data flow
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _top_level_assign(stmt: str) -> int:
+    """The index of a statement's assignment operator (``=``, ``*=``, …) outside brackets; -1 when none."""
+    depth = 0
+    for i, ch in enumerate(stmt):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)  # a statement split from a `for (...)` header closes one it did not open
+        elif ch == "=" and depth == 0:
+            prev, nxt = stmt[i - 1] if i else "", stmt[i + 1] if i + 1 < len(stmt) else ""
+            if nxt == "=" or prev in "=!<>":
+                continue
+            return i
+    return -1
+
+
+def flows(body: str) -> dict[str, set[str]]:
+    """Which identifiers each local (or indexed local: ``freq[i] = ...``) is computed from, transitively: per
+    statement (split at ``;``, ``{``, ``}``) the target of its assignment and the identifiers of the value. Coarse
+    (no control flow, a name's every assignment counted), enough to tell what feeds a call's argument."""
+    direct: dict[str, set[str]] = {}
+    for stmt in re.split(r"[;{}]", body):
+        at = _top_level_assign(stmt)
+        if at < 0:
+            continue
+        left = re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))
+        names = _IDENT.findall(left)
+        if not names:
+            continue
+        target = names[-1]
+        deps = set(_IDENT.findall(stmt[at + 1:]))
+        if stmt[at - 1:at] in ("+", "-", "*", "/"):
+            deps.add(target)
+        direct.setdefault(target, set()).update(deps - {target})
+    out: dict[str, set[str]] = {}
+    for name in direct:
+        seen, todo = set(), [name]
+        while todo:
+            for d in direct.get(todo.pop(), ()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        out[name] = seen
+    return out
+
+
+def call_arguments(body: str, pattern: str) -> list[tuple[str, list[str]]]:
+    """Every call whose function name matches ``pattern`` (fullmatch): (name, its arguments as text)."""
+    out = []
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", body):
+        if not re.fullmatch(pattern, m.group(1)):
+            continue
+        depth, args, cur = 1, [], ""
+        for ch in body[m.end():]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth == 0:
+                    break
+            if ch == "," and depth == 1:
+                args.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        args.append(cur.strip())
+        out.append((m.group(1), args))
+    return out
+
+
+def feeding(flow: dict[str, set[str]], text: str) -> set[str]:
+    """The identifiers an expression is computed from, through the locals it names (``flows``)."""
+    names = set(_IDENT.findall(text))
+    for n in list(names):
+        names |= flow.get(n, set())
+    return names

@@ -6,6 +6,12 @@ the head size, the rotary width (an argument, or the head size), one cache [max_
 sin half) or two caches (cos and sin, either order, rows of rot_dim / 2 or of rot_dim), NeoX pairs (i, i +
 rot/2) or GPT-J pairs (2i, 2i + 1); one cache may also hold (cos, sin) pairs interleaved (Llama's complex
 ``freqs_cis``: first where the kernel declares it a buffer of two-element vectors).
+
+With no cache (llama.cpp, FlashInfer): the angles computed in the kernel. Evidence: a ``pow`` of a float argument
+(the frequency base) that feeds the argument of a sine or cosine; a float argument that also feeds it is the
+frequency scale, one that does not (but is read) multiplies cos and sin (attention factor). Enumerated: how the
+inverse frequency is formed from the base (by the base's value: above one, ``base^(-2i/rot)`` or ``1 /
+base^(2i/rot)``; below one, ``base^(2i/rot)`` or ``base^i``), and the fast intrinsics where the kernel uses them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
+                                                    div, feeding, flows)
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -64,6 +71,47 @@ def _pairs(ev: Evidence, tokens: tuple):
     return None
 
 
+_TRIG = r"(?:__)?(?:sin|cos|sincos)f?"
+_POW = r"(?:__)?powf?"
+
+
+def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[int], bool] | None:
+    """(base, frequency scale or None, attention factor or None, the inverse-frequency forms to try (the rotary
+    expert's KT_EXPERT_ANGLE), fast intrinsics) of a kernel that computes its angles; None when it does not (no
+    sine or cosine fed by a ``pow`` of a float argument) or its float arguments have no one reading."""
+    trig = call_arguments(ev.body, _TRIG)
+    pows = call_arguments(ev.body, _POW)
+    if not trig or not pows:
+        return None
+    flow = flows(ev.body)
+    floats = {a.name: a for a in ev.floats() if re.search(rf"\b{re.escape(a.name)}\b", ev.body)}  # the ones used
+    fed = set().union(*(feeding(flow, args[0]) for _, args in trig if args and args[0]))
+    base = exponent = None
+    for fname, args in pows:
+        src = feeding(flow, args[0]) & set(floats) if len(args) == 2 else set()
+        if fname in fed and len(src) == 1:
+            base, exponent = floats[src.pop()], args[1]
+            break
+    if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
+        return None
+    scale = [a for n, a in floats.items() if n in fed and a is not base]
+    attn = [a for n, a in floats.items() if n not in fed and a is not base]
+    if len(scale) > 1 or len(attn) > 1:
+        return None  # more float arguments than the expert's angle has roles for
+    if all(v > 1 for v in base.counts):
+        inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
+        forms = [2, 0] if inverse else [0, 2]
+    elif all(0 < v < 1 for v in base.counts):
+        forms = [3, 1] if "/" in exponent else [1, 3]
+    else:
+        return None
+    fast = any(n.startswith("__") for n, _ in trig)
+    return base, scale[0] if scale else None, attn[0] if attn else None, forms, fast
+
+
+_ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("rotary_neox")
     if e is None:
@@ -79,22 +127,31 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     (qi, q), kpair, oop, caches = found
     ki, k = kpair if kpair else (None, None)
     n_bufs = 1 + len(caches) + (2 if oop else 1) * (1 + (k is not None))
-    if len(caches) not in (1, 2) or len(ev.bufs()) != n_bufs:
+    if len(caches) > 2 or len(ev.bufs()) != n_bufs:
+        return []
+    angles = _angles(ev) if not caches else None
+    if not caches and angles is None:
         return []
     if len(caches) == 2 and (caches[0].counts != caches[1].counts or caches[0].dtype != caches[1].dtype):
         return []
-    if q.dtype != (k.dtype if k else q.dtype) or caches[0].dtype not in FLOATS:
+    if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
         return []
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
     if q_tok is None or k_tok is None:
         return []
-    T, C, P = q.dtype, caches[0].dtype, p.dtype
+    T, C, P = q.dtype, caches[0].dtype if caches else "f32", p.dtype
     # head size: an int argument that divides a token's query (and key) elements, the likelier ones first
     hss = []
     for a in ev.ints():
         if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
             hss.append((ev.sizes(a.counts)[0], a.counts))
     hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    # or a constant (a head size the kernel has at compile time): a token's elements over a head-count argument
+    for a in ev.ints():
+        c = div(q_tok, a.counts) if a.counts else None
+        if c and len(set(c)) == 1 and c[0] > 1 and c[0] % 2 == 0 and (k is None or div(k_tok, c)) \
+                and all(h[1] != c for h in hss):
+            hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
     gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
     pairings = [1, 0] if gptj_first else [0, 1]
     out = []
@@ -113,7 +170,14 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
         for ri, (rot, rot_fp) in enumerate(rots):
             layouts = []  # (cache convention, cos, sin, stride (C), words, max_position spec, support)
-            if len(caches) == 1:
+            if angles is not None:
+                base, scale, attn, forms, fast = angles
+                for fi, form in enumerate(forms):
+                    layouts.append((4, form, fast, None, [
+                        "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
+                        + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
+                        + (" (fast intrinsics)" if fast else "")], None, -fi))
+            elif len(caches) == 1:
                 c = caches[0]
                 if div(c.counts, rot_fp) is None:
                     continue
@@ -150,21 +214,33 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                         continue  # full rows are a NeoX (rotate_half) layout
                     style = "NeoX" if pairing == 0 else "GPT-J"
                     kname = f"`{k.name}`" if k else "no key"
-                    b = Binding(e, 0.85, f"rotates `{q.name}` and {kname} in place by a cos/sin row of "
-                                f"`{caches[0].name}` chosen by `{p.name}[token]`, pairs half of "
-                                f"`{rot.words.strip('`')}` apart → rotary embedding (NeoX)"
-                                if pairing == 0 and not oop else
-                                f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
-                                f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}"
-                                f" by cos/sin chosen by `{p.name}[token]`, {style} pairs → rotary embedding",
-                                ev.kernel.name)
+                    moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
+                             f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
+                    if cache == 4:
+                        reason = (f"{moved} by angles computed from `{p.name}[token]` and a power of "
+                                  f"`{angles[0].name}`, {style} pairs → rotary embedding")
+                    elif pairing == 0 and not oop:
+                        reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
+                                  f"chosen by `{p.name}[token]`, pairs half of `{rot.words.strip('`')}` apart → "
+                                  f"rotary embedding (NeoX)")
+                    else:
+                        reason = f"{moved} by cos/sin chosen by `{p.name}[token]`, {style} pairs → rotary embedding"
+                    b = Binding(e, 0.85, reason, ev.kernel.name)
                     b.sizes = {"tokens": p.spec.size, "num_heads": nh.spec, "num_kv_heads": kv.spec,
                                "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
                     b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
                                      "KT_EXPERT_OUT_OF_PLACE": int(oop)}
                     b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
                     null = f"({CTYPE[T]}*)nullptr"
-                    if cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
+                    if cache == 4:  # no cache: cos_c is the angle form, sin_c whether fast intrinsics
+                        del b.sizes["max_position"]
+                        b.conventions.update({"KT_EXPERT_ANGLE": cos_c, "KT_EXPERT_FAST_ANGLE": int(sin_c)})
+                        b.call_args = [_cast(P, p.name, True), _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
+                                       f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                    elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
                         b.call_args = [_cast(P, p.name, True), _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
                     else:
@@ -172,7 +248,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
-                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C]}
+                    # no cache: the angle table is in shared memory, read as wide as the head
+                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [f"positions={p.name}"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
                         [f"query={q.name}", f"key={k.name}" if k else "no key"]) + [
