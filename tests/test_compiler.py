@@ -140,6 +140,14 @@ def test_select_symbol():
     # literal spellings: 4 matches 4u, 1 matches true, 65 matches (char)65
     k = {"_Z1kILj4ELb1ELc65EEvv": "void k<4u, true, (char)65>()", "_Z1kILj2ELb1ELc65EEvv": "void k<2u, true, (char)65>()"}
     assert sel({s: Resources(1, 0) for s in k}, k, "k", ["4", "1", "65"]) == "_Z1kILj4ELb1ELc65EEvv"
+    # fixed-width typedefs as the demangler spells them (int32_t is int, uint64_t unsigned long on Linux x86_64)
+    k = {"a": "void ns::k<true, 8u, __nv_bfloat16, int>(int const*)",
+         "b": "void ns::k<true, 8u, __nv_bfloat16, long>(long const*)",
+         "c": "void ns::k<false, 8u, __nv_bfloat16, unsigned long>(unsigned long const*)"}
+    res = {s: Resources(1, 0) for s in k}
+    assert sel(res, k, "ns::k", ["true", "8", "__nv_bfloat16", "int32_t"]) == "a"
+    assert sel(res, k, "ns::k", ["true", "8", "nv_bfloat16", "std::int64_t"]) == "b"
+    assert sel(res, k, "ns::k", ["false", "8", "__nv_bfloat16", "uint64_t"]) == "c"
 
 
 # --------------------------------------------------------------------------------------------- with nvcc

@@ -187,12 +187,22 @@ def split_demangled(name: str) -> tuple[str, list[str] | None]:
     return (m.group(0) if m else s), targs
 
 
+# a type argument as the demangler spells it on Linux x86_64 (the typedef is gone: int32_t is int), blanks removed
+_DEMANGLED_TYPE = {"int8_t": "signedchar", "uint8_t": "unsignedchar", "int16_t": "short", "uint16_t": "unsignedshort",
+                   "int32_t": "int", "uint32_t": "unsignedint", "int64_t": "long", "uint64_t": "unsignedlong",
+                   "size_t": "unsignedlong", "ptrdiff_t": "long", "unsigned": "unsignedint", "signed": "int",
+                   "signedint": "int", "shortint": "short", "unsignedshortint": "unsignedshort", "longint": "long",
+                   "unsignedlongint": "unsignedlong", "longlongint": "longlong", "unsignedlonglongint": "unsignedlonglong",
+                   "half": "__half", "nv_bfloat16": "__nv_bfloat16"}
+
+
 def _norm_arg(a: str) -> str:
     a = re.sub(r"^\((?:[\w ]+)\)(?=-?\d)", "", a.strip())  # (char)65 -> 65
     a = re.sub(r"\s+", "", a)
     if re.fullmatch(r"-?\d+[uUlL]*", a):
         a = a.rstrip("uUlL")
-    return {"true": "1", "false": "0"}.get(a, a)
+    a = re.sub(r"^(::)?std::", "", a)
+    return {"true": "1", "false": "0"}.get(a, _DEMANGLED_TYPE.get(a, a))
 
 
 def select_symbol(report: dict[str, Resources], names: dict[str, str], kernel: str,
