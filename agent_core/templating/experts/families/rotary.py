@@ -17,6 +17,7 @@ base^(2i/rot)``; below one, ``base^(2i/rot)`` or ``base^i``), and the fast intri
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
@@ -69,6 +70,21 @@ def _pairs(ev: Evidence, tokens: tuple):
         pairs.sort(key=lambda p: p[1].counts, reverse=True)
         return pairs[0], pairs[1] if len(pairs) == 2 else None, True, left
     return None
+
+
+class _Layout(NamedTuple):
+    """Where a binding's cos and sin come from: the expert's KT_EXPERT_CACHE, the cos and sin row pointers and the
+    cache's row stride (C; empty with no cache), words, the max_position size (None with no cache), the support it
+    adds, and with no cache the inverse-frequency form (KT_EXPERT_ANGLE) and whether fast intrinsics."""
+    cache: int
+    cos: str
+    sin: str
+    stride: str
+    words: list[str]
+    max_position: str | None
+    support: int
+    angle: int = 0
+    fast: bool = False
 
 
 _TRIG = r"(?:__)?(?:sin|cos|sincos)f?"
@@ -169,25 +185,25 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             rots.append((hs, hs_fp))
         rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
         for ri, (rot, rot_fp) in enumerate(rots):
-            layouts = []  # (cache convention, cos, sin, stride (C), words, max_position spec, support)
+            layouts: list[_Layout] = []
             if angles is not None:
                 base, scale, attn, forms, fast = angles
                 for fi, form in enumerate(forms):
-                    layouts.append((4, form, fast, None, [
+                    layouts.append(_Layout(4, "", "", "", [
                         "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
                         + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
-                        + (" (fast intrinsics)" if fast else "")], None, -fi))
+                        + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
             elif len(caches) == 1:
                 c = caches[0]
                 if div(c.counts, rot_fp) is None:
                     continue
                 paired = _pairs_type(ev, c.name)
-                layouts.append((0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
-                                [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
-                                f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
-                layouts.append((3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
-                                [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
-                                f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
+                layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
+                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
+                layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
+                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
@@ -200,15 +216,16 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                             continue
                         stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
                         stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
-                        layouts.append((1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                        [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
-                                        f"({cc.spec.size}) / ({stride_spec})", -oi - si))
+                        layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                               [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
+                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si))
                         if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
-                            layouts.append((2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                            [f"cos={cc.name}", f"sin={ss.name}",
-                                             "rows of rot_dim, each half for its element (Hugging Face)"],
-                                            f"({cc.spec.size}) / ({stride_spec})", -oi))
-            for li, (cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup) in enumerate(layouts):
+                            layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                                   [f"cos={cc.name}", f"sin={ss.name}",
+                                                    "rows of rot_dim, each half for its element (Hugging Face)"],
+                                                   f"({cc.spec.size}) / ({stride_spec})", -oi))
+            for lay in layouts:
+                cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
                 for pi, pairing in enumerate(pairings):
                     if cache == 2 and pairing == 1:
                         continue  # full rows are a NeoX (rotate_half) layout
@@ -232,9 +249,9 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                                      "KT_EXPERT_OUT_OF_PLACE": int(oop)}
                     b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
                     null = f"({CTYPE[T]}*)nullptr"
-                    if cache == 4:  # no cache: cos_c is the angle form, sin_c whether fast intrinsics
+                    if cache == 4:  # no cache: the angle's form and calls instead
                         del b.sizes["max_position"]
-                        b.conventions.update({"KT_EXPERT_ANGLE": cos_c, "KT_EXPERT_FAST_ANGLE": int(sin_c)})
+                        b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
                         b.call_args = [_cast(P, p.name, True), _cast(T, qi.name, True),
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
