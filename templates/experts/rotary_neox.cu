@@ -203,7 +203,43 @@ __device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_
   rotate_pairs<VEC, GPTJ, FULL>(k_in, k_out, cosp, sinp, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
 }
 
+// positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
+// no key); cos and sin rows of cache_stride elements, the first rot_dim / 2 used.
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
+                                            int num_heads, int num_kv_heads, int head_size) {
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  const long long token = blockIdx.x;
+  const long long pos = (long long)positions[token];
+  const C* cosp = cos_cache + pos * cache_stride;
+  const C* sinp = sin_cache + pos * cache_stride;
+  const int embed = rot_dim / 2;
+  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
+  const T* qi = q_in + qo;
+  const T* ki = k_in + ko;
+  T* qd = q_out + qo;
+  T* kd = k_out + ko;
+  // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow
+  if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 4 &&
+           pairs_vec_ok<HALF_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 8 &&
+           pairs_vec_ok<QUARTER_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else
+    rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+  if (rot_dim < head_size) {
+    copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+  }
+#endif  // kt:bind
+}
 #if KT_EXPERT_CACHE == 4  // kt:bind
+
 // No cache: cos and sin of pair i (of rot_dim / 2) of a token at `pos`, as the kernel computes them: theta = pos *
 // inv_freq(i) * scale, each of cos and sin then multiplied by attn.
 __device__ __forceinline__ float rope_pow(float base, float e) {
@@ -256,79 +292,30 @@ __device__ __forceinline__ void rotate_direct(const T* src, T* dst, float pos, i
 
 // positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
 // no key); no cache: the token's rot_dim / 2 angles computed once into shared memory (not once per head), then
-// every head of the token rotated by them.
+// every head of the token rotated by them as by a cache of one row (the rotary_neox above, stride 0).
 template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
                                             float base, float scale, float attn, int rot_dim, int num_heads,
                                             int num_kv_heads, int head_size) {
-  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
   __shared__ __align__(32) float cos_t[ANGLE_TABLE];
   __shared__ __align__(32) float sin_t[ANGLE_TABLE];
-  const long long token = blockIdx.x;
-  const float pos = (float)positions[token];
+  const float pos = (float)positions[blockIdx.x];
   const int embed = rot_dim / 2;
-  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
-  const T* qi = q_in + qo;
-  const T* ki = k_in + ko;
-  T* qd = q_out + qo;
-  T* kd = k_out + ko;
-  if (embed > ANGLE_TABLE) {
-    rotate_direct<GPTJ>(qi, qd, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
-    rotate_direct<GPTJ>(ki, kd, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
-  } else {
+  if (embed <= ANGLE_TABLE) {
     for (int j = threadIdx.x; j < embed; j += blockDim.x) rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j]);
     __syncthreads();
-    if (pairs_vec_ok<KT_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
-      rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
-    else if (KT_VEC >= 4 &&
-             pairs_vec_ok<HALF_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
-      rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
-    else if (KT_VEC >= 8 &&
-             pairs_vec_ok<QUARTER_VEC, T, float>(embed, head_size, embed, q_in, k_in, q_out, k_out, cos_t, sin_t))
-      rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
-    else
-      rotate_token<1, GPTJ>(qi, ki, qd, kd, cos_t, sin_t, num_heads, num_kv_heads, head_size, embed);
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size);
+    return;
   }
-#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
-  if (rot_dim < head_size) {
-    copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
-    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
-  }
-#endif  // kt:bind
-}
-#else  // kt:bind
-// positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
-// no key); cos and sin rows of cache_stride elements, the first rot_dim / 2 used.
-template <typename P, typename T, typename C>
-__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
-                                            const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
-                                            int num_heads, int num_kv_heads, int head_size) {
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
-  const long long token = blockIdx.x;
-  const long long pos = (long long)positions[token];
-  const C* cosp = cos_cache + pos * cache_stride;
-  const C* sinp = sin_cache + pos * cache_stride;
-  const int embed = rot_dim / 2;
-  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
-  const T* qi = q_in + qo;
-  const T* ki = k_in + ko;
-  T* qd = q_out + qo;
-  T* kd = k_out + ko;
-  // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow
-  if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
-    rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
-  else if (KT_VEC >= 4 &&
-           pairs_vec_ok<HALF_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
-    rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
-  else if (KT_VEC >= 8 &&
-           pairs_vec_ok<QUARTER_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
-    rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
-  else
-    rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  const long long qo = blockIdx.x * (long long)num_heads * head_size, ko = blockIdx.x * (long long)num_kv_heads * head_size;
+  rotate_direct<GPTJ>(q_in + qo, q_out + qo, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
+  rotate_direct<GPTJ>(k_in + ko, k_out + ko, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
   if (rot_dim < head_size) {
-    copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
-    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(q_in + qo, q_out + qo, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(k_in + ko, k_out + ko, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
   }
 #endif  // kt:bind
 }
