@@ -621,3 +621,37 @@ def test_rotary_no_cache_with_an_angle_of_no_known_form_is_not_bound(lib):
     path = ROOT / "tests" / "data" / "cu" / "rotary_two_scales_unbound.cu"  # not a style: nothing binds
     cf = parse_cuda(path.read_text(), str(path))
     assert X.candidates(cf, "rope_two_scales", S.find_spec(cf, "rope_two_scales"), lib) == []
+
+
+def test_a_weight_offset_from_the_body_literal_or_argument(lib):
+    """Gemma stores the weight as its offset from 1 (`g[i] + 1.f`, `1.0f + w`); FlashInfer adds a `weight_bias`
+    argument. The binding with the offset comes first; eps is the argument the root's statement uses, so the offset
+    argument is not taken for eps first; a kernel that shows no offset gets no such binding."""
+    cf, k, spec = case("rms_gemma_weight_plus_one_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=y, x=x, weight=g, hidden=`d`, eps=`eps`, rows=`n`, eps inside the root, "
+                                "weight plus 1 (stored as its offset from 1)"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_WEIGHT_OFFSET"] == 1 and bs[0].call_args[-1] == "1.f"
+    assert has(bs, "rms_norm", "eps inside the root") and len([b for b in bs if "weight plus" in b.describe()]) == 2
+    t = X.bind(bs[0], cf, spec)
+    assert "wv[j] += w_offset;" in t.text and "KT_EXPERT" not in t.text and "(int)(d), 1.f);" in t.text
+    twin = X.cluster_twin(bs[0], {e.name: e for e in lib})
+    assert twin is not None and twin.conventions["KT_EXPERT_WEIGHT_OFFSET"] == 1
+    assert "wv[j] += w_offset;" in X.bind(twin, cf, spec).text
+    root = ROOT / "bench" / "corpus"
+    for rel, kernel, first in [
+        ("rms_norm/gemma_rms_norm_one_plus_w_bf16.cu", "gemma_rms_norm_kernel",
+         "eps=`epsilon`, rows=the grid (no row-count argument), eps inside the root, weight multiplied in fp32, one "
+         "rounding to bf16, weight plus 1 (stored as its offset from 1)"),
+        ("fused_add_rms_norm/gemma_fused_add_rmsnorm_offset_arg_fp16.cu", "gemma_fused_add_rmsnorm",
+         "eps=`eps`, rows=`rows`, eps inside the root, weight multiplied in fp32, one rounding to f16, weight plus "
+         "`weight_offset`"),
+        ("rms_norm/rms_norm_warps2d_fp16.cu", "RMSNormKernel",
+         "eps=`eps`, rows=the grid (no row-count argument), eps inside the root, weight multiplied in fp32, one "
+         "rounding to f16, weight plus `weight_bias`")]:
+        cf = parse_cuda((root / rel).read_text(), str(root / rel))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        assert bs[0].describe().endswith(first), (rel, words_of(bs))
+    cf, k, spec = case("rms_rows_per_block")
+    assert not any("weight plus" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
+

@@ -39,6 +39,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
+// kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -61,8 +62,13 @@ namespace kt {
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename R, typename W, typename O>
 __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restrict__ residual,
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                                                        const W* __restrict__ w, O* out, float eps, int rows,
+                                                        int hidden, float w_offset) {
+#else  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden) {
+#endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
@@ -92,6 +98,10 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
     rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] += w_offset;
+#endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -103,19 +113,33 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 }
 
 template <typename T, typename R, typename W, typename O>
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) && vec_ok<W, KT_VEC>(hidden, w) &&
                    vec_ok<O, KT_VEC>(hidden, out)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual) && vec_ok<O, KT_VEC>(0, out)),
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, w_offset)));
+#else  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
+#endif  // kt:bind
 }
 #else  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __restrict__ residual,
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                                                   const W* __restrict__ w, float eps, int rows, int hidden,
+                                                   float w_offset) {
+#else  // kt:bind
                                                    const W* __restrict__ w, float eps, int rows, int hidden) {
+#endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
@@ -145,6 +169,10 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
     rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] += w_offset;
+#endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
@@ -156,10 +184,19 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
 }
 
 template <typename T, typename W>
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden,
+                                                   float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w)),
                   (vec_ok<T, KT_VEC>(0, x, residual)),
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                  (fused_add_rms_norm_impl<IT, P, T, W>(x, residual, w, eps, rows, hidden, w_offset)));
+#else  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, W>(x, residual, w, eps, rows, hidden)));
+#endif  // kt:bind
 }
 #endif  // kt:bind
 

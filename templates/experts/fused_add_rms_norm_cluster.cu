@@ -39,6 +39,9 @@ bounds = "THREADS"
 cluster = "CLUSTER"
 smem = "0"
 */
+// kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
+// kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
+// kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 #ifndef KT_CLUSTER
 #define KT_CLUSTER 4
 #endif
@@ -57,8 +60,13 @@ namespace kt {
 
 template <int IT, typename T, typename W>
 __device__ __forceinline__ void fused_add_rms_norm_cluster_impl(T* __restrict__ x, T* __restrict__ residual,
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                                                                const W* __restrict__ w, float eps, int rows,
+                                                                int hidden, float w_offset) {
+#else  // kt:bind
                                                                 const W* __restrict__ w, float eps, int rows,
                                                                 int hidden) {
+#endif  // kt:bind
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
   int begin, len;
@@ -82,22 +90,43 @@ __device__ __forceinline__ void fused_add_rms_norm_cluster_impl(T* __restrict__ 
   const SliceWeights<IT, KT_VEC, W> ws(w + begin, len, vec);
   row_store<0, KT_VEC, IT>(residual + off, len, vec, v);
   ss = cluster_reduce<KT_CLUSTER, 0>(row_reduce<0, 1, 0>(ss, Sum(), 0.f), Sum());
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
+#else  // kt:bind
   const float inv = rsqrtf(ss / (float)hidden + eps);
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
     ws.item(i, wv);
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 #pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] += w_offset;
+#endif  // kt:bind
+#pragma unroll
+#if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
   }
   row_store<0, KT_VEC, IT>(x + off, len, vec, v);
 }
 
 template <typename T, typename W>
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm_cluster(T* x, T* residual, const W* w, float eps, int rows,
+                                                           int hidden, float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm_cluster(T* x, T* residual, const W* w, float eps, int rows,
                                                            int hidden) {
+#endif  // kt:bind
   KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                    (fused_add_rms_norm_cluster_impl<IT, T, W>(x, residual, w, eps, rows, hidden, w_offset)));
+#else  // kt:bind
                     (fused_add_rms_norm_cluster_impl<IT, T, W>(x, residual, w, eps, rows, hidden)));
+#endif  // kt:bind
 }
 
 }  // namespace kt

@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_WEIGHT = 1  (1: times a weight of hidden elements; 0: no weight (w is not read))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
+// kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -58,7 +59,11 @@ namespace kt {
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                                         float eps, int rows, int hidden, float w_offset) {
+#else  // kt:bind
                                          float eps, int rows, int hidden) {
+#endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;  // no early return: the block reduction needs every thread
   const long long off = (long long)(active ? row : 0) * hidden;
@@ -84,6 +89,10 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
     for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
 #else  // kt:bind
     rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] += w_offset;
+#endif  // kt:bind
 #endif  // kt:bind
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
@@ -96,9 +105,19 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 }
 
 template <typename T, typename W>
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+__device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
+                                         float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                  (vec_ok<T, KT_VEC>(0, x, out)),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden, w_offset)));
+#else  // kt:bind
                   (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
+#endif  // kt:bind
 }
 
 }  // namespace kt

@@ -318,20 +318,25 @@ def _top_level_assign(stmt: str) -> int:
     return -1
 
 
-def flows(body: str) -> dict[str, set[str]]:
-    """Which identifiers each local (or indexed local: ``freq[i] = ...``) is computed from, transitively: per
-    statement (split at ``;``, ``{``, ``}``) the target of its assignment and the identifiers of the value. Coarse
-    (no control flow, a name's every assignment counted), enough to tell what feeds a call's argument."""
-    direct: dict[str, set[str]] = {}
+def statements(body: str) -> list[tuple[str | None, int, str]]:
+    """The body's statements (split at ``;``, ``{``, ``}``) as (the local or indexed local it assigns, or None;
+    the index of its assignment operator, -1 when none; its text)."""
+    out = []
     for stmt in re.split(r"[;{}]", body):
         at = _top_level_assign(stmt)
-        if at < 0:
+        names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) if at >= 0 else []
+        out.append((names[-1] if names else None, at, stmt))
+    return out
+
+
+def flows(body: str) -> dict[str, set[str]]:
+    """Which identifiers each local (or indexed local: ``freq[i] = ...``) is computed from, transitively: per
+    statement the target of its assignment and the identifiers of the value. Coarse (no control flow, a name's
+    every assignment counted), enough to tell what feeds a call's argument."""
+    direct: dict[str, set[str]] = {}
+    for target, at, stmt in statements(body):
+        if target is None:
             continue
-        left = re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))
-        names = _IDENT.findall(left)
-        if not names:
-            continue
-        target = names[-1]
         deps = set(_IDENT.findall(stmt[at + 1:]))
         if stmt[at - 1:at] in ("+", "-", "*", "/"):
             deps.add(target)

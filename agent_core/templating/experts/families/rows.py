@@ -15,7 +15,8 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
+                                                    div, statements)
 from agent_core.templating.experts.library import Expert
 
 ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
@@ -27,12 +28,52 @@ def _cast(dtype: str, name: str, const: bool) -> str:
     return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
 
 
+# a float literal one added to something (Gemma's `1.0f + w`); an integer 1 is index arithmetic
+_ONE_ADDED = re.compile(r"(?<![\w.])(?:1\.0*|1\.?0*[fF])\+|\+(?:1\.0*|1\.?0*[fF])(?![\w.])")
+
+
+def _root_statements(ev: Evidence) -> tuple[list[str], list[str]]:
+    """The body's statements (whitespace removed) that take a root (``rsqrtf(ms + eps)``, ``1 / (sqrtf(ms) +
+    eps)``) or assign a local the root's argument names (``var = ms + eps; inv = rsqrtf(var)``), and the others.
+    One step, not the whole data flow: a row read and rewritten in place feeds the root and is written from the
+    weight too."""
+    named = {n for _, args in call_arguments(ev.body, "|".join(ROOTS)) for a in args for n in re.findall(r"\w+", a)}
+    root, rest = [], []
+    for target, _, stmt in statements(ev.body):
+        flat = re.sub(r"\s+", "", stmt)
+        if re.search(r"\b(?:" + "|".join(ROOTS) + r")\(", flat) or target in named:
+            root.append(flat)
+        else:
+            rest.append(flat)
+    return root, rest
+
+
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
-    """(C expression, words, support) for eps: float arguments, then small float literals of the body; the usual
-    defaults only when the kernel shows neither."""
-    out = [(f"(float)({a.name})", f"eps=`{a.name}`", 2 if re.search("eps", a.name, re.I) else 1) for a in ev.floats()]
+    """(C expression, words, support) for eps: float arguments (those the root's statements use first), then small
+    float literals of the body; the usual defaults only when the kernel shows neither."""
+    root = "".join(_root_statements(ev)[0])
+    out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if re.search("eps", a.name, re.I) else 1)
+            + (2 if re.search(rf"\b{re.escape(a.name)}\b", root) else 0)) for a in ev.floats()]
     lit = [(f"(float)({x if x[-1] in 'fF' else x + 'f'})", f"eps={x}", 1) for x in ev.literals]
     return out + lit if out or lit else [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
+
+
+def _weight_offsets(ev: Evidence, e: Expert | None) -> list[tuple[str | None, str, int]]:
+    """(C expression or None, words, support) for what the weight is offset by before the multiply: nothing, then
+    where the body shows it, a float argument added to something outside the root's statements (FlashInfer's
+    ``weight_bias + w``) and a float literal one added to something there (Gemma's weight stored as its offset
+    from 1: ``1.0f + w``), those first. Only for an expert with the KT_EXPERT_WEIGHT_OFFSET convention."""
+    out: list[tuple[str | None, str, int]] = [(None, "", 0)]
+    if e is None or "KT_EXPERT_WEIGHT_OFFSET" not in e.conventions:
+        return out
+    rest = "\n".join(_root_statements(ev)[1])
+    for a in ev.floats():
+        n = re.escape(a.name)
+        if re.search(rf"\+{n}\b|\b{n}\+", rest):
+            out.append((f"(float)({a.name})", f"weight plus `{a.name}`", 3))
+    if _ONE_ADDED.search(rest):
+        out.append(("1.f", "weight plus 1 (stored as its offset from 1)", 3))
+    return out
 
 
 def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tuple[SizeExpr, tuple]]:
@@ -120,7 +161,10 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         for fi, (x, r, o) in enumerate(forms):
             T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
             for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
-                for conv, conv_words, conv_support in _norm_conventions(ev, e, O):
+                for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
+                        _norm_conventions(ev, e, O), _weight_offsets(ev, e)):
+                    if off_c == eps_c:
+                        continue  # one argument is not both
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` "
                                 f"({T}) into the residual `{r.name}` ({R}), rsqrtf, one weight, the normalized row "
                                 f"{'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
@@ -130,14 +174,16 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
                                f"hidden={hidden.words}", eps_words]
                     rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
-                    b.words += conv_words
+                    b.words += conv_words + ([off_words] if off_c else [])
                     b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
                     b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
-                                   _cast(O, o.name, False), eps_c, rows, hidden.c]
+                                   _cast(O, o.name, False), eps_c, rows, hidden.c] + ([off_c] if off_c else [])
                     # the 16-bit rows move 16 bytes a step; a wider residual takes two
                     b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
                     b.conventions = dict(conv, KT_EXPERT_GENERAL=1)
-                    b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support
+                    if off_c:
+                        b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
     return out
 
@@ -355,20 +401,24 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             for ri, role_set in enumerate(role_sets):
                 role_words, args = role_set[0], role_set[1]
                 st = role_set[2] if len(role_set) > 2 else []
+                no_weight = "no weight" in role_words
+                no_affine = "no gamma or beta" in role_words
+                offsets = [(None, "", 0)] if no_weight or no_affine else _weight_offsets(ev, lib.get(expert))
                 for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
-                    no_weight = "no weight" in role_words
-                    no_affine = "no gamma or beta" in role_words
-                    for conv, conv_words, conv_support in _norm_conventions(ev, lib.get(expert),
-                                                                            "f32" if no_weight else T):
+                    for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
+                            _norm_conventions(ev, lib.get(expert), "f32" if no_weight else T), offsets):
+                        if off_c == eps_c:
+                            continue  # one argument is not both
                         b = new(expert, score, reason)
                         if b is None:
                             continue
                         b.words[:0] = role_words
                         b.words.append(eps_words)
                         rows = _rows(ev, rows_fp, rows_spec, hidden, b)
-                        b.words += conv_words
+                        b.words += conv_words + ([off_words] if off_c else [])
                         b.template_args = [CTYPE[T], CTYPE[W]]
-                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st]
+                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st] + \
+                            ([off_c] if off_c else [])
                         if st:
                             b.conventions = dict(conv, KT_EXPERT_STATS=1)
                         b.consts = {"ESIZE": esize}
@@ -376,7 +426,9 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                             (b.conventions or conv)
                         if no_affine:
                             b.conventions = dict(b.conventions, KT_EXPERT_AFFINE=0)
-                        b.support = 10 + hsup - ri - ei + eps_support + conv_support
+                        if off_c:
+                            b.conventions = dict(b.conventions, KT_EXPERT_WEIGHT_OFFSET=1)
+                        b.support = 10 + hsup - ri - ei + eps_support + conv_support + off_support
                         if no_weight or no_affine:  # a mean taken off the row tells a LayerNorm
                             b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
                         out.append(b)
