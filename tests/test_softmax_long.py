@@ -1,9 +1,11 @@
 """The long-row twin of the softmax expert (templates/experts/softmax_long.cu): a binding of softmax whose rows
 are longer than its registers hold (a vocabulary of logits) is handed over to softmax_long by the screening, with
-the same binding; a kernel whose rows fit keeps softmax; softmax_long's own cluster twin (softmax_long_cluster: the
-row in the registers of a cluster's blocks, one read) follows it. With nvcc: the bound long twin compiles at its
-corners without spills, in both conventions (plain, and scaled/divided with an output type of its own), and the
-cluster twin at the one configuration that holds a 152k row."""
+the same binding; a kernel whose rows fit keeps softmax; softmax_long's own cluster twin (softmax_long_cluster:
+the row split over a cluster's blocks, STAGE 0 holding each slice in registers, STAGE 1 reading it twice with the
+online passes softmax_long uses, _online.cuh) follows it. With nvcc: the bound long twin compiles at its corners
+without spills, in both conventions (plain, and scaled/divided with an output type of its own); the cluster twin
+of a 152k row has no STAGE 0 configuration that does not spill, and its STAGE 1 corners compile without spills;
+where the rows fit, the largest STAGE 0 configurations the spill bound lets through compile without spills."""
 
 import itertools
 from pathlib import Path
@@ -101,18 +103,43 @@ def test_the_long_twin_compiles_at_its_corners_without_spills(rel, kernel, tmp_p
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("rel, kernel", VOCAB)
-def test_the_long_cluster_twin_holds_a_vocabulary_row_and_compiles(rel, kernel, tmp_path):
+def test_the_long_cluster_twin_of_a_vocabulary_row_reads_it_twice_and_compiles_without_spills(rel, kernel, tmp_path):
     prep = _prep(rel, kernel)
     lib = {e.name: e for e in X.load_library()}
     long = X.long_twin(X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0], lib)
     twin = X.cluster_twin(long, lib)
     assert twin.expert.name == "softmax_long_cluster" and twin.conventions == long.conventions
     t = X.bind(twin, prep.cf, prep.spec)
-    # 151,936 fp32 logits over 8 blocks of 1024 threads: 4-wide vectors, 8 of them a thread (32 registers of data)
-    assert {n: p.values for n, p in t.space.params.items()} == {"CLUSTER": [8], "THREADS": [1024], "VEC": [4],
-                                                                 "ITEMS": [8]}
-    res = _nvcc_resources(t, t.space.original_config(), tmp_path / "cache")
-    assert res.registers <= 64  # 1024 threads a block
+    # 151,936 logits over 8 blocks: 18,992 a block, more than a block holds in registers without spills (STAGE 0
+    # capacity THREADS * VEC * ITEMS <= 16384), so only STAGE 1 (two reads of each slice) is left, at any cluster
+    # size; 4-byte logits or outputs: vectors of 4 at most
+    assert {n: p.values for n, p in t.space.params.items()} == {
+        "CLUSTER": [2, 4, 8], "THREADS": [256, 512, 1024], "VEC": [1, 2, 4], "ITEMS": [1, 2, 4], "STAGE": [1]}
+    assert t.space.original_config() == {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 2, "STAGE": 1}
+    p = t.space.params
+    for c in itertools.product(*([min(p[n].values), max(p[n].values)] for n in ("THREADS", "VEC", "ITEMS"))):
+        cfg = {"CLUSTER": 8, **dict(zip(("THREADS", "VEC", "ITEMS"), c)), "STAGE": 1}
+        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+        assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 64, (cfg, res)
+
+
+@pytest.mark.nvcc
+def test_the_long_cluster_twin_keeps_stage_0_where_the_rows_fit_and_it_does_not_spill(tmp_path):
+    """A plain fp16 softmax of rows up to 14,336: STAGE 0 holds a slice of 8 blocks in registers; the largest
+    configurations the spill bound (THREADS * VEC * ITEMS <= 16384) lets through compile without spills."""
+    prep = _prep("softmax/softmax_pow2_block_fp16.cu", "cunn_SoftMaxForward")
+    lib = {e.name: e for e in X.load_library()}
+    b = X.candidates(prep.cf, "cunn_SoftMaxForward", prep.spec, list(lib.values()))[0]
+    t = X.bind(X.cluster_twin(X.long_twin(b, lib), lib), prep.cf, prep.spec)
+    assert t.space.params["STAGE"].values == [0, 1]
+    for threads, vec, items in [(1024, 4, 4), (1024, 2, 8), (512, 4, 8), (256, 8, 8)]:
+        cfg = {"CLUSTER": 8, "THREADS": threads, "VEC": vec, "ITEMS": items, "STAGE": 0}
+        assert check_config(t.space, cfg, prep.spec.sizes) is None, cfg
+        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+        assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
+    # twice that capacity is refused (at 1024 threads 32 values a thread spill)
+    assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 8, "STAGE": 0},
+                        prep.spec.sizes) is not None
 
 
 @pytest.mark.nvcc

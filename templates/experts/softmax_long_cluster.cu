@@ -1,11 +1,11 @@
 /* kerntune-expert:
 name = "softmax_long_cluster"
 family = "softmax"
-description = "Row softmax over a vocabulary in one read (Hopper): each row split over the CLUSTER blocks of a thread-block cluster, each block holding its slice in registers (up to 32 values a thread), the max and then the sum of exp(x - max) reduced over the block and then over the cluster (distributed shared memory). The cluster twin of softmax_long: where softmax_long reads the row twice, this reads it once, at any row count (not a regime of few rows: the planner tries it right after softmax_long). Plain and scaled/divided conventions as softmax_long; expf kept."
+description = "Row softmax over a vocabulary (Hopper): each row split over the CLUSTER blocks of a thread-block cluster, each block working on its slice (the row's length over CLUSTER, rounded up to a vector). Two ways, by STAGE. STAGE 0 reads the row once: each block holds its slice in registers (THREADS * VEC * ITEMS values must cover it, and at most 16384 of them: more spill), the max and then the sum of exp(x - max) reduced over the block and then over the cluster (distributed shared memory: two cluster reductions, four cluster barriers). STAGE 1 reads the slice twice, like softmax_long (the same online passes): each thread a running max and sum of expf(x - max), the block's (max, sum) pair, the pairs combined over the cluster in one exchange (two cluster barriers, the second waited for only after the write), then the normalized write re-reading the slice (from L2 by then); it needs few registers (64 at most), so several blocks share an SM and one block's loads overlap another's reductions and stores, and it holds any row length. The cluster twin of softmax_long, at any row count (not a regime of few rows: the planner tries it right after softmax_long). Plain and scaled/divided conventions as softmax_long; expf kept. A row whose length is not a multiple of VEC: STAGE 0 takes scalar accesses, STAGE 1 keeps 16-byte ones and peels each slice's first and last few elements."
 function = "kt::softmax_long_cluster"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
-constraints = ["VEC * ESIZE <= 16", "THREADS * VEC * ITEMS >= round_up(cdiv(hidden, CLUSTER), VEC)"]
-helpers = ["_cluster.cuh", "_logits.cuh"]
+constraints = ["VEC * ESIZE <= 16", "STAGE == 1 or THREADS * VEC * ITEMS >= round_up(cdiv(hidden, CLUSTER), VEC)", "STAGE == 1 or THREADS * VEC * ITEMS <= 16384", "STAGE == 0 or ITEMS <= 4"]
+helpers = ["_cluster.cuh", "_logits.cuh", "_online.cuh"]
 
 [params.CLUSTER]
 values = [2, 4, 8]
@@ -18,19 +18,25 @@ why = "blocks of a thread-block cluster that share one row (each loads 1/CLUSTER
 values = [256, 512, 1024]
 default = 1024
 kind = "block_size"
-why = "most threads per block: the launch gives each block min(THREADS, ceil(slice / (VEC * ITEMS)) rounded up to a warp), the slice being ceil(hidden / CLUSTER) rounded up to a vector"
+why = "most threads per block: the launch gives each block min(THREADS, ceil(slice / (VEC * ITEMS)) rounded up to a warp), the slice being ceil(hidden / CLUSTER) rounded up to a vector (STAGE 1: enough threads for each to load ITEMS vectors at a time)"
 
 [params.VEC]
 values = [1, 2, 4, 8]
 default = 4
 kind = "vector_width"
-why = "elements per load/store: 16 bytes at most; a block falls back to scalar accesses when its slice or a pointer is not aligned"
+why = "elements per load/store: 16 bytes at most. STAGE 0 falls back to scalar accesses where the row's length is not a multiple of VEC or a pointer is not aligned; STAGE 1 only where a pointer is not aligned (a slice that starts or ends inside a vector has those few elements read and written one at a time)"
 
 [params.ITEMS]
 values = [1, 2, 4, 8]
-default = 8
+default = 2
 kind = "items_per_thread"
-why = "vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the slice); a slice that needs fewer uses the fewest that cover it"
+why = "STAGE 0: vectors each thread keeps in registers (THREADS * VEC * ITEMS must cover the slice; a slice that needs fewer uses the fewest that cover it). STAGE 1: vectors each thread loads before it folds them into its running max and sum (loads in flight per thread, at most 4)"
+
+[params.STAGE]
+values = [0, 1]
+default = 1
+kind = "algorithm"
+why = "0: the slice held in registers, the row read once (four cluster barriers; up to 64 values a thread: at the capacities a vocabulary row needs 50 to 126 registers a thread, one block an SM, its load, reduce and store phases never overlapping another block's); 1: the slice read twice, an online max-and-sum pass then the normalized write from L2 (one exchange of (max, sum) pairs over the cluster; 26 to 63 registers a thread, several blocks an SM)"
 
 [launch]
 grid = ["rows * CLUSTER"]
@@ -50,15 +56,18 @@ smem = "0"
 #define KT_VEC 4
 #endif
 #ifndef KT_ITEMS
-#define KT_ITEMS 8
+#define KT_ITEMS 2
+#endif
+#ifndef KT_STAGE
+#define KT_STAGE 1
 #endif
 #include <cooperative_groups.h>
 
 namespace kt {
 
-// The block's slice of one row, in registers: softmax over the whole row (the cluster's), FN the logit of a value.
-// VP: the vector path (the whole row a multiple of VEC, pointers aligned: every block's slice is), compiled apart
-// from the scalar one; the choice is the same for every block of the cluster.
+// STAGE 0: the block's slice of one row, in registers: softmax over the whole row (the cluster's), FN the logit of
+// a value. VP: the vector path (the whole row a multiple of VEC, pointers aligned: every block's slice is), compiled
+// apart from the scalar one; the choice is the same for every block of the cluster.
 template <int IT, bool VP, typename T, typename O, typename FN>
 __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __restrict__ x, long long row,
                                               int hidden, FN fn) {
@@ -94,15 +103,62 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
   row_store<0, KT_VEC, IT>(out + off, len, vec, v);
 }
 
-// This block's slice of the row on the path the whole row allows (the same for every block of the cluster).
+// STAGE 1: the blocks' (max, sum of expf(x - max)) pairs combined over the cluster in one exchange: every thread
+// gets the row's m = max of the blocks' maxima and s = sum of s_b * expf(m_b - m), in rank order (the same in every
+// block). The first cluster barrier publishes the pairs; the second (every block's pair read before any block
+// exits) is split: this arrives, cluster_online_done waits, after the block's write pass.
+template <int CLUSTER>
+__device__ __forceinline__ void cluster_online_reduce(float& m, float& s) {
+  __shared__ float2 pair;
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  if (threadIdx.x == 0) pair = make_float2(m, s);
+  cluster.sync();
+  float2 p[CLUSTER];
+#pragma unroll
+  for (int b = 0; b < CLUSTER; ++b) p[b] = *cluster.map_shared_rank(&pair, b);
+  __cluster_barrier_arrive();  // this block is done with the others' shared memory
+  m = p[0].x;
+#pragma unroll
+  for (int b = 1; b < CLUSTER; ++b) m = fmaxf(m, p[b].x);
+  s = 0.f;
+#pragma unroll
+  for (int b = 0; b < CLUSTER; ++b) s += p[b].x == -INFINITY ? 0.f : p[b].y * expf(p[b].x - m);
+}
+
+// The end of cluster_online_reduce's second barrier: no block of the cluster exits (freeing its shared pair)
+// before every block has read it.
+__device__ __forceinline__ void cluster_online_done() { __cluster_barrier_wait(); }
+
+// STAGE 1: the block's slice read twice (_online.cuh): the online pass (KT_ITEMS vectors a thread in flight, then
+// the block's pair), the cluster's pair, then the normalized write pass re-reading the slice (from L2 by then).
+// Slices start at multiples of VEC from the row's start: with aligned bases a slice sits lead = the row's offset
+// mod VEC past an aligned address, and its first and last few elements are peeled (RowSplit), any row length.
+template <typename T, typename O, typename FN>
+__device__ __forceinline__ void softmax_slice_online(O* out, const T* x, long long row, int hidden, bool vec, FN fn) {
+  int begin, len;
+  cluster_chunk<KT_CLUSTER, KT_VEC>(hidden, begin, len);
+  const long long off = row * hidden + begin;
+  const int lead = (int)(off % KT_VEC);
+  float m, s;
+  online_pass<KT_VEC, KT_ITEMS, T>(x + off, len, vec, lead, fn, m, s);
+  cluster_online_reduce<KT_CLUSTER>(m, s);
+  normalized_pass<KT_VEC, T, O>(out + off, x + off, len, vec, lead, fn, m, s);
+  cluster_online_done();
+}
+
+// This block's slice of the row: STAGE 0 on the path the whole row allows (the same for every block of the
+// cluster), STAGE 1 on the peeled vector path wherever the bases are aligned.
 template <typename T, typename O, typename FN>
 __device__ __forceinline__ void softmax_row_slices(O* out, const T* x, long long row, int hidden, FN fn) {
-  if (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out))
+  if constexpr (KT_STAGE == 1) {
+    softmax_slice_online<T, O>(out, x, row, hidden, vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out), fn);
+  } else if (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)) {
     KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
                       (softmax_slice<IT, true, T, O>(out, x, row, hidden, fn)));
-  else
+  } else {
     KT_DISPATCH_ITEMS((int)blockDim.x, (cluster_slice<KT_CLUSTER, KT_VEC>(hidden)),
                       (softmax_slice<IT, false, T, O>(out, x, row, hidden, fn)));
+  }
 }
 
 #if KT_EXPERT_GENERAL == 0  // kt:bind

@@ -1,0 +1,139 @@
+// kerntune expert templates: the two reads of an online softmax over a stretch of a row (an expert that lists this
+// file in `helpers` gets it inside its own `namespace kt {`, after _common.cuh and after _logits.cuh where that
+// comes first). softmax_long runs them over a whole row, one block per row; softmax_long_cluster (STAGE 1) over
+// the slice of a row one block of a cluster works on. VEC (elements per access) and UNROLL (vectors a thread loads
+// before it folds them) are template parameters: the helpers read no macro of the expert's.
+
+// Fold N values into a running (max m, sum s of expf(v - m)): one rescale of s per call, where the max grows.
+template <int N>
+__device__ __forceinline__ void online_fold(float& m, float& s, const float (&v)[N], int valid) {
+  float mv = m;
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (j < valid) mv = fmaxf(mv, v[j]);
+  if (mv == -INFINITY) return;  // nothing finite yet
+  if (mv > m) {
+    s *= expf(m - mv);  // m = -inf: expf(-inf) = 0, and s is 0 then
+    m = mv;
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (j < valid) s += expf(v[j] - m);
+}
+
+// The block's max and sum of expf(x - max) from each thread's running pair: every thread gets both.
+__device__ __forceinline__ void online_reduce(float& m, float& s) {
+  const float mrow = row_reduce<0, 1, 0>(m, Max(), -INFINITY);
+  const float mine = m == -INFINITY ? 0.f : s * expf(m - mrow);
+  s = row_reduce<0, 1, 1>(mine, Sum(), 0.f);
+  m = mrow;
+}
+
+// The vector path's split of a row whose pointers sit `lead` elements past an aligned address (lead = the row's
+// offset mod VEC, the same for every row buffer when their bases are aligned): `head` elements up to the first
+// aligned one, a body of whole vectors, then `tail` elements; head and tail (fewer than VEC each) are scalar.
+template <int VEC>
+struct RowSplit {
+  int head, body, tail;
+  __device__ __forceinline__ RowSplit(int hidden, int lead) {
+    head = min((VEC - lead) % VEC, hidden);
+    body = (hidden - head) / VEC * VEC;
+    tail = hidden - head - body;
+  }
+};
+
+// Pass 1 over the row (FN: the logit of a loaded value), then the block's (max, sum). The vector path reads the
+// RowSplit body in whole vectors; thread 0 takes the head and thread 1 the tail as one short vector each, through
+// the same fold as the last whole vectors (one copy of the fold's code: a second one made ptxas spill at 1024
+// threads).
+template <int VEC, int UNROLL, typename T, typename FN>
+__device__ __forceinline__ void online_pass(const T* __restrict__ xr, int hidden, bool vec, int lead, FN fn, float& m,
+                                            float& s) {
+  m = -INFINITY;
+  s = 0.f;
+  if (vec) {
+    const RowSplit<VEC> rs(hidden, lead);
+    const T* __restrict__ xb = xr + rs.head;
+    const int step = (int)blockDim.x * VEC, t = (int)threadIdx.x;
+    int i = t * VEC;
+    for (; UNROLL > 1 && i + (UNROLL - 1) * step < rs.body; i += UNROLL * step) {  // UNROLL in flight
+      float v[UNROLL][VEC];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) load_vec<T, VEC>(xb + i + u * step, v[u]);
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[u][j] = fn(v[u][j]);
+        online_fold<VEC>(m, s, v[u], VEC);
+      }
+    }
+    int extra = t == 0 ? rs.head : t == 1 ? rs.tail : 0;  // the peeled elements this thread still has to fold
+    const T* __restrict__ xe = t == 0 ? xr : xb + rs.body;
+    for (;;) {
+      float v[VEC];
+      int valid = VEC;
+      if (i < rs.body) {
+        load_vec<T, VEC>(xb + i, v);
+        i += step;
+      } else if (extra > 0) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[j] = j < extra ? to_f(xe[j]) : 0.f;
+        valid = extra;
+        extra = 0;
+      } else {
+        break;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = fn(v[j]);
+      online_fold<VEC>(m, s, v, valid);
+    }
+  } else {
+    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) {
+      float v[1] = {fn(to_f(xr[i]))};
+      online_fold<1>(m, s, v, 1);
+    }
+  }
+  online_reduce(m, s);
+}
+
+// Pass 2: out = expf(logit - m) / s, as a multiply by the reciprocal (one division per row, not per element).
+// The peeled head and tail as in online_pass.
+template <int VEC, typename T, typename O, typename FN>
+__device__ __forceinline__ void normalized_pass(O* __restrict__ yr, const T* __restrict__ xr, int hidden, bool vec,
+                                                int lead, FN fn, float m, float s) {
+  const float inv = 1.f / s;
+  if (vec) {
+    const RowSplit<VEC> rs(hidden, lead);
+    const int step = (int)blockDim.x * VEC, t = (int)threadIdx.x;
+    const T* __restrict__ xb = xr + rs.head;
+    O* __restrict__ yb = yr + rs.head;
+    int extra = t == 0 ? rs.head : t == 1 ? rs.tail : 0;  // the peeled elements, as in online_pass
+    const int e0 = t == 0 ? 0 : rs.head + rs.body;
+#pragma unroll 2
+    for (int i = t * VEC;;) {
+      float v[VEC];
+      const bool whole = i < rs.body;
+      if (whole) {
+        load_vec<T, VEC>(xb + i, v);
+      } else if (extra > 0) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[j] = j < extra ? to_f(xr[e0 + j]) : 0.f;
+      } else {
+        break;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = expf(fn(v[j]) - m) * inv;
+      if (whole) {
+        store_vec<O, VEC>(yb + i, v);
+        i += step;
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          if (j < extra) yr[e0 + j] = from_f<O>(v[j]);
+        extra = 0;
+      }
+    }
+  } else {
+    for (int i = (int)threadIdx.x; i < hidden; i += (int)blockDim.x) yr[i] = from_f<O>(expf(fn(to_f(xr[i])) - m) * inv);
+  }
+}
