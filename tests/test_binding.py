@@ -655,3 +655,23 @@ def test_a_weight_offset_from_the_body_literal_or_argument(lib):
     cf, k, spec = case("rms_rows_per_block")
     assert not any("weight plus" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
 
+
+def test_a_softmax_scale_the_kernel_divides_by(lib):
+    """A temperature or sqrt(d) passed by value and divided by (`x / t`): the binding divides too (KT_EXPERT_LOGIT_DIVIDE,
+    the kernel's own rounding, not a reciprocal's), that form first, the multiply after it; on the long-row twin
+    too. A scale the kernel multiplies by is offered as a factor only."""
+    cf, k, spec = case("softmax_divided_by_scalar_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("logits divided by `denom`") and bs[0].conventions["KT_EXPERT_LOGIT_DIVIDE"] == 1
+    assert "KT_EXPERT_LOGIT_DIVIDE" not in next(b for b in bs if b.describe().endswith("logits times `denom`")).conventions
+    t = X.bind(bs[0], cf, spec).text
+    assert "v[i][j] / scale / div : v[i][j] / scale;" in t and "v[i][j] * scale" not in t
+    path = ROOT / "bench" / "corpus" / "softmax" / "sampling_probs_scalar_temperature_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "sampling_probs_kernel")
+    bs = X.candidates(cf, "sampling_probs_kernel", spec, lib)
+    assert bs[0].describe().endswith("logits divided by `temperature`"), words_of(bs)
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert long.conventions["KT_EXPERT_LOGIT_DIVIDE"] == 1 and "LogitScale<1>" in X.bind(long, cf, spec).text
+    cf, k, spec = case("softmax_scaled_half_to_float")
+    assert not any("divided by" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))

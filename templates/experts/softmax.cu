@@ -37,6 +37,7 @@ block = ["min(THREADS, round_up(cdiv(hidden, VEC * ITEMS), 32))", "ROWS"]
 bounds = "THREADS * ROWS"
 smem = "0"
 */
+// kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 // kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q)
 #ifndef KT_THREADS
@@ -123,7 +124,11 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_LOGIT_DIVIDE == 1  // kt:bind
+      v[i][j] = row_div != nullptr ? v[i][j] / scale / div : v[i][j] / scale;
+#else  // kt:bind
       v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
+#endif  // kt:bind
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), seen)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
@@ -193,7 +198,11 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_LOGIT_DIVIDE == 1  // kt:bind
+      v[i][j] = row_div != nullptr ? v[i][j] / scale / div : v[i][j] / scale;
+#else  // kt:bind
       v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
+#endif  // kt:bind
 #if KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
 #endif  // kt:bind

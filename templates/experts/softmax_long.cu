@@ -32,6 +32,7 @@ bounds = "THREADS"
 min_blocks = "1"
 smem = "0"
 */
+// kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 #ifndef KT_THREADS
 #define KT_THREADS 1024
@@ -73,11 +74,11 @@ __device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int h
   const int lead = (int)(off % KT_VEC);
   float m, s;
   if (row_div != nullptr) {
-    const LogitScaleDiv fn{scale, row_div[row]};
+    const LogitScaleDiv<KT_EXPERT_LOGIT_DIVIDE> fn{scale, row_div[row]};
     online_pass<KT_VEC, KT_UNROLL, T>(x + off, hidden, vec, lead, fn, m, s);
     normalized_pass<KT_VEC, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
   } else {
-    const LogitScale fn{scale};
+    const LogitScale<KT_EXPERT_LOGIT_DIVIDE> fn{scale};
     online_pass<KT_VEC, KT_UNROLL, T>(x + off, hidden, vec, lead, fn, m, s);
     normalized_pass<KT_VEC, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
   }

@@ -45,6 +45,7 @@ bounds = "THREADS"
 cluster = "CLUSTER"
 smem = "0"
 */
+// kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 #ifndef KT_CLUSTER
 #define KT_CLUSTER 8
@@ -174,9 +175,9 @@ __device__ __forceinline__ void softmax_long_cluster(O* out, const T* x, int row
   if ((int)(blockIdx.x / KT_CLUSTER) >= rows) return;  // the cluster's blocks share the row: all return together
   const long long row = blockIdx.x / KT_CLUSTER;
   if (row_div != nullptr)
-    softmax_row_slices<T, O>(out, x, row, hidden, LogitScaleDiv{scale, row_div[row]});
+    softmax_row_slices<T, O>(out, x, row, hidden, LogitScaleDiv<KT_EXPERT_LOGIT_DIVIDE>{scale, row_div[row]});
   else
-    softmax_row_slices<T, O>(out, x, row, hidden, LogitScale{scale});
+    softmax_row_slices<T, O>(out, x, row, hidden, LogitScale<KT_EXPERT_LOGIT_DIVIDE>{scale});
 }
 #endif  // kt:bind
 

@@ -212,7 +212,14 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     per_rows = [a for a in others if a.dtype == "f32"]
     hs = [(h, div(big, a.counts)) for a in per_rows for h in ev.sizes(div(big, a.counts))[:1] if not h.c[0].isdigit()]
     hs += [h for h in _hidden_candidates(ev, big, []) if h not in hs]
-    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
+    # (C expression, words, divides): a float argument the logits are multiplied by, or divided by where the body
+    # divides by it (a temperature), that form first
+    scales = []
+    for a in ev.floats():
+        times = (f"(float)({a.name})", f"logits times `{a.name}`", False)
+        divided = (f"(float)({a.name})", f"logits divided by `{a.name}`", True)
+        scales += [divided, times] if re.search(rf"/\(*{re.escape(a.name)}\b", ev.flat) else [times]
+    scales.append(("1.f", "", False))
     red = ev.reduction_words()
     has_mask = "KT_EXPERT_MASK" in e.conventions
     has_causal = has_mask and "causal" in e.convention_words.get("KT_EXPERT_MASK", "")
@@ -237,7 +244,7 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             if not mask and has_causal:
                 forms += [(None, None, "", c) for c in _causal_forms(ev, rows_fp, hfp)]
             for mi, (mr, inner, inner_words, causal) in enumerate(forms):
-                for si, (scale, scale_words) in enumerate(scales):
+                for si, (scale, scale_words, divides) in enumerate(scales):
                     if scale == "1.f" and not per_row and not mask and not causal and T == O:
                         continue  # the plain softmax: bound with the row families
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
@@ -256,6 +263,8 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                    f"(const float*)({per_row.name})" if per_row else "(const float*)nullptr"]
                     b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
                     b.conventions = {"KT_EXPERT_GENERAL": 1}
+                    if divides:
+                        b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
                     if mask:
                         b.words.append(f"plus the mask `{mask.name}` [{mr.words} rows], {inner_words}")
                         b.template_args.append(CTYPE[mask.dtype])
@@ -267,7 +276,7 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.words.append(q_words)
                         b.call_args.append(f"(int)({q_len})")
                         b.conventions["KT_EXPERT_MASK"] = conv
-                    b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0)
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0) + divides
                     out.append(b)
     return out
 
