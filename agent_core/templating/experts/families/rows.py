@@ -11,6 +11,7 @@ block, several per block or grid-stride: the expert brings its own launch, only 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -32,20 +33,26 @@ def _cast(dtype: str, name: str, const: bool) -> str:
 _ONE_ADDED = re.compile(r"(?<![\w.])(?:1\.0*|1\.?0*[fF])\+|\+(?:1\.0*|1\.?0*[fF])(?![\w.])")
 
 
-def _root_statements(ev: Evidence) -> tuple[list[str], list[str]]:
+def _root_statements(ev: Evidence) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The body's statements (whitespace removed) that take a root (``rsqrtf(ms + eps)``, ``1 / (sqrtf(ms) +
     eps)``) or assign a local the root's argument names (``var = ms + eps; inv = rsqrtf(var)``), and the others.
     One step, not the whole data flow: a row read and rewritten in place feeds the root and is written from the
     weight too."""
-    named = {n for _, args in call_arguments(ev.body, "|".join(ROOTS)) for a in args for n in re.findall(r"\w+", a)}
+    return _split_root_statements(ev.body)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_root_statements(body: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``_root_statements`` of one body, split once: every eps and weight-offset enumeration of a kernel reads it."""
+    named = {n for _, args in call_arguments(body, "|".join(ROOTS)) for a in args for n in re.findall(r"\w+", a)}
     root, rest = [], []
-    for target, _, stmt in statements(ev.body):
+    for target, _, stmt in statements(body):
         flat = re.sub(r"\s+", "", stmt)
         if re.search(r"\b(?:" + "|".join(ROOTS) + r")\(", flat) or target in named:
             root.append(flat)
         else:
             rest.append(flat)
-    return root, rest
+    return tuple(root), tuple(rest)
 
 
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
