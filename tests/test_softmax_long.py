@@ -112,16 +112,18 @@ def test_the_long_cluster_twin_of_a_vocabulary_row_reads_it_twice_and_compiles_w
     t = X.bind(twin, prep.cf, prep.spec)
     # 151,936 logits over 8 blocks: 18,992 a block; STAGE 0 holds them in registers only at THREADS * VEC * ITEMS >=
     # 18,992 and <= 32,768 (the ones that spill a few bytes but measured faster on fp32 rows), STAGE 1 (two reads of
-    # each slice) at any cluster size; 4-byte logits or outputs: vectors of 4 at most
+    # each slice) at any cluster size; 4-byte logits or outputs: vectors of 4 at most; expf or the hardware's 2^x
     assert {n: p.values for n, p in t.space.params.items()} == {
-        "CLUSTER": [2, 4, 8], "THREADS": [256, 512, 1024], "VEC": [1, 2, 4], "ITEMS": [1, 2, 4, 8], "STAGE": [0, 1]}
-    assert t.space.original_config() == {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 2, "STAGE": 1}
-    assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 8, "STAGE": 0},
+        "CLUSTER": [2, 4, 8], "THREADS": [256, 512, 1024], "VEC": [1, 2, 4], "ITEMS": [1, 2, 4, 8], "STAGE": [0, 1],
+        "FAST_MATH": [0, 1]}
+    assert t.space.original_config() == {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 2, "STAGE": 1,
+                                         "FAST_MATH": 0}
+    assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 4, "ITEMS": 8, "STAGE": 0, "FAST_MATH": 0},
                         prep.spec.sizes) is None
     p = {n: q.values for n, q in t.space.params.items()}
     p["ITEMS"] = [1, 2, 4]
-    for c in itertools.product(*([min(p[n]), max(p[n])] for n in ("THREADS", "VEC", "ITEMS"))):
-        cfg = {"CLUSTER": 8, **dict(zip(("THREADS", "VEC", "ITEMS"), c)), "STAGE": 1}
+    for c in itertools.product(*([min(p[n]), max(p[n])] for n in ("THREADS", "VEC", "ITEMS", "FAST_MATH"))):
+        cfg = {"CLUSTER": 8, **dict(zip(("THREADS", "VEC", "ITEMS", "FAST_MATH"), c)), "STAGE": 1}
         res = _nvcc_resources(t, cfg, tmp_path / "cache")
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 64, (cfg, res)
 
@@ -136,12 +138,12 @@ def test_the_long_cluster_twin_keeps_stage_0_where_the_rows_fit_and_it_does_not_
     t = X.bind(X.cluster_twin(X.long_twin(b, lib), lib), prep.cf, prep.spec)
     assert t.space.params["STAGE"].values == [0, 1]
     for threads, vec, items in [(1024, 4, 4), (1024, 2, 8), (512, 4, 8), (256, 8, 8)]:
-        cfg = {"CLUSTER": 8, "THREADS": threads, "VEC": vec, "ITEMS": items, "STAGE": 0}
+        cfg = {"CLUSTER": 8, "THREADS": threads, "VEC": vec, "ITEMS": items, "STAGE": 0, "FAST_MATH": 0}
         assert check_config(t.space, cfg, prep.spec.sizes) is None, cfg
         res = _nvcc_resources(t, cfg, tmp_path / "cache")
         assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
     # four times that capacity is refused
-    assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 8, "ITEMS": 8, "STAGE": 0},
+    assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 8, "ITEMS": 8, "STAGE": 0, "FAST_MATH": 0},
                         prep.spec.sizes) is not None
 
 
@@ -169,3 +171,58 @@ def test_a_dispatch_of_the_long_twin_and_its_cluster_twin_compiles(tmp_path):
     rw = rewrite_dispatch(prep.text, f, kernel, [(base, bcfg), (twin, tcfg)], d)
     assert rw.text.count("struct LogitScale {") == 2
     check_compiles(rw.text, f, host=True)
+
+
+# ---- the division by a temperature (_logits.cuh's Div), emulated exactly: float32 rounding of exact rationals
+def _rn32(v):
+    """v (a Fraction) rounded to the nearest float32, ties to even (normal range), as a Fraction."""
+    from fractions import Fraction as F
+    if v == 0:
+        return F(0)
+    sign, a = (-1 if v < 0 else 1), abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    e += 1 if F(2) ** (e + 1) <= a else (-1 if F(2) ** e > a else 0)
+    q = a / F(2) ** (max(e, -126) - 23)
+    n, rem = divmod(q.numerator, q.denominator)
+    if 2 * rem > q.denominator or (2 * rem == q.denominator and n % 2):
+        n += 1
+    return sign * n * F(2) ** (max(e, -126) - 23)
+
+
+def _f32(draw_float):
+    import numpy as np
+    from fractions import Fraction as F
+    return F(float(np.float32(draw_float)))
+
+
+def _div_as_the_expert_does(x, d):
+    """Div::operator() for |x| and |d| in [2^-60, 2^60]: q = x * r (r = 1/d rounded), then q + (x - q*d) * r by
+    fma (one rounding each)."""
+    r = _rn32(1 / d)
+    q = _rn32(x * r)
+    return _rn32(q + _rn32(x - q * d) * r)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_MAG = st.floats(min_value=2.0 ** -60, max_value=2.0 ** 60, width=32)
+
+
+@settings(max_examples=400, deadline=None)
+@given(x=_MAG, d=_MAG, neg=st.booleans())
+def test_the_logit_division_by_a_reciprocal_and_one_correction_rounds_as_the_division(x, d, neg):
+    """_logits.cuh divides a logit by a temperature (or a per-row divisor) with the reciprocal taken once and one
+    fma correction (Markstein): the claim that this is the IEEE division's result wherever |x| and |d| lie in
+    [2^-60, 2^60], checked in exact rational arithmetic."""
+    x, d = _f32(-x if neg else x), _f32(d)
+    assert _div_as_the_expert_does(x, d) == _rn32(x / d)
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.integers(2 ** 23, 2 ** 24 - 1), k=st.integers(0, 63), ex=st.integers(-8, 8), ed=st.integers(-8, 8))
+def test_the_logit_division_holds_at_divisors_whose_significand_is_all_ones(x, k, ex, ed):
+    """The hard divisors for a reciprocal (significands near 2 - 2^-23) with any dividend significand."""
+    from fractions import Fraction as F
+    xv = F(x, 2 ** 23) * F(2) ** ex
+    dv = F(2 ** 24 - 1 - k, 2 ** 23) * F(2) ** ed
+    assert _div_as_the_expert_does(xv, dv) == _rn32(xv / dv)

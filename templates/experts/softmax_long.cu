@@ -25,6 +25,12 @@ default = 2
 kind = "unroll"
 why = "vectors each thread loads before it folds them into its running max and sum (loads in flight per thread)"
 
+[params.FAST_MATH]
+values = [0, 1]
+default = 0
+kind = "fast_math"
+why = "the exponentials of the two passes (one or two an element): 0 expf; 1 the hardware's 2^x of d * log2(e) (ex2.approx: two instructions against about eight, within a few ulp; the H100 moved vocabulary rows 5-12% faster with it); verification at the spec's tolerance keeps it or not"
+
 [launch]
 grid = ["rows"]
 block = ["THREADS"]
@@ -43,6 +49,9 @@ smem = "0"
 #ifndef KT_UNROLL
 #define KT_UNROLL 2
 #endif
+#ifndef KT_FAST_MATH
+#define KT_FAST_MATH 0
+#endif
 
 namespace kt {
 
@@ -58,8 +67,8 @@ __device__ __forceinline__ void softmax_long(T* out, const T* x, int rows, int h
   const bool vec = vec_ok<T, KT_VEC>(0, x, out);  // aligned bases: whole vectors, odd rows peeled (RowSplit)
   const int lead = (int)(off % KT_VEC);
   float m, s;
-  online_pass<KT_VEC, KT_UNROLL, T>(x + off, hidden, vec, lead, LogitIdentity(), m, s);
-  normalized_pass<KT_VEC, T, T>(out + off, x + off, hidden, vec, lead, LogitIdentity(), m, s);
+  online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + off, hidden, vec, lead, LogitIdentity(), m, s);
+  normalized_pass<KT_VEC, KT_FAST_MATH, T, T>(out + off, x + off, hidden, vec, lead, LogitIdentity(), m, s);
 }
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
@@ -75,12 +84,12 @@ __device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int h
   float m, s;
   if (row_div != nullptr) {
     const LogitScaleDiv<KT_EXPERT_LOGIT_DIVIDE> fn{scale, row_div[row]};
-    online_pass<KT_VEC, KT_UNROLL, T>(x + off, hidden, vec, lead, fn, m, s);
-    normalized_pass<KT_VEC, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
+    online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + off, hidden, vec, lead, fn, m, s);
+    normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
   } else {
     const LogitScale<KT_EXPERT_LOGIT_DIVIDE> fn{scale};
-    online_pass<KT_VEC, KT_UNROLL, T>(x + off, hidden, vec, lead, fn, m, s);
-    normalized_pass<KT_VEC, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
+    online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + off, hidden, vec, lead, fn, m, s);
+    normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out + off, x + off, hidden, vec, lead, fn, m, s);
   }
 }
 #endif  // kt:bind

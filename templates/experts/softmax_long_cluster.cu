@@ -38,6 +38,12 @@ default = 1
 kind = "algorithm"
 why = "0: the slice held in registers, the row read once (four cluster barriers; up to 64 values a thread: at the capacities a vocabulary row needs 50 to 126 registers a thread, one block an SM, its load, reduce and store phases never overlapping another block's); 1: the slice read twice, an online max-and-sum pass then the normalized write from L2 (one exchange of (max, sum) pairs over the cluster; 26 to 63 registers a thread, several blocks an SM)"
 
+[params.FAST_MATH]
+values = [0, 1]
+default = 0
+kind = "fast_math"
+why = "the exponentials of the two passes (one or two an element): 0 expf; 1 the hardware's 2^x of d * log2(e) (ex2.approx: two instructions against about eight, within a few ulp; the H100 moved vocabulary rows 5-12% faster with it); verification at the spec's tolerance keeps it or not"
+
 [launch]
 grid = ["rows * CLUSTER"]
 block = ["min(THREADS, round_up(cdiv(round_up(cdiv(hidden, CLUSTER), VEC), VEC * ITEMS), 32))"]
@@ -61,6 +67,9 @@ smem = "0"
 #endif
 #ifndef KT_STAGE
 #define KT_STAGE 1
+#endif
+#ifndef KT_FAST_MATH
+#define KT_FAST_MATH 0
 #endif
 #include <cooperative_groups.h>
 
@@ -92,7 +101,7 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
-      const float e = row_elem<0, KT_VEC, IT>(vec, i, j) < len ? expf(v[i][j] - m) : 0.f;
+      const float e = row_elem<0, KT_VEC, IT>(vec, i, j) < len ? exp_rel<KT_FAST_MATH>(v[i][j] - m) : 0.f;
       v[i][j] = e;
       s += e;
     }
@@ -106,24 +115,30 @@ __device__ __forceinline__ void softmax_slice(O* __restrict__ out, const T* __re
 
 // STAGE 1: the blocks' (max, sum of expf(x - max)) pairs combined over the cluster in one exchange: every thread
 // gets the row's m = max of the blocks' maxima and s = sum of s_b * expf(m_b - m), in rank order (the same in every
-// block). The first cluster barrier publishes the pairs; the second (every block's pair read before any block
-// exits) is split: this arrives, cluster_online_done waits, after the block's write pass.
+// block). The first cluster barrier publishes the pairs: only thread 0 wrote its block's, so only it fences
+// (release at cluster scope) and every thread arrives relaxed (a release arrive costs each thread a GPU-wide memory
+// barrier, which stalled the warps here). The second (every block's pair read before any block exits) is split and
+// relaxed too: this arrives once the pairs are used (the reads complete), cluster_online_done waits, after the
+// block's write pass.
 template <int CLUSTER>
 __device__ __forceinline__ void cluster_online_reduce(float& m, float& s) {
   __shared__ float2 pair;
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  if (threadIdx.x == 0) pair = make_float2(m, s);
-  cluster.sync();
+  if (threadIdx.x == 0) {
+    pair = make_float2(m, s);
+    asm volatile("fence.acq_rel.cluster;" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
   float2 p[CLUSTER];
 #pragma unroll
   for (int b = 0; b < CLUSTER; ++b) p[b] = *cluster.map_shared_rank(&pair, b);
-  __cluster_barrier_arrive();  // this block is done with the others' shared memory
   m = p[0].x;
 #pragma unroll
   for (int b = 1; b < CLUSTER; ++b) m = fmaxf(m, p[b].x);
   s = 0.f;
 #pragma unroll
   for (int b = 0; b < CLUSTER; ++b) s += p[b].x == -INFINITY ? 0.f : p[b].y * expf(p[b].x - m);
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // done with the others' shared memory
 }
 
 // The end of cluster_online_reduce's second barrier: no block of the cluster exits (freeing its shared pair)
@@ -141,9 +156,9 @@ __device__ __forceinline__ void softmax_slice_online(O* out, const T* x, long lo
   const long long off = row * hidden + begin;
   const int lead = (int)(off % KT_VEC);
   float m, s;
-  online_pass<KT_VEC, KT_ITEMS, T>(x + off, len, vec, lead, fn, m, s);
+  online_pass<KT_VEC, KT_ITEMS, KT_FAST_MATH, T>(x + off, len, vec, lead, fn, m, s);
   cluster_online_reduce<KT_CLUSTER>(m, s);
-  normalized_pass<KT_VEC, T, O>(out + off, x + off, len, vec, lead, fn, m, s);
+  normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out + off, x + off, len, vec, lead, fn, m, s);
   cluster_online_done();
 }
 
