@@ -1,7 +1,7 @@
 /* kerntune-expert:
 name = "softmax_long"
 family = "softmax"
-description = "Row softmax for rows longer than a block's registers hold (a vocabulary of logits: 32k-256k). One block per row, two reads of it: an online pass (each thread a running max and a sum of expf(x - max), rescaled when its max grows; then one block reduction of the pairs) and the normalized write. 16-byte loads where the pointers are aligned (a row of odd length: its first and last few elements scalar), scalar accesses otherwise; expf kept like softmax. The screening hands a binding of softmax over to this expert where softmax has no configuration that holds the row."
+description = "Row softmax for rows longer than a block's registers hold (a vocabulary of logits: 32k-256k). One block per row, two reads of it: an online pass (each thread a running max and a sum of expf(x - max), rescaled when its max grows; then one block reduction of the pairs) and the normalized write. 16-byte loads where the pointers are aligned (a row of odd length: its first and last few elements scalar), scalar accesses otherwise; expf like softmax, or the hardware's 2^x where FAST_MATH is on and verification keeps it; a division by a temperature as its reciprocal and one correction (the division's rounding, _logits.cuh); the second read and the write streaming. The screening hands a binding of softmax over to this expert where softmax has no configuration that holds the row."
 function = "kt::softmax_long"
 roles = ["out: out T[rows * hidden]", "x: in T[rows * hidden]", "rows: i32", "hidden: i32"]
 constraints = ["VEC * ESIZE <= 16"]
