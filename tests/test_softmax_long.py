@@ -8,9 +8,12 @@ of a 152k row has no STAGE 0 configuration that does not spill, and its STAGE 1 
 where the rows fit, the largest STAGE 0 configurations the spill bound lets through compile without spills."""
 
 import itertools
+from fractions import Fraction as F
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from agent_core.agent.screen import VERIFIED, screen
 from agent_core.model import DeviceInfo, Evaluation, Status, Timing
@@ -176,7 +179,6 @@ def test_a_dispatch_of_the_long_twin_and_its_cluster_twin_compiles(tmp_path):
 # ---- the division by a temperature (_logits.cuh's Div), emulated exactly: float32 rounding of exact rationals
 def _rn32(v):
     """v (a Fraction) rounded to the nearest float32, ties to even (normal range), as a Fraction."""
-    from fractions import Fraction as F
     if v == 0:
         return F(0)
     sign, a = (-1 if v < 0 else 1), abs(v)
@@ -189,10 +191,8 @@ def _rn32(v):
     return sign * n * F(2) ** (max(e, -126) - 23)
 
 
-def _f32(draw_float):
-    import numpy as np
-    from fractions import Fraction as F
-    return F(float(np.float32(draw_float)))
+def _f32(x: float):
+    return F(float(np.float32(x)))
 
 
 def _div_as_the_expert_does(x, d):
@@ -202,8 +202,6 @@ def _div_as_the_expert_does(x, d):
     q = _rn32(x * r)
     return _rn32(q + _rn32(x - q * d) * r)
 
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _MAG = st.floats(min_value=2.0 ** -60, max_value=2.0 ** 60, width=32)
 
@@ -222,7 +220,6 @@ def test_the_logit_division_by_a_reciprocal_and_one_correction_rounds_as_the_div
 @given(x=st.integers(2 ** 23, 2 ** 24 - 1), k=st.integers(0, 63), ex=st.integers(-8, 8), ed=st.integers(-8, 8))
 def test_the_logit_division_holds_at_divisors_whose_significand_is_all_ones(x, k, ex, ed):
     """The hard divisors for a reciprocal (significands near 2 - 2^-23) with any dividend significand."""
-    from fractions import Fraction as F
     xv = F(x, 2 ** 23) * F(2) ** ex
     dv = F(2 ** 24 - 1 - k, 2 ** 23) * F(2) ** ed
     assert _div_as_the_expert_does(xv, dv) == _rn32(xv / dv)

@@ -10,6 +10,7 @@ conversion kernel reading the input type and writing the output type (cupy), tim
 
     python gpu/experiments/long_softmax_probe.py > $OUT/long_softmax_probe.txt
 """
+import functools
 import gzip
 import json
 import sqlite3
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from agent_core.measure.backend import Variant  # noqa: E402
+from agent_core.measure.backend import Problem, Variant  # noqa: E402
 from agent_core.measure.compiler import compile_kernel  # noqa: E402
 from agent_core.measure.gpu_backend import GpuBackend  # noqa: E402
 from agent_core.model import KernelTemplate, macro_name, sha256_text  # noqa: E402
@@ -31,7 +32,6 @@ from agent_core.search import tuner  # noqa: E402
 from agent_core.source import spec as spec_mod  # noqa: E402
 from agent_core.templating import experts  # noqa: E402
 from agent_core.templating.experts.library import load_library  # noqa: E402
-from agent_core.measure.backend import Problem  # noqa: E402
 
 STORE = ROOT / "gpu" / "results" / "2026-11-26q" / "corpus" / "rows" / "results.sqlite.gz"
 RESULTS = ROOT / "gpu" / "results" / "2026-11-26q" / "corpus" / "corpus_all_72.json"
@@ -44,10 +44,16 @@ METRICS = ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained
            "launch__occupancy_limit_registers", "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
 
 
-def recorded(variant: str) -> tuple[str, dict]:
+@functools.cache
+def _store() -> Path:
+    """The recorded store, decompressed once."""
     d = Path(tempfile.mkdtemp())
     (d / "s.sqlite").write_bytes(gzip.decompress(STORE.read_bytes()))
-    with sqlite3.connect(d / "s.sqlite") as c:
+    return d / "s.sqlite"
+
+
+def recorded(variant: str) -> tuple[str, dict]:
+    with sqlite3.connect(_store()) as c:
         (text,) = c.execute("SELECT t.text FROM templates t JOIN sessions s ON s.template_hash = t.template_hash "
                             "WHERE s.path LIKE ? AND s.origin = 'expert:softmax_long_cluster' ORDER BY s.id DESC",
                             (f"%/bench/corpus/{variant}",)).fetchone()

@@ -23,15 +23,13 @@ struct Div {
 // value: x / scale, the kernel's own rounding), 0 where it multiplies.
 template <int DIVIDE>
 struct LogitScale {
-  float k;
-  Div dk;
-  __device__ __forceinline__ LogitScale(float k_) : k(k_), dk(k_) {}
-  __device__ __forceinline__ float operator()(float v) const { return DIVIDE ? dk(v) : v * k; }
+  Div k;  // k.d: the scale
+  __device__ __forceinline__ LogitScale(float k_) : k(k_) {}
+  __device__ __forceinline__ float operator()(float v) const { return DIVIDE ? k(v) : v * k.d; }
 };
 template <int DIVIDE>
 struct LogitScaleDiv {  // the same arithmetic as softmax: x * scale / div (x / scale / div)
-  float scale;
-  Div ds, dd;
-  __device__ __forceinline__ LogitScaleDiv(float scale_, float div_) : scale(scale_), ds(scale_), dd(div_) {}
-  __device__ __forceinline__ float operator()(float v) const { return dd(DIVIDE ? ds(v) : v * scale); }
+  Div scale, div;  // .d: the scale, the row's divisor
+  __device__ __forceinline__ LogitScaleDiv(float scale_, float div_) : scale(scale_), div(div_) {}
+  __device__ __forceinline__ float operator()(float v) const { return div(DIVIDE ? scale(v) : v * scale.d); }
 };
