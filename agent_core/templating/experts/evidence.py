@@ -212,7 +212,15 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
 
     node = _body_node(cf, kernel)
     nodes = list(_walk(node)) if node is not None else []
-    for n in nodes:  # local pointers made from the arguments, in source order (an alias of an alias resolves)
+    local_pointers: set[str] = set()  # pointers declared in the body, with or without a value
+    for n in nodes:  # local pointers made from the arguments, in source order (an alias of an alias resolves):
+        # `T* row = out + off;`, or declared first and assigned later (`T* dst; if (...) dst = q_out + off;`)
+        if n.type == "pointer_declarator" and n.parent is not None and n.parent.type in ("declaration",
+                                                                                        "init_declarator"):
+            ident = next((x for x in _walk(n) if x.type == "identifier"), None)
+            if ident is not None:  # declaring a pointer reads nothing
+                local_pointers.add(ident.text.decode())
+                skip.add((ident.start_byte, ident.end_byte))
         if n.type == "init_declarator":
             d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
             if d is None or v is None or d.type not in ("pointer_declarator", "reference_declarator"):
@@ -221,6 +229,13 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             src = roots(_bases(v))
             if name and src:
                 alias[name] = src
+        elif n.type == "assignment_expression":
+            left, v = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is not None and v is not None and left.type == "identifier" and n.child_by_field_name(
+                    "operator").text == b"=" and left.text.decode() in local_pointers:
+                src = roots(_bases(v))
+                if src:
+                    alias.setdefault(left.text.decode(), set()).update(src)
     for n in nodes:
         t = n.type
         if t in ("for_statement", "while_statement", "do_statement"):
@@ -242,6 +257,13 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                         reads.add(r)
         elif t == "assignment_expression":
             left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
+            if left is not None and left.type == "identifier" and left.text.decode() in alias:
+                v = n.child_by_field_name("right")  # a local pointer pointed at an argument: not a read of it
+                skip.add((left.start_byte, left.end_byte))
+                for x in _walk(v) if v is not None else ():
+                    if x.type == "identifier" and x.parent is not None and x.parent.type != "subscript_argument_list":
+                        skip.add((x.start_byte, x.end_byte))
+                continue
             if left is None or left.type == "identifier":
                 continue
             targets = roots(_bases(left))

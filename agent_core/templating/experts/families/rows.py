@@ -85,7 +85,8 @@ def _weight_offsets(ev: Evidence, e: Expert | None) -> list[tuple[str | None, st
 
 def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tuple[SizeExpr, tuple]]:
     """(the row length as the wrapper computes it, its value per size set): a weight's length where there is a
-    weight, else every int argument (or product of two) that divides the rows and is not all of them."""
+    weight (an int argument that holds it, or the constant it is on every size set), else every int argument (or
+    product of two) that divides the rows and is not all of them."""
     if small:
         targets = [small[0].counts]
     else:
@@ -106,7 +107,9 @@ def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tu
         if div(big, t) is None or t == big:
             continue
         xs = ev.sizes(t)
-        if xs and not xs[0].c[0].isdigit():
+        # a constant only as a weight's length (a row length fixed at compile time, a template argument such as
+        # a head size); without a weight a constant that divides the rows is no evidence of a row
+        if xs and (not xs[0].c[0].isdigit() or small):
             out.append((xs[0], t))
     return out
 
@@ -156,20 +159,27 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     ios = [a for a in rows_ if a.role == "inout"]
     outs = [a for a in rows_ if a.role == "out"]
     if len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
-        forms = [(ins[0], ios[0], outs[0])]  # x, residual, out
+        forms = [(ins[0], ios[0], outs[0], None)]  # x, residual, out
     elif len(ios) == 2 and not ins and not outs and ios[0].dtype != ios[1].dtype:
-        forms = [(x, r, x) for x, r in _fused_orders(ev, ios)]  # in place, two types
+        forms = [(x, r, x, None) for x, r in _fused_orders(ev, ios)]  # in place, two types
+    elif len(ins) == 2 and len(outs) == 2 and not ios and "KT_EXPERT_RESIDUAL_IN" in e.conventions:
+        # out of place (TensorRT-LLM's residual out): x and the residual read, their sum written to a buffer of its
+        # own and the normalized row to another; the sum's buffer is the one written first (or named so)
+        forms = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
+                 if r_in.dtype == r.dtype]
+        if ins[0].dtype == ins[1].dtype:
+            forms = forms[::2]  # x + residual is one sum either way
     else:
         return []
     w = small[0]
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
         hname = hidden.words.strip("`")
-        for fi, (x, r, o) in enumerate(forms):
+        for fi, (x, r, o, r_in) in enumerate(forms):
             T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
             for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
                 for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
-                        _norm_conventions(ev, e, O), _weight_offsets(ev, e)):
+                        _norm_conventions(ev, e, O), _weight_offsets(ev, e) if r_in is None else [(None, "", 0)]):
                     if off_c == eps_c:
                         continue  # one argument is not both
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` "
@@ -177,17 +187,21 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                 f"{'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
                                 ev.kernel.name)
                     b.sizes["hidden"] = hidden.spec
-                    b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})",
+                    b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
+                               f"residual={r_in.name} ({R}), the sum into `{r.name}`",
                                f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
                                f"hidden={hidden.words}", eps_words]
                     rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
                     b.words += conv_words + ([off_words] if off_c else [])
                     b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
                     b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
-                                   _cast(O, o.name, False), eps_c, rows, hidden.c] + ([off_c] if off_c else [])
+                                   _cast(O, o.name, False), eps_c, rows, hidden.c] + ([off_c] if off_c else []) + \
+                        ([_cast(R, r_in.name, True)] if r_in is not None else [])
                     # the 16-bit rows move 16 bytes a step; a wider residual takes two
                     b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
                     b.conventions = dict(conv, KT_EXPERT_GENERAL=1)
+                    if r_in is not None:
+                        b.conventions["KT_EXPERT_RESIDUAL_IN"] = 1
                     if off_c:
                         b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
