@@ -27,6 +27,7 @@ smem = "0"
 // kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
+// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -78,7 +79,11 @@ template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, T* query, T* key, const C* cache, int rot_dim,
                                             int num_heads, int num_kv_heads, int head_size) {
   const long long token = blockIdx.x;
+#if KT_EXPERT_POSITIONS == 0  // kt:bind
+  const long long pos = token;
+#else  // kt:bind
   const long long pos = (long long)positions[token];
+#endif  // kt:bind
   const C* cs = cache + pos * rot_dim;
   const int embed = rot_dim / 2;
   T* q = query + token * num_heads * head_size;
@@ -211,7 +216,11 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
                                             int num_heads, int num_kv_heads, int head_size) {
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
   const long long token = blockIdx.x;
+#if KT_EXPERT_POSITIONS == 0  // kt:bind
+  const long long pos = token;
+#else  // kt:bind
   const long long pos = (long long)positions[token];
+#endif  // kt:bind
   const C* cosp = cos_cache + pos * cache_stride;
   const C* sinp = sin_cache + pos * cache_stride;
   const int embed = rot_dim / 2;

@@ -128,34 +128,65 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
 _ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
 
 
+def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[ArgUse]) -> list[tuple[tuple, str]]:
+    """(token count per size set, its size expression) a kernel without positions may have, its cos and sin
+    gathered per token by the caller (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)``): a cache's rows, of
+    half an int argument or of the argument (a head size or rotary width), where they divide the query (and key)
+    elements."""
+    out, seen = [], set()
+    for a in ev.ints():
+        if not a.counts or any(v < 2 or v % 2 for v in a.counts):
+            continue
+        for stride, stride_spec in ((tuple(v // 2 for v in a.counts), f"({a.spec.value}) / 2"), (a.counts, a.spec.value)):
+            t = div(caches[0].counts, stride)
+            if t and t not in seen and div(q.counts, t) and (k is None or div(k.counts, t)):
+                seen.add(t)
+                out.append((t, f"({caches[0].spec.size}) / ({stride_spec})"))
+    return out
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("rotary_neox")
     if e is None:
         return []
     pos = [a for a in ev.bufs("in") if a.dtype in ("i32", "i64")]
-    if len(pos) != 1 or not pos[0].counts:
+    if len(pos) > 1 or (pos and not pos[0].counts):
         return []
-    p = pos[0]
-    tokens = p.counts
-    found = _pairs(ev, tokens)
+    p = pos[0] if pos else None
+    found = _pairs(ev, p.counts if p else None)
     if found is None:
         return []
     (qi, q), kpair, oop, caches = found
     ki, k = kpair if kpair else (None, None)
-    n_bufs = 1 + len(caches) + (2 if oop else 1) * (1 + (k is not None))
+    n_bufs = (1 if p else 0) + len(caches) + (2 if oop else 1) * (1 + (k is not None))
     if len(caches) > 2 or len(ev.bufs()) != n_bufs:
-        return []
-    angles = _angles(ev) if not caches else None
-    if not caches and angles is None:
         return []
     if len(caches) == 2 and (caches[0].counts != caches[1].counts or caches[0].dtype != caches[1].dtype):
         return []
     if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
         return []
+    if p is not None:
+        return _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches)
+    if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
+        return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
+    out = []
+    for tokens, spec in _gathered_tokens(ev, q, k, caches):
+        out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches)
+    return out
+
+
+def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
+          caches: list[ArgUse]) -> list[Binding]:
+    """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own)."""
+    pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
+    pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
+    angles = _angles(ev) if not caches else None
+    if not caches and angles is None:
+        return []
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
     if q_tok is None or k_tok is None:
         return []
-    T, C, P = q.dtype, caches[0].dtype if caches else "f32", p.dtype
+    T, C, P = q.dtype, caches[0].dtype if caches else "f32", p.dtype if p else "i32"
     # head size: an int argument that divides a token's query (and key) elements, the likelier ones first
     hss = []
     for a in ev.ints():
@@ -195,8 +226,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                         + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
             elif len(caches) == 1:
                 c = caches[0]
-                if div(c.counts, rot_fp) is None:
-                    continue
+                if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
+                    continue  # without positions, a row per token
                 paired = _pairs_type(ev, c.name)
                 layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
                                        [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
@@ -212,7 +243,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                 for oi, (cc, ss) in enumerate(orders):
                     for si, words in enumerate(("rot_dim / 2", "rot_dim")):
                         stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
-                        if div(cc.counts, stride_fp) is None:
+                        if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
                             continue
                         stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
                         stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
@@ -234,40 +265,42 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                     moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
                              f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
                     if cache == 4:
-                        reason = (f"{moved} by angles computed from `{p.name}[token]` and a power of "
+                        reason = (f"{moved} by angles computed from {pos_words} and a power of "
                                   f"`{angles[0].name}`, {style} pairs → rotary embedding")
                     elif pairing == 0 and not oop:
                         reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
-                                  f"chosen by `{p.name}[token]`, pairs half of `{rot.words.strip('`')}` apart → "
+                                  f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
                                   f"rotary embedding (NeoX)")
                     else:
-                        reason = f"{moved} by cos/sin chosen by `{p.name}[token]`, {style} pairs → rotary embedding"
+                        reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
                     b = Binding(e, 0.85, reason, ev.kernel.name)
-                    b.sizes = {"tokens": p.spec.size, "num_heads": nh.spec, "num_kv_heads": kv.spec,
+                    b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
                                "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
                     b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
                                      "KT_EXPERT_OUT_OF_PLACE": int(oop)}
+                    if p is None:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 0
                     b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
                     null = f"({CTYPE[T]}*)nullptr"
                     if cache == 4:  # no cache: the angle's form and calls instead
                         del b.sizes["max_position"]
                         b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
-                        b.call_args = [_cast(P, p.name, True), _cast(T, qi.name, True),
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                        f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
                     elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
-                        b.call_args = [_cast(P, p.name, True), _cast(T, q.name, False),
+                        b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
                     else:
-                        b.call_args = [_cast(P, p.name, True), _cast(T, qi.name, True),
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
-                    b.words = [f"positions={p.name}"] + (
+                    b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
                         [f"query={q.name}", f"key={k.name}" if k else "no key"]) + [
                         *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
