@@ -37,7 +37,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales))
-// kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token)
+// kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -81,7 +81,10 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
 
 template <int IT, typename T, typename Q>
 __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, float* __restrict__ scales,
-#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+#if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
+                                            int group_size, int rows, float eps, float qmin, float qmax, int tokens,
+                                            int stride) {
+#elif KT_EXPERT_SCALE_COLUMNS  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax, int tokens) {
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
@@ -108,7 +111,12 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const float rscale = 1.f / scale;
 #endif  // kt:bind
   if (!active) return;  // no block-wide barrier below
-#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+#if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
+  if (threadIdx.x == 0) {  // column-major, columns of stride: group g is the (g % per_token)-th group of token g / per_token
+    const int per_token = rows / tokens;
+    scales[(long long)(g % per_token) * stride + g / per_token] = scale;
+  }
+#elif KT_EXPERT_SCALE_COLUMNS  // kt:bind
   if (threadIdx.x == 0) {  // column-major: group g is the (g % per_token)-th group of token g / per_token
     const int per_token = rows / tokens;
     scales[(long long)(g % per_token) * tokens + g / per_token] = scale;
@@ -149,7 +157,13 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 }
 
 template <typename T, typename Q>
-#if KT_EXPERT_SCALE_COLUMNS  // kt:bind
+#if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, int tokens, int stride) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, tokens, stride)));
+}
+#elif KT_EXPERT_SCALE_COLUMNS  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
                                             float qmin, float qmax, int tokens) {
   KT_DISPATCH_ITEMS(KT_LANES, group_size,

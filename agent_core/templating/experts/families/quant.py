@@ -49,6 +49,30 @@ def _token_counts(ev: Evidence, scales, group_size) -> list[tuple[int, SizeExpr]
     return sorted(out, key=lambda t: -t[0])
 
 
+def _padded_columns(ev: Evidence, x, scales) -> list[tuple[SizeExpr, SizeExpr, SizeExpr, SizeExpr]]:
+    """Column-major scales whose columns are longer than the token count (DeepGEMM's TMA-aligned scales: columns of
+    the tokens rounded up, the padding never written): (group size, group count, token count, column stride), each
+    as the wrapper computes it, for an int argument holding the group count and one the scales' length is a
+    multiple of (the stride), where the tokens (the groups over the groups per token) fall short of the stride by
+    less than 64 on every size set."""
+    out = []
+    for g in ev.ints():
+        if not g.counts or g.counts == scales.counts or div(x.counts, g.counts) is None:
+            continue
+        gs = [s for s in ev.sizes(div(x.counts, g.counts)) if not s.c[0].isdigit()] or \
+            ev.sizes(div(x.counts, g.counts))
+        for st in ev.ints():
+            per_token = div(scales.counts, st.counts) if st.counts and st is not g else None
+            tokens = div(g.counts, per_token) if per_token else None
+            if not tokens or tokens == st.counts or any(not 0 <= s - t < 64 for t, s in zip(tokens, st.counts)):
+                continue
+            ts = [t for t in ev.sizes(tokens) if not t.c[0].isdigit()]
+            if gs and ts:
+                out.append((gs[0], SizeExpr(f"(int)({g.name})", str(g.spec.value), f"`{g.name}`"), ts[0],
+                            SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")))
+    return out
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
     ins = ev.bufs("in", FLOATS)
@@ -61,7 +85,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         return []
     gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
         ev.sizes(div(x.counts, sc[0].counts))
-    if not gs_all:
+    padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions else []
+    if not gs_all and not padded:
         return []
     fl = ev.floats()
     # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
@@ -89,23 +114,34 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     recip_first = ev.mentions(r"1\.0?f?/") or ev.mentions(r"\*inv") or ev.mentions(r"\*\(1\.")
     recips = [1, 0] if recip_first else [0, 1]
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
-    columns = _token_counts(ev, sc[0], gs_all[0])
-    # row-major first, unless the body's write of the scales multiplies by a token count
-    layouts = [(-3 if columns and columns[0][0] == 0 else 0, None)] + columns
+    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
+    # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
+    # (their own group size and count)
+    layouts = ([(-3 if columns and columns[0][0] == 0 else 0, None)] + columns if gs_all else []) + \
+        [(0, pad) for pad in padded]
     qm = f"kt::QuantOut<{Q}>"
     # the group count: an argument that holds it, else the elements over the group size, else the grid
     rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
     total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
     out = []
-    combos = itertools.product(enumerate(gs_all[:2]), enumerate(eps_c[:3]), enumerate(rounds), enumerate(recips),
-                               enumerate(pow2s), layouts)
+    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_c[:3]), enumerate(rounds),
+                               enumerate(recips), enumerate(pow2s), layouts)
     for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens) in combos:
+        pad = tokens if isinstance(tokens, tuple) else None
+        if pad is not None:
+            if gi:
+                continue  # a padded layout brings its own group size
+            gs, groups, tokens, stride = pad
+        elif gs is None:
+            continue
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
                     f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
-        b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size}
-        if rows_xs:
+        b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
+        if pad is not None:
+            rows, rows_words = groups.c, f"groups={groups.words}"
+        elif rows_xs:
             rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
         elif totals:  # the elements over the group size: any block shape stays free
             rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
@@ -119,9 +155,11 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                        f"(float)({qmax.name})" if qmax else f"{qm}::qmax"]
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
-                         "KT_EXPERT_SCALE_COLUMNS": int(tokens is not None)}
+                         "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
         if tokens is not None:
             b.call_args.append(tokens.c)
+        if pad is not None:
+            b.call_args.append(stride.c)
         b.consts = {"ESIZE": NBYTES[x.dtype]}
         b.words = [f"x={x.name}", f"q={q[0].name} ({kind})", f"scales={sc[0].name}",
                    f"group_size={gs.words}", rows_words, eps_words,
@@ -130,7 +168,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [
             "multiplied by 1 / scale" if recip else "divided by the scale"] + (
             ["scales rounded up to powers of two (UE8M0)"] if pow2 else []) + (
-            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens else [])
+            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
+            [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
         out.append(b)
     return out
