@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
+// kt:bind KT_EXPERT_RESIDUAL_IN = 0  (general form only; 0: the residual read and the sum stored back in it; 1: the residual read from residual_in (its own buffer, the last argument, no weight offset) and the sum stored to residual (TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -62,6 +63,9 @@ namespace kt {
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename R, typename W, typename O>
 __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restrict__ residual,
+#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+                                                        const R* __restrict__ residual_in,
+#endif  // kt:bind
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden, float w_offset) {
@@ -79,7 +83,11 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
+#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+    rows_load_item<0, KT_VEC, IT, P>(residual_in + off, hidden, i, r, lead);
+#else  // kt:bind
     rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
+#endif  // kt:bind
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
       const float z = round_t<R>(v[i][j] + r[j]);
@@ -113,13 +121,23 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 }
 
 template <typename T, typename R, typename W, typename O>
-#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const R* residual_in) {
+#elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, float w_offset) {
 #else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
 #endif  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual, residual_in) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, residual_in, w, out, eps, rows, hidden)));
+#else  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) && vec_ok<W, KT_VEC>(hidden, w) &&
                    vec_ok<O, KT_VEC>(hidden, out)),
@@ -128,6 +146,7 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, w_offset)));
 #else  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
+#endif  // kt:bind
 #endif  // kt:bind
 }
 #else  // kt:bind
