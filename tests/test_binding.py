@@ -410,6 +410,66 @@ def test_rotary_pairs_of_a_plain_table_come_after_the_halves(lib):
     assert layouts[0] == 0 and 3 in layouts
 
 
+def test_rotary_without_positions_cos_and_sin_gathered_per_token(lib):
+    """Hugging Face's apply_rotary_pos_emb(q, k, cos, sin): no positions, cos and sin [tokens, rot / 2] each; the
+    token count from the caches' rows, the expert's row the token itself (KT_EXPERT_POSITIONS 0)."""
+    cf, k, spec = case("rotary_gathered_gptj_in_place_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("positions=the token index (cos and sin gathered per token), query=q, no key, "
+                                       "cos=cos_t, sin=sin_t, rows of rot_dim / 2, rot_dim=`R`"), words_of(bs)
+    assert "GPT-J pairs" in bs[0].describe() and bs[0].conventions["KT_EXPERT_POSITIONS"] == 0
+    assert bs[0].call_args[0] == "(const int*)nullptr" and bs[0].sizes["tokens"] == "(T * R / 2) / ((R) / 2)"
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long pos = token;" in t.text and "positions[token]" not in t.text
+
+
+def test_fused_add_out_of_place_reads_the_residual_from_its_own_buffer(lib):
+    """TensorRT-LLM's residual out: x and residual read, the sum written to residual_out (the output written first)
+    and the normalized row to y; the expert reads the residual from the last argument (KT_EXPERT_RESIDUAL_IN)."""
+    cf, k, spec = case("fused_add_residual_out_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=x (bf16), residual=residual (bf16), the sum into `residual_out`, out=y "
+                                       "(bf16), weight=w, hidden=`n`, eps=`eps`, rows=`rows`"), words_of(bs)
+    assert all(b.conventions.get("KT_EXPERT_RESIDUAL_IN") == 1 for b in bs if b.expert.name == "fused_add_rms_norm")
+    assert bs[0].call_args[1] == "(__nv_bfloat16*)(residual_out)"
+    assert bs[0].call_args[-1] == "(const __nv_bfloat16*)(residual)"
+    t = X.bind(bs[0], cf, spec)
+    assert "rows_load_item<0, KT_VEC, IT, P>(residual_in + off" in t.text
+    assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has no such convention
+
+
+def test_quant_scales_in_columns_padded_past_the_token_count(lib):
+    """Column-major scales whose columns are the tokens rounded up to 8 (``ld``): the group count and the stride
+    are the arguments, the tokens the groups over the groups per token (KT_EXPERT_SCALE_COLUMNS 2)."""
+    cf, k, spec = case("quant_int8_padded_columns")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=x, q=xq (int8), scales=s, group_size=`gs`, groups=`ngroups`"), words_of(bs)
+    assert "column-major scales [groups per token, columns of `ld`, tokens=`ngroups / per_row`]" in bs[0].describe()
+    assert bs[0].conventions["KT_EXPERT_SCALE_COLUMNS"] == 2
+    assert bs[0].call_args[-2:] == ["(int)(ngroups) / (int)(per_row)", "(int)(ld)"]
+    assert bs[0].sizes["rows"] == "M * K / gs"
+    t = X.bind(bs[0], cf, spec)
+    assert "scales[(long long)(g % per_token) * stride + g / per_token] = scale;" in t.text
+
+
+def test_a_row_length_fixed_at_compile_time_is_a_weights_length(lib):
+    """A per-head norm whose head size is a #define: no int argument holds the row length, the weight's does."""
+    cf, k, spec = case("rms_per_head_define_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" for b in bs), words_of(bs)
+    assert bs[0].describe().startswith("out=x=qk (in place), weight=g, hidden=the constant 64, eps=1e-6f, "
+                                       "rows=`rows`"), words_of(bs)
+
+
+def test_evidence_pointer_declared_then_pointed_at_an_argument():
+    cf, k, spec = case("rotary_gathered_gptj_in_place_f32")
+    ev = gather(cf, k, spec)
+    assert ev.arg("q").written and ev.arg("q").read and not ev.arg("cos_t").written
+    cf, k, spec = case("fused_add_residual_out_bf16")
+    ev = gather(cf, k, spec)
+    assert not ev.arg("y").read and ev.arg("residual_out").read  # y only written; the sum read back
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)
