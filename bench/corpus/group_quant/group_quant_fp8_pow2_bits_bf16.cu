@@ -30,7 +30,9 @@ __global__ void quant_fp8_pow2_kernel(const __nv_bfloat16* __restrict__ in, __nv
     const __nv_bfloat16* src = in + (size_t)g * group_size;
     float amax = 0.f;
     for (int i = lane; i < group_size; i += kLanes) amax = fmaxf(amax, fabsf(__bfloat162float(src[i])));
-    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o, kLanes));
+    // the group's own lanes: at the end of the loop the other half of the warp may have left it
+    const unsigned group_mask = ((1u << kLanes) - 1u) << (threadIdx.x % 32 / kLanes * kLanes);
+    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(group_mask, amax, o, kLanes));
     const float scale = round_up_pow2(fmaxf(amax, min_scale) / 448.f);
     for (int i = lane; i < group_size; i += kLanes)
       out[(size_t)g * group_size + i] = __nv_fp8_e4m3(__bfloat162float(src[i]) / scale);
