@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_WEIGHT = 1  (1: times a weight of hidden elements; 0: no weight (w is not read))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
+// kt:bind KT_EXPERT_X_STRIDE = 0  (0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument; no weight offset): a row of a wider buffer, as vLLM's rms_norm takes a non-contiguous input; the output rows stay contiguous)
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -59,6 +60,9 @@ namespace kt {
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
+#if KT_EXPERT_X_STRIDE  // kt:bind
+                                         long long x_stride,
+#endif  // kt:bind
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                          float eps, int rows, int hidden, float w_offset) {
 #else  // kt:bind
@@ -69,7 +73,12 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
   const long long off = (long long)(active ? row : 0) * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
+#if KT_EXPERT_X_STRIDE  // kt:bind
+  // the input row at its own stride: the dispatch gives the peeled path only where it keeps the output's lead
+  rows_load<0, KT_VEC, IT, P>(x + (long long)(active ? row : 0) * x_stride, hidden, v, lead);
+#else  // kt:bind
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+#endif  // kt:bind
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -105,12 +114,22 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 }
 
 template <typename T, typename W>
-#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+#if KT_EXPERT_X_STRIDE  // kt:bind
+__device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
+                                         long long x_stride) {
+  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out) && x_stride % KT_VEC == 0 && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out) && (x_stride - hidden) % KT_VEC == 0),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, x_stride, eps, rows, hidden)));
+}
+#elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
                                          float w_offset) {
 #else  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
 #endif  // kt:bind
+#if KT_EXPERT_X_STRIDE == 0  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                   (vec_ok<T, KT_VEC>(0, x, out)),
@@ -119,5 +138,6 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
 #endif  // kt:bind
 }
+#endif  // kt:bind
 
 }  // namespace kt

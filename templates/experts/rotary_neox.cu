@@ -28,6 +28,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
 // kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)))
+// kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched)
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -38,7 +39,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE == 0  // kt:bind
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -213,7 +214,12 @@ __device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_
 template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
                                             const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, long long q_stride,
+                                            long long k_stride) {
+#else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
+#endif  // kt:bind
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
   const long long token = blockIdx.x;
 #if KT_EXPERT_POSITIONS == 0  // kt:bind
@@ -224,11 +230,29 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const C* cosp = cos_cache + pos * cache_stride;
   const C* sinp = sin_cache + pos * cache_stride;
   const int embed = rot_dim / 2;
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+  const long long qo = token * q_stride, ko = token * k_stride;
+#else  // kt:bind
   const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
+#endif  // kt:bind
   const T* qi = q_in + qo;
   const T* ki = k_in + ko;
   T* qd = q_out + qo;
   T* kd = k_out + ko;
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+  // the widest vector the rotary half, the head, the cache rows and this token's rows allow (a stride may not keep
+  // every token aligned: each block checks its own)
+  if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, qi, ki, qd, kd, cos_cache, sin_cache))
+    rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 4 && pairs_vec_ok<HALF_VEC, T, C>(embed, head_size, cache_stride, qi, ki, qd, kd, cos_cache,
+                                                       sin_cache))
+    rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else if (KT_VEC >= 8 && pairs_vec_ok<QUARTER_VEC, T, C>(embed, head_size, cache_stride, qi, ki, qd, kd, cos_cache,
+                                                          sin_cache))
+    rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+  else
+    rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+#else  // kt:bind
   // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow
   if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
     rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
@@ -240,6 +264,7 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
     rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
   else
     rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+#endif  // kt:bind
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
   if (rot_dim < head_size) {
     copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);

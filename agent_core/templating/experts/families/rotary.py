@@ -128,6 +128,24 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
 _ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
 
 
+def _fused_heads(ev: Evidence, per_token: tuple, hs_fp: tuple) -> tuple[SizeExpr, SizeExpr, str, str] | None:
+    """Query and key heads inside one buffer of ``per_token`` elements a token (TensorRT-LLM's and vLLM's fused
+    qkv): two int arguments, q heads and kv heads, with (q + 2 kv) heads of the head size a token (the v heads left
+    as they are) or (q + kv) (a fused qk buffer); (q heads, kv heads, a token's heads in C, words)."""
+    heads = div(per_token, hs_fp)
+    if heads is None:
+        return None
+    ints = [a for a in ev.ints() if a.counts]
+    for extra, words in ((2, "q, k and v heads of one fused buffer (v untouched)"), (1, "q and k heads of one buffer")):
+        for a in ints:
+            for b in ints:
+                if a is not b and all(x + extra * y == h and x >= y for x, y, h in zip(a.counts, b.counts, heads)):
+                    return (SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"),
+                            SizeExpr(f"(int)({b.name})", str(b.spec.value), f"`{b.name}`"),
+                            f"(int)({a.name}) + {extra} * (int)({b.name})", words)
+    return None
+
+
 def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[ArgUse]) -> list[tuple[tuple, str]]:
     """(token count per size set, its size expression) a kernel without positions may have, its cos and sin
     gathered per token by the caller (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)``): a cache's rows, of
@@ -205,6 +223,11 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     for hi, (hs, hs_fp) in enumerate(hss):
         nh = _heads(ev, q_tok, hs, hs_fp)
         kv = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
+        fused = None  # query and key as views of one fused buffer: (its heads a token, words)
+        if nh is None and k is None and not oop and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+            fused = _fused_heads(ev, q_tok, hs_fp)
+            if fused:
+                nh, kv = fused[0], fused[1]
         if nh is None or kv is None:
             continue
         # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
@@ -257,6 +280,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                                    f"({cc.spec.size}) / ({stride_spec})", -oi))
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
+                if fused and cache == 4:
+                    continue  # a fused buffer's views take a cache
                 for pi, pairing in enumerate(pairings):
                     if cache == 2 and pairing == 1:
                         continue  # full rows are a NeoX (rotate_half) layout
@@ -290,6 +315,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                        f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                    elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
+                        buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                        kofs = f"(long long)({nh.c}) * ({hs.c})"
+                        row = f"(long long)({fused[2]}) * ({hs.c})"
+                        b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
+                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
                     elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
                         b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
@@ -302,10 +334,11 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
-                        [f"query={q.name}", f"key={k.name}" if k else "no key"]) + [
+                        [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
+                         else "no key"]) + [
                         *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
                         f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
-                        "out of place" if oop else "in place"]
+                        "out of place" if oop else "in place"] + ([fused[3]] if fused else [])
                     b.support = 20 - 3 * hi - 2 * ri + lsup - pi
                     out.append(b)
     return out
