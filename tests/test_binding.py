@@ -470,6 +470,66 @@ def test_evidence_pointer_declared_then_pointed_at_an_argument():
     assert not ev.arg("y").read and ev.arg("residual_out").read  # y only written; the sum read back
 
 
+def test_merge_of_fp32_partials_into_a_16_bit_output(lib):
+    cf, k, spec = case("merge_fp32_partials_f16_out")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "merge_attn_states", "out=out (f16, the values f32)", "lse [H, T]", "natural lse"), words_of(bs)
+    b = next(b for b in bs if "lse [H, T]" in b.describe() and "p=va with p_lse=la" in b.describe())
+    assert b.conventions["KT_EXPERT_OUT_TYPE"] == 1 and b.template_args == ["float", "__half"]
+    t = X.bind(b, cf, spec)
+    assert "merge_slots(O* __restrict__ out" in t.text and "store_vec<O, VEC>" in t.text
+
+
+def test_layer_norm_gamma_only_first_where_a_mean_is_subtracted(lib):
+    """bias=False: one weight, and the body subtracts the mean: the LayerNorm without a shift (KT_EXPERT_AFFINE 2)
+    before the RMSNorm the same buffers suggest; a body that subtracts no mean gets no such LayerNorm."""
+    cf, k, spec = case("layer_norm_gamma_only_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=y, x=x, gamma=g, no beta, hidden=`C`"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_AFFINE"] == 2 and "KT_EXPERT_OUT_TYPE" not in bs[0].conventions
+    assert bs[0].call_args[3] == "(const __nv_bfloat16*)nullptr"
+    assert has(bs, "rms_norm")  # still screened
+    cf, k, spec = case("rms_rows_per_block")
+    assert not has(X.candidates(cf, k.name, spec, lib), "layer_norm")
+
+
+def test_softmax_keep_mask_of_bytes(lib):
+    """PyTorch's masked_fill(mask == 0, -inf): a u8 keep-mask [Q, K] over scores [H, Q, K] (KT_EXPERT_MASK 4)."""
+    cf, k, spec = case("softmax_keep_mask_heads_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "softmax", "logits times `scale`", "keeping the keys where the mask `keep` [`Q` rows] is not 0",
+               "broadcast over a leading dimension"), words_of(bs)
+    b = next(b for b in bs if b.conventions.get("KT_EXPERT_MASK") == 4)
+    assert b.template_args[-1] == "uint8_t"
+    t = X.bind(b, cf, spec)
+    assert "mask[mrow * hidden + e] == 0 ? -INFINITY : 0.f" in t.text and "total > 0.f ? 1.f / total : 0.f" in t.text
+
+
+def test_rotary_query_and_key_heads_of_one_fused_buffer(lib):
+    """A fused qk buffer [T, (NQ + NK) * S]: the key heads after the query heads, tokens a row of all the heads apart
+    (KT_EXPERT_TOKEN_STRIDE)."""
+    cf, k, spec = case("rotary_fused_qk_gptj_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("positions=pos, query=qk, key=qk after the query heads, cos=cosc, sin=sinc"), \
+        words_of(bs)
+    assert "GPT-J pairs" in bs[0].describe() and bs[0].conventions["KT_EXPERT_TOKEN_STRIDE"] == 1
+    assert bs[0].call_args[2] == "(const __nv_bfloat16*)(qk) + (long long)((int)(NQ)) * ((int)(S))"
+    assert bs[0].call_args[-1] == "(long long)((int)(NQ) + 1 * (int)(NK)) * ((int)(S))"
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long qo = token * q_stride, ko = token * k_stride;" in t.text
+
+
+def test_rms_norm_of_rows_at_a_stride_of_their_own(lib):
+    cf, k, spec = case("rms_strided_rows_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("out=y, x=x (rows `ld` apart), weight=w, hidden=`n`, eps=1e-6f, rows=`R`"), \
+        words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_X_STRIDE"] == 1 and bs[0].call_args[-1] == "(long long)((ld))"
+    t = X.bind(bs[0], cf, spec)
+    assert "x + (long long)(active ? row : 0) * x_stride" in t.text
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

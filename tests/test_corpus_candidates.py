@@ -22,13 +22,6 @@ EXPERT_FAMILIES = {
 KNOWN_GAPS = {
     "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
                                                           "mask: not a layout of the merge expert",
-    # held out 2026-11-26s (batch 2): the binders read neither yet
-    "layer_norm/layer_norm_no_bias_f32_in_bf16_out.cu": "gamma without beta, and an output type other than the "
-                                                        "input's: the layer_norm expert has one type for x and out",
-    "softmax/masked_softmax_bool_key_mask_fp16.cu": "a boolean (uint8) key mask, masked keys -inf and a fully masked "
-                                                    "row written 0: the softmax expert's masks are additive",
-    "merge_attn_states/combine_fp32_partials_bf16_out.cu": "fp32 partial values merged into a bf16 output: the merge "
-                                                           "expert has one type for the values and the output",
 }
 
 

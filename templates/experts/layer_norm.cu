@@ -45,7 +45,8 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(var + eps), 0: 1 / (sqrt(var) + eps))
 // kt:bind KT_EXPERT_STATS = 0  (1: also writes each row's mean and 1 / sqrt(var + eps) (fp32), as training kernels do)
-// kt:bind KT_EXPERT_AFFINE = 1  (1: times gamma plus beta; 0: neither (llama.cpp's norm: gamma and beta are not read))
+// kt:bind KT_EXPERT_AFFINE = 1  (1: times gamma plus beta; 0: neither (llama.cpp's norm: gamma and beta are not read); 2: times gamma, no beta (OLMo / StableLM bias=False: beta is not read))
+// kt:bind KT_EXPERT_OUT_TYPE = 0  (0: out of x's type; 1: of a type of its own, O (fp32 activations in, bf16 out))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -97,15 +98,25 @@ __device__ __forceinline__ void raw_item(const Vec<T, VEC>& raw, float (&out)[VE
 
 #if KT_EXPERT_STATS  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <int IT, int P, typename T, typename W, typename O>
+__device__ __forceinline__ void layer_norm_impl(O* __restrict__ out, const T* __restrict__ x,
+#else  // kt:bind
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
+#endif  // kt:bind
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden, float* __restrict__ mean_out,
                                            float* __restrict__ rstd_out) {
 #else  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <int IT, int P, typename T, typename W, typename O>
+__device__ __forceinline__ void layer_norm_impl(O* __restrict__ out, const T* __restrict__ x,
+#else  // kt:bind
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
+#endif  // kt:bind
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden) {
 #endif  // kt:bind
@@ -116,7 +127,9 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
-#if KT_EXPERT_AFFINE  // kt:bind
+#if KT_EXPERT_AFFINE == 2  // kt:bind
+  if constexpr (KT_WLOAD != 0) row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
+#elif KT_EXPERT_AFFINE  // kt:bind
   if constexpr (KT_WLOAD != 0) {
     row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
     row_load_raw<KT_VEC, IT, P>(beta, hidden, br, lead);
@@ -147,6 +160,15 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #if KT_EXPERT_AFFINE == 0  // kt:bind
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv;
+#elif KT_EXPERT_AFFINE == 2  // kt:bind
+    float g[KT_VEC];
+    if constexpr (KT_WLOAD != 0) {
+      raw_item<W, KT_VEC>(gr[i], g);
+    } else {
+      rows_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
+    }
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j];
 #else  // kt:bind
     float g[KT_VEC], b[KT_VEC];
     if constexpr (KT_WLOAD != 0) {
@@ -170,16 +192,27 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 }
 
 #if KT_EXPERT_STATS  // kt:bind
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+                                           int hidden, float* mean_out, float* rstd_out) {
+#else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
                                            int hidden, float* mean_out, float* rstd_out) {
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out)),
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
 }
 #else  // kt:bind
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
+#else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out)),
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden)));

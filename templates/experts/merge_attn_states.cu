@@ -30,6 +30,7 @@ block = ["THREADS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
+// kt:bind KT_EXPERT_OUT_TYPE = 0  (0: the output of the values' type; 1: of a type of its own, O (fp32 partials merged into a bf16 output, as flash-decoding combines write))
 // kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
 // kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 #ifndef KT_THREADS
@@ -50,8 +51,13 @@ namespace kt {
 // Slot = VEC consecutive elements of one (token, head) row. Each thread merges ITEMS slots, gridDim.x * blockDim.x
 // apart (coalesced), loading all of them before combining any (ITEMS independent loads in flight). I: the index
 // type, 32-bit whenever the element count allows it (cheaper divisions).
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <int VEC, int IT, typename I, typename T, typename O>
+__device__ __forceinline__ void merge_slots(O* __restrict__ out, float* __restrict__ out_lse, const T* __restrict__ p,
+#else  // kt:bind
 template <int VEC, int IT, typename I, typename T>
 __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restrict__ out_lse, const T* __restrict__ p,
+#endif  // kt:bind
                                             const float* __restrict__ p_lse, const T* __restrict__ s,
                                             const float* __restrict__ s_lse, int tokens, int heads, int head_size) {
   const I per_head = head_size / VEC;
@@ -99,8 +105,13 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
         const float ps = pe / sum, ss = se / sum;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) a[it][j] = a[it][j] * ps + b[it][j] * ss;
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+        if constexpr (VEC == 1) out[e[it]] = from_f<O>(a[it][0]);
+        else store_vec<O, VEC>(out + e[it], a[it]);
+#else  // kt:bind
         if constexpr (VEC == 1) out[e[it]] = from_f<T>(a[it][0]);
         else store_vec<T, VEC>(out + e[it], a[it]);
+#endif  // kt:bind
 #if KT_EXPERT_LSE_BASE2  // kt:bind
         if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = log2f(sum) + m;
 #else  // kt:bind
@@ -111,8 +122,13 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
   }
 }
 
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <int VEC, typename T, typename O>
+__device__ __forceinline__ void merge_index(O* out, float* out_lse, const T* p, const float* p_lse, const T* s,
+#else  // kt:bind
 template <int VEC, typename T>
 __device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
+#endif  // kt:bind
                                             const float* s_lse, int tokens, int heads, int head_size) {
   const long long n = (long long)tokens * heads * head_size;
   if (n + (long long)gridDim.x * blockDim.x * KT_ITEMS * VEC < 0x7fffffffLL)
@@ -121,8 +137,13 @@ __device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, 
     merge_slots<VEC, KT_ITEMS, long long>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
 }
 
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const T* p, const float* p_lse, const T* s,
+#else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
+#endif  // kt:bind
                                                   const float* s_lse, int tokens, int heads, int head_size) {
 #if KT_EXPERT_TOKENS_FROM_GRID  // kt:bind
   {  // launched with tokens * per_token blocks (the launch's grid_when): the count comes back exactly

@@ -39,7 +39,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
-// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q)
+// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -97,7 +97,7 @@ __device__ __forceinline__ void softmax(T* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T>(out, x, rows, hidden)));
 }
 #else  // kt:bind
-#if KT_EXPERT_MASK >= 2  // kt:bind
+#if (KT_EXPERT_MASK - 2) * (KT_EXPERT_MASK - 3) == 0  // kt:bind
 // The general form with a causal mask: softmax(x * scale / row_div[row]) over the keys the row's query sees, rows
 // [outer, q_len] of hidden keys, query q = row % q_len. Bottom-right aligned (2): q sees keys 0 .. q + hidden -
 // q_len (prefill q_len == hidden, or decode and chunked prefill q_len < hidden); top-left (3): keys 0 .. q. The
@@ -179,7 +179,18 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
-#if KT_EXPERT_MASK  // kt:bind
+#if KT_EXPERT_MASK == 4  // kt:bind
+  float mk[IT][KT_VEC];  // 0 for a key kept, -inf for one left out
+  const int r = active ? row : 0;
+  const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+      const int e = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
+      mk[i][j] = rows_in(e, hidden) && mask[mrow * hidden + e] == 0 ? -INFINITY : 0.f;
+    }
+#elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
@@ -209,6 +220,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
+#if KT_EXPERT_MASK == 4  // kt:bind
+  if (m == -INFINITY) m = 0.f;  // every key left out: each exp below is 0 and the row is written as 0
+#endif  // kt:bind
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -218,7 +232,12 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       v[i][j] = e;
       s += e;
     }
+#if KT_EXPERT_MASK == 4  // kt:bind
+  const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+#else  // kt:bind
   const float inv = 1.f / row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);  // one division per row, not per element
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll

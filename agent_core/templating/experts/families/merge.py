@@ -40,8 +40,10 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if len(pv) != 2 or len(lse) != 2 or len(ov) != 1 or len(olse) > 1 or len(outs) != len(ov) + len(olse) \
             or len(ev.bufs()) != len(pv) + len(lse) + len(outs):
         return []
-    T = pv[0].dtype
-    if pv[1].dtype != T or ov[0].dtype != T or lse[0].counts != lse[1].counts:
+    T, O = pv[0].dtype, ov[0].dtype
+    mixed = O != T  # fp32 partials merged into a 16-bit output: the expert's output type of its own
+    if pv[1].dtype != T or (mixed and ("KT_EXPERT_OUT_TYPE" not in e.conventions or O not in FLOATS)) \
+            or lse[0].counts != lse[1].counts:
         return []
     L = lse[0].counts
     if olse and olse[0].counts != L:
@@ -104,14 +106,16 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                     b.conventions = {"KT_EXPERT_LSE_BASE2": base}
                     if from_grid:
                         b.conventions["KT_EXPERT_TOKENS_FROM_GRID"] = 1
-                    b.template_args = [CTYPE[T]]
-                    b.call_args = [_cast(T, ov[0].name, False),
+                    b.template_args = [CTYPE[T]] + ([CTYPE[O]] if mixed else [])
+                    if mixed:
+                        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
+                    b.call_args = [_cast(O, ov[0].name, False),
                                    f"(float*)({olse[0].name})" if olse else "(float*)nullptr",
                                    _cast(T, pa.name, True), f"(const float*)({pl.name})", _cast(T, sa.name, True),
                                    f"(const float*)({sl.name})", tok.c, heads.c, hs.c]
-                    b.consts = {"ESIZE": NBYTES[T]}
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
                     lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
-                    b.words = [f"out={ov[0].name}"] + ([f"out_lse={olse[0].name}"] if olse else []) + [
+                    b.words = [f"out={ov[0].name}" + (f" ({O}, the values {T})" if mixed else "")] + ([f"out_lse={olse[0].name}"] if olse else []) + [
                         f"p={pa.name} with p_lse={pl.name}", f"s={sa.name} with s_lse={sl.name}",
                         f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
                         f"values [{tname}, {hname}, head_size]", f"lse {lay}",

@@ -135,7 +135,67 @@ def _round_evidence(ev: Evidence) -> int:
 
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
-    return _row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
+    return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
+            + _layer_norm_general(ev, lib))
+
+
+def _layer_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """LayerNorm in its general forms: gamma without beta (OLMo / StableLM ``bias=False``; offered beside the RMSNorm
+    the same buffers suggest where the kernel takes a mean off the row) and/or an output of a type of its own
+    (fp32 activations in, 16-bit out). The plain form is bound with the other row families."""
+    e = lib.get("layer_norm")
+    if e is None or "KT_EXPERT_OUT_TYPE" not in e.conventions or not ev.has(*ROOTS):
+        return []
+    ins, outs = ev.bufs("in"), ev.bufs("out")
+    if ev.bufs("inout") or len(outs) != 1 or any(a.dtype not in FLOATS or not a.counts for a in ins + outs):
+        return []
+    o = outs[0]
+    xs = [a for a in ins if a.counts == o.counts]
+    ws = [a for a in ins if a.counts != o.counts]
+    if len(xs) != 1 or len(ws) not in (1, 2) or len({(a.counts, a.dtype) for a in ws}) != 1:
+        return []
+    x = xs[0]
+    mixed = x.dtype != o.dtype
+    if len(ws) == 2 and not mixed:
+        return []  # gamma and beta of one type in and out: the row families' LayerNorm
+    if len(ws) == 1 and not re.search(r"-\(?\w*(mean|mu)\b", ev.flat, re.I):
+        return []  # one weight and no mean subtracted (x - mean): an RMSNorm (the row families bind it)
+    T, O, W = x.dtype, o.dtype, ws[0].dtype
+    orders = [ws] if len(ws) == 1 else [ws, ws[::-1]]
+    if len(ws) == 2 and re.search(r"beta|bias|shift", ws[0].name, re.I) and not re.search(r"beta|bias|shift",
+                                                                                           ws[1].name, re.I):
+        orders.reverse()
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, o.counts, ws)):
+        rows_fp = div(o.counts, hfp)
+        for oi, order in enumerate(orders):
+            g, bb = order[0], (order[1] if len(order) == 2 else None)
+            for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                for conv, conv_words, conv_support in _norm_conventions(ev, e, O):
+                    # gamma only is offered where a mean is subtracted: surer than the RMSNorm the same buffers suggest
+                    b = Binding(e, 0.92 if not bb else 0.85, f"reads rows of `{hidden.words.strip('`')}` elements, "
+                                f"{ev.reduction_words()}"
+                                f", rsqrtf, {'gamma and beta' if bb else 'one weight (no shift)'}"
+                                f"{f', out in {O}' if mixed else ''} → LayerNorm", ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), f"x={x.name}",
+                               f"gamma={g.name}", f"beta={bb.name}" if bb else "no beta", f"hidden={hidden.words}",
+                               eps_words]
+                    rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({hidden.spec})", hidden, b)
+                    b.words += conv_words
+                    b.template_args = [CTYPE[T], CTYPE[W]] + ([CTYPE[O]] if mixed else [])
+                    b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), _cast(W, g.name, True),
+                                   _cast(W, bb.name, True) if bb else f"(const {CTYPE[W]}*)nullptr", eps_c, rows,
+                                   hidden.c]
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W], NBYTES[O])}
+                    b.conventions = dict(conv)
+                    if not bb:
+                        b.conventions["KT_EXPERT_AFFINE"] = 2
+                    if mixed:
+                        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - oi - ei + eps_support + conv_support
+                    out.append(b)
+    return out
 
 
 def _strided_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
@@ -265,14 +325,18 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
         return []
     ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
-    if len(outs) + len(ios) != 1 or len(ev.bufs()) != len(ins) + 1 or not (outs or ios)[0].counts:
+    # a keep-mask of bytes (PyTorch's masked_fill(mask == 0, -inf)), where the expert has one
+    keeps = [a for a in ev.bufs("in", ("u8", "i8")) if a.counts] if "keep-mask" in e.convention_words.get(
+        "KT_EXPERT_MASK", "") else []
+    if len(outs) + len(ios) != 1 or len(keeps) > 1 or len(ev.bufs()) != len(ins) + len(keeps) + 1 \
+            or not (outs or ios)[0].counts:
         return []
     o = (outs or ios)[0]
     big = o.counts
     xs = [o] if ios else [a for a in ins if a.counts == big]  # in place: x is the output
     if len(ins) - (0 if ios else 1) > 2:
         return []
-    others = [a for a in ins if a.counts != big and a is not o]
+    others = [a for a in ins if a.counts != big and a is not o] + keeps
     if len(xs) != 1 or any(not a.counts or div(big, a.counts) is None for a in others):
         return []
     x = xs[0]
@@ -334,11 +398,13 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                     if divides:
                         b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
                     if mask:
-                        b.words.append(f"plus the mask `{mask.name}` [{mr.words} rows], {inner_words}")
+                        b.words.append(f"{'keeping the keys where' if mask in keeps else 'plus'} the mask "
+                                       f"`{mask.name}` [{mr.words} rows]{' is not 0' if mask in keeps else ''}, "
+                                       f"{inner_words}")
                         b.template_args.append(CTYPE[mask.dtype])
                         b.call_args += [_cast(mask.dtype, mask.name, True), mr.c, mr.c if inner is None else inner]
                         b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
-                        b.conventions["KT_EXPERT_MASK"] = 1
+                        b.conventions["KT_EXPERT_MASK"] = 4 if mask in keeps else 1
                     if causal:
                         conv, q_len, q_words = causal
                         b.words.append(q_words)
