@@ -530,6 +530,18 @@ def test_rms_norm_of_rows_at_a_stride_of_their_own(lib):
     assert "x + (long long)(active ? row : 0) * x_stride" in t.text
 
 
+def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
+    """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
+    grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""
+    cf, k, spec = case("quant_int8_block_per_token")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert "groups=the grid, `H / 64` a token" in bs[0].describe(), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_GROUPS_FROM_GRID"] == 1 and bs[0].fixed["ROWS"] == [1, 2, 4, 8, 16]
+    t = X.bind(bs[0], cf, spec)
+    assert "rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;" in t.text
+    assert t.space.params["ROWS"].values == [1, 2, 4, 8, 16]
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

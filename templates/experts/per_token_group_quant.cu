@@ -37,6 +37,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales))
+// kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token)
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
@@ -171,6 +172,12 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 }
 #else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows: one token's groups; gridDim.x * ROWS lies in [groups, groups + ROWS), so the token count is exact
+    const int per_token = rows;
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
+  }
+#endif  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
 }
 #endif  // kt:bind

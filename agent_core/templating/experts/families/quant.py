@@ -73,6 +73,19 @@ def _padded_columns(ev: Evidence, x, scales) -> list[tuple[SizeExpr, SizeExpr, S
     return out
 
 
+def _groups_per_token(ev: Evidence, x, gs_fp: tuple | None, gs: SizeExpr) -> tuple[str, str, tuple] | None:
+    """(C, words, values) of one token's group count where an int argument holds a token's elements (the hidden
+    size) and the input is a whole number of such tokens: the argument over the group size."""
+    if gs_fp is None:
+        return None
+    for a in ev.ints():
+        if a.counts and f"(int)({a.name})" != gs.c and div(a.counts, gs_fp) and div(x.counts, a.counts) \
+                and all(v > 1 for v in div(x.counts, a.counts) or ()):
+            size = gs.c if gs.c[0].isdigit() else gs.words.strip("`")
+            return f"(int)({a.name}) / ({gs.c})", f"`{a.name} / {size}`", div(a.counts, gs_fp)
+    return None
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
     ins = ev.bufs("in", FLOATS)
@@ -138,6 +151,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
                     f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
+        from_grid = False
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
         if pad is not None:
             rows, rows_words = groups.c, f"groups={groups.words}"
@@ -145,6 +159,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
         elif totals:  # the elements over the group size: any block shape stays free
             rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
+        elif tokens is None and "KT_EXPERT_GROUPS_FROM_GRID" in e.conventions and \
+                (per := _groups_per_token(ev, x, div(x.counts, sc[0].counts), gs)) is not None:
+            # no count of all the groups, but one of a token's: the expert reads the count back from its grid
+            rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
+            from_grid = True
+            b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
         else:
             rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
             b.fixed["ROWS"] = [1]
@@ -156,6 +176,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
+        if from_grid:
+            b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
         if tokens is not None:
             b.call_args.append(tokens.c)
         if pad is not None:
