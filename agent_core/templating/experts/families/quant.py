@@ -130,8 +130,9 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
-    layouts = ([(-3 if columns and columns[0][0] == 0 else 0, None)] + columns if gs_all else []) + \
-        [(0, pad) for pad in padded]
+    # (support, column-major token count or None, padded columns or None)
+    layouts = ([(-3 if columns and columns[0][0] == 0 else 0, None, None)] + [(sup, t, None) for sup, t in columns]
+               if gs_all else []) + [(0, None, pad) for pad in padded]
     qm = f"kt::QuantOut<{Q}>"
     # the group count: an argument that holds it, else the elements over the group size, else the grid
     rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
@@ -140,8 +141,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     out = []
     combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_c[:3]), enumerate(rounds),
                                enumerate(recips), enumerate(pow2s), layouts)
-    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens) in combos:
-        pad = tokens if isinstance(tokens, tuple) else None
+    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
         if pad is not None:
             if gi:
                 continue  # a padded layout brings its own group size
