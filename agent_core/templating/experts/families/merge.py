@@ -41,9 +41,11 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             or len(ev.bufs()) != len(pv) + len(lse) + len(outs):
         return []
     T, O = pv[0].dtype, ov[0].dtype
-    mixed = O != T  # fp32 partials merged into a 16-bit output: the expert's output type of its own
-    if pv[1].dtype != T or (mixed and ("KT_EXPERT_OUT_TYPE" not in e.conventions or O not in FLOATS)) \
-            or lse[0].counts != lse[1].counts:
+    # fp32 partials merged into a 16-bit output: the expert's output type of its own, no wider than the values'
+    # (its vector checks are made for the values' type)
+    mixed = O != T
+    if pv[1].dtype != T or (mixed and ("KT_EXPERT_OUT_TYPE" not in e.conventions or O not in FLOATS
+                                       or NBYTES[O] > NBYTES[T])) or lse[0].counts != lse[1].counts:
         return []
     L = lse[0].counts
     if olse and olse[0].counts != L:

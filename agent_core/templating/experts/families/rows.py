@@ -156,6 +156,8 @@ def _layer_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []
     x = xs[0]
     mixed = x.dtype != o.dtype
+    if mixed and NBYTES[o.dtype] > NBYTES[x.dtype]:
+        return []  # an output wider than the input: the expert's vector checks are made for the input's type
     if len(ws) == 2 and not mixed:
         return []  # gamma and beta of one type in and out: the row families' LayerNorm
     if len(ws) == 1 and not re.search(r"-\(?\w*(mean|mu)\b", ev.flat, re.I):
