@@ -542,6 +542,17 @@ def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     assert t.space.params["ROWS"].values == [1, 2, 4, 8, 16]
 
 
+def test_an_int_counter_buffer_is_auxiliary(lib):
+    """A persistent grid's row counter (an int buffer of one element whatever the sizes) is no row: the binders see
+    the float rows, and the binding leaves the counter as it is (the check against the original decides)."""
+    cf, k, spec = case("rms_persistent_counter_bf16")
+    ev = gather(cf, k, spec)
+    assert [a.name for a in ev.aux()] == ["next_row"] and "next_row" not in [a.name for a in ev.bufs()]
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("out=y, x=x, weight=w, hidden=`C`"), words_of(bs)
+    assert not any("next_row" in a for a in bs[0].call_args)
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

@@ -23,8 +23,6 @@ KNOWN_GAPS = {
     "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
                                                           "mask: not a layout of the merge expert",
     # held out 2026-11-26s (batch 3): the binders read none of these yet
-    "rms_norm/rms_norm_persistent_atomic_rows_fp16.cu": "a persistent grid taking rows from an int counter buffer "
-                                                        "(atomicAdd): the row binders take float buffers only",
     "fused_add_rms_norm/fused_add_rms_norm_static_fp8_quant_bf16.cu": "the normalized row divided by a static scale "
                                                                       "and stored as fp8: no fused-add output quantizes",
     "merge_attn_states/combine_max_sumexp_fp16.cu": "each partial's running max and sum of exponentials apart instead "

@@ -75,8 +75,15 @@ class Evidence:
         return next(a for a in self.args if a.name == name)
 
     def bufs(self, role: str | None = None, dtypes=None) -> list[ArgUse]:
+        """The buffers (the auxiliary ones left out: ``aux``)."""
         return [a for a in self.args if a.role != "scalar" and (role is None or a.role == role)
-                and (dtypes is None or a.dtype in dtypes)]
+                and (dtypes is None or a.dtype in dtypes) and not _auxiliary(a)]
+
+    def aux(self) -> list[ArgUse]:
+        """Auxiliary buffers: a few integers the kernel writes whatever the sizes (a persistent grid's row counter,
+        a flag). No expert computes them: a binding leaves them as they are, and the check against the original
+        decides whether that is what the original leaves there."""
+        return [a for a in self.args if _auxiliary(a)]
 
     def ints(self) -> list[ArgUse]:
         return [a for a in self.args if a.role == "scalar" and a.dtype in INTS]
@@ -125,6 +132,11 @@ class Evidence:
         if len(set(target)) == 1:
             out.append(SizeExpr(str(target[0]), str(target[0]), f"the constant {target[0]}"))
         return out
+
+
+def _auxiliary(a: ArgUse) -> bool:
+    return (a.role in ("inout", "out") and a.dtype in INTS and a.counts is not None and len(set(a.counts)) == 1
+            and 0 < a.counts[0] <= 64)
 
 
 def counts_of(e: str | None, spec: TuningSpec) -> tuple | None:
