@@ -221,124 +221,127 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     pairings = [1, 0] if gptj_first else [0, 1]
     out = []
     for hi, (hs, hs_fp) in enumerate(hss):
-        nh = _heads(ev, q_tok, hs, hs_fp)
-        kv = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
-        fused = None  # query and key as views of one fused buffer: (its heads a token, words)
-        if nh is None and k is None and not oop and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+        nh0 = _heads(ev, q_tok, hs, hs_fp)
+        kv0 = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
+        # (q heads, kv heads, fused): query and key as views of one fused buffer first where two int arguments make
+        # a token's heads (even if a quotient also gives its head count: that one would rotate the v heads too)
+        options = []
+        if k is None and not oop and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
             fused = _fused_heads(ev, q_tok, hs_fp)
             if fused:
-                nh, kv = fused[0], fused[1]
-        if nh is None or kv is None:
-            continue
-        # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
-        rots = []
-        for a in ev.ints():
-            if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp)):
-                rots.append((ev.sizes(a.counts)[0], a.counts))
-        if not any(r[1] == hs_fp for r in rots):
-            rots.append((hs, hs_fp))
-        rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
-        for ri, (rot, rot_fp) in enumerate(rots):
-            layouts: list[_Layout] = []
-            if angles is not None:
-                base, scale, attn, forms, fast = angles
-                for fi, form in enumerate(forms):
-                    layouts.append(_Layout(4, "", "", "", [
-                        "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
-                        + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
-                        + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
-            elif len(caches) == 1:
-                c = caches[0]
-                if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
-                    continue  # without positions, a row per token
-                paired = _pairs_type(ev, c.name)
-                layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
-                                       [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
-                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
-                layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
-                                       [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
-                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
-            else:
-                c0, c1 = caches
-                orders = [(c0, c1), (c1, c0)]
-                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
-                    orders.reverse()
-                for oi, (cc, ss) in enumerate(orders):
-                    for si, words in enumerate(("rot_dim / 2", "rot_dim")):
-                        stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
-                        if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
-                            continue
-                        stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
-                        stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
-                        layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                               [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
-                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si))
-                        if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
-                            layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                                   [f"cos={cc.name}", f"sin={ss.name}",
-                                                    "rows of rot_dim, each half for its element (Hugging Face)"],
-                                                   f"({cc.spec.size}) / ({stride_spec})", -oi))
-            for lay in layouts:
-                cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                if fused and cache == 4:
-                    continue  # a fused buffer's views take a cache
-                for pi, pairing in enumerate(pairings):
-                    if cache == 2 and pairing == 1:
-                        continue  # full rows are a NeoX (rotate_half) layout
-                    style = "NeoX" if pairing == 0 else "GPT-J"
-                    kname = f"`{k.name}`" if k else "no key"
-                    moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
-                             f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
-                    if cache == 4:
-                        reason = (f"{moved} by angles computed from {pos_words} and a power of "
-                                  f"`{angles[0].name}`, {style} pairs → rotary embedding")
-                    elif pairing == 0 and not oop:
-                        reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
-                                  f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
-                                  f"rotary embedding (NeoX)")
-                    else:
-                        reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
-                    b = Binding(e, 0.85, reason, ev.kernel.name)
-                    b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
-                               "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
-                    b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
-                                     "KT_EXPERT_OUT_OF_PLACE": int(oop)}
-                    if p is None:
-                        b.conventions["KT_EXPERT_POSITIONS"] = 0
-                    b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
-                    null = f"({CTYPE[T]}*)nullptr"
-                    if cache == 4:  # no cache: the angle's form and calls instead
-                        del b.sizes["max_position"]
-                        b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
-                        b.call_args = [pos_arg, _cast(T, qi.name, True),
-                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
-                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
-                                       f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
-                                       f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
-                    elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
-                        buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
-                        kofs = f"(long long)({nh.c}) * ({hs.c})"
-                        row = f"(long long)({fused[2]}) * ({hs.c})"
-                        b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
-                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
-                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
-                    elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
-                        b.call_args = [pos_arg, _cast(T, q.name, False),
-                                       _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
-                    else:
-                        b.call_args = [pos_arg, _cast(T, qi.name, True),
-                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
-                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
-                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
-                    # no cache: the angle table is in shared memory, read as wide as the head
-                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
-                    b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
-                        [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
-                        [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
-                         else "no key"]) + [
-                        *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
-                        f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
-                        "out of place" if oop else "in place"] + ([fused[3]] if fused else [])
-                    b.support = 20 - 3 * hi - 2 * ri + lsup - pi
-                    out.append(b)
+                options.append((fused[0], fused[1], fused))
+        if nh0 is not None and kv0 is not None:
+            options.append((nh0, kv0, None))
+        for nh, kv, fused in options:
+            # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
+            rots = []
+            for a in ev.ints():
+                if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp)):
+                    rots.append((ev.sizes(a.counts)[0], a.counts))
+            if not any(r[1] == hs_fp for r in rots):
+                rots.append((hs, hs_fp))
+            rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
+            for ri, (rot, rot_fp) in enumerate(rots):
+                layouts: list[_Layout] = []
+                if angles is not None:
+                    base, scale, attn, forms, fast = angles
+                    for fi, form in enumerate(forms):
+                        layouts.append(_Layout(4, "", "", "", [
+                            "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
+                            + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
+                            + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
+                elif len(caches) == 1:
+                    c = caches[0]
+                    if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
+                        continue  # without positions, a row per token
+                    paired = _pairs_type(ev, c.name)
+                    layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
+                                           [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
+                                           f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
+                    layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
+                                           [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
+                                           f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
+                else:
+                    c0, c1 = caches
+                    orders = [(c0, c1), (c1, c0)]
+                    if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                        orders.reverse()
+                    for oi, (cc, ss) in enumerate(orders):
+                        for si, words in enumerate(("rot_dim / 2", "rot_dim")):
+                            stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
+                            if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
+                                continue
+                            stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
+                            stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
+                            layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                                   [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
+                                                   f"({cc.spec.size}) / ({stride_spec})", -oi - si))
+                            if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
+                                layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                                       [f"cos={cc.name}", f"sin={ss.name}",
+                                                        "rows of rot_dim, each half for its element (Hugging Face)"],
+                                                       f"({cc.spec.size}) / ({stride_spec})", -oi))
+                for lay in layouts:
+                    cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
+                    if fused and cache == 4:
+                        continue  # a fused buffer's views take a cache
+                    for pi, pairing in enumerate(pairings):
+                        if cache == 2 and pairing == 1:
+                            continue  # full rows are a NeoX (rotate_half) layout
+                        style = "NeoX" if pairing == 0 else "GPT-J"
+                        kname = f"`{k.name}`" if k else "no key"
+                        moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
+                                 f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
+                        if cache == 4:
+                            reason = (f"{moved} by angles computed from {pos_words} and a power of "
+                                      f"`{angles[0].name}`, {style} pairs → rotary embedding")
+                        elif pairing == 0 and not oop:
+                            reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
+                                      f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
+                                      f"rotary embedding (NeoX)")
+                        else:
+                            reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
+                        b = Binding(e, 0.85, reason, ev.kernel.name)
+                        b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
+                                   "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
+                        b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
+                                         "KT_EXPERT_OUT_OF_PLACE": int(oop)}
+                        if p is None:
+                            b.conventions["KT_EXPERT_POSITIONS"] = 0
+                        b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
+                        null = f"({CTYPE[T]}*)nullptr"
+                        if cache == 4:  # no cache: the angle's form and calls instead
+                            del b.sizes["max_position"]
+                            b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
+                            b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                           _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                           _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                           f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
+                                           f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                        elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
+                            buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                            kofs = f"(long long)({nh.c}) * ({hs.c})"
+                            row = f"(long long)({fused[2]}) * ({hs.c})"
+                            b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
+                                           cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
+                            b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                        elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
+                            b.call_args = [pos_arg, _cast(T, q.name, False),
+                                           _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
+                        else:
+                            b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                           _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                           _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                           cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                        # no cache: the angle table is in shared memory, read as wide as the head
+                        b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
+                        b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
+                            [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
+                            [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
+                             else "no key"]) + [
+                            *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
+                            f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
+                            "out of place" if oop else "in place"] + ([fused[3]] if fused else [])
+                        b.support = 20 - 3 * hi - 2 * ri + lsup - pi
+                        out.append(b)
     return out
