@@ -151,8 +151,7 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
         for (v, _), c in zip(todo, compile_many(jobs, cancel=cancel)):
             compiled[id(v)] = c
     reference = None
-    orig_cfg = prep.structural.space.original_config() if prep.structural else {}
-    ref_launches = [spec_mod.launch(prep.spec, s, orig_cfg) for s in prep.spec.sizes]
+    ref_launches = prep.original_launches()
     if runs:
         from agent_core.measure.compiler import compile_kernel
         reference = compile_kernel(prep.text, prep.kernel.name, arch=dev.arch, source_path=prep.path,

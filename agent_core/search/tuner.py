@@ -81,6 +81,13 @@ class Prepared:
     path: str
     structural_why: KerntuneError | None = None  # why there is no structural template
 
+    def original_launches(self, spec: TuningSpec | None = None) -> list[Launch]:
+        """The original kernel's launch on every size set of ``spec`` (default: its own): the spec's grid and block
+        at the structural template's original parameter values."""
+        spec = spec or self.spec
+        cfg = self.structural.space.original_config() if self.structural else {}
+        return [spec_mod.launch(spec, sizes, cfg) for sizes in spec.sizes]
+
 
 def structural_reason(prep: Prepared) -> str:
     """Why the kernel has no structural template, in one line (without the "nothing to tune in kernel" head)."""
@@ -344,8 +351,7 @@ class Session:
 
         t = self.template
         prep = self.prep
-        orig_cfg = prep.structural.space.original_config() if prep.structural else {}
-        ref_launches = [spec_mod.launch(self.spec, sizes, orig_cfg) for sizes in self.spec.sizes]
+        ref_launches = prep.original_launches(self.spec)
         reference = None
         if early is not None:
             (arch, pool, fut) = early
@@ -726,8 +732,7 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
                source_path=prep.path)
     reference = compile_kernel(prep.text, prep.kernel.name, template_args=spec_mod.instantiation(prep.spec, prep.kernel),
                                **job) if runs else None
-    orig_cfg = prep.structural.space.original_config() if prep.structural else {}
-    ref_launches = [spec_mod.launch(prep.spec, sizes, orig_cfg) for sizes in prep.spec.sizes]
+    ref_launches = prep.original_launches()
     out: list[tuple[list[Timing], list[Timing]] | None] = [None] * len(configs)
     order = sorted(range(len(configs)), key=lambda i: configs[i][0].template_hash)
     current = None
@@ -841,9 +846,7 @@ def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend
     dev = backend.device()
     job = dict(arch=dev.arch, include_dirs=[str(Path(path).resolve().parent)], cache_dir=cache_dir())
     ref = compile_kernel(old_text, kernel, template_args=spec_mod.instantiation(spec, old.kernel), **job)
-    orig_cfg = old.structural.space.original_config() if old.structural else {}
-    problem = Problem(spec=spec, reference=ref,
-                      reference_launches=[spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes],
+    problem = Problem(spec=spec, reference=ref, reference_launches=old.original_launches(),
                       original_hash=sha256_text(old_text), template_hash=sha256_text(new_text),
                       spec_hash=spec.spec_hash, seed=seed)
     checks = []

@@ -145,8 +145,7 @@ def main() -> None:
             print("  conversion reference failed:", str(e)[:300], flush=True)
         ref = compile_kernel(prep.text, prep.kernel.name, arch=dev.arch, include_dirs=[str(Path(path).parent)],
                              source_path=path)
-        orig_cfg = prep.structural.space.original_config() if prep.structural else {}
-        ref_launches = [spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes]
+        ref_launches = prep.original_launches(spec)
         base = dict(win)
         configs = [("recorded", old, base)]
         for e in (0, 1):

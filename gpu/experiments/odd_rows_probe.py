@@ -98,8 +98,7 @@ def main() -> None:
     configs = valid_configs(t.space, spec.sizes)
     print(f"{len(configs)} configurations valid on {SHAPES}", flush=True)
     ref = compile_kernel(prep.text, KERNEL, arch=dev.arch, include_dirs=[str(VARIANT.parent)], source_path=str(VARIANT))
-    orig_cfg = prep.structural.space.original_config() if prep.structural else {}
-    problem = Problem(spec=spec, reference=ref, reference_launches=[spec_mod.launch(spec, s, orig_cfg) for s in spec.sizes],
+    problem = Problem(spec=spec, reference=ref, reference_launches=prep.original_launches(spec),
                       original_hash=sha256_text(prep.text), template_hash=t.template_hash, spec_hash=spec.spec_hash)
     orig = backend.start(problem)
     print("original: " + ", ".join(f"{a}x{b_}: {o.median_us:.1f} us ({100 * n / (o.median_us * 1e3) / bw:.0f}%)"

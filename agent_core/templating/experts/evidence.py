@@ -214,6 +214,13 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     shuffles = shared = syncs = False
     skip: set[tuple[int, int]] = set()  # identifier nodes that are not reads (write targets, alias sources)
 
+    def not_reads(value) -> None:
+        """The identifiers of a pointer's value (``out + off``) outside its subscripts: the pointer is set, nothing
+        is read."""
+        for x in _walk(value) if value is not None else ():
+            if x.type == "identifier" and x.parent is not None and x.parent.type != "subscript_argument_list":
+                skip.add((x.start_byte, x.end_byte))
+
     def roots(names: set[str]) -> set[str]:
         out = set()
         for n in names:
@@ -270,11 +277,8 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         elif t == "assignment_expression":
             left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
             if left is not None and left.type == "identifier" and left.text.decode() in alias:
-                v = n.child_by_field_name("right")  # a local pointer pointed at an argument: not a read of it
-                skip.add((left.start_byte, left.end_byte))
-                for x in _walk(v) if v is not None else ():
-                    if x.type == "identifier" and x.parent is not None and x.parent.type != "subscript_argument_list":
-                        skip.add((x.start_byte, x.end_byte))
+                skip.add((left.start_byte, left.end_byte))  # a local pointer pointed at an argument: no read
+                not_reads(n.child_by_field_name("right"))
                 continue
             if left is None or left.type == "identifier":
                 continue
@@ -299,11 +303,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         elif t == "init_declarator":
             d = n.child_by_field_name("declarator")
             if d is not None and d.type in ("pointer_declarator", "reference_declarator"):
-                v = n.child_by_field_name("value")
-                if v is not None:
-                    for x in _walk(v):
-                        if x.type == "identifier" and x.parent is not None and x.parent.type != "subscript_argument_list":
-                            skip.add((x.start_byte, x.end_byte))
+                not_reads(n.child_by_field_name("value"))
         elif t in ("storage_class_specifier", "attribute_specifier", "type_qualifier") or n.text == b"__shared__":
             if n.text == b"__shared__":
                 shared = True
