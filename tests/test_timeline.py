@@ -362,11 +362,12 @@ def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatc
 
 class SlowStartingReplay(CompilingReplay):
     """As CompilingReplay, with a device that takes a while to come up (a GPU worker starting) and an architecture
-    known before it (nvidia-smi's, on a GPU machine): the original's cubin must appear while device() waits."""
+    known before it (nvidia-smi's, on a GPU machine): device() returns once the original's cubin and ``want`` more
+    (the search's first batch, compiled meanwhile too) are in the compile cache, or after 120 s."""
 
-    def __init__(self, store, hint):
+    def __init__(self, store, hint, want=0):
         super().__init__(store)
-        self.hint, self.seen_during_start = hint, None
+        self.hint, self.want, self.seen_during_start = hint, want, None
 
     def arch_hint(self):
         return self.hint
@@ -375,7 +376,7 @@ class SlowStartingReplay(CompilingReplay):
         if self.seen_during_start is None:
             cache = Path(os.environ["KERNTUNE_CACHE"])
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not list(cache.glob("*.cubin")):
+            while time.monotonic() < deadline and len(list(cache.glob("*.cubin"))) < 1 + self.want:
                 time.sleep(0.05)
             self.seen_during_start = sorted(p.name for p in cache.glob("*.cubin"))
         return super().device()
@@ -388,7 +389,7 @@ def test_the_original_compiles_while_the_worker_starts(tmp_path, monkeypatch, hi
     worker; the recording's device is sm_90: with a wrong hint (sm_80) the original is compiled again for it."""
     from agent_core.search.tuner import TuneOptions
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
-    be = SlowStartingReplay(Store(EXAMPLES), hint)
+    be = SlowStartingReplay(Store(EXAMPLES), hint, want=2)  # the original and the first batch (2 workers)
     started = []
 
     class Spy(type(be)):
@@ -402,3 +403,26 @@ def test_the_original_compiles_while_the_worker_starts(tmp_path, monkeypatch, hi
     # the hint right: the original the session uses is that cubin; wrong: one compiled again for the device's sm_90
     assert (Path(started[0].cubin_path).name in be.seen_during_start) == (hint == "sm_90")
     assert r.timeline["overlapped"].get("compile", 0) > 0
+
+
+
+@pytest.mark.nvcc
+def test_the_first_batch_compiles_while_the_worker_starts(tmp_path, monkeypatch):
+    """The strategy's first batch is asked and compiled while device() starts the worker; the search then measures
+    those very cubins (no configuration compiled twice) in the order it asks without the early compile."""
+    from agent_core.measure import compiler
+    from agent_core.search.tuner import TuneOptions
+    opts = dict(budget=6, strategy="random", compile_workers=2, early_stop_after=None)
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    before = compiler.stats["nvcc_runs"]
+    be = SlowStartingReplay(Store(EXAMPLES), "sm_90", want=2)
+    (tmp_path / "a").mkdir()
+    r = _tune_row_sum(tmp_path / "a", be, TuneOptions(**opts))
+    assert len(be.seen_during_start) == 3  # the original and the first batch of 2, before device() returned
+    assert compiler.stats["nvcc_runs"] - before == 1 + 6  # each configuration compiled once
+    assert r.summary["counts"]["ok"] == 6 and be.batches == [2, 2, 2]
+    # the same search without a hint (nothing compiled early): the same configurations in the same order
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache2"))
+    (tmp_path / "b").mkdir()
+    plain = _tune_row_sum(tmp_path / "b", CompilingReplay(Store(EXAMPLES)), TuneOptions(**opts))
+    assert [e.params for e in r.evaluations] == [e.params for e in plain.evaluations]

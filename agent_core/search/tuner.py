@@ -256,6 +256,8 @@ class Session:
         self.ask_batch = 1  # configurations asked of the strategy at a time (recorded: a replay asks alike)
         self.stop_reason: str | None = None  # why the search ended before its budget (early stop, time)
         self.original_reused = False
+        self._strategy = None  # made by setup() where the first batch compiles while the GPU worker starts
+        self._first: tuple[list[dict], ThreadPoolExecutor, Future, threading.Event] | None = None
         self._gain_at = 0  # self.measured when the best last improved by more than EARLY_STOP_GAIN
         self.started = time.monotonic()
         # a template made for a regime of sizes (serves: few rows) is ranked on those size sets only (it is
@@ -332,9 +334,78 @@ class Session:
         return arch, pool, pool.submit(run)
 
     # ------------------------------------------------------------------ phases
+    def _batch_size(self) -> int:
+        """Configurations asked of the strategy at a time: one nvcc per CPU core (a replay asks as recorded)."""
+        if self.runs_code:
+            return max(1, self.opt.compile_workers or os.cpu_count() or 1)
+        recorded_batch = getattr(self.backend, "recorded_ask_batch", None)
+        return max(1, (recorded_batch() if recorded_batch else None) or 1)
+
+    def _make_strategy(self):
+        with tl.phase("strategy"):
+            return make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
+                                 budget=self.opt.budget)
+
+    def _compile_first_batch_early(self, arch: str) -> None:
+        """Ask the strategy for its first batch now and compile it on other threads for ``arch`` (the hint) while
+        the GPU worker starts and the original is timed: the cubins land in the compile cache, where the search's
+        first batch finds them. The strategy is the search's own (asked once: the order is as without this)."""
+        if self.opt.budget <= 0 or self.cancel.is_set():
+            return
+        self._strategy = self._make_strategy()
+        with tl.phase("strategy"):
+            cfgs = self._strategy.ask(min(self._batch_size(), self.opt.budget))
+        if not cfgs:
+            self._first = ([], None, None, threading.Event())  # type: ignore[assignment]
+            return
+        t = self.template
+        jobs = [self._compile_job(t.text, t.entry or t.kernel, {macro_name(n): v for n, v in cfg.items()},
+                                  spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg), arch=arch)
+                for cfg in cfgs]
+        stop = threading.Event()
+        cancel = _Either(self.cancel, stop)
+        timeline = tl.current()
+
+        def run():
+            token = tl.bind(timeline if isinstance(timeline, tl.Timeline) else None)
+            try:
+                return compile_many(jobs, workers=self.opt.compile_workers, cancel=cancel)
+            finally:
+                tl.unbind(token)
+        self.emit("status", f"compiling the first {len(cfgs)} configurations (for {arch}, while the GPU worker "
+                            "starts)")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerntune-first-batch")
+        self._first = (cfgs, pool, pool.submit(run), stop)
+
+    def _end_first_batch(self, wait: bool) -> list[dict] | None:
+        """The early first batch's configurations (None: there was none), after its compilation ended
+        (``wait``, timed as the compile wait) or was told to stop."""
+        if self._first is None:
+            return None
+        cfgs, pool, fut, stop = self._first
+        self._first = None
+        if pool is None:
+            return cfgs
+        if not wait:
+            stop.set()
+        with tl.phase("compile"):  # waiting for what is left of the first batch's compilation
+            pool.shutdown(wait=True, cancel_futures=not wait)
+        return cfgs
+
     def setup(self) -> None:
+        """The device, the original (compiled, verified as the reference, timed) and the session's record; where
+        the backend runs code, the original and the search's first batch compile while the GPU worker starts."""
+        try:
+            self._setup()
+        except BaseException:
+            self._end_first_batch(wait=False)  # no nvcc left running for a search that will not come
+            raise
+
+    def _setup(self) -> None:
         early = self._compile_original_early()
         try:
+            if early is not None:
+                self._compile_first_batch_early(early[0])
             dev = self.backend.device()  # may start the GPU worker: the original compiles meanwhile
         except BaseException:
             if early is not None:
@@ -513,12 +584,9 @@ class Session:
         not depend on the results (exhaustive, random), the next batch compiles while the GPU measures this one;
         an adaptive strategy (TPE) is asked only after it has been told the batch before. Ends at the budget,
         the time budget, an early stop (``stop_reason``) or a cancel."""
-        with tl.phase("strategy"):
-            strategy = make_strategy(self.opt.strategy, self.template.space, self.spec.sizes, seed=self.opt.seed,
-                                     budget=self.opt.budget)
-        recorded_batch = getattr(self.backend, "recorded_ask_batch", None)
-        batch = max(1, self.opt.compile_workers or os.cpu_count() or 1) if self.runs_code else \
-            max(1, (recorded_batch() if recorded_batch else None) or 1)
+        first = self._end_first_batch(wait=True)  # asked and compiled while the worker started (setup)
+        strategy = self._strategy if first is not None else self._make_strategy()
+        batch = self._batch_size()
         self.ask_batch = batch  # an adaptive strategy's order depends on it: a replay of this run asks alike
 
         def ask(n: int) -> list[dict]:
@@ -548,7 +616,10 @@ class Session:
             seen = {params_key(e.params) for e in self.evaluations}
             return [c for c in recorded() if params_key(c) not in seen]
         try:
-            cfgs = [] if spent() else ask(min(batch, self.opt.budget - self.measured))
+            if spent():
+                cfgs = []
+            else:
+                cfgs = first if first is not None else ask(min(batch, self.opt.budget - self.measured))
             ahead = self._prepare_in_background(pool, cfgs, stop) if pool and cfgs else None
             while cfgs:
                 if ahead is not None:
