@@ -40,7 +40,17 @@ def expert_verified(rec: dict) -> bool:
                for r in rec.get("rounds") or [])
 
 
-def report(results: dict, manifest: dict) -> tuple[list[dict], dict]:
+def ceiling_time(shape: dict, ceiling: dict) -> float | None:
+    """The time of a device copy moving the shape's bytes (gpu/experiments/copy_ceiling.py), at least the empty
+    kernel's: what the shape could take at all. None where the ceiling file has no copy of its bytes."""
+    us = (ceiling.get("copy_us") or {}).get(str(shape.get("bytes")))
+    return None if us is None else max(float(us), float(ceiling.get("empty_kernel_us") or 0.0))
+
+
+def report(results: dict, manifest: dict, ceiling: dict | None = None) -> tuple[list[dict], dict]:
+    """Rows per variant and the targets. With ``ceiling`` (copy_ceiling.py's output) each row also has its
+    ceiling (geomean over its shapes of original time / the copy time of its bytes) and the share of it reached
+    (geomean of the copy time / the tuned time)."""
     by_file = {}
     for k in results.get("kernels", []):
         by_file[(Path(k["file"]).resolve(), k["kernel"])] = k
@@ -57,6 +67,13 @@ def report(results: dict, manifest: dict) -> tuple[list[dict], dict]:
                        speedup=rec.get("speedup") if rec["status"] == "ok" else (1.0 if rec["status"] == "no_variant"
                                                                                  else None),
                        slowest=min(sp) if sp else None, big_pct=big, error=rec.get("error") or "")
+            if ceiling is not None:
+                cs = [(s["original_us"], s.get("tuned_us") or s["original_us"], ceiling_time(s, ceiling))
+                      for s in shapes if s.get("original_us")]
+                cs = [c for c in cs if c[2]]
+                if cs:
+                    row["ceiling"] = _geomean([o / c for o, _, c in cs])
+                    row["of_ceiling"] = _geomean([c / t for _, t, c in cs])
         rows.append(row)
     ran = [r for r in rows if r["status"] in ("ok", "no_variant")]
     fam = [r for r in ran if not r["family"].startswith("other")]
@@ -75,18 +92,27 @@ def report(results: dict, manifest: dict) -> tuple[list[dict], dict]:
     t["geomean"]["met"] = t["geomean"]["value"] is not None and t["geomean"]["value"] >= GEOMEAN
     t["floor"]["met"] = t["floor"]["value"] is not None and t["floor"]["value"] >= FLOOR
     t["bandwidth"]["met"] = bool(big) and not t["bandwidth"]["failing"]
+    if ceiling is not None:
+        with_c = [r for r in ran if r.get("ceiling")]
+        t["ceiling"] = {"value": _geomean([r["ceiling"] for r in with_c]),
+                        "reached": _geomean([r["of_ceiling"] for r in with_c]), "of": len(with_c),
+                        "device": ceiling.get("device"), "empty_kernel_us": ceiling.get("empty_kernel_us")}
     return rows, t
 
 
 def markdown(rows: list[dict], t: dict) -> str:
     f = lambda x, fmt: "-" if x is None else format(x, fmt)  # noqa: E731
-    out = ["| family | variant | status | winner | expert verified | speedup | slowest size set | >= 64 MB, % copy |",
-           "| --- | --- | --- | --- | --- | ---: | ---: | --- |"]
+    c = "ceiling" in t
+    out = ["| family | variant | status | winner | expert verified | speedup | slowest size set | >= 64 MB, % copy |"
+           + (" ceiling | % of ceiling |" if c else ""),
+           "| --- | --- | --- | --- | --- | ---: | ---: | --- |" + (" ---: | ---: |" if c else "")]
     for r in rows:
         out.append(f"| {r['family']} | {r['file']} | {r['status']} | {r.get('origin') or '-'} | "
                    f"{'yes' if r.get('expert') else ('no' if r['status'] != 'not run' else '-')} | "
                    f"{f(r.get('speedup'), '.2f')}x | {f(r.get('slowest'), '.2f')}x | "
-                   f"{', '.join(f(p, '.0f') for p in r.get('big_pct') or []) or '-'} |")
+                   f"{', '.join(f(p, '.0f') for p in r.get('big_pct') or []) or '-'} |"
+                   + (f" {f(r.get('ceiling'), '.2f')}x | {f(r.get('of_ceiling') and r['of_ceiling'] * 100, '.0f')} |"
+                      if c else ""))
     so_far = "" if t["complete"] else " (so far)"
     mark = lambda ok: ("met" + so_far) if ok else "NOT met"  # noqa: E731
     ev = t["expert_verified"]
@@ -97,6 +123,12 @@ def markdown(rows: list[dict], t: dict) -> str:
             f"- slowest size set {f(t['floor']['value'], '.2f')}x (target >= {FLOOR}x): {mark(t['floor']['met'])}",
             f"- {t['bandwidth']['checked']} shapes moving >= 64 MB, below {BW_PCT:.0f}% of copy bandwidth: "
             f"{t['bandwidth']['failing'] or 'none'}: {mark(t['bandwidth']['met'])}"]
+    if c:
+        cl = t["ceiling"]
+        out += [f"- ceiling (every shape at the time of a device copy of its bytes on {cl['device']}, at least an empty "
+                f"kernel's {f(cl['empty_kernel_us'], '.2f')} us): geomean {f(cl['value'], '.2f')}x over {cl['of']} "
+                f"variants; the tuned kernels reach {f(cl['reached'] and cl['reached'] * 100, '.0f')}% of it "
+                "(geomean of copy time / tuned time)"]
     return "\n".join(out) + "\n"
 
 
@@ -104,13 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="bench_results.json of a run over (part of) bench/corpus")
     ap.add_argument("--markdown", default=None, help="also write the report here")
+    ap.add_argument("--ceiling", default=None, help="gpu/experiments/copy_ceiling.py's output for these results: "
+                                                    "each variant's ceiling and the share of it reached")
     a = ap.parse_args(argv)
     try:
         results = json.loads(Path(a.results).read_text(encoding="utf-8"))
+        ceiling = json.loads(Path(a.ceiling).read_text(encoding="utf-8")) if a.ceiling else None
     except (OSError, json.JSONDecodeError) as e:
-        print(f"error: cannot read {a.results}: {e}", file=sys.stderr)
+        print(f"error: cannot read {e.filename if isinstance(e, OSError) else 'a JSON file'}: {e}", file=sys.stderr)
         return 2
-    rows, t = report(results, tomllib.loads(MANIFEST.read_text(encoding="utf-8")))
+    rows, t = report(results, tomllib.loads(MANIFEST.read_text(encoding="utf-8")), ceiling)
     text = markdown(rows, t)
     print(text, end="")
     if a.markdown:
