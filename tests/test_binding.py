@@ -438,6 +438,78 @@ def test_fused_add_out_of_place_reads_the_residual_from_its_own_buffer(lib):
     assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has no such convention
 
 
+def test_fused_add_static_fp8_quant_vllm_rounding(lib):
+    """vLLM's fused_add_rms_norm_static_fp8_quant (the corpus variant): residual = bf16(input + residual) in place, out
+    = fp8 e4m3 of bf16(bf16(z * rstd) * w) times 1 / *scale taken once: the general form with KT_EXPERT_QUANT 1, the
+    fp8 type from the kernel's template argument, the scale a one-element fp32 input passed last."""
+    path = ROOT / "bench/corpus/fused_add_rms_norm/fused_add_rms_norm_static_fp8_quant_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = "fused_add_rms_norm_static_fp8_quant_kernel"
+    bs = X.candidates(cf, k, S.find_spec(cf, k), lib)
+    assert bs and {b.expert.name for b in bs} == {"fused_add_rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=input (bf16), residual=residual (bf16), out=out (e4m3 bytes), weight=weight, scale=scale (one fp32 value), "
+        "hidden=`hidden_size`, eps=`epsilon`, rows=`num_tokens`, eps inside the root, rounded to bf16 before the "
+        "weight multiply, the product rounded to bf16, times 1 / *`scale` (taken once)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 1,
+                                 "KT_EXPERT_QUANT": 1, "KT_EXPERT_QUANT_ROUND": 1}
+    assert bs[0].template_args[-1] == "__nv_fp8_e4m3" and bs[0].call_args[3] == "(__nv_fp8_e4m3*)(out)"
+    assert bs[0].call_args[-1] == "(const float*)(scale)"
+    t = X.bind(bs[0], cf, S.find_spec(cf, k))
+    assert "kt:bind" not in t.text and "#include <cuda_fp8.h>" in t.text
+    assert "const float qs = 1.f / *scale;" in t.text
+    assert "v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];" in t.text and "const float y = round_t<T>(v[i][j]);" in t.text
+    assert "const float q = y * qs;" in t.text
+    assert "v[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));" in t.text
+    assert "return __nv_fp8_e4m3(v);" in t.text  # the fp8 type's own saturating conversion, by the store
+    assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has no such convention
+
+
+def test_fused_add_static_fp8_quant_warp_rows_fp32_divided(lib):
+    """fp16, a warp per row, the residual first: the normalized value kept in fp32 (the weight converted to float)
+    and divided by the scale per element, converted with __nv_cvt_float_to_fp8 into bytes."""
+    cf, k, spec = case("fused_add_fp8_quant_warp_rows_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=h (f16), residual=res (f16), out=q (e4m3 bytes), weight=g, scale=qscale (one fp32 value), hidden=`D`, "
+        "eps=1e-5f, rows=`R`, eps inside the root, weight multiplied in fp32, not rounded, divided by *`qscale`"), \
+        words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_QUANT"] == 2 and bs[0].conventions["KT_EXPERT_ROUND_BEFORE_WEIGHT"] == 0
+    assert bs[0].conventions["KT_EXPERT_QUANT_ROUND"] == 0
+    assert "ROWS" not in bs[0].fixed  # the row count is an argument
+    t = X.bind(bs[0], cf, spec)
+    assert "const float qs = *scale;" in t.text and "const float q = y / qs;" in t.text
+    assert "v[i][j] = v[i][j] * inv * wv[j];" in t.text and "const float y = v[i][j];" in t.text
+    # the same kernel converting to e5m2 gets the e5m2 type; without an fp8 conversion, bytes are no fp8 output
+    src = (STYLES / "fused_add_fp8_quant_warp_rows_f16.cu").read_text()
+    for text, want in ((src.replace("__NV_E4M3", "__NV_E5M2").replace("448.f", "57344.f"), "__nv_fp8_e5m2"),
+                       (src.replace("__nv_cvt_float_to_fp8(fminf(fmaxf(y / s, -448.f), 448.f), __NV_SATFINITE, "
+                                    "__NV_E4M3)", "fminf(fmaxf(y / s, 0.f), 255.f)"), None)):
+        cf2 = parse_cuda(text, "x.cu")
+        got = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+        if want is None:
+            assert got == [], words_of(got)
+        else:
+            assert got and got[0].template_args[-1] == want, words_of(got)
+
+
+def test_rms_norm_static_fp8_quant_grid_stride(lib):
+    """vLLM's rms_norm_static_fp8_quant in another style (fp16, grid-stride rows, the output typed __nv_fp8_e4m3, the
+    reciprocal of __ldg(scale) once): the rms_norm expert's KT_EXPERT_QUANT, rounded as vLLM rounds."""
+    cf, k, spec = case("rms_norm_fp8_out_gridstride_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, out=y (e4m3 bytes), weight=w, scale=s (one fp32 value), hidden=`H`, eps=`eps`, rows=`T`, eps inside the "
+        "root, rounded to f16 before the weight multiply, the product rounded to f16, times 1 / *`s` (taken once)"), \
+        words_of(bs)
+    assert bs[0].template_args == ["__half", "__half", "__nv_fp8_e4m3"]
+    assert bs[0].call_args[0] == "(__nv_fp8_e4m3*)(y)" and bs[0].call_args[-1] == "(const float*)(s)"
+    t = X.bind(bs[0], cf, spec)
+    assert "rms_norm_impl(O* __restrict__ out, const T* __restrict__ x" in t.text
+    assert "const float qs = 1.f / *scale;" in t.text and "const float y = round_t<T>(v[i][j]);" in t.text
+
+
 def test_quant_scales_in_columns_padded_past_the_token_count(lib):
     """Column-major scales whose columns are the tokens rounded up to 8 (``ld``): the group count and the stride
     are the arguments, the tokens the groups over the groups per token (KT_EXPERT_SCALE_COLUMNS 2)."""

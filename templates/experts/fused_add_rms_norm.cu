@@ -42,6 +42,11 @@ smem = "0"
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (general form only; 0: the residual read and the sum stored back in it; 1: the residual read from residual_in (its own buffer, the last argument, no weight offset) and the sum stored to residual (TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
+// kt:bind KT_EXPERT_QUANT = 0  (general form only, no weight offset or residual_in; 0: out holds the normalized row; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
+// kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
+#if KT_EXPERT_QUANT  // kt:bind
+#include <cuda_fp8.h>
+#endif  // kt:bind
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -57,6 +62,16 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_QUANT  // kt:bind
+// fp8 output: a stored value converts with saturation to the finite range, rounding to nearest even (the fp8 types'
+// own conversion); the largest finite value of each type for the clamp before it.
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
+template <> __device__ __forceinline__ __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float v) { return __nv_fp8_e5m2(v); }
+template <typename O> struct Fp8Max;
+template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
+template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
+
+#endif  // kt:bind
 #if KT_EXPERT_GENERAL  // kt:bind
 // z = x + residual rounded to the residual's type R and stored there; out = z * rsqrt(mean(z^2) + eps) * w, of
 // out's type O. x and out may be the same buffer (in place): x is read into registers before out is written.
@@ -69,6 +84,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden, float w_offset) {
+#elif KT_EXPERT_QUANT  // kt:bind
+                                                        const W* __restrict__ w, O* out, float eps, int rows,
+                                                        int hidden, const float* __restrict__ scale) {
 #else  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden) {
@@ -77,6 +95,11 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
+#if KT_EXPERT_QUANT == 1  // kt:bind
+  const float qs = 1.f / *scale;  // once, as the original's one division per thread
+#elif KT_EXPERT_QUANT  // kt:bind
+  const float qs = *scale;
+#endif  // kt:bind
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   float ss = 0.f;
@@ -113,8 +136,26 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#elif KT_EXPERT_QUANT  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
+#if KT_EXPERT_QUANT  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_QUANT_ROUND  // kt:bind
+      const float y = round_t<T>(v[i][j]);
+#else  // kt:bind
+      const float y = v[i][j];
+#endif  // kt:bind
+#if KT_EXPERT_QUANT == 2  // kt:bind
+      const float q = y / qs;
+#else  // kt:bind
+      const float q = y * qs;
+#endif  // kt:bind
+      v[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
+    }
 #endif  // kt:bind
   }
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
@@ -127,6 +168,9 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
 #elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, float w_offset) {
+#elif KT_EXPERT_QUANT  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const float* scale) {
 #else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
@@ -144,6 +188,8 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual) && vec_ok<O, KT_VEC>(0, out)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, w_offset)));
+#elif KT_EXPERT_QUANT  // kt:bind
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, scale)));
 #else  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden)));
 #endif  // kt:bind

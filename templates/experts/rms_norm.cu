@@ -42,6 +42,11 @@ smem = "0"
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
 // kt:bind KT_EXPERT_X_STRIDE = 0  (0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument; no weight offset): a row of a wider buffer, as vLLM's rms_norm takes a non-contiguous input; the output rows stay contiguous)
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
+// kt:bind KT_EXPERT_QUANT = 0  (no stride or weight offset; 0: out holds the normalized row (type T); out quantized to fp8 (type O, __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
+// kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
+#if KT_EXPERT_QUANT  // kt:bind
+#include <cuda_fp8.h>
+#endif  // kt:bind
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -57,14 +62,30 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_QUANT  // kt:bind
+// fp8 output: a stored value converts with saturation to the finite range, rounding to nearest even (the fp8 types'
+// own conversion); the largest finite value of each type for the clamp before it.
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
+template <> __device__ __forceinline__ __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float v) { return __nv_fp8_e5m2(v); }
+template <typename O> struct Fp8Max;
+template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
+template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
+
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
+template <int IT, int P, typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm_impl(O* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
+#else  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
+#endif  // kt:bind
 #if KT_EXPERT_X_STRIDE  // kt:bind
                                          long long x_stride,
 #endif  // kt:bind
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                          float eps, int rows, int hidden, float w_offset) {
+#elif KT_EXPERT_QUANT  // kt:bind
+                                         float eps, int rows, int hidden, const float* __restrict__ scale) {
 #else  // kt:bind
                                          float eps, int rows, int hidden) {
 #endif  // kt:bind
@@ -72,6 +93,11 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
   const bool active = row < rows;  // no early return: the block reduction needs every thread
   const long long off = (long long)(active ? row : 0) * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
+#if KT_EXPERT_QUANT == 1  // kt:bind
+  const float qs = 1.f / *scale;  // once, as the original's one division per thread
+#elif KT_EXPERT_QUANT  // kt:bind
+  const float qs = *scale;
+#endif  // kt:bind
   float v[IT][KT_VEC];
 #if KT_EXPERT_X_STRIDE  // kt:bind
   // the input row at its own stride: the dispatch gives the peeled path only where it keeps the output's lead
@@ -109,10 +135,36 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
+#if KT_EXPERT_QUANT  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_QUANT_ROUND  // kt:bind
+      const float y = round_t<T>(v[i][j]);
+#else  // kt:bind
+      const float y = v[i][j];
+#endif  // kt:bind
+#if KT_EXPERT_QUANT == 2  // kt:bind
+      const float q = y / qs;
+#else  // kt:bind
+      const float q = y * qs;
+#endif  // kt:bind
+      v[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
+    }
+#endif  // kt:bind
   }
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
+#if KT_EXPERT_QUANT  // kt:bind
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float eps, int rows, int hidden,
+                                         const float* scale) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (rms_norm_impl<IT, P, T, W, O>(out, x, w, eps, rows, hidden, scale)));
+}
+#else  // kt:bind
 template <typename T, typename W>
 #if KT_EXPERT_X_STRIDE  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
@@ -138,6 +190,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 
 }  // namespace kt

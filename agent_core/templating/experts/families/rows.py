@@ -7,6 +7,8 @@ which float argument or literal is eps, the order of two weights (gamma, beta) o
 residual), in place or out of place; conventions: eps inside or outside the root, the normalized value
 rounded to the storage type before the weight multiply or not. The user's kernel may walk the rows one per
 block, several per block or grid-stride: the expert brings its own launch, only the row count matters.
+RMSNorm and fused add + RMSNorm also with the normalized row quantized to fp8 by a static scale read from the
+device (a byte output of the rows' size whose type or conversion shows fp8, a one-element fp32 input).
 """
 
 from __future__ import annotations
@@ -136,7 +138,173 @@ def _round_evidence(ev: Evidence) -> int:
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
-            + _layer_norm_general(ev, lib))
+            + _layer_norm_general(ev, lib) + _static_fp8(ev, lib))
+
+
+# the fp8 types and conversions of CUDA (cuda_fp8.h), PyTorch (c10) and PTX: which fp8 format a byte output holds
+_FP8 = re.compile(r"__nv_fp8(?:x[24])?_(e4m3|e5m2)|__NV_(E4M3|E5M2)|Float8_(e4m3|e5m2)|\.(e4m3|e5m2)x2|"
+                  r"__nv_cvt_(?:float2?|halfraw2?|bfloat16raw2)_to_fp8(x2)?", re.I)
+_HALF_TYPES = r"__half|half|__nv_bfloat16|nv_bfloat16|c10::Half|c10::BFloat16|at::Half|at::BFloat16"
+
+
+def _instance_types(ev: Evidence) -> dict[str, str]:
+    """The kernel's type template parameters -> the C type of the instantiation (the spec's template arguments, else
+    those its launches name); empty for a plain kernel."""
+    args = list(ev.spec.template_args or [])
+    if not args:
+        named = {tuple(a.text for a in site.template_args) for site in ev.kernel.launch_sites if site.template_args}
+        args = list(next(iter(named))) if len(named) == 1 else []
+    return {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, args) if tp.kind == "type"}
+
+
+def _fp8_formats(ev: Evidence, o: ArgUse) -> list[str]:
+    """The fp8 types a byte output may hold, by evidence: its declared element type (a template parameter as the
+    instantiation gives it), else the fp8 types, conversions or their largest finite values in the body; e4m3
+    unless only e5m2 shows. Empty where nothing shows fp8 (bytes of another kind)."""
+    inst = _instance_types(ev)
+    p = next((p for p in ev.kernel.params if p.name == o.name), None)
+    ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type) if p else ""
+    shown = [m.group(0).lower() for m in _FP8.finditer(ty)] or [m.group(0).lower() for m in _FP8.finditer(ev.body)]
+    if re.search(r"(?<![\w.])448(\.0*)?[fF]?(?![\w.])", ev.body):
+        shown.append("e4m3")
+    if re.search(r"(?<![\w.])57344(\.0*)?[fF]?(?![\w.])", ev.body):
+        shown.append("e5m2")
+    if not shown:
+        return []
+    e5 = any("e5m2" in x for x in shown)
+    return ["__nv_fp8_e5m2"] if e5 and not any("e4m3" in x for x in shown) else \
+        ["__nv_fp8_e4m3", "__nv_fp8_e5m2"] if e5 else ["__nv_fp8_e4m3"]
+
+
+def _scale_ops(ev: Evidence, scale: ArgUse) -> list[tuple[int, str]]:
+    """How the normalized value meets the one-element scale (KT_EXPERT_QUANT), the body's form first: times its
+    reciprocal taken once (``1.0f / *scale``), divided by it, times it."""
+    n = re.escape(scale.name)
+    val = rf"(?:\*{n}\b|{n}\[0\]|__ldg\({n}\))"
+    # the value and the locals that hold it (`const float s = *scale;`)
+    spaced = rf"(?:\*\s*{n}\b|{n}\s*\[\s*0\s*\]|__ldg\(\s*{n}\s*\))"
+    vals = [val] + [re.escape(t) + r"\b" for t in re.findall(rf"(\w+)\s*=\s*{spaced}\s*;", ev.body)]
+    recip = divide = times = False
+    for v in vals:
+        recip |= re.search(rf"(?<![\w.])1(?:\.0*)?[fF]?/\(?{v}|__frcp_rn\({v}", ev.flat) is not None
+        divide |= any(not re.search(r"(?<![\w.])1(?:\.0*)?[fF]?$", ev.flat[:m.start()])
+                      for m in re.finditer(rf"/\(?{v}", ev.flat))
+        times |= re.search(rf"\*\(?{v}", ev.flat) is not None
+    ops = [(1, "times 1 / *`{s}` (taken once)"), (2, "divided by *`{s}`"), (3, "times *`{s}`")]
+    first = 1 if recip else 2 if divide else 3 if times else 1
+    ops.sort(key=lambda o: o[0] != first)
+    return [(c, w.format(s=scale.name)) for c, w in ops]
+
+
+def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, str]]:
+    """(KT_EXPERT_ROUND_BEFORE_WEIGHT, KT_EXPERT_QUANT_ROUND, words) for a row quantized from a 16-bit type T, the
+    body's form first: a cast to a 16-bit type (a template parameter as instantiated too) of something the root's
+    result multiplies shows the normalized value rounded before the weight (vLLM: ``(scalar_t)(x * rstd) * w``); the
+    weight product is then rounded to T as well where the weight is of type T and not converted to float first (T
+    times T is a T), else not. Without such a cast: fp32 throughout first."""
+    if T == "f32":
+        return [(0, 0, "")]
+    half = {n for n, a in _instance_types(ev).items() if re.fullmatch(rf"(?:const\s+)?(?:{_HALF_TYPES})", a)}
+    types = "|".join([_HALF_TYPES] + [re.escape(h) for h in sorted(half)])
+    casts = rf"static_cast<(?:{types})>\(|\((?:{types})\)\(|(?<![\w:])(?:{types})\(|__float2(?:half|bfloat16)(?:_rn)?\("
+    roots = {t for t, _, st in statements(ev.body) if t and re.search(r"\b(?:" + "|".join(ROOTS) + r")\s*\(", st)}
+    rounded = False
+    for m in re.finditer(casts, ev.flat):
+        depth, i = 1, m.end()
+        while i < len(ev.flat) and depth:
+            depth += {"(": 1, ")": -1}.get(ev.flat[i], 0)
+            i += 1
+        arg = ev.flat[m.end():i - 1]
+        if "*" in arg and any(re.search(rf"\b{re.escape(r)}\b", arg) for r in roots):
+            rounded = True
+    n = re.escape(w.name)  # the weight converted to fp32 before the multiply: the product is fp32
+    w_float = re.search(rf"__(?:half|bfloat16)2float\({n}\[|static_cast<float>\({n}\[|\(float\)\(?{n}\[|"
+                        rf"float\({n}\[", ev.flat) is not None
+    product_rounded = w.dtype == T and not w_float
+    before = [(1, int(product_rounded), f"rounded to {T} before the weight multiply"
+               + (f", the product rounded to {T}" if product_rounded else ", the product in fp32")),
+              (1, int(not product_rounded), f"rounded to {T} before the weight multiply"
+               + (f", the product rounded to {T}" if not product_rounded else ", the product in fp32"))]
+    fp32 = [(0, 0, "weight multiplied in fp32, not rounded"), (0, 1, f"weight multiplied in fp32, rounded to {T}")]
+    return before + fp32 if rounded else fp32 + before
+
+
+def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """RMSNorm and fused add + RMSNorm whose normalized row is quantized to fp8 by a static per-tensor scale read
+    from the device (vLLM's rms_norm_static_fp8_quant and fused_add_rms_norm_static_fp8_quant; TensorRT-LLM's
+    per-tensor scale): one byte output of the rows' size whose element type or conversion shows fp8, one
+    one-element fp32 input (the scale), one weight of the row length; the rows read (x) or, fused, x read and the
+    residual read and rewritten with the sum (KT_EXPERT_QUANT on the general form)."""
+    if not ev.has(*ROOTS):
+        return []
+    bufs = ev.bufs()
+    if any(not a.counts for a in bufs):
+        return []
+    outs = [a for a in bufs if a.role == "out" and a.dtype == "u8"]
+    scales = [a for a in bufs if a.role == "in" and a.dtype == "f32" and all(c == 1 for c in a.counts)]
+    if len(outs) != 1 or len(scales) != 1:
+        return []
+    o, scale = outs[0], scales[0]
+    rest = [a for a in bufs if a is not o and a is not scale]
+    if any(a.dtype not in FLOATS for a in rest):
+        return []
+    big = o.counts
+    small = [a for a in rest if a.counts != big]
+    ins = [a for a in rest if a.counts == big and a.role == "in"]
+    ios = [a for a in rest if a.counts == big and a.role == "inout"]
+    if len(small) != 1 or small[0].role != "in" or div(big, small[0].counts) is None or len(ins) != 1 \
+            or len(ios) > 1 or len(rest) != 2 + len(ios):
+        return []
+    fused = bool(ios)
+    e = lib.get("fused_add_rms_norm" if fused else "rms_norm")
+    if e is None or "KT_EXPERT_QUANT" not in e.conventions or (fused and "KT_EXPERT_GENERAL" not in e.conventions):
+        return []
+    formats = _fp8_formats(ev, o)
+    if not formats:
+        return []
+    x, w = ins[0], small[0]
+    r = ios[0] if fused else None
+    T, W = x.dtype, w.dtype
+    R = r.dtype if r else T
+    eps_forms = [(1, "eps inside the root"), (0, "eps outside the root (1 / (sqrt + eps))")]
+    if _eps_outside(ev.flat):
+        eps_forms.reverse()
+    ops = _scale_ops(ev, scale)
+    rounds = _quant_roundings(ev, T, w)
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
+        hname = hidden.words.strip("`")
+        for (fi, O), (ei, (eps_c, eps_words, eps_support)), (pi, (inside, inside_words)), (oi, (op, op_words)), \
+                (ri, (rbw, qr, round_words)) in itertools.product(enumerate(formats), enumerate(_eps_candidates(ev)),
+                                                                 enumerate(eps_forms), enumerate(ops),
+                                                                 enumerate(rounds)):
+            what = (f"adds `{x.name}` ({T}) into the residual `{r.name}` ({R}), rsqrtf, one weight" if fused else
+                    "rsqrtf, one weight")
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, {what}, the normalized "
+                        f"row quantized by the one-element `{scale.name}` into fp8 bytes `{o.name}` → "
+                        f"{'fused add + RMSNorm' if fused else 'RMSNorm'} with static fp8 quantization", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = ([f"x={x.name} ({T})", f"residual={r.name} ({R})"] if fused else [f"x={x.name}"]) + \
+                [f"out={o.name} ({O.removeprefix('__nv_fp8_')} bytes)", f"weight={w.name}",
+                 f"scale={scale.name} (one fp32 value)", f"hidden={hidden.words}", eps_words]
+            rows = _rows(ev, div(big, hfp), f"({o.spec.size}) / ({hidden.spec})", hidden, b)
+            b.words += [inside_words] + ([round_words] if round_words else []) + [op_words]
+            if fused:
+                b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], O]
+                b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
+                               f"({O}*)({o.name})", eps_c, rows, hidden.c, f"(const float*)({scale.name})"]
+                b.conventions = {"KT_EXPERT_GENERAL": 1}
+            else:
+                b.template_args = [CTYPE[T], CTYPE[W], O]
+                b.call_args = [f"({O}*)({o.name})", _cast(T, x.name, True), _cast(W, w.name, True), eps_c, rows,
+                               hidden.c, f"(const float*)({scale.name})"]
+            b.conventions.update({"KT_EXPERT_EPS_INSIDE": inside, "KT_EXPERT_ROUND_BEFORE_WEIGHT": rbw,
+                                  "KT_EXPERT_QUANT": op, "KT_EXPERT_QUANT_ROUND": qr})
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[R], NBYTES[W])}
+            # the body's eps position, then the scale's use, then the rounding points
+            b.support = 20 + 2 * ev.uses(hidden) - hi - 4 * fi - ei + eps_support - 8 * pi - 2 * oi - ri
+            out.append(b)
+    return out
 
 
 def _layer_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
