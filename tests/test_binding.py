@@ -818,3 +818,65 @@ def test_a_softmax_scale_the_kernel_divides_by(lib):
     assert long.conventions["KT_EXPERT_LOGIT_DIVIDE"] == 1 and "LogitScale<1>" in X.bind(long, cf, spec).text
     cf, k, spec = case("softmax_scaled_half_to_float")
     assert not any("divided by" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
+
+
+def test_softmax_scaled_scores_rounded_before_a_4d_mask(lib):
+    """Hugging Face's eager attention in fp16: `attn_weights * scale` rounded to fp16, then an fp32 mask [batch, 1,
+    q_len, k_len] (the heads broadcast) added in fp32 (KT_EXPERT_ROUND_SCALED 1, a middle-dimension mask whose inner
+    extent q_len the mask's index reads, 1 on the decode size set); the unrounded reading is a candidate too."""
+    cf, k, spec = case("softmax_eager_scaled_rounded_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=probs (f16), x=scores (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        "plus the mask `mask` [`batch * q_len` rows], broadcast over a middle dimension, inner extent `q_len`, the "
+        "scaled logits rounded to f16 before the mask is added"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ROUND_SCALED": 1}
+    assert bs[0].call_args[-3:] == ["(const float*)(mask)", "(int)(batch) * (int)(q_len)", "(int)(q_len)"]
+    assert any(b.describe() == bs[0].describe().rpartition(", the scaled")[0] for b in bs)  # and unrounded
+    text = X.bind(bs[0], cf, spec).text
+    scaled = text.index("v[i][j] * scale / div : v[i][j] * scale;")
+    rounded = text.index("v[i][j] = round_t<T>(v[i][j]);", scaled)
+    assert rounded < text.index("v[i][j] += mk[i][j];", rounded) and text.count("round_t<T>(v[i][j])") == 1
+    assert "kt:bind" not in text
+
+
+def test_softmax_sum_with_a_16_bit_mask_rounded_again(lib):
+    """A bf16 mask added with a bf16 add (`__hadd`): the scaled logits rounded, and their sum with the mask rounded
+    again (KT_EXPERT_ROUND_SCALED 2), in place, the mask [q_len, k_len] over the batch and heads."""
+    cf, k, spec = case("softmax_bf16_mask_rounded_sum_inplace")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=x=w (bf16, in place), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scaling`, "
+        "plus the mask `causal_mask` [`q_len` rows], broadcast over a leading dimension (row r reads mask row r % "
+        "mask rows), the scaled logits rounded to bf16, their sum with the mask rounded to bf16 again"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ROUND_SCALED"] == 2 and bs[0].template_args[-1] == "__nv_bfloat16"
+    assert has(bs, "softmax", "the scaled logits rounded to bf16 before the mask is added")
+    text = X.bind(bs[0], cf, spec).text
+    add = text.index("v[i][j] += mk[i][j];")
+    assert text.rindex("round_t<T>(v[i][j])", 0, add) < add < text.index("round_t<T>(v[i][j])", add)
+
+
+def test_softmax_without_rounding_evidence_offers_the_rounding_last(lib):
+    """No conversion of the scaled product in the body: the rounded forms come after every other binding."""
+    cf, k, spec = case("softmax_scaled_half_to_float")
+    bs = X.candidates(cf, k.name, spec, lib)
+    rounded = [i for i, b in enumerate(bs) if "KT_EXPERT_ROUND_SCALED" in b.conventions]
+    assert rounded and min(rounded) > max(i for i, b in enumerate(bs) if "KT_EXPERT_ROUND_SCALED" not in b.conventions)
+
+
+@pytest.mark.parametrize("rel, kernel, first", [
+    ("bench/corpus/softmax/softmax_extended_mask_4d_bf16.cu", "eager_softmax_extended_mask_kernel",
+     "out=attn_probs (bf16), x=attn_scores (bf16), hidden=`k_len`, rows=the grid (no row-count argument), logits "
+     "times `scaling`, plus the mask `attention_mask` [`batch * q_len` rows], broadcast over a middle dimension, inner "
+     "extent `q_len`, the scaled logits rounded to bf16 before the mask is added"),
+])
+def test_held_out_batch_3_gaps_bind_first(rel, kernel, first):
+    """The two held-out variants of 2026-11-26s whose every candidate failed on the H100: the eager softmax's scores
+    rounded to bf16 after the scaling (before the fp32 4-D mask), the partial rotary's head count from its grid."""
+    path = ROOT / rel
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, kernel)
+    bs = X.candidates(cf, kernel, spec)
+    assert bs[0].describe() == first, words_of(bs)
+    X.bind(bs[0], cf, spec)
+
