@@ -890,3 +890,106 @@ def test_a_softmax_scale_the_kernel_divides_by(lib):
     assert long.conventions["KT_EXPERT_LOGIT_DIVIDE"] == 1 and "LogitScale<1>" in X.bind(long, cf, spec).text
     cf, k, spec = case("softmax_scaled_half_to_float")
     assert not any("divided by" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
+
+
+def test_softmax_scaled_scores_rounded_before_a_4d_mask(lib):
+    """Hugging Face's eager attention in fp16: `attn_weights * scale` rounded to fp16, then an fp32 mask [batch, 1,
+    q_len, k_len] (the heads broadcast) added in fp32 (KT_EXPERT_ROUND_SCALED 1, a middle-dimension mask whose inner
+    extent q_len the mask's index reads, 1 on the decode size set); the unrounded reading is a candidate too."""
+    cf, k, spec = case("softmax_eager_scaled_rounded_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=probs (f16), x=scores (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        "plus the mask `mask` [`batch * q_len` rows], broadcast over a middle dimension, inner extent `q_len`, the "
+        "scaled logits rounded to f16 before the mask is added"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ROUND_SCALED": 1}
+    assert bs[0].call_args[-3:] == ["(const float*)(mask)", "(int)(batch) * (int)(q_len)", "(int)(q_len)"]
+    assert any(b.describe() == bs[0].describe().rpartition(", the scaled")[0] for b in bs)  # and unrounded
+    text = X.bind(bs[0], cf, spec).text
+    scaled = text.index("v[i][j] * scale / div : v[i][j] * scale;")
+    rounded = text.index("v[i][j] = round_t<T>(v[i][j]);", scaled)
+    assert rounded < text.index("v[i][j] += mk[i][j];", rounded) and text.count("round_t<T>(v[i][j])") == 1
+    assert "kt:bind" not in text
+
+
+def test_softmax_sum_with_a_16_bit_mask_rounded_again(lib):
+    """A bf16 mask added with a bf16 add (`__hadd`): the scaled logits rounded, and their sum with the mask rounded
+    again (KT_EXPERT_ROUND_SCALED 2), in place, the mask [q_len, k_len] over the batch and heads."""
+    cf, k, spec = case("softmax_bf16_mask_rounded_sum_inplace")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=x=w (bf16, in place), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scaling`, "
+        "plus the mask `causal_mask` [`q_len` rows], broadcast over a leading dimension (row r reads mask row r % "
+        "mask rows), the scaled logits rounded to bf16, their sum with the mask rounded to bf16 again"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ROUND_SCALED"] == 2 and bs[0].template_args[-1] == "__nv_bfloat16"
+    assert has(bs, "softmax", "the scaled logits rounded to bf16 before the mask is added")
+    text = X.bind(bs[0], cf, spec).text
+    add = text.index("v[i][j] += mk[i][j];")
+    assert text.rindex("round_t<T>(v[i][j])", 0, add) < add < text.index("round_t<T>(v[i][j])", add)
+
+
+def test_softmax_without_rounding_evidence_offers_the_rounding_last(lib):
+    """No conversion of the scaled product in the body: the rounded forms come after every other binding."""
+    cf, k, spec = case("softmax_scaled_half_to_float")
+    bs = X.candidates(cf, k.name, spec, lib)
+    rounded = [i for i, b in enumerate(bs) if "KT_EXPERT_ROUND_SCALED" in b.conventions]
+    assert rounded and min(rounded) > max(i for i, b in enumerate(bs) if "KT_EXPERT_ROUND_SCALED" not in b.conventions)
+
+
+def test_rotary_heads_counted_only_by_the_launch_grid(lib):
+    """NeoX rotary of the first heads of each fused qkv row, as many as the grid's x extent (no argument holds it):
+    the expert reads the count back from its block (THREADS / heads, heads), the row stride an argument, the heads
+    after them untouched (KT_EXPERT_TOKEN_STRIDE with KT_EXPERT_BLOCK_HEADS); before the quotient's head count."""
+    cf, k, spec = case("rotary_query_heads_of_qkv_grid_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=pos, query=qkv, no key, cos=cos_tab, sin=sin_tab, rows of rot_dim / 2, rot_dim=`rot_dim`, "
+        "num_heads=the launch grid's `num_heads` (blockIdx.x), num_kv_heads=none (no key), head_size=`head_size`, "
+        "NeoX pairs, in place, those heads at the start of each token's row of `row_stride` elements rotated, the rest "
+        "untouched"), words_of(bs)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 1, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_TOKEN_STRIDE": 1, "KT_EXPERT_BLOCK_HEADS": 1}
+    assert b.call_args[9:] == ["(int)blockDim.y", "0", "(int)(head_size)", "(long long)(row_stride)", "0"]
+    assert b.fixed["THREADS"] == [32, 64, 128, 256, 512]  # at least the most heads (32) a block holds
+    t = X.bind(b, cf, spec)
+    assert t.launch["grid"] == ["(num_tokens)"]
+    assert t.launch["block"] == ["max(1, THREADS / (num_heads))", "(num_heads)"]
+    assert "const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;" in t.text
+    assert "kt:bind" not in t.text and "__launch_bounds__((KT_THREADS))" in t.text
+    assert has(bs, "rotary_neox", "num_heads=`row_stride / head_size`")  # still screened, after
+
+
+@pytest.mark.parametrize("rel, kernel, first", [
+    ("bench/corpus/softmax/softmax_extended_mask_4d_bf16.cu", "eager_softmax_extended_mask_kernel",
+     "out=attn_probs (bf16), x=attn_scores (bf16), hidden=`k_len`, rows=the grid (no row-count argument), logits "
+     "times `scaling`, plus the mask `attention_mask` [`batch * q_len` rows], broadcast over a middle dimension, inner "
+     "extent `q_len`, the scaled logits rounded to bf16 before the mask is added"),
+    ("bench/corpus/rotary/rope_partial_fused_qkv_bf16.cu", "partial_rotary_fused_qkv_kernel",
+     "positions=positions, query=qkv, no key, cache=cos_sin_cache [max_pos, rot_dim] (cos half, then sin half), "
+     "rot_dim=`rot_dim`, num_heads=the launch grid's `num_heads + num_kv_heads` (blockIdx.y), num_kv_heads=none (no "
+     "key), head_size=`head_dim`, NeoX pairs, in place, those heads at the start of each token's row of `qkv_stride` "
+     "elements rotated, the rest untouched"),
+])
+def test_held_out_batch_3_gaps_bind_first(rel, kernel, first):
+    """The two held-out variants of 2026-11-26s whose every candidate failed on the H100: the eager softmax's scores
+    rounded to bf16 after the scaling (before the fp32 4-D mask), the partial rotary's head count from its grid."""
+    path = ROOT / rel
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, kernel)
+    bs = X.candidates(cf, kernel, spec)
+    assert bs[0].describe() == first, words_of(bs)
+    X.bind(bs[0], cf, spec)
+
+
+def test_a_convention_may_launch_its_own_block(tmp_path):
+    e = load_expert(X.EXPERT_DIR / "rotary_neox.cu")
+    assert e.launch["block_when"] == {"KT_EXPERT_BLOCK_HEADS": ["max(1, THREADS / num_heads)", "num_heads"]}
+    src = (X.EXPERT_DIR / "rotary_neox.cu").read_text()
+    assert "kt:bind-block" not in resolve_conventions(src, e.conventions)
+    (tmp_path / "a.cu").write_text(src.replace("kt:bind-block KT_EXPERT_BLOCK_HEADS", "kt:bind-block KT_EXPERT_NOPE"))
+    with pytest.raises(KerntuneError, match="kt:bind-block: KT_EXPERT_NOPE is not a declared convention"):
+        load_expert(tmp_path / "a.cu")
+    (tmp_path / "b.cu").write_text(src.replace('"max(1, THREADS / num_heads)", "num_heads"]', '"heads_typo"]'))
+    with pytest.raises(KerntuneError, match="unknown names"):
+        load_expert(tmp_path / "b.cu")

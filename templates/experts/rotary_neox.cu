@@ -30,6 +30,8 @@ smem = "0"
 // kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched)
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
+// kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
+// kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
 #endif
@@ -205,8 +207,15 @@ __device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_
                                              const C* sinp, int num_heads, int num_kv_heads, int head_size,
                                              int embed) {
   constexpr bool FULL = KT_EXPERT_CACHE == 2;
+#if KT_EXPERT_BLOCK_HEADS  // kt:bind
+  // a block of (THREADS / heads, heads) threads: one range over the token's pairs
+  const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;
+  rotate_pairs<VEC, GPTJ, FULL>(q_in, q_out, cosp, sinp, num_heads, head_size, embed, first, step);
+  rotate_pairs<VEC, GPTJ, FULL>(k_in, k_out, cosp, sinp, num_kv_heads, head_size, embed, first, step);
+#else  // kt:bind
   rotate_pairs<VEC, GPTJ, FULL>(q_in, q_out, cosp, sinp, num_heads, head_size, embed, threadIdx.x, blockDim.x);
   rotate_pairs<VEC, GPTJ, FULL>(k_in, k_out, cosp, sinp, num_kv_heads, head_size, embed, threadIdx.x, blockDim.x);
+#endif  // kt:bind
 }
 
 // positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
@@ -267,8 +276,14 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #endif  // kt:bind
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
   if (rot_dim < head_size) {
+#if KT_EXPERT_BLOCK_HEADS  // kt:bind
+    const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;
+    copy_tail(qi, qd, num_heads, head_size, rot_dim, first, step);
+    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, first, step);
+#else  // kt:bind
     copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
     copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+#endif  // kt:bind
   }
 #endif  // kt:bind
 }

@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 // kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
+// kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -129,6 +130,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #else  // kt:bind
       v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
 #endif  // kt:bind
+#if KT_EXPERT_ROUND_SCALED  // kt:bind
+      v[i][j] = round_t<T>(v[i][j]);  // the scaled logit rounded to the scores' type
+#endif  // kt:bind
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), seen)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
@@ -214,8 +218,14 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #else  // kt:bind
       v[i][j] = row_div != nullptr ? v[i][j] * scale / div : v[i][j] * scale;
 #endif  // kt:bind
+#if KT_EXPERT_ROUND_SCALED  // kt:bind
+      v[i][j] = round_t<T>(v[i][j]);  // the scaled logit rounded to the scores' type before the mask is added
+#endif  // kt:bind
 #if KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
+#endif  // kt:bind
+#if KT_EXPERT_ROUND_SCALED == 2  // kt:bind
+      v[i][j] = round_t<T>(v[i][j]);  // and the sum with the mask (of the scores' type) rounded again
 #endif  // kt:bind
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
     }

@@ -106,8 +106,9 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
         p.original = start[n]
     conv = {**e.conventions, **m.conventions}
     grid = next((g for c, g in e.launch.get("grid_when", {}).items() if conv.get(c)), e.launch["grid"])
+    block = next((bl for c, bl in e.launch.get("block_when", {}).items() if conv.get(c)), e.launch["block"])
     launch = {"grid": [subst(g, subs) for g in grid],
-              "block": [subst(b, subs) for b in e.launch["block"]],
+              "block": [subst(b, subs) for b in block],
               "smem": subst(e.launch["smem"], subs)}
     entry = f"kt_{e.name}_{k.name}"
     text = render(m, k, cf, entry, {a.name: a.dtype for a in spec.args})

@@ -9,7 +9,8 @@ pairs, eps inside or outside the root, ...) are declared in lines of their own::
 
 and used in preprocessor lines marked ``// kt:bind`` (``#if COND  // kt:bind``, ``#elif``, ``#else``, ``#endif``).
 A convention may launch its own grid (``// kt:bind-grid KT_EXPERT_NAME = ["expression", ...]``, used by the
-bindings that set it).
+bindings that set it) or its own block (``// kt:bind-block KT_EXPERT_NAME = [...]``: no more threads than the
+header's block or ``bounds`` allow, the kernel's ``__launch_bounds__``).
 Binding resolves those lines for the binding's conventions (``render.resolve_conventions``): the code bound to a
 user's kernel holds only the branch it uses, and every ``kt:bind`` line goes.
 """
@@ -33,6 +34,8 @@ CONVENTION = re.compile(r"^\s*//\s*kt:bind\s+(KT_EXPERT_\w+)\s*=\s*(-?\d+)\s*(.*
 DIRECTIVE = re.compile(r"^\s*#\s*(if|elif|else|endif)\b(.*?)//\s*kt:bind\s*$")
 # `// kt:bind-grid KT_EXPERT_NAME = ["grid expression", ...]`: the launch grid of a binding that sets the convention
 GRID_WHEN = re.compile(r"^\s*//\s*kt:bind-grid\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
+# `// kt:bind-block KT_EXPERT_NAME = ["block expression", ...]`: the launch block of a binding that sets the convention
+BLOCK_WHEN = re.compile(r"^\s*//\s*kt:bind-block\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 
 
 @dataclass
@@ -154,6 +157,9 @@ def load_expert(path: str | Path) -> Expert:
     grids = _bind_grids(text, path, conventions, known)
     if grids:
         ldict["grid_when"] = grids
+    blocks = _bind_grids(text, path, conventions, known, BLOCK_WHEN, "kt:bind-block")
+    if blocks:
+        ldict["block_when"] = blocks
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path, list(helpers),
                   str(serves) if serves is not None else None, conventions, words)
@@ -172,7 +178,7 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
             words[m.group(1)] = m.group(3).strip().strip("()").strip()
     depth = 0
     for i, ln in enumerate(text.splitlines()):
-        if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln):
+        if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln):
             continue
         d = DIRECTIVE.match(ln)
         if d is None:
@@ -198,32 +204,35 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
     return conv, words
 
 
-def _bind_grids(text: str, path: str, conventions: dict[str, int], known: set[str]) -> dict[str, list[str]]:
+def _bind_grids(text: str, path: str, conventions: dict[str, int], known: set[str], pattern: re.Pattern = GRID_WHEN,
+                what: str = "kt:bind-grid") -> dict[str, list[str]]:
     """The grid of each binding-set convention that launches its own (``// kt:bind-grid KT_EXPERT_X = [...]``: a
-    kernel whose own arguments lack a size reads it back from that grid, the tokens of a merge from gridDim.x),
+    kernel whose own arguments lack a size reads it back from that grid, the tokens of a merge from gridDim.x), or
+    with ``BLOCK_WHEN`` its block (``// kt:bind-block``: the rotated heads of a fused row read back from blockDim.y),
     checked: a declared convention, a non-empty list of expressions over known names."""
     out: dict[str, list[str]] = {}
+    kind = what.rpartition("-")[2]
     for i, ln in enumerate(text.splitlines()):
-        g = GRID_WHEN.match(ln)
+        g = pattern.match(ln)
         if g is None:
             continue
         conv = g.group(1)
         if conv not in conventions:
-            raise KerntuneError(f"kt:bind-grid: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
+            raise KerntuneError(f"{what}: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
                                 path, i)
         try:
             grid = tomllib.loads(f"g = {g.group(2)}")["g"]
         except tomllib.TOMLDecodeError:
             grid = None
-        if not isinstance(grid, list) or not grid or not all(isinstance(x, str) for x in grid):
-            raise KerntuneError(f"kt:bind-grid {conv}: a non-empty list of grid expressions", path, i)
+        if not isinstance(grid, list) or not grid or len(grid) > 3 or not all(isinstance(x, str) for x in grid):
+            raise KerntuneError(f"{what} {conv}: a non-empty list of {kind} expressions", path, i)
         for x in grid:
             try:
                 unknown = expr.names(x) - known
             except KerntuneError as err:
-                raise KerntuneError(f"kt:bind-grid {conv}: {err.message}", path, i) from None
+                raise KerntuneError(f"{what} {conv}: {err.message}", path, i) from None
             if unknown:
-                raise KerntuneError(f"kt:bind-grid {conv}: `{x}` uses unknown names {sorted(unknown)}", path, i)
+                raise KerntuneError(f"{what} {conv}: `{x}` uses unknown names {sorted(unknown)}", path, i)
         out[conv] = list(grid)
     return out
 

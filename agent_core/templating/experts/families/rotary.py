@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
-                                                    div, feeding, flows)
+                                                    counts_of, div, feeding, flows)
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -146,6 +146,28 @@ def _fused_heads(ev: Evidence, per_token: tuple, hs_fp: tuple) -> tuple[SizeExpr
     return None
 
 
+def _launch_heads(ev: Evidence, tokens: tuple, per_token: tuple, hs_fp: tuple, most: int
+                  ) -> list[tuple[SizeExpr, SizeExpr]]:
+    """Heads rotated at the start of each token's row that only the launch counts (a partial rotary in place in a
+    fused qkv buffer, launched over (tokens, q heads + k heads): the v heads after them untouched): a dimension of
+    the spec's grid that the body reads (``blockIdx.y``), is not the token count, no int argument holds, and gives
+    fewer heads of the head size than a token's row holds (the row length an int argument: its stride). (the heads
+    as the expert reads them back from its block, blockDim.y; the row length); at most ``most`` heads (the block)."""
+    rows = [r for r in ev.sizes(per_token) if r.c.startswith("(int)(")]
+    if not rows:
+        return []
+    out = []
+    for axis, g in zip("xyz", ev.spec.grid):
+        h = counts_of(str(g), ev.spec)
+        if not h or h == tokens or not re.search(rf"\bblockIdx\.{axis}\b", ev.body) \
+                or any(a.counts == h for a in ev.ints()):
+            continue
+        if all(isinstance(v, int) and 1 <= v <= most and v * s <= t for v, s, t in zip(h, hs_fp, per_token)) \
+                and any(v * s < t for v, s, t in zip(h, hs_fp, per_token)):
+            out.append((SizeExpr("(int)blockDim.y", str(g), f"the launch grid's `{g}` (blockIdx.{axis})"), rows[0]))
+    return out
+
+
 def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[ArgUse]) -> list[tuple[tuple, str]]:
     """(token count per size set, its size expression) a kernel without positions may have, its cos and sin
     gathered per token by the caller (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)``): a cache's rows, of
@@ -229,10 +251,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         if k is None and not oop and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
             fused = _fused_heads(ev, q_tok, hs_fp)
             if fused:
-                options.append((fused[0], fused[1], fused))
+                options.append((fused[0], fused[1], fused, None))
+            # or the heads rotated at the start of each token's row counted only by the launch (the expert reads
+            # them back from its block): before a quotient's head count, which would rotate the v heads too
+            if e.conventions.get("KT_EXPERT_BLOCK_HEADS") is not None:
+                most = max(e.params["THREADS"].values)
+                for heads, row in _launch_heads(ev, tokens, q_tok, hs_fp, most):
+                    options.append((heads, SizeExpr("0", "0", "none (no key)"), None, row))
         if nh0 is not None and kv0 is not None:
-            options.append((nh0, kv0, None))
-        for nh, kv, fused in options:
+            options.append((nh0, kv0, None, None))
+        for nh, kv, fused, row_len in options:
             # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
             rots = []
             for a in ev.ints():
@@ -283,7 +311,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                                        f"({cc.spec.size}) / ({stride_spec})", -oi))
                 for lay in layouts:
                     cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                    if fused and cache == 4:
+                    if (fused or row_len) and cache == 4:
                         continue  # a fused buffer's views take a cache
                     for pi, pairing in enumerate(pairings):
                         if cache == 2 and pairing == 1:
@@ -318,6 +346,15 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                            _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                            f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                            f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                        elif row_len:  # the first heads of each token's row, as many as the block's y extent
+                            row = re.sub(r"\(int\)\((\w+)\)", r"(long long)(\1)", row_len.c)
+                            b.call_args = [pos_arg, _cast(T, q.name, True), f"(const {CTYPE[T]}*)nullptr",
+                                           _cast(T, q.name, False), null, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c,
+                                           hs.c, row, "0"]
+                            b.conventions.update({"KT_EXPERT_TOKEN_STRIDE": 1, "KT_EXPERT_BLOCK_HEADS": 1})
+                            # the block's THREADS / heads by heads threads stay within its __launch_bounds__(THREADS)
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values
+                                                  if all(t >= v for v in counts_of(nh.spec, ev.spec))]
                         elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
                             buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
                             kofs = f"(long long)({nh.c}) * ({hs.c})"
@@ -341,7 +378,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                              else "no key"]) + [
                             *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
                             f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
-                            "out of place" if oop else "in place"] + ([fused[3]] if fused else [])
+                            "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
+                            [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
+                             "rest untouched"] if row_len else [])
                         b.support = 20 - 3 * hi - 2 * ri + lsup - pi
                         out.append(b)
     return out

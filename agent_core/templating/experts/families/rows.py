@@ -19,7 +19,7 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
-                                                    div, statements)
+                                                    div, feeding, flows, statements)
 from agent_core.templating.experts.library import Expert
 
 ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
@@ -523,6 +523,7 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         scales += [divided, times] if re.search(rf"/\(*{re.escape(a.name)}\b", ev.flat) else [times]
     scales.append(("1.f", "", False))
     red = ev.reduction_words()
+    converted = _converted(ev)  # the body's conversions to a 16-bit type: where it rounds its scaled logits
     has_mask = "KT_EXPERT_MASK" in e.conventions
     has_causal = has_mask and "causal" in e.convention_words.get("KT_EXPERT_MASK", "")
     out = []
@@ -545,8 +546,14 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                      itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])]
             if not mask and has_causal:
                 forms += [(None, None, "", c) for c in _causal_forms(ev, rows_fp, hfp)]
+            index_names = _mask_index_names(ev, mask) if mask else set()
             for mi, (mr, inner, inner_words, causal) in enumerate(forms):
-                for si, (scale, scale_words, divides) in enumerate(scales):
+                # a middle dimension whose inner extent the mask's own index reads
+                inner_arg = re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
+                seen_inner = 3 if inner_arg and inner_arg.group(1) in index_names else 0
+                for (si, (scale, scale_words, divides)), (rv, round_words, round_support) in (
+                        (x, r) for x in enumerate(scales)
+                        for r in [(0, "", 0)] + _round_forms(e, T, x[1][0], None if keeps else mask, converted)):
                     if scale == "1.f" and not per_row and not mask and not causal and T == O:
                         continue  # the plain softmax: bound with the row families
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
@@ -580,7 +587,11 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.words.append(q_words)
                         b.call_args.append(f"(int)({q_len})")
                         b.conventions["KT_EXPERT_MASK"] = conv
+                    if rv:
+                        b.words.append(round_words)
+                        b.conventions["KT_EXPERT_ROUND_SCALED"] = rv
                     b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0) + divides
+                    b.support += seen_inner + round_support
                     out.append(b)
     return out
 
@@ -614,6 +625,75 @@ def _mask_inners(ev: Evidence, mask_rows: tuple) -> list[tuple[str | None, str]]
     for a in ev.ints():
         if a.counts and all(1 < v < m and m % v == 0 for v, m in zip(a.counts, mask_rows)):
             out.append((f"(int)({a.name})", f"broadcast over a middle dimension, inner extent `{a.name}`"))
+    # an inner extent that is 1 or all the mask's rows on some size set (a decode step's single query: scores [batch,
+    # heads, 1, keys] over a mask [batch, 1, 1, keys]) is still a middle dimension where it lies between elsewhere;
+    # the arguments the body uses most first
+    edge = [a for a in ev.ints() if a.counts and all(1 <= v <= m and m % v == 0 for v, m in zip(a.counts, mask_rows))
+            and any(1 < v < m for v, m in zip(a.counts, mask_rows))
+            and not all(1 < v < m for v, m in zip(a.counts, mask_rows))]
+    for a in sorted(edge, key=lambda a: -ev.uses(SizeExpr(f"(int)({a.name})", "", ""))):
+        out.append((f"(int)({a.name})", f"broadcast over a middle dimension, inner extent `{a.name}`"))
+    return out
+
+
+def _mask_index_names(ev: Evidence, mask: ArgUse) -> set[str]:
+    """The identifiers the statements that read the mask or make a pointer into it are computed from (``const
+    float* m = mask + ((int64_t)b * q_len + q) * k_len``, through the locals they name: ``mrow = row / (heads *
+    q_len) * q_len + row % q_len``): an int argument among them is how the kernel finds a row's mask row."""
+    name = re.compile(rf"\b{re.escape(mask.name)}\b")
+    flow = flows(ev.body)
+    return {n for _, _, stmt in statements(ev.body) if name.search(stmt) for n in feeding(flow, stmt)}
+
+
+_CONVERT = re.compile(r"(?:__float2half(?:_rn)?|__float2bfloat16(?:_rn)?|__hadd|static_cast<\s*(?:__half|half|"
+                      r"__nv_bfloat16|nv_bfloat16|T|scalar_t)\s*>)\s*\(")
+
+
+_EXP_CALL = re.compile(r"\b(?:" + "|".join(EXPS) + r")\s*\(")
+
+
+def _converted(ev: Evidence) -> list[str]:
+    """The arguments (text) of the body's conversions to a 16-bit type (and of ``__hadd``, a 16-bit sum) that take no
+    exponential (those are the output's), each with the direct right-hand sides of the locals it names (``s = x *
+    scale; __float2half(s)``, ``m = mask + off; __hadd(s, m[k])``), of those never assigned an exponential (a
+    register array that holds the scaled logits and then their exponentials is the output's)."""
+    direct = {}
+    for target, at, stmt in statements(ev.body):
+        if target is not None and at >= 0:
+            direct.setdefault(target, []).append(stmt[at + 1:])
+    out = []
+    for m in _CONVERT.finditer(ev.body):
+        depth, i = 1, m.end()
+        while i < len(ev.body) and depth:
+            depth += {"(": 1, ")": -1}.get(ev.body[i], 0)
+            i += 1
+        arg = ev.body[m.end():i - 1]
+        if _EXP_CALL.search(arg):
+            continue
+        out.append(" ".join([arg] + [x for n in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", arg))
+                                     if not any(_EXP_CALL.search(y) for y in direct.get(n, []))
+                                     for x in direct.get(n, [])]))
+    return out
+
+
+def _round_forms(e: Expert, T: str, scale: str, mask: ArgUse | None, conv: list[str]) -> list[tuple[int, str, int]]:
+    """Where a 16-bit softmax rounds its scaled logits to the storage type before the softmax (Hugging Face's eager
+    attention: ``attn_weights * scaling`` is a bf16 tensor, then ``+ attention_mask``): (KT_EXPERT_ROUND_SCALED,
+    words, support), after the unrounded form. A conversion to a 16-bit type whose argument multiplies by the scale
+    (not an exponential: that is the output's) is evidence for the rounding; without it the rounded forms come
+    after every other binding (the cap keeps them where there is room). Rounding again after a mask of the same
+    16-bit type is added is offered only where a conversion (or a 16-bit add) reads the mask. ``conv``: the body's
+    conversions (``_converted``)."""
+    if "KT_EXPERT_ROUND_SCALED" not in e.conventions or T not in ("f16", "bf16"):
+        return []
+    out = []
+    arg = re.match(r"\(float\)\((\w+)\)$", scale)
+    if arg:
+        seen = any(re.search(rf"\b{re.escape(arg.group(1))}\b", a) for a in conv)
+        out.append((1, f"the scaled logits rounded to {T}" + (" before the mask is added" if mask else ""),
+                    1 if seen else -20))
+    if mask is not None and mask.dtype == T and any(re.search(rf"\b{re.escape(mask.name)}\b", a) for a in conv):
+        out.append((2, f"the scaled logits rounded to {T}, their sum with the mask rounded to {T} again", 2))
     return out
 
 
