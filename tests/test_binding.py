@@ -552,6 +552,70 @@ def test_merge_of_fp32_partials_into_a_16_bit_output(lib):
     assert "merge_slots(O* __restrict__ out" in t.text and "store_vec<O, VEC>" in t.text
 
 
+
+def test_merge_of_max_and_sum_states_as_the_flash_attention_combine_takes_them(lib):
+    """Each partial's running max m and sum of exponentials l apart (KT_EXPERT_STATE 1), fp32 m, l in and out:
+    the maxima are the states under the exponentials, the sums the ones multiplied by them, the merged l the
+    output a sum feeds; exp2f((m - max) * log2e) first where a log2(e) (here a namespace constant) is multiplied
+    under exp2f; the token count from the grid (2-D grid, no token argument)."""
+    path = ROOT / "bench/corpus/merge_attn_states/combine_max_sumexp_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "combine_max_sumexp_kernel")
+    bs = X.candidates(cf, "combine_max_sumexp_kernel", spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs)
+    assert bs[0].describe() == (
+        "out=out, out_m=m_out, out_l=l_out, p=o_a with m=m_a, l=l_a, s=o_b with m=m_b, l=l_b, tokens=the grid, "
+        "heads=`num_heads`, head_size=`head_dim`, values [tokens, num_heads, head_size], m and l [tokens, "
+        "num_heads], values normalized by their own l, natural m, exp2f((m - max) * log2e)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_STATE": 1, "KT_EXPERT_LSE_BASE2": 0, "KT_EXPERT_EXP2_LOG2E": 1,
+                                 "KT_EXPERT_TOKENS_FROM_GRID": 1}
+    assert bs[0].defines == {"KT_EXPERT_LSE_TOKEN_MAJOR": 1}
+    assert bs[0].call_args[:2] == ["(__half*)(out)", "(float*)(m_out)"]
+    assert bs[0].call_args[-3:] == ["(float*)(l_out)", "(const float*)(l_a)", "(const float*)(l_b)"]
+    # every binding keeps the body's (m, l) pairs and outputs; the layouts and the exponentials are enumerated
+    assert all("out_m=m_out, out_l=l_out" in b.describe() and "m=m_a, l=l_a" in b.describe() for b in bs)
+    assert has(bs, "merge_attn_states", "m and l [num_heads, tokens]", "natural m, expf(m - max)")
+    assert has(bs, "merge_attn_states", "base-2 m, exp2f(m - max)")
+    t = X.bind(bs[0], cf, spec)
+    assert "pn[it] * exp2f((pl[it] - ms) * 1.4426950408889634f)" in t.text and "m == -INFINITY ? 0.f : m" in t.text
+    assert "sum > 0.f ? 1.f / sum : 0.f" in t.text and "__fmaf_rn(a[it][j], ps, b[it][j] * ss)" in t.text
+    assert "out_lse[li[it]] = m;" in t.text and "out_l[li[it]] = sum;" in t.text
+    assert "logf" not in t.text and "isinf" not in t.text and "kt:bind" not in t.text
+    assert t.launch["grid"] == ["((num_tokens * num_heads) / (num_heads)) * cdiv((num_heads) * (head_dim), THREADS "
+                                "* VEC * ITEMS)"]
+
+
+def test_merge_of_max_and_sum_states_found_by_what_the_body_computes(lib):
+    """The final combine (no merged state written), arguments grouped by kind, [heads, tokens] states, natural
+    expf, a warp per (token, head); the exponential and its multiply by the sum in statements of their own."""
+    cf, k, spec = case("merge_max_sum_warp_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out, p=x1 with m=max1, l=sum1, s=x2 with m=max2, l=sum2, tokens=`tokens`, heads=`heads`, "
+        "head_size=`dim`, values [tokens, heads, head_size], m and l [heads, tokens], values normalized by their "
+        "own l, natural m, expf(m - max)"), words_of(bs)
+    assert all("m=max1, l=sum1" in b.describe() for b in bs)  # the sum multiplied by max1's exponential
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_STATE": 1, "KT_EXPERT_LSE_BASE2": 0, "KT_EXPERT_EXP2_LOG2E": 0}
+    assert b.call_args[1] == "(float*)nullptr" and b.call_args[-3] == "(float*)nullptr"
+    t = X.bind(b, cf, spec)
+    assert "pn[it] * expf(pl[it] - ms)" in t.text and "exp2f" not in t.text
+    # an lse merge is not read as one of (max, sum) states, and keeps its own conventions
+    cf2, k2, spec2 = case("merge_base2_head_major")
+    assert not any("KT_EXPERT_STATE" in b.conventions for b in X.candidates(cf2, k2.name, spec2, lib))
+
+
+def test_evidence_assignments_split_declarators_and_constants():
+    from agent_core.templating.experts.evidence import assignments, constants, flows
+    body = "const float a1 = max1[st], a2 = max2[st]; float x = 0.f, y; w = f(a, b), z = g<int>(a1);"
+    assert assignments(body) == [("a1", " max1[st]"), ("a2", " max2[st]"), ("x", " 0.f"), ("w", " f(a, b)"),
+                                 ("z", " g<int>(a1)")]
+    fl = flows(body, declarators=True)
+    assert fl["a1"] == {"max1", "st"} and fl["z"] >= {"a1", "max1"} and "max2" not in fl["z"]
+    assert "max2" in flows(body)["a1"]  # the coarse default is unchanged
+    c = constants("constexpr float kLog2e = 1.4426950408889634f;\n#define SCALE 0.5f\nint n = 3; n = 4;")
+    assert c["kLog2e"] == 1.4426950408889634 and c["SCALE"] == 0.5 and "n" not in c and "M_LOG2E" in c
+
 def test_layer_norm_gamma_only_first_where_a_mean_is_subtracted(lib):
     """bias=False: one weight, and the body subtracts the mean: the LayerNorm without a shift (KT_EXPERT_AFFINE 2)
     before the RMSNorm the same buffers suggest; a body that subtracts no mean gets no such LayerNorm."""

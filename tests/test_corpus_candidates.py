@@ -21,10 +21,11 @@ EXPERT_FAMILIES = {
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS = {
     "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
-                                                          "mask: not a layout of the merge expert",
+                                                          "mask (FlashInfer's merge_state_in_place): the expert's flat "
+                                                          "slots split a row over warps and blocks, so a row's lse "
+                                                          "written in place would race the reads of its other slots; "
+                                                          "needs a row-per-warp body of its own",
     # held out 2026-11-26s (batch 3): the binders read none of these yet
-    "merge_attn_states/combine_max_sumexp_fp16.cu": "each partial's running max and sum of exponentials apart instead "
-                                                    "of an lse: not a convention of the merge expert",
     "group_quant/group_quant_fp8_ue8m0_packed_scales_bf16.cu": "scales as UE8M0 exponent bytes packed four to an "
                                                                "int32: the quant expert writes fp32 scales",
 }

@@ -32,6 +32,8 @@ smem = "0"
 // kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (0: the output of the values' type; 1: of a type of its own, O (fp32 partials merged into a bf16 output, as flash-decoding combines write))
 // kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
+// kt:bind KT_EXPERT_STATE = 0  (0: each state one log-sum-exp; 1: each state a running max m and a sum of exponentials l kept apart (FlashAttention's online-softmax state, vLLM's paged-attention max_logits and exp_sums, TensorRT-LLM's multi-block partial max and sum), each partial value normalized by its own l: w = l * e^(m - max) (max 0 where both are -inf), out = p * (w_p / W) + s * (w_s / W) with W = w_p + w_s (1 / W taken once, 0 where W is 0), the merged m the max and l = W; the lse pointers are then the maxima, out_l, p_l, s_l the sums)
+// kt:bind KT_EXPERT_EXP2_LOG2E = 0  (with KT_EXPERT_STATE 1 and natural maxima: 0: e^x as expf(x), 1: as exp2f(x * log2(e)), the way the FlashAttention kernels take it)
 // kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -59,12 +61,21 @@ template <int VEC, int IT, typename I, typename T>
 __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restrict__ out_lse, const T* __restrict__ p,
 #endif  // kt:bind
                                             const float* __restrict__ p_lse, const T* __restrict__ s,
+#if KT_EXPERT_STATE  // kt:bind
+                                            const float* __restrict__ s_lse, int tokens, int heads, int head_size,
+                                            float* __restrict__ out_l, const float* __restrict__ p_l,
+                                            const float* __restrict__ s_l) {
+#else  // kt:bind
                                             const float* __restrict__ s_lse, int tokens, int heads, int head_size) {
+#endif  // kt:bind
   const I per_head = head_size / VEC;
   const I slots = (I)tokens * heads * per_head;
   const I stride = (I)gridDim.x * blockDim.x;
   for (I base = (I)blockIdx.x * blockDim.x + threadIdx.x; base < slots; base += stride * IT) {
     float a[IT][VEC], b[IT][VEC], pl[IT], sl[IT];
+#if KT_EXPERT_STATE  // kt:bind
+    float pn[IT], sn[IT];  // the sums of exponentials (pl, sl: the maxima)
+#endif  // kt:bind
     I li[IT], e[IT];
     int part[IT];
 #pragma unroll
@@ -82,6 +93,10 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
         e[it] = th * head_size + (I)part[it] * VEC;
         pl[it] = p_lse[li[it]];
         sl[it] = s_lse[li[it]];
+#if KT_EXPERT_STATE  // kt:bind
+        pn[it] = p_l[li[it]];
+        sn[it] = s_l[li[it]];
+#endif  // kt:bind
         if constexpr (VEC == 1) {
           a[it][0] = to_f(p[e[it]]);
           b[it][0] = to_f(s[e[it]]);
@@ -94,6 +109,21 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
 #pragma unroll
     for (int it = 0; it < IT; ++it) {
       if (base + (I)it * stride < slots) {
+#if KT_EXPERT_STATE  // kt:bind
+        const float m = fmaxf(pl[it], sl[it]);
+        const float ms = m == -INFINITY ? 0.f : m;  // both states empty: weights 0, not NaN
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+        const float pe = pn[it] * exp2f(pl[it] - ms), se = sn[it] * exp2f(sl[it] - ms);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+        const float pe = pn[it] * exp2f((pl[it] - ms) * 1.4426950408889634f);
+        const float se = sn[it] * exp2f((sl[it] - ms) * 1.4426950408889634f);
+#else  // kt:bind
+        const float pe = pn[it] * expf(pl[it] - ms), se = sn[it] * expf(sl[it] - ms);
+#endif  // kt:bind
+        const float sum = pe + se;
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const float ps = pe * inv, ss = se * inv;
+#else  // kt:bind
         const float pv = isinf(pl[it]) ? -INFINITY : pl[it], sv = isinf(sl[it]) ? -INFINITY : sl[it];
         const float m = fmaxf(pv, sv);
 #if KT_EXPERT_LSE_BASE2  // kt:bind
@@ -103,8 +133,15 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
 #endif  // kt:bind
         const float sum = pe + se;
         const float ps = pe / sum, ss = se / sum;
+#endif  // kt:bind
+#if KT_EXPERT_STATE  // kt:bind
+        // p's product fused, s's rounded: what nvcc makes of a kernel's own `a * ps + b * ss`
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[it][j] = __fmaf_rn(a[it][j], ps, b[it][j] * ss);
+#else  // kt:bind
 #pragma unroll
         for (int j = 0; j < VEC; ++j) a[it][j] = a[it][j] * ps + b[it][j] * ss;
+#endif  // kt:bind
 #if KT_EXPERT_OUT_TYPE  // kt:bind
         if constexpr (VEC == 1) out[e[it]] = from_f<O>(a[it][0]);
         else store_vec<O, VEC>(out + e[it], a[it]);
@@ -112,7 +149,12 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
         if constexpr (VEC == 1) out[e[it]] = from_f<T>(a[it][0]);
         else store_vec<T, VEC>(out + e[it], a[it]);
 #endif  // kt:bind
-#if KT_EXPERT_LSE_BASE2  // kt:bind
+#if KT_EXPERT_STATE  // kt:bind
+        if (part[it] == 0) {
+          if (out_lse != nullptr) out_lse[li[it]] = m;
+          if (out_l != nullptr) out_l[li[it]] = sum;
+        }
+#elif KT_EXPERT_LSE_BASE2  // kt:bind
         if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = log2f(sum) + m;
 #else  // kt:bind
         if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = logf(sum) + m;
@@ -129,6 +171,17 @@ __device__ __forceinline__ void merge_index(O* out, float* out_lse, const T* p, 
 template <int VEC, typename T>
 __device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
 #endif  // kt:bind
+#if KT_EXPERT_STATE  // kt:bind
+                                            const float* s_lse, int tokens, int heads, int head_size, float* out_l,
+                                            const float* p_l, const float* s_l) {
+  const long long n = (long long)tokens * heads * head_size;
+  if (n + (long long)gridDim.x * blockDim.x * KT_ITEMS * VEC < 0x7fffffffLL)
+    merge_slots<VEC, KT_ITEMS, int>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l, s_l);
+  else
+    merge_slots<VEC, KT_ITEMS, long long>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l,
+                                          s_l);
+}
+#else  // kt:bind
                                             const float* s_lse, int tokens, int heads, int head_size) {
   const long long n = (long long)tokens * heads * head_size;
   if (n + (long long)gridDim.x * blockDim.x * KT_ITEMS * VEC < 0x7fffffffLL)
@@ -136,6 +189,7 @@ __device__ __forceinline__ void merge_index(T* out, float* out_lse, const T* p, 
   else
     merge_slots<VEC, KT_ITEMS, long long>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
 }
+#endif  // kt:bind
 
 #if KT_EXPERT_OUT_TYPE  // kt:bind
 template <typename T, typename O>
@@ -144,7 +198,12 @@ __device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const 
 template <typename T>
 __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const T* p, const float* p_lse, const T* s,
 #endif  // kt:bind
+#if KT_EXPERT_STATE  // kt:bind
+                                                  const float* s_lse, int tokens, int heads, int head_size,
+                                                  float* out_l, const float* p_l, const float* s_l) {
+#else  // kt:bind
                                                   const float* s_lse, int tokens, int heads, int head_size) {
+#endif  // kt:bind
 #if KT_EXPERT_TOKENS_FROM_GRID  // kt:bind
   {  // launched with tokens * per_token blocks (the launch's grid_when): the count comes back exactly
     const int per_token = (heads * head_size + KT_THREADS * KT_VEC * KT_ITEMS - 1) / (KT_THREADS * KT_VEC * KT_ITEMS);
@@ -152,6 +211,17 @@ __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const 
   }
 #endif  // kt:bind
   // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+#if KT_EXPERT_STATE  // kt:bind
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, out, p, s))
+    merge_index<KT_VEC>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l, s_l);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, out, p, s))
+    merge_index<V2>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l, s_l);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, out, p, s))
+    merge_index<V4>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l, s_l);
+  else
+    merge_index<1>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size, out_l, p_l, s_l);
+#else  // kt:bind
   if (vec_ok<T, KT_VEC>(head_size, out, p, s))
     merge_index<KT_VEC>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
   else if (KT_VEC >= 4 && vec_ok<T, (KT_VEC >= 4 ? KT_VEC / 2 : 1)>(head_size, out, p, s))
@@ -160,6 +230,7 @@ __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const 
     merge_index<(KT_VEC >= 8 ? KT_VEC / 4 : 1)>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
   else
     merge_index<1>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
+#endif  // kt:bind
 }
 
 }  // namespace kt

@@ -70,6 +70,7 @@ class Evidence:
     syncs: bool
     literals: list[str] = field(default_factory=list)  # small float literals of the body (eps candidates)
     flat: str = ""  # the body without whitespace, for index shapes
+    constants: dict[str, float] = field(default_factory=dict)  # identifiers the file sets to one number
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -322,7 +323,34 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     lits = [m.group(0) for m in re.finditer(r"(?<![\w.])(\d+\.?\d*[eE]-\d+|0\.0*[1-9]\d*)[fF]?(?![\w.])", body)
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
-                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body))
+                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text))
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?"
+STANDARD_CONSTANTS = {"M_LOG2E": math.log2(math.e), "M_LN2": math.log(2.0), "M_LOG10E": math.log10(math.e)}
+
+
+def constants(text: str) -> dict[str, float]:
+    """The identifiers the file sets to one number (``constexpr float kLog2e = 1.4426950408889634f;``, a local
+    ``const float c = 0.5f;``, ``#define LOG2E 1.44269504f``), with math.h's constants: what a number in the code
+    is, whatever its name. One set to two different numbers is left out."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    seen: dict[str, set[float]] = {}
+    for m in re.finditer(rf"\b([A-Za-z_]\w*)\s*=\s*\(?\s*({_NUMBER})\s*\)?\s*[;,]", text):
+        seen.setdefault(m.group(1), set()).add(float(m.group(2).rstrip("fF")))
+    for m in re.finditer(rf"^\s*#\s*define\s+([A-Za-z_]\w*)\s+\(?\s*({_NUMBER})\s*\)?\s*$", text, re.M):
+        seen.setdefault(m.group(1), set()).add(float(m.group(2).rstrip("fF")))
+    out = dict(STANDARD_CONSTANTS)
+    out.update({n: next(iter(v)) for n, v in seen.items() if len(v) == 1})
+    return out
+
+
+def number(text: str, consts: dict[str, float]) -> float | None:
+    """The value of a literal (``1.4426950408889634f``) or of an identifier the file sets to one number."""
+    text = text.strip()
+    if re.fullmatch(_NUMBER, text):
+        return float(text.rstrip("fF"))
+    return consts.get(text)
 
 
 def _small(lit: str) -> bool:
@@ -363,12 +391,47 @@ def statements(body: str) -> list[tuple[str | None, int, str]]:
     return out
 
 
-def flows(body: str) -> dict[str, set[str]]:
+def assignments(body: str) -> list[tuple[str, str]]:
+    """The body's assignments as (the local or indexed local assigned, the value's text); a declaration of
+    several (``const float a = x[i], b = y[i];``) gives one per declarator."""
+    out = []
+    for target, at, stmt in statements(body):
+        if target is None:
+            continue
+        parts, depth, cur = [], 0, ""
+        for ch in stmt[at + 1:]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth = max(0, depth - 1)
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        out.append((target, parts[0]))
+        for part in parts[1:]:
+            j = _top_level_assign(part)
+            names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", part[:j].rstrip("+-*/%&|^<> "))) if j >= 0 else []
+            if names:
+                out.append((names[-1], part[j + 1:]))
+            elif not re.fullmatch(r"\s*[*&]?\s*[A-Za-z_]\w*\s*(\[[^\]]*\])*\s*", part):
+                # not a declarator (one without a value is left out): the comma was the value's own
+                out[-1] = (out[-1][0], out[-1][1] + "," + part)
+    return out
+
+
+def flows(body: str, declarators: bool = False) -> dict[str, set[str]]:
     """Which identifiers each local (or indexed local: ``freq[i] = ...``) is computed from, transitively: per
     statement the target of its assignment and the identifiers of the value. Coarse (no control flow, a name's
-    every assignment counted), enough to tell what feeds a call's argument."""
+    every assignment counted), enough to tell what feeds a call's argument. ``declarators``: each declarator of
+    a declaration of several its own assignment (``assignments``), not all of them the first one's."""
     direct: dict[str, set[str]] = {}
-    for target, at, stmt in statements(body):
+    if declarators:
+        for target, value in assignments(body):
+            direct.setdefault(target, set()).update(set(_IDENT.findall(value)) - {target})
+    for target, at, stmt in statements(body) if not declarators else ():
         if target is None:
             continue
         deps = set(_IDENT.findall(stmt[at + 1:]))

@@ -6,6 +6,14 @@ input, which int arguments are tokens, heads and head size (the value rows are w
 arguments give: [tokens, heads] or [heads, tokens]), the lse layout ([tokens, heads] or [heads, tokens]) and
 natural or base-2 log-sum-exps. A kernel with no token count among its arguments (one block per token) gets
 the expert launched so that its grid gives the count back.
+
+States kept as a running max m and a sum of exponentials l apart (``KT_EXPERT_STATE`` 1: FlashAttention's loop
+state, vLLM's paged-attention ``max_logits`` and ``exp_sums``): four fp32 inputs of ``tokens * heads`` (and none
+or two such outputs). The maxima are the two that feed an exponential's argument, the sums the two that do not;
+the sum that multiplies the exponential of a max's own difference is that max's (else both pairings); the
+output fed by a sum is the merged l, the other the merged max (else both). The exponential as the kernel takes
+it first: ``expf``, ``exp2f(x * log2(e))`` (a log2(e) multiplied under ``exp2f``, or ``__expf``) or ``exp2f`` of
+base-2 maxima.
 """
 
 from __future__ import annotations
@@ -14,9 +22,12 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
+                                                    call_arguments, div, feeding, flows, number)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
+EXP_CALL = r"(?:__)?exp2?f?"
+LOG2E = 1.4426950408889634
 LOGS = ("logf", "log", "__logf", "log2f", "log2", "__log2f")
 
 
@@ -37,22 +48,71 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     outs = ev.bufs("out")
     ov = [a for a in outs if a.counts == big]
     olse = [a for a in outs if a.dtype == "f32" and a.counts != big]
-    if len(pv) != 2 or len(lse) != 2 or len(ov) != 1 or len(olse) > 1 or len(outs) != len(ov) + len(olse) \
-            or len(ev.bufs()) != len(pv) + len(lse) + len(outs):
+    # four fp32 state inputs (and none or two outputs): each state a running max and a sum of exponentials apart
+    ml = len(lse) == 4 and len(olse) in (0, 2) and "KT_EXPERT_STATE" in e.conventions
+    if len(pv) != 2 or len(lse) != (4 if ml else 2) or len(ov) != 1 or len(olse) > (2 if ml else 1) \
+            or len(outs) != len(ov) + len(olse) or len(ev.bufs()) != len(pv) + len(lse) + len(outs):
         return []
     T, O = pv[0].dtype, ov[0].dtype
     # fp32 partials merged into a 16-bit output: the expert's output type of its own, no wider than the values'
     # (its vector checks are made for the values' type)
     mixed = O != T
     if pv[1].dtype != T or (mixed and ("KT_EXPERT_OUT_TYPE" not in e.conventions or O not in FLOATS
-                                       or NBYTES[O] > NBYTES[T])) or lse[0].counts != lse[1].counts:
+                                       or NBYTES[O] > NBYTES[T])) or any(a.counts != lse[0].counts for a in lse):
         return []
     L = lse[0].counts
-    if olse and olse[0].counts != L:
+    if any(a.counts != L for a in olse):
         return []
+    found = _tokens_heads(ev, big, L, lse[0])
+    if found is None:
+        return []
+    hs, pairs, from_grid = found
+    if ml:
+        return _max_sum_bindings(ev, e, pv, lse, ov[0], olse, hs, pairs, from_grid)
+    # which lse goes with which value input: the one next to it in the argument list (or sharing its name's start)
+    order = [a.name for a in ev.args]
+    p0, p1 = pv
+    l0, l1 = lse
+    near = abs(order.index(p0.name) - order.index(l0.name)) + abs(order.index(p1.name) - order.index(l1.name))
+    far = abs(order.index(p0.name) - order.index(l1.name)) + abs(order.index(p1.name) - order.index(l0.name))
+    pairings = [((p0, l0), (p1, l1)), ((p0, l1), (p1, l0))]
+    if far < near:
+        pairings.reverse()
+    base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
+    bases = [1, 0] if base2_first else [0, 1]
+    out = []
+    for pi, (tok, heads) in enumerate(pairs):
+        tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
+        token_major_first = _token_major_first(ev, tname, hname)
+        for gi, ((pa, pl), (sa, sl)) in enumerate(pairings):
+            for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
+                for bi, base in enumerate(bases):
+                    b = Binding(e, 0.9, f"two value buffers and two fp32 log-sum-exps of `{tname} * {hname}`, "
+                                "weights from expf(lse - max) and the merged lse from logf → merge attention states",
+                                ev.kernel.name)
+                    _common(b, ev, tok, heads, hs, tm, from_grid, T, O)
+                    b.conventions["KT_EXPERT_LSE_BASE2"] = base
+                    b.call_args = [_cast(O, ov[0].name, False),
+                                   f"(float*)({olse[0].name})" if olse else "(float*)nullptr",
+                                   _cast(T, pa.name, True), f"(const float*)({pl.name})", _cast(T, sa.name, True),
+                                   f"(const float*)({sl.name})", tok.c, heads.c, hs.c]
+                    lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
+                    b.words = [f"out={ov[0].name}" + (f" ({O}, the values {T})" if mixed else "")] + ([f"out_lse={olse[0].name}"] if olse else []) + [
+                        f"p={pa.name} with p_lse={pl.name}", f"s={sa.name} with s_lse={sl.name}",
+                        f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
+                        f"values [{tname}, {hname}, head_size]", f"lse {lay}",
+                        "base-2 lse" if base else "natural lse"]
+                    b.support = 20 - 4 * pi - 3 * gi - 2 * mi - bi
+                    out.append(b)
+    return out
+
+
+def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state) -> tuple | None:
+    """The head size (the values' length over the states') and every (tokens, heads) pair of sizes whose product
+    is the states' length, likeliest first; whether the token count comes from the expert's own grid."""
     hs_all = [s for s in ev.sizes(div(big, L)) if not s.c[0].isdigit()] or ev.sizes(div(big, L))
     if not hs_all:
-        return []
+        return None
     hs = hs_all[0]
     # (tokens, heads) pairs whose product is the lse's length: int arguments, or one derived from another
     pairs = []
@@ -71,57 +131,179 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         # reads it from its own grid, launched as tokens times the blocks one token needs
         for a in ints:
             if div(L, a.counts):
-                pairs.append((SizeExpr("(int)gridDim.x", f"({lse[0].spec.size}) / ({a.spec.value})", "the grid"),
+                pairs.append((SizeExpr("(int)gridDim.x", f"({state.spec.size}) / ({a.spec.value})", "the grid"),
                               ev.sizes(a.counts)[0]))
         from_grid = int(bool(pairs))
     if not pairs:
-        return []
+        return None
 
     def tokish(s) -> bool:
         return bool(re.search("tok|seq|len|batch|^n$|num_tokens", s.words.strip("`"), re.I))
     pairs.sort(key=lambda p: (not tokish(p[0]), tokish(p[1])))
-    # which lse goes with which value input: the one next to it in the argument list (or sharing its name's start)
+    return hs, pairs, from_grid
+
+
+def _token_major_first(ev: Evidence, tname: str, hname: str) -> int:
+    """1 where the body indexes the states token-major (``token * heads + head``) and nowhere head-major."""
+    head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or \
+        ev.mentions(rf"\*{re.escape(tname)}\+")
+    return 0 if head_major or not ev.mentions(rf"\*{re.escape(hname)}\+") else 1
+
+
+def _common(b: Binding, ev: Evidence, tok, heads, hs, tm: int, from_grid: int, T: str, O: str) -> None:
+    """What every binding of the merge sets alike: sizes, layout, types."""
+    b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+    b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
+    b.conventions = {}
+    if from_grid:
+        b.conventions["KT_EXPERT_TOKENS_FROM_GRID"] = 1
+    b.template_args = [CTYPE[T]] + ([CTYPE[O]] if O != T else [])
+    if O != T:
+        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
+    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+
+
+# ------------------------------------------------------------------------------------- (max, sum) states
+def _singly(flow: dict[str, set[str]], text: str, names: set[str]) -> set[str]:
+    """The ``names`` an expression reads through an identifier that one of them alone feeds (``row_max_a`` of
+    ``row_max_a - max``, not the max of both)."""
+    out = set()
+    for ident in set(re.findall(r"\b[A-Za-z_]\w*\b", text)):
+        fed = ({ident} | flow.get(ident, set())) & names
+        if len(fed) == 1:
+            out |= fed
+    return out
+
+
+def _state_roles(ev: Evidence, states: list, outs: list):
+    """The maxima (the states under an exponential's argument) and the sums, each sum paired with a max where the
+    body multiplies it by the exponential of that max's own difference (None: not told); the merged (max, sum)
+    outputs in that order where the body tells them (the one a sum feeds is the sum), else None."""
+    flow = flows(ev.body, declarators=True)
+    names = {a.name for a in states}
+    under = set()
+    for _, args in call_arguments(ev.body, EXP_CALL):
+        if args:
+            under |= feeding(flow, args[0]) & names
+    ms = [a for a in states if a.name in under]
+    ls = [a for a in states if a.name not in under]
+    if len(ms) != 2 or len(ls) != 2:
+        return None
+    mnames, lnames = {a.name for a in ms}, {a.name for a in ls}
+    exps: dict[str, str] = {}  # a local set from one exponential -> the max it is of
+    pair: dict[str, set[str]] = {}  # sum -> the maxima it is seen with
+    pieces = assignments(ev.body)
+    for target, value in pieces:
+        calls = call_arguments(value, EXP_CALL)
+        if len(calls) != 1 or not calls[0][1]:
+            continue
+        own = _singly(flow, calls[0][1][0], mnames)
+        if len(own) != 1:
+            continue
+        m = next(iter(own))
+        rest = value.replace(calls[0][1][0], " ")
+        got = _singly(flow, rest, lnames)
+        if len(got) == 1:
+            pair.setdefault(next(iter(got)), set()).add(m)
+        elif not got and target:
+            exps[target] = m
+    for target, value in pieces:  # one step on: `w = l * e` where `e = exp(m - max)` was its own statement
+        for x in set(re.findall(r"\b[A-Za-z_]\w*\b", value)) & set(exps):
+            got = _singly(flow, value, lnames)
+            if len(got) == 1:
+                pair.setdefault(next(iter(got)), set()).add(exps[x])
+    told = None
+    if len(pair) == 2 and all(len(v) == 1 for v in pair.values()) and \
+            {next(iter(v)) for v in pair.values()} == mnames:
+        told = {next(iter(v)): lname for lname, v in pair.items()}  # max -> its sum
+    out_order = None
+    if outs:
+        fed = [bool(flow.get(a.name, set()) & lnames) for a in outs]
+        if fed.count(True) == 1:
+            out_order = [outs[fed.index(False)], outs[fed.index(True)]]
+    return ms, ls, told, out_order
+
+
+def _exp_forms(ev: Evidence) -> list[tuple[int, int]]:
+    """(KT_EXPERT_LSE_BASE2, KT_EXPERT_EXP2_LOG2E) of each way to take the exponentials, as the kernel takes them
+    first: exp2f of a difference times log2(e) (or ``__expf``, which is that) natural maxima through exp2f,
+    exp2f alone base-2 maxima, expf natural maxima."""
+    log2e = False
+    for name, args in call_arguments(ev.body, EXP_CALL):
+        if "2" in name and args:
+            for tok in re.findall(r"[A-Za-z_]\w*|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?", args[0]):
+                v = number(tok, ev.constants)
+                if v is not None and abs(v - LOG2E) < 1e-6:
+                    log2e = True
+    natural, via_exp2, base2 = (0, 0), (0, 1), (1, 0)
+    if log2e or ev.has("__expf"):
+        return [via_exp2, natural, base2]
+    if ev.has("exp2f", "exp2", "__exp2f"):
+        return [base2, via_exp2, natural]
+    return [natural, via_exp2, base2]
+
+
+def _max_sum_bindings(ev: Evidence, e, pv: list, states: list, ov, outs: list, hs, pairs: list,
+                      from_grid: int) -> list[Binding]:
+    roles = _state_roles(ev, states, outs)
+    if roles is None:
+        return []
+    ms, ls, told, out_order = roles
     order = [a.name for a in ev.args]
+
+    def dist(x, y) -> int:
+        return abs(order.index(x.name) - order.index(y.name))
+    # which sum goes with which max: the body's, else both, the nearer in the argument list first
+    m0, m1 = ms
+    if told is not None:
+        states_of = [[(m0, next(a for a in ls if a.name == told[m0.name])),
+                      (m1, next(a for a in ls if a.name == told[m1.name]))]]
+    else:
+        l0, l1 = ls
+        states_of = [[(m0, l0), (m1, l1)], [(m0, l1), (m1, l0)]]
+        if dist(m0, l1) + dist(m1, l0) < dist(m0, l0) + dist(m1, l1):
+            states_of.reverse()
+    # which state goes with which value input: the nearer in the argument list first
     p0, p1 = pv
-    l0, l1 = lse
-    near = abs(order.index(p0.name) - order.index(l0.name)) + abs(order.index(p1.name) - order.index(l1.name))
-    far = abs(order.index(p0.name) - order.index(l1.name)) + abs(order.index(p1.name) - order.index(l0.name))
-    pairings = [((p0, l0), (p1, l1)), ((p0, l1), (p1, l0))]
-    if far < near:
-        pairings.reverse()
-    base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
-    bases = [1, 0] if base2_first else [0, 1]
+    out_orders = [out_order] if out_order is not None else ([outs, outs[::-1]] if outs else [[]])
+    forms = _exp_forms(ev)
+    T, O = pv[0].dtype, ov.dtype
     out = []
     for pi, (tok, heads) in enumerate(pairs):
         tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
-        head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or \
-            ev.mentions(rf"\*{re.escape(tname)}\+")
-        token_major_first = 0 if head_major or not ev.mentions(rf"\*{re.escape(hname)}\+") else 1
-        for gi, ((pa, pl), (sa, sl)) in enumerate(pairings):
-            for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
-                for bi, base in enumerate(bases):
-                    b = Binding(e, 0.9, f"two value buffers and two fp32 log-sum-exps of `{tname} * {hname}`, "
-                                "weights from expf(lse - max) and the merged lse from logf → merge attention states",
-                                ev.kernel.name)
-                    b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
-                    b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
-                    b.conventions = {"KT_EXPERT_LSE_BASE2": base}
-                    if from_grid:
-                        b.conventions["KT_EXPERT_TOKENS_FROM_GRID"] = 1
-                    b.template_args = [CTYPE[T]] + ([CTYPE[O]] if mixed else [])
-                    if mixed:
-                        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
-                    b.call_args = [_cast(O, ov[0].name, False),
-                                   f"(float*)({olse[0].name})" if olse else "(float*)nullptr",
-                                   _cast(T, pa.name, True), f"(const float*)({pl.name})", _cast(T, sa.name, True),
-                                   f"(const float*)({sl.name})", tok.c, heads.c, hs.c]
-                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
-                    lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
-                    b.words = [f"out={ov[0].name}" + (f" ({O}, the values {T})" if mixed else "")] + ([f"out_lse={olse[0].name}"] if olse else []) + [
-                        f"p={pa.name} with p_lse={pl.name}", f"s={sa.name} with s_lse={sl.name}",
-                        f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
-                        f"values [{tname}, {hname}, head_size]", f"lse {lay}",
-                        "base-2 lse" if base else "natural lse"]
-                    b.support = 20 - 4 * pi - 3 * gi - 2 * mi - bi
-                    out.append(b)
+        token_major_first = _token_major_first(ev, tname, hname)
+        for li, (sa, sb) in enumerate(states_of):
+            pairings = [((p0, sa), (p1, sb)), ((p0, sb), (p1, sa))]
+            near = dist(p0, sa[0]) + dist(p0, sa[1]) + dist(p1, sb[0]) + dist(p1, sb[1])
+            far = dist(p0, sb[0]) + dist(p0, sb[1]) + dist(p1, sa[0]) + dist(p1, sa[1])
+            if far < near:
+                pairings.reverse()
+            for gi, ((pa, (pm, pl)), (qa, (qm, ql))) in enumerate(pairings):
+                for oi, oo in enumerate(out_orders):
+                    for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
+                        for xi, (base2, via) in enumerate(forms):
+                            b = Binding(e, 0.9, f"two value buffers, each with an fp32 running max and sum of "
+                                        f"exponentials of `{tname} * {hname}` (the maxima under the exponentials, "
+                                        "the sums multiplied by them) → merge attention states", ev.kernel.name)
+                            _common(b, ev, tok, heads, hs, tm, from_grid, T, O)
+                            b.conventions.update({"KT_EXPERT_STATE": 1, "KT_EXPERT_LSE_BASE2": base2,
+                                                  "KT_EXPERT_EXP2_LOG2E": via})
+                            om, ol = oo if oo else (None, None)
+                            b.call_args = [_cast(O, ov.name, False),
+                                           f"(float*)({om.name})" if om else "(float*)nullptr",
+                                           _cast(T, pa.name, True), f"(const float*)({pm.name})",
+                                           _cast(T, qa.name, True), f"(const float*)({qm.name})", tok.c, heads.c,
+                                           hs.c, f"(float*)({ol.name})" if ol else "(float*)nullptr",
+                                           f"(const float*)({pl.name})", f"(const float*)({ql.name})"]
+                            lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
+                            exp = ("base-2 m, exp2f(m - max)" if base2 else
+                                   "natural m, exp2f((m - max) * log2e)" if via else "natural m, expf(m - max)")
+                            b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else "")] + (
+                                [f"out_m={om.name}", f"out_l={ol.name}"] if om else []) + [
+                                f"p={pa.name} with m={pm.name}, l={pl.name}", f"s={qa.name} with m={qm.name}, l={ql.name}",
+                                f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
+                                f"values [{tname}, {hname}, head_size]", f"m and l {lay}",
+                                "values normalized by their own l", exp]
+                            b.support = 40 - 6 * pi - 3 * li - 3 * gi - 3 * oi - 2 * mi - xi
+                            out.append(b)
     return out
