@@ -27,8 +27,6 @@ KNOWN_GAPS = {
                                                                       "and stored as fp8: no fused-add output quantizes",
     "merge_attn_states/combine_max_sumexp_fp16.cu": "each partial's running max and sum of exponentials apart instead "
                                                     "of an lse: not a convention of the merge expert",
-    "group_quant/group_quant_fp8_ue8m0_packed_scales_bf16.cu": "scales as UE8M0 exponent bytes packed four to an "
-                                                               "int32: the quant expert writes fp32 scales",
 }
 
 
