@@ -718,6 +718,84 @@ def test_quant_power_of_two_scales_stored_by_column(lib):
     assert "const float scale = m / qmax;" in plain.text and "scales[g] = scale;" in plain.text
 
 
+def test_quant_ue8m0_exponents_packed_four_to_a_word_row_major(lib):
+    """SGLang-style scale_ue8m0 (exp2f(ceilf(log2f)), the byte log2 + 127) packed four to an int32 by a warp's
+    shuffles, fp16 groups of 64: the int32 output's count is the tokens times cdiv(groups, 4), read from the counts
+    and the shifts, not from names (KT_EXPERT_SCALE_PACKED 1); the expert gathers a word's four exponent bytes in
+    one thread and stores the word whole."""
+    cf, k, spec = case("quant_ue8m0_words_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].describe().startswith("x=x, q=xq (fp8 e4m3 (bytes)), scales=sw (UE8M0 exponent bytes packed four "
+                                       "to an int32, [tokens, cdiv(`G`, 4)] words), group_size=the constant 64, "
+                                       "groups per token=`G`"), words_of(bs)
+    assert bs[0].describe().endswith("divided by the scale, scales rounded up to powers of two (exp2f(ceilf(log2f)))")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 1, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_PACKED": 1}
+    assert bs[0].call_args[2:5] == ["(int*)(sw)", "64", "4 * ((((int)(G)) + 3) / 4) * ((int)(T))"]
+    assert bs[0].call_args[-1] == "(int)(G)" and bs[0].fixed["ROWS"] == [4, 8, 16]
+    assert bs[0].sizes == {"group_size": "64", "rows": "4 * (T * cdiv(G, 4))"}
+    assert has(bs, "per_token_group_quant", "scales rounded up to powers of two on the bits")
+    t = X.bind(bs[0], cf, spec)
+    assert "scales[(long long)token * words + col / 4] = (int)word;" in t.text
+    assert "kt_exponent[threadIdx.y] = active ? (__float_as_uint(scale) >> 23) & 0xffu : 0u;" in t.text
+    assert "exp2f(ceilf(log2f(m / qmax)))" in t.text and "kt:bind" not in t.text and "KT_EXPERT_SCALE" not in t.text
+    assert t.launch["grid"] == ["cdiv((4 * (T * cdiv(G, 4))), ROWS)"] and t.space.params["ROWS"].values == [4, 8, 16]
+
+
+def test_quant_ue8m0_packed_words_of_the_corpus_variant_from_the_grid(lib):
+    """DeepGEMM-style rounding on the bits, a block per (token, 8 groups), words [tokens, cdiv(groups, 4)], no token
+    count among the arguments: the byte slots come back from the grid (ROWS at most a token's slots)."""
+    path = ROOT / "bench" / "corpus" / "group_quant" / "group_quant_fp8_ue8m0_packed_scales_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernels[0]
+    spec = S.find_spec(cf, k.name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=input, q=output_q (fp8 e4m3 (bytes)), scales=output_s (UE8M0 exponent bytes packed four to an int32, "
+        "[tokens, cdiv(`groups_per_row`, 4)] words), group_size=`hidden / groups_per_row`, groups per "
+        "token=`groups_per_row`, slots=the grid, eps=`eps`, qmin of the type, qmax of the type, multiplied by 1 / "
+        "scale, scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"), \
+        words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_GROUPS_FROM_GRID"] == 1 and bs[0].conventions["KT_EXPERT_SCALE_POW2"] == 2
+    assert bs[0].fixed["ROWS"] == [4, 8, 16]  # 4 * cdiv(25, 4) = 28 slots a token on the smallest size set
+    t = X.bind(bs[0], cf, spec)
+    assert "rows = (int)(((long long)gridDim.x * KT_ROWS) / slots) * slots;" in t.text
+    assert "(((kt_bits >> 23) & 0xffu) + ((kt_bits & 0x7fffffu) != 0u ? 1u : 0u)) << 23" in t.text
+
+
+def test_quant_ue8m0_packed_tma_aligned_columns_written_by_bytes(lib):
+    """vLLM's packed register kernel: byte stores into int32 words column-major with a stride of the tokens rounded
+    up to 4, the padding written 0 (KT_EXPERT_SCALE_PACKED 2 over every column of the stride) first, the one that
+    leaves the padding columns alone after it."""
+    cf, k, spec = case("quant_ue8m0_tma_columns_bytes_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith(
+        "x=in, q=q (fp8 e4m3 (bytes)), scales=sf (UE8M0 exponent bytes packed four to an int32, column-major words "
+        "[cdiv(`G`, 4), columns of `Ma`], tokens=`M`, the padding columns written 0), group_size=the constant 128"), \
+        words_of(bs)
+    assert bs[0].describe().endswith("multiplied by 1 / scale, scales rounded up to powers of two on the bits "
+                                     "(exponent field, + 1 with any mantissa bit)")
+    assert bs[0].conventions["KT_EXPERT_SCALE_PACKED"] == 2 and bs[0].conventions["KT_EXPERT_SCALE_POW2"] == 2
+    assert bs[0].call_args[4] == "4 * ((((int)(G)) + 3) / 4) * ((int)(Ma))"
+    assert bs[0].call_args[-3:] == ["(int)(G)", "(int)(M)", "(int)(Ma)"]
+    assert bs[0].sizes["rows"] == "4 * (cdiv(G, 4) * round_up(M, 4))"
+    assert bs[1].call_args[4] == "4 * ((((int)(G)) + 3) / 4) * ((int)(M))"  # the padding left alone
+    t = X.bind(bs[0], cf, spec)
+    assert "scales[(long long)(col / 4) * stride + token] = (int)word;" in t.text
+    assert "const bool active = s < rows && col < per_token && token < tokens;" in t.text
+
+
+def test_quant_packed_scales_need_an_int32_built_by_shifts_or_bytes(lib):
+    """The same kernel with an int32 output written as a plain value (no shift, no byte view) is no packed scale."""
+    path = STYLES / "quant_ue8m0_words_warp_f16.cu"
+    src = path.read_text().replace("word |= __shfl_sync(0xffffffffu, byte, 8 * k) << (8 * k);",
+                                   "word += __shfl_sync(0xffffffffu, byte, 8 * k);")
+    cf = parse_cuda(src, str(path))
+    k = cf.kernels[0]
+    assert X.candidates(cf, k.name, S.find_spec(cf, k.name), lib) == []
+
+
 def test_quant_scales_in_order_stay_first_without_column_evidence(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

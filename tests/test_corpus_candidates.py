@@ -25,9 +25,6 @@ KNOWN_GAPS = {
                                                           "slots split a row over warps and blocks, so a row's lse "
                                                           "written in place would race the reads of its other slots; "
                                                           "needs a row-per-warp body of its own",
-    # held out 2026-11-26s (batch 3): the binders read none of these yet
-    "group_quant/group_quant_fp8_ue8m0_packed_scales_bf16.cu": "scales as UE8M0 exponent bytes packed four to an "
-                                                               "int32: the quant expert writes fp32 scales",
 }
 
 

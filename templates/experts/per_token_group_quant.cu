@@ -36,9 +36,10 @@ block = ["LANES", "ROWS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
-// kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales))
-// kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token)
+// kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set)
+// kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
+// kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -81,6 +82,14 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
 };
 
 template <int IT, typename T, typename Q>
+#if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
+__device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, int* __restrict__ scales,
+                                            int group_size, int rows, float eps, float qmin, float qmax, int per_token,
+                                            int tokens, int stride) {
+#elif KT_EXPERT_SCALE_PACKED  // kt:bind
+__device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, int* __restrict__ scales,
+                                            int group_size, int rows, float eps, float qmin, float qmax, int per_token) {
+#else  // kt:bind
 __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, float* __restrict__ scales,
 #if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax, int tokens,
@@ -90,9 +99,25 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
 #endif  // kt:bind
+#endif  // kt:bind
+#if KT_EXPERT_SCALE_PACKED  // kt:bind
+  // byte slot s: slot `col` of token `token`'s 4 * words, its group `col` while col < per_token, else a padding byte
+  // of the token's last word (nothing loaded or stored, exponent byte 0)
+  __shared__ unsigned kt_exponent[KT_ROWS];
+  const int words = (per_token + 3) / 4;
+  const int s = blockIdx.x * KT_ROWS + threadIdx.y;
+  const int token = s / (4 * words), col = s - token * (4 * words);
+#if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
+  const bool active = s < rows && col < per_token && token < tokens;
+#else  // kt:bind
+  const bool active = s < rows && col < per_token;
+#endif  // kt:bind
+  const long long off = (active ? (long long)token * per_token + col : 0LL) * group_size;
+#else  // kt:bind
   const int g = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = g < rows;
   const long long off = (long long)(active ? g : 0) * group_size;
+#endif  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(group_size, x);
   float v[IT][KT_VEC];
   row_load<KT_LANES, KT_VEC, IT>(x + off, group_size, vec, v);
@@ -103,7 +128,10 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = warp_reduce<KT_LANES>(m, Max());
   m = fmaxf(m, eps);
-#if KT_EXPERT_SCALE_POW2  // kt:bind
+#if KT_EXPERT_SCALE_POW2 == 2  // kt:bind
+  const unsigned kt_bits = __float_as_uint(m / qmax);  // the exponent field, plus one when a mantissa bit is set
+  const float scale = __uint_as_float((((kt_bits >> 23) & 0xffu) + ((kt_bits & 0x7fffffu) != 0u ? 1u : 0u)) << 23);
+#elif KT_EXPERT_SCALE_POW2  // kt:bind
   const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
 #else  // kt:bind
   const float scale = m / qmax;
@@ -111,6 +139,22 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
   const float rscale = 1.f / scale;
 #endif  // kt:bind
+#if KT_EXPERT_SCALE_PACKED  // kt:bind
+  // a word's four slots are threadIdx.y 4k..4k+3 of one block (ROWS a multiple of 4, rows of whole words): their
+  // exponent bytes meet in shared memory, and one thread stores the whole word (no other thread writes it)
+  if (threadIdx.x == 0) kt_exponent[threadIdx.y] = active ? (__float_as_uint(scale) >> 23) & 0xffu : 0u;
+  __syncthreads();  // every thread of the block gets here: none has returned
+  if (threadIdx.x == 0 && (threadIdx.y & 3) == 0 && s < rows) {
+    const unsigned word = kt_exponent[threadIdx.y] | (kt_exponent[threadIdx.y + 1] << 8) |
+                          (kt_exponent[threadIdx.y + 2] << 16) | (kt_exponent[threadIdx.y + 3] << 24);
+#if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
+    scales[(long long)(col / 4) * stride + token] = (int)word;
+#else  // kt:bind
+    scales[(long long)token * words + col / 4] = (int)word;
+#endif  // kt:bind
+  }
+  if (!active) return;  // no block-wide barrier below
+#else  // kt:bind
   if (!active) return;  // no block-wide barrier below
 #if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
   if (threadIdx.x == 0) {  // column-major, columns of stride: group g is the (g % per_token)-th group of token g / per_token
@@ -124,6 +168,7 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   }
 #else  // kt:bind
   if (threadIdx.x == 0) scales[g] = scale;
+#endif  // kt:bind
 #endif  // kt:bind
   Q* qo = q + off;
   if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
@@ -158,7 +203,25 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 }
 
 template <typename T, typename Q>
-#if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
+#if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, int* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, int per_token, int tokens, int stride) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax,
+                                                                      per_token, tokens, stride)));
+}
+#elif KT_EXPERT_SCALE_PACKED  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, int* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, int per_token) {
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows not given: gridDim.x * ROWS lies in [slots, slots + ROWS), a token has 4 * words slots >= ROWS
+    const int slots = 4 * ((per_token + 3) / 4);
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / slots) * slots;
+  }
+#endif  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, per_token)));
+}
+#elif KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
                                             float qmin, float qmax, int tokens, int stride) {
   KT_DISPATCH_ITEMS(KT_LANES, group_size,

@@ -8,6 +8,15 @@ its reciprocal, the scale as computed or rounded up to a power of two (UE8M0, De
 first where the body calls exp2f/ldexpf with ceilf/log2f), and the scales' layout: one per group in order, or
 column-major [groups per token, tokens] (SGLang's column-major scales: first where the body's write of the
 scales multiplies by an int argument, which is then the token count).
+
+UE8M0 scales packed four to an int32 (DeepGEMM / SGLang / vLLM ``scale_ue8m0``): instead of the fp32 scales, one
+int32 output the body builds with shifts (or writes through a byte pointer), whose count is the tokens times a
+token's words, cdiv(groups per token, 4) (row-major, or column-major with the tokens as columns), or the words
+times a stride a little above the tokens (TMA-aligned columns). Enumerated: the groups per token (an int argument
+that holds them, or one holding a token's elements over a group size), the tokens and the group size they imply,
+the layouts the counts allow (column-major first where the body multiplies by the stride argument), the power of
+two on the bits (first where the body builds a float from bits) or through log2f, and, for padded columns,
+whether the padding columns are written 0.
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div, prod,
+                                                    statements)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
 
@@ -86,21 +96,10 @@ def _groups_per_token(ev: Evidence, x, gs_fp: tuple | None, gs: SizeExpr) -> tup
     return None
 
 
-def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
-    e = lib.get("per_token_group_quant")
-    ins = ev.bufs("in", FLOATS)
-    q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
-    sc = ev.bufs("out", ("f32",))
-    if e is None or len(ins) != 1 or len(q) != 1 or len(sc) != 1 or len(ev.bufs()) != 3:
-        return []
-    x = ins[0]
-    if not x.counts or x.counts != q[0].counts or not sc[0].counts:
-        return []
-    gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
-        ev.sizes(div(x.counts, sc[0].counts))
-    padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions else []
-    if not gs_all and not padded:
-        return []
+def _numerics(ev: Evidence, q):
+    """What both scale kinds read alike: qmin and qmax (arguments or the type's), eps (arguments, then the body's
+    small literals), the output type, the int8 roundings in order, divided by the scale or multiplied by 1 /
+    scale in order."""
     fl = ev.floats()
     # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
     # (a name only orders arguments of one kind)
@@ -126,6 +125,29 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         rounds = [0]
     recip_first = ev.mentions(r"1\.0?f?/") or ev.mentions(r"\*inv") or ev.mentions(r"\*\(1\.")
     recips = [1, 0] if recip_first else [0, 1]
+    return qmin, qmax, eps_c, Q, kind, rounds, recips
+
+
+def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
+    e = lib.get("per_token_group_quant")
+    ins = ev.bufs("in", FLOATS)
+    q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
+    sc = ev.bufs("out", ("f32",))
+    if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3:
+        return []
+    x = ins[0]
+    if not sc and "KT_EXPERT_SCALE_PACKED" in e.conventions:
+        return _packed_bindings(ev, e, x, q[0])
+    if len(sc) != 1:
+        return []
+    if not x.counts or x.counts != q[0].counts or not sc[0].counts:
+        return []
+    gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
+        ev.sizes(div(x.counts, sc[0].counts))
+    padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions else []
+    if not gs_all and not padded:
+        return []
+    qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q)
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
@@ -193,5 +215,184 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
+        out.append(b)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- packed UE8M0 scales
+PACKED_GROUP_SIZES = (16, 32, 64, 128, 256, 512)  # a group size no argument holds: the family's powers of two
+
+
+def _cdiv4(v: tuple) -> tuple:
+    return tuple((n + 3) // 4 for n in v)
+
+
+def _packed_shapes(ev: Evidence, x, P: tuple) -> list[tuple[SizeExpr, SizeExpr, tuple, tuple]]:
+    """(groups per token, group size, the groups' values, the tokens' values) where tokens * groups * group size is
+    the input's count: an int argument holding a token's groups, with the tokens an argument or the packed words
+    over a token's words (``P`` the int32 count), or one holding a token's elements over a group size (an argument,
+    or a power of two of the family). An argument that holds the groups comes first; shapes of the same values
+    once. The layouts check the packed count after."""
+    ints = [a for a in ev.ints() if a.counts and all(v is not None and v > 0 for v in a.counts)]
+    out, seen = [], set()
+
+    def add(G: SizeExpr, gv: tuple, tv: tuple | None, gs: SizeExpr | None = None) -> None:
+        gs_v = div(x.counts, prod(tv, gv)) if tv else None
+        if not gs_v or any(v < 2 for v in gs_v) or any(v < 1 for v in tv) or (gv, gs_v) in seen:
+            return
+        if gs is None:
+            sizes = ev.sizes(gs_v)
+            gs = ([s for s in sizes if not s.c[0].isdigit()] or sizes or [None])[0]
+        if gs is not None:
+            seen.add((gv, gs_v))
+            out.append((G, gs, gv, tv))
+
+    for a in ints:  # a holds the groups of one token
+        G = SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`")
+        for b in ints:
+            if b is not a:
+                add(G, a.counts, b.counts)
+        add(G, a.counts, div(P, _cdiv4(a.counts)))
+    for a in ints:  # a holds the elements of one token
+        tv = div(x.counts, a.counts)
+        if not tv:
+            continue
+        gss = [(SizeExpr(f"(int)({b.name})", str(b.spec.value), f"`{b.name}`"), b.counts) for b in ints if b is not a]
+        gss += [(SizeExpr(str(v), str(v), f"the constant {v}"), (v,) * len(tv)) for v in PACKED_GROUP_SIZES]
+        for gs, gsv in gss:
+            gv = div(a.counts, gsv)
+            if gv:
+                short = gs.c if gs.c[0].isdigit() else gs.words.strip("`")
+                add(SizeExpr(f"(int)({a.name}) / ({gs.c})", f"({a.spec.value}) / ({gs.spec})",
+                             f"`{a.name} / {short}`"), gv, tv, gs)
+    return out
+
+
+def _write_index(ev: Evidence, name: str) -> list[str]:
+    """The index expressions of the body's writes of ``name`` (``name[i] =``, ``reinterpret_cast<uint8_t*>(name)[i]
+    =``), whitespace-free, with the values of the locals they are computed from (three assignments deep)."""
+    out = re.findall(rf"\b{re.escape(name)}\)?\[([^\]]*)\]=[^=]", ev.flat)
+    values: dict[str, list[str]] = {}
+    for target, at, stmt in statements(ev.body):
+        if target is not None:
+            values.setdefault(target, []).append(re.sub(r"\s+", "", stmt[at + 1:]))
+    todo, seen = list(out), set()
+    for _ in range(3):
+        nxt = []
+        for t in todo:
+            for ident in set(re.findall(r"\b[A-Za-z_]\w*\b", t)) - seen:
+                seen.add(ident)
+                nxt += values.get(ident, [])
+        out += nxt
+        todo = nxt
+    return out
+
+
+def _packed_bindings(ev: Evidence, e, x, q) -> list[Binding]:
+    """UE8M0 exponent bytes packed four to an int32 (KT_EXPERT_SCALE_PACKED): the one int32 output the body builds
+    with shifts or writes through a byte pointer; its count is the tokens times a token's words (row-major, or
+    column-major with columns of the tokens), or the words times a stride argument a little above the tokens."""
+    ps = [a for a in ev.bufs("out", ("i32", "u32"))]
+    if len(ps) != 1 or not ps[0].written or not ps[0].counts or not x.counts or x.counts != q.counts:
+        return []
+    ps = ps[0]
+    n = re.escape(ps.name)
+    byte_view = ev.mentions(rf"(u?int8_t|char)\*>?\(+{n}\b") or ev.mentions(rf"\(u?int8_t\*\)\(?{n}\b")
+    if not (ev.mentions(r"<<") or byte_view):
+        return []
+    P = ps.counts
+    index = _write_index(ev, ps.name)
+    # a write of 0 (or of a choice whose other side is 0): the padding is written, not left as it was
+    zero_written = any(re.fullmatch(r"\(?0[uU]?\)?|.*:\(?(\w+\))?0[uU]?\)?", v)
+               for v in re.findall(rf"\b{n}\)?\[[^\]]*\]=([^=;][^;]*);", ev.flat))
+    ints = [a for a in ev.ints() if a.counts and all(v is not None and v > 0 for v in a.counts)]
+    totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
+    total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
+    # (support, groups per token, group size, their values, the tokens' values, the tokens (None: not computable),
+    # KT_EXPERT_SCALE_PACKED, the column stride (mode 2), the slots cover every column of the stride (zeroed padding))
+    layouts = []
+    for hi, (G, gs, gv, tv) in enumerate(_packed_shapes(ev, x, P)):
+        W = _cdiv4(gv)
+        t_xs = [t for t in ev.sizes(tv, exclude=tuple(re.findall(r"\(int\)\((\w+)\)", G.c))) if not t.c[0].isdigit()]
+        if t_xs:
+            T = t_xs[0]
+        elif total:
+            T = SizeExpr(f"(int)(({total}) / ((long long)({G.c}) * ({gs.c})))",
+                         f"({totals[0].spec}) / (({G.spec}) * ({gs.spec}))", f"{totals[0].words} / (groups * size)")
+        else:
+            T = None
+        if prod(tv, W) == P:
+            layouts.append((-hi, G, gs, gv, tv, T, 1, None, False))
+        for st in ints:
+            if prod(W, st.counts) != P or st.counts == W or T is None or \
+                    any(not 0 <= s - t < 64 for s, t in zip(st.counts, tv)):
+                continue
+            S = SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")
+            # the stride the index of the body's write multiplies by: the columns first
+            mul = any(re.search(rf"\*\(?\w*\)?{re.escape(st.name)}\b|\b{re.escape(st.name)}\*", t) for t in index)
+            sup = -hi + (3 if mul else -3)
+            layouts.append((sup, G, gs, gv, tv, T, 2, S, False))
+            if st.counts != tv:  # padding columns: left as they are, or written 0 (vLLM's packed kernel)
+                layouts.append((sup + (1 if zero_written else -1), G, gs, gv, tv, T, 2, S, True))
+    if not layouts:
+        return []
+    qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, [q])
+    # the power of two: on the bits first where the body builds a float from bits, through log2f where it calls it
+    bits = ev.has("__uint_as_float", "__int_as_float", "__float_as_uint", "__float_as_int") or ev.mentions(
+        r"(>>|<<)\(?23\b") or ev.mentions(r"(?i)0x0*7fffff\b|0x7f800000|8388607")
+    logs = ev.has("log2f", "exp2f", "ldexpf", "exp2", "ilogbf", "frexpf")
+    pow2s = [1, 2] if logs and not bits else [2, 1]
+    qm = f"kt::QuantOut<{Q}>"
+    rows_p = [s for s in ev.sizes(P) if not s.c[0].isdigit()]
+    out = []
+    for (sup, G, gs, gv, tv, T, mode, S, zero), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2) in \
+            itertools.product(layouts, enumerate(eps_c[:3]), enumerate(rounds), enumerate(recips),
+                              enumerate(pow2s)):
+        b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, max reduction), "
+                    f"UE8M0 exponent bytes of power-of-two scales packed four to an int32, {kind} output → "
+                    "per-token-group quantization", ev.kernel.name)
+        words_c = f"((({G.c}) + 3) / 4)"
+        from_grid = False
+        b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r % 4 == 0]
+        if mode == 2:  # byte slots: 4 a word, over the tokens or over every column of the stride
+            rows = f"4 * {words_c} * ({S.c if zero else T.c})"
+            b.sizes = {"group_size": gs.spec, "rows": f"4 * ({ps.spec.size})" if zero else
+                       f"4 * cdiv({G.spec}, 4) * ({T.spec})"}
+            rows_words = f"slots=4 a word of {'every column' if zero else 'the tokens'}"
+        else:
+            b.sizes = {"group_size": gs.spec, "rows": f"4 * ({ps.spec.size})"}
+            if rows_p:
+                rows, rows_words = f"4 * ({rows_p[0].c})", f"slots=4 * {rows_p[0].words}"
+            elif T is not None:
+                rows, rows_words = f"4 * {words_c} * ({T.c})", f"slots=4 a word, tokens={T.words}"
+            else:  # no count of the tokens: the expert reads the slots back from its grid
+                rows, rows_words = "0", "slots=the grid"
+                from_grid = True
+                b.fixed["ROWS"] = [r for r in b.fixed["ROWS"] if r <= 4 * min(_cdiv4(gv))]
+        b.template_args = [CTYPE[x.dtype], Q]
+        b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q.name})", f"(int*)({ps.name})", gs.c, rows, eps,
+                       f"(float)({qmin.name})" if qmin else f"{qm}::qmin",
+                       f"(float)({qmax.name})" if qmax else f"{qm}::qmax", G.c]
+        if mode == 2:
+            b.call_args += [T.c, S.c]
+        b.defines = {"KT_EXPERT_ROUND": rnd}
+        b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2, "KT_EXPERT_SCALE_COLUMNS": 0,
+                         "KT_EXPERT_SCALE_PACKED": mode}
+        if from_grid:
+            b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+        b.consts = {"ESIZE": NBYTES[x.dtype]}
+        layout = (f"[tokens, cdiv({G.words}, 4)] words" if mode == 1 else
+                  f"column-major words [cdiv({G.words}, 4), columns of {S.words}], tokens={T.words}"
+                  + (", the padding columns written 0" if zero else ""))
+        b.words = [f"x={x.name}", f"q={q.name} ({kind})",
+                   f"scales={ps.name} (UE8M0 exponent bytes packed four to an int32, {layout})",
+                   f"group_size={gs.words}", f"groups per token={G.words}", rows_words, eps_words,
+                   f"qmin={qmin.name}" if qmin else "qmin of the type",
+                   f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
+            [ROUNDS[rnd]] if Q == "int8_t" else []) + [
+            "multiplied by 1 / scale" if recip else "divided by the scale",
+            "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)" if pow2 == 2
+            else "scales rounded up to powers of two (exp2f(ceilf(log2f)))"]
+        b.support = 20 + sup - 3 * ei - 2 * ri - ci - 2 * pi
         out.append(b)
     return out
