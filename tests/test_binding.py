@@ -1135,3 +1135,72 @@ def test_a_convention_may_launch_its_own_block(tmp_path):
     (tmp_path / "b.cu").write_text(src.replace('"max(1, THREADS / num_heads)", "num_heads"]', '"heads_typo"]'))
     with pytest.raises(KerntuneError, match="unknown names"):
         load_expert(tmp_path / "b.cu")
+
+
+def test_evidence_offsets_a_kernel_adds_to_its_pointers():
+    """The uniform offset every access of a pointer adds (MLA: the rotary channels at the end of each q head, k_pe at
+    the tail of each latent row), through locals assigned once; NeoX's `+ half` of one element of a pair is not the
+    pointer's, a loop variable is not uniform."""
+    from agent_core.templating.experts.evidence import additive_terms, offset_values, pointer_offsets
+    assert additive_terms("a * b + (c + d) - e") == [(1, "a * b"), (1, "(c + d)"), (-1, "e")]
+    assert additive_terms("-x + 2*i+1") == [(-1, "x"), (1, "2*i"), (1, "1")]
+    cf, k, spec = case("rotary_mla_tail_of_heads_neox_f16")
+    ev = gather(cf, k, spec)
+    assert pointer_offsets(ev, "q") == [(1, "head_dim"), (-1, "rope_dim")]
+    assert pointer_offsets(ev, "k_pe") == [(1, "k_stride"), (-1, "rope_dim")]
+    assert offset_values(ev, pointer_offsets(ev, "k_pe")) == (256, 512, 512)
+    assert pointer_offsets(ev, "cos_sin_cache") == []  # moved by the position only
+    cf, k, spec = case("rotary_query_heads_of_qkv_grid_f16")
+    assert pointer_offsets(gather(cf, k, spec), "qkv") == []
+    path = ROOT / "bench" / "corpus" / "rotary" / "rope_mla_gptj_strided_kpe_gridstride_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = next(k for k in cf.kernels if k.name == "mla_rope_gptj_kernel")
+    ev = gather(cf, k, S.find_spec(cf, k.name))
+    assert pointer_offsets(ev, "q") == [(1, "qk_nope_head_dim")] and pointer_offsets(ev, "kv_a") == [(1, "kv_lora_rank")]
+
+
+def test_rotary_strided_views_of_the_tail_of_each_head(lib):
+    """MLA in fp16, NeoX: the query's rotary channels the last rope_dim of each head (the kernel adds head_dim -
+    rope_dim to the head base), k_pe one head at the tail of each row of k_stride (k_stride - rope_dim): each pointer
+    moved to its rotary channels, the token strides the kernel's (KT_EXPERT_TOKEN_STRIDE); before the bindings that
+    rotate whole heads."""
+    cf, k, spec = case("rotary_mla_tail_of_heads_neox_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=positions, query=q, key=k_pe, cache=cos_sin_cache [max_pos, rot_dim] (cos half, then sin half), "
+        "rot_dim=`rope_dim`, num_heads=`num_heads`, num_kv_heads=one head (`k_pe` rows of `k_stride`), "
+        "head_size=`head_dim`, NeoX pairs, in place, query rotary channels from `head_dim - rope_dim` to the end of "
+        "each head, key rotary channels from `k_stride - rope_dim` of each row of `k_stride`, strided views of the "
+        "rotary channels (MLA's q_pe and k_pe)"), words_of(bs)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 0, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_TOKEN_STRIDE": 1}
+    q = "(__half*)(q) + ((long long)(head_dim) - (long long)(rope_dim))"
+    kp = "(__half*)(k_pe) + ((long long)(k_stride) - (long long)(rope_dim))"
+    assert b.call_args[1:5] == ["(const " + q[1:], "(const " + kp[1:], q, kp]
+    assert b.call_args[8:] == ["(int)(rope_dim)", "(int)(num_heads)", "1", "(int)(head_dim)", "(long long)(q_stride)",
+                               "(long long)(k_stride)"]
+    assert b.sizes["num_kv_heads"] == "1" and b.sizes["rot_dim"] == "R"
+    t = X.bind(b, cf, spec)
+    assert "const long long qo = token * q_stride, ko = token * k_stride;" in t.text and "kt:bind" not in t.text
+    assert all("strided views" not in x.describe() for x in bs[4:])  # the whole-head readings still screened, after
+
+
+def test_held_out_mla_rotary_binds_its_strided_views_first():
+    """The held-out DeepSeek MLA rotary of 2026-11-27 (GPT-J, bf16, grid-stride): q_pe the last 64 channels of each
+    192-channel head (+ qk_nope_head_dim), k_pe one head at kv_lora_rank of each kv_a row (kv_a_row_stride apart),
+    the rotary width the file's constant 64 (192 - 128)."""
+    path = ROOT / "bench" / "corpus" / "rotary" / "rope_mla_gptj_strided_kpe_gridstride_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "mla_rope_gptj_kernel")
+    bs = X.candidates(cf, "mla_rope_gptj_kernel", spec)
+    assert bs[0].describe() == (
+        "positions=positions, query=q, key=kv_a, cache=cos_sin_cache [max_pos, rot_dim] (cos half, then sin half), "
+        "rot_dim=the constant 64, num_heads=`num_heads`, num_kv_heads=one head (`kv_a` rows of `kv_a_row_stride`), "
+        "head_size=`q_head_dim`, GPT-J pairs, in place, query rotary channels from `qk_nope_head_dim` to the end of "
+        "each head, key rotary channels from `kv_lora_rank` of each row of `kv_a_row_stride`, strided views of the "
+        "rotary channels (MLA's q_pe and k_pe)"), words_of(bs)
+    assert bs[0].call_args[1:3] == ["(const __nv_bfloat16*)(q) + ((long long)(qk_nope_head_dim))",
+                                    "(const __nv_bfloat16*)(kv_a) + ((long long)(kv_lora_rank))"]
+    assert bs[0].call_args[-2:] == ["(long long)((int)(num_heads)) * ((int)(q_head_dim))", "(long long)(kv_a_row_stride)"]
+    X.bind(bs[0], cf, spec)

@@ -480,3 +480,179 @@ def feeding(flow: dict[str, set[str]], text: str) -> set[str]:
     for n in list(names):
         names |= flow.get(n, set())
     return names
+
+
+# ----------------------------------------------------------------------------------------------- pointer offsets
+_CAST_TYPE = (r"(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short|char|size_t|ptrdiff_t|"
+              r"u?int(?:8|16|32|64)_t|float|double|__half2?|half2?|__nv_bfloat162?|nv_bfloat162?|(?:u?int|float)[1-4])"
+              r"(?:\s+int)?\s*\**")
+_C_CAST = re.compile(rf"\(\s*{_CAST_TYPE}\s*\)")
+_T_CAST = re.compile(r"\b(?:static|reinterpret|const)_cast\s*<[^<>;]*>")
+
+
+def uncast(text: str) -> str:
+    """The text with its casts gone (``(long long)x``, ``static_cast<int64_t>(x)`` → ``x``, ``(x)``): index
+    arithmetic as the values it adds."""
+    return _C_CAST.sub(" ", _T_CAST.sub(" ", text))
+
+
+def additive_terms(text: str) -> list[tuple[int, str]]:
+    """The top-level terms of a sum, each with its sign: ``a * b + (c + d) - e`` → ``[(1, 'a * b'), (1, '(c + d)'),
+    (-1, 'e')]``; a unary sign belongs to its term."""
+    out, depth, cur, sign = [], 0, "", 1
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        binary = cur.strip() and not re.search(r"[-+*/%(\[<>=&|^!~,?:]\s*$", cur)
+        if depth == 0 and ch in "+-" and text[i + 1:i + 2] not in ("+", "-", ">") and text[i - 1:i] not in ("+", "-"):
+            if binary:
+                out.append((sign, cur.strip()))
+                cur, sign = "", 1 if ch == "+" else -1
+                continue
+            if not cur.strip():
+                sign = sign if ch == "+" else -sign
+                continue
+        cur += ch
+    if cur.strip():
+        out.append((sign, cur.strip()))
+    return out
+
+
+def _unparen(text: str) -> str:
+    """The text without parentheses that wrap all of it."""
+    s = text.strip()
+    while s.startswith("(") and s.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(s):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(s) - 1:
+                return s
+        s = s[1:-1].strip()
+    return s
+
+
+def _expand(terms: list[tuple[int, str]], values: dict[str, str], depth: int = 0) -> list[tuple[int, str]]:
+    """Terms with sums in parentheses split and locals assigned once (``values``) replaced by their terms."""
+    out = []
+    for sign, t in terms:
+        s = _unparen(t)
+        inner = additive_terms(s)
+        if len(inner) > 1 or (inner and inner[0][0] < 0):
+            out += _expand([(sign * g, x) for g, x in inner], values, depth + 1) if depth < 8 else [(sign, s)]
+        elif re.fullmatch(r"[A-Za-z_]\w*", s) and s in values and depth < 8:
+            out += _expand([(sign, values[s])], values, depth + 1)
+        else:
+            out.append((sign, s))
+    return out
+
+
+def _segment(text: str, start: int, end: int) -> str:
+    """The expression around ``text[start:end]`` up to what bounds it: an unbalanced bracket, an assignment, a
+    comma, a conditional's parts, a comparison or a logical operator."""
+    stops = set("=,;?:{}<>&|^!")
+    left, depth = start, 0
+    while left > 0:
+        ch = text[left - 1]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and ch in stops and not (ch == ">" and text[left - 2:left - 1] == "-"):
+            break
+        left -= 1
+    right, depth = end, 0
+    while right < len(text):
+        ch = text[right]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and ch in stops and not (ch == ">" and text[right - 1:right] == "-"):
+            break
+        right += 1
+    return re.sub(r"^\s*return\b", "", text[left:right])
+
+
+def modified(body: str) -> set[str]:
+    """The names the body changes other than by one plain assignment: incremented (``++i``, ``i += s``) or
+    declared as a loop's variable (``for (int i = ...``)."""
+    out = set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)=(?!=)", body))
+    out |= set(re.findall(r"(?:\+\+|--)\s*([A-Za-z_]\w*)", body)) | set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:\+\+|--)", body))
+    out |= set(re.findall(r"\bfor\s*\(\s*[^;]*?\b([A-Za-z_]\w*)\s*=(?!=)", body))
+    return out
+
+
+def pointer_offsets(ev: "Evidence", name: str) -> list[tuple[int, str]] | None:
+    """The uniform offset the kernel adds to the pointer ``name`` wherever it indexes it (``name[...]``) or moves it
+    (``name + ...``): the signed terms common to every such place (locals assigned once expanded, casts dropped)
+    that are made only of int arguments, the file's constants and literals (``q + (t * H + h) * D + nope`` →
+    ``[(1, 'nope')]``; ``k + t * ks + ks - rot`` → ``[(1, 'ks'), (-1, 'rot')]``). None when the body neither
+    indexes nor moves it; [] when the places share no such term (an offset only some accesses add, as NeoX's
+    ``+ rot_dim / 2``, is the pair's, not the pointer's)."""
+    text = uncast(ev.body)
+    values: dict[str, list[str]] = {}
+    for target, value in assignments(text):
+        values.setdefault(target, []).append(value)
+    moved = modified(text)
+    once = {n: v[0] for n, v in values.items() if len(v) == 1 and n != name and n not in moved}
+    allowed = {a.name for a in ev.ints() if a.counts and a.name not in values and a.name not in moved} | {
+        n for n, v in ev.constants.items() if float(v).is_integer() and n not in values and n not in moved}
+    sites = []
+    for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\b", text):
+        if re.match(r"\s*\(", text[m.end():]) or text[max(0, m.start() - 2):m.start()] == "->":
+            continue
+        after = re.match(r"\s*\[", text[m.end():])
+        if after:
+            i, depth = m.end() + after.end(), 1
+            j = i
+            while j < len(text) and depth:
+                depth += text[j] in "(["
+                depth -= text[j] in ")]"
+                j += 1
+            terms = additive_terms(text[i:j - 1])
+        else:
+            terms = additive_terms(_segment(text, m.start(), m.end()))
+            own = next((t for t in terms if t == (1, name)), None)
+            if own is None:
+                continue  # not moved by a sum (a dereference, an argument of a call, a comparison)
+            terms = [t for t in terms if t is not own]
+        uniform = []
+        for sign, t in _expand(terms, once):
+            if re.fullmatch(r"[\w\s()+\-*/%]+", t) and t.count("(") == t.count(")") \
+                    and set(_IDENT.findall(t)) <= allowed:
+                uniform.append((sign, re.sub(r"\s+", " ", t).strip()))
+        sites.append(uniform)
+    if not sites:
+        return None
+    common = list(sites[0])
+    for s in sites[1:]:
+        left = list(s)
+        keep = []
+        for t in common:
+            if t in left:
+                left.remove(t)
+                keep.append(t)
+        common = keep
+    return common
+
+
+def offset_values(ev: "Evidence", terms: list[tuple[int, str]]) -> tuple | None:
+    """The offset ``terms`` add on every size set (None when one cannot be evaluated)."""
+    from agent_core import expr as _expr
+    consts = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    out = []
+    for size in range(len(ev.spec.sizes)):
+        env = dict(consts)
+        env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+        try:
+            out.append(sum(sign * _expr.evaluate_int(t, env) for sign, t in terms))
+        except Exception:  # noqa: BLE001
+            return None
+    return tuple(out)

@@ -12,6 +12,13 @@ With no cache (llama.cpp, FlashInfer): the angles computed in the kernel. Eviden
 frequency scale, one that does not (but is read) multiplies cos and sin (attention factor). Enumerated: how the
 inverse frequency is formed from the base (by the base's value: above one, ``base^(-2i/rot)`` or ``1 /
 base^(2i/rot)``; below one, ``base^(2i/rot)`` or ``base^i``), and the fast intrinsics where the kernel uses them.
+
+Strided views (DeepSeek MLA as vLLM and SGLang rotate it: q_pe = q[..., qk_nope_head_dim:], k_pe = kv_a[...,
+kv_lora_rank:]): the kernel's index arithmetic adds a uniform offset (an int argument, a difference of two, a file
+constant) to the query's head base or the key's row base wherever it indexes them (``evidence.pointer_offsets``).
+The query's rotary channels are then the tail of each head, the key one head at its offset into rows of their own
+stride; the expert gets each pointer moved to its rotary channels and the token strides (KT_EXPERT_TOKEN_STRIDE),
+offered first.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
-                                                    counts_of, div, feeding, flows)
+                                                    counts_of, div, feeding, flows, offset_values, pointer_offsets)
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -185,6 +192,113 @@ def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[Arg
     return out
 
 
+class _View(NamedTuple):
+    """Query and key as strided views of their rotary channels (vLLM's rotary over query_stride / key_stride /
+    head_stride; DeepSeek MLA's q_pe = q[..., qk_nope_head_dim:] and k_pe = kv_a[..., kv_lora_rank:], as vLLM and
+    SGLang rotate them in place): each pointer moved by the offset the kernel adds to it (None: none), the token
+    strides in C (long long), and words."""
+    q_off: SizeExpr | None
+    k_off: SizeExpr | None
+    q_stride: str
+    k_stride: str
+    words: list[str]
+
+
+def _offset(ev: Evidence, buf: ArgUse) -> tuple[tuple, SizeExpr] | None:
+    """The uniform offset the kernel adds to a buffer wherever it indexes it (``pointer_offsets``), on every size set
+    and as C, spec and words; None when it adds none."""
+    terms = pointer_offsets(ev, buf.name)
+    vals = offset_values(ev, terms) if terms else None
+    if not vals or not any(vals):
+        return None
+    ints = {a.name: a for a in ev.ints()}
+
+    def text(form) -> str:
+        out = ""
+        for sign, t in terms:
+            t = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: form(m.group(0)), t)
+            out += ("-" if sign < 0 else "") + t if not out else (" - " if sign < 0 else " + ") + t
+        return f"({out})"
+
+    c = text(lambda n: f"(long long)({n})" if n in ints else str(int(ev.constants[n])))
+    spec = text(lambda n: f"({ints[n].spec.value})" if n in ints else str(int(ev.constants[n])))
+    words = text(lambda n: n)[1:-1]
+    return vals, SizeExpr(c, spec, f"`{words}`")
+
+
+def _long(c: str) -> str:
+    return re.sub(r"\(int\)\((\w+)\)", r"(long long)(\1)", c)
+
+
+def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
+           ) -> list[tuple[SizeExpr, tuple, SizeExpr, SizeExpr, list, _View]]:
+    """The head layouts of a kernel that rotates strided views in place (DeepSeek MLA, partial rotary of each head's
+    tail): its index arithmetic adds a uniform offset (an int argument, a difference of two, a constant of the file)
+    to the query's head base, or to the key's row base. The query's rotary channels are then the tail of each head
+    (rot_dim = head_size - offset); the key is one head at its offset into rows of a stride of their own (k_pe inside
+    kv_a), or heads like the query's where it has the same offset and a whole number of them. (head size, its
+    values, q heads, kv heads, rotary widths, the view)."""
+    qo, ko = _offset(ev, q), _offset(ev, k) if k else None
+    if (qo is None and ko is None) or (qo and any(v <= 0 for v in qo[0])) or (ko and any(v < 0 for v in ko[0])):
+        return []  # no offset, or one that is not an offset into every size set's rows
+    q_off = qo[0] if qo else (0,) * len(q_tok)
+    k_off = ko[0] if ko else (0,) * len(q_tok)
+    hss = []
+    for a in ev.ints():
+        if a.counts and div(q_tok, a.counts) and all(h > max(o, 1) for h, o in zip(a.counts, q_off)):
+            hss.append((ev.sizes(a.counts)[0], a.counts))
+    for a in ev.ints():  # a head size the kernel has at compile time: a token's elements over a head-count argument
+        c = div(q_tok, a.counts) if a.counts else None
+        if c and len(set(c)) == 1 and c[0] > max(2, *q_off) and all(h[1] != c for h in hss):
+            hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+    # the head size the query's index multiplies first (its head stride), then by the likelier names
+    hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    q_stride = next((f"(long long)({a.name})" for a in ev.ints() if a.counts == q_tok), None)
+    k_stride = None
+    if k:
+        ks = ev.sizes(k_tok)
+        if not ks:
+            return []
+        k_stride = _long(ks[0].c) if ks[0].c.startswith("(int)") else f"(long long)({ks[0].c})"
+    out = []
+    for hs, hs_fp in hss:
+        nh = _heads(ev, q_tok, hs, hs_fp)
+        if nh is None:
+            continue
+        if qo:  # the tail of each head
+            rot_fp = tuple(h - o for h, o in zip(hs_fp, q_off))
+            if any(r % 2 for r in rot_fp):
+                continue
+            held = [s for s in ev.sizes(rot_fp) if re.fullmatch(r"\(int\)\(\w+\)", s.c) or s.c.isdigit()]
+            rot = held[0] if held else SizeExpr(f"(int)({hs.c}) - (int){qo[1].c}", f"({hs.spec}) - {qo[1].spec}",
+                                                f"`{hs.words.strip('`')} - {qo[1].words.strip('`')}`")
+            rots = [(rot, rot_fp)]
+        else:
+            rots = [(ev.sizes(a.counts)[0], a.counts) for a in ev.ints()
+                    if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp))]
+            if not any(r[1] == hs_fp for r in rots):
+                rots.append((hs, hs_fp))
+        words = [f"query rotary channels from {qo[1].words} to the end of each head" if qo else
+                 "query rotary channels at the start of each head"]
+        if k is None:
+            kv = SizeExpr("0", "0", "none (no key)")
+        elif k_off == q_off and div(k_tok, hs_fp):
+            kv = _heads(ev, k_tok, hs, hs_fp) or SizeExpr("1", "1", "1")
+            words.append(f"key heads like the query's, rows of {ev.sizes(k_tok)[0].words}")
+        else:  # one head (k_pe) at its offset into each row of the key's own stride
+            rots = [r for r in rots if all(o + v <= t for o, v, t in zip(k_off, r[1], k_tok))]
+            kv = SizeExpr("1", "1", f"one head (`{k.name}` rows of {ev.sizes(k_tok)[0].words})")
+            words.append(f"key rotary channels {'from ' + ko[1].words if ko else 'at the start'} of each row of "
+                         f"{ev.sizes(k_tok)[0].words}")
+        if not rots:
+            continue
+        words.append("strided views of the rotary channels (MLA's q_pe and k_pe)")
+        view = _View(qo[1] if qo else None, ko[1] if ko else None,
+                     q_stride or f"(long long)({nh.c}) * ({hs.c})", k_stride or "0", words)
+        out.append((hs, hs_fp, nh, kv, rots, view))
+    return out
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("rotary_neox")
     if e is None:
@@ -242,6 +356,135 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
     pairings = [1, 0] if gptj_first else [0, 1]
     out = []
+
+    def emit(hi: int, hs: SizeExpr, hs_fp: tuple, nh: SizeExpr, kv: SizeExpr, fused, row_len, rots: list,
+             view: "_View | None" = None) -> None:
+        """The bindings of one head layout: each rotary width of ``rots``, cache layout and pairing."""
+        for ri, (rot, rot_fp) in enumerate(rots):
+            layouts: list[_Layout] = []
+            if angles is not None:
+                base, scale, attn, forms, fast = angles
+                for fi, form in enumerate(forms):
+                    layouts.append(_Layout(4, "", "", "", [
+                        "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
+                        + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
+                        + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
+            elif len(caches) == 1:
+                c = caches[0]
+                if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
+                    continue  # without positions, a row per token
+                paired = _pairs_type(ev, c.name)
+                layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
+                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
+                layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
+                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
+            else:
+                c0, c1 = caches
+                orders = [(c0, c1), (c1, c0)]
+                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                    orders.reverse()
+                for oi, (cc, ss) in enumerate(orders):
+                    for si, words in enumerate(("rot_dim / 2", "rot_dim")):
+                        stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
+                        if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
+                            continue
+                        stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
+                        stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
+                        layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                               [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
+                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si))
+                        if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
+                            layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                                   [f"cos={cc.name}", f"sin={ss.name}",
+                                                    "rows of rot_dim, each half for its element (Hugging Face)"],
+                                                   f"({cc.spec.size}) / ({stride_spec})", -oi))
+            for lay in layouts:
+                cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
+                if (fused or row_len or view) and cache == 4:
+                    continue  # a fused buffer's views take a cache
+                for pi, pairing in enumerate(pairings):
+                    if cache == 2 and pairing == 1:
+                        continue  # full rows are a NeoX (rotate_half) layout
+                    style = "NeoX" if pairing == 0 else "GPT-J"
+                    kname = f"`{k.name}`" if k else "no key"
+                    moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
+                             f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
+                    if cache == 4:
+                        reason = (f"{moved} by angles computed from {pos_words} and a power of "
+                                  f"`{angles[0].name}`, {style} pairs → rotary embedding")
+                    elif pairing == 0 and not oop:
+                        reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
+                                  f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
+                                  f"rotary embedding (NeoX)")
+                    else:
+                        reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
+                    b = Binding(e, 0.85, reason, ev.kernel.name)
+                    b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
+                               "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
+                    b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
+                                     "KT_EXPERT_OUT_OF_PLACE": int(oop)}
+                    if p is None:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 0
+                    b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
+                    null = f"({CTYPE[T]}*)nullptr"
+                    if cache == 4:  # no cache: the angle's form and calls instead
+                        del b.sizes["max_position"]
+                        b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
+                                       f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                    elif view:  # each pointer moved to its rotary channels, tokens (and the key's rows) a stride apart
+                        qb_c, qb = (f"{_cast(T, q.name, c)}{' + ' + view.q_off.c if view.q_off else ''}"
+                                    for c in (True, False))
+                        kb_c, kb = ((f"{_cast(T, k.name, c)}{' + ' + view.k_off.c if view.k_off else ''}" for c in
+                                     (True, False)) if k else (f"(const {CTYPE[T]}*)nullptr", null))
+                        b.call_args = [pos_arg, qb_c, kb_c, qb, kb, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c,
+                                       view.q_stride, view.k_stride]
+                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                        b.reason += " (strided views of its rotary channels)"
+                    elif row_len:  # the first heads of each token's row, as many as the block's y extent
+                        row = re.sub(r"\(int\)\((\w+)\)", r"(long long)(\1)", row_len.c)
+                        b.call_args = [pos_arg, _cast(T, q.name, True), f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), null, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c,
+                                       hs.c, row, "0"]
+                        b.conventions.update({"KT_EXPERT_TOKEN_STRIDE": 1, "KT_EXPERT_BLOCK_HEADS": 1})
+                        # the block's THREADS / heads by heads threads stay within its __launch_bounds__(THREADS)
+                        b.fixed["THREADS"] = [t for t in e.params["THREADS"].values
+                                              if all(t >= v for v in counts_of(nh.spec, ev.spec))]
+                    elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
+                        buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                        kofs = f"(long long)({nh.c}) * ({hs.c})"
+                        row = f"(long long)({fused[2]}) * ({hs.c})"
+                        b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
+                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                    elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
+                        b.call_args = [pos_arg, _cast(T, q.name, False),
+                                       _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
+                    else:
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    # no cache: the angle table is in shared memory, read as wide as the head
+                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
+                    b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
+                        [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
+                        [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
+                         else "no key"]) + [
+                        *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
+                        f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
+                        "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
+                        [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
+                         "rest untouched"] if row_len else []) + (view.words if view else [])
+                    # strided views: the kernel itself moves its pointers to the rotary channels, first
+                    b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
+                    out.append(b)
+
     for hi, (hs, hs_fp) in enumerate(hss):
         nh0 = _heads(ev, q_tok, hs, hs_fp)
         kv0 = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
@@ -269,118 +512,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             if not any(r[1] == hs_fp for r in rots):
                 rots.append((hs, hs_fp))
             rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
-            for ri, (rot, rot_fp) in enumerate(rots):
-                layouts: list[_Layout] = []
-                if angles is not None:
-                    base, scale, attn, forms, fast = angles
-                    for fi, form in enumerate(forms):
-                        layouts.append(_Layout(4, "", "", "", [
-                            "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
-                            + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
-                            + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
-                elif len(caches) == 1:
-                    c = caches[0]
-                    if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
-                        continue  # without positions, a row per token
-                    paired = _pairs_type(ev, c.name)
-                    layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
-                                           [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
-                                           f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
-                    layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
-                                           [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
-                                           f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
-                else:
-                    c0, c1 = caches
-                    orders = [(c0, c1), (c1, c0)]
-                    if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
-                        orders.reverse()
-                    for oi, (cc, ss) in enumerate(orders):
-                        for si, words in enumerate(("rot_dim / 2", "rot_dim")):
-                            stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
-                            if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
-                                continue
-                            stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
-                            stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
-                            layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                                   [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
-                                                   f"({cc.spec.size}) / ({stride_spec})", -oi - si))
-                            if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
-                                layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
-                                                       [f"cos={cc.name}", f"sin={ss.name}",
-                                                        "rows of rot_dim, each half for its element (Hugging Face)"],
-                                                       f"({cc.spec.size}) / ({stride_spec})", -oi))
-                for lay in layouts:
-                    cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                    if (fused or row_len) and cache == 4:
-                        continue  # a fused buffer's views take a cache
-                    for pi, pairing in enumerate(pairings):
-                        if cache == 2 and pairing == 1:
-                            continue  # full rows are a NeoX (rotate_half) layout
-                        style = "NeoX" if pairing == 0 else "GPT-J"
-                        kname = f"`{k.name}`" if k else "no key"
-                        moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
-                                 f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
-                        if cache == 4:
-                            reason = (f"{moved} by angles computed from {pos_words} and a power of "
-                                      f"`{angles[0].name}`, {style} pairs → rotary embedding")
-                        elif pairing == 0 and not oop:
-                            reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
-                                      f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
-                                      f"rotary embedding (NeoX)")
-                        else:
-                            reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
-                        b = Binding(e, 0.85, reason, ev.kernel.name)
-                        b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
-                                   "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
-                        b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
-                                         "KT_EXPERT_OUT_OF_PLACE": int(oop)}
-                        if p is None:
-                            b.conventions["KT_EXPERT_POSITIONS"] = 0
-                        b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
-                        null = f"({CTYPE[T]}*)nullptr"
-                        if cache == 4:  # no cache: the angle's form and calls instead
-                            del b.sizes["max_position"]
-                            b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
-                            b.call_args = [pos_arg, _cast(T, qi.name, True),
-                                           _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
-                                           _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
-                                           f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
-                                           f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
-                        elif row_len:  # the first heads of each token's row, as many as the block's y extent
-                            row = re.sub(r"\(int\)\((\w+)\)", r"(long long)(\1)", row_len.c)
-                            b.call_args = [pos_arg, _cast(T, q.name, True), f"(const {CTYPE[T]}*)nullptr",
-                                           _cast(T, q.name, False), null, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c,
-                                           hs.c, row, "0"]
-                            b.conventions.update({"KT_EXPERT_TOKEN_STRIDE": 1, "KT_EXPERT_BLOCK_HEADS": 1})
-                            # the block's THREADS / heads by heads threads stay within its __launch_bounds__(THREADS)
-                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values
-                                                  if all(t >= v for v in counts_of(nh.spec, ev.spec))]
-                        elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
-                            buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
-                            kofs = f"(long long)({nh.c}) * ({hs.c})"
-                            row = f"(long long)({fused[2]}) * ({hs.c})"
-                            b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
-                                           cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
-                            b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
-                        elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
-                            b.call_args = [pos_arg, _cast(T, q.name, False),
-                                           _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
-                        else:
-                            b.call_args = [pos_arg, _cast(T, qi.name, True),
-                                           _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
-                                           _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
-                                           cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
-                        # no cache: the angle table is in shared memory, read as wide as the head
-                        b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
-                        b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
-                            [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
-                            [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
-                             else "no key"]) + [
-                            *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
-                            f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
-                            "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
-                            [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
-                             "rest untouched"] if row_len else [])
-                        b.support = 20 - 3 * hi - 2 * ri + lsup - pi
-                        out.append(b)
+            emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
+    if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+        for vi, (hs, hs_fp, nh, kv, rots, view) in enumerate(_views(ev, q, k, q_tok, k_tok)):
+            emit(vi, hs, hs_fp, nh, kv, None, None, rots, view)
     return out
