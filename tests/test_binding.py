@@ -796,6 +796,58 @@ def test_quant_packed_scales_need_an_int32_built_by_shifts_or_bytes(lib):
     assert X.candidates(cf, k.name, S.find_spec(cf, k.name), lib) == []
 
 
+CUB_FACTOR = ROOT / "bench" / "corpus" / "group_quant" / "group_quant_fp8_block_per_group_cub_bf16.cu"
+
+
+def test_quant_by_the_factor_qmax_over_absmax_first_where_the_body_divides_so(lib):
+    """DeepGEMM's per_token_cast_to_fp8 ported to CUDA: x * (448 / amax) (KT_EXPERT_SCALE_RECIP 2, a rounding of its
+    own: not x / scale nor x * (1 / scale)), the scale amax / 448 as before, amax floored at a constexpr (1e-4) read
+    by its value where an fmaxf takes it with the group's maximum. The forms that failed on the H100 stay after."""
+    cf = parse_cuda(CUB_FACTOR.read_text(), str(CUB_FACTOR))
+    k = cf.kernels[0]
+    spec = S.find_spec(cf, k.name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=x_fp8 (fp8 e4m3 (bytes)), scales=x_scale, group_size=the constant 128, groups=the grid (no "
+        "group-count argument), eps=`kAmaxFloor` (0.0001), qmin of the type, qmax of the type, multiplied by the "
+        "factor qmax / absmax"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0}
+    assert bs[0].call_args[5] == "(float)(0.0001f)"
+    assert has(bs, "per_token_group_quant", "eps=1e-10 (assumed)", "divided by the scale")  # the old ones stay
+    assert not any(b.conventions["KT_EXPERT_SCALE_RECIP"] == 2 and b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "const float scale = m / qmax;" in t.text and "const float rscale = qmax / m;" in t.text
+    assert "v[i][j] * rscale" in t.text and "1.f / scale" not in t.text and "kt:bind" not in t.text
+
+
+def test_quant_by_the_factor_of_a_define_warp_per_group_fp16(lib):
+    """The factor written `FP8_MAX / amax` with #defines (the floor MIN_AMAX first in its fmaxf), a warp per group
+    of 64, column-major scales: the factor binding with the #define's floor and the columns comes first."""
+    cf, k, spec = case("quant_fp8_factor_warp64_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=xq (fp8 e4m3 (bytes)), scales=xs, group_size=the constant 64, groups=`H * T` / the constant 64, "
+        "eps=`MIN_AMAX` (1e-06), qmin of the type, qmax of the type, multiplied by the factor qmax / absmax, "
+        "column-major scales [groups per token, tokens=`T`]"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 1}
+    assert bs[0].call_args[5] == "(float)(1e-06f)" and bs[0].call_args[-1] == "(int)(T)"
+    t = X.bind(bs[0], cf, spec)
+    assert "const float rscale = qmax / m;" in t.text and "scales[(long long)(g % per_token) * tokens" in t.text
+
+
+@pytest.mark.parametrize("name", ["quant_fp8_bytes", "quant_int8_block_per_token", "quant_int8_padded_columns",
+                                  "quant_fp8_pow2_scales_by_column"])
+def test_quant_factor_without_evidence_comes_after_every_other_form(lib, name):
+    """No division of qmax by the group's maximum: the factor is offered after every other binding (the cap drops it
+    first), never with power-of-two scales; a running maximum started at a literal is no named floor."""
+    cf, k, spec = case(name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    factor = [b.conventions["KT_EXPERT_SCALE_RECIP"] == 2 for b in bs]
+    assert any(factor) and factor == sorted(factor), words_of(bs)
+    assert not any(f and b.conventions["KT_EXPERT_SCALE_POW2"] for f, b in zip(factor, bs))
+    assert not any("eps=`m`" in b.describe() for b in bs)
+
+
 def test_quant_scales_in_order_stay_first_without_column_evidence(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

@@ -35,7 +35,7 @@ grid = ["cdiv(rows, ROWS)"]
 block = ["LANES", "ROWS"]
 smem = "0"
 */
-// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale)
+// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; with KT_EXPERT_SCALE_POW2 0 only)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
@@ -136,7 +136,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
-#if KT_EXPERT_SCALE_RECIP  // kt:bind
+#if KT_EXPERT_SCALE_RECIP == 2  // kt:bind
+  const float rscale = qmax / m;  // the factor qmax / absmax, rounded once as computed (not 1 / scale)
+#elif KT_EXPERT_SCALE_RECIP  // kt:bind
   const float rscale = 1.f / scale;
 #endif  // kt:bind
 #if KT_EXPERT_SCALE_PACKED  // kt:bind

@@ -2,12 +2,14 @@
 
 Evidence: one float input, one byte output of the same count, one fp32 output of one scale per group.
 Enumerated: the group size (an int argument or an expression of two), eps (a float argument, a small literal
-of the body), qmin/qmax arguments or the type's range, the int8 rounding (the body's conversion first: to
-nearest even, toward zero, half away from zero), whether values are divided by the scale or multiplied by
-its reciprocal, the scale as computed or rounded up to a power of two (UE8M0, DeepGEMM's block-scaled fp8:
-first where the body calls exp2f/ldexpf with ceilf/log2f), and the scales' layout: one per group in order, or
-column-major [groups per token, tokens] (SGLang's column-major scales: first where the body's write of the
-scales multiplies by an int argument, which is then the token count).
+of the body, a named constant (constexpr, #define) a maximum takes with the group's maximum), qmin/qmax arguments
+or the type's range, the int8 rounding (the body's conversion first: to nearest even, toward zero, half away from
+zero), whether values are divided by the scale, multiplied by its reciprocal, or multiplied by the factor qmax /
+absmax computed directly (DeepGEMM's per_token_cast_to_fp8, vLLM's dynamic int8: first where the body divides qmax
+by the group's maximum, else after every other binding), the scale as computed or rounded up to a power of two
+(UE8M0, DeepGEMM's block-scaled fp8: first where the body calls exp2f/ldexpf with ceilf/log2f), and the scales'
+layout: one per group in order, or column-major [groups per token, tokens] (SGLang's column-major scales: first
+where the body's write of the scales multiplies by an int argument, which is then the token count).
 
 UE8M0 scales packed four to an int32 (DeepGEMM / SGLang / vLLM ``scale_ue8m0``): instead of the fp32 scales, one
 int32 output the body builds with shifts (or writes through a byte pointer), whose count is the tokens times a
@@ -25,10 +27,13 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, div, prod,
-                                                    statements)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, call_arguments, div,
+                                                    feeding, flows, number, prod, statements)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
+RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
+FACTOR_LAST = 100  # the factor form without evidence: after every other binding of the kernel (the cap drops it first)
+ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -96,10 +101,46 @@ def _groups_per_token(ev: Evidence, x, gs_fp: tuple | None, gs: SizeExpr) -> tup
     return None
 
 
+def _floors(ev: Evidence) -> list[tuple[str, str]]:
+    """eps read from a named constant (``constexpr float kAmaxFloor = 1e-4f;``, ``#define MIN_AMAX 1e-6f``): a small
+    positive number (at most 1e-3, as the body's eps literals) that a maximum (fmaxf, fmax, max) takes together with
+    a value computed from an absolute value, the group's maximum, in either order. (C text, words) each, the value
+    written as its literal (the shortest decimal of the double: the constant's own digits up to 15 of them)."""
+    flow = flows(ev.body)
+    out = []
+    for _, args in call_arguments(ev.body, r"(std::)?(fmaxf|fmax|max)"):
+        if len(args) != 2:
+            continue
+        for k, other in (args, args[::-1]):
+            # a name set to one number and computed from nothing else (a local the body also assigns, the running
+            # maximum started at a literal, is no constant)
+            v = number(k, ev.constants) if re.fullmatch(r"[A-Za-z_]\w*", k) and not flow.get(k) else None
+            if v is None or not 0 < v <= 1e-3 or not feeding(flow, other) & ABS_CALLS:
+                continue
+            c = (f"(float)({v!r}f)", f"eps=`{k}` ({v!r})")
+            if c not in out:
+                out.append(c)
+    return out
+
+
+def _factor(ev: Evidence, qmax, Q: str) -> bool:
+    """Whether the body divides the type's largest value (a literal, a named constant, or the qmax argument) by
+    something that is no constant, the group's maximum: the values are quantized by the factor qmax / absmax
+    (DeepGEMM's ``x * (448 / amax)``, vLLM's dynamic int8 ``127 / absmax``), not by the scale."""
+    top = 127.0 if Q == "int8_t" else 448.0
+    for num, den in re.findall(r"(?<![\w.])\(?((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)\)?/"
+                               r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat):
+        if den in ev.constants or (qmax is not None and den == qmax.name):
+            continue
+        if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
+            return True
+    return False
+
+
 def _numerics(ev: Evidence, q):
     """What both scale kinds read alike: qmin and qmax (arguments or the type's), eps (arguments, then the body's
-    small literals), the output type, the int8 roundings in order, divided by the scale or multiplied by 1 /
-    scale in order."""
+    small literals, then named floors; the floors before an assumed 1e-10 where there is none of those), the output
+    type, the int8 roundings in order, divided by the scale or multiplied by 1 / scale in order."""
     fl = ev.floats()
     # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
     # (a name only orders arguments of one kind)
@@ -110,8 +151,9 @@ def _numerics(ev: Evidence, q):
     rest = [a for a in fl if a not in (qmin, qmax)]
     eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(rest, key=lambda a: "eps" not in a.name.lower())]
     eps_c += [(f"(float)({v if v[-1] in 'fF' else v + 'f'})", f"eps={v}") for v in ev.literals]
-    if not eps_c:
-        eps_c = [("1e-10f", "eps=1e-10 (assumed)")]
+    # a named constant the group's maximum is floored at: after the arguments and literals (their bindings keep
+    # their places), before the assumed eps where there is none
+    eps_c = eps_c + _floors(ev) if eps_c else _floors(ev) + [("1e-10f", "eps=1e-10 (assumed)")]
     Q = "int8_t" if q[0].dtype == "i8" else "uint8_t"
     kind = "int8" if Q == "int8_t" else "fp8 e4m3 (bytes)"
     if Q == "int8_t":
@@ -148,6 +190,10 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if not gs_all and not padded:
         return []
     qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q)
+    # the factor qmax / absmax (KT_EXPERT_SCALE_RECIP 2): first where the body divides qmax by the group's maximum,
+    # else after every other form (FACTOR_LAST: the cap drops it before any of them)
+    factor = _factor(ev, qmax, Q)
+    recips = [2] + recips if factor else recips + [2]
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
@@ -170,6 +216,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             gs, groups, tokens, stride = pad
         elif gs is None:
             continue
+        if recip == 2 and pow2:
+            continue  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
                     f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
@@ -209,12 +257,13 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                    f"group_size={gs.words}", rows_words, eps_words,
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
-            [ROUNDS[rnd]] if Q == "int8_t" else []) + [
-            "multiplied by 1 / scale" if recip else "divided by the scale"] + (
+            [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
             ["scales rounded up to powers of two (UE8M0)"] if pow2 else []) + (
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
+        if recip == 2 and not factor:
+            b.support -= FACTOR_LAST
         out.append(b)
     return out
 
