@@ -5,8 +5,8 @@ Enumerated: the group size (an int argument or an expression of two), eps (a flo
 of the body, a named constant (constexpr, #define) a maximum takes with the group's maximum), qmin/qmax arguments
 or the type's range, the int8 rounding (the body's conversion first: to nearest even, toward zero, half away from
 zero), whether values are divided by the scale, multiplied by its reciprocal, or multiplied by the factor qmax /
-absmax computed directly (DeepGEMM's per_token_cast_to_fp8, vLLM's dynamic int8: first where the body divides qmax
-by the group's maximum, else after every other binding), the scale as computed or rounded up to a power of two
+absmax computed directly (DeepGEMM's per_token_cast_to_fp8, vLLM's dynamic int8: first, and only, where the body
+divides qmax by the group's maximum), the scale as computed or rounded up to a power of two
 (UE8M0, DeepGEMM's block-scaled fp8: first where the body calls exp2f/ldexpf with ceilf/log2f), and the scales'
 layout: one per group in order, or column-major [groups per token, tokens] (SGLang's column-major scales: first
 where the body's write of the scales multiplies by an int argument, which is then the token count).
@@ -32,7 +32,6 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evide
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
 RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
-FACTOR_LAST = 100  # the factor form without evidence: after every other binding of the kernel (the cap drops it first)
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
 
@@ -190,10 +189,10 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if not gs_all and not padded:
         return []
     qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q)
-    # the factor qmax / absmax (KT_EXPERT_SCALE_RECIP 2): first where the body divides qmax by the group's maximum,
-    # else after every other form (FACTOR_LAST: the cap drops it before any of them)
+    # the factor qmax / absmax (KT_EXPERT_SCALE_RECIP 2): first, and only, where the body divides qmax by the group's
+    # maximum (offered to every kernel, it would add a binding to kernels whose recorded screenings CI replays)
     factor = _factor(ev, qmax, Q)
-    recips = [2] + recips if factor else recips + [2]
+    recips = [2] + recips if factor else recips
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
@@ -262,8 +261,6 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
-        if recip == 2 and not factor:
-            b.support -= FACTOR_LAST
         out.append(b)
     return out
 
