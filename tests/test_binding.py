@@ -1254,3 +1254,80 @@ def test_held_out_mla_rotary_binds_its_strided_views_first():
                                     "(const __nv_bfloat16*)(kv_a) + ((long long)(kv_lora_rank))"]
     assert bs[0].call_args[-2:] == ["(long long)((int)(num_heads)) * ((int)(q_head_dim))", "(long long)(kv_a_row_stride)"]
     X.bind(bs[0], cf, spec)
+
+
+# ------------------------------------------------------------------------------------------------ attention sinks
+SINK_WORDS = "a sink logit `sinks` ({}) per head in the max and the denominator (no output column), "
+
+
+def test_softmax_sink_per_head_from_the_grid_warp_per_row(lib):
+    """Attention sinks (gpt-oss: softmax(cat([scores, sink]))[..., :-1]) in fp16, a warp per row, the head the
+    launch's blockIdx.y, fp32 sinks, a scale on the scores: the sink found by what the body does with it (its value
+    starts the row's max and is the minuend of the exponential added to the sum), KT_EXPERT_SINK with the head of
+    row r = (r / q_len) % heads; the sink neither scaled nor given a column."""
+    cf, k, spec = case("softmax_sinks_warp_heads_grid_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out (f16), x=scores (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        + SINK_WORDS.format("f32") + "head = (row / `q_len`) % `heads`"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_SINK": 1}
+    assert bs[0].template_args == ["__half", "__half", "float"]
+    assert bs[0].call_args[-3:] == ["(const float*)(sinks)", "(int)(heads)", "(int)(q_len)"]
+    # the other ways rows may find their head are checked too, after
+    assert has(bs, "softmax", "logits times `scale`", "head = row % `heads`")
+    assert has(bs, "softmax", "logits times `scale`", "head = row / (rows / `heads`) (consecutive rows share one)")
+    text = X.bind(bs[0], cf, spec).text
+    sink = text.index("const float sink = to_f(sinks[((active ? row : 0) / sink_inner) % sink_heads]);")
+    scaled = text.index("v[i][j] * scale / div : v[i][j] * scale;", sink)
+    in_max = text.index("m = fmaxf(m, sink);", scaled)
+    assert in_max > text.index("m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);", scaled)
+    assert "const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f) + expf(sink - m);" in text[in_max:]
+    assert "const float inv = 1.f / total;" in text and "kt:bind" not in text and "KT_EXPERT" not in text
+    assert "(const float*)nullptr, (const float*)(sinks), (int)(heads), (int)(q_len));" in text
+    # the twins have no sink: neither the cluster twin nor the long-row twin serves these bindings
+    by_name = {e.name: e for e in lib}
+    assert X.cluster_twin(bs[0], by_name) is None and X.long_twin(bs[0], by_name) is None
+
+
+def test_softmax_sink_with_a_mask_in_place_decode(lib):
+    """A decode step in fp32, in place: scores [tokens, heads, k_len] plus a key-padding mask [tokens, k_len] that a
+    token's heads share, then the sink of head row % heads (its index reads the head count only), a block a row."""
+    cf, k, spec = case("softmax_sinks_decode_mask_inplace_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=x=logits (f32, in place), hidden=`k_len`, rows=the grid (no row-count argument), plus the mask `mask` "
+        "[`tokens` rows], consecutive rows share one (row r reads mask row r / (rows / mask rows)), "
+        + SINK_WORDS.format("f32") + "head = row % `heads`"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_SINK": 1}
+    assert bs[0].call_args[-6:] == ["(const float*)(mask)", "(int)(tokens)", "1", "(const float*)(sinks)",
+                                    "(int)(heads)", "1"]
+    text = X.bind(bs[0], cf, spec).text
+    add = text.index("v[i][j] += mk[i][j];")
+    assert add < text.index("m = fmaxf(m, sink);", add) < text.index("+ expf(sink - m);", add)
+
+
+def test_held_out_attention_sinks_bind_first():
+    """The held-out gpt-oss softmax with sinks (2026-11-27t, batch 4): bf16 sinks [num_heads], one block a row, the
+    head (row / q_len) % num_heads, no scale; its one old candidate (the sinks read as a one-row mask) stays, after."""
+    path = ROOT / "bench/corpus/softmax/softmax_attention_sinks_cub_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    kernel = "attn_softmax_with_sinks_kernel"
+    spec = S.find_spec(cf, kernel)
+    bs = X.candidates(cf, kernel, spec)
+    assert bs[0].describe() == (
+        "out=probs (bf16), x=scores (bf16), hidden=`k_len`, rows=the grid (no row-count argument), "
+        + SINK_WORDS.format("bf16") + "head = (row / `q_len`) % `num_heads`"), words_of(bs)
+    assert bs[0].call_args[-3:] == ["(const __nv_bfloat16*)(sinks)", "(int)(num_heads)", "(int)(q_len)"]
+    assert bs[0].call_args[4] == "1.f"  # no scale
+    X.bind(bs[0], cf, spec)
+    assert has(bs, "softmax", "plus the mask `sinks` [the constant 1 rows]")
+
+
+def test_no_sink_without_the_evidence(lib):
+    """No other style kernel's softmax gets a sink: a per-row temperature, a mask or a scale is not a value that joins
+    the max as a whole and starts an exponential's argument."""
+    for name in STYLE_NAMES:
+        if "sinks" in name:
+            continue
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_SINK" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name

@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 // kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
+// kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -164,13 +165,33 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
 // from the input's type (fp16 logits to fp32 probabilities).
+#if KT_EXPERT_SINK  // kt:bind
+// With a sink logit per head (gpt-oss attention sinks): one more logit a row, sinks[h] of the row's head h = (r /
+// sink_inner) % sink_heads (rows [outer, sink_heads, sink_inner]), that takes part in the row's max and in the
+// denominator but has no output column: m = max(max_k l_k, sink), p_k = exp(l_k - m) / (sum_k exp(l_k - m) +
+// exp(sink - m)), l the logits as below (the sink itself neither scaled nor divided), rounded once at the store.
+#endif  // kt:bind
 #if KT_EXPERT_MASK  // kt:bind
 // With an additive mask (null: none) of mask_rows rows of hidden elements: softmax(x * scale / row_div[row] + mask),
 // row r = (o, b, i) of rows [outer, rows / mask_rows, mask_inner] reading mask row (o, i).
+#if KT_EXPERT_SINK  // kt:bind
+template <int IT, int P, typename T, typename O, typename M, typename S>
+#else  // kt:bind
 template <int IT, int P, typename T, typename O, typename M>
+#endif  // kt:bind
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div,
+#if KT_EXPERT_SINK  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner,
+                                             const S* __restrict__ sinks, int sink_heads, int sink_inner) {
+#else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
+#endif  // kt:bind
+#elif KT_EXPERT_SINK  // kt:bind
+template <int IT, int P, typename T, typename O, typename S>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div,
+                                             const S* __restrict__ sinks, int sink_heads, int sink_inner) {
 #else  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
@@ -183,6 +204,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
+#if KT_EXPERT_SINK  // kt:bind
+  const float sink = to_f(sinks[((active ? row : 0) / sink_inner) % sink_heads]);  // the row's head's sink logit
+#endif  // kt:bind
 #if KT_EXPERT_MASK == 4  // kt:bind
   float mk[IT][KT_VEC];  // 0 for a key kept, -inf for one left out
   const int r = active ? row : 0;
@@ -230,6 +254,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
+#if KT_EXPERT_SINK  // kt:bind
+  m = fmaxf(m, sink);  // the sink takes part in the row's max
+#endif  // kt:bind
 #if KT_EXPERT_MASK == 4  // kt:bind
   if (m == -INFINITY) m = 0.f;  // every key left out: each exp below is 0 and the row is written as 0
 #endif  // kt:bind
@@ -242,7 +269,15 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       v[i][j] = e;
       s += e;
     }
+#if KT_EXPERT_SINK  // kt:bind
+  // the sink's exponential joins the denominator (it has no column of its own)
+  const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f) + expf(sink - m);
 #if KT_EXPERT_MASK == 4  // kt:bind
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+#else  // kt:bind
+  const float inv = 1.f / total;  // one division per row, not per element
+#endif  // kt:bind
+#elif KT_EXPERT_MASK == 4  // kt:bind
   const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
   const float inv = total > 0.f ? 1.f / total : 0.f;
 #else  // kt:bind
@@ -255,7 +290,29 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
+#if KT_EXPERT_SINK  // kt:bind
 #if KT_EXPERT_MASK  // kt:bind
+template <typename T, typename O, typename M, typename S>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, const S* sinks, int sink_heads,
+                                        int sink_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M, S>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                   sinks, sink_heads, sink_inner)));
+}
+#else  // kt:bind
+template <typename T, typename O, typename S>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const S* sinks, int sink_heads, int sink_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, S>(out, x, rows, hidden, scale, row_div, sinks, sink_heads, sink_inner)));
+}
+#endif  // kt:bind
+#elif KT_EXPERT_MASK  // kt:bind
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
                                         const M* mask, int mask_rows, int mask_inner) {

@@ -18,8 +18,8 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
-                                                    div, feeding, flows, statements)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, assignments,
+                                                    call_arguments, div, feeding, flows, statements)
 from agent_core.templating.experts.library import Expert
 
 ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
@@ -489,8 +489,9 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Softmax in its general form: the logits scaled by a float argument and/or divided by a per-row input (a
     temperature), an additive mask of whole rows added (attention scores: mask rows broadcast over the heads, or
-    consecutive rows sharing one), the output of a type of its own (fp16 logits to fp32 probabilities). The plain
-    form is bound with the other row families."""
+    consecutive rows sharing one), the output of a type of its own (fp16 logits to fp32 probabilities), a sink logit
+    per head in the max and the denominator (gpt-oss attention sinks; ``_sink_heads``). The plain form is bound
+    with the other row families."""
     e = lib.get("softmax")
     if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
         return []
@@ -506,10 +507,26 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     xs = [o] if ios else [a for a in ins if a.counts == big]  # in place: x is the output
     if len(ins) - (0 if ios else 1) > 2:
         return []
-    others = [a for a in ins if a.counts != big and a is not o] + keeps
-    if len(xs) != 1 or any(not a.counts or div(big, a.counts) is None for a in others):
+    every_other = [a for a in ins if a.counts != big and a is not o] + keeps
+    if len(xs) != 1 or any(not a.counts or div(big, a.counts) is None for a in every_other):
         return []
     x = xs[0]
+    # a sink logit per head (an input the body reads as one value that joins the max and the sum): bound once as
+    # what it is, after the readings of every input as before (a mask, a per-row divisor)
+    sinks = [(a, h) for a in every_other if "KT_EXPERT_SINK" in e.conventions and a not in keeps
+             for h in _sink_heads(ev, a)[:1]]
+    out = []
+    for sink, heads in [(None, None)] + sinks:
+        others = [a for a in every_other if a is not sink]
+        out += _softmax_general_forms(ev, e, x, o, others, keeps, sink, heads)
+    return out
+
+
+def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: list[ArgUse], keeps: list[ArgUse],
+                           sink: ArgUse | None, heads: SizeExpr | None) -> list[Binding]:
+    """The general form's bindings with ``others`` (the inputs besides the logits) read as a per-row divisor and/or
+    a mask, and ``sink`` (None: none) as a sink logit per head, ``heads`` the argument its count is."""
+    big = o.counts
     T, O = x.dtype, o.dtype
     per_rows = [a for a in others if a.dtype == "f32"]
     hs = [(h, div(big, a.counts)) for a in per_rows for h in ev.sizes(div(big, a.counts))[:1] if not h.c[0].isdigit()]
@@ -544,17 +561,24 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             # no mask and then each causal mask
             forms = [(mr, inner, words, None) for mr, (inner, words) in
                      itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])]
-            if not mask and has_causal:
+            if not mask and has_causal and not sink:  # the expert's sink is not in its causal form
                 forms += [(None, None, "", c) for c in _causal_forms(ev, rows_fp, hfp)]
             index_names = _mask_index_names(ev, mask) if mask else set()
-            for mi, (mr, inner, inner_words, causal) in enumerate(forms):
+            sink_forms = [(None, "", 0)]
+            if sink is not None:
+                if f"({heads.c[6:-1]})" in hidden.c or div(rows_fp, sink.counts) is None:
+                    continue  # the rows of one head: a row within a head, the head count dividing the rows
+                sink_forms = _sink_inners(ev, sink, heads, rows_fp)
+                bounds = 4 if _bounds_a_loop(ev, hidden) else 0
+            for mi, ((mr, inner, inner_words, causal), (ni, sink_form)) in enumerate(
+                    itertools.product(forms, enumerate(sink_forms))):
                 # a middle dimension whose inner extent the mask's own index reads
                 inner_arg = re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
                 seen_inner = 3 if inner_arg and inner_arg.group(1) in index_names else 0
                 for (si, (scale, scale_words, divides)), (rv, round_words, round_support) in (
                         (x, r) for x in enumerate(scales)
                         for r in [(0, "", 0)] + _round_forms(e, T, x[1][0], None if keeps else mask, converted)):
-                    if scale == "1.f" and not per_row and not mask and not causal and T == O:
+                    if scale == "1.f" and not per_row and not mask and not causal and T == O and not sink:
                         continue  # the plain softmax: bound with the row families
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
                                 "row → softmax", ev.kernel.name)
@@ -592,7 +616,94 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_ROUND_SCALED"] = rv
                     b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0) + divides
                     b.support += seen_inner + round_support
+                    if sink is not None:
+                        sink_inner, sink_words, sink_support = sink_form
+                        b.words.append(f"a sink logit `{sink.name}` ({sink.dtype}) per head in the max and the "
+                                       f"denominator (no output column), {sink_words}")
+                        b.template_args.append(CTYPE[sink.dtype])
+                        b.call_args += [_cast(sink.dtype, sink.name, True), heads.c, sink_inner.replace("{rows}", rows)]
+                        b.conventions["KT_EXPERT_SINK"] = 1
+                        # the sink read as what it is comes before its readings as a mask or a divisor
+                        b.support += 6 + bounds + sink_support + mi - mi // len(sink_forms) - ni
+                        if mask is not None:  # the mask's broadcast its own index shows: the argument it reads
+                            mr_arg = re.fullmatch(r"\(int\)\((\w+)\)", mr.c)
+                            shared = div(rows_fp, mask_rows)
+                            b.support += 2 if (inner is None and mr_arg and mr_arg.group(1) in index_names) or (
+                                inner == "1" and any(a.counts == shared and a.name in index_names
+                                                     for a in ev.ints())) else 0
                     out.append(b)
+    return out
+
+
+# a value as read from a buffer or a local: converted, cast or parenthesized (`__bfloat162float(sinks[h])`, `(float)s`)
+_WIDEN = r"(?:(?:__bfloat162float|__half2float|__low2float|to_float|float|static_cast<\s*float\s*>)\s*\(\s*|\(\s*float\s*\)\s*|\(\s*)*"
+_MAXES = r"fmaxf|fmax|max|__hmax|hmax"
+
+
+def _held(names: set[str]) -> str:
+    """A value that is one of ``names`` (or an element of one), widened or cast: nothing computed from it."""
+    alt = "|".join(map(re.escape, sorted(names)))
+    return rf"\s*{_WIDEN}(?:{alt})\b\s*(?:\[[^\]]*\]\s*)?\)*\s*"
+
+
+def _sink_heads(ev: Evidence, a: ArgUse) -> list[SizeExpr]:
+    """Where the input ``a`` is a sink logit per head (gpt-oss attention sinks, softmax(cat([scores, sink]))[...,
+    :-1]): the int arguments its count is (the heads), those the statements that read it compute from first; empty
+    where it is not. Evidence, not names: a float input whose count an int argument holds, its value (read, widened,
+    or copied into a local) taken as a whole operand of a max (`fmaxf(block_max, sink)`, or the max started from
+    it) and as the minuend of an exponential's argument (`expf(sink - m)`): one logit more in the row's max and in
+    its sum, not a value the logits are scaled by or a mask added to them."""
+    if a.role != "in" or a.dtype not in FLOATS or not a.counts:
+        return []
+    heads = [h for h in ev.sizes(a.counts) if re.fullmatch(r"\(int\)\((\w+)\)", h.c)]
+    if not heads:
+        return []
+    held = {a.name}  # the buffer and the locals that hold its value as read
+    grew = True
+    while grew:
+        grew = False
+        for target, value in assignments(ev.body):
+            if target not in held and re.fullmatch(_held(held), value):
+                held.add(target)
+                grew = True
+    whole = _held(held)
+    in_max = any(re.fullmatch(whole, arg) for _, args in call_arguments(ev.body, _MAXES) for arg in args)
+    in_exp = any(args and re.match(whole + r"-", args[0]) for _, args in call_arguments(ev.body, "|".join(EXPS)))
+    if not (in_max and in_exp):
+        return []
+    names = _mask_index_names(ev, a)
+    return sorted(heads, key=lambda h: h.c[6:-1] not in names)
+
+
+def _bounds_a_loop(ev: Evidence, hidden: SizeExpr) -> bool:
+    """Whether the arguments of the row length are, all and only, those of some loop's bound (``k < k_len``, a
+    row's keys): a row length the kernel walks, not a product of sizes it never walks as one."""
+    args = set(re.findall(r"\(int\)\((\w+)\)", hidden.c))
+    return any(set(re.findall(r"\b[A-Za-z_]\w*\b", bound)) - {"int", "long", "size_t", "int64_t"} == args
+               for bound in re.findall(r"for\([^;]*;[\w.]+<([^;]+);", ev.flat))
+
+
+def _sink_inners(ev: Evidence, sink: ArgUse, heads: SizeExpr, rows_fp: tuple) -> list[tuple[str, str, int]]:
+    """How the rows [outer, heads, inner] find their head's sink, h = (r / inner) % heads, as (inner as the wrapper
+    computes it, ``{rows}`` standing for the row count; words; support), likeliest first: an int argument that
+    divides the rows of one head (a query count of scores [batch, heads, q_len, keys]; 1 on some size set, a decode
+    step, allowed), those the sink's own index reads first (3 more); 1 (rows [tokens, heads]: h = r % heads; 3 more
+    where the sink's index reads the head count and none of those arguments); every row of one head consecutive
+    (h = r / (rows / heads))."""
+    per = div(rows_fp, sink.counts)
+    hname = heads.c[6:-1]
+    names = _mask_index_names(ev, sink)
+    ints = [a for a in ev.ints() if a.counts and a.name != hname and any(v > 1 for v in a.counts)
+            and all(1 <= v <= p and p % v == 0 for v, p in zip(a.counts, per))]
+    ints.sort(key=lambda a: (a.name not in names, -ev.uses(SizeExpr(f"(int)({a.name})", "", ""))))
+    out = []
+    for a in ints:
+        words = (f"head = row / `{a.name}` (consecutive rows share one)" if a.counts == per
+                 else f"head = (row / `{a.name}`) % `{hname}`")
+        out.append((f"(int)({a.name})", words, 3 if a.name in names else 0))
+    out.append(("1", f"head = row % `{hname}`", 3 if hname in names and not any(a.name in names for a in ints) else 0))
+    if any(p > 1 for p in per) and not any(a.counts == per for a in ints):
+        out.append((f"({{rows}}) / {heads.c}", f"head = row / (rows / `{hname}`) (consecutive rows share one)", 0))
     return out
 
 
