@@ -170,6 +170,79 @@ def test_gated_gate_and_up_as_two_tensors(lib):
     assert "const T* g = y + row * d + base;" in t.text
 
 
+
+def test_gated_clamped_swiglu_interleaved_pairs_vllm_style(lib):
+    """gpt-oss's clamped SwiGLU as vLLM's swigluoai_and_mul reads it (interleaved pairs, gate even), bf16, a 2-D grid,
+    the clamps as conditionals at a literal 7, alpha a #define, the +1 a literal, vLLM's sigmoid (1 / (1 + e) times
+    g): the clamped binding with the pairs (gate, up) and the kernel's own sigmoid first, no plain activation."""
+    cf, k, spec = case("gated_clamped_swiglu_pairs_grid2d_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out, x=gate_up, d=`d`, clamped SwiGLU (gpt-oss): (clamp(up, -limit, limit) + beta) * g * sigmoid(alpha * "
+        "g), g = min(gate, limit), alpha=`OAI_ALPHA` (1.702f), beta=1.0f, limit=7.0f, g * (1 / (1 + expf(-alpha * g))), "
+        "interleaved pairs (gate, up), activation kept in fp32"), words_of(bs)
+    assert all(b.conventions["KT_EXPERT_CLAMP"] == 1 for b in bs) and len(bs) == 8
+    assert {b.conventions["KT_EXPERT_GATE_LAYOUT"] for b in bs} == {0, 1, 2, 3}  # every layout is still checked
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(gate_up)", "(int)(d)", "1.702f",
+                               "1.0f", "7.0f"]
+    t = X.bind(bs[0], cf, spec)
+    assert "return g * (1.f / (1.f + expf(-alpha * g)));" in t.text and "g = fminf(g, limit);" in t.text
+    assert "va[i][j] = (fminf(fmaxf(vg[i][j], -limit), limit) + beta) * clamped_glu(va[i][j], alpha, limit);" in t.text
+    assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 2 == 3>(pairs, n, vec, va, vg);" in t.text
+    assert "kt:bind" not in t.text and "KT_EXPERT_CLAMP" not in t.text
+
+
+def test_gated_clamped_swiglu_fp32_in_bf16_out_read_by_evidence(lib):
+    """The held-out MoE activation (fp32 GEMM output in, bf16 out, halves with the gate first, alpha, beta and limit
+    run-time floats, gate / (1 + expf(-alpha * gate))): its own form first. The roles come from what the body does
+    with each float, not from its name: with the names of alpha and limit swapped the same arguments take the same
+    places."""
+    path = ROOT / "bench" / "corpus" / "gated_act" / "swiglu_oai_clamp_f32_to_bf16_gridstride.cu"
+    src = path.read_text()
+    cf = parse_cuda(src, str(path))
+    spec = S.find_spec(cf, "swiglu_oai_kernel")
+    bs = X.candidates(cf, "swiglu_oai_kernel", spec, lib)
+    assert bs[0].describe() == (
+        "out=out (bf16, x f32), x=gemm_out, d=`inter_size`, clamped SwiGLU (gpt-oss): (clamp(up, -limit, limit) + beta) "
+        "* g * sigmoid(alpha * g), g = min(gate, limit), alpha=`alpha`, beta=`beta`, limit=`limit`, g / (1 + "
+        "expf(-alpha * g)), gate and up halves [gate | up]"), words_of(bs)
+    assert bs[0].template_args == ["float", "__nv_bfloat16"] and bs[0].consts["ESIZE"] == 4
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_CLAMP": 1, "KT_EXPERT_SIGMOID": 0,
+                                 "KT_EXPERT_ROUND_ACT": 0, "KT_EXPERT_OUT_TYPE": 1}
+    t = X.bind(bs[0], cf, spec)
+    assert "kt::act_and_mul<float, __nv_bfloat16>((__nv_bfloat16*)(out), (const float*)(gemm_out), (int)(inter_size), " \
+           "(float)(alpha), (float)(beta), (float)(limit));" in t.text
+    assert "return g / (1.f + expf(-alpha * g));" in t.text and "round_t" not in t.text.split("clamped_glu(float")[1]
+    assert "const bool vec = vec_ok<T, KT_VEC>(d, x) && vec_ok<O, KT_VEC>(d, out);" in t.text
+    swapped = re.sub(r"\b(alpha|limit)\b", lambda m: {"alpha": "limit", "limit": "alpha"}[m.group(1)], src)
+    cf2 = parse_cuda(swapped, str(path))
+    b2 = X.candidates(cf2, "swiglu_oai_kernel", S.find_spec(cf2, "swiglu_oai_kernel"), lib)[0]
+    assert b2.call_args[-3:] == ["(float)(limit)", "(float)(beta)", "(float)(alpha)"], b2.describe()
+
+
+def test_gated_clamp_on_one_side_only_is_no_clamped_swiglu(lib):
+    """Without the lower bound -limit on up, or without a scale in the exponential, nothing shows gpt-oss's form:
+    the plain activations are offered as before."""
+    src = (STYLES / "gated_clamped_swiglu_pairs_grid2d_bf16.cu").read_text()
+    for old, new in (("(up < -7.0f ? -7.0f : up)", "up"), ("expf(-g * OAI_ALPHA)", "expf(-g)")):
+        assert old in src
+        cf = parse_cuda(src.replace(old, new), "x.cu")
+        bs = X.candidates(cf, "clamped_swiglu_pairs", S.find_spec(cf, "clamped_swiglu_pairs"), lib)
+        assert bs and not any("KT_EXPERT_CLAMP" in b.conventions for b in bs), words_of(bs)
+
+
+def test_gated_fp32_in_bf16_out_plain_silu(lib):
+    """An output of a type of its own for the plain activations too (KT_EXPERT_OUT_TYPE)."""
+    src = (STYLES / "gated_interleaved.cu").read_text().replace("float* o,", "__nv_bfloat16* o,").replace(
+        '"o: out f32[', '"o: out bf16[').replace("o[i] = g / (1.0f + expf(-g)) * u;",
+                                                  "o[i] = __float2bfloat16(g / (1.0f + expf(-g)) * u);")
+    cf = parse_cuda("#include <cuda_bf16.h>\n" + src, "x.cu")
+    bs = X.candidates(cf, "swiglu_pairs", S.find_spec(cf, "swiglu_pairs"), lib)
+    assert bs[0].describe() == "out=o (bf16, x f32), x=x, d=`cols`, SiLU, interleaved pairs (gate, up)", words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_OUT_TYPE"] == 1 and bs[0].template_args == ["float", "__nv_bfloat16"]
+    t = X.bind(bs[0], cf, spec := S.find_spec(cf, "swiglu_pairs"))
+    assert spec is not None and "__device__ __forceinline__ void act_and_mul(O* __restrict__ out" in t.text
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -884,10 +957,11 @@ def test_bench_bindings_come_first_and_render_as_recorded(lib):
 def test_conventions_resolve_and_are_checked(tmp_path):
     src = (X.EXPERT_DIR / "act_and_mul.cu").read_text()
     e = load_expert(X.EXPERT_DIR / "act_and_mul.cu")
-    assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1}
+    assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_OUT_TYPE": 0,
+                             "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0}
     default = resolve_conventions(src, e.conventions)
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
-    inter = resolve_conventions(src, {"KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
+    inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
     assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 3 == 3>" in inter and "round_t<T>(gate_act(" not in inter
     (tmp_path / "a.cu").write_text(src.replace("#if KT_EXPERT_ROUND_ACT == 0  // kt:bind",
                                                "#if KT_EXPERT_NOPE == 0  // kt:bind"))
@@ -908,9 +982,21 @@ def test_every_enumerated_binding_compiles(lib, name):
     """Each candidate binding of a style kernel, rendered at its default configuration, compiles for sm_90. The
     bindings that share the expert's code (the same conventions, defines and types) differ only in their wrappers:
     those are compiled together, one translation unit per shared code, each wrapper under its own entry."""
+    cf, k, spec = case(name)
+    _compile_every_binding(lib, cf, k, spec)
+
+
+@pytest.mark.nvcc
+def test_every_clamped_swiglu_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out clamped SwiGLU's bindings (fp32 in, bf16 out: the expert's own output type) compile for sm_90."""
+    path = ROOT / "bench" / "corpus" / "gated_act" / "swiglu_oai_clamp_f32_to_bf16_gridstride.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("swiglu_oai_kernel"), S.find_spec(cf, "swiglu_oai_kernel"))
+
+
+def _compile_every_binding(lib, cf, k, spec):
     from agent_core.measure.compiler import compile_many
     from agent_core.workspace import cache_dir
-    cf, k, spec = case(name)
     units: dict[tuple, list] = {}
     by_name = {e.name: e for e in lib}
     for b in X.candidates(cf, k.name, spec, lib):

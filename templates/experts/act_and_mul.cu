@@ -31,6 +31,9 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_GATE_LAYOUT = 0  (0: [gate | up] halves of each 2 * d row, 1: [up | gate], 2: interleaved pairs (gate, up), 3: interleaved pairs (up, gate), 4: two tensors of [rows, d], gate x and up y)
 // kt:bind KT_EXPERT_ROUND_ACT = 1  (1: the activation rounded to T before the multiply, 0: kept in fp32)
+// kt:bind KT_EXPERT_OUT_TYPE = 0  (0: out of x's type; 1: of a type of its own, O (an fp32 GEMM output in, bf16 out))
+// kt:bind KT_EXPERT_CLAMP = 0  (0: act(gate) * up; 1: gpt-oss's clamped SwiGLU (vLLM swigluoai_and_mul, TensorRT-LLM, ONNX Runtime MoE): gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + beta) * gate * sigmoid(alpha * gate), alpha, beta and limit floats after d, fp32 math)
+// kt:bind KT_EXPERT_SIGMOID = 0  (the clamped gate's gate * sigmoid(alpha * gate) as 0: gate / (1 + expf(-alpha * gate)); 1: gate * (1 / (1 + expf(-alpha * gate))) (vLLM, ONNX Runtime); 2, 3: the same with __expf)
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -94,7 +97,36 @@ __device__ __forceinline__ float gate_act(float v) {
 #endif
 }
 
+#if KT_EXPERT_CLAMP  // kt:bind
+// gpt-oss's clamped gate: min(gate, limit) (from above only), then gate * sigmoid(alpha * gate) in fp32.
+__device__ __forceinline__ float clamped_glu(float g, float alpha, float limit) {
+  g = fminf(g, limit);
+#if KT_EXPERT_SIGMOID == 1  // kt:bind
+  return g * (1.f / (1.f + expf(-alpha * g)));
+#elif KT_EXPERT_SIGMOID == 2  // kt:bind
+  return g / (1.f + __expf(-alpha * g));
+#elif KT_EXPERT_SIGMOID == 3  // kt:bind
+  return g * (1.f / (1.f + __expf(-alpha * g)));
+#else  // kt:bind
+  return g / (1.f + expf(-alpha * g));
+#endif  // kt:bind
+}
+
+#endif  // kt:bind
+#if KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP  // kt:bind
+// O: the output's type (T where it is x's); the clamped SwiGLU's alpha, beta and limit after d.
+template <typename T, typename O>
 #if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+__device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,
+#else  // kt:bind
+__device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __restrict__ x,
+#endif  // kt:bind
+#if KT_EXPERT_CLAMP  // kt:bind
+                                            int d, float alpha, float beta, float limit) {
+#else  // kt:bind
+                                            int d) {
+#endif  // kt:bind
+#elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,
                                             int d) {
@@ -119,8 +151,16 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
   const T* a = x + row * 2 * d + base;
   const T* g = a + d;
 #endif  // kt:bind
+#if KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP  // kt:bind
+  O* o = out + row * d + base;
+#else  // kt:bind
   T* o = out + row * d + base;
-#if KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+#endif  // kt:bind
+#if (KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP) * (KT_EXPERT_GATE_LAYOUT == 4)  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x, y) && vec_ok<O, KT_VEC>(d, out);
+#elif KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x) && vec_ok<O, KT_VEC>(d, out);
+#elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out, y);
 #else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out);
@@ -135,10 +175,18 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #pragma unroll
   for (int i = 0; i < KT_ITEMS; ++i)
 #pragma unroll
+#if KT_EXPERT_CLAMP * (KT_EXPERT_ROUND_ACT == 0)  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j)
+      va[i][j] = (fminf(fmaxf(vg[i][j], -limit), limit) + beta) * clamped_glu(va[i][j], alpha, limit);
+#elif KT_EXPERT_CLAMP  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j)
+      va[i][j] = (fminf(fmaxf(vg[i][j], -limit), limit) + beta) * round_t<T>(clamped_glu(va[i][j], alpha, limit));
+#else  // kt:bind
 #if KT_EXPERT_ROUND_ACT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gate_act(va[i][j]) * vg[i][j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];
+#endif  // kt:bind
 #endif  // kt:bind
   row_store<KT_THREADS, KT_VEC, KT_ITEMS>(o, n, vec, va);
 }

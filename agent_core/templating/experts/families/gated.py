@@ -4,21 +4,36 @@ Enumerated: which int argument (or product) is the output row length ``d`` (an a
 ``2 * d`` in the body first), the activation (the math the body calls first: erf → GELU, tanh → GELU tanh,
 exp → SiLU; the others after it), the layout of the gate and up halves ([gate | up], [up | gate], or
 interleaved pairs either way) and, for 16-bit storage, whether the activation is rounded to the storage type
-before the multiply.
+before the multiply. The output may be of a type of its own (an fp32 GEMM output in, bf16 out).
+
+gpt-oss's clamped SwiGLU (vLLM's swigluoai_and_mul, TensorRT-LLM's and ONNX Runtime's MoE activation) is read from
+what the body computes: a limit L that bounds values from above and from below at -L (min/max calls or
+conditionals), an exponential whose argument is fed by the gate clamped at L and by a scale alpha (a float argument,
+a literal or a named constant), and a number added to the other (clamped) half, beta; out = (clamp(up, -L, L) +
+beta) * g * sigmoid(alpha * g) with g = min(gate, L). Which half is the gate is read from the index the exponential's
+input is loaded at, where the body shows it; every layout is offered, that one first.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, assignments, call_arguments,
+                                                    div, feeding, flows, number)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
 LAYOUTS = {0: "gate and up halves [gate | up]", 1: "halves [up | gate]", 2: "interleaved pairs (gate, up)",
            3: "interleaved pairs (up, gate)", 4: "gate and up as two tensors"}
+SIGMOIDS = {0: "g / (1 + expf(-alpha * g))", 1: "g * (1 / (1 + expf(-alpha * g)))", 2: "g / (1 + __expf(-alpha * g))",
+            3: "g * (1 / (1 + __expf(-alpha * g)))"}
+CLAMP_CALLS = r"fminf|fmaxf|fmin|fmax|min|max|__hmin|__hmax"
+EXP_CALLS = r"expf|__expf|exp"
+# a float literal (a decimal point, an exponent or an f suffix: not an index's integer)
+FLOAT_LIT = r"(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)[fF]?|\d+[fF]"
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -48,7 +63,9 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if len(ins) == 2:  # gate and up as two tensors of the output's shape
         return _two_tensors(ev, e, ins, o)
     x = ins[0]
-    if x.dtype != o.dtype or not x.counts or not o.counts or any(a != 2 * b for a, b in zip(x.counts, o.counts)):
+    if not x.counts or not o.counts or any(a != 2 * b for a, b in zip(x.counts, o.counts)):
+        return []
+    if x.dtype != o.dtype and "KT_EXPERT_OUT_TYPE" not in e.conventions:
         return []
     ds = _row_lengths(ev, o)
     if not ds:
@@ -56,7 +73,12 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     T = x.dtype
     interleaved = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\[\w+\*2\]")
     layouts = [2, 3, 0, 1] if interleaved else [0, 1, 2, 3]
-    return _bindings(ev, e, [x], o, ds, layouts, T)
+    clamp = _clamped_swiglu(ev, x) if "KT_EXPERT_CLAMP" in e.conventions else None
+    if clamp is not None:  # the clamps, the scale and the offset leave no plain activation possible
+        first = clamp["layout"]
+        return _clamped_bindings(ev, e, x, o, ds, [first] + [a for a in layouts if a != first] if first is not None
+                                 else layouts, clamp)
+    return _bindings(ev, e, [x], o, ds, layouts, T, O=o.dtype)
 
 
 def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
@@ -91,16 +113,24 @@ def _row_lengths(ev: Evidence, o) -> list:
     return ds
 
 
-def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int], T: str,
-              extra: int = 0) -> list[Binding]:
-    """Every (row length, activation, layout, rounding) binding of the inputs ``xs`` (one gated row, or the gate
-    and the up tensors) and the output."""
-    x = xs[0]
+def _rounds(ev: Evidence, T: str) -> list[tuple[int | None, str]]:
+    """Whether the activation is rounded to the 16-bit storage type T before the multiply: both, the kernel's
+    likelier first (two conversions or more: rounded)."""
     rounds = [(None, "")]
     if T != "f32":
         rounds = [(1, f"activation rounded to {T} before the multiply"), (0, "activation kept in fp32")]
         if len(re.findall(r"__float2half(_rn)?\(|__float2bfloat16(_rn)?\(|static_cast<", ev.body)) < 2:
             rounds.reverse()
+    return rounds
+
+
+def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int], T: str,
+              extra: int = 0, O: str | None = None) -> list[Binding]:
+    """Every (row length, activation, layout, rounding) binding of the inputs ``xs`` (one gated row, or the gate
+    and the up tensors) and the output (of type O where it is not T's)."""
+    x = xs[0]
+    mixed = O is not None and O != T
+    rounds = _rounds(ev, T)
     out = []
     for di, (d, dsup) in enumerate(ds):
         dname = d.words.strip("`")
@@ -118,9 +148,296 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                     b.template_args = [CTYPE[T]]
                     b.call_args = [_cast(T, o.name, False)] + [_cast(T, a.name, True) for a in xs] + [d.c]
                     b.consts = {"ESIZE": NBYTES[T]}
+                    if mixed:  # an output of a type of its own
+                        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
+                        b.template_args.append(CTYPE[O])
+                        b.call_args[0] = _cast(O, o.name, False)
+                        b.consts["ESIZE"] = max(NBYTES[T], NBYTES[O])
                     roles = [f"x={x.name}"] if len(xs) == 1 else [f"gate={xs[0].name}", f"up={xs[1].name}"]
-                    b.words = [f"out={o.name}", *roles, f"d={d.words}", ACTS[act], LAYOUTS[layout]] + (
-                        [rwords] if rwords else [])
+                    b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), *roles, f"d={d.words}",
+                               ACTS[act], LAYOUTS[layout]] + ([rwords] if rwords else [])
                     b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra
+                    out.append(b)
+    return out
+
+
+# ----------------------------------------------------------------------------------- gpt-oss's clamped SwiGLU
+def _operand(text: str) -> str:
+    """An operand without its whitespace, outer parentheses and float casts: ``(float)(limit)`` is ``limit``."""
+    t = re.sub(r"\s+", "", text)
+    while True:
+        u = re.sub(r"^(?:\(float\)|static_cast<float>|float)(?=\()", "", t)
+        u = re.sub(r"^\(float\)(?=[-\w.])", "", u)
+        if u.startswith("(") and u.endswith(")") and _balanced(u[1:-1]):
+            u = u[1:-1]
+        if u == t:
+            return t
+        t = u
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _scalar(text: str, ev: Evidence) -> tuple[str, str, float | None, str] | None:
+    """A float scalar of the body as (key, C text for the wrapper, its value where it is a number, words): a float
+    argument (value None), a float literal, or an identifier the file sets to one number (``#define LIMIT 7.0f``)."""
+    if text in {a.name for a in ev.floats()}:
+        return text, f"(float)({text})", None, f"`{text}`"
+    if re.fullmatch(FLOAT_LIT, text):
+        v = float(text.rstrip("fF"))
+        return repr(v), text, v, text
+    v = number(text, ev.constants) if re.fullmatch(r"[A-Za-z_]\w*", text) else None
+    return (repr(v), f"{v!r}f", v, f"`{text}` ({v!r}f)") if v is not None else None
+
+
+def _mentions(texts, sc: tuple, consts: dict[str, float]) -> bool:
+    """Whether any text names the scalar ``sc`` (a float argument) or holds its number (a literal of that value, or
+    an identifier the file sets to it)."""
+    key, _, value, _ = sc
+    for t in texts:
+        if value is None:
+            if re.search(rf"\b{re.escape(key)}\b", t):
+                return True
+            continue
+        for m in re.finditer(rf"(?<![\w.])(?:{FLOAT_LIT}|[A-Za-z_]\w*)(?![\w.])", re.sub(r"\s+", "", t)):
+            w = m.group(0)
+            if (float(w.rstrip("fF")) if re.fullmatch(FLOAT_LIT, w) else consts.get(w)) == value:
+                return True
+    return False
+
+
+def _limit(ev: Evidence) -> tuple | None:
+    """The clamp limit L: a float argument, literal or named constant the body bounds values by from above (L) and
+    from below (-L), in min/max calls or conditionals (``x > L ? L : x``)."""
+    bounds: list[tuple[int, str]] = []
+    for _, args in call_arguments(ev.body, CLAMP_CALLS):
+        if len(args) == 2:
+            bounds += [(-1, _operand(t[1:])) if t.startswith("-") else (1, t) for t in map(_operand, args)]
+    for m in re.finditer(r"[<>]=?(-?[\w.]+)\?(-?[\w.]+):", ev.flat):
+        if m.group(1) == m.group(2):
+            t = m.group(2)
+            bounds.append((-1, _operand(t[1:])) if t.startswith("-") else (1, t))
+    found: dict[str, tuple] = {}
+    signs: dict[str, set[int]] = {}
+    for sign, t in bounds:
+        sc = _scalar(t, ev)
+        if sc is None or (sc[2] is not None and sc[2] <= 0):
+            continue
+        found.setdefault(sc[0], sc)
+        signs.setdefault(sc[0], set()).add(sign)
+    both = [k for k, v in signs.items() if v == {1, -1}]
+    return found[both[0]] if len(both) == 1 else None
+
+
+EXPS = {"expf", "__expf", "exp", "hexp"}
+
+
+def _exp_fed(fl: dict[str, set[str]], names) -> bool:
+    return any(n in EXPS or fl.get(n, set()) & EXPS for n in names)
+
+
+def _clamped_swiglu(ev: Evidence, x) -> dict | None:
+    """gpt-oss's clamped SwiGLU as the body computes it, or None: the limit, alpha and beta (C text, words), the
+    sigmoid's forms (the kernel's own where the body shows it) and the gate's layout where its loads tell it."""
+    exps = call_arguments(ev.body, EXP_CALLS)
+    if not exps:
+        return None
+    limit = _limit(ev)
+    if limit is None:
+        return None
+    fl = flows(ev.body, declarators=True)
+    values = assignments(ev.body)
+    alpha = gate_feed = None
+    for _, args in exps:
+        arg = args[0]
+        fed = feeding(fl, arg)
+        texts = [arg] + [v for t, v in values if t in fed]
+        if not _mentions(texts, limit, ev.constants):
+            continue  # the exponential's input is not the gate clamped at the limit
+        # alpha: a float argument the exponential's input is computed from (its own text first), else a number
+        own = [a.name for a in ev.floats() if a.name != limit[0] and re.search(rf"\b{re.escape(a.name)}\b", arg)]
+        fed_args = [a.name for a in ev.floats() if a.name != limit[0] and a.name in fed]
+        if own or fed_args:
+            alpha = _scalar((own or fed_args)[0], ev)
+        for t in texts if alpha is None else ():
+            for m in re.finditer(rf"(?<![\w.])(?:{FLOAT_LIT}|[A-Za-z_]\w*)(?![\w.(])", re.sub(r"\s+", "", t)):
+                sc = _scalar(m.group(0), ev)
+                if sc is not None and sc[2] is not None and sc[2] not in (0.0, 1.0, limit[2]):
+                    alpha = sc
+                    break
+            if alpha is not None:
+                break
+        if alpha is not None:
+            gate_feed = fed
+            break
+    if alpha is None:
+        return None
+    beta = _beta(ev, fl, values, limit, alpha)
+    # the sigmoid's form: a reciprocal times the gate (1 / (1 + e)) or the gate divided by (1 + e)
+    recip = "__frcp_rn" in ev.calls
+    divided = False
+    for m in re.finditer(r"/\(1(?:\.0*)?[fF]?\+", ev.flat):
+        if re.search(r"(?<![\w.])1(?:\.0*)?[fF]?$", ev.flat[:m.start()]):
+            recip = True
+        else:
+            divided = True
+    forms = [1] if recip and not divided else [0] if divided and not recip else [0, 1]
+    if ev.has("__expf") and not ev.has("expf", "exp"):
+        forms = [f + 2 for f in forms]
+    return {"limit": limit[1::2], "alpha": alpha[1::2], "beta": beta, "forms": forms,
+            "layout": _gate_layout(x.name, values, gate_feed)}
+
+
+def _beta(ev: Evidence, fl, values, limit: tuple, alpha: tuple) -> tuple[str, str]:
+    """What is added to the clamped up half: a float argument, a literal or a named constant added to a value the
+    limit bounds and no exponential feeds; 0 where nothing is."""
+    flat = ev.flat
+    ident = r"[A-Za-z_]\w*"
+    for m in re.finditer(r"\+", flat):
+        if flat[m.end():m.end() + 1] in ("+", "=") or flat[m.start() - 1:m.start()] == "+":
+            continue
+        left, right = flat[:m.start()], flat[m.end():]
+        lm = re.search(rf"(?<![\w.])(?:{FLOAT_LIT}|{ident})$", left)
+        rm = re.match(rf"(?:{FLOAT_LIT}|{ident})(?![\w.(])", right)
+        for num, other in ((rm, _left_operand(left, lm)), (lm, _right_operand(right, rm))):
+            if num is None or other is None:
+                continue
+            sc = _scalar(num.group(0), ev)
+            if sc is None or sc[0] in (limit[0], alpha[0]) or sc[2] == 0.0:
+                continue
+            fed = feeding(fl, other)
+            if _exp_fed(fl, fed):
+                continue
+            if _mentions([other] + [v for t, v in values if t in fed], limit, ev.constants):
+                return sc[1], sc[3]
+    return "0.0f", "0 (nothing added to up)"
+
+
+def _left_operand(left: str, lm) -> str | None:
+    """The operand that ends where ``left`` ends: an identifier (``up``) or a parenthesized expression."""
+    if left.endswith(")"):
+        depth = 0
+        for i in range(len(left) - 1, -1, -1):
+            depth += left[i] == ")"
+            depth -= left[i] == "("
+            if depth == 0:
+                j = i
+                while j > 0 and (left[j - 1].isalnum() or left[j - 1] == "_"):
+                    j -= 1  # a call's name: fminf(...)
+                return left[j:]
+        return None
+    return lm.group(0) if lm is not None and not re.fullmatch(FLOAT_LIT, lm.group(0)) else None
+
+
+def _right_operand(right: str, rm) -> str | None:
+    m = re.match(r"[A-Za-z_]\w*\(|\(", right)
+    if m:
+        depth = 0
+        for i, ch in enumerate(right):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == ")" and depth == 0:
+                return right[:i + 1]
+        return None
+    return rm.group(0) if rm is not None and not re.fullmatch(FLOAT_LIT, rm.group(0)) else None
+
+
+def _terms(index: str) -> list[str]:
+    """The top-level terms of a sum (an index), without whitespace and outer parentheses."""
+    out, depth, cur = [], 0, ""
+    for ch in re.sub(r"\s+", "", index):
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "+" and depth == 0:
+            out.append(_operand(cur))
+            cur = ""
+        else:
+            cur += ch
+    out.append(_operand(cur))
+    return [t for t in out if t]
+
+
+def _gate_layout(x: str, values, gate_feed: set[str] | None) -> int | None:
+    """The layout the gate's and up's loads show: each is a local assigned from x (or a local pointer into it)
+    at an index; the gate's feeds the exponential. One more term ``+ 1`` on one of them: interleaved pairs, that one
+    second; one more other term (the row length): halves, that one second. None where the loads do not tell."""
+    if not gate_feed:
+        return None
+    ptrs = {x: ""}
+    loads: dict[str, str] = {}
+    for target, value in values:
+        v = re.sub(r"\s+", "", value)
+        hit = None
+        for p in ptrs:
+            m = re.search(rf"(?<![\w.]){re.escape(p)}\[", v)
+            if m:
+                depth, i = 1, m.end()
+                while i < len(v) and depth:
+                    depth += v[i] == "["
+                    depth -= v[i] == "]"
+                    i += 1
+                hit = (p, v[m.end():i - 1])
+                break
+        if hit is not None:
+            off = ptrs[hit[0]]
+            loads.setdefault(target, f"{off}+{hit[1]}" if off else hit[1])
+        elif target not in ptrs and any(re.search(rf"(?<![\w.]){re.escape(p)}(?![\w.\[])", v) for p in ptrs):
+            p = next(p for p in ptrs if re.search(rf"(?<![\w.]){re.escape(p)}(?![\w.\[])", v))
+            rest = "+".join(t for t in _terms(v) if t != p)
+            ptrs[target] = "+".join(t for t in (ptrs[p], rest) if t)
+    gates = [t for t in loads if t in gate_feed]
+    ups = [t for t in loads if t not in gate_feed]
+    if len(gates) != 1 or len(ups) != 1:
+        return None
+    g, u = Counter(_terms(loads[gates[0]])), Counter(_terms(loads[ups[0]]))
+    g_extra, u_extra = g - u, u - g
+    if not g_extra and list(u_extra.elements()) == ["1"]:
+        return 2
+    if not u_extra and list(g_extra.elements()) == ["1"]:
+        return 3
+    if not g_extra and sum(u_extra.values()) == 1:
+        return 0
+    if not u_extra and sum(g_extra.values()) == 1:
+        return 1
+    return None
+
+
+def _clamped_bindings(ev: Evidence, e: Expert, x, o, ds: list, layouts: list[int], clamp: dict) -> list[Binding]:
+    """Every (row length, layout, sigmoid form, rounding) binding of the clamped SwiGLU (KT_EXPERT_CLAMP 1): alpha,
+    beta and limit passed after d as the body has them (an argument, or the number a literal or constant holds)."""
+    T, O = x.dtype, o.dtype
+    mixed = O != T
+    (lc, lwords), (ac, awords), (bc, bwords) = clamp["limit"], clamp["alpha"], clamp["beta"]
+    # the serving code bases keep the clamped gate's product in fp32 to the one rounding at the store: that first
+    rounds = sorted(_rounds(ev, T), key=lambda r: r[0] == 1)
+    out = []
+    for di, (d, dsup) in enumerate(ds):
+        dname = d.words.strip("`")
+        for li, layout in enumerate(layouts):
+            for si, form in enumerate(clamp["forms"]):
+                for ri, (rnd, rwords) in enumerate(rounds):
+                    b = Binding(e, 0.9, f"reads two halves of a `2 * {dname}` row and writes one of `{dname}`, "
+                                        f"clamps at {lwords} and -{lwords}, an exponential of the clamped gate times "
+                                        f"{awords} → gpt-oss's clamped SwiGLU", ev.kernel.name)
+                    b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
+                    b.conventions = {"KT_EXPERT_GATE_LAYOUT": layout, "KT_EXPERT_CLAMP": 1, "KT_EXPERT_SIGMOID": form}
+                    b.conventions["KT_EXPERT_ROUND_ACT"] = 0 if rnd is None else rnd  # fp32 x: nothing to round
+                    if mixed:
+                        b.conventions["KT_EXPERT_OUT_TYPE"] = 1
+                    b.template_args = [CTYPE[T], CTYPE[O]]
+                    b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), d.c, ac, bc, lc]
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+                    b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), f"x={x.name}", f"d={d.words}",
+                               "clamped SwiGLU (gpt-oss): (clamp(up, -limit, limit) + beta) * g * sigmoid(alpha * g), "
+                               "g = min(gate, limit)", f"alpha={awords}", f"beta={bwords}", f"limit={lwords}",
+                               SIGMOIDS[form], LAYOUTS[layout]] + ([rwords] if rwords else [])
+                    b.support = dsup + 6 + (2 if li == 0 else 0) + (1 if si == 0 else 0) + (1 if ri == 0 else 0) - di
                     out.append(b)
     return out
