@@ -40,6 +40,16 @@ def expert_verified(rec: dict) -> bool:
                for r in rec.get("rounds") or [])
 
 
+def _corpus_relative(file: str) -> str:
+    """A variant's path from its `bench/corpus/` folder on (results name files by the absolute path of the checkout
+    that ran them: a GPU machine's, another clone's)."""
+    parts = Path(file).parts
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] == "bench" and parts[i] == "corpus":
+            return "/".join(parts[i + 1:])
+    return str(Path(file).resolve())
+
+
 def ceiling_time(shape: dict, ceiling: dict) -> float | None:
     """The time of a device copy moving the shape's bytes (gpu/experiments/copy_ceiling.py), at least the empty
     kernel's: what the shape could take at all. None where the ceiling file has no copy of its bytes."""
@@ -53,11 +63,10 @@ def report(results: dict, manifest: dict, ceiling: dict | None = None) -> tuple[
     (geomean of the copy time / the tuned time)."""
     by_file = {}
     for k in results.get("kernels", []):
-        by_file[(Path(k["file"]).resolve(), k["kernel"])] = k
+        by_file[(_corpus_relative(k["file"]), k["kernel"])] = k
     rows = []
     for v in manifest["variant"]:
-        path = (MANIFEST.parent / v["file"]).resolve()
-        rec = by_file.get((path, v["kernel"]))
+        rec = by_file.get((_corpus_relative(str(MANIFEST.parent / v["file"])), v["kernel"]))
         row = {"file": v["file"], "kernel": v["kernel"], "family": v["family"], "status": "not run"}
         if rec is not None:
             shapes = rec.get("shapes") or []
