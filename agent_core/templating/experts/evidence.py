@@ -520,7 +520,7 @@ def additive_terms(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _unparen(text: str) -> str:
+def unparen(text: str) -> str:
     """The text without parentheses that wrap all of it."""
     s = text.strip()
     while s.startswith("(") and s.endswith(")"):
@@ -538,7 +538,7 @@ def _expand(terms: list[tuple[int, str]], values: dict[str, str], depth: int = 0
     """Terms with sums in parentheses split and locals assigned once (``values``) replaced by their terms."""
     out = []
     for sign, t in terms:
-        s = _unparen(t)
+        s = unparen(t)
         inner = additive_terms(s)
         if len(inner) > 1 or (inner and inner[0][0] < 0):
             out += _expand([(sign * g, x) for g, x in inner], values, depth + 1) if depth < 8 else [(sign, s)]

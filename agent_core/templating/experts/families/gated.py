@@ -22,7 +22,7 @@ from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, assignments, call_arguments,
-                                                    div, feeding, flows, number)
+                                                    div, feeding, flows, number, unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
@@ -168,21 +168,10 @@ def _operand(text: str) -> str:
     while True:
         u = re.sub(r"^(?:\(float\)|static_cast<float>|float)(?=\()", "", t)
         u = re.sub(r"^\(float\)(?=[-\w.])", "", u)
-        if u.startswith("(") and u.endswith(")") and _balanced(u[1:-1]):
-            u = u[1:-1]
+        u = unparen(u)
         if u == t:
             return t
         t = u
-
-
-def _balanced(t: str) -> bool:
-    depth = 0
-    for ch in t:
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def _scalar(text: str, ev: Evidence) -> tuple[str, str, float | None, str] | None:
