@@ -549,34 +549,30 @@ def _expand(terms: list[tuple[int, str]], values: dict[str, str], depth: int = 0
     return out
 
 
+def _bound(text: str, p: int, step: int, nest: str, unnest: str) -> int:
+    """From ``text[p]`` walking by ``step``: the index of the first character outside nested brackets that bounds an
+    expression (an unbalanced bracket or one of ``=,;?:{}<>&|^!``, the ``>`` of ``->`` excepted), or the end reached
+    (-1 or ``len(text)``)."""
+    depth = 0
+    while 0 <= p < len(text):
+        ch = text[p]
+        if ch in nest:
+            depth += 1
+        elif ch in unnest:
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and ch in "=,;?:{}<>&|^!" and not (ch == ">" and text[p - 1:p] == "-"):
+            break
+        p += step
+    return p
+
+
 def _segment(text: str, start: int, end: int) -> str:
     """The expression around ``text[start:end]`` up to what bounds it: an unbalanced bracket, an assignment, a
     comma, a conditional's parts, a comparison or a logical operator."""
-    stops = set("=,;?:{}<>&|^!")
-    left, depth = start, 0
-    while left > 0:
-        ch = text[left - 1]
-        if ch in ")]":
-            depth += 1
-        elif ch in "([":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and ch in stops and not (ch == ">" and text[left - 2:left - 1] == "-"):
-            break
-        left -= 1
-    right, depth = end, 0
-    while right < len(text):
-        ch = text[right]
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and ch in stops and not (ch == ">" and text[right - 1:right] == "-"):
-            break
-        right += 1
+    left = _bound(text, start - 1, -1, ")]", "([") + 1
+    right = _bound(text, end, 1, "([", ")]")
     return re.sub(r"^\s*return\b", "", text[left:right])
 
 
