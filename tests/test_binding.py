@@ -1417,3 +1417,61 @@ def test_no_sink_without_the_evidence(lib):
             continue
         cf, k, spec = case(name)
         assert not any("KT_EXPERT_SINK" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
+# ------------------------------------------------------------------------------ helpers the kernel calls
+def test_evidence_reads_a_kernel_through_the_device_helpers_it_calls():
+    """A kernel that only hands each row to __device__ helpers (the reads, the reduction and the writes all in
+    them): the evidence reads the helpers' bodies with the call's arguments for their parameters, so `y + off`
+    handed to a helper that writes `y[i]` is a write of `y` (and no read of it), and the helpers' shuffles, shared
+    memory and math count."""
+    cf, k, spec = case("rms_norm_device_helper_row_fp16")
+    ev = gather(cf, k, spec)
+    y, x, g = ev.arg("y"), ev.arg("x"), ev.arg("g")
+    assert y.written and not y.read and x.read and not x.written and g.read and not g.written
+    assert ev.shuffles and ev.shared and ev.syncs and ev.has("rsqrtf")
+
+
+@pytest.mark.parametrize("name, expert, first", [
+    ("rms_norm_device_helper_row_fp16", "rms_norm",
+     "out=y, x=x, weight=g, hidden=`n`, eps=`eps`, rows=`rows`, eps inside the root, weight multiplied in fp32, "
+     "one rounding to f16"),
+    ("softmax_device_helper_warp_rows_bf16", "softmax", "out=probs (f32), x=logits (bf16), hidden=`cols`, rows=`rows`"),
+])
+def test_a_kernel_whose_work_is_in_device_helpers_gets_its_family(lib, name, expert, first):
+    cf, k, spec = case(name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].expert.name == expert and bs[0].describe() == first, words_of(bs)
+
+
+def test_an_activation_passed_as_a_template_argument_is_read_from_its_function(lib):
+    """vLLM's act_and_mul_kernel<T, ACT_FN, act_first>: the activation is the function the launch passes for
+    ACT_FN, applied in a helper; its math (erff here, expf in the corpus's SiLU) decides the activation offered
+    first, not an assumption."""
+    cf, k, spec = case("gated_act_fn_template_gelu_erf_fp16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert "GELU (erf)" in bs[0].describe() and "(assumed)" not in bs[0].reason, words_of(bs)
+    assert has(bs, "act_and_mul", "GELU (erf)", "halves [up | gate]", "rounded to f16 before the multiply")
+    path = ROOT / "bench/corpus/gated_act/silu_and_mul_act_template.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "act_and_mul_kernel")
+    bs = X.candidates(cf, "act_and_mul_kernel", spec, lib)
+    assert bs[0].describe().startswith("out=out, x=input, d=`d`, SiLU, gate and up halves [gate | up]"), words_of(bs)
+    assert "(assumed)" not in bs[0].reason
+
+
+def test_a_helper_that_calls_itself_or_nothing_known_adds_nothing():
+    """A recursive helper is read once (not again inside itself), and calls of functions the file does not define
+    (library calls, a function pointer the launch does not name) are left as calls."""
+    from agent_core.source.cuda_parse import parse_tree
+    from agent_core.templating.experts import callees
+    src = b"""
+__device__ int fact(int n) { return n <= 1 ? 1 : n * fact(n - 1); }
+__device__ float lib_call(float v) { return __expf(v); }
+__global__ void k(float* out, int n) { out[threadIdx.x] = fact(n) + lib_call(1.f) + ext(2.f); }
+"""
+    root = parse_tree(src).root_node
+    kernel = [n for n in root.named_children if n.type == "function_definition"][-1]
+    blocks, inlined = callees.inlined_blocks(src, root, kernel.child_by_field_name("body"))
+    assert inlined == {"fact", "lib_call"}
+    assert blocks == ["{ return (n) <= 1 ? 1 : (n) * fact((n) - 1); }", "{ return __expf((1.f)); }"]

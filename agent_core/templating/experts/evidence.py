@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from agent_core import expr
 from agent_core.model import ArgSpec, CudaFile, Kernel, TuningSpec
+from agent_core.templating.experts import callees
 
 FLOATS = ("f32", "f16", "bf16")
 INTS = ("i32", "i64", "u32", "u64")
@@ -200,11 +201,34 @@ def _body_node(cf: CudaFile, kernel: Kernel):
     return node
 
 
+def _root(n):
+    while n.parent is not None:
+        n = n.parent
+    return n
+
+
 def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     """The evidence of one kernel with its (validated) spec: spec args in the kernel's parameter order."""
     raw = cf.text.encode("utf-8")
-    b0 = kernel.body_span.start
-    body = raw[b0:kernel.body_span.end].decode("utf-8", "replace")
+    node = _body_node(cf, kernel)
+    targs = list(spec.template_args or [])
+    if not targs:  # else the template arguments its launches name, where they agree
+        named = {tuple(a.text for a in site.template_args) for site in kernel.launch_sites if site.template_args}
+        targs = list(next(iter(named))) if len(named) == 1 else []
+    fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
+                                         [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
+    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args) if node is not None else ([], set())
+    if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
+        text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
+        prefix = "void kt_inlined_body() "
+        raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
+        from agent_core.source.cuda_parse import parse_tree
+        fn = parse_tree(raw).root_node.named_children[0]
+        node = fn.child_by_field_name("body") or fn
+        b0, b1 = node.start_byte, node.end_byte
+    else:
+        b0, b1 = kernel.body_span.start, kernel.body_span.end
+    body = raw[b0:b1].decode("utf-8", "replace")
     body = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), body, flags=re.S)
     pointers = {a.name for a in spec.args if a.role != "scalar"}
     alias: dict[str, set[str]] = {}  # local pointer -> the arguments it is made from
@@ -230,7 +254,6 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             out |= alias.get(n, set())
         return out
 
-    node = _body_node(cf, kernel)
     nodes = list(_walk(node)) if node is not None else []
     local_pointers: set[str] = set()  # pointers declared in the body, with or without a value
     for n in nodes:  # local pointers made from the arguments, in source order (an alias of an alias resolves):
@@ -265,6 +288,9 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             fname = f.text.decode("utf-8", "replace") if f is not None else ""
             fname = fname.split("<")[0].split("::")[-1]
             calls.add(fname)
+            if fname in inlined:  # handing a pointer to a helper reads nothing: its block reads what it reads
+                for a in (n.child_by_field_name("arguments") or n).named_children:
+                    not_reads(a)
             if fname.startswith("__shfl"):
                 shuffles = True
             if fname in ("__syncthreads", "sync") or fname.startswith("__syncthreads"):
@@ -295,6 +321,10 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                     base = base.child_by_field_name("argument") or base.named_children[0]
                 if base.type == "identifier":
                     skip.add((base.start_byte, base.end_byte))
+                elif base.type == "binary_expression":  # `(y + off)[i] = v` (a helper's write, callees.py)
+                    for x in _walk(base):
+                        if x.type == "identifier" and roots({x.text.decode("utf-8", "replace")}):
+                            skip.add((x.start_byte, x.end_byte))
         elif t == "update_expression":
             a = n.child_by_field_name("argument")
             if a is not None and a.type != "identifier":

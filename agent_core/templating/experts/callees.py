@@ -1,0 +1,143 @@
+"""The ``__device__`` functions of the file that a kernel calls, read as part of its body.
+
+Real kernels often keep their math and even all their memory accesses in helpers (``norm_row(y + off, x + off,
+g, n, eps)``, ``blockReduceSum``, ``silu``, ``apply_rotary``): what the kernel computes is then in the callee. The
+evidence reads the kernel's body followed by one block per call of such a helper (transitively, a few levels
+deep), the helper's body with each parameter written as the call's argument in parentheses, so that
+``y[i] = v`` in the helper reads as ``(y + off)[i] = v``: a write of the kernel's ``y``. Only the text is made
+here; the evidence parses and reads it like any body. A call whose callee is not defined in the file (a library
+function, a function pointer passed as a template argument) adds nothing.
+"""
+
+from __future__ import annotations
+
+from tree_sitter import Node
+
+MAX_DEPTH = 4  # helpers of helpers of ...: deeper calls are left as calls
+MAX_CHARS = 60_000  # the inlined text of one kernel at most (a helper called in a loop of unrolled calls)
+
+
+def _walk(n: Node):
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.children))
+
+
+def _declarator_name(n: Node | None) -> str | None:
+    while n is not None and n.type not in ("identifier", "field_identifier", "qualified_identifier",
+                                           "destructor_name", "operator_name"):
+        n = n.child_by_field_name("declarator")
+    if n is None or n.type != "identifier":
+        return None
+    return n.text.decode("utf-8", "replace")
+
+
+def _function_declarator(fn: Node) -> Node | None:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
+    """Name → (parameter names, body) of every ``__device__`` function defined in the file (in namespaces and
+    templates too; not ``__global__`` ones, not class members)."""
+    out: dict[str, list[tuple[list[str], Node]]] = {}
+    for n in _walk(root):
+        if n.type != "function_definition":
+            continue
+        body = n.child_by_field_name("body")
+        fd = _function_declarator(n)
+        if body is None or fd is None:
+            continue
+        head = n.text[:body.start_byte - n.start_byte]
+        if b"__device__" not in head or b"__global__" in head:
+            continue
+        name = _declarator_name(fd.child_by_field_name("declarator"))
+        plist = fd.child_by_field_name("parameters")
+        if name is None or plist is None:
+            continue
+        params = []
+        for p in plist.named_children:
+            if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                params.append(_declarator_name(p.child_by_field_name("declarator")) or "")
+        out.setdefault(name, []).append((params, body))
+    return out
+
+
+def _substituted(src: bytes, node: Node, names: dict[str, str]) -> str:
+    """``node``'s text with every identifier named in ``names`` replaced by its text."""
+    if not names:
+        return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    parts, at = [], node.start_byte
+    for x in _walk(node):
+        if x.type == "identifier" and x.text.decode("utf-8", "replace") in names:
+            parts.append(src[at:x.start_byte].decode("utf-8", "replace"))
+            parts.append(names[x.text.decode("utf-8", "replace")])
+            at = x.end_byte
+    parts.append(src[at:node.end_byte].decode("utf-8", "replace"))
+    return "".join(parts)
+
+
+def _callee_name(call: Node) -> str:
+    f = call.child_by_field_name("function")
+    text = f.text.decode("utf-8", "replace") if f is not None else ""
+    return text.split("<")[0].split("::")[-1].strip()
+
+
+def function_arguments(names: list[str], args: list[str]) -> dict[str, str]:
+    """Template parameter → the function its instantiation passes (``ACT_FN`` → ``silu_kernel`` of
+    ``act_and_mul_kernel<T, serving::silu_kernel<T>, true>``), for the arguments that name one."""
+    out = {}
+    for n, a in zip(names, args):
+        f = a.strip().lstrip("&").strip().split("<")[0].split("::")[-1].strip()
+        if f.isidentifier():
+            out[n] = f
+    return out
+
+
+def inlined_blocks(src: bytes, root: Node, body: Node,
+                   functions: dict[str, str] | None = None) -> tuple[list[str], set[str]]:
+    """The blocks to read after the kernel's ``body``: one per call of a ``__device__`` function of the file, in
+    the order the calls appear (a helper's own calls after it), each the helper's body with its parameters
+    written as the call's arguments; and the names of the functions inlined. ``functions``: template parameters
+    that stand for a function (``function_arguments``): a call of one is a call of that function (a helper that
+    passes the parameter on under its own name is followed too)."""
+    fns = device_functions(root)
+    functions = functions or {}
+    if not fns:
+        return [], set()
+    blocks: list[str] = []
+    inlined: set[str] = set()
+    size = 0
+
+    def visit(node: Node, names: dict[str, str], stack: tuple[int, ...]) -> None:
+        nonlocal size
+        for x in _walk(node):
+            if x.type != "call_expression" or x == node:
+                continue
+            name = _callee_name(x)
+            defs = fns.get(functions.get(name, name))
+            args = x.child_by_field_name("arguments")
+            if not defs or args is None:
+                continue
+            given = [a for a in args.named_children if a.type != "comment"]
+            fit = [d for d in defs if len(d[0]) == len(given)] or [d for d in defs if len(d[0]) > len(given)]
+            if not fit:
+                continue
+            params, callee = fit[0]
+            if callee.start_byte in stack or len(stack) >= MAX_DEPTH:
+                continue
+            inner = {p: f"({_substituted(src, a, names)})" for p, a in zip(params, given) if p}
+            text = _substituted(src, callee, inner)
+            if size + len(text) > MAX_CHARS:
+                return
+            size += len(text)
+            blocks.append(text)
+            inlined.add(name)
+            visit(callee, inner, stack + (callee.start_byte,))
+
+    visit(body, {}, ())
+    return blocks, inlined
