@@ -1475,3 +1475,14 @@ __global__ void k(float* out, int n) { out[threadIdx.x] = fact(n) + lib_call(1.f
     blocks, inlined = callees.inlined_blocks(src, root, kernel.child_by_field_name("body"))
     assert inlined == {"fact", "lib_call"}
     assert blocks == ["{ return (n) <= 1 ? 1 : (n) * fact((n) - 1); }", "{ return __expf((1.f)); }"]
+
+
+def test_a_literal_that_only_multiplies_is_no_eps():
+    """TVM-generated RMSNorm (held-out batch 5): `sqrtf(sum * 2.441406e-04f + 1.000000e-05f)`, the mean as a product
+    by 1 / 4096. Bindings that differ only in eps all verify at fp16 tolerances (eps is too small to show on random
+    rows), so the order decides which is tuned and applied: the literal that is added comes first."""
+    path = ROOT / "bench/corpus/rms_norm/rms_norm_tvm_codegen_fixed_hidden_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "rms_norm_kernel")
+    bs = X.candidates(cf, "rms_norm_kernel", spec)
+    assert "eps=1.000000e-05f" in bs[0].describe() and has(bs, "rms_norm", "eps=2.441406e-04f"), words_of(bs)

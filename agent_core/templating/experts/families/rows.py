@@ -57,6 +57,12 @@ def _split_root_statements(body: str) -> tuple[tuple[str, ...], tuple[str, ...]]
     return tuple(root), tuple(rest)
 
 
+def _only_multiplies(flat: str, lit: str) -> bool:
+    """Every use of the literal ``lit`` in the body (whitespace removed) is an operand of ``*``."""
+    uses = [m for m in re.finditer(rf"(?<![\w.]){re.escape(lit)}(?![\w.])", flat)]
+    return bool(uses) and all(flat[max(m.start() - 1, 0)] == "*" or flat[m.end():m.end() + 1] == "*" for m in uses)
+
+
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     """(C expression, words, support) for eps: float arguments (those the root's statements use first), then small
     float literals of the body; the usual defaults only when the kernel shows neither."""
@@ -64,6 +70,10 @@ def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if re.search("eps", a.name, re.I) else 1)
             + (2 if re.search(rf"\b{re.escape(a.name)}\b", root) else 0)) for a in ev.floats()]
     lit = [(f"(float)({x if x[-1] in 'fF' else x + 'f'})", f"eps={x}", 1) for x in ev.literals]
+    # a literal that only ever multiplies (TVM's `sum * 2.441406e-04f`, the mean as a product by 1 / hidden) is a
+    # factor, not eps: after the literals something is added to (both verify at the tolerances: eps is too small
+    # to show, so the order decides)
+    lit.sort(key=lambda c: _only_multiplies(ev.flat, c[1][4:]))
     return out + lit if out or lit else [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
 
 
