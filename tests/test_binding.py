@@ -678,6 +678,99 @@ def test_merge_of_max_and_sum_states_found_by_what_the_body_computes(lib):
     assert not any("KT_EXPERT_STATE" in b.conventions for b in X.candidates(cf2, k2.name, spec2, lib))
 
 
+
+def test_merge_in_place_with_a_per_position_mask_as_flashinfer_takes_it(lib):
+    """FlashInfer's merge_state_in_place: the first state's values and base-2 lse both read and written (inout),
+    the other's read only, a u8 mask over positions read as a condition, no token count (a block per position):
+    KT_EXPERT_INPLACE 1, one warp a (position, head) row, the tokens from the expert's own [tokens, head groups]
+    grid, the mask's length telling tokens from heads. Every configuration of the space is valid at every size set
+    (the 999 x 14 x 64 one too): warps own whole rows whatever THREADS, VEC and ITEMS (rows a warp, at most 4)."""
+    path = ROOT / "bench/corpus/merge_attn_states/merge_state_inplace_mask_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "MergeStateInPlaceKernel")
+    bs = X.candidates(cf, "MergeStateInPlaceKernel", spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 4, words_of(bs)
+    assert bs[0].describe() == (
+        "v=v with v_lse=s merged in place, o=v_other with o_lse=s_other, mask=mask (one a token, 0: left as it is), "
+        "tokens=the grid, heads=`num_heads`, head_size=`head_dim`, values [tokens, num_heads, head_size], lse "
+        "[tokens, num_heads], base-2 lse"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_INPLACE": 1, "KT_EXPERT_LSE_BASE2": 1}
+    assert bs[0].defines == {"KT_EXPERT_LSE_TOKEN_MAJOR": 1} and bs[0].template_args == ["__nv_bfloat16", "uint8_t"]
+    assert bs[0].call_args == ["(__nv_bfloat16*)(v)", "(float*)(s)", "(const __nv_bfloat16*)(v_other)",
+                               "(const float*)(s_other)", "(int)gridDim.x", "(int)(num_heads)", "(int)(head_dim)",
+                               "(const uint8_t*)(mask)"]
+    assert all("merged in place" in b.describe() and "mask=mask" in b.describe() for b in bs)
+    assert has(bs, "merge_attn_states", "lse [num_heads, tokens]", "natural lse")
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"] == ["((seq_len * num_heads) / (num_heads))", "cdiv((num_heads), THREADS / 32 * ITEMS)"]
+    assert t.launch["block"] == ["THREADS"]
+    assert [t.space.params[n].values for n in ("THREADS", "VEC", "ITEMS")] == [[64, 128, 256, 512, 1024],
+                                                                          [1, 2, 4, 8], [1, 2, 4]]
+    for frag in ("if (mask != nullptr && !mask[token]) return;", "const float pe = exp2f(pl - m), oe = exp2f(ol - m);",
+                 "ps[it] = pe / sum;", "os[it] = oe / sum;", "lse[it] = log2f(sum) + m;", "__syncwarp();",
+                 "if (h0 + it < heads) v_lse[l0 + it * lstep] = lse[it];",
+                 "const long long l0 = (long long)token * heads + h0, lstep = 1;",
+                 "from_f<T>(__fmaf_rn(to_f(a[it].v[j]), ps[it], to_f(b[it].v[j]) * os[it]))"):
+        assert frag in t.text, frag
+    assert t.text.index("__syncwarp();") < t.text.index("v_lse[l0 + it * lstep] = lse[it]")
+    for gone in ("merge_slots", "isinf", "logf(sum)", "expf(pl", "kt:bind", "KT_EXPERT_INPLACE", "gridDim.x / per_token"):
+        assert gone not in t.text, gone
+
+
+def test_merge_in_place_found_by_what_the_body_computes(lib):
+    """Another style (fp16, natural lse laid out [heads, tokens], an int32 flag a token skipping with `continue`,
+    a token count argument, the new partial's arguments first, a 1-D grid of warps walking rows, the lse broadcast
+    with shuffles): the running state (inout) is the one merged into, the int flag the mask (its length is the
+    tokens'), natural and head-major first."""
+    cf, k, spec = case("merge_in_place_valid_head_major_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "v=acc with v_lse=acc_lse merged in place, o=o_new with o_lse=lse_new, mask=valid (one a token, 0: left as "
+        "it is), tokens=`num_tokens`, heads=`num_heads`, head_size=`dim`, values [num_tokens, num_heads, head_size], "
+        "lse [num_heads, num_tokens], natural lse"), words_of(bs)
+    assert len(bs) == 4 and all("tokens=`num_tokens`, heads=`num_heads`" in b.describe() for b in bs)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_INPLACE": 1, "KT_EXPERT_LSE_BASE2": 0}
+    assert b.defines == {"KT_EXPERT_LSE_TOKEN_MAJOR": 0} and b.template_args == ["__half", "int"]
+    assert b.call_args[:4] == ["(__half*)(acc)", "(float*)(acc_lse)", "(const __half*)(o_new)",
+                               "(const float*)(lse_new)"]
+    assert b.call_args[4:] == ["(int)(num_tokens)", "(int)(num_heads)", "(int)(dim)", "(const int*)(valid)"]
+    t = X.bind(b, cf, spec)
+    assert t.launch["grid"] == ["(t)", "cdiv((h), THREADS / 32 * ITEMS)"]
+    assert "const float pe = expf(pl - m), oe = expf(ol - m);" in t.text and "lse[it] = logf(sum) + m;" in t.text
+    assert "const long long l0 = (long long)h0 * tokens + token, lstep = tokens;" in t.text and "exp2f" not in t.text
+
+
+def _in_place_variant(old: str, new: str, drop_mask: bool = False):
+    """The in-place style kernel with ``old`` replaced by ``new`` (and with no mask argument at all)."""
+    path = STYLES / "merge_in_place_valid_head_major_f16.cu"
+    text = path.read_text().replace(old, new)
+    if drop_mask:
+        for a, b in (('"valid: in i32[t] ~ randint(0, 2)", ', ""), ("const int* __restrict__ valid, ", ""),
+                     ("acc_lse, valid,", "acc_lse,")):
+            assert a in text
+            text = text.replace(a, b)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("merge_into_running_state")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_merge_in_place_without_a_mask_and_an_int_buffer_that_is_no_mask(lib):
+    """No mask argument: every token merged (a null mask of bytes); the tokens then told from the heads by the
+    sizes' names only, both orders offered. An int buffer of one entry a token that the body compares with an
+    index (a per-token head count, not a truth value) is no mask: no in-place merge is offered."""
+    cf, k, spec = _in_place_variant("    if (!valid[t]) continue;\n", "", drop_mask=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("v=acc with v_lse=acc_lse merged in place, o=o_new with o_lse=lse_new, no "
+                                       "mask, tokens=`num_tokens`, heads=`num_heads`"), words_of(bs)
+    assert bs[0].call_args[-1] == "(const uint8_t*)nullptr" and bs[0].template_args == ["__half", "uint8_t"]
+    assert has(bs, "merge_attn_states", "tokens=`num_heads`, heads=`num_tokens`")
+    assert "mask != nullptr && !mask[token]" in X.bind(bs[0], cf, spec).text
+    cf2, k2, spec2 = _in_place_variant("if (!valid[t]) continue;", "if (h >= valid[t]) continue;")
+    assert not X.candidates(cf2, k2.name, spec2, lib)
+
 def test_evidence_assignments_split_declarators_and_constants():
     from agent_core.templating.experts.evidence import assignments, constants, flows
     body = "const float a1 = max1[st], a2 = max2[st]; float x = 0.f, y; w = f(a, b), z = g<int>(a1);"
@@ -993,6 +1086,16 @@ def test_every_clamped_swiglu_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(path.read_text(), str(path))
     _compile_every_binding(lib, cf, cf.kernel("swiglu_oai_kernel"), S.find_spec(cf, "swiglu_oai_kernel"))
 
+
+
+@pytest.mark.nvcc
+def test_every_in_place_merge_binding_of_the_corpus_variant_compiles(lib):
+    """The in-place masked merge's bindings (FlashInfer's merge_state_in_place) compile for sm_90, and so do those
+    of the in-place style kernel without a mask (a null mask of bytes)."""
+    path = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_state_inplace_mask_bf16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("MergeStateInPlaceKernel"), S.find_spec(cf, "MergeStateInPlaceKernel"))
+    _compile_every_binding(lib, *_in_place_variant("    if (!valid[t]) continue;\n", "", drop_mask=True))
 
 def _compile_every_binding(lib, cf, k, spec):
     from agent_core.measure.compiler import compile_many

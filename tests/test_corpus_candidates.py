@@ -20,11 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS = {
-    "merge_attn_states/merge_state_inplace_mask_bf16.cu": "merged in place into the first state, with a per-position "
-                                                          "mask (FlashInfer's merge_state_in_place): the expert's flat "
-                                                          "slots split a row over warps and blocks, so a row's lse "
-                                                          "written in place would race the reads of its other slots; "
-                                                          "needs a row-per-warp body of its own",
     # held out, batch 5 (2026-11-28): no candidate of their family when written
     "gated_act/silu_and_mul_quant_fp8_split_rows_fp16.cu": "fp16 in, fp8 e4m3 out with a static scale from a device "
                                                            "tensor (vLLM silu_and_mul_quant), silu and the product "

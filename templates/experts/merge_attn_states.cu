@@ -34,6 +34,8 @@ smem = "0"
 // kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
 // kt:bind KT_EXPERT_STATE = 0  (0: each state one log-sum-exp; 1: each state a running max m and a sum of exponentials l kept apart (FlashAttention's online-softmax state, vLLM's paged-attention max_logits and exp_sums, TensorRT-LLM's multi-block partial max and sum), each partial value normalized by its own l: w = l * e^(m - max) (max 0 where both are -inf), out = p * (w_p / W) + s * (w_s / W) with W = w_p + w_s (1 / W taken once, 0 where W is 0), the merged m the max and l = W; the lse pointers are then the maxima, out_l, p_l, s_l the sums)
 // kt:bind KT_EXPERT_EXP2_LOG2E = 0  (with KT_EXPERT_STATE 1 and natural maxima: 0: e^x as expf(x), 1: as exp2f(x * log2(e)), the way the FlashAttention kernels take it)
+// kt:bind KT_EXPERT_INPLACE = 0  (0: out of place; 1: in place, FlashInfer's merge_state_in_place: the first state (v, v_lse) becomes its merge with the other (o, o_lse) where a per-token mask (any integer or bool type, nullptr: every token) is nonzero, a token whose entry is 0 keeping its values and lse; one warp a (token, head) row, its merged lse written by lane 0 after __syncwarp (every lane has read the old one); weights e^(lse - max) over their sum, neither lse special-cased; the function is then merge_attn_states<T, M>(v, v_lse, o, o_lse, tokens, heads, head_size, mask), launched as [tokens, head groups of THREADS / 32 * ITEMS])
+// kt:bind-grid KT_EXPERT_INPLACE = ["tokens", "cdiv(heads, THREADS / 32 * ITEMS)"]
 // kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -50,6 +52,97 @@ smem = "0"
 
 namespace kt {
 
+#if KT_EXPERT_INPLACE  // kt:bind
+// In place (FlashInfer's merge_state_in_place, the running state of a cascade or chunked prefill): the first state
+// (v, v_lse) becomes its merge with the other (o, o_lse) where mask (one entry a token; nullptr: every token) is
+// nonzero; a token whose entry is 0 keeps its values and its lse. One warp owns each (token, head) row: every lane
+// reads the row's two lse values, lane 0 writes the merged lse only after __syncwarp (every lane has read the old
+// one), and each element of the row is read and written by one lane; no other warp or block touches the row. The
+// grid is [tokens, head groups]: a block merges THREADS / 32 * ITEMS heads of one token, each warp ITEMS
+// consecutive heads, all of their vectors loaded before any is combined (ITEMS rows of loads in flight).
+template <int VEC, int IT, typename T, typename M>
+__device__ __forceinline__ void merge_rows_in_place(T* __restrict__ v, float* __restrict__ v_lse,
+                                                    const T* __restrict__ o, const float* __restrict__ o_lse,
+                                                    int tokens, int heads, int head_size,
+                                                    const M* __restrict__ mask) {
+  const int token = blockIdx.x;
+  if (mask != nullptr && !mask[token]) return;  // the block's token is not merged: left as it is
+  const int h0 = ((int)blockIdx.y * (KT_THREADS / 32) + (int)(threadIdx.x >> 5)) * IT;
+  if (h0 >= heads) return;  // the warp's rows (the same for all its lanes)
+  const int lane = threadIdx.x & 31;
+  // the warp's rows are consecutive heads of one token: row it starts it * head_size after the first, its lse is
+  // it (token-major) or it * tokens (head-major) after the first's
+#if KT_EXPERT_LSE_TOKEN_MAJOR
+  const long long l0 = (long long)token * heads + h0, lstep = 1;
+#else
+  const long long l0 = (long long)h0 * tokens + token, lstep = tokens;
+#endif
+  T* __restrict__ vr = v + ((long long)token * heads + h0) * head_size;
+  const T* __restrict__ orow = o + ((long long)token * heads + h0) * head_size;
+  float ps[IT], os[IT], lse[IT];
+#pragma unroll
+  for (int it = 0; it < IT; ++it) {
+    if (h0 + it < heads) {
+      const float pl = v_lse[l0 + it * lstep], ol = o_lse[l0 + it * lstep];
+      const float m = fmaxf(pl, ol);
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+      const float pe = exp2f(pl - m), oe = exp2f(ol - m);
+#else  // kt:bind
+      const float pe = expf(pl - m), oe = expf(ol - m);
+#endif  // kt:bind
+      const float sum = pe + oe;
+      ps[it] = pe / sum;
+      os[it] = oe / sum;
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+      lse[it] = log2f(sum) + m;
+#else  // kt:bind
+      lse[it] = logf(sum) + m;
+#endif  // kt:bind
+    }
+  }
+  __syncwarp();  // every lane has read its rows' old lse before lane 0 replaces them
+  if (lane == 0) {
+#pragma unroll
+    for (int it = 0; it < IT; ++it)
+      if (h0 + it < heads) v_lse[l0 + it * lstep] = lse[it];
+  }
+  for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
+    Vec<T, VEC> a[IT], b[IT];  // as stored: converted where they are combined (half the registers of floats)
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+      if (h0 + it < heads) {
+        a[it] = *reinterpret_cast<const Vec<T, VEC>*>(vr + (long long)it * head_size + c);
+        b[it] = *reinterpret_cast<const Vec<T, VEC>*>(orow + (long long)it * head_size + c);
+      }
+    }
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+      if (h0 + it < heads) {
+        // the first state's product fused, the other's rounded: what nvcc makes of a kernel's `ps * a + os * b`
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          a[it].v[j] = from_f<T>(__fmaf_rn(to_f(a[it].v[j]), ps[it], to_f(b[it].v[j]) * os[it]));
+        *reinterpret_cast<Vec<T, VEC>*>(vr + (long long)it * head_size + c) = a[it];
+      }
+    }
+  }
+}
+
+template <typename T, typename M>
+__device__ __forceinline__ void merge_attn_states(T* v, float* v_lse, const T* o, const float* o_lse, int tokens,
+                                                  int heads, int head_size, const M* mask) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v, o))
+    merge_rows_in_place<KT_VEC, KT_ITEMS>(v, v_lse, o, o_lse, tokens, heads, head_size, mask);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v, o))
+    merge_rows_in_place<V2, KT_ITEMS>(v, v_lse, o, o_lse, tokens, heads, head_size, mask);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v, o))
+    merge_rows_in_place<V4, KT_ITEMS>(v, v_lse, o, o_lse, tokens, heads, head_size, mask);
+  else
+    merge_rows_in_place<1, KT_ITEMS>(v, v_lse, o, o_lse, tokens, heads, head_size, mask);
+}
+#else  // kt:bind
 // Slot = VEC consecutive elements of one (token, head) row. Each thread merges ITEMS slots, gridDim.x * blockDim.x
 // apart (coalesced), loading all of them before combining any (ITEMS independent loads in flight). I: the index
 // type, 32-bit whenever the element count allows it (cheaper divisions).
@@ -232,5 +325,6 @@ __device__ __forceinline__ void merge_attn_states(T* out, float* out_lse, const 
     merge_index<1>(out, out_lse, p, p_lse, s, s_lse, tokens, heads, head_size);
 #endif  // kt:bind
 }
+#endif  // kt:bind
 
 }  // namespace kt

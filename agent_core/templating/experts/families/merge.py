@@ -14,6 +14,11 @@ the sum that multiplies the exponential of a max's own difference is that max's 
 output fed by a sum is the merged l, the other the merged max (else both). The exponential as the kernel takes
 it first: ``expf``, ``exp2f(x * log2(e))`` (a log2(e) multiplied under ``exp2f``, or ``__expf``) or ``exp2f`` of
 base-2 maxima.
+
+In place (``KT_EXPERT_INPLACE`` 1: FlashInfer's ``merge_state_in_place``): the first state's values and fp32 lse
+both read and written by the body (inout), the other state's read only, no output, and at most one more buffer:
+an integer (or bool) one of one entry a token whose reads the body takes as truth values (compared with 0, or
+alone) in a condition, the per-token mask. The mask's length tells the tokens from the heads.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
-                                                    call_arguments, div, feeding, flows, number)
+                                                    call_arguments, counts_of, div, feeding, flows, number,
+                                                    uncast)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -39,6 +45,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("merge_attn_states")
     if e is None or not ev.has(*EXPS):
         return []
+    if ev.bufs("inout"):  # one state merged into the other in place
+        return _in_place_bindings(ev, e)
     vals_in = [a for a in ev.bufs("in", FLOATS) if a.counts]
     big = max((a.counts for a in vals_in), default=None)
     if big is None:
@@ -306,4 +314,115 @@ def _max_sum_bindings(ev: Evidence, e, pv: list, states: list, ov, outs: list, h
                                 "values normalized by their own l", exp]
                             b.support = 40 - 6 * pi - 3 * li - 3 * gi - 3 * oi - 2 * mi - xi
                             out.append(b)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- in place
+MASKS = ("u8", "i8", "i16", "i32", "u32", "i64", "u64")
+_ZERO = r"(?:0[uUlL]*|false|0\.0*[fF]?)"
+# rows a warp merges in place (ITEMS): at 8, two 16-byte vectors of 8 rows held at once spill at 512 threads and more
+IN_PLACE_ROWS = [1, 2, 4]
+
+
+def _conditions(body: str) -> list[str]:
+    """The conditions of the body's ``if``/``while`` statements and of its conditional expressions."""
+    out = []
+    for m in re.finditer(r"\b(?:if|while)\s*\(", body):
+        depth, i = 1, m.end()
+        while i < len(body) and depth:
+            depth += body[i] == "("
+            depth -= body[i] == ")"
+            i += 1
+        out.append(body[m.end():i - 1])
+    for m in re.finditer(r"\?", body):
+        left = max(body.rfind(ch, 0, m.start()) for ch in "=(,;{}")
+        out.append(body[left + 1:m.start()])
+    return out
+
+
+def _mask_read(ev: Evidence, name: str) -> bool:
+    """Whether the body reads ``name`` as a per-token truth value: each of its reads (casts aside) compared with 0
+    (``==``, ``!=``) or used alone (negated, in a logical expression, a condition of its own, a local's value), and
+    some condition computed from it."""
+    body = uncast(ev.body)
+    reads = list(re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*\[", body))
+    if not reads:
+        return False
+    for m in reads:
+        depth, i = 1, m.end()
+        while i < len(body) and depth:
+            depth += body[i] in "(["
+            depth -= body[i] in ")]"
+            i += 1
+        before, after = body[:m.start()], body[i:]
+        if not re.search(r"(?:(?<![=!<>+\-*/%&|^])=|!|\(|,|\?|:|&&|\|\|)\s*$", before) or \
+                not re.match(rf"\s*(?:(?:==|!=)\s*{_ZERO}(?![\w.])|\)|&&|\|\||\?|;|,)", after):
+            return False
+    flow = flows(ev.body, declarators=True)
+    return any(name in feeding(flow, c) for c in _conditions(ev.body))
+
+
+def _in_place_bindings(ev: Evidence, e) -> list[Binding]:
+    """The first state (values and lse, both read and written) merged in place with the other (read only), where
+    a per-token mask, if any, is nonzero."""
+    if "KT_EXPERT_INPLACE" not in e.conventions or ev.bufs("out"):
+        return []
+    io = ev.bufs("inout")
+    if len(io) != 2 or not all(a.read and a.written and a.counts for a in io):
+        return []
+    big = max(a.counts for a in io)
+    vs = [a for a in io if a.counts == big and a.dtype in FLOATS]
+    ls = [a for a in io if a.counts != big and a.dtype == "f32"]
+    if len(vs) != 1 or len(ls) != 1:
+        return []
+    v, vl = vs[0], ls[0]
+    T, L = v.dtype, vl.counts
+    ins = ev.bufs("in")
+    os_ = [a for a in ins if a.counts == big and a.dtype == T and not a.written]
+    ols = [a for a in ins if a.counts == L and a.dtype == "f32" and not a.written]
+    if len(os_) != 1 or len(ols) != 1:
+        return []
+    o, ol = os_[0], ols[0]
+    rest = [a for a in ins if a is not o and a is not ol]
+    if len(rest) > 1 or any(a.dtype not in MASKS or a.written or not a.counts or not _mask_read(ev, a.name)
+                            for a in rest):
+        return []
+    mask = rest[0] if rest else None
+    found = _tokens_heads(ev, big, L, vl)
+    if found is None:
+        return []
+    hs, pairs, from_grid = found
+    if mask is not None:  # one mask entry a token: which size is the tokens
+        pairs = [(t, h) for t, h in pairs if counts_of(t.spec, ev.spec) == mask.counts]
+        if not pairs:
+            return []
+    bases = [1, 0] if ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f") else [0, 1]
+    M = CTYPE[mask.dtype] if mask is not None else "uint8_t"
+    out = []
+    for pi, (tok, heads) in enumerate(pairs):
+        tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
+        token_major_first = _token_major_first(ev, tname, hname)
+        for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
+            for bi, base in enumerate(bases):
+                b = Binding(e, 0.9, "two value buffers and two fp32 log-sum-exps of "
+                            f"`{tname} * {hname}`, the first state's read and written (in place), weights from "
+                            "exponentials of lse - max and the merged lse from a log → merge attention states in place",
+                            ev.kernel.name)
+                b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+                b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
+                b.conventions = {"KT_EXPERT_INPLACE": 1, "KT_EXPERT_LSE_BASE2": base}
+                b.template_args = [CTYPE[T], M]
+                b.consts = {"ESIZE": NBYTES[T]}
+                b.fixed = {"ITEMS": IN_PLACE_ROWS}
+                b.call_args = [_cast(T, v.name, False), f"(float*)({vl.name})", _cast(T, o.name, True),
+                               f"(const float*)({ol.name})", tok.c, heads.c, hs.c,
+                               f"(const {M}*)({mask.name})" if mask is not None else f"(const {M}*)nullptr"]
+                lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
+                b.words = [f"v={v.name} with v_lse={vl.name} merged in place", f"o={o.name} with o_lse={ol.name}",
+                           f"mask={mask.name} (one a token, 0: left as it is)" if mask is not None else "no mask",
+                           f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
+                           f"values [{tname}, {hname}, head_size]", f"lse {lay}",
+                           "base-2 lse" if base else "natural lse"]
+                b.support = 20 - 4 * pi - 2 * mi - bi
+                out.append(b)
     return out
