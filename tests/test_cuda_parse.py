@@ -161,3 +161,14 @@ def test_kernel_attributes_newer_than_the_grammar_are_masked_not_errors():
     assert b"__cluster_dims__" not in masked and b"__maxnreg__" not in masked
     # one being typed (unbalanced) is left to the grammar
     assert mask_newer_attributes(b"__global__ void __cluster_dims__(4, k(") == b"__global__ void __cluster_dims__(4, k("
+
+
+def test_the_alignment_specifier_is_read_around():
+    """CUDA's __align__ (vLLM's `struct __align__(16) vec_t`, a packed type `__align__(sizeof(T) * N)`): no syntax
+    error, the kernel after it read; the text keeps it (it is what nvcc compiles)."""
+    text = ("template <typename T, int W>\nstruct __align__(sizeof(T) * W) Packed { T v[W]; };\n"
+            "struct __align__(16) P16 { float a[4]; };\n"
+            "__global__ void k(float* o, const float* x, int n) { __align__(16) float t[4]; o[0] = x[0] + t[0]; }\n")
+    cf = parse_cuda(text, "a.cu")
+    assert not cf.errors and [k.name for k in cf.kernels] == ["k"]
+    assert "__align__(16) float t[4]" in text[cf.kernels[0].body_span.start:cf.kernels[0].body_span.end]

@@ -58,15 +58,16 @@ def _parser() -> Parser:
     return p
 
 
-# Kernel attributes newer than tree-sitter-cuda 0.21's grammar (it reads them as syntax errors): Hopper's
-# compile-time cluster size and the per-kernel register cap.
-_NEWER_ATTRIBUTES = re.compile(rb"\b(?:__cluster_dims__|__maxnreg__)\s*\(")
+# Attributes tree-sitter-cuda 0.21's grammar reads as syntax errors: Hopper's compile-time cluster size, the
+# per-kernel register cap, and CUDA's alignment specifier (vLLM's `struct __align__(16) vec_t`, CUTLASS's
+# `__align__(sizeof(T) * N)`): masked for the parse only, the compiled text keeps them.
+_NEWER_ATTRIBUTES = re.compile(rb"\b(?:__cluster_dims__|__maxnreg__|__align__)\s*\(")
 
 
 def mask_newer_attributes(source: bytes) -> bytes:
-    """``source`` with each ``__cluster_dims__(...)`` and ``__maxnreg__(...)`` blanked (spaces, newlines kept), so
-    tree-sitter parses the kernel around them and every byte offset stays that of ``source``."""
-    if b"__cluster_dims__" not in source and b"__maxnreg__" not in source:
+    """``source`` with each ``__cluster_dims__(...)``, ``__maxnreg__(...)`` and ``__align__(...)`` blanked (spaces,
+    newlines kept), so tree-sitter parses the kernel around them and every byte offset stays that of ``source``."""
+    if b"__cluster_dims__" not in source and b"__maxnreg__" not in source and b"__align__" not in source:
         return source
     out = bytearray(source)
     for m in _NEWER_ATTRIBUTES.finditer(source):
