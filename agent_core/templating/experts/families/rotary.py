@@ -342,6 +342,7 @@ def _groups(text: str) -> list[str]:
 
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_MEMBER = re.compile(r"(?<=\w)\s*\.\s*[A-Za-z_]\w*")
 
 
 def _subscript_of(term: str, name: str) -> str | None:
@@ -369,7 +370,11 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     if not caches or not p.counts:
         return []
     text = uncast(ev.body)
-    flow = flows(text)
+    flow = flows(_MEMBER.sub("", text), declarators=True)  # `blockDim.x` is not the local `x`
+
+    def fed(t: str) -> bool:  # computed from the read offsets
+        return p.name in feeding(flow, _MEMBER.sub("", t))
+
     values = assignments(text)
     direct: dict[str, set[str]] = {}  # what each local is computed from, one step
     for target, value in values:
@@ -397,12 +402,12 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     if not others:
         return []
     # the sum feeds the tables' index: a term of some cos/sin index is computed from the read offsets
-    pos_terms = [t for c in caches for site in index_sites(ev, c.name) for _, t in site if p.name in feeding(flow, t)]
+    pos_terms = [t for c in caches for site in index_sites(ev, c.name) for _, t in site if fed(t)]
     if not pos_terms:
         return []
     strides = set()
     for t in pos_terms:
-        rest = [f for f in _factors(unparen(t)) if p.name not in feeding(flow, f)]
+        rest = [f for f in _factors(unparen(t)) if not fed(f)]
         strides.add(term_values(ev, " * ".join(f"({f})" for f in rest)) if rest else tuple(1 for _ in p.counts))
     stride = strides.pop() if len(strides) == 1 else None
     # the sequence length: an int argument the index in the sequence (or the offsets' index) is computed from, one
