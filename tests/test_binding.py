@@ -1648,11 +1648,19 @@ def test_held_out_flash_attn_rotary_reads_one_offset_per_sequence():
 
 def test_offsets_not_added_to_a_sequence_index_are_read_per_token():
     """Without the sum (the offsets buffer read as the position itself) nothing says tokens come in sequences:
-    only the per-token reading, as before."""
+    only the per-token reading, as before; likewise for kernels that read a position per token."""
     cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
                                        "const int pos = seqlen_offsets[pid_batch];")
     bs = X.candidates(cf, k.name, spec)
     assert bs and all("KT_EXPERT_POSITIONS" not in b.conventions for b in bs), words_of(bs)
+    # nor an offset added to an argument's value (the same for every token: not an index in a sequence)
+    cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
+                                       "const int pos = seqlen_offsets[pid_batch] + nheads;")
+    assert all("KT_EXPERT_POSITIONS" not in b.conventions for b in X.candidates(cf, k.name, spec))
+    # a local holding the read offset, the index in the sequence computed from the sequence length: read
+    cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
+                                       "const int off = seqlen_offsets[pid_batch];\n  const int pos = off + m % seqlen;")
+    assert X.candidates(cf, k.name, spec)[0].conventions.get("KT_EXPERT_POSITIONS") == 2
     for name in ("rotary_gptj_two_caches", "rotary_one_cache_q_only", "rotary_fused_qk_gptj_bf16"):
         cf, k, spec = case(name)
         assert all(b.conventions.get("KT_EXPERT_POSITIONS", 1) == 1 for b in X.candidates(cf, k.name, spec)), name

@@ -378,7 +378,7 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     values = assignments(text)
     direct: dict[str, set[str]] = {}  # what each local is computed from, one step
     for target, value in values:
-        direct.setdefault(target, set()).update(_IDENT.findall(value))
+        direct.setdefault(target, set()).update(_IDENT.findall(_MEMBER.sub("", value)))
     # a read of the offsets (its subscript: the sequence's index), or a local that holds one
     held = {t: sub for t, v in values if (sub := _subscript_of(unparen(v), p.name)) is not None}
 
@@ -399,6 +399,7 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
         if sub is not None:
             others.append((1, m.group(1)))
             subscripts.append(sub)
+    others = [t for t in others if term_values(ev, t[1]) is None]  # an index varies by token: no argument's value
     if not others:
         return []
     # the sum feeds the tables' index: a term of some cos/sin index is computed from the read offsets
@@ -414,9 +415,9 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     # step away, or one that bounds it in a comparison
     idents = set()
     for _, t in others:
-        idents |= set(_IDENT.findall(t))
+        idents |= set(_IDENT.findall(_MEMBER.sub("", t)))
     near = set(idents)
-    for n in list(idents) + [x for sub in subscripts for x in _IDENT.findall(sub)]:
+    for n in list(idents) + [x for sub in subscripts for x in _IDENT.findall(_MEMBER.sub("", sub))]:
         near |= direct.get(n, set()) | {n}
     ints = {a.name: a for a in ev.ints() if a.counts}
     compared = set()
