@@ -1589,3 +1589,129 @@ def test_a_literal_that_only_multiplies_is_no_eps():
     spec = S.find_spec(cf, "rms_norm_kernel")
     bs = X.candidates(cf, "rms_norm_kernel", spec)
     assert "eps=1.000000e-05f" in bs[0].describe() and has(bs, "rms_norm", "eps=2.441406e-04f"), words_of(bs)
+
+
+# ------------------------------------------------------------------------------------------------ rotary: offsets
+SEQ_OFFSETS = ROOT / "bench" / "corpus" / "rotary" / "rope_batched_seqlen_offsets_tiles_fp16.cu"
+
+
+def _seq_offsets_variant(old: str = "", new: str = ""):
+    """The held-out flash-attn rotary (seqlen_offsets) with ``old`` replaced by ``new``."""
+    text = SEQ_OFFSETS.read_text()
+    assert old in text
+    cf = parse_cuda(text.replace(old, new) if old else text, str(SEQ_OFFSETS))
+    return cf, cf.kernel("rotary_kernel"), S.find_spec(cf, "rotary_kernel")
+
+
+def _style_neox(lib):
+    """The sequence-offsets style kernel with NeoX pairs (i, i + rot_dim / 2): the expert's one-cache NeoX in-place
+    code, which with offsets per sequence takes the general path (its default path has no sequence length)."""
+    path = STYLES / "rotary_seq_offsets_gptj_cache_bf16.cu"
+    text = path.read_text()
+    for a, b in (("v[2 * j + 1]", "v[half + j]"), ("v[2 * j]", "v[j]")):
+        assert a in text
+        text = text.replace(a, b)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("rope_seq_offsets_gptj")
+    return cf, k, S.find_spec(cf, k.name)
+
+
+def test_held_out_flash_attn_rotary_reads_one_offset_per_sequence():
+    """flash-attn's apply_rotary_emb contract (held-out batch 5, every candidate failed on the H100): x [batch,
+    seqlen, nheads, headdim], token s of sequence b at seqlen_offsets[b] + s. The int32 buffer of `batch` values is
+    added to the tile's sequence index (`m`, bounded by `seqlen`) before cos and sin are indexed: tokens are batch *
+    seqlen, the heads `nheads` (not `nheads * seqlen`, which only the decode size set, seqlen 1, could verify). The
+    tables' rows are the position times rotary_dim / 2 and the pair's second element at + rotary_dim / 2 (NeoX):
+    only those bindings, before the per-token reading of the offsets, which stays (after them)."""
+    cf, k, spec = _seq_offsets_variant()
+    bs = X.candidates(cf, k.name, spec)
+    assert bs[0].describe() == (
+        "positions=seqlen_offsets[sequence] + the token's index in its sequence of `seqlen` tokens, query=x -> out, "
+        "no key, cos=cos, sin=sin, rows of rot_dim / 2, rot_dim=`rotary_dim`, num_heads=`nheads`, num_kv_heads=none "
+        "(no key), head_size=`headdim`, NeoX pairs, out of place"), words_of(bs)
+    assert "cos=sin, sin=cos" in bs[1].describe() and bs[1].conventions["KT_EXPERT_POSITIONS"] == 2
+    assert all(b.conventions.get("KT_EXPERT_POSITIONS", 1) == 1 for b in bs[2:]) and len(bs) == X.MAX_PER_FAMILY
+    assert "num_heads=`nheads * seqlen`" in bs[2].describe()  # the recorded first binding, screened after
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 1, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                             "KT_EXPERT_POSITIONS": 2}
+    assert b.sizes["tokens"] == "(batch) * (seqlen)" and b.sizes["num_heads"] == "nheads"
+    assert b.call_args[-1] == "(int)(seqlen)" and b.call_args[7] == "((int)(rotary_dim)) / 2"
+    t = X.bind(b, cf, spec)
+    assert t.launch["grid"] == ["((batch) * (seqlen))"]
+    assert "const long long pos = (long long)positions[token / seq_len] + token % seq_len;" in t.text
+    assert "int head_size, int seq_len) {" in t.text and "copy_tail(qi, qd, num_heads, head_size, rot_dim" in t.text
+    assert "kt:bind" not in t.text and "rotate_heads" not in t.text
+    # every configuration of the space is valid on the variant's three size sets (rotary_dim 32 of headdim 80 too)
+    assert t.space.params["VEC"].values == [1, 2, 4, 8] and t.space.params["THREADS"].values == [32, 64, 128, 256, 512]
+
+
+def test_offsets_not_added_to_a_sequence_index_are_read_per_token():
+    """Without the sum (the offsets buffer read as the position itself) nothing says tokens come in sequences:
+    only the per-token reading, as before; likewise for kernels that read a position per token."""
+    cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
+                                       "const int pos = seqlen_offsets[pid_batch];")
+    bs = X.candidates(cf, k.name, spec)
+    assert bs and all("KT_EXPERT_POSITIONS" not in b.conventions for b in bs), words_of(bs)
+    # nor an offset added to an argument's value (the same for every token: not an index in a sequence)
+    cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
+                                       "const int pos = seqlen_offsets[pid_batch] + nheads;")
+    assert all("KT_EXPERT_POSITIONS" not in b.conventions for b in X.candidates(cf, k.name, spec))
+    # a local holding the read offset, the index in the sequence computed from the sequence length: read
+    cf, k, spec = _seq_offsets_variant("const int pos = m + seqlen_offsets[pid_batch];",
+                                       "const int off = seqlen_offsets[pid_batch];\n  const int pos = off + m % seqlen;")
+    assert X.candidates(cf, k.name, spec)[0].conventions.get("KT_EXPERT_POSITIONS") == 2
+    for name in ("rotary_gptj_two_caches", "rotary_one_cache_q_only", "rotary_fused_qk_gptj_bf16"):
+        cf, k, spec = case(name)
+        assert all(b.conventions.get("KT_EXPERT_POSITIONS", 1) == 1 for b in X.candidates(cf, k.name, spec)), name
+
+
+def test_rotary_offsets_per_sequence_gptj_one_cache_in_place(lib):
+    """Another style: bf16 GPT-J pairs in place on query and key, one cos_sin cache [max_pos, rot_dim] (cos half,
+    then sin half), int64 offsets first in the argument list, a block per token of a 1-D grid computing its sequence
+    as token / seq_len and its index as token % seq_len (seq_len 1 on the decode size set)."""
+    cf, k, spec = case("rotary_seq_offsets_gptj_cache_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=seq_offsets[sequence] + the token's index in its sequence of `seq_len` tokens, query=query, "
+        "key=key, cache=cos_sin [max_pos, rot_dim] (cos half, then sin half), rot_dim=`rot_dim`, num_heads="
+        "`num_heads`, num_kv_heads=`num_kv_heads`, head_size=`head_size`, GPT-J pairs, in place"), words_of(bs)
+    assert "(cos, sin) pairs interleaved" in bs[1].describe() and "GPT-J pairs" in bs[1].describe()
+    assert all(b.conventions.get("KT_EXPERT_POSITIONS", 1) == 1 for b in bs[2:])
+    b = bs[0]
+    assert b.template_args == ["int64_t", "__nv_bfloat16", "__nv_bfloat16"]
+    assert b.call_args[5:8] == ["(const __nv_bfloat16*)(cos_sin)", "(const __nv_bfloat16*)(cos_sin) + ((int)(rot_dim)) / 2",
+                                "(int)(rot_dim)"] and b.call_args[-1] == "(int)(seq_len)"
+    assert b.sizes["tokens"] == "(batch) * (seq_len)"
+    t = X.bind(b, cf, spec)
+    assert "positions[token / seq_len] + token % seq_len" in t.text and "copy_tail" not in t.text.split("rotary_neox(")[-1]
+
+
+def test_rotary_offsets_per_sequence_neox_in_place_takes_the_general_path(lib):
+    cf, k, spec = _style_neox(lib)
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 0, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 2}, words_of(bs)
+    assert len(b.call_args) == 13 and b.call_args[-1] == "(int)(seq_len)"
+    t = X.bind(b, cf, spec)
+    assert "rotate_heads" not in t.text and "rotate_pairs<VEC, GPTJ, FULL>" in t.text
+
+
+def test_evidence_index_sites_through_local_pointers():
+    cf, k, spec = _seq_offsets_variant()
+    ev = gather(cf, k, spec)
+    from agent_core.templating.experts.evidence import index_sites, pointer_aliases, term_values, uncast
+    assert pointer_aliases(uncast(ev.body), "x") == ["x", "x_row"]
+    sites = index_sites(ev, "cos")
+    assert [(1, "(pos) * rotary_dim_half"), (1, "k")] in sites
+    assert term_values(ev, "rotary_dim_half") == (64, 64, 16) and term_values(ev, "k") is None
+    assert term_values(ev, "threadIdx.x") is None
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_sequence_offsets_rotary_compiles(lib):
+    """The held-out flash-attn rotary's bindings (offsets per sequence among them) and the NeoX in-place form of the
+    style kernel (one cache, offsets per sequence: the general path) compile for sm_90."""
+    _compile_every_binding(lib, *_seq_offsets_variant())
+    _compile_every_binding(lib, *_style_neox(lib))

@@ -27,7 +27,7 @@ smem = "0"
 // kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
-// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)))
+// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
@@ -41,7 +41,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE == 0  // kt:bind
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -225,7 +225,13 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
                                             const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
 #if KT_EXPERT_TOKEN_STRIDE  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, long long q_stride,
+#if KT_EXPERT_POSITIONS == 2  // kt:bind
+                                            long long k_stride, int seq_len) {
+#else  // kt:bind
                                             long long k_stride) {
+#endif  // kt:bind
+#elif KT_EXPERT_POSITIONS == 2  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int seq_len) {
 #else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
 #endif  // kt:bind
@@ -233,6 +239,9 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const long long token = blockIdx.x;
 #if KT_EXPERT_POSITIONS == 0  // kt:bind
   const long long pos = token;
+#elif KT_EXPERT_POSITIONS == 2  // kt:bind
+  // token t is index t % seq_len of sequence t / seq_len, whose positions start at that sequence's offset
+  const long long pos = (long long)positions[token / seq_len] + token % seq_len;
 #else  // kt:bind
   const long long pos = (long long)positions[token];
 #endif  // kt:bind

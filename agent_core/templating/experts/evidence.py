@@ -615,21 +615,9 @@ def modified(body: str) -> set[str]:
     return out
 
 
-def pointer_offsets(ev: "Evidence", name: str) -> list[tuple[int, str]] | None:
-    """The uniform offset the kernel adds to the pointer ``name`` wherever it indexes it (``name[...]``) or moves it
-    (``name + ...``): the signed terms common to every such place (locals assigned once expanded, casts dropped)
-    that are made only of int arguments, the file's constants and literals (``q + (t * H + h) * D + nope`` →
-    ``[(1, 'nope')]``; ``k + t * ks + ks - rot`` → ``[(1, 'ks'), (-1, 'rot')]``). None when the body neither
-    indexes nor moves it; [] when the places share no such term (an offset only some accesses add, as NeoX's
-    ``+ rot_dim / 2``, is the pair's, not the pointer's)."""
-    text = uncast(ev.body)
-    values: dict[str, list[str]] = {}
-    for target, value in assignments(text):
-        values.setdefault(target, []).append(value)
-    moved = modified(text)
-    once = {n: v[0] for n, v in values.items() if len(v) == 1 and n != name and n not in moved}
-    allowed = {a.name for a in ev.ints() if a.counts and a.name not in values and a.name not in moved} | {
-        n for n, v in ev.constants.items() if float(v).is_integer() and n not in values and n not in moved}
+def index_terms(text: str, name: str) -> list[list[tuple[int, str]]]:
+    """Where ``text`` indexes the pointer ``name`` (``name[...]``) or moves it by a sum (``name + ...``): the signed
+    additive terms of each such index or move (the pointer's own term left out), in source order."""
     sites = []
     for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\b", text):
         if re.match(r"\s*\(", text[m.end():]) or text[max(0, m.start() - 2):m.start()] == "->":
@@ -649,6 +637,27 @@ def pointer_offsets(ev: "Evidence", name: str) -> list[tuple[int, str]] | None:
             if own is None:
                 continue  # not moved by a sum (a dereference, an argument of a call, a comparison)
             terms = [t for t in terms if t is not own]
+        sites.append(terms)
+    return sites
+
+
+def pointer_offsets(ev: "Evidence", name: str) -> list[tuple[int, str]] | None:
+    """The uniform offset the kernel adds to the pointer ``name`` wherever it indexes it (``name[...]``) or moves it
+    (``name + ...``): the signed terms common to every such place (locals assigned once expanded, casts dropped)
+    that are made only of int arguments, the file's constants and literals (``q + (t * H + h) * D + nope`` →
+    ``[(1, 'nope')]``; ``k + t * ks + ks - rot`` → ``[(1, 'ks'), (-1, 'rot')]``). None when the body neither
+    indexes nor moves it; [] when the places share no such term (an offset only some accesses add, as NeoX's
+    ``+ rot_dim / 2``, is the pair's, not the pointer's)."""
+    text = uncast(ev.body)
+    values: dict[str, list[str]] = {}
+    for target, value in assignments(text):
+        values.setdefault(target, []).append(value)
+    moved = modified(text)
+    once = {n: v[0] for n, v in values.items() if len(v) == 1 and n != name and n not in moved}
+    allowed = {a.name for a in ev.ints() if a.counts and a.name not in values and a.name not in moved} | {
+        n for n, v in ev.constants.items() if float(v).is_integer() and n not in values and n not in moved}
+    sites = []
+    for terms in index_terms(text, name):
         uniform = []
         for sign, t in _expand(terms, once):
             if re.fullmatch(r"[\w\s()+\-*/%]+", t) and t.count("(") == t.count(")") \
@@ -682,3 +691,47 @@ def offset_values(ev: "Evidence", terms: list[tuple[int, str]]) -> tuple | None:
         except Exception:  # noqa: BLE001
             return None
     return tuple(out)
+
+
+def _once(text: str) -> dict[str, str]:
+    """The locals ``text`` assigns exactly once and never changes otherwise (``modified``): name → value."""
+    values: dict[str, list[str]] = {}
+    for target, value in assignments(text):
+        values.setdefault(target, []).append(value)
+    moved = modified(text)
+    return {n: v[0] for n, v in values.items() if len(v) == 1 and n not in moved}
+
+
+def pointer_aliases(text: str, name: str) -> list[str]:
+    """``name`` and the local pointers made from it by a sum, transitively (``const T* row = x + off;``): the
+    names through which the body indexes the buffer."""
+    once = _once(text)
+    out = [name]
+    for n in out:
+        for local, value in once.items():
+            if local not in out and (1, n) in additive_terms(unparen(value)):
+                out.append(local)
+    return out
+
+
+def index_sites(ev: "Evidence", name: str) -> list[list[tuple[int, str]]]:
+    """The additive terms of every place the body indexes or moves the buffer ``name`` or a local pointer made from
+    it (``index_terms``; casts dropped, locals assigned once that are sums expanded into their terms)."""
+    text = uncast(ev.body)
+    once = _once(text)
+    return [_expand(terms, once) for n in pointer_aliases(text, name) for terms in index_terms(text, n)]
+
+
+def term_values(ev: "Evidence", term: str) -> tuple | None:
+    """The value of an index term on every size set (``offset_values``), the locals assigned once replaced by their
+    values first (``rotary_dim_half`` → ``(rotary_dim / 2)``); None when something in it is not known before the
+    launch (a thread index, a loop variable, a value read from memory)."""
+    once = _once(uncast(ev.body))
+    for _ in range(8):
+        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0), term)
+        if new == term:
+            break
+        term = new
+    if not re.fullmatch(r"[\w\s()+\-*/%]+", term):
+        return None
+    return offset_values(ev, [(1, term)])

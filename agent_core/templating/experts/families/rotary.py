@@ -27,8 +27,10 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
-                                                    counts_of, div, feeding, flows, offset_values, pointer_offsets)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, additive_terms,
+                                                    assignments, call_arguments, counts_of, div, feeding, flows,
+                                                    index_sites, offset_values, pointer_offsets, term_values, uncast,
+                                                    unparen)
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -92,6 +94,7 @@ class _Layout(NamedTuple):
     support: int
     angle: int = 0
     fast: bool = False
+    stride_fp: tuple | None = None  # the cos/sin row stride on every size set
 
 
 _TRIG = r"(?:__)?(?:sin|cos|sincos)f?"
@@ -299,6 +302,147 @@ def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
     return out
 
 
+class _Sequences(NamedTuple):
+    """Tokens in sequences of ``seq`` tokens, the positions one offset per sequence (flash-attn's ``seqlen_offsets``:
+    token s of sequence b at ``offsets[b] + s``; the expert's KT_EXPERT_POSITIONS 2), with what the body says of the
+    tables and the pairs: the stride the position is multiplied by in the tables' indexing (None: not read), the
+    values of the terms the query's indexing adds (NeoX's second element at + rot_dim / 2), and the rank."""
+    seq: ArgUse
+    tokens: tuple
+    tokens_spec: str
+    strides: tuple | None
+    adds: set
+    rank: int
+
+
+def _factors(term: str) -> list[str]:
+    """The top-level factors of a product (``(pos) * half`` → ``['(pos)', 'half']``)."""
+    out, depth, cur = [], 0, ""
+    for ch in term:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "*" and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
+def _groups(text: str) -> list[str]:
+    """Every bracketed or parenthesized part of ``text`` (the expressions a sum may sit in: an index, a call's
+    arguments, a factor)."""
+    out, opens = [], []
+    for i, ch in enumerate(text):
+        if ch in "([":
+            opens.append(i)
+        elif ch in ")]" and opens:
+            out.append(text[opens.pop() + 1:i])
+    return out
+
+
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_MEMBER = re.compile(r"(?<=\w)\s*\.\s*[A-Za-z_]\w*")
+
+
+def _subscript_of(term: str, name: str) -> str | None:
+    """The subscript of ``term`` where it is exactly one read ``name[...]``, else None."""
+    m = re.match(rf"{re.escape(name)}\s*\[", term)
+    if m is None:
+        return None
+    depth = 1
+    for i in range(m.end(), len(term)):
+        depth += term[i] in "(["
+        depth -= term[i] in ")]"
+        if depth == 0:
+            return term[m.end():i] if i == len(term) - 1 else None
+    return None
+
+
+def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k: ArgUse | None,
+                      caches: list[ArgUse]) -> list[_Sequences]:
+    """Positions as one offset per sequence plus the token's index in its sequence (flash-attn's ``seqlen_offsets``,
+    the KV cache length of each sequence while decoding): the body adds a value read from ``p`` to something else
+    (the index in the sequence), the sum reaches the cos/sin tables' index, and an int argument is the sequence
+    length: the index in the sequence is computed from it (``t % seqlen``) or bounded by it (``m >= seqlen``), or the
+    offsets' index is computed from it (``t / seqlen``); ``p`` holds one value per sequence (tokens = its count times
+    the sequence length, dividing the query). Empty when the body shows no such sum."""
+    if not caches or not p.counts:
+        return []
+    text = uncast(ev.body)
+    flow = flows(_MEMBER.sub("", text), declarators=True)  # `blockDim.x` is not the local `x`
+
+    def fed(t: str) -> bool:  # computed from the read offsets
+        return p.name in feeding(flow, _MEMBER.sub("", t))
+
+    values = assignments(text)
+    direct: dict[str, set[str]] = {}  # what each local is computed from, one step
+    for target, value in values:
+        direct.setdefault(target, set()).update(_IDENT.findall(_MEMBER.sub("", value)))
+    # a read of the offsets (its subscript: the sequence's index), or a local that holds one
+    held = {t: sub for t, v in values if (sub := _subscript_of(unparen(v), p.name)) is not None}
+
+    def offset_read(term: str) -> str | None:
+        sub = _subscript_of(term, p.name)
+        return sub if sub is not None else held.get(term)
+
+    others, subscripts = [], []  # the terms added to a read offset, the offsets' subscripts
+    for expr_text in [v for _, v in values] + _groups(text):
+        terms = additive_terms(unparen(expr_text))
+        for sign, t in terms if len(terms) > 1 else ():
+            sub = offset_read(unparen(t))
+            if sign > 0 and sub is not None:
+                others += [x for x in terms if x[1] != t]
+                subscripts.append(sub)
+    for m in re.finditer(r"\b(\w+)\s*\+=\s*([^;]*)", text):  # pos += offsets[b]
+        sub = offset_read(unparen(m.group(2)))
+        if sub is not None:
+            others.append((1, m.group(1)))
+            subscripts.append(sub)
+    others = [t for t in others if term_values(ev, t[1]) is None]  # an index varies by token: no argument's value
+    if not others:
+        return []
+    # the sum feeds the tables' index: a term of some cos/sin index is computed from the read offsets
+    pos_terms = [t for c in caches for site in index_sites(ev, c.name) for _, t in site if fed(t)]
+    if not pos_terms:
+        return []
+    strides = set()
+    for t in pos_terms:
+        rest = [f for f in _factors(unparen(t)) if not fed(f)]
+        strides.add(term_values(ev, " * ".join(f"({f})" for f in rest)) if rest else tuple(1 for _ in p.counts))
+    stride = strides.pop() if len(strides) == 1 else None
+    # the sequence length: an int argument the index in the sequence (or the offsets' index) is computed from, one
+    # step away, or one that bounds it in a comparison
+    idents = set()
+    for _, t in others:
+        idents |= set(_IDENT.findall(_MEMBER.sub("", t)))
+    near = set(idents)
+    for n in list(idents) + [x for sub in subscripts for x in _IDENT.findall(_MEMBER.sub("", sub))]:
+        near |= direct.get(n, set()) | {n}
+    ints = {a.name: a for a in ev.ints() if a.counts}
+    compared = set()
+    for n in idents:
+        for m in re.finditer(rf"\b{re.escape(n)}\s*(?:<=|>=|<|>)\s*\(?\s*(\w+)\b|\b(\w+)\s*\)?\s*(?:<=|>=|<|>)\s*"
+                             rf"{re.escape(n)}\b", text):
+            compared.add(m.group(1) or m.group(2))
+    adds = set()
+    for name in q_names:
+        for site in index_sites(ev, name):
+            for _, t in site:
+                v = term_values(ev, t)
+                if v is not None:
+                    adds.add(v)
+    out = []
+    for a in ev.ints():
+        if a.name not in near | compared or a.name not in ints or all(v == 1 for v in a.counts):
+            continue
+        tokens = tuple(x * y for x, y in zip(p.counts, a.counts))
+        if div(q.counts, tokens) is None or (k is not None and div(k.counts, tokens) is None):
+            continue
+        out.append(_Sequences(a, tokens, f"({p.spec.size}) * ({a.spec.value})", stride, adds, len(out)))
+    return out
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("rotary_neox")
     if e is None:
@@ -320,7 +464,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
         return []
     if p is not None:
-        return _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches)
+        out = _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches)
+        if e.conventions.get("KT_EXPERT_POSITIONS") is not None:  # one offset per sequence: first where it reads so
+            names = [qi.name] + ([q.name] if q is not qi else [])
+            for seq in _sequence_offsets(ev, p, names, q, k, caches):
+                out += _bind(ev, e, p, seq.tokens, seq.tokens_spec, qi, q, ki, k, oop, caches, seq)
+        return out
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
     out = []
@@ -330,9 +479,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
 
 
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
-          caches: list[ArgUse]) -> list[Binding]:
-    """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own)."""
+          caches: list[ArgUse], seq: _Sequences | None = None) -> list[Binding]:
+    """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
+    ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
+    if seq:
+        pos_words = f"`{p.name}[token / {seq.seq.name}] + token % {seq.seq.name}`"
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
     if not caches and angles is None:
@@ -355,12 +507,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
     gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
     pairings = [1, 0] if gptj_first else [0, 1]
+    if seq and not caches:
+        return []  # angles computed in the kernel from offsets per sequence: not read
     out = []
 
     def emit(hi: int, hs: SizeExpr, hs_fp: tuple, nh: SizeExpr, kv: SizeExpr, fused, row_len, rots: list,
              view: "_View | None" = None) -> None:
         """The bindings of one head layout: each rotary width of ``rots``, cache layout and pairing."""
         for ri, (rot, rot_fp) in enumerate(rots):
+            if seq and any(r % 2 for r in rot_fp):
+                continue  # a rotary width is even
             layouts: list[_Layout] = []
             if angles is not None:
                 base, scale, attn, forms, fast = angles
@@ -376,10 +532,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 paired = _pairs_type(ev, c.name)
                 layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
                                        [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
-                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0))
+                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0, stride_fp=rot_fp))
                 layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
                                        [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
-                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1))
+                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1, stride_fp=rot_fp))
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
@@ -394,17 +550,23 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
                         layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
                                                [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
-                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si))
+                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si, stride_fp=stride_fp))
                         if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
                             layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
                                                    [f"cos={cc.name}", f"sin={ss.name}",
                                                     "rows of rot_dim, each half for its element (Hugging Face)"],
-                                                   f"({cc.spec.size}) / ({stride_spec})", -oi))
+                                                   f"({cc.spec.size}) / ({stride_spec})", -oi, stride_fp=stride_fp))
+            pairs = pairings
+            if seq:  # NeoX where the query's indexing adds rot_dim / 2 (and nothing says GPT-J), GPT-J the reverse
+                neox = tuple(r // 2 for r in rot_fp) in seq.adds
+                pairs = [0] if neox and not gptj_first else [1] if gptj_first and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
                 if (fused or row_len or view) and cache == 4:
                     continue  # a fused buffer's views take a cache
-                for pi, pairing in enumerate(pairings):
+                if seq and seq.strides is not None and lay.stride_fp != seq.strides:
+                    continue  # the tables' rows are as long as the position is multiplied by
+                for pi, pairing in enumerate(pairs):
                     if cache == 2 and pairing == 1:
                         continue  # full rows are a NeoX (rotate_half) layout
                     style = "NeoX" if pairing == 0 else "GPT-J"
@@ -427,6 +589,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                      "KT_EXPERT_OUT_OF_PLACE": int(oop)}
                     if p is None:
                         b.conventions["KT_EXPERT_POSITIONS"] = 0
+                    elif seq:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 2
                     b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
                     null = f"({CTYPE[T]}*)nullptr"
                     if cache == 4:  # no cache: the angle's form and calls instead
@@ -462,7 +626,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
                         b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
-                    elif cache == 0 and pairing == 0 and not oop:  # the expert's default code: its own signature
+                    elif cache == 0 and pairing == 0 and not oop and not seq:  # the expert's default code
                         b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
                     else:
@@ -470,9 +634,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    if seq:  # the sequence length last
+                        b.call_args.append(f"(int)({seq.seq.name})")
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
-                    b.words = [f"positions={p.name}" if p else "positions=the token index (cos and sin gathered per token)"] + (
+                    b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
+                                f"`{seq.seq.name}` tokens" if seq else f"positions={p.name}") if p else
+                               "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
                         [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
                          else "no key"]) + [
@@ -483,6 +651,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                          "rest untouched"] if row_len else []) + (view.words if view else [])
                     # strided views: the kernel itself moves its pointers to the rotary channels, first
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
+                    if seq:  # the offsets are added to the index in the sequence: before reading them per token
+                        b.support += 10 - seq.rank
                     out.append(b)
 
     for hi, (hs, hs_fp) in enumerate(hss):
