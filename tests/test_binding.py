@@ -1065,6 +1065,110 @@ def test_conventions_resolve_and_are_checked(tmp_path):
         load_expert(tmp_path / "b.cu")
 
 
+# ------------------------------------------------------------------------------------- asymmetric quantization
+ASYM_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "group_quant_asym_uint8_minmax_zero_bf16.cu"
+
+
+def test_quant_asym_float_zero_pairs_of_the_corpus_variant(lib):
+    """KIVI / lmdeploy-style asymmetric uint8 groups (the held-out variant): min and max reduced, x - min quantized,
+    (scale, zero) fp32 pairs in one buffer of twice the group count. The asymmetric binding comes first, with the
+    group size the int argument that holds 128 (the input over half the pairs' buffer), not 64 (over all of it), eps
+    the named constant the range is floored at; the symmetric bindings stay after it, as they were."""
+    cf = parse_cuda(ASYM_VARIANT.read_text(), str(ASYM_VARIANT))
+    k = cf.kernels[0]
+    spec = S.find_spec(cf, k.name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=q (uint8, asymmetric), scales=scale_zero ((scale, zero) fp32 pairs), group_size=`group_size`, "
+        "groups=the grid, `hidden / group_size` a token, eps=`kMinRange` (1e-05), qmin=0, qmax=255, zero = the "
+        "group's minimum (a float zero point), (x - zero) quantized, rounded to nearest even, divided by the scale"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_ASYM": 1, "KT_EXPERT_ZERO_STORE": 0, "KT_EXPERT_GROUPS_FROM_GRID": 1}
+    assert bs[0].defines == {"KT_EXPERT_ROUND": 0} and bs[0].template_args == ["__nv_bfloat16", "uint8_t"]
+    assert bs[0].call_args == ["(const __nv_bfloat16*)(x)", "(uint8_t*)(q)", "(float*)(scale_zero)",
+                               "(int)(group_size)", "(int)(hidden) / ((int)(group_size))", "(float)(1e-05f)", "0.f",
+                               "255.f"]
+    assert bs[0].sizes == {"group_size": "128", "rows": "(num_tokens * hidden / 128 * 2) / 2"}
+    asym = [b for b in bs if b.conventions.get("KT_EXPERT_ASYM")]
+    assert len(asym) == 6 and bs[:6] == asym and {b.conventions["KT_EXPERT_ASYM"] for b in asym} == {1}
+    # the symmetric bindings it had before (render_dump: byte for byte as before) follow
+    assert len(bs) == 10 and all("fp8 e4m3 (bytes)" in b.describe() and "group_size=the constant 64" in b.describe()
+                                 for b in bs[6:])
+    t = X.bind(bs[0], cf, spec)
+    # the tunable space stays whole at the variant's size sets: 128 values a group, 23 to 64 groups a token
+    assert {n: p.values for n, p in t.space.params.items()} == {"LANES": [4, 8, 16, 32], "ROWS": [1, 2, 4, 8, 16],
+                                                                "VEC": [1, 2, 4, 8], "ITEMS": [1, 2, 4]}
+    assert t.launch["grid"] == ["cdiv(((num_tokens * hidden / 128 * 2) / 2), ROWS)"]
+    for line in ("const float scale = fmaxf(mx - mn, eps) / (qmax - qmin);", "const float zero = mn;",
+                 "return fminf(fmaxf(asym_round((v - zero) / scale), qmin), qmax);", "return rintf(v);",
+                 "scales[2LL * g] = scale;", "scales[2LL * g + 1] = zero;",
+                 "if (row_elem<KT_LANES, KT_VEC, IT>(vec, i, j) < group_size) {",
+                 "rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;"):
+        assert line in t.text, line
+    assert "kt:bind" not in t.text and "KT_EXPERT_ASYM" not in t.text and "group_quant_impl" not in t.text
+
+
+def test_quant_asym_integer_zero_points_in_an_array_of_their_own(lib):
+    """AWQ / vLLM-azp style (another style than the variant: fp16, a block per group, a shared-memory tree of
+    comparisons, scales fp32 and int32 zero points in two arrays, the zero point's argument first): the integer zero
+    point round(-min / scale) added to the rounded x / scale (KT_EXPERT_ASYM 2, KT_EXPERT_ZERO_STORE 1) comes first;
+    which array is which is read from what the body writes to each."""
+    cf, k, spec = case("quant_asym_zero_point_block_per_group_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, q=out (uint8, asymmetric), scales=scale, zeros=zp (int), group_size=the constant 64, groups=`n` / the "
+        "constant 64, eps=1e-6f, qmin=0, qmax=255, an integer zero point round(qmin - min / scale) added to the "
+        "rounded x / scale, rounded to nearest even, divided by the scale"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ASYM"] == 2 and bs[0].conventions["KT_EXPERT_ZERO_STORE"] == 1
+    assert bs[0].template_args == ["__half", "uint8_t", "int"]
+    assert bs[0].call_args[:4] == ["(const __half*)(x)", "(uint8_t*)(out)", "(float*)(scale)", "(int*)(zp)"]
+    assert all(b.conventions["KT_EXPERT_ASYM"] == 2 for b in bs)  # no x - min in the body: no float zero point
+    t = X.bind(bs[0], cf, spec)
+    for line in ("const float zero = asym_round(qmin - mn / scale);  // the integer zero point",
+                 "return fminf(fmaxf(asym_round(v / scale) + zero, qmin), qmax);",
+                 "zeros[g] = (Z)zero;", "scales[g] = scale;",
+                 "kt::group_quant<__half, uint8_t, int>((const __half*)(x), (uint8_t*)(out), (float*)(scale), "
+                 "(int*)(zp), 64, (int)(((long long)(n)) / (64)), (float)(1e-6f), 0.f, 255.f);"):
+        assert line in t.text, line
+
+
+def test_quant_asym_float_minimum_kept_in_half_beside_the_scales(lib):
+    """ggml-style: fp32 groups, a thread per group, no eps, the reciprocal of the scale (first), the minimum stored
+    as fp16 in an array of its own while the values are quantized with the fp32 minimum."""
+    cf, k, spec = case("quant_asym_min_zeros_f16_thread_per_group_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=q (uint8, asymmetric), scales=scales, zeros=mins (__half), group_size=`gsz`, groups=`rows`, no eps "
+        "(the range as it is), qmin=0, qmax=255, zero = the group's minimum (a float zero point), (x - zero) "
+        "quantized, rounded to nearest even, multiplied by 1 / scale"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ASYM"] == 1 and bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 1
+    assert bs[0].template_args == ["float", "uint8_t", "__half"] and bs[0].call_args[6] == "0.f"
+    t = X.bind(bs[0], cf, spec)
+    assert "const float rscale = 1.f / scale;" in t.text
+    assert "return fminf(fmaxf(asym_round((v - zero) * rscale), qmin), qmax);" in t.text
+
+
+def test_quant_asym_needs_a_minimum_subtracted_or_a_rounded_zero_point_added(lib):
+    """No symmetric quant kernel gets an asymmetric binding (its maximum of |x| is no min/max pair); the variant
+    whose quantization subtracts nothing from x (symmetric values with a min/max range) gets none either."""
+    for path in sorted(STYLES.glob("quant_*.cu")) + [ROOT / "bench" / "per_token_group_quant_int8.cu"] + sorted(
+            (ROOT / "bench" / "corpus" / "group_quant").glob("*.cu")):
+        if "asym" in path.name:
+            continue
+        cf = parse_cuda(path.read_text(), str(path))
+        for k in cf.kernels:
+            spec = S.find_spec(cf, k.name)
+            if spec is not None:
+                assert not any(b.conventions.get("KT_EXPERT_ASYM") for b in X.candidates(cf, k.name, spec, lib)), path
+    src = ASYM_VARIANT.read_text().replace("(v.x - zero) / scale", "v.x / scale").replace("(v.y - zero) / scale",
+                                                                                          "v.y / scale")
+    cf = parse_cuda(src, str(ASYM_VARIANT))
+    bs = X.candidates(cf, cf.kernels[0].name, S.find_spec(cf, cf.kernels[0].name), lib)
+    assert bs and not any(b.conventions.get("KT_EXPERT_ASYM") for b in bs), words_of(bs)
+
+
 # ------------------------------------------------------------------------------------------------ nvcc
 STYLE_NAMES = sorted(p.stem for p in STYLES.glob("*.cu"))
 
@@ -1096,6 +1200,14 @@ def test_every_in_place_merge_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(path.read_text(), str(path))
     _compile_every_binding(lib, cf, cf.kernel("MergeStateInPlaceKernel"), S.find_spec(cf, "MergeStateInPlaceKernel"))
     _compile_every_binding(lib, *_in_place_variant("    if (!valid[t]) continue;\n", "", drop_mask=True))
+
+
+@pytest.mark.nvcc
+def test_every_asymmetric_quant_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out asymmetric uint8 variant's bindings (its (scale, zero) pairs, and the symmetric ones kept after
+    them) compile for sm_90."""
+    cf = parse_cuda(ASYM_VARIANT.read_text(), str(ASYM_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernels[0], S.find_spec(cf, cf.kernels[0].name))
 
 def _compile_every_binding(lib, cf, k, spec):
     from agent_core.measure.compiler import compile_many

@@ -40,6 +40,8 @@ smem = "0"
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
 // kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
+// kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
+// kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -81,6 +83,113 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
   __device__ static uint8_t cvt(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
 };
 
+#if KT_EXPERT_ASYM  // kt:bind
+struct Min { __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); } };
+
+// rounded as the original rounds (KT_EXPERT_ROUND): to nearest even, toward zero, half away from zero
+__device__ __forceinline__ float asym_round(float v) {
+#if KT_EXPERT_ROUND == 0
+  return rintf(v);
+#elif KT_EXPERT_ROUND == 1
+  return truncf(v);
+#else
+  return roundf(v);
+#endif
+}
+
+// the level of one value, a float holding an integer in [qmin, qmax] (bounds integral: rounding then clamping is
+// clamping then rounding)
+__device__ __forceinline__ float asym_level(float v, float scale, float rscale, float zero, float qmin, float qmax) {
+#if KT_EXPERT_ASYM == 2  // kt:bind
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+  return fminf(fmaxf(asym_round(v * rscale) + zero, qmin), qmax);
+#else  // kt:bind
+  return fminf(fmaxf(asym_round(v / scale) + zero, qmin), qmax);
+#endif  // kt:bind
+#else  // kt:bind
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+  return fminf(fmaxf(asym_round((v - zero) * rscale), qmin), qmax);
+#else  // kt:bind
+  return fminf(fmaxf(asym_round((v - zero) / scale), qmin), qmax);
+#endif  // kt:bind
+#endif  // kt:bind
+}
+
+// One group of group_size values per LANES-thread segment, held in registers (one read): the group's minimum and
+// maximum by warp shuffles, its (scale, zero), the values' levels stored VEC at a time.
+#if KT_EXPERT_ZERO_STORE  // kt:bind
+template <int IT, typename T, typename Q, typename Z>
+__device__ __forceinline__ void group_quant_asym_impl(const T* __restrict__ x, Q* __restrict__ q,
+                                                      float* __restrict__ scales, Z* __restrict__ zeros,
+                                                      int group_size, int rows, float eps, float qmin, float qmax) {
+#else  // kt:bind
+template <int IT, typename T, typename Q>
+__device__ __forceinline__ void group_quant_asym_impl(const T* __restrict__ x, Q* __restrict__ q,
+                                                      float* __restrict__ scales, int group_size, int rows, float eps,
+                                                      float qmin, float qmax) {
+#endif  // kt:bind
+  const int g = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = g < rows;
+  const long long off = (long long)(active ? g : 0) * group_size;
+  const bool vec = vec_ok<T, KT_VEC>(group_size, x);
+  float v[IT][KT_VEC];
+  row_load<KT_LANES, KT_VEC, IT>(x + off, group_size, vec, v);
+  float mn = __int_as_float(0x7f800000), mx = -mn;  // the slots past the group's end (read as 0) take no part
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j)
+      if (row_elem<KT_LANES, KT_VEC, IT>(vec, i, j) < group_size) {
+        mn = fminf(mn, v[i][j]);
+        mx = fmaxf(mx, v[i][j]);
+      }
+  mn = warp_reduce<KT_LANES>(mn, Min());
+  mx = warp_reduce<KT_LANES>(mx, Max());
+  const float scale = fmaxf(mx - mn, eps) / (qmax - qmin);
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+  const float rscale = 1.f / scale;
+#else  // kt:bind
+  const float rscale = scale;  // unused: the values are divided by the scale
+#endif  // kt:bind
+#if KT_EXPERT_ASYM == 2  // kt:bind
+  const float zero = asym_round(qmin - mn / scale);  // the integer zero point
+#else  // kt:bind
+  const float zero = mn;
+#endif  // kt:bind
+  if (!active) return;  // no block-wide barrier below
+  if (threadIdx.x == 0) {
+#if KT_EXPERT_ZERO_STORE  // kt:bind
+    scales[g] = scale;
+    zeros[g] = (Z)zero;
+#else  // kt:bind
+    scales[2LL * g] = scale;  // the (scale, zero) pair of the group
+    scales[2LL * g + 1] = zero;
+#endif  // kt:bind
+  }
+  Q* qo = q + off;
+  if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
+#pragma unroll
+    for (int i = 0; i < IT; ++i) {
+      const int e = row_elem<KT_LANES, KT_VEC, IT>(true, i, 0);
+      if (e < group_size) {
+        Vec<Q, KT_VEC> t;
+#pragma unroll
+        for (int j = 0; j < KT_VEC; ++j)
+          t.v[j] = (Q)__float2int_rn(asym_level(v[i][j], scale, rscale, zero, qmin, qmax));
+        *reinterpret_cast<Vec<Q, KT_VEC>*>(qo + e) = t;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) {
+        const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
+        if (e < group_size) qo[e] = (Q)__float2int_rn(asym_level(v[i][j], scale, rscale, zero, qmin, qmax));
+      }
+  }
+}
+#else  // kt:bind
 template <int IT, typename T, typename Q>
 #if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
 __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, int* __restrict__ scales,
@@ -203,7 +312,33 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
       }
   }
 }
+#endif  // kt:bind
 
+#if KT_EXPERT_ASYM  // kt:bind
+#if KT_EXPERT_ZERO_STORE  // kt:bind
+template <typename T, typename Q, typename Z>
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, Z* zeros, int group_size, int rows,
+                                            float eps, float qmin, float qmax) {
+#else  // kt:bind
+template <typename T, typename Q>
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax) {
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows: one token's groups; gridDim.x * ROWS lies in [groups, groups + ROWS), so the token count is exact
+    const int per_token = rows;
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
+  }
+#endif  // kt:bind
+#if KT_EXPERT_ZERO_STORE  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_asym_impl<IT, T, Q, Z>(x, q, scales, zeros, group_size, rows, eps, qmin, qmax)));
+#else  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_asym_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
+#endif  // kt:bind
+}
+#else  // kt:bind
 template <typename T, typename Q>
 #if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, int* scales, int group_size, int rows, float eps,
@@ -245,6 +380,7 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 #endif  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
 }
+#endif  // kt:bind
 #endif  // kt:bind
 
 }  // namespace kt

@@ -19,6 +19,18 @@ that holds them, or one holding a token's elements over a group size), the token
 the layouts the counts allow (column-major first where the body multiplies by the stride argument), the power of
 two on the bits (first where the body builds a float from bits) or through log2f, and, for padded columns,
 whether the padding columns are written 0.
+
+Asymmetric min/max quantization (KT_EXPERT_ASYM: KIVI / lmdeploy's float zero point = the group's minimum, vLLM's
+azp and AWQ's integer zero point round(qmin - min / scale)): read only where the body reduces a minimum as well as a
+maximum of the input (fminf/fmaxf, min/max calls or comparisons feeding a local from itself) and either subtracts a
+value of the minimum alone from the input (x - min: a float zero) or adds a rounded value of the minimum (an integer
+zero point); an 8-bit output (unsigned; signed only with an integer zero point), the (scale, zero) pairs either
+interleaved in one fp32 buffer of twice the group count (the group size is then the input over half of it, not over
+all of it) or in two buffers of the group count, the scales fp32 and the zeros of any type (which is which from what
+the body writes to each: the scale from the maximum, the zero from the minimum alone or through a rounding).
+Enumerated: the group size, eps (float arguments below 1, a named constant or literal a maximum takes with the
+range max - min; none: 0), the rounding, divided by the scale or multiplied by 1 / scale, the zero's kind where the
+body does not say. These come before the symmetric bindings, which are still offered.
 """
 
 from __future__ import annotations
@@ -171,6 +183,11 @@ def _numerics(ev: Evidence, q):
 
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
+    asym = _asym_bindings(ev, e) if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
+    return asym + _symmetric_bindings(ev, e)
+
+
+def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     ins = ev.bufs("in", FLOATS)
     q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
     sc = ev.bufs("out", ("f32",))
@@ -262,6 +279,235 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
         out.append(b)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- asymmetric (min/max)
+MIN_CALLS = ("fminf", "fmin", "min", "__hmin", "__hmin2")
+MAX_CALLS = ("fmaxf", "fmax", "max", "__hmax", "__hmax2")
+ROUND_CALLS = {"rintf", "rint", "nearbyintf", "nearbyint", "lrintf", "llrintf", "__float2int_rn", "__float2uint_rn",
+               "roundf", "round", "lroundf", "llroundf", "__float2int_rz", "truncf"}
+ASYM_WORDS = {1: "zero = the group's minimum (a float zero point), (x - zero) quantized",
+              2: "an integer zero point round(qmin - min / scale) added to the rounded x / scale"}
+LEVELS = (3, 7, 15, 31, 63, 127, 255)  # 2^bits - 1: what the range max - min is divided by
+_TOKEN = r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*"
+
+
+def _accumulators(ev: Evidence, flow: dict[str, set[str]], x) -> tuple[set[str], set[str]]:
+    """The locals the body reduces the input's minimum and maximum into: assigned a min (max) call that takes the
+    local itself (``mn = fminf(mn, v)``, ``s_min[t] = fminf(s_min[t], s_min[t + k])``), or a comparison's winner
+    (``if (v < mn) mn = v;``); each computed from the input buffer."""
+    mins, maxs = set(), set()
+    for target, at, stmt in statements(ev.body):
+        if target is None:
+            continue
+        own = re.compile(rf"\(*(\(\w+\))?{re.escape(target)}(\[[^\]]*\])?\)*")
+        for calls, acc in ((MIN_CALLS, mins), (MAX_CALLS, maxs)):
+            for _, args in call_arguments(stmt[at + 1:], "|".join(calls)):
+                if any(own.fullmatch(re.sub(r"\s+", "", a)) for a in args):
+                    acc.add(target)
+    for m in re.finditer(rf"if\(({_TOKEN})([<>])=?({_TOKEN})\)({_TOKEN})=({_TOKEN});", ev.flat):
+        left, op, right, target, value = m.groups()
+        base = re.match(r"[A-Za-z_]\w*", target).group(0)
+        if target == right and value == left:  # if (v < mn) mn = v
+            (mins if op == "<" else maxs).add(base)
+        elif target == left and value == right:  # if (mn > v) mn = v
+            (maxs if op == "<" else mins).add(base)
+    fed = lambda n: x.name in feeding(flow, n)  # noqa: E731
+    return {n for n in mins if fed(n)}, {n for n in maxs if fed(n)}
+
+
+def _asym_modes(ev: Evidence, flow, mins: set[str], maxs: set[str]) -> list[int]:
+    """KT_EXPERT_ASYM by what the body computes: 1 where it subtracts a value of the minimum alone (not of the
+    maximum: the range max - min is no zero point) from a value that is neither (x - min, x - zero); 2 where it adds
+    a value of the minimum that a rounding call computes (an integer zero point: rint(x / scale) + zp)."""
+    def of(n: str, acc: set[str]) -> bool:
+        return n in acc or bool(flow.get(n, set()) & acc)
+
+    modes = []
+    for m in re.finditer(r"(?<![-+>])-(?![-=>])\(*(?:\((?:float|int|double)\))?([A-Za-z_]\w*)(\[[^\]]*\])?\)*"
+                         r"(?=[);,+\-?:\]]|$)", ev.flat):
+        name = m.group(1)
+        left = re.search(rf"({_TOKEN})\)*$", ev.flat[:m.start()])
+        if left is None or not of(name, mins) or of(name, maxs):
+            continue
+        base = re.match(r"[A-Za-z_]\w*", left.group(1)).group(0)
+        if not of(base, maxs) and not of(base, mins):
+            modes.append(1)
+            break
+    for n in set(flow) | mins:
+        if of(n, mins) and flow.get(n, set()) & ROUND_CALLS and (
+                re.search(rf"(?<!\+)\+\(*(?:\((?:float|int)\))?{re.escape(n)}\b(?!\[)", ev.flat)
+                or re.search(rf"(?<![\w.]){re.escape(n)}\)*\+(?![+=])", ev.flat)):
+            modes.append(2)
+            break
+    return modes
+
+
+def _written(ev: Evidence, name: str, flow) -> set[str]:
+    """What the body's writes of ``name`` are computed from (``name[i] = value``, chained assignments too)."""
+    out: set[str] = set()
+    for v in re.findall(rf"\b{re.escape(name)}\[[^\]]*\]=(?!=)([^;]*)", ev.flat):
+        out |= feeding(flow, v)
+    return out
+
+
+def _range_floors(ev: Evidence, flow, mins: set[str], maxs: set[str]) -> list[tuple[str, str]]:
+    """eps of the range: a small positive number (at most 1e-3: a literal or a named constant) that a maximum takes
+    together with a value of both the minimum and the maximum (``fmaxf(mx - mn, kMinRange)``, AWQ's clamp(min=1e-5)
+    of max - min), in either order. (C text, words) each."""
+    out = []
+    for _, args in call_arguments(ev.body, r"(std::)?(fmaxf|fmax|max)"):
+        if len(args) != 2:
+            continue
+        for k, other in (args, args[::-1]):
+            literal = re.fullmatch(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?", k.strip())
+            named = re.fullmatch(r"[A-Za-z_]\w*", k.strip()) and not flow.get(k.strip())
+            v = number(k, ev.constants) if literal or named else None
+            fed = feeding(flow, other)
+            if v is None or not 0 < v <= 1e-3 or not (fed & mins and fed & maxs):
+                continue
+            c = (f"(float)({v!r}f)", f"eps=`{k.strip()}` ({v!r})") if named else \
+                (f"(float)({k.strip() if k.strip()[-1] in 'fF' else k.strip() + 'f'})", f"eps={k.strip()}")
+            if c not in out:
+                out.append(c)
+    return out
+
+
+def _levels(ev: Evidence) -> int | None:
+    """The levels 2^bits - 1 the body divides by (the range over 255, or 15 for 4 bits), a literal or a named
+    constant; None when it divides by none of them."""
+    for tok in re.findall(r"/\(*(?:\(float\))?((?:\d+\.?\d*|\.\d+)[fF]?|[A-Za-z_]\w*)(?![\w(\[])", ev.flat):
+        v = number(tok, ev.constants)
+        if v is not None and v in LEVELS:
+            return int(v)
+    return None
+
+
+def _asym_bindings(ev: Evidence, e) -> list[Binding]:
+    """Asymmetric (min/max, zero point) bindings (KT_EXPERT_ASYM), only where the body says so (``_asym_modes``)."""
+    ins = ev.bufs("in", FLOATS)
+    if len(ins) != 1 or not ins[0].counts:
+        return []
+    x = ins[0]
+    qs = [a for a in ev.bufs("out") if a.dtype in ("u8", "i8") and a.counts == x.counts]
+    if len(qs) != 1:
+        return []
+    q = qs[0]
+    rest = [a for a in ev.bufs("out") if a is not q]
+    if len(ev.bufs()) != 2 + len(rest) or not rest or len(rest) > 2 or any(not a.counts for a in rest):
+        return []
+    flow = flows(ev.body, declarators=True)  # `float mn = INFINITY, mx = -INFINITY;`: two locals
+    mins, maxs = _accumulators(ev, flow, x)
+    if not mins or not maxs:
+        return []
+    modes = _asym_modes(ev, flow, mins, maxs)
+    if q.dtype == "i8":
+        modes = [m for m in modes if m == 2]  # a signed output only with an integer zero point (vLLM's azp)
+    if not modes:
+        return []
+    # where the (scale, zero) pairs go: [(scales, zeros or None for interleaved pairs, the groups' values, the
+    # groups' spec, support)]
+    stores = []
+    if len(rest) == 1:
+        sc = rest[0]
+        n = re.escape(sc.name)
+        pairs = len(re.findall(rf"\b{n}\[[^\]]*\]=(?!=)", ev.flat)) >= 2 or ev.mentions(rf"float2\*>?\(+{n}\b")
+        if sc.dtype == "f32" and pairs and all(c % 2 == 0 for c in sc.counts):
+            groups = tuple(c // 2 for c in sc.counts)
+            stores.append((sc, None, groups, f"({sc.spec.size}) / 2", 0))
+    elif rest[0].counts == rest[1].counts:
+        # which is the scale: the one written from the maximum without a rounding; the zero: from the minimum
+        # alone (a float zero) or through a rounding (an integer zero point). Both orders where the body does not say
+        def scaleish(w: set[str]) -> bool:
+            return bool(w & maxs) and not w & ROUND_CALLS
+
+        def zeroish(w: set[str]) -> bool:
+            return bool(w & mins) and (bool(w & ROUND_CALLS) or not w & maxs)
+
+        orders = [tuple(rest), tuple(rest[::-1])]
+        sure = [(s, z) for s, z in orders
+                if scaleish(_written(ev, s.name, flow)) and zeroish(_written(ev, z.name, flow))]
+        for i, (s, z) in enumerate(sure[:1] or orders):
+            if s.dtype == "f32" and z.dtype in ("f32", "f16", "bf16", "i32", "u32", "i64", "u8", "i8", "i16"):
+                stores.append((s, z, s.counts, s.spec.size, -3 * i))
+    out = []
+    cap = max(e.params["LANES"].values) * max(e.params["ITEMS"].values) * \
+        min(max(e.params["VEC"].values), 16 // NBYTES[x.dtype])
+    Q = "uint8_t" if q.dtype == "u8" else "int8_t"
+    levels = _levels(ev)
+    fl = ev.floats()
+    small = [a for a in fl if a.counts and all(v is not None and 0 < v < 1 for v in a.counts)]
+    big = [a for a in fl if a.counts and all(v is not None and v >= 1 for v in a.counts)]
+    low = [a for a in fl if a.counts and all(v is not None and v <= 0 for v in a.counts)]
+    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(small, key=lambda a: "eps" not in a.name.lower())]
+    eps_c += _range_floors(ev, flow, mins, maxs)
+    eps_c = eps_c or [("0.f", "no eps (the range as it is)")]
+    if Q == "uint8_t":
+        qmin_c, qmin_w = (f"(float)({low[0].name})", f"qmin=`{low[0].name}`") if low else ("0.f", "qmin=0")
+        top = levels or 255
+        qmax_c, qmax_w = (f"(float)({big[0].name})", f"qmax=`{big[0].name}`") if big else (f"{top}.f", f"qmax={top}")
+    else:
+        if levels not in (None, 255):
+            return []
+        qmin_c, qmin_w, qmax_c, qmax_w = "-128.f", "qmin=-128", "127.f", "qmax=127"
+    if ev.has(*(ROUND_CALLS - {"roundf", "round", "lroundf", "llroundf", "truncf", "__float2int_rz"})) or \
+            ev.mentions(r"cvt\.rni"):
+        rounds = [0, 2, 1]
+    elif ev.has("roundf", "round", "lroundf", "llroundf"):
+        rounds = [2, 0, 1]
+    else:
+        rounds = [1, 0, 2]
+    recip_first = ev.mentions(r"1\.0?f?/") or ev.mentions(r"\*inv") or ev.mentions(r"\*\(1\.")
+    recips = [1, 0] if recip_first else [0, 1]
+    totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
+    total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
+    kind = "uint8" if Q == "uint8_t" else "int8"
+    for sc, zr, groups, groups_spec, ssup in stores:
+        gs_v = div(x.counts, groups)
+        if gs_v is None or max(gs_v) > cap:
+            continue  # a group longer than the expert holds in registers
+        gs_all = [s for s in ev.sizes(gs_v) if not s.c[0].isdigit()] or ev.sizes(gs_v)
+        rows_xs = [s for s in ev.sizes(groups) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+        for (gi, gs), (ei, (eps, eps_words)), (mi, mode), (ri, rnd), (ci, recip) in itertools.product(
+                enumerate(gs_all[:2]), enumerate(eps_c[:2]), enumerate(modes), enumerate(rounds),
+                enumerate(recips)):
+            if zr is not None and mode == 1 and zr.dtype not in ("f32", "f16", "bf16"):
+                continue  # a float zero point is no integer
+            store = "a (scale, zero) pair per group" if zr is None else "a scale and a zero per group"
+            b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: minimum and maximum (min and max "
+                        f"reductions), {'x - min' if mode == 1 else 'a rounded zero point of the minimum'}, {store}, "
+                        f"{kind} output → asymmetric per-token-group quantization", ev.kernel.name)
+            b.sizes = {"group_size": gs.spec, "rows": groups_spec}
+            from_grid = False
+            if rows_xs:
+                rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
+            elif totals:
+                rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
+            elif (per := _groups_per_token(ev, x, gs_v, gs)) is not None:
+                rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
+                from_grid = True
+                b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
+            else:
+                rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
+                b.fixed["ROWS"] = [1]
+            b.template_args = [CTYPE[x.dtype], Q] + ([CTYPE[zr.dtype]] if zr is not None else [])
+            b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q.name})", f"(float*)({sc.name})"] + (
+                [f"({CTYPE[zr.dtype]}*)({zr.name})"] if zr is not None else []) + [
+                gs.c, rows, eps, qmin_c, qmax_c]
+            b.defines = {"KT_EXPERT_ROUND": rnd}
+            b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                             "KT_EXPERT_ASYM": mode, "KT_EXPERT_ZERO_STORE": int(zr is not None)}
+            if from_grid:
+                b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+            b.consts = {"ESIZE": NBYTES[x.dtype]}
+            b.words = [f"x={x.name}", f"q={q.name} ({kind}, asymmetric)",
+                       f"scales={sc.name} ((scale, zero) fp32 pairs)" if zr is None else f"scales={sc.name}"] + (
+                [f"zeros={zr.name} ({CTYPE[zr.dtype]})"] if zr is not None else []) + [
+                f"group_size={gs.words}", rows_words, eps_words, qmin_w, qmax_w, ASYM_WORDS[mode], ROUNDS[rnd],
+                RECIPS[recip]]
+            b.support = 40 + ssup - 4 * gi - 3 * ei - 5 * mi - 2 * ri - ci
+            out.append(b)
     return out
 
 
