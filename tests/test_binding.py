@@ -1827,3 +1827,105 @@ def test_every_binding_of_the_sequence_offsets_rotary_compiles(lib):
     style kernel (one cache, offsets per sequence: the general path) compile for sm_90."""
     _compile_every_binding(lib, *_seq_offsets_variant())
     _compile_every_binding(lib, *_style_neox(lib))
+# ------------------------------------------------------------------------------------------ a key range per batch
+MASK_INDEX = ROOT / "bench" / "corpus" / "softmax" / "attention_softmax_mask_index_unidirectional_fp16.cu"
+
+
+def test_softmax_valid_keys_per_sequence_end_only(lib):
+    """A 1-D mask index of valid key counts per sequence (int32 [batch]) over bf16 scores [batch, rows a sequence,
+    keys], one row a block with a row-count argument: KT_EXPERT_KEYS 2 (found as the bound a loop's key index stays
+    below, through the local `len`; no range widened where empty: that row is written 0), the expert on its grid
+    [rows of a batch, batches], no causal limit, no mask."""
+    cf, k, spec = case("softmax_valid_keys_per_sequence_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=probs (bf16), x=scores (bf16), hidden=`keys`, rows=`n_rows`, keys [0, `valid_len`[b]) of batch b = row "
+        "/ (rows / batches), batches `valid_len`'s length, an empty range written 0"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2}
+    assert bs[0].call_args[2:] == ["(int)(n_rows)", "(int)(keys)", "1.f", "(const float*)nullptr",
+                                   "(const int*)(valid_len)", "(const int*)nullptr", "0"]
+    assert "ROWS" not in bs[0].fixed  # the row count is an argument: rows a block stay tunable
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"] == ["cdiv(((batch * heads * q * keys) / (keys)) / (batch), ROWS)", "(batch)"]
+    text = t.text
+    assert "int k1 = min(hidden, key_end[blockIdx.y]);" in text and "if (k0 >= k1)" not in text
+    assert "const float inv = total > 0.f ? 1.f / total : 0.f;" in text and "kt:bind" not in text
+    # a range of keys is not a convention of the twins
+    by_name = {e.name: e for e in lib}
+    assert X.cluster_twin(bs[0], by_name) is None and X.long_twin(bs[0], by_name) is None
+
+
+def test_held_out_mask_index_softmax_binds_first():
+    """The held-out ONNX Runtime attention softmax (2026-11-28, batch 5): keys [mask_start[b], mask_end[b]) per batch
+    (two int32 buffers, blockIdx.y the batch), an empty range widened to every key (the end assigned the row length
+    after it was read), the causal limit `end = min(end, all - seq + query + 1)` only where `is_unidirectional`, and
+    the relative-position bias of the rows of one batch (heads * seq, counted from the grid) added before the max."""
+    cf = parse_cuda(MASK_INDEX.read_text(), str(MASK_INDEX))
+    spec = S.find_spec(cf, "MaskedSoftmaxKernel")
+    bs = X.candidates(cf, "MaskedSoftmaxKernel", spec)
+    assert bs[0].describe() == (
+        "out=output (f16), x=input (f16), hidden=`all_sequence_length`, rows=the grid (no row-count argument), keys "
+        "[`mask_start`[b], `mask_end`[b]) of batch b = row / (rows / batches), batches `mask_end`'s length, an empty "
+        "range widened to every key, plus the mask `rel_pos_bias` [the rows of a batch], shared by the batches, causal "
+        "limit, bottom-right aligned: query row % `sequence_length` sees the keys below keys - q_len + query + 1, "
+        "where `is_unidirectional`"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 1, "KT_EXPERT_MASK": 1}
+    assert bs[0].call_args[2:] == [
+        "(int)gridDim.x * (int)gridDim.y", "(int)(all_sequence_length)", "1.f", "(const float*)nullptr",
+        "(const __half*)(rel_pos_bias)", "(int)gridDim.x", "(int)gridDim.x", "(const int*)(mask_end)",
+        "(const int*)(mask_start)", "((is_unidirectional) ? (int)(sequence_length) : 0)"]
+    # the same without the causal limit, after
+    assert bs[1].call_args[-1] == "0" and bs[1].conventions == bs[0].conventions
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"][1] == "(batch)" and t.space.params["ROWS"].values == [1]
+    text = t.text
+    widened = text.index("if (k0 >= k1) {")
+    causal = text.index("if (q_len > 0) k1 = min(k1, hidden - q_len + row % q_len + 1);", widened)
+    add = text.index("v[i][j] += mk[i][j];", causal)
+    assert add < text.index("if (k >= k0 && k < k1) m = fmaxf(m, v[i][j]);", add)
+    assert "const float e = k >= k0 && k < k1 ? expf(v[i][j] - m) : 0.f;" in text
+
+
+def test_no_key_range_without_the_evidence(lib):
+    """No other style kernel's softmax gets a key range: it takes int32 buffers that bound a loop's key index."""
+    for name in STYLE_NAMES:
+        if name == "softmax_valid_keys_per_sequence_bf16":
+            continue
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_KEYS" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
+def test_a_convention_may_declare_sizes_for_its_grid(tmp_path):
+    """`// kt:bind-sizes KT_EXPERT_KEYS = ["batches"]`: a size of no role that the convention's grid uses, given by
+    each binding that sets it; checked when the expert loads and when a binding is bound."""
+    e = load_expert(X.EXPERT_DIR / "softmax.cu")
+    assert e.launch["sizes_when"] == {"KT_EXPERT_KEYS": ["batches"]}
+    assert e.launch["grid_when"] == {"KT_EXPERT_KEYS": ["cdiv(rows / batches, ROWS)", "batches"]}
+    src = (X.EXPERT_DIR / "softmax.cu").read_text()
+    assert "kt:bind-sizes" not in resolve_conventions(src, e.conventions)
+    (tmp_path / "_rows.cuh").write_text((X.EXPERT_DIR / "_rows.cuh").read_text())  # the expert's helper beside it
+    (tmp_path / "a.cu").write_text(src.replace('kt:bind-sizes KT_EXPERT_KEYS = ["batches"]',
+                                               'kt:bind-sizes KT_EXPERT_NOPE = ["batches"]'))
+    with pytest.raises(KerntuneError, match="kt:bind-sizes: KT_EXPERT_NOPE is not a declared convention"):
+        load_expert(tmp_path / "a.cu")
+    (tmp_path / "b.cu").write_text(src.replace('kt:bind-sizes KT_EXPERT_KEYS = ["batches"]',
+                                               'kt:bind-sizes KT_EXPERT_KEYS = ["rows"]'))
+    with pytest.raises(KerntuneError, match="not already role sizes"):
+        load_expert(tmp_path / "b.cu")
+    (tmp_path / "c.cu").write_text(src.replace('kt:bind-sizes KT_EXPERT_KEYS = ["batches"]',
+                                               'kt:bind-sizes KT_EXPERT_KEYS = ["batch"]'))
+    with pytest.raises(KerntuneError, match="unknown names"):
+        load_expert(tmp_path / "c.cu")
+    cf, k, spec = case("softmax_valid_keys_per_sequence_bf16")
+    b = X.candidates(cf, k.name, spec)[0]
+    del b.sizes["batches"]
+    with pytest.raises(KerntuneError, match="gives no size batches"):
+        X.bind(b, cf, spec)
+
+
+@pytest.mark.nvcc
+def test_every_mask_index_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out ONNX Runtime mask-index softmax's bindings (fp16 scores, an fp16 bias, two int32 key buffers, a
+    bool flag) compile for sm_90."""
+    cf = parse_cuda(MASK_INDEX.read_text(), str(MASK_INDEX))
+    _compile_every_binding(lib, cf, cf.kernel("MaskedSoftmaxKernel"), S.find_spec(cf, "MaskedSoftmaxKernel"))

@@ -25,10 +25,6 @@ KNOWN_GAPS = {
                                                            "tensor (vLLM silu_and_mul_quant), silu and the product "
                                                            "rounded to fp16 before the scale, over vLLM's (tokens, "
                                                            "4 / 2 / 1 row chunks) grid",
-    "softmax/attention_softmax_mask_index_unidirectional_fp16.cu": "ONNX Runtime attention softmax: valid keys from a "
-                                                                   "1-D mask index per batch ([mask_start, mask_end)), "
-                                                                   "a causal limit computed from the indices, a bias "
-                                                                   "shared by the batch, grid (heads * seq, batch)",
     "merge_attn_states/merge_states_index_sets_base2_warp_fp16.cu": "an N-way merge over num_index_sets states laid "
                                                                     "out [seq, sets, heads, dim] with base-2 lse "
                                                                     "(FlashInfer MergeStates), not a merge of two "

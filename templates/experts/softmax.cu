@@ -42,6 +42,9 @@ smem = "0"
 // kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
+// kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), batches], batch b = blockIdx.y; row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
+// kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
+// kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "batches"]
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -184,6 +187,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_SINK  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const S* __restrict__ sinks, int sink_heads, int sink_inner) {
+#elif KT_EXPERT_KEYS  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner,
+                                             const int* __restrict__ key_end, const int* __restrict__ key_start,
+                                             int q_len) {
 #else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
 #endif  // kt:bind
@@ -192,17 +199,46 @@ template <int IT, int P, typename T, typename O, typename S>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div,
                                              const S* __restrict__ sinks, int sink_heads, int sink_inner) {
+#elif KT_EXPERT_KEYS  // kt:bind
+template <int IT, int P, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div,
+                                             const int* __restrict__ key_end, const int* __restrict__ key_start,
+                                             int q_len) {
 #else  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div) {
 #endif  // kt:bind
+#if KT_EXPERT_KEYS  // kt:bind
+  // rows [batches, rows / batches], blockIdx.y the batch: its key range [k0, k1) (ONNX Runtime's 1-D mask index,
+  // key_start null: from 0), clamped to the row
+  const int per = rows / (int)gridDim.y;
+  const int in_batch = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = in_batch < per;
+  const int row = (int)blockIdx.y * per + (active ? in_batch : 0);
+  const long long off = (long long)row * hidden;
+  const int lead = rows_lead<P, KT_VEC>(off);
+  int k0 = key_start != nullptr ? max(0, key_start[blockIdx.y]) : 0;
+  int k1 = min(hidden, key_end[blockIdx.y]);
+#if KT_EXPERT_KEYS == 1  // kt:bind
+  if (k0 >= k1) {  // no key in the range: every key (attend to none = attend to all)
+    k0 = 0;
+    k1 = hidden;
+  }
+#endif  // kt:bind
+  if (q_len > 0) k1 = min(k1, hidden - q_len + row % q_len + 1);  // causal, bottom-right: query row % q_len
+  const int kn = max(k1, 0);  // the keys from kn on are not read (the vector path may read past kn, never past the row)
+  float v[IT][KT_VEC];
+  rows_load<0, KT_VEC, IT, P>(x + off, kn, v, lead);
+#else  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
   const long long off = (long long)(active ? row : 0) * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+#endif  // kt:bind
   const float div = row_div != nullptr && active ? row_div[row] : 1.f;
 #if KT_EXPERT_SINK  // kt:bind
   const float sink = to_f(sinks[((active ? row : 0) / sink_inner) % sink_heads]);  // the row's head's sink logit
@@ -224,7 +260,11 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
   if (mask != nullptr) {
 #pragma unroll
+#if KT_EXPERT_KEYS  // kt:bind
+    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, kn, i, mk[i], lead);
+#else  // kt:bind
     for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
+#endif  // kt:bind
   } else {
 #pragma unroll
     for (int i = 0; i < IT; ++i)
@@ -251,7 +291,12 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_ROUND_SCALED == 2  // kt:bind
       v[i][j] = round_t<T>(v[i][j]);  // and the sum with the mask (of the scores' type) rounded again
 #endif  // kt:bind
+#if KT_EXPERT_KEYS  // kt:bind
+      const int k = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
+      if (k >= k0 && k < k1) m = fmaxf(m, v[i][j]);  // the range's keys only
+#else  // kt:bind
       if (rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden)) m = fmaxf(m, v[i][j]);
+#endif  // kt:bind
     }
   m = row_reduce<0, KT_ROWS, 0>(m, Max(), -INFINITY);
 #if KT_EXPERT_SINK  // kt:bind
@@ -265,7 +310,12 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_KEYS  // kt:bind
+      const int k = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
+      const float e = k >= k0 && k < k1 ? expf(v[i][j] - m) : 0.f;  // a key outside the range is written 0
+#else  // kt:bind
       const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
+#endif  // kt:bind
       v[i][j] = e;
       s += e;
     }
@@ -277,7 +327,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #else  // kt:bind
   const float inv = 1.f / total;  // one division per row, not per element
 #endif  // kt:bind
-#elif KT_EXPERT_MASK == 4  // kt:bind
+#elif KT_EXPERT_MASK == 4 or KT_EXPERT_KEYS  // kt:bind
   const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
   const float inv = total > 0.f ? 1.f / total : 0.f;
 #else  // kt:bind
@@ -312,6 +362,18 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T, O, S>(out, x, rows, hidden, scale, row_div, sinks, sink_heads, sink_inner)));
 }
 #endif  // kt:bind
+#elif KT_EXPERT_MASK and KT_EXPERT_KEYS  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, const int* key_end,
+                                        const int* key_start, int q_len) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                key_end, key_start, q_len)));
+}
 #elif KT_EXPERT_MASK  // kt:bind
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
@@ -321,6 +383,14 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                    (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
+}
+#elif KT_EXPERT_KEYS  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const int* key_end, const int* key_start, int q_len) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len)));
 }
 #else  // kt:bind
 template <typename T, typename O>

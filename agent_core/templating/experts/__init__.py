@@ -105,6 +105,11 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
         p.values = sorted({cfg[n] for cfg in valid})
         p.original = start[n]
     conv = {**e.conventions, **m.conventions}
+    missing = sorted({n for c, names in e.launch.get("sizes_when", {}).items() if conv.get(c) for n in names}
+                     - set(m.sizes))
+    if missing:
+        raise KerntuneError(f"expert {e.name}: the binding gives no size {', '.join(missing)} (its conventions' "
+                            "grid needs them)", cf.path, k.span.line)
     grid = next((g for c, g in e.launch.get("grid_when", {}).items() if conv.get(c)), e.launch["grid"])
     block = next((bl for c, bl in e.launch.get("block_when", {}).items() if conv.get(c)), e.launch["block"])
     launch = {"grid": [subst(g, subs) for g in grid],

@@ -10,7 +10,10 @@ pairs, eps inside or outside the root, ...) are declared in lines of their own::
 and used in preprocessor lines marked ``// kt:bind`` (``#if COND  // kt:bind``, ``#elif``, ``#else``, ``#endif``).
 A convention may launch its own grid (``// kt:bind-grid KT_EXPERT_NAME = ["expression", ...]``, used by the
 bindings that set it) or its own block (``// kt:bind-block KT_EXPERT_NAME = [...]``: no more threads than the
-header's block or ``bounds`` allow, the kernel's ``__launch_bounds__``).
+header's block or ``bounds`` allow, the kernel's ``__launch_bounds__``). Such a grid may use sizes the header has no
+role for where the convention declares them (``// kt:bind-sizes KT_EXPERT_NAME = ["name", ...]``): each binding that
+sets the convention gives them in its ``sizes`` (an expression over the spec's size names, e.g. the batches of a key
+range read from a buffer's length).
 Binding resolves those lines for the binding's conventions (``render.resolve_conventions``): the code bound to a
 user's kernel holds only the branch it uses, and every ``kt:bind`` line goes.
 """
@@ -36,6 +39,9 @@ DIRECTIVE = re.compile(r"^\s*#\s*(if|elif|else|endif)\b(.*?)//\s*kt:bind\s*$")
 GRID_WHEN = re.compile(r"^\s*//\s*kt:bind-grid\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 # `// kt:bind-block KT_EXPERT_NAME = ["block expression", ...]`: the launch block of a binding that sets the convention
 BLOCK_WHEN = re.compile(r"^\s*//\s*kt:bind-block\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
+# `// kt:bind-sizes KT_EXPERT_NAME = ["name", ...]`: sizes of no role that the convention's grid or block may use; a
+# binding that sets the convention gives each in its `sizes`
+SIZES_WHEN = re.compile(r"^\s*//\s*kt:bind-sizes\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 
 
 @dataclass
@@ -154,10 +160,13 @@ def load_expert(path: str | Path) -> Expert:
             raise KerntuneError(f"serves: `{serves}` may use role sizes only ({sorted(role_sizes)}), not "
                                 f"{sorted(unknown)}", path, line, field_name="serves")
     conventions, words = _conventions(text, path)
-    grids = _bind_grids(text, path, conventions, known)
+    sizes = _bind_sizes(text, path, conventions, known)
+    if sizes:
+        ldict["sizes_when"] = sizes
+    grids = _bind_grids(text, path, conventions, known, sizes=sizes)
     if grids:
         ldict["grid_when"] = grids
-    blocks = _bind_grids(text, path, conventions, known, BLOCK_WHEN, "kt:bind-block")
+    blocks = _bind_grids(text, path, conventions, known, BLOCK_WHEN, "kt:bind-block", sizes)
     if blocks:
         ldict["block_when"] = blocks
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
@@ -178,7 +187,8 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
             words[m.group(1)] = m.group(3).strip().strip("()").strip()
     depth = 0
     for i, ln in enumerate(text.splitlines()):
-        if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln):
+        if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln) \
+                or SIZES_WHEN.match(ln):
             continue
         d = DIRECTIVE.match(ln)
         if d is None:
@@ -204,12 +214,37 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
     return conv, words
 
 
+def _bind_sizes(text: str, path: str, conventions: dict[str, int], known: set[str]) -> dict[str, list[str]]:
+    """The sizes of no role that a convention's grid or block may use (``// kt:bind-sizes KT_EXPERT_X = ["name"]``),
+    checked: a declared convention, a non-empty list of new names (not a role size or parameter)."""
+    out: dict[str, list[str]] = {}
+    for i, ln in enumerate(text.splitlines()):
+        g = SIZES_WHEN.match(ln)
+        if g is None:
+            continue
+        conv = g.group(1)
+        if conv not in conventions:
+            raise KerntuneError(f"kt:bind-sizes: {conv} is not a declared convention (`// kt:bind {conv} = ...`)",
+                                path, i)
+        try:
+            names = tomllib.loads(f"g = {g.group(2)}")["g"]
+        except tomllib.TOMLDecodeError:
+            names = None
+        if not isinstance(names, list) or not names or not all(
+                isinstance(x, str) and re.fullmatch(r"[A-Za-z_]\w*", x) and x not in known for x in names):
+            raise KerntuneError(f"kt:bind-sizes {conv}: a non-empty list of names that are not already role sizes "
+                                "or parameters", path, i)
+        out[conv] = list(names)
+    return out
+
+
 def _bind_grids(text: str, path: str, conventions: dict[str, int], known: set[str], pattern: re.Pattern = GRID_WHEN,
-                what: str = "kt:bind-grid") -> dict[str, list[str]]:
+                what: str = "kt:bind-grid", sizes: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
     """The grid of each binding-set convention that launches its own (``// kt:bind-grid KT_EXPERT_X = [...]``: a
     kernel whose own arguments lack a size reads it back from that grid, the tokens of a merge from gridDim.x), or
     with ``BLOCK_WHEN`` its block (``// kt:bind-block``: the rotated heads of a fused row read back from blockDim.y),
-    checked: a declared convention, a non-empty list of expressions over known names."""
+    checked: a declared convention, a non-empty list of expressions over known names and the sizes the convention
+    declares (``sizes``: ``_bind_sizes``)."""
     out: dict[str, list[str]] = {}
     kind = what.rpartition("-")[2]
     for i, ln in enumerate(text.splitlines()):
@@ -228,7 +263,7 @@ def _bind_grids(text: str, path: str, conventions: dict[str, int], known: set[st
             raise KerntuneError(f"{what} {conv}: a non-empty list of {kind} expressions", path, i)
         for x in grid:
             try:
-                unknown = expr.names(x) - known
+                unknown = expr.names(x) - known - set((sizes or {}).get(conv, []))
             except KerntuneError as err:
                 raise KerntuneError(f"{what} {conv}: {err.message}", path, i) from None
             if unknown:
