@@ -243,6 +243,106 @@ def test_gated_fp32_in_bf16_out_plain_silu(lib):
     t = X.bind(bs[0], cf, spec := S.find_spec(cf, "swiglu_pairs"))
     assert spec is not None and "__device__ __forceinline__ void act_and_mul(O* __restrict__ out" in t.text
 
+
+def test_gated_static_fp8_quant_vllm_rounding(lib):
+    """vLLM's silu_and_mul_quant (the held-out corpus variant): fp16 [gate | up], silu rounded to fp16, the product
+    taken in fp16 (__hmul), then times 1 / *scale taken once, clamped to +-448 and converted by the saturating
+    __nv_cvt_float_to_fp8: KT_EXPERT_QUANT 1 with the output's own type (e4m3, from its declared type) first, the
+    scale read from the one-element device tensor in the wrapper."""
+    path = ROOT / "bench/corpus/gated_act/silu_and_mul_quant_fp8_split_rows_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = "silu_and_mul_quant_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"act_and_mul"} and len(bs) == X.MAX_PER_FAMILY, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out (e4m3 bytes), x=input, d=`d`, scale=scale (one fp32 value), SiLU, gate and up halves [gate | up], "
+        "activation rounded to f16 before the multiply, the product rounded to f16 before the scale, times 1 / "
+        "*`scale` (taken once)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_OUT_TYPE": 1, "KT_EXPERT_QUANT": 1,
+                                 "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_QUANT_ROUND": 1}
+    assert bs[0].template_args == ["__half", "__nv_fp8_e4m3"] and bs[0].consts["ESIZE"] == 2
+    assert bs[0].call_args == ["(__nv_fp8_e4m3*)(out)", "(const __half*)(input)", "(int)(d)", "*(const float*)(scale)"]
+    assert all(b.conventions["KT_EXPERT_QUANT"] for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "kt:bind" not in t.text and "#include <cuda_fp8.h>" in t.text and "__expf" not in t.text
+    assert "return v / (1.f + expf(-v));" in t.text and "int d, float scale) {" in t.text
+    assert "va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];" in t.text
+    assert "const float qs = 1.f / scale;" in t.text and "const float y = round_t<T>(va[i][j]);" in t.text
+    assert "const float q = y * qs;" in t.text
+    assert "va[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));" in t.text
+    assert "return __nv_fp8_e4m3(v);" in t.text  # the fp8 type's own saturating conversion, by the store
+    # the tunable space has configurations at every size set (d = 14336 and the odd 2999)
+    assert t.space.original_config() and X.bind(bs[1], cf, spec).space.original_config()
+
+
+def test_gated_static_fp8_scale_argument_fp32_math(lib):
+    """Another style (bf16, the scale a float argument, one token per block, fp32 math throughout, times the
+    reciprocal taken once, bytes from __nv_cvt_float_to_fp8): nothing rounded to bf16 first, the scale passed by
+    value."""
+    cf, k, spec = case("gated_fp8_scale_arg_token_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"act_and_mul"}, words_of(bs)
+    assert bs[0].describe() == (
+        "out=q (e4m3 bytes), x=gate_up, d=`inter`, scale=qscale (a float argument), SiLU, gate and up halves [gate | "
+        "up], activation and product kept in fp32, times 1 / `qscale` (taken once)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_OUT_TYPE": 1, "KT_EXPERT_QUANT": 1,
+                                 "KT_EXPERT_ROUND_ACT": 0, "KT_EXPERT_QUANT_ROUND": 0}
+    assert bs[0].call_args == ["(__nv_fp8_e4m3*)(q)", "(const __nv_bfloat16*)(gate_up)", "(int)(inter)",
+                               "(float)(qscale)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "va[i][j] = gate_act(va[i][j]) * vg[i][j];" in t.text and "const float y = va[i][j];" in t.text
+    assert "const float qs = 1.f / scale;" in t.text and "const float q = y * qs;" in t.text
+
+
+def _fp8_style(edits: tuple = ()):
+    """The fp8 gated style kernel with text edits (body and spec): the case, its kernel and spec."""
+    src = (STYLES / "gated_fp8_scale_arg_token_rows_bf16.cu").read_text()
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    cf = parse_cuda(src, "x.cu")
+    return cf, cf.kernel("swiglu_fp8_rows"), S.find_spec(cf, "swiglu_fp8_rows")
+
+
+_SCALE_POINTER = (("float qscale,", "const float* __restrict__ qscale,"),
+                  ('"qscale: f32 = 0.0375"', '"qscale: in f32[1] ~ uniform(20, 40)"'))
+
+
+@pytest.mark.parametrize("edits, first, scale_c", [
+    ((("* u * inv;", "* u / qscale;"), ("  const float inv = 1.0f / qscale;\n", "")), "divided by `qscale`",
+     "(float)(qscale)"),
+    ((("1.0f / qscale", "__ldg(qscale)"),) + _SCALE_POINTER, "times *`qscale`", "*(const float*)(qscale)"),
+    ((("1.0f / qscale", "1.0f / *qscale"),) + _SCALE_POINTER, "times 1 / *`qscale` (taken once)",
+     "*(const float*)(qscale)"),
+])
+def test_gated_static_fp8_scale_use_read_by_evidence(lib, edits, first, scale_c):
+    """The scale's use first as the body has it: divided by it, times the multiplier a device tensor holds (the
+    inverse stored), times its reciprocal; a float argument or a one-element fp32 input."""
+    cf, k, spec = _fp8_style(edits)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe().endswith(first) and bs[0].call_args[-1] == scale_c, words_of(bs)
+
+
+def test_gated_static_fp8_exp_format_layout_by_evidence(lib):
+    """SiLU with __expf (FlashInfer, TensorRT-LLM: an exact comparison of fp8 bytes needs the same exponential,
+    KT_EXPERT_FAST_EXP), e5m2 from the conversion, interleaved pairs from the input's subscripts; bytes whose
+    conversion shows no fp8 (an int8 clamp) are no fp8 output: no gated candidate."""
+    cf, k, spec = _fp8_style((("expf(-g)", "__expf(-g)"), ("__NV_E4M3", "__NV_E5M2"), ("448.0f", "57344.0f"),
+                              ("row[i]", "row[2 * i]"), ("row[inter + i]", "row[2 * i + 1]")))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=q (e5m2 bytes), x=gate_up, d=`inter`, scale=qscale (a float argument), SiLU with __expf, interleaved "
+        "pairs (gate, up), activation and product kept in fp32, times 1 / `qscale` (taken once)"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].template_args == ["__nv_bfloat16", "__nv_fp8_e5m2"]
+    t = X.bind(bs[0], cf, spec)
+    assert "return v / (1.f + __expf(-v));" in t.text and "expf(-v)" not in t.text.replace("__expf(-v)", "")
+    assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 2 == 3>(pairs, n, vec, va, vg);" in t.text
+    cf, k, spec = _fp8_style((("__nv_cvt_float_to_fp8(fmaxf(-448.0f, fminf(v, 448.0f)), __NV_SATFINITE, __NV_E4M3)",
+                               "(uint8_t)fmaxf(0.f, fminf(v, 255.f))"),))
+    assert X.candidates(cf, k.name, spec, lib) == []
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -1051,7 +1151,8 @@ def test_conventions_resolve_and_are_checked(tmp_path):
     src = (X.EXPERT_DIR / "act_and_mul.cu").read_text()
     e = load_expert(X.EXPERT_DIR / "act_and_mul.cu")
     assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_OUT_TYPE": 0,
-                             "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0}
+                             "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0, "KT_EXPERT_QUANT": 0,
+                             "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0}
     default = resolve_conventions(src, e.conventions)
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
     inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
@@ -1190,6 +1291,19 @@ def test_every_clamped_swiglu_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(path.read_text(), str(path))
     _compile_every_binding(lib, cf, cf.kernel("swiglu_oai_kernel"), S.find_spec(cf, "swiglu_oai_kernel"))
 
+
+
+@pytest.mark.nvcc
+def test_every_static_fp8_gated_binding_compiles(lib):
+    """The fp8 SiLU-and-mul's bindings compile for sm_90: the held-out variant's (fp16, the scale in a device tensor)
+    and those of its style kernel with __expf, e5m2 bytes and a device scale (the style kernel's own compile with
+    the other style kernels)."""
+    path = ROOT / "bench" / "corpus" / "gated_act" / "silu_and_mul_quant_fp8_split_rows_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = "silu_and_mul_quant_kernel"
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+    _compile_every_binding(lib, *_fp8_style((("expf(-g)", "__expf(-g)"), ("__NV_E4M3", "__NV_E5M2"),
+                                             ("1.0f / qscale", "1.0f / *qscale")) + _SCALE_POINTER))
 
 
 @pytest.mark.nvcc

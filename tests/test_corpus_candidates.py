@@ -21,10 +21,6 @@ EXPERT_FAMILIES = {
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS = {
     # held out, batch 5 (2026-11-28): no candidate of their family when written
-    "gated_act/silu_and_mul_quant_fp8_split_rows_fp16.cu": "fp16 in, fp8 e4m3 out with a static scale from a device "
-                                                           "tensor (vLLM silu_and_mul_quant), silu and the product "
-                                                           "rounded to fp16 before the scale, over vLLM's (tokens, "
-                                                           "4 / 2 / 1 row chunks) grid",
     "merge_attn_states/merge_states_index_sets_base2_warp_fp16.cu": "an N-way merge over num_index_sets states laid "
                                                                     "out [seq, sets, heads, dim] with base-2 lse "
                                                                     "(FlashInfer MergeStates), not a merge of two "

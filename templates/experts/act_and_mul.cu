@@ -34,6 +34,12 @@ smem = "0"
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (0: out of x's type; 1: of a type of its own, O (an fp32 GEMM output in, bf16 out))
 // kt:bind KT_EXPERT_CLAMP = 0  (0: act(gate) * up; 1: gpt-oss's clamped SwiGLU (vLLM swigluoai_and_mul, TensorRT-LLM, ONNX Runtime MoE): gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + beta) * gate * sigmoid(alpha * gate), alpha, beta and limit floats after d, fp32 math)
 // kt:bind KT_EXPERT_SIGMOID = 0  (the clamped gate's gate * sigmoid(alpha * gate) as 0: gate / (1 + expf(-alpha * gate)); 1: gate * (1 / (1 + expf(-alpha * gate))) (vLLM, ONNX Runtime); 2, 3: the same with __expf)
+// kt:bind KT_EXPERT_QUANT = 0  (with KT_EXPERT_OUT_TYPE 1, no clamp; 0: out holds act(gate) * up; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the fp32 value `scale` after d (the wrapper reads it from a device pointer or passes a float argument), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / scale (the reciprocal taken once, vLLM's silu_and_mul_quant), 2 divided by scale, 3 times scale (the value is the quantization multiplier))
+// kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: act(gate) * up rounded to T before it is scaled (vLLM: the product taken in T, __hmul); 0: scaled as computed in fp32)
+// kt:bind KT_EXPERT_FAST_EXP = 0  (SiLU's exponential; 0: expf; 1: __expf (FlashInfer, TensorRT-LLM): bound where an exact comparison needs it, the fp8 output)
+#if KT_EXPERT_QUANT  // kt:bind
+#include <cuda_fp8.h>
+#endif  // kt:bind
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -89,7 +95,11 @@ __device__ __forceinline__ void pair_load(const T* __restrict__ r, int n, bool v
 #endif  // kt:bind
 __device__ __forceinline__ float gate_act(float v) {
 #if KT_EXPERT_ACT == 0
+#if KT_EXPERT_FAST_EXP  // kt:bind
+  return v / (1.f + __expf(-v));
+#else  // kt:bind
   return v / (1.f + expf(-v));
+#endif  // kt:bind
 #elif KT_EXPERT_ACT == 1
   return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
 #else
@@ -113,6 +123,16 @@ __device__ __forceinline__ float clamped_glu(float g, float alpha, float limit) 
 }
 
 #endif  // kt:bind
+#if KT_EXPERT_QUANT  // kt:bind
+// fp8 output: a stored value converts with saturation to the finite range, rounding to nearest even (the fp8 types'
+// own conversion); the largest finite value of each type for the clamp before it.
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
+template <> __device__ __forceinline__ __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float v) { return __nv_fp8_e5m2(v); }
+template <typename O> struct Fp8Max;
+template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
+template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
+
+#endif  // kt:bind
 #if KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP  // kt:bind
 // O: the output's type (T where it is x's); the clamped SwiGLU's alpha, beta and limit after d.
 template <typename T, typename O>
@@ -123,6 +143,8 @@ __device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __rest
 #endif  // kt:bind
 #if KT_EXPERT_CLAMP  // kt:bind
                                             int d, float alpha, float beta, float limit) {
+#elif KT_EXPERT_QUANT  // kt:bind
+                                            int d, float scale) {
 #else  // kt:bind
                                             int d) {
 #endif  // kt:bind
@@ -187,6 +209,29 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];
 #endif  // kt:bind
+#endif  // kt:bind
+#if KT_EXPERT_QUANT  // kt:bind
+#if KT_EXPERT_QUANT == 1  // kt:bind
+  const float qs = 1.f / scale;  // once, as the original's one division per thread
+#endif  // kt:bind
+#pragma unroll
+  for (int i = 0; i < KT_ITEMS; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_QUANT_ROUND  // kt:bind
+      const float y = round_t<T>(va[i][j]);
+#else  // kt:bind
+      const float y = va[i][j];
+#endif  // kt:bind
+#if KT_EXPERT_QUANT == 1  // kt:bind
+      const float q = y * qs;
+#elif KT_EXPERT_QUANT == 2  // kt:bind
+      const float q = y / scale;
+#else  // kt:bind
+      const float q = y * scale;
+#endif  // kt:bind
+      va[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
+    }
 #endif  // kt:bind
   row_store<KT_THREADS, KT_VEC, KT_ITEMS>(o, n, vec, va);
 }

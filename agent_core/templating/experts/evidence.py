@@ -356,6 +356,70 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text))
 
 
+# ----------------------------------------------------------------------------------------------- fp8 outputs
+# the 16-bit float types of CUDA and PyTorch (a cast to one rounds)
+HALF_TYPES = r"__half|half|__nv_bfloat16|nv_bfloat16|c10::Half|c10::BFloat16|at::Half|at::BFloat16"
+# the fp8 types and conversions of CUDA (cuda_fp8.h), PyTorch (c10) and PTX: which fp8 format a byte output holds
+FP8 = re.compile(r"__nv_fp8(?:x[24])?_(e4m3|e5m2)|__NV_(E4M3|E5M2)|Float8_(e4m3|e5m2)|\.(e4m3|e5m2)x2|"
+                 r"__nv_cvt_(?:float2?|halfraw2?|bfloat16raw2)_to_fp8(x2)?", re.I)
+
+
+def instance_types(ev: "Evidence") -> dict[str, str]:
+    """The kernel's type template parameters -> the C type of the instantiation (the spec's template arguments, else
+    those its launches name); empty for a plain kernel."""
+    args = list(ev.spec.template_args or [])
+    if not args:
+        named = {tuple(a.text for a in site.template_args) for site in ev.kernel.launch_sites if site.template_args}
+        args = list(next(iter(named))) if len(named) == 1 else []
+    return {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, args) if tp.kind == "type"}
+
+
+def fp8_formats(ev: "Evidence", o: ArgUse) -> list[str]:
+    """The fp8 types a byte output may hold, by evidence: its declared element type (a template parameter as the
+    instantiation gives it), else the fp8 types, conversions or their largest finite values in the body; e4m3
+    unless only e5m2 shows. Empty where nothing shows fp8 (bytes of another kind)."""
+    inst = instance_types(ev)
+    p = next((p for p in ev.kernel.params if p.name == o.name), None)
+    ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type) if p else ""
+    shown = [m.group(0).lower() for m in FP8.finditer(ty)] or [m.group(0).lower() for m in FP8.finditer(ev.body)]
+    if re.search(r"(?<![\w.])448(\.0*)?[fF]?(?![\w.])", ev.body):
+        shown.append("e4m3")
+    if re.search(r"(?<![\w.])57344(\.0*)?[fF]?(?![\w.])", ev.body):
+        shown.append("e5m2")
+    if not shown:
+        return []
+    e5 = any("e5m2" in x for x in shown)
+    return ["__nv_fp8_e5m2"] if e5 and not any("e4m3" in x for x in shown) else \
+        ["__nv_fp8_e4m3", "__nv_fp8_e5m2"] if e5 else ["__nv_fp8_e4m3"]
+
+
+def scale_ops(ev: "Evidence", name: str, pointer: bool = True) -> list[tuple[int, str]]:
+    """How a value meets a static scale (the experts' KT_EXPERT_QUANT), the body's form first: times its reciprocal
+    taken once (``1.0f / *scale``), divided by it, times it. The scale is the one fp32 value a pointer argument
+    holds (``*scale``, ``scale[0]``, ``__ldg(scale)``) or, ``pointer`` False, a float argument itself; a local that
+    holds it (``const float s = *scale;``) counts as it."""
+    n = re.escape(name)
+    if pointer:
+        val = rf"(?:\*{n}\b|{n}\[0\]|__ldg\({n}\))"
+        spaced = rf"(?:\*\s*{n}\b|{n}\s*\[\s*0\s*\]|__ldg\(\s*{n}\s*\))"
+    else:
+        val = rf"{n}\b"
+        spaced = rf"(?<![\w.>]){n}"
+    # the value and the locals that hold it
+    vals = [val] + [re.escape(t) + r"\b" for t in re.findall(rf"(\w+)\s*=\s*{spaced}\s*;", ev.body)]
+    recip = divide = times = False
+    for v in vals:
+        recip |= re.search(rf"(?<![\w.])1(?:\.0*)?[fF]?/\(?{v}|__frcp_rn\({v}", ev.flat) is not None
+        divide |= any(not re.search(r"(?<![\w.])1(?:\.0*)?[fF]?$", ev.flat[:m.start()])
+                      for m in re.finditer(rf"/\(?{v}", ev.flat))
+        times |= re.search(rf"\*\(?{v}", ev.flat) is not None
+    s = f"*`{name}`" if pointer else f"`{name}`"
+    ops = [(1, f"times 1 / {s} (taken once)"), (2, f"divided by {s}"), (3, f"times {s}")]
+    first = 1 if recip else 2 if divide else 3 if times else 1
+    ops.sort(key=lambda o: o[0] != first)
+    return ops
+
+
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?"
 STANDARD_CONSTANTS = {"M_LOG2E": math.log2(math.e), "M_LN2": math.log(2.0), "M_LOG10E": math.log10(math.e)}
 

@@ -12,6 +12,15 @@ conditionals), an exponential whose argument is fed by the gate clamped at L and
 a literal or a named constant), and a number added to the other (clamped) half, beta; out = (clamp(up, -L, L) +
 beta) * g * sigmoid(alpha * g) with g = min(gate, L). Which half is the gate is read from the index the exponential's
 input is loaded at, where the body shows it; every layout is offered, that one first.
+
+The output may be quantized to fp8 by a static per-tensor scale (vLLM's silu_and_mul_quant, the fp8 activation in
+front of an fp8 down projection; KT_EXPERT_QUANT): a byte output (u8 / i8 storage) of half the input's elements whose
+declared type or conversions show fp8, and a scale the body multiplies or divides by: a one-element fp32 input (a
+device tensor) or a float argument. Offered are the body's use of it first (times its reciprocal taken once, divided
+by it, times it) and the rounding points of a 16-bit input (the activation rounded to the storage type, the product
+rounded to it before the scale: vLLM's product in scalar_t) ordered by the conversions the body makes. The fp8
+bytes are compared exactly, so SiLU's exponential is the body's own there: expf, or __expf (FlashInfer, TensorRT-LLM;
+KT_EXPERT_FAST_EXP) where the body calls it.
 """
 
 from __future__ import annotations
@@ -21,8 +30,9 @@ import re
 from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, assignments, call_arguments,
-                                                    div, feeding, flows, number, unparen)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, assignments,
+                                                    call_arguments, div, feeding, flows, fp8_formats, instance_types,
+                                                    number, scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
@@ -57,6 +67,8 @@ def _acts(ev: Evidence) -> list[tuple[int, str, int]]:
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("act_and_mul")
     ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
+    if e is not None and not outs and "KT_EXPERT_QUANT" in e.conventions:
+        return _fp8_quant(ev, e)  # an fp8 output, bytes: no float output
     if e is None or len(ins) not in (1, 2) or len(outs) != 1 or len(ev.bufs()) != len(ins) + 1:
         return []
     o = outs[0]
@@ -430,3 +442,124 @@ def _clamped_bindings(ev: Evidence, e: Expert, x, o, ds: list, layouts: list[int
                     b.support = dsup + 6 + (2 if li == 0 else 0) + (1 if si == 0 else 0) + (1 if ri == 0 else 0) - di
                     out.append(b)
     return out
+
+
+# ----------------------------------------------------------------------------------- static fp8 output
+_ACT_CALLS = re.compile(r"\b(?:expf|__expf|exp|exp2f|erff|erf|erfcf|normcdff|tanhf|tanh)\(")
+_HALF_PRODUCTS = ("__hmul", "__hmul2", "__hmul_rn", "__hmul2_rn", "__hfma", "__hfma2")
+
+
+def _fp8_quant(ev: Evidence, e: Expert) -> list[Binding]:
+    """SiLU / GELU-and-mul whose output is quantized to fp8 by a static per-tensor scale (vLLM's silu_and_mul_quant;
+    KT_EXPERT_QUANT with KT_EXPERT_OUT_TYPE 1): one float input of twice the output's elements, one byte output whose
+    type or conversions show fp8, and the scale: the one other buffer, a one-element fp32 input, or, with no other
+    buffer, the one float argument the body multiplies or divides by."""
+    bufs = ev.bufs()
+    outs = [a for a in bufs if a.role == "out"]
+    if len(outs) != 1 or outs[0].dtype not in ("u8", "i8") or not outs[0].counts:
+        return []
+    o = outs[0]
+    xs = [a for a in bufs if a.role == "in" and a.dtype in FLOATS and a.counts
+          and all(p == 2 * q for p, q in zip(a.counts, o.counts))]
+    if len(xs) != 1:
+        return []
+    x = xs[0]
+    others = [a for a in bufs if a is not o and a is not x]
+    if others:
+        s = others[0]
+        if len(others) != 1 or s.role != "in" or s.dtype != "f32" or not s.counts or any(c != 1 for c in s.counts):
+            return []
+        scale, pointer, scale_c = s.name, True, f"*(const float*)({s.name})"
+    else:
+        used = [a for a in ev.floats() if _scaled_by(ev, a.name)]
+        if len(used) != 1:
+            return []
+        scale, pointer, scale_c = used[0].name, False, f"(float)({used[0].name})"
+    formats = fp8_formats(ev, o)
+    ds = _row_lengths(ev, o)
+    if not formats or not ds:
+        return []
+    T = x.dtype
+    acts = []  # the activations the body's math calls show; SiLU's exponential as the body calls it
+    for act, act_words, asup in [a for a in _acts(ev) if a[2]] or _acts(ev):
+        fast = ([1, 0] if not ev.has("expf", "exp") else [0, 1]) if act == 0 and ev.has("__expf") else [None]
+        acts += [(act, act_words, asup - 3 * k, f) for k, f in enumerate(fast)]
+    layouts = [2, 3, 0, 1] if _reads_pairs(ev, x.name) else [0, 1, 2, 3]
+    ops = scale_ops(ev, scale, pointer)
+    rounds = _quant_rounds(ev, T)
+    out = []
+    for (di, (d, dsup)), (act, act_words, asup, fast), (li, layout), (ri, (ra, qr, rwords)), (oi, (op, op_words)), \
+            (fi, O) in itertools.product(enumerate(ds), acts, enumerate(layouts), enumerate(rounds), enumerate(ops),
+                                         enumerate(formats)):
+        dname = d.words.strip("`")
+        b = Binding(e, 0.85, f"reads two halves of a `2 * {dname}` row and writes one of `{dname}` as fp8 bytes "
+                             f"scaled by `{scale}`, " + act_words, ev.kernel.name)
+        b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
+        b.defines = {"KT_EXPERT_ACT": act}
+        b.conventions = {"KT_EXPERT_GATE_LAYOUT": layout, "KT_EXPERT_OUT_TYPE": 1, "KT_EXPERT_QUANT": op}
+        if fast is not None:
+            b.conventions["KT_EXPERT_FAST_EXP"] = fast
+        if ra is not None:
+            b.conventions.update({"KT_EXPERT_ROUND_ACT": ra, "KT_EXPERT_QUANT_ROUND": qr})
+        else:  # fp32 input: nothing to round
+            b.conventions["KT_EXPERT_QUANT_ROUND"] = 0
+        b.template_args = [CTYPE[T], O]
+        b.call_args = [f"({O}*)({o.name})", _cast(T, x.name, True), d.c, scale_c]
+        b.consts = {"ESIZE": NBYTES[T]}
+        b.words = [f"out={o.name} ({O.removeprefix('__nv_fp8_')} bytes)", f"x={x.name}", f"d={d.words}",
+                   f"scale={scale} ({'one fp32 value' if pointer else 'a float argument'})",
+                   ACTS[act] + (" with __expf" if fast else ""), LAYOUTS[layout]]
+        b.words += ([rwords] if rwords else []) + [op_words]
+        # the row length and activation the body shows, then the scale's use, the layout, the rounding points
+        b.support = 40 + dsup + asup - di - 8 * oi - 3 * li - 2 * ri - 4 * fi
+        out.append(b)
+    return out
+
+
+def _scaled_by(ev: Evidence, name: str) -> bool:
+    """Whether the body multiplies or divides by the float argument ``name`` (or takes its reciprocal)."""
+    n = re.escape(name)
+    return re.search(rf"[*/]\(?{n}\b|(?<![\w.>]){n}\)?[*/](?!=)", ev.flat) is not None
+
+
+def _reads_pairs(ev: Evidence, x: str) -> bool:
+    """Whether the input ``x``, or a local pointer made from it, is read at interleaved pair indices (``[2 * i]``,
+    ``[i * 2]``, ``[2 * i + 1]``): only the input's own subscripts count, not an output pack's."""
+    names = {x}
+    for target, value in assignments(ev.body):
+        v = re.sub(r"\s+", "", value)
+        if target not in names and any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w\[(])", v) for n in names):
+            names.add(target)
+    refs = "|".join(re.escape(n) for n in sorted(names))
+    return re.search(rf"(?<![\w.])(?:{refs})\[(?:2\*|\w+\*2\b|[^\]]*\*2\+1\]|[^\]]*\+1\])", ev.flat) is not None
+
+
+def _quant_rounds(ev: Evidence, T: str) -> list[tuple[int | None, int | None, str]]:
+    """(KT_EXPERT_ROUND_ACT, KT_EXPERT_QUANT_ROUND, words) for a 16-bit input T, the body's form first: a conversion
+    to a 16-bit type of the activation's math (an exponential, erf or tanh in its argument) rounds the activation;
+    a 16-bit product (__hmul, __hmul2, __hfma), a conversion to a 16-bit type of a product without that math, or the
+    activation rounded (the product then taken in T, as vLLM's ACT_FN(x) * y in scalar_t) rounds the product
+    before the scale. The other rounding points after it, nearest first."""
+    if T == "f32":
+        return [(None, None, "")]
+    half = {n for n, a in instance_types(ev).items() if re.fullmatch(rf"(?:const\s+)?(?:{HALF_TYPES})", a)}
+    types = "|".join([HALF_TYPES] + [re.escape(h) for h in sorted(half)])
+    casts = rf"__float2(?:half|bfloat16)(?:_rn)?\(|static_cast<(?:{types})>\(|\((?:{types})\)\(|(?<![\w:])(?:{types})\("
+    act_rounded, prod_rounded = False, ev.has(*_HALF_PRODUCTS)
+    for m in re.finditer(casts, ev.flat):
+        depth, i = 1, m.end()
+        while i < len(ev.flat) and depth:
+            depth += {"(": 1, ")": -1}.get(ev.flat[i], 0)
+            i += 1
+        arg = ev.flat[m.end():i - 1]
+        if _ACT_CALLS.search(arg):
+            act_rounded = True
+        elif "*" in arg:
+            prod_rounded = True
+    ra, qr = int(act_rounded), int(act_rounded or prod_rounded)
+    words = {(1, 1): f"activation rounded to {T} before the multiply, the product rounded to {T} before the scale",
+             (1, 0): f"activation rounded to {T} before the multiply, the product scaled in fp32",
+             (0, 1): f"activation kept in fp32, the product rounded to {T} before the scale",
+             (0, 0): "activation and product kept in fp32"}
+    combos = sorted(words, key=lambda c: (c[0] != ra) + (c[1] != qr) + 0.5 * (c[0] != ra))
+    return [(a, q, words[(a, q)]) for a, q in combos]

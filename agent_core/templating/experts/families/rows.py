@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, ArgUse, Evidence, SizeExpr,
-                                                    assignments, call_arguments, div, feeding, flows, statements,
-                                                    unparen)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, INTS, NBYTES, ArgUse, Evidence,
+                                                    SizeExpr, assignments, call_arguments, div, feeding, flows,
+                                                    fp8_formats, instance_types, scale_ops, statements, unparen)
 from agent_core.templating.experts.library import Expert
 
 ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
@@ -153,61 +153,6 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             + _layer_norm_general(ev, lib) + _static_fp8(ev, lib))
 
 
-# the fp8 types and conversions of CUDA (cuda_fp8.h), PyTorch (c10) and PTX: which fp8 format a byte output holds
-_FP8 = re.compile(r"__nv_fp8(?:x[24])?_(e4m3|e5m2)|__NV_(E4M3|E5M2)|Float8_(e4m3|e5m2)|\.(e4m3|e5m2)x2|"
-                  r"__nv_cvt_(?:float2?|halfraw2?|bfloat16raw2)_to_fp8(x2)?", re.I)
-_HALF_TYPES = r"__half|half|__nv_bfloat16|nv_bfloat16|c10::Half|c10::BFloat16|at::Half|at::BFloat16"
-
-
-def _instance_types(ev: Evidence) -> dict[str, str]:
-    """The kernel's type template parameters -> the C type of the instantiation (the spec's template arguments, else
-    those its launches name); empty for a plain kernel."""
-    args = list(ev.spec.template_args or [])
-    if not args:
-        named = {tuple(a.text for a in site.template_args) for site in ev.kernel.launch_sites if site.template_args}
-        args = list(next(iter(named))) if len(named) == 1 else []
-    return {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, args) if tp.kind == "type"}
-
-
-def _fp8_formats(ev: Evidence, o: ArgUse) -> list[str]:
-    """The fp8 types a byte output may hold, by evidence: its declared element type (a template parameter as the
-    instantiation gives it), else the fp8 types, conversions or their largest finite values in the body; e4m3
-    unless only e5m2 shows. Empty where nothing shows fp8 (bytes of another kind)."""
-    inst = _instance_types(ev)
-    p = next((p for p in ev.kernel.params if p.name == o.name), None)
-    ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type) if p else ""
-    shown = [m.group(0).lower() for m in _FP8.finditer(ty)] or [m.group(0).lower() for m in _FP8.finditer(ev.body)]
-    if re.search(r"(?<![\w.])448(\.0*)?[fF]?(?![\w.])", ev.body):
-        shown.append("e4m3")
-    if re.search(r"(?<![\w.])57344(\.0*)?[fF]?(?![\w.])", ev.body):
-        shown.append("e5m2")
-    if not shown:
-        return []
-    e5 = any("e5m2" in x for x in shown)
-    return ["__nv_fp8_e5m2"] if e5 and not any("e4m3" in x for x in shown) else \
-        ["__nv_fp8_e4m3", "__nv_fp8_e5m2"] if e5 else ["__nv_fp8_e4m3"]
-
-
-def _scale_ops(ev: Evidence, scale: ArgUse) -> list[tuple[int, str]]:
-    """How the normalized value meets the one-element scale (KT_EXPERT_QUANT), the body's form first: times its
-    reciprocal taken once (``1.0f / *scale``), divided by it, times it."""
-    n = re.escape(scale.name)
-    val = rf"(?:\*{n}\b|{n}\[0\]|__ldg\({n}\))"
-    # the value and the locals that hold it (`const float s = *scale;`)
-    spaced = rf"(?:\*\s*{n}\b|{n}\s*\[\s*0\s*\]|__ldg\(\s*{n}\s*\))"
-    vals = [val] + [re.escape(t) + r"\b" for t in re.findall(rf"(\w+)\s*=\s*{spaced}\s*;", ev.body)]
-    recip = divide = times = False
-    for v in vals:
-        recip |= re.search(rf"(?<![\w.])1(?:\.0*)?[fF]?/\(?{v}|__frcp_rn\({v}", ev.flat) is not None
-        divide |= any(not re.search(r"(?<![\w.])1(?:\.0*)?[fF]?$", ev.flat[:m.start()])
-                      for m in re.finditer(rf"/\(?{v}", ev.flat))
-        times |= re.search(rf"\*\(?{v}", ev.flat) is not None
-    ops = [(1, "times 1 / *`{s}` (taken once)"), (2, "divided by *`{s}`"), (3, "times *`{s}`")]
-    first = 1 if recip else 2 if divide else 3 if times else 1
-    ops.sort(key=lambda o: o[0] != first)
-    return [(c, w.format(s=scale.name)) for c, w in ops]
-
-
 def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, str]]:
     """(KT_EXPERT_ROUND_BEFORE_WEIGHT, KT_EXPERT_QUANT_ROUND, words) for a row quantized from a 16-bit type T, the
     body's form first: a cast to a 16-bit type (a template parameter as instantiated too) of something the root's
@@ -216,8 +161,8 @@ def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, st
     times T is a T), else not. Without such a cast: fp32 throughout first."""
     if T == "f32":
         return [(0, 0, "")]
-    half = {n for n, a in _instance_types(ev).items() if re.fullmatch(rf"(?:const\s+)?(?:{_HALF_TYPES})", a)}
-    types = "|".join([_HALF_TYPES] + [re.escape(h) for h in sorted(half)])
+    half = {n for n, a in instance_types(ev).items() if re.fullmatch(rf"(?:const\s+)?(?:{HALF_TYPES})", a)}
+    types = "|".join([HALF_TYPES] + [re.escape(h) for h in sorted(half)])
     casts = rf"static_cast<(?:{types})>\(|\((?:{types})\)\(|(?<![\w:])(?:{types})\(|__float2(?:half|bfloat16)(?:_rn)?\("
     roots = {t for t, _, st in statements(ev.body) if t and re.search(r"\b(?:" + "|".join(ROOTS) + r")\s*\(", st)}
     rounded = False
@@ -271,7 +216,7 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("fused_add_rms_norm" if fused else "rms_norm")
     if e is None or "KT_EXPERT_QUANT" not in e.conventions or (fused and "KT_EXPERT_GENERAL" not in e.conventions):
         return []
-    formats = _fp8_formats(ev, o)
+    formats = fp8_formats(ev, o)
     if not formats:
         return []
     x, w = ins[0], small[0]
@@ -281,7 +226,7 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     eps_forms = [(1, "eps inside the root"), (0, "eps outside the root (1 / (sqrt + eps))")]
     if _eps_outside(ev.flat):
         eps_forms.reverse()
-    ops = _scale_ops(ev, scale)
+    ops = scale_ops(ev, scale.name)
     rounds = _quant_roundings(ev, T, w)
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
