@@ -205,6 +205,28 @@ def macro_name(param: str) -> str:
     return f"KT_{param}"
 
 
+# the C type of an integer literal's suffix (a site that keeps it: ``std::min(n / 8, 1024U)`` needs an unsigned)
+_SUFFIX_TYPES = {"u": "unsigned", "l": "long", "ul": "unsigned long", "lu": "unsigned long", "ll": "long long",
+                 "ull": "unsigned long long", "llu": "unsigned long long"}
+_SUFFIXED = re.compile(r"\{value\}([uUlL]{1,3})")
+
+
+def site_text(render: str, param: str) -> str:
+    """A site's text in a template: its ``render`` with the parameter's macro for ``{value}``. A literal's suffix the
+    site keeps (render ``{value}U``: ``512U`` where a configuration is applied) is a cast of the macro there
+    (``((unsigned)KT_BLOCK)``): a macro cannot take a suffix."""
+    m = _SUFFIXED.fullmatch(render)
+    if m is not None and m.group(1).lower() in _SUFFIX_TYPES:
+        return f"(({_SUFFIX_TYPES[m.group(1).lower()]}){macro_name(param)})"
+    return render.format(value=macro_name(param))
+
+
+def site_expr(render: str, name: str) -> str:
+    """A site's render with ``name`` for ``{value}``, in the expression language (a kept suffix dropped)."""
+    m = _SUFFIXED.fullmatch(render)
+    return name if m is not None else render.format(value=name)
+
+
 @dataclass
 class KernelTemplate:
     """A parameterized version of one kernel's file.

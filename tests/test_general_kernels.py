@@ -22,10 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "bench" / "corpus"
 RECORDING = REPO / "tests" / "data" / "stores" / "bench.sqlite"
 # vLLM style: block = min(hidden, 1024), computed from a runtime size, so not a tunable constant
-NOT_STRUCTURAL = ("rms_norm/rms_norm_block_reduce_bf16.cu", "rms_norm_kernel")
+# a block of one thread per element of a head (`dim3 block(head_dim)`): nothing for the structural templater
+NOT_STRUCTURAL = ("rotary/rope_rotate_half_f32.cu", "apply_rotary_pos_emb_kernel")
 
-# the bench's SiLU-and-mul with the block sized to the row at run time: an expert matches it, the structural
-# templater finds nothing to lift
+# the bench's SiLU-and-mul with the block sized to the row at run time (a quarter of it, no cap): an expert matches
+# it, the structural templater finds nothing to lift
 SILU_MIN = """#include <cuda_fp16.h>
 #include <algorithm>
 
@@ -33,7 +34,7 @@ SILU_MIN = """#include <cuda_fp16.h>
 args  = ["out: out f16[tokens * d]", "x: in f16[tokens * 2 * d]", "d: i32 = d"]
 sizes = [{ tokens = 64, d = 4096 }, { tokens = 7, d = 4099 }]
 grid  = "tokens"
-block = "min(d, 1024)"
+block = "d / 4"
 */
 __global__ void silu_and_mul_kernel(__half* out, const __half* x, int d) {
   const long long t = blockIdx.x;
@@ -44,7 +45,7 @@ __global__ void silu_and_mul_kernel(__half* out, const __half* x, int d) {
 }
 
 void silu_and_mul(__half* out, const __half* x, int tokens, int d, cudaStream_t stream) {
-  dim3 block(std::min(d, 1024));
+  dim3 block(d / 4);
   silu_and_mul_kernel<<<tokens, block, 0, stream>>>(out, x, d);
 }
 """
@@ -79,7 +80,7 @@ def test_tune_refuses_a_kernel_without_structural_template_and_points_to_optimiz
     prep = prepare(str(path), kernel)
     with pytest.raises(KerntuneError) as e:
         require_template(prep)
-    assert "nothing structurally tunable in kernel 'rms_norm_kernel'" in e.value.message
+    assert "nothing structurally tunable in kernel 'apply_rotary_pos_emb_kernel'" in e.value.message
     assert "the block size `block` is not a constant" in e.value.message and "kerntune optimize" in e.value.message
     assert e.value.line == prep.kernel.name_span.line
     be = open_backend(f"replay:{RECORDING}")
@@ -100,7 +101,7 @@ def test_cli_tune_names_the_reason_before_any_device_work(scratch, monkeypatch):
     r = CliRunner().invoke(main, ["tune", str(path), "-k", kernel, "--backend", "gpu"], catch_exceptions=False)
     assert r.exit_code == 2, r.output  # bad input (2), not "no CUDA device" (3): refused before the backend
     out = " ".join(r.output.split())
-    assert "nothing structurally tunable in kernel 'rms_norm_kernel'" in out and "kerntune optimize" in out
+    assert "nothing structurally tunable in kernel 'apply_rotary_pos_emb_kernel'" in out and "kerntune optimize" in out
 
 
 def test_optimize_without_structural_template_goes_on_with_the_expert(scratch):

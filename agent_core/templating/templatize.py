@@ -2,6 +2,10 @@
 fixed grid and items per thread of a grid-stride loop, ``#pragma unroll N``, ``__launch_bounds__``, integer
 template arguments) into named parameters with domains and constraints -> ``model.KernelTemplate``.
 
+A block capped by a constant (``dim3 block(std::min(hidden_size, 1024))``, ``d < 1024 ? d : 1024``, through host
+variables, constexpr / ``#define`` / namespaced constants) lifts its cap: the launch and the spec's block become
+``min(X, BLOCK)`` (``structural.cap`` says when that is refused).
+
 Everything tied to the block size follows its parameter: the launch's grid (``cdiv(n, 256)``), ``__shared__``
 array sizes, block-strided loop steps, a tree reduction's first stride, macros and constants of the same value,
 a warp-count macro, and the spec's literal launch (which becomes the template's ``launch`` and, in a spec

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from agent_core.model import CudaFile, KernelTemplate, macro_name
+from agent_core.model import CudaFile, KernelTemplate, site_text
 
 HEADER_BEGIN = "// kerntune:params-begin"
 HEADER_END = "// kerntune:params-end"
@@ -29,7 +29,7 @@ def unedited(template: KernelTemplate) -> bool:
     for site in sorted(template.sites, key=lambda x: x.span.start):
         if site.span.start < pos:
             return False
-        out += [src[pos:site.span.start], site.render.format(value=macro_name(site.param)).encode("utf-8")]
+        out += [src[pos:site.span.start], site_text(site.render, site.param).encode("utf-8")]
         pos = site.span.end
     out.append(src[pos:])
     return b"".join(out).decode("utf-8") == strip_header(template.text)

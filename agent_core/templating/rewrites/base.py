@@ -39,6 +39,12 @@ class RewriteContext:
         return replace(self, text=text, notes=self.notes + [note], helpers=self.helpers | set(helpers),
                        params=dict(self.params), constraints=list(self.constraints))
 
+    @property
+    def capped(self) -> bool:
+        """The launch's block is the block parameter as a cap (``min(d, BLOCK)``: ``structural.cap``), not the block
+        itself: the kernel may run with fewer threads than ``BLOCK``, and not a whole number of warps."""
+        return capped_block(self.launch, self.block)
+
     # ------------------------------------------------------------------------------------- the parse
     def view(self) -> "KernelView":
         return KernelView(self.text, self.kernel, self.path, self.type_args)
@@ -72,6 +78,24 @@ class KernelView:
         line_start = self.data.rfind(b"\n", 0, n.start_byte) + 1
         line = self.data[line_start:n.start_byte].decode("utf-8")
         return line[:len(line) - len(line.lstrip())]
+
+
+def capped_block(launch: dict | None, block: str | None) -> bool:
+    """``launch``'s block x is the smaller of something and the parameter ``block`` (``min(d, BLOCK)``,
+    ``d if d < BLOCK else BLOCK``)."""
+    import ast
+    bx = (launch or {}).get("block")
+    bx = bx[0] if isinstance(bx, (list, tuple)) and bx else bx
+    if block is None or bx is None:
+        return False
+    try:
+        top = ast.parse(str(bx).strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    name = lambda x: isinstance(x, ast.Name) and x.id == block  # noqa: E731
+    if isinstance(top, ast.Call) and isinstance(top.func, ast.Name) and top.func.id == "min":
+        return any(name(x) for x in top.args)
+    return isinstance(top, ast.IfExp) and (name(top.body) or name(top.orelse))
 
 
 def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:

@@ -371,6 +371,29 @@ def compose(cf: CudaFile, kernel: str, spec: TuningSpec | None = None,
     start = start_context(cf, kernel, spec, structural)
     if any(w.startswith("kt_") for w in _identifiers(start)):
         return Outcome(None, [(r.name, "the kernel already uses names starting with kt_ (kerntune's)") for r in REWRITES])
+    if start.capped:
+        # A block capped by the parameter (min(d, BLOCK)) is given to the rewrites only where none applies to the
+        # kernel as written: where some do, their composition (recorded on the GPU; CI replays it by its text's
+        # hash) stays what it was, and the structural template tunes the cap beside it.
+        plain = RewriteContext(kernel, cf.path, cf.text, {}, [], _spec_launch(cf, kernel, spec), None,
+                               type_args=start.type_args)
+        got = _compose(cf, kernel, plain)
+        if got.template is not None:
+            return got
+    return _compose(cf, kernel, start)
+
+
+def _spec_launch(cf: CudaFile, kernel: str, spec: TuningSpec | None) -> dict | None:
+    if spec is None:
+        try:
+            spec = find_spec(cf, kernel)
+        except KerntuneError:
+            spec = None
+    return {"grid": list(spec.grid), "block": list(spec.block), "smem": spec.smem or "0"} if spec is not None else None
+
+
+def _compose(cf: CudaFile, kernel: str, start: RewriteContext) -> Outcome:
+    """``compose`` from the context ``start``."""
     ctx, report, before = _run(start, REWRITES)
     applied = [n for n, why in report if why is None]
     if not applied:

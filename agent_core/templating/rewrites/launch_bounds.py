@@ -1,6 +1,7 @@
 """``__launch_bounds__(BLOCK, MIN_BLOCKS)`` on a kernel that has none: the compiler may then budget registers for
 exactly the block the launch uses and for MIN_BLOCKS resident blocks per SM (MIN_BLOCKS = 1: no register cap
-beyond the block's). Applies only where the launch's block is exactly the block parameter (1D)."""
+beyond the block's). Applies only where the launch's block is exactly the block parameter (1D), or is capped by it
+(``min(d, BLOCK)``: BLOCK is then the most threads a block has, which is what __launch_bounds__ bounds)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class LaunchBounds(Rewrite):
             return f"a parameter {MIN_BLOCKS} exists already"
         block = (ctx.launch or {}).get("block")
         block = block if isinstance(block, list) else [block]
-        if not block or str(block[0]).strip() != ctx.block or any(str(b).strip() != "1" for b in block[1:]):
+        if not block or (str(block[0]).strip() != ctx.block and not ctx.capped) or \
+                any(str(b).strip() != "1" for b in block[1:]):
             return f"the launch's block `{block}` is not exactly the parameter {ctx.block}"
         return None
 

@@ -206,6 +206,9 @@ class WarpReduce(Rewrite):
             return "the kernel uses a 2D block"
         if ctx.block is None or f"{ctx.block} % 32 == 0" not in ctx.constraints:
             return "the block size is not a parameter kept to a multiple of 32 (warps must be whole)"
+        if ctx.capped:
+            return (f"the launch's block `{ctx.launch['block'][0]}` is only capped by {ctx.block}: it may end in a "
+                    "partial warp (warps must be whole)")
         if not trees:
             return "no shared-memory tree reduction over the block" + (f" ({'; '.join(why)})" if why else "")
         arrays = {t.array for t in trees}

@@ -4,7 +4,10 @@
 - ``source``: the parsed file (nodes at spans, line offsets) and the resolver from a C expression to the
   integer literal it is; ``syntax``: small tree-sitter walks shared by the analyses.
 - ``state``: the analysis state (parameters, their sites, constraints, notes) and its registry operations.
-- ``launch``: the launch site read first, its template arguments and its block size.
+- ``launch``: the launch site read first, its template arguments and its block size (a constant, or the constant
+  that caps it: ``std::min(d, 1024)``).
+- ``cap``: what a capped block's parameter must satisfy (the kernel strides by its block, nothing else the launch
+  computes depends on the cap); otherwise the cap is refused and the analysis runs again without it.
 - ``grid``: the launch's grid: a fixed grid of a grid-stride loop, a grid that follows the block, items per
   thread.
 - ``block``: what inside the kernel assumes the block size: constants tied to it, powers of two for a tree

@@ -1,12 +1,12 @@
 """The structural analysis of one kernel: the steps in the order they run. The launch comes first (its
 template arguments, then its block size, which the later steps tie to; its grid), then what the kernel
-assumes of the block, the code knobs, the block-size domain's narrowing, and last the spec written in terms of
-the parameters. The order matters: a step sees what the earlier ones lifted and tied."""
+assumes of the block, the code knobs, the block-size domain's narrowing, a capped block's checks, and last the spec
+written in terms of the parameters. The order matters: a step sees what the earlier ones lifted and tied."""
 
 from __future__ import annotations
 
 from agent_core.model import CudaFile
-from agent_core.templating.structural import block, grid, knobs, launch, smem, spec_edits
+from agent_core.templating.structural import block, cap, grid, knobs, launch, smem, spec_edits
 from agent_core.templating.structural.kernel import check_supported, find_kernel
 from agent_core.templating.structural.state import Analysis
 
@@ -31,6 +31,7 @@ def run(a: Analysis) -> None:
     block.block_pow2(a)
     block.untied_block_literals(a)
     knobs.warp_lanes(a)
+    cap.check_cap(a, sites)
     spec_edits.spec_launch(a)
     spec_edits.spec_template_args(a)
 
@@ -42,4 +43,14 @@ def analyze(cf: CudaFile, kernel: str) -> Analysis:
     check_supported(cf, k)
     a = Analysis(cf, k)
     run(a)
+    if a.block_cap is not None:
+        p = a.params[a.block]
+        why = a.cap_refused or (None if len(p.values) > 1 else
+                                f"its cap `{' '.join(a.block_cap.text.split())}` is not tuned: {p.why}")
+        if why is not None:  # the analysis as it is without caps, and why
+            a = Analysis(cf, k)
+            a.caps = False
+            run(a)
+            at = next((i + 1 for i, n in enumerate(a.notes) if n.startswith("the block size")), len(a.notes))
+            a.notes.insert(at, why)
     return a

@@ -12,7 +12,7 @@ from agent_core.model import KerntuneError, LaunchSite
 from agent_core.source import spec as spec_mod
 from agent_core.templating.structural.domains import ALL_BLOCKS, BLOCK_XS, BLOCK_YS, POW2_BLOCKS, TEMPLATE_VALUES, WARPS
 from agent_core.templating.structural.smem import smem_pins
-from agent_core.templating.structural.source import Resolver, Source, dim3_components
+from agent_core.templating.structural.source import Cap, Resolver, Source, dim3_components
 from agent_core.templating.structural.state import Analysis, param_name
 
 
@@ -82,7 +82,10 @@ def template_args(a: Analysis, site: LaunchSite) -> None:
 
 def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     """The block size of the primary launch becomes the block parameter (a template argument that is the
-    block size is that parameter); another launch with the same literal block size follows it."""
+    block size is that parameter); another launch with the same literal block size follows it. A block capped by
+    a constant (``std::min(tile_size, kMaxThreads)``, ``d < 1024 ? d : 1024``: ``Resolver.cap``) makes the cap
+    the parameter: the launch becomes ``min(X, BLOCK)``; ``cap.check_cap`` and ``spec_edits`` keep it or refuse
+    it."""
     if len(site.config) < 2:
         return
     r = Resolver(a.f, site.host_vars)
@@ -93,6 +96,12 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
     if primary:
         a.block_2d = multi
     src = r.resolve(x)
+    cap = None
+    if src is None and not multi and a.caps and (primary or a.block_cap is not None):
+        cap = r.cap(x)  # std::min(tile_size, kMaxThreads): the cap is the block parameter
+        if cap is not None and not 1 <= cap.src.value <= 1024:
+            cap = None
+        src = cap.src if cap is not None else None
     if src is None:
         if primary and not multi and warps_per_block(a, r, x, site):
             return
@@ -107,7 +116,10 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
         if src.key in a.by_key:
             return
         if a.block is not None and src.value == a.params[a.block].original and src.name is None:
-            a.tie(src, a.block)  # another launch with the same literal block size
+            if cap is not None:  # another launch capped by the same literal (check_cap refuses other caps)
+                _cap_sites(a, cap, a.block)
+            else:
+                a.tie(src, a.block)  # another launch with the same literal block size
         return
     if src.key in a.by_key:  # e.g. k<BLOCK><<<g, BLOCK>>>
         name = a.by_key[src.key]
@@ -127,12 +139,19 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
             p.why = f"threads per block; {p.why}"
             a.drop_pow2(tp)
             a.block_tp = a.tp_of.get(tp)
+        elif cap is not None:
+            name = a.add(src, param_name(src.name) if src.name else "BLOCK", "block_size", _block_values(src.value),
+                         f"threads per block where the launch's `{' '.join(cap.text.split())}` reaches its cap; "
+                         f"fewer where `{' '.join(a.f.t(cap.other).split())}` is smaller; the cap from {src.where}")
         else:
             default = "BLOCK_X" if multi else "BLOCK"
             name = a.add(src, param_name(src.name) if src.name else default, "block_size",
                          _block_values(src.value, multi),
                          f"threads per block{' in x' if multi else ''}, from {src.where}")
     a.block = name
+    a.block_cap = cap
+    if cap is not None:
+        _cap_sites(a, cap, name)
     a.constrain(f"{name} % 32 == 0")
     a.constrain(f"{name} <= 1024")
     if multi and len(comps) > 1:
@@ -148,6 +167,17 @@ def block_size(a: Analysis, site: LaunchSite, primary: bool) -> None:
             a.constraints = [c for c in a.constraints if not c.startswith(f"{name} % 32")]
             a.constrain(f"({name} * {yname}) % 32 == 0")
             a.constrain(f"{name} * {yname} <= 1024")
+
+
+def _cap_sites(a: Analysis, cap: Cap, name: str) -> None:
+    """The literals of a capped block's cap as sites of the block parameter ``name``: the cap, and the condition's
+    of ``d < 1024 ? d : 1024``; a literal keeps its suffix (``std::min(n / 8, 1024U)`` needs an unsigned)."""
+    for src in [cap.src] + cap.also:
+        suffix = re.search(r"[uUlL]+$", src.text) if src.name is None else None
+        if a.by_key.get(src.key) == name:  # the parameter's own source (Analysis.add)
+            src.render = "{value}" + suffix.group(0) if suffix else "{value}"
+        else:
+            a.tie(src, name, "{value}" + suffix.group(0) if suffix else "{value}")
 
 
 _WARP_SIZE_NAME = re.compile(r"warp_?size|warp_?threads|threads_per_warp|lanes", re.I)

@@ -10,7 +10,7 @@ import re
 from tree_sitter import Node
 
 from agent_core import expr
-from agent_core.model import CudaFile, KernelTemplate, KerntuneError, LaunchSite
+from agent_core.model import CudaFile, KernelTemplate, KerntuneError, LaunchSite, site_expr
 from agent_core.templating.structural.kernel import find_kernel
 from agent_core.templating.structural.source import CDIV_FUNCS, File, Resolver, dim3_components, int_literal
 
@@ -51,6 +51,11 @@ class HostExprConverter:
             return "1" if t == "true" else "0"
         if t == "identifier":
             return self.name(self.f.t(n))
+        if t == "qualified_identifier":  # ops::kMaxThreads: the file's constant or macro of that name
+            last = re.sub(r"\s+", "", self.f.t(n)).split("::")[-1]
+            if re.fullmatch(r"[A-Za-z_]\w*", last) and (last in self.r.vars or last in self.f.defines):
+                return self.name(last)
+            return self.raw(n)
         if t == "parenthesized_expression" and n.named_child_count == 1:
             inner = self.conv(n.named_children[0])
             return inner if _atomic(inner) or (inner.startswith("(") and _balanced_outer(inner)) else f"({inner})"
@@ -185,7 +190,7 @@ def launch_exprs(cf: CudaFile, kernel: str, template: KernelTemplate | None = No
     site_params: dict[tuple[int, int], str] = {}
     params: set[str] = set()
     if template is not None and template.original_text == cf.text:
-        site_params = {(s.span.start, s.span.end): s.render.format(value=s.param) if s.render != "{value}"
+        site_params = {(s.span.start, s.span.end): site_expr(s.render, s.param) if s.render != "{value}"
                        else s.param for s in template.sites}  # renders carry their own parentheses
         params = set(template.space.params)
     c = HostExprConverter(f, ls, site_params)

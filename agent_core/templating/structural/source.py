@@ -1,18 +1,19 @@
 """The kernel's file as the analyses read it: the parsed tree (nodes at spans, line offsets, defines and
 file-scope constants), the literal integers a parameter can stand for (``Source``), and the resolver that
-follows a C expression (a literal, a variable, a macro, a dim3's components) to such a literal."""
+follows a C expression (a literal, a variable, a macro, a dim3's components) to such a literal, or a block size
+capped by one (``Cap``: ``std::min(tile_size, kMaxThreads)``) to its cap."""
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
 from agent_core import expr
 from agent_core.model import CudaFile, HostVar, Span
-from agent_core.source.cuda_parse import file_constants, parse_tree
+from agent_core.source.cuda_parse import file_constants, parse_tree, walk
 
 _INT_RE = re.compile(r"^\s*\(?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?\s*$")
 # the ceiling-division helpers a grid may be written with (`cdiv(n, 256)`)
@@ -105,6 +106,44 @@ class Source:
         return (self.span.start, self.span.end)
 
 
+@dataclass
+class Cap:
+    """A value capped by a constant: the smaller of one expression that is not a constant and one that is
+    (``std::min(tile_size, sampler::kMaxThreads)``, ``min(d, 1024)``, ``d < 1024 ? d : 1024``, ``MIN(d, 1024)``
+    with a function-like macro computing the smaller of its arguments). ``src`` is the constant, ``other`` the
+    expression it caps, ``text`` the capping expression as written; ``also`` the constant's other literals in it
+    (the condition's ``1024`` of ``d < 1024 ? d : 1024``), which follow ``src``."""
+    src: Source
+    other: Node
+    text: str
+    also: list[Source] = field(default_factory=list)
+
+
+def _squash(text: str) -> str:
+    """``text`` without white space and outer parentheses (``( d )`` -> ``d``)."""
+    s = re.sub(r"\s+", "", text)
+    while s.startswith("(") and s.endswith(")") and _one_group(s):
+        s = s[1:-1]
+    return s
+
+
+def _one_group(s: str) -> bool:
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(s) - 1:
+            return False
+    return True
+
+
+def _min_of_conditional(u: str, op: str, v: str, a: str, b: str) -> bool:
+    """``u op v ? a : b`` computes the smaller of ``u`` and ``v`` (``u < v ? u : v``, ``u > v ? v : u``, also
+    with ``<=`` / ``>=``); not a max, not a clamp."""
+    u, v, a, b = (_squash(x) for x in (u, v, a, b))
+    return op in ("<", "<=") and (a, b) == (u, v) or op in (">", ">=") and (a, b) == (v, u)
+
+
 class Resolver:
     """Follows a C expression to the integer literal it is (a literal, a variable, a macro)."""
 
@@ -135,6 +174,67 @@ class Resolver:
         if n.type == "type_descriptor" and n.named_child_count == 1:
             return self.resolve(n.named_children[0], depth + 1)
         return None
+
+    def cap(self, n: Node | None, depth: int = 0) -> Cap | None:
+        """The constant that caps ``n`` (see ``Cap``), through parentheses, casts and the host variables and file
+        constants ``n`` names; None when ``n`` is not the smaller of a constant and something that is not."""
+        if n is None or depth > 8:
+            return None
+        if n.type == "parenthesized_expression" and n.named_child_count == 1:
+            return self.cap(n.named_children[0], depth + 1)
+        if n.type == "cast_expression":
+            return self.cap(n.child_by_field_name("value"), depth + 1)
+        if n.type == "identifier":
+            hv = self.vars.get(self.f.t(n))
+            if hv is None or hv.init is None or "dim3" in hv.type or self.reassigned(hv):
+                return None
+            return self.cap(self.f.node(hv.init.span), depth + 1)
+        ops: list[Node] = []
+        also: list[Node] = []  # the condition's operands of a conditional
+        if n.type == "call_expression":
+            fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+            argv = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            name = re.sub(r"<.*>$", "", re.sub(r"\s+", "", self.f.t(fn))).split("::")[-1] if fn is not None else ""
+            if name in ("static_cast", "int", "unsigned") and len(argv) == 1:
+                return self.cap(argv[0], depth + 1)
+            if len(argv) == 2 and (name == "min" or self._min_macro(name)):
+                ops = argv
+        elif n.type == "conditional_expression":
+            cond, a, b = (n.child_by_field_name(x) for x in ("condition", "consequence", "alternative"))
+            if cond is not None and a is not None and b is not None:
+                if cond.type == "parenthesized_expression" and cond.named_child_count == 1:
+                    cond = cond.named_children[0]
+                u, op, v = (cond.child_by_field_name(x) for x in ("left", "operator", "right")) \
+                    if cond.type == "binary_expression" else (None, None, None)
+                if u is not None and op is not None and v is not None and \
+                        _min_of_conditional(self.f.t(u), self.f.t(op), self.f.t(v), self.f.t(a), self.f.t(b)):
+                    ops, also = [a, b], [u, v]
+        if len(ops) != 2:
+            return None
+        srcs = [self.resolve(x) for x in ops]
+        if (srcs[0] is None) == (srcs[1] is None):
+            return None  # the smaller of two constants is a constant; of two variables, no cap
+        i = 0 if srcs[0] is not None else 1
+        more = [x for x in (self.resolve(y) for y in also) if x is not None and x.key != srcs[i].key]
+        return Cap(srcs[i], ops[1 - i], self.f.t(n), more)
+
+    def _min_macro(self, name: str) -> bool:
+        """``name`` is a function-like macro of two parameters computing the smaller
+        (``#define MIN(a, b) ((a) < (b) ? (a) : (b))``)."""
+        macros = self.f.__dict__.setdefault("_min_macros", {})
+        if name not in macros:
+            macros[name] = False
+            for x in walk(self.f.root):
+                if x.type != "preproc_function_def" or x.child_by_field_name("name") is None or \
+                        self.f.t(x.child_by_field_name("name")) != name:
+                    continue
+                ps, val = x.child_by_field_name("parameters"), x.child_by_field_name("value")
+                names = [self.f.t(c) for c in ps.named_children] if ps is not None else []
+                m = re.fullmatch(r"(\(*\w+\)*)(<=|>=|<|>)(\(*\w+\)*)\?(.+):(.+)", _squash(self.f.t(val))) \
+                    if val is not None else None
+                if len(names) == 2 and m is not None and {_squash(m.group(1)), _squash(m.group(3))} == set(names):
+                    macros[name] = _min_of_conditional(*m.groups())
+        return macros[name]
 
     def reassigned(self, hv: HostVar) -> bool:
         """A variable that is not const and is assigned again in its function (``int nth = 32; while (...)

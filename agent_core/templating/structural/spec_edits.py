@@ -42,17 +42,35 @@ def spec_launch(a: Analysis) -> None:
         pname = block_params[j] if j < len(block_params) else None
         if expr_names(e) & names:
             continue
+        if j == 0 and a.block_cap is not None:
+            got = _spec_cap_edits(e, a.params[a.block].original, a.block)
+            if got:
+                edits[("block", j)] = got
+                continue
         node = spec_int(e)
         if node is None:
             continue
         if pname is not None and node[2] == a.params[pname].original:
             edits[("block", j)] = [(node[0], node[1], pname, node[2], pname, "{value}")]
+            if j == 0 and a.block_cap is not None:  # the spec says X >= the cap at every size: so it is with less
+                a.constrain(f"{pname} <= {node[2]}")
         elif j == 0 and a.warps is not None and node[2] == a.params[a.warps].original * 32:
             edits[("block", j)] = [(node[0], node[1], f"{a.warps} * 32", node[2], a.warps, "{value} * 32")]
     if sp.grid and not expr_names(sp.grid[0]) & names:
         got = _spec_grid_edits(a, sp.grid[0])
         if got:
             edits[("grid", 0)] = got
+    if a.block_cap is not None:
+        shown = " ".join(a.block_cap.text.split())
+        if ("block", 0) not in edits:
+            a.refuse_cap(f"its cap `{shown}` is not tuned: the spec's block `{sp.block[0] if sp.block else ''}` is "
+                         f"not the same min with {a.params[a.block].original} (write it as min(..., "
+                         f"{a.params[a.block].original}))")
+            return
+        if a.grid_tied and ("grid", 0) not in edits:
+            a.refuse_cap(f"its cap `{shown}` is not tuned: the launch computes its grid from it, and the spec's "
+                         f"grid `{sp.grid[0] if sp.grid else ''}` does not write it as a number")
+            return
     bp = a.params[a.block] if a.block is not None else None
     if bp is not None and bp.kind == "block_size" and sp.smem and not expr_names(sp.smem) & names and \
             not any(x.name for x in bp.sites) and len(bp.values) > 1:
@@ -110,6 +128,31 @@ def spec_template_args(a: Analysis) -> None:
         line, col = a.f.line_of(sb), sb - (a.f.data.rfind(b"\n", 0, sb) + 1)
         a.tie(Source(Span(sb, se, line, col, line, col + (se - sb)), int(m.group(1)), m.group(1), None,
                      f"the spec's template_args at line {line + 1}"), name)
+
+
+def _spec_cap_edits(e: str, cap: int, pname: str) -> list[Edit]:
+    """The spec's block ``e`` written as the launch's capped block, the smaller of something and ``cap``
+    (``min(d, 1024)``, ``min(1024, round_up(cdiv(h, 8), 32))``, ``d if d < 1024 else 1024``): its ``cap``
+    literals, which become the parameter."""
+    try:
+        tree = ast.parse(e.strip(), mode="eval")
+    except SyntaxError:
+        return []
+    lead = len(e) - len(e.lstrip())
+    b = tree.body
+    is_cap = lambda x: isinstance(x, ast.Constant) and type(x.value) is int and x.value == cap  # noqa: E731
+    const = lambda x: isinstance(x, ast.Constant)  # noqa: E731
+    at: list[ast.AST] = []
+    if isinstance(b, ast.Call) and isinstance(b.func, ast.Name) and b.func.id == "min" and len(b.args) == 2 \
+            and not b.keywords:
+        at = [x for x in b.args if is_cap(x)] if sum(map(const, b.args)) == 1 else []
+    elif isinstance(b, ast.IfExp) and isinstance(b.test, ast.Compare) and len(b.test.ops) == 1:
+        u, v, op, d = b.test.left, b.test.comparators[0], b.test.ops[0], ast.dump
+        if (isinstance(op, (ast.Lt, ast.LtE)) and (d(b.body), d(b.orelse)) == (d(u), d(v))) or \
+                (isinstance(op, (ast.Gt, ast.GtE)) and (d(b.body), d(b.orelse)) == (d(v), d(u))):
+            if const(u) != const(v):
+                at = [x for x in (u, v, b.body, b.orelse) if is_cap(x)]
+    return [(lead + x.col_offset, lead + x.end_col_offset, pname, cap, pname, "{value}") for x in at]
 
 
 def _spec_grid_rows_edits(a: Analysis, tree, offs, pname: str | None) -> list[Edit]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from agent_core import expr
 from agent_core.model import CudaFile, Kernel, Site
-from agent_core.templating.structural.source import File, Source
+from agent_core.templating.structural.source import Cap, File, Source
 
 
 def param_name(raw: str) -> str:
@@ -55,6 +55,9 @@ class Analysis:
         self.grid_tied = False  # the launch's grid follows the block parameter (`cdiv(n, 256)`)
         self.items: str | None = None  # the items-per-thread parameter of a grid-stride kernel's grid
         self.launch: dict | None = None  # the spec's launch with its literal block size tied to the parameters
+        self.caps = True  # a block capped by a constant (`std::min(d, 1024)`) may make the cap the block parameter
+        self.block_cap: Cap | None = None  # the launch's capped block, where the block parameter is its cap
+        self.cap_refused: str | None = None  # why the cap cannot be the block parameter (analyze runs again without)
 
     # ------------------------------------------------------------------------------------- registry
     def _unique(self, name: str) -> str:
@@ -93,6 +96,12 @@ class Analysis:
             return
         if c not in self.constraints:
             self.constraints.append(c)
+
+    def refuse_cap(self, why: str) -> None:
+        """The capped block cannot be the block parameter (``why``, for the user): the analysis runs again with
+        the block left alone (``analysis.analyze``)."""
+        if self.block_cap is not None and self.cap_refused is None:
+            self.cap_refused = why
 
     def drop_pow2(self, name: str) -> None:
         """Forget ``is_pow2(name)``: the block size's own step (block_pow2) decides."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, Site, macro_name
+from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, Site, macro_name, site_text
 from agent_core.templating.structural.analysis import analyze
 from agent_core.templating.structural.state import Analysis
 from agent_core.templating.text_kind import HEADER_BEGIN, HEADER_END
@@ -35,7 +35,7 @@ def template_text(cf: CudaFile, kernel: str, params: dict[str, Param], sites: li
     data = cf.text.encode("utf-8")
     out, pos = [], 0
     for s in sorted(sites, key=lambda s: s.span.start):
-        out += [data[pos:s.span.start], s.render.format(value=macro_name(s.param)).encode()]
+        out += [data[pos:s.span.start], site_text(s.render, s.param).encode()]
         pos = s.span.end
     out.append(data[pos:])
     body = b"".join(out).decode("utf-8")
@@ -83,9 +83,9 @@ def _tunable(cf: CudaFile, kernel: str) -> Analysis:
     k = a.k
     if not a.params or all(len(p.values) == 1 for p in a.params.values()):
         raise KerntuneError(f"nothing to tune in kernel '{kernel}': {a.why_nothing()}. kerntune lifts constant "
-                            "block sizes at a launch in this file (with what assumes them), fixed grids and items "
-                            "per thread of grid-stride loops, #pragma unroll N, __launch_bounds__ and integer "
-                            "template arguments",
+                            "block sizes at a launch in this file, or the constant that caps one (min(d, 1024)), with "
+                            "what assumes them, fixed grids and items per thread of grid-stride loops, #pragma unroll "
+                            "N, __launch_bounds__ and integer template arguments",
                             cf.path, k.name_span.line, k.name_span.col)
     return a
 
