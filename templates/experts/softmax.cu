@@ -248,12 +248,13 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const int r = active ? row : 0;
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
 #pragma unroll
-  for (int i = 0; i < IT; ++i)
+  for (int i = 0; i < IT; ++i) {
+    // the keep bytes read as the row is (VEC of them in one access on the vector path), each exactly 0.f or not
+    rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
 #pragma unroll
-    for (int j = 0; j < KT_VEC; ++j) {
-      const int e = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
-      mk[i][j] = rows_in(e, hidden) && mask[mrow * hidden + e] == 0 ? -INFINITY : 0.f;
-    }
+    for (int j = 0; j < KT_VEC; ++j)
+      mk[i][j] = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) && mk[i][j] == 0.f ? -INFINITY : 0.f;
+  }
 #elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
