@@ -871,6 +871,143 @@ def test_merge_in_place_without_a_mask_and_an_int_buffer_that_is_no_mask(lib):
     cf2, k2, spec2 = _in_place_variant("if (!valid[t]) continue;", "if (h >= valid[t]) continue;")
     assert not X.candidates(cf2, k2.name, spec2, lib)
 
+def test_nway_merge_of_index_sets_as_flashinfer_takes_it(lib):
+    """FlashInfer's MergeStates (the held-out variant): one fp16 values input of num_index_sets states a row laid out
+    [seq, sets, heads, dim], one fp32 base-2 lse input [seq, sets, heads], a merged output and merged lse, a loop over
+    num_index_sets, no token count (a block per position): KT_EXPERT_NWAY 1 (the lse index moves by num_heads from
+    one state to the next), one warp a (position, head) row on the expert's [tokens, head groups] grid, the sets
+    argument neither the heads nor the head size. Every configuration of the space is valid at every size set."""
+    path = ROOT / "bench/corpus/merge_attn_states/merge_states_index_sets_base2_warp_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = S.find_spec(cf, "MergeStatesKernel")
+    bs = X.candidates(cf, "MergeStatesKernel", spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 4, words_of(bs)
+    assert bs[0].describe() == (
+        "out=v_merged, out_lse=s_merged, v=v with v_lse=s, sets=`num_index_sets`, tokens=the grid, heads=`num_heads`, "
+        "head_size=`head_dim`, states [tokens, num_index_sets, num_heads, head_size], merged lse [tokens, num_heads], "
+        "base-2 lse, merged online"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 1, "KT_EXPERT_LSE_BASE2": 1}
+    assert bs[0].defines == {"KT_EXPERT_LSE_TOKEN_MAJOR": 1} and bs[0].template_args == ["__half", "__half"]
+    assert bs[0].call_args == ["(__half*)(v_merged)", "(float*)(s_merged)", "(const __half*)(v)", "(const float*)(s)",
+                               "(int)(num_index_sets)", "(int)gridDim.x", "(int)(num_heads)", "(int)(head_dim)"]
+    assert all(b.conventions["KT_EXPERT_NWAY"] == 1 for b in bs)  # the layout is what the index shows
+    assert has(bs, "merge_attn_states", "merged lse [num_heads, tokens]", "natural lse")
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"] == ["((seq_len * num_heads) / (num_heads))", "cdiv((num_heads), THREADS / 32)"]
+    assert t.launch["block"] == ["THREADS"]
+    assert [t.space.params[n].values for n in ("THREADS", "VEC", "ITEMS")] == [[64, 128, 256, 512, 1024],
+                                                                          [1, 2, 4, 8], [1, 2, 4, 8]]
+    for frag in ("const long long s0 = ((long long)token * sets) * heads + head, sstep = heads;",
+                 "const float m_new = fmaxf(m, sk[it]);",
+                 "const float a = exp2f(m - m_new), b = exp2f(sk[it] - m_new);",
+                 "d = __fmaf_rn(d, a, b);", "o[j] = __fmaf_rn(o[j], a, to_f(x[it].v[j]) * b);",
+                 "if (sk[it] == -INFINITY) continue;", "const float inv = d > 0.f ? 1.f / d : 0.f;",
+                 "y.v[j] = from_f<O>(o[j] * inv);", "out_lse[li] = d > 0.f ? m + log2f(d) : -INFINITY;",
+                 "const long long li = row;"):
+        assert frag in t.text, frag
+    for gone in ("merge_slots", "merge_rows_in_place", "expf(", "logf(d)", "kt:bind", "KT_EXPERT_NWAY", "per_token",
+                 "sstep = 1;", "sstep = (long long)tokens * heads;"):
+        assert gone not in t.text, gone
+
+
+def _splits_variant(*edits: tuple[str, str]):
+    """The split-major style kernel with each ``old`` replaced by ``new``."""
+    path = STYLES / "merge_splits_split_major_block_per_token_bf16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("combine_split_kv")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_nway_merge_found_by_what_the_body_computes(lib):
+    """Another style (bf16, natural lse, split-major [splits, tokens, heads, dim] as FlashAttention's split-KV
+    combine, no merged lse, the counts first in the argument list, a block per token striding over its elements one
+    at a time): KT_EXPERT_NWAY 2 (the lse index moves by tokens * heads), natural first, the split count the state
+    count, a null merged lse; the tokens from the argument (both orders of tokens and heads, the likelier first)."""
+    cf, k, spec = case("merge_splits_split_major_block_per_token_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out, v=partial with v_lse=partial_lse, sets=`num_splits`, tokens=`num_tokens`, heads=`num_heads`, "
+        "head_size=`head_dim`, states [num_splits, num_tokens, num_heads, head_size], natural lse, merged online"), \
+        words_of(bs)
+    assert len(bs) == 4 and all(b.conventions["KT_EXPERT_NWAY"] == 2 for b in bs), words_of(bs)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_NWAY": 2, "KT_EXPERT_LSE_BASE2": 0}
+    assert b.template_args == ["__nv_bfloat16", "__nv_bfloat16"] and b.consts == {"ESIZE": 2}
+    assert b.call_args == ["(__nv_bfloat16*)(out)", "(float*)nullptr", "(const __nv_bfloat16*)(partial)",
+                           "(const float*)(partial_lse)", "(int)(num_splits)", "(int)(num_tokens)", "(int)(num_heads)",
+                           "(int)(head_dim)"]
+    assert has(bs, "merge_attn_states", "tokens=`num_heads`, heads=`num_tokens`")
+    t = X.bind(b, cf, spec)
+    assert t.launch["grid"] == ["(t)", "cdiv((h), THREADS / 32)"]
+    assert "const long long s0 = (long long)token * heads + head, sstep = (long long)tokens * heads;" in t.text
+    assert "const float a = expf(m - m_new), b = expf(sk[it] - m_new);" in t.text
+    assert "out_lse[li] = d > 0.f ? m + logf(d) : -INFINITY;" in t.text and "exp2f" not in t.text
+
+
+def test_nway_merge_layout_from_the_lse_index_and_the_state_count_from_a_loop(lib):
+    """The states' layout is read from how far the lse index moves from one state to the next: 1 ([tokens, heads,
+    sets], SGLang's decode att_lse) is KT_EXPERT_NWAY 3, the heads ([tokens, sets, heads]) 1; an index the body
+    cannot give (a pointer walked by the loop) leaves all three. The state count must bound a loop: the split count
+    as a file constant counts as it; a loop bounded by a number that is not the state count gives no N-way merge."""
+    def layouts(cf, k, spec):
+        bs = X.candidates(cf, k.name, spec, lib)
+        return sorted({b.conventions.get("KT_EXPERT_NWAY") for b in bs if b.expert.name == "merge_attn_states"})
+    idx = "const size_t r = ((size_t)sp * num_tokens + t) * num_heads + h;"
+    assert layouts(*_splits_variant((idx, "const size_t r = ((size_t)t * num_heads + h) * num_splits + sp;"))) == [3]
+    assert layouts(*_splits_variant((idx, "const size_t r = ((size_t)t * num_splits + sp) * num_heads + h;"))) == [1]
+    walked = _splits_variant(
+        ("float run_max", "const float* lp = partial_lse + (size_t)t * num_heads + h;\n    float run_max"),
+        ("const float l = partial_lse[r];", "const float l = *lp;\n      lp += num_tokens * num_heads;"))
+    assert layouts(*walked) == [1, 2, 3]
+    fixed = _splits_variant(('"num_splits: i32 = s", ', ""), ("int num_splits, ", ""), ("s = 8,", "s = 4,"),
+                            ("s = 3,", "s = 4,"), ("s = 16,", "s = 4,"), ("sp < num_splits", "sp < kSplits"),
+                            ("#include <math.h>\n", "#include <math.h>\nconstexpr int kSplits = 4;\n"),
+                            ("(num_splits, num_tokens,", "(num_tokens,"))
+    bs = X.candidates(fixed[0], fixed[1].name, fixed[2], lib)
+    assert bs and bs[0].describe().startswith("out=out, v=partial with v_lse=partial_lse, sets=the constant 4, "
+                                              "tokens=`num_tokens`"), words_of(bs)
+    assert bs[0].call_args[4] == "4" and bs[0].conventions["KT_EXPERT_NWAY"] == 2
+    templated = _splits_variant(('"num_splits: i32 = s", ', ""), ("int num_splits, ", ""), ("s = 8,", "s = 4,"),
+                                ("s = 3,", "s = 4,"), ("s = 16,", "s = 4,"), ("sp < num_splits", "sp < NSPLIT"),
+                                ("__global__ void", "template <int NSPLIT>\n__global__ void"),
+                                ("combine_split_kv<<<", "combine_split_kv<4><<<"),
+                                ("(num_splits, num_tokens,", "(num_tokens,"))
+    bs = X.candidates(templated[0], templated[1].name, templated[2], lib)
+    assert bs and "sets=the constant 4" in bs[0].describe() and bs[0].call_args[4] == "4", words_of(bs)
+    assert layouts(*_splits_variant(("sp < num_splits", "sp < 8"))) == []
+
+
+def test_nway_merge_is_offered_to_no_two_state_merge(lib):
+    """The two-state merges (two values inputs, in place or not) keep their bindings: none is read as N-way."""
+    paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
+    for path in paths:
+        if "index_sets" in path.name or "splits_split_major" in path.name:
+            continue
+        cf = parse_cuda(path.read_text(), str(path))
+        for k in cf.kernels:
+            spec = S.find_spec(cf, k.name)
+            if spec is not None:
+                assert not any("KT_EXPERT_NWAY" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), path
+
+
+def test_evidence_index_stride():
+    """How far an index moves when a loop variable grows by one, on every size set, through locals assigned once
+    and casts; None where it depends on something else."""
+    from agent_core.templating.experts.evidence import index_stride
+    cf, k, spec = case("merge_splits_split_major_block_per_token_bf16")
+    ev = gather(cf, k, spec)
+    assert index_stride(ev, "partial_lse", "sp") == (96 * 32, 19 * 5, 4 * 40)
+    assert index_stride(ev, "partial", "sp") == (96 * 32 * 128, 19 * 5 * 80, 4 * 40 * 64)
+    assert index_stride(ev, "out", "sp") == (0, 0, 0) and index_stride(ev, "out", "i") == (1, 1, 1)
+    cf2, k2, spec2 = _splits_variant(("(size_t)sp * num_tokens + t", "(size_t)sp * blockDim.x + t"))
+    assert index_stride(gather(cf2, k2, spec2), "partial_lse", "sp") is None  # a step of the block's size
+
 def test_evidence_assignments_split_declarators_and_constants():
     from agent_core.templating.experts.evidence import assignments, constants, flows
     body = "const float a1 = max1[st], a2 = max2[st]; float x = 0.f, y; w = f(a, b), z = g<int>(a1);"
@@ -1314,6 +1451,19 @@ def test_every_in_place_merge_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(path.read_text(), str(path))
     _compile_every_binding(lib, cf, cf.kernel("MergeStateInPlaceKernel"), S.find_spec(cf, "MergeStateInPlaceKernel"))
     _compile_every_binding(lib, *_in_place_variant("    if (!valid[t]) continue;\n", "", drop_mask=True))
+
+
+@pytest.mark.nvcc
+def test_every_nway_merge_binding_compiles(lib):
+    """The N-way merge's bindings compile for sm_90: the held-out FlashInfer MergeStates variant's (fp16, base 2,
+    [seq, sets, heads], merged lse) and the split-major style kernel's forms laid out [tokens, heads, sets] and
+    [tokens, sets, heads] (the style kernel's own with the other style kernels)."""
+    path = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_states_index_sets_base2_warp_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("MergeStatesKernel"), S.find_spec(cf, "MergeStatesKernel"))
+    idx = "const size_t r = ((size_t)sp * num_tokens + t) * num_heads + h;"
+    for other in ("((size_t)t * num_heads + h) * num_splits + sp", "((size_t)t * num_splits + sp) * num_heads + h"):
+        _compile_every_binding(lib, *_splits_variant((idx, f"const size_t r = {other};")))
 
 
 @pytest.mark.nvcc

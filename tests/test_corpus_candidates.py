@@ -19,13 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS = {
-    # held out, batch 5 (2026-11-28): no candidate of their family when written
-    "merge_attn_states/merge_states_index_sets_base2_warp_fp16.cu": "an N-way merge over num_index_sets states laid "
-                                                                    "out [seq, sets, heads, dim] with base-2 lse "
-                                                                    "(FlashInfer MergeStates), not a merge of two "
-                                                                    "states",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def variants() -> list[dict]:

@@ -35,7 +35,9 @@ smem = "0"
 // kt:bind KT_EXPERT_STATE = 0  (0: each state one log-sum-exp; 1: each state a running max m and a sum of exponentials l kept apart (FlashAttention's online-softmax state, vLLM's paged-attention max_logits and exp_sums, TensorRT-LLM's multi-block partial max and sum), each partial value normalized by its own l: w = l * e^(m - max) (max 0 where both are -inf), out = p * (w_p / W) + s * (w_s / W) with W = w_p + w_s (1 / W taken once, 0 where W is 0), the merged m the max and l = W; the lse pointers are then the maxima, out_l, p_l, s_l the sums)
 // kt:bind KT_EXPERT_EXP2_LOG2E = 0  (with KT_EXPERT_STATE 1 and natural maxima: 0: e^x as expf(x), 1: as exp2f(x * log2(e)), the way the FlashAttention kernels take it)
 // kt:bind KT_EXPERT_INPLACE = 0  (0: out of place; 1: in place, FlashInfer's merge_state_in_place: the first state (v, v_lse) becomes its merge with the other (o, o_lse) where a per-token mask (any integer or bool type, nullptr: every token) is nonzero, a token whose entry is 0 keeping its values and lse; one warp a (token, head) row, its merged lse written by lane 0 after __syncwarp (every lane has read the old one); weights e^(lse - max) over their sum, neither lse special-cased; the function is then merge_attn_states<T, M>(v, v_lse, o, o_lse, tokens, heads, head_size, mask), launched as [tokens, head groups of THREADS / 32 * ITEMS])
+// kt:bind KT_EXPERT_NWAY = 0  (0: two states; an N-way merge of `sets` states of one row (FlashInfer's MergeStates, a cascade / split-KV reduction; SGLang's and FlashAttention's split combines): one values input and one fp32 lse input holding every state, 1: laid out [tokens, sets, heads, (head_size)] (FlashInfer), 2: [sets, tokens, heads, (head_size)] (split-major, FlashAttention's out_accum / lse_accum), 3: [tokens, heads, sets, (head_size)] (SGLang's decode att_out / att_lse); merged online over the states in order, as FlashInfer's state_t::merge: m' = fmaxf(m, s), a = e^(m - m'), b = e^(s - m'), d = fma(d, a, b), o = fma(o, a, v * b) (exp2f / expf by KT_EXPERT_LSE_BASE2), a state whose lse is -inf skipped; out = o * (1 / d) (0 where d is 0) rounded once to O; the merged lse (out_lse, optional: nullptr) m + log(d), -inf where d is 0, [tokens, heads] or [heads, tokens] by KT_EXPERT_LSE_TOKEN_MAJOR; the function is then merge_attn_states<T, O>(out, out_lse, v, v_lse, sets, tokens, heads, head_size); one warp a (token, head) row on a [tokens, head groups of THREADS / 32] grid, ITEMS states loaded before any is combined)
 // kt:bind-grid KT_EXPERT_INPLACE = ["tokens", "cdiv(heads, THREADS / 32 * ITEMS)"]
+// kt:bind-grid KT_EXPERT_NWAY = ["tokens", "cdiv(heads, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -52,7 +54,100 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_INPLACE  // kt:bind
+#if KT_EXPERT_NWAY  // kt:bind
+// N-way (FlashInfer's MergeStates: the states of `sets` KV chunks of one (token, head) row merged into one): one
+// warp owns each row, a block THREADS / 32 heads of one token (the grid [tokens, head groups]). Each lane owns VEC
+// consecutive elements at a time, and for each such chunk runs the online merge over the states in their order
+// (every lane reads each state's lse: one broadcast load), ITEMS states' lse and vectors loaded before any of them
+// is combined (ITEMS loads in flight). A state whose lse is -inf is not combined. (m, d) depend on the lse values
+// only, so lane 0's from its last chunk are the row's: it writes the merged lse.
+template <int VEC, int IT, typename T, typename O>
+__device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __restrict__ out_lse,
+                                                 const T* __restrict__ v, const float* __restrict__ v_lse, int sets,
+                                                 int tokens, int heads, int head_size) {
+  const int token = blockIdx.x;
+  const int head = (int)blockIdx.y * (KT_THREADS / 32) + (int)(threadIdx.x >> 5);
+  if (head >= heads) return;  // the warp's row (the same for all its lanes)
+  const int lane = threadIdx.x & 31;
+  // state k of the row: its lse at s0 + k * sstep, its values head_size times that
+#if KT_EXPERT_NWAY == 1  // kt:bind
+  const long long s0 = ((long long)token * sets) * heads + head, sstep = heads;
+#elif KT_EXPERT_NWAY == 2  // kt:bind
+  const long long s0 = (long long)token * heads + head, sstep = (long long)tokens * heads;
+#else  // kt:bind
+  const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;
+#endif  // kt:bind
+  const long long row = (long long)token * heads + head;
+  float m = -INFINITY, d = 0.f;
+  for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
+    float o[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = 0.f;
+    m = -INFINITY;
+    d = 0.f;
+    for (int k0 = 0; k0 < sets; k0 += IT) {
+      float sk[IT];
+      Vec<T, VEC> x[IT];  // as stored: converted where they are combined
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        sk[it] = -INFINITY;
+        if (k0 + it < sets) {  // the values loaded with the lse, not after it (an empty state's are left unused)
+          const long long st = s0 + (long long)(k0 + it) * sstep;
+          sk[it] = v_lse[st];
+          x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (sk[it] == -INFINITY) continue;  // an empty state contributes nothing
+        const float m_new = fmaxf(m, sk[it]);
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+        const float a = exp2f(m - m_new), b = exp2f(sk[it] - m_new);
+#else  // kt:bind
+        const float a = expf(m - m_new), b = expf(sk[it] - m_new);
+#endif  // kt:bind
+        // the running products fused, the new state's rounded: what nvcc makes of `d * a + b`, `o * a + v * b`
+        d = __fmaf_rn(d, a, b);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) o[j] = __fmaf_rn(o[j], a, to_f(x[it].v[j]) * b);
+        m = m_new;
+      }
+    }
+    const float inv = d > 0.f ? 1.f / d : 0.f;
+    Vec<O, VEC> y;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) y.v[j] = from_f<O>(o[j] * inv);
+    *reinterpret_cast<Vec<O, VEC>*>(out + row * head_size + c) = y;
+  }
+  if (out_lse != nullptr && lane == 0) {
+#if KT_EXPERT_LSE_TOKEN_MAJOR
+    const long long li = row;
+#else
+    const long long li = (long long)head * tokens + token;
+#endif
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+    out_lse[li] = d > 0.f ? m + log2f(d) : -INFINITY;
+#else  // kt:bind
+    out_lse[li] = d > 0.f ? m + logf(d) : -INFINITY;
+#endif  // kt:bind
+  }
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const T* v, const float* v_lse, int sets,
+                                                  int tokens, int heads, int head_size) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_states_row<KT_VEC, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_states_row<V2, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_states_row<V4, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size);
+  else
+    merge_states_row<1, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size);
+}
+#elif KT_EXPERT_INPLACE  // kt:bind
 // In place (FlashInfer's merge_state_in_place, the running state of a cascade or chunked prefill): the first state
 // (v, v_lse) becomes its merge with the other (o, o_lse) where mask (one entry a token; nullptr: every token) is
 // nonzero; a token whose entry is 0 keeps its values and its lse. One warp owns each (token, head) row: every lane

@@ -799,3 +799,46 @@ def term_values(ev: "Evidence", term: str) -> tuple | None:
     if not re.fullmatch(r"[\w\s()+\-*/%]+", term):
         return None
     return offset_values(ev, [(1, term)])
+
+
+_MEMBER = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)+")
+
+
+def index_stride(ev: "Evidence", name: str, var: str) -> tuple | None:
+    """How far the body's index into the buffer ``name`` moves when the loop variable ``var`` grows by one, on every
+    size set: the same at every place it indexes the buffer (or a local pointer made from it) and whatever the
+    thread and block indices, the other loop variables and the values read (each tried at several values); locals
+    assigned once replaced by their values, casts dropped. None where that is not what the body shows (a stride
+    that depends on something else, an index that cannot be evaluated, no index)."""
+    once = _once(uncast(ev.body))
+    consts = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    found = set()
+    for terms in index_sites(ev, name):
+        text = " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0"
+        for _ in range(8):
+            text = _MEMBER.sub("kt_unknown", text)  # blockIdx.x, a member: not known before the launch
+            new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once and m.group(0) != var
+                             else m.group(0), text)
+            if new == text:
+                break
+            text = new
+        text = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", _MEMBER.sub("kt_unknown", text))
+        if not re.fullmatch(r"[\w\s()+\-*/%]+", text):
+            return None
+        per = []
+        for size in range(len(ev.spec.sizes)):
+            env = dict(consts)
+            env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+            steps = set()
+            for u in (0, 1, 7):
+                try:
+                    names = expr.names(text)
+                    at = {**{n: u for n in names if n not in env}, **env}
+                    steps.add(expr.evaluate_int(text, {**at, var: 1}) - expr.evaluate_int(text, {**at, var: 0}))
+                except Exception:  # noqa: BLE001
+                    return None
+            if len(steps) != 1:
+                return None
+            per.append(steps.pop())
+        found.add(tuple(per))
+    return found.pop() if len(found) == 1 else None

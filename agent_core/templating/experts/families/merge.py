@@ -19,6 +19,14 @@ In place (``KT_EXPERT_INPLACE`` 1: FlashInfer's ``merge_state_in_place``): the f
 both read and written by the body (inout), the other state's read only, no output, and at most one more buffer:
 an integer (or bool) one of one entry a token whose reads the body takes as truth values (compared with 0, or
 alone) in a condition, the per-token mask. The mask's length tells the tokens from the heads.
+
+N-way (``KT_EXPERT_NWAY``: FlashInfer's ``MergeStates``, the split-KV combines of FlashAttention and SGLang): one
+values input holding every state (its length the state count times the output's) and one fp32 lse input (the
+state count times the merged lse's, or the rows'), a values output and optionally a merged lse; the state count an
+int argument (else a number the same on every size set) that bounds a loop of the body. The states' layout is
+what the lse index shows: how far it moves from one state to the next (``evidence.index_stride``) is the heads
+([tokens, sets, heads]), tokens * heads ([sets, tokens, heads]) or 1 ([tokens, heads, sets]); all three where
+the body does not tell.
 """
 
 from __future__ import annotations
@@ -28,8 +36,8 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
-                                                    call_arguments, counts_of, div, feeding, flows, number,
-                                                    uncast)
+                                                    call_arguments, counts_of, div, feeding, flows, index_stride,
+                                                    number, prod, uncast)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -52,6 +60,8 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if big is None:
         return []
     pv = [a for a in vals_in if a.counts == big]
+    if len(pv) == 1:  # one values input holding every state: an N-way merge (two states need two)
+        return _nway_bindings(ev, e, pv[0])
     lse = [a for a in vals_in if a.dtype == "f32" and a.counts != big]
     outs = ev.bufs("out")
     ov = [a for a in outs if a.counts == big]
@@ -115,23 +125,27 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     return out
 
 
-def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state) -> tuple | None:
+def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state, exclude: tuple[str, ...] = (),
+                  states_size: str | None = None) -> tuple | None:
     """The head size (the values' length over the states') and every (tokens, heads) pair of sizes whose product
-    is the states' length, likeliest first; whether the token count comes from the expert's own grid."""
-    hs_all = [s for s in ev.sizes(div(big, L)) if not s.c[0].isdigit()] or ev.sizes(div(big, L))
+    is the states' length, likeliest first; whether the token count comes from the expert's own grid. ``exclude``:
+    int arguments that are neither (an N-way merge's state count); ``states_size``: the states' length as the spec
+    writes it where ``state`` is no buffer of that length (an N-way merge with no merged lse)."""
+    hs_all = [s for s in ev.sizes(div(big, L), exclude) if not s.c[0].isdigit()] or ev.sizes(div(big, L), exclude)
     if not hs_all:
         return None
     hs = hs_all[0]
     # (tokens, heads) pairs whose product is the lse's length: int arguments, or one derived from another
     pairs = []
-    ints = [a for a in ev.ints() if a.counts and f"(int)({a.name})" != hs.c]
+    ints = [a for a in ev.ints() if a.counts and f"(int)({a.name})" != hs.c and a.name not in exclude]
     for a, b in itertools.permutations(ints, 2):
         if tuple(x * y for x, y in zip(a.counts, b.counts)) == L:
             pairs.append((ev.sizes(a.counts)[0], ev.sizes(b.counts)[0]))
     if not pairs:  # one of the two only as a quotient (a flat element count over the other and the head size)
         for a in ints:
             rest = div(L, a.counts)
-            xs = [s for s in ev.sizes(rest) if s.c != f"(int)({a.name})" and not s.c[0].isdigit()] if rest else []
+            xs = [s for s in ev.sizes(rest, exclude) if s.c != f"(int)({a.name})" and not s.c[0].isdigit()] \
+                if rest else []
             if xs:
                 pairs += [(ev.sizes(a.counts)[0], xs[0]), (xs[0], ev.sizes(a.counts)[0])]
     from_grid = 0
@@ -139,7 +153,8 @@ def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state) -> tuple | None:
         # reads it from its own grid, launched as tokens times the blocks one token needs
         for a in ints:
             if div(L, a.counts):
-                pairs.append((SizeExpr("(int)gridDim.x", f"({state.spec.size}) / ({a.spec.value})", "the grid"),
+                size = states_size if states_size is not None else state.spec.size
+                pairs.append((SizeExpr("(int)gridDim.x", f"({size}) / ({a.spec.value})", "the grid"),
                               ev.sizes(a.counts)[0]))
         from_grid = int(bool(pairs))
     if not pairs:
@@ -425,4 +440,148 @@ def _in_place_bindings(ev: Evidence, e) -> list[Binding]:
                            "base-2 lse" if base else "natural lse"]
                 b.support = 20 - 4 * pi - 2 * mi - bi
                 out.append(b)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- N-way
+# the N-way layouts of the states (KT_EXPERT_NWAY): the lse of state k of row (token, head) at s0 + k * stride
+NWAY_LAYOUTS = {1: "[tokens, sets, heads]", 2: "[sets, tokens, heads]", 3: "[tokens, heads, sets]"}
+
+
+def _for_headers(body: str) -> list[tuple[str, str, str]]:
+    """The (init, condition, increment) of every ``for`` statement of the body."""
+    out = []
+    for m in re.finditer(r"\bfor\s*\(", body):
+        depth, i = 1, m.end()
+        while i < len(body) and depth:
+            depth += body[i] == "("
+            depth -= body[i] == ")"
+            i += 1
+        parts, depth, cur = [], 0, ""
+        for ch in body[m.end():i - 1]:
+            depth += ch in "(["
+            depth -= ch in ")]"
+            if ch == ";" and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def _set_loops(ev: Evidence, bound) -> list[str]:
+    """The variables of the body's ``for`` loops that the state count bounds: their condition compares the variable
+    with ``bound`` (an int argument, through the locals computed from it) or, ``bound`` a number, with a literal, a
+    file constant or a value template argument of that value."""
+    flow = flows(ev.body, declarators=True)
+    values = {}
+    if not isinstance(bound, str):
+        targs = list(ev.spec.template_args or [])
+        if not targs:
+            named = {tuple(a.text for a in site.template_args) for site in ev.kernel.launch_sites
+                     if site.template_args}
+            targs = list(next(iter(named))) if len(named) == 1 else []
+        values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
+    direct: list[str] = []
+    through: list[str] = []
+    for init, cond, incr in _for_headers(ev.body):
+        if not re.search(r"<|>|!=", cond):
+            continue
+        if isinstance(bound, str):
+            if bound not in feeding(flow, cond):
+                continue
+        elif not any(number(values.get(t, t), ev.constants) == bound
+                     for t in re.findall(r"[A-Za-z_]\w*|\d+", re.sub(r"(\d)[uUlL]+\b", r"\1", cond))):
+            continue
+        var = re.findall(r"([A-Za-z_]\w*)\s*=(?!=)", init) or re.findall(r"[A-Za-z_]\w*", incr)
+        if var and var[-1] in re.findall(r"[A-Za-z_]\w*", cond) and var[-1] not in direct + through:
+            named = not isinstance(bound, str) or re.search(rf"\b{re.escape(bound)}\b", cond) is not None
+            (direct if named else through).append(var[-1])
+    return direct + through  # the loops whose condition names the count itself first
+
+
+def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
+    """An N-way merge (FlashInfer's MergeStates; the split-KV combines of SGLang and FlashAttention): one values
+    input and one fp32 lse input holding the ``sets`` states of every row, merged into one values output (and
+    optionally one fp32 merged lse), the states counted by an int argument (else a number the same on every size
+    set) that bounds a loop of the body; the values input is that many times the output, the lse input that many
+    times the rows. The layout of the states from how far the lse index moves from one state to the next
+    (``index_stride``): the heads (between the token and the heads), tokens * heads (split-major) or 1 (after the
+    heads); all three where the body does not tell."""
+    if "KT_EXPERT_NWAY" not in e.conventions or vin.dtype not in FLOATS:
+        return []
+    ins, outs = ev.bufs("in"), ev.bufs("out")
+    lins = [a for a in ins if a is not vin]
+    if len(lins) != 1 or lins[0].dtype != "f32" or not lins[0].counts or len(outs) not in (1, 2) \
+            or len(ev.bufs()) != len(ins) + len(outs) or not all(a.counts for a in outs):
+        return []
+    lin = lins[0]
+    outs = sorted(outs, key=lambda a: a.counts[0], reverse=True)
+    ov, olse = outs[0], (outs[1] if len(outs) == 2 else None)
+    if ov.dtype not in FLOATS or (olse is not None and olse.dtype != "f32"):
+        return []
+    n = div(vin.counts, ov.counts)
+    if n is None:
+        return []
+    # the state count: an int argument holding it whose value bounds a loop, else a number that does
+    counts = []
+    for a in ev.ints():
+        if a.counts == n:
+            counts += [(SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"), v, (a.name,))
+                       for v in _set_loops(ev, a.name)[:1]]
+    if not counts and len(set(n)) == 1:
+        counts += [(SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), v, ()) for v in _set_loops(ev, n[0])[:1]]
+    T, O = vin.dtype, ov.dtype
+    base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
+    bases = [1, 0] if base2_first else [0, 1]
+    out = []
+    for sets, var, exclude in counts:
+        rows = olse.counts if olse is not None else div(lin.counts, n)
+        if rows is None or prod(n, rows) != lin.counts or div(ov.counts, rows) is None:
+            continue
+        rows_size = olse.spec.size if olse is not None else f"({lin.spec.size}) / ({sets.spec})"
+        found = _tokens_heads(ev, ov.counts, rows, olse, exclude, rows_size)
+        if found is None:
+            continue
+        hs, pairs, from_grid = found
+        stride = index_stride(ev, lin.name, var)
+        for tok, heads in pairs:
+            tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
+            hcounts = counts_of(heads.spec, ev.spec)
+            layouts = [1, 2, 3] if not stride or not any(stride) else \
+                [k for k, want in ((1, hcounts), (2, rows), (3, tuple(1 for _ in rows))) if stride == want]
+            token_major_first = _token_major_first(ev, tname, hname)
+            majors = [token_major_first, 1 - token_major_first] if olse is not None else [token_major_first]
+            for layout in layouts:
+                for base in bases:
+                    for tm in majors:
+                        b = Binding(e, 0.9, f"one values input of {sets.words} states a row and one fp32 log-sum-exp "
+                                    f"input of {sets.words} states of `{tname} * {hname}` rows, a loop over the "
+                                    "states, exponentials of lse differences → merge attention states (N-way)",
+                                    ev.kernel.name)
+                        b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+                        b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
+                        b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_LSE_BASE2": base}
+                        b.template_args = [CTYPE[T], CTYPE[O]]
+                        b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+                        b.call_args = [_cast(O, ov.name, False),
+                                       f"(float*)({olse.name})" if olse is not None else "(float*)nullptr",
+                                       _cast(T, vin.name, True), f"(const float*)({lin.name})", sets.c, tok.c,
+                                       heads.c, hs.c]
+                        names = {"tokens": tname, "heads": hname,
+                                 "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
+                        lay = re.sub(r"\w+", lambda m: names.get(m.group(0), m.group(0)), NWAY_LAYOUTS[layout])
+                        b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else "")] + (
+                            [f"out_lse={olse.name}"] if olse is not None else []) + [
+                            f"v={vin.name} with v_lse={lin.name}", f"sets={sets.words}", f"tokens={tok.words}",
+                            f"heads={heads.words}", f"head_size={hs.words}",
+                            f"states {lay[:-1]}, head_size]"] + (
+                            [f"merged lse [{tname}, {hname}]" if tm else f"merged lse [{hname}, {tname}]"]
+                            if olse is not None else []) + ["base-2 lse" if base else "natural lse",
+                                                             "merged online"]
+                        b.support = 100 - len(out)
+                        out.append(b)
     return out
