@@ -13,7 +13,6 @@ def pytest_configure(config):
         os.environ.pop("LINES", None)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     have_nvcc = shutil.which("nvcc") is not None
     try:
@@ -26,10 +25,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="nvcc not on PATH"))
         if "gpu" in item.keywords and not have_gpu:
             item.add_marker(pytest.mark.skip(reason=f"no GPU: {why}"))
-        # under pytest-xdist (`-n auto --dist loadgroup`, the README's test command) the tests of a module that
-        # share a module-scoped fixture (a recorded bench replayed, the corpus's launches built, a Dask run) go
-        # to one worker, so that the fixture is built once; every other test goes wherever a worker is free
-        info = getattr(item, "_fixtureinfo", None)
-        defs = [d[-1] for d in info.name2fixturedefs.values() if d] if info is not None else []
-        if any(d.baseid and d.scope != "function" for d in defs):  # a fixture of the tests' own, built once
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
