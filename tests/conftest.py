@@ -1,6 +1,16 @@
+import os
 import shutil
 
 import pytest
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which a plain run does not
+        # have: rich fixes a console's width when COLUMNS is set as it is made (agent_core.cli's, made at import),
+        # so the tests that set COLUMNS for the CLI's tables would get 80 columns in a worker and theirs elsewhere
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -8,6 +8,7 @@ import itertools
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from agent_core.source import spec as spec_mod
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.templating.rewrites import compose
 from agent_core.templating.space import check_config
+from tests.parallel import each
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "cu" / "rewrites"
@@ -159,6 +161,7 @@ def test_show_names_the_twin():
 
 # --------------------------------------------------------------------------------------------- nvcc
 def _nvcc(text: str, cfg: dict, tmp: Path, cubin: bool = True) -> str:
+    tmp = Path(tempfile.mkdtemp(dir=tmp))  # a folder of its own: compiles may run side by side
     src = tmp / "t.cu"
     src.write_text(text)
     out = ["-cubin", "-o", str(tmp / "t.cubin")] if cubin else ["-c", "-o", str(tmp / "t.o")]
@@ -177,16 +180,17 @@ def test_the_twin_compiles_at_the_corners_of_its_space_and_applied_into_the_file
     corners = [dict(zip(p, c)) for c in itertools.product(*([min(x.values), max(x.values)] for x in p.values()))]
     corners = [c for c in corners if check_config(t.space, c, None) is None]
     assert {c["CLUSTER"] for c in corners} == {2, 8}
-    for c in corners:
-        log = _nvcc(t.text, c, tmp_path)
-        assert " 0 bytes spill stores" in log, log
     rw = apply_mod.rewrite_file(text, str(CORPUS_COLUMN_SUM), "column_sum_kernel", t,
                                 {"BLOCK": 32, "SPLIT": 8, "CLUSTER": 8, "OUTS": 4})
     assert "KT_" not in rw.text
     assert "__global__ __cluster_dims__(1, 8, 1) void column_sum_kernel(" in rw.text
     assert "dim3 grid((cols + (32 * 4) - 1) / (32 * 4), 8);" in rw.text and "dim3 block(32, 8);" in rw.text
     assert 'grid  = ["cdiv(cols, (32 * 4))", "8"]' in rw.text
-    _nvcc(rw.text, {}, tmp_path, cubin=False)  # host code included
+    # the corners and the applied file (host code included) compile side by side
+    jobs = [(t.text, c, True) for c in corners] + [(rw.text, {}, False)]
+    logs = each(lambda j: _nvcc(j[0], j[1], tmp_path, cubin=j[2]), jobs)
+    for log in logs[:-1]:
+        assert " 0 bytes spill stores" in log, log
 
 
 @pytest.mark.nvcc
@@ -203,7 +207,7 @@ def test_a_dispatch_holds_the_twin_beside_the_in_block_rewrite(tmp_path):
     assert "__cluster_dims__(1, 8, 1)" in new and new.count("__cluster_dims__") == 1
     host = new[new.index("void column_sum("):]
     assert re.search(r"column_sum_kernel<<<dim3\([^>]*, 8\)", host), host
-    for name in names:
-        compile_kernel(new, name, cache_dir=tmp_path / "cache")
     f.write_text(new)
-    _nvcc(new, {}, tmp_path, cubin=False)
+    # each kernel's entry in the cubin (one nvcc run: the cache's key is the text), and the file with its host code
+    each(lambda run: run(), [lambda: [compile_kernel(new, name, cache_dir=tmp_path / "cache") for name in names],
+                             lambda: _nvcc(new, {}, tmp_path, cubin=False)])

@@ -11,6 +11,7 @@ from agent_core.source import spec as S
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.model import CudaFile, Kernel, KernelParam, KerntuneError, Span, macro_name
 from agent_core.templating.space import check_config
+from tests.parallel import each
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -238,12 +239,17 @@ def test_bound_template_compiles_at_the_extremes(lib, tmp_path, name):
     t = X.bind(X.match(cf, k.name, spec, lib)[0], cf, spec)
     src = tmp_path / "t.cu"
     src.write_text(t.text)
-    for cfg in _extremes(t):
+
+    def nvcc(i_cfg):  # the configurations compile side by side, each to a cubin of its own
+        i, cfg = i_cfg
         defs = [f"-D{macro_name(n)}={v}" for n, v in cfg.items()]
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"), *defs,
+        cubin = tmp_path / f"t{i}.cubin"
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(cubin), *defs,
                             str(src)], capture_output=True, text=True)
         assert r.returncode == 0, (cfg, r.stderr[-3000:])
-        assert t.entry.encode() in (tmp_path / "t.cubin").read_bytes(), cfg  # extern "C": the name is the symbol
+        assert t.entry.encode() in cubin.read_bytes(), cfg  # extern "C": the name is the symbol
+
+    each(nvcc, enumerate(_extremes(t)))
 
 
 @pytest.mark.nvcc

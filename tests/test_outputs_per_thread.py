@@ -5,6 +5,7 @@ compiles at every OUTS (with the in-block split and the cluster twin after it). 
 sizes)."""
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from agent_core import apply as apply_mod
 from agent_core.source import spec as spec_mod
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.templating.rewrites import compose
+from tests.parallel import each
 
 DATA = Path(__file__).resolve().parent / "data" / "cu" / "rewrites"
 
@@ -166,19 +168,26 @@ def test_every_outputs_per_thread_compiles_and_applies(name, tmp_path):
     text = path.read_text()
     cf = parse_cuda(text, str(path))
     got = compose(cf, cf.kernels[0].name)
+    jobs = []  # (source, True: a cubin and ptxas's report / False: an object, host code included), compiled side by side
     for t in [got.template] + got.twins:
         for outs in t.space.params["OUTS"].values:
             cfg = {**t.space.original_config(), "OUTS": outs}
-            src = tmp_path / "k.cu"
-            src.write_text("\n".join(f"#define KT_{k} {v}" for k, v in cfg.items()) + "\n" + t.text)
-            r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
-                                "-Xptxas", "-v"], capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-2000:]
-            assert " 0 bytes spill stores" in r.stderr, r.stderr
+            jobs.append(("\n".join(f"#define KT_{k} {v}" for k, v in cfg.items()) + "\n" + t.text, True))
         rw = apply_mod.rewrite_file(text, str(path), cf.kernels[0].name, t,
                                     {**t.space.original_config(), "OUTS": max(t.space.params["OUTS"].values)})
         assert "KT_" not in rw.text and "kt_gather<" in rw.text
-        (tmp_path / "applied.cu").write_text(rw.text)
-        r = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "applied.o"), str(tmp_path / "applied.cu")],
-                           capture_output=True, text=True)
+        jobs.append((rw.text, False))  # the applied file
+
+    def nvcc(job):
+        src, cubin = job
+        d = Path(tempfile.mkdtemp(dir=tmp_path))
+        f = d / ("k.cu" if cubin else "applied.cu")
+        f.write_text(src)
+        out = ["-cubin", "-o", str(d / "k.cubin"), str(f), "-Xptxas", "-v"] if cubin else \
+            ["-c", "-o", str(d / "applied.o"), str(f)]
+        r = subprocess.run(["nvcc", "-arch=sm_90", *out], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
+        if cubin:
+            assert " 0 bytes spill stores" in r.stderr, r.stderr
+
+    each(nvcc, jobs)

@@ -85,10 +85,15 @@ def test_the_screening_hands_a_vocabulary_softmax_to_the_long_twin(rel, kernel, 
     assert twin.serves is None and "__cluster_dims__" in twin.text
 
 
-def _nvcc_resources(t, cfg, tmp):
-    from agent_core.measure.compiler import compile_kernel
-    return compile_kernel(t.text, t.entry, arch="sm_90", defines={f"KT_{n}": v for n, v in cfg.items()},
-                          cache_dir=tmp).resources
+def _nvcc_resources(t, cfgs, tmp):
+    """ptxas's resources of ``t`` at each configuration of ``cfgs``, compiled side by side (compile_many: a thread
+    per CPU); a configuration that does not compile fails the test with nvcc's message."""
+    from agent_core.measure.compiler import Compiled, compile_many
+    got = compile_many([dict(text=t.text, kernel=t.entry, arch="sm_90", defines={f"KT_{n}": v for n, v in cfg.items()},
+                             cache_dir=tmp) for cfg in cfgs])
+    for cfg, c in zip(cfgs, got):
+        assert isinstance(c, Compiled), (cfg, str(c), getattr(c, "log", "")[-3000:])
+    return [c.resources for c in got]
 
 
 @pytest.mark.nvcc
@@ -99,8 +104,7 @@ def test_the_long_twin_compiles_at_its_corners_without_spills(rel, kernel, tmp_p
     t = X.bind(X.long_twin(X.candidates(prep.cf, kernel, prep.spec, list(lib.values()))[0], lib), prep.cf, prep.spec)
     p = t.space.params
     corners = [dict(zip(p, c)) for c in itertools.product(*([min(x.values), max(x.values)] for x in p.values()))]
-    for cfg in corners:
-        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+    for cfg, res in zip(corners, _nvcc_resources(t, corners, tmp_path / "cache")):
         assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
 
 
@@ -125,9 +129,9 @@ def test_the_long_cluster_twin_of_a_vocabulary_row_reads_it_twice_and_compiles_w
                         prep.spec.sizes) is None
     p = {n: q.values for n, q in t.space.params.items()}
     p["ITEMS"] = [1, 2, 4]
-    for c in itertools.product(*([min(p[n]), max(p[n])] for n in ("THREADS", "VEC", "ITEMS", "FAST_MATH"))):
-        cfg = {"CLUSTER": 8, **dict(zip(("THREADS", "VEC", "ITEMS", "FAST_MATH"), c)), "STAGE": 1}
-        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+    cfgs = [{"CLUSTER": 8, **dict(zip(("THREADS", "VEC", "ITEMS", "FAST_MATH"), c)), "STAGE": 1}
+            for c in itertools.product(*([min(p[n]), max(p[n])] for n in ("THREADS", "VEC", "ITEMS", "FAST_MATH")))]
+    for cfg, res in zip(cfgs, _nvcc_resources(t, cfgs, tmp_path / "cache")):
         assert res.spill_stores == 0 and res.spill_loads == 0 and res.registers <= 64, (cfg, res)
 
 
@@ -140,10 +144,11 @@ def test_the_long_cluster_twin_keeps_stage_0_where_the_rows_fit_and_it_does_not_
     b = X.candidates(prep.cf, "cunn_SoftMaxForward", prep.spec, list(lib.values()))[0]
     t = X.bind(X.cluster_twin(X.long_twin(b, lib), lib), prep.cf, prep.spec)
     assert t.space.params["STAGE"].values == [0, 1]
-    for threads, vec, items in [(1024, 4, 4), (1024, 2, 8), (512, 4, 8), (256, 8, 8)]:
-        cfg = {"CLUSTER": 8, "THREADS": threads, "VEC": vec, "ITEMS": items, "STAGE": 0, "FAST_MATH": 0}
+    cfgs = [{"CLUSTER": 8, "THREADS": threads, "VEC": vec, "ITEMS": items, "STAGE": 0, "FAST_MATH": 0}
+            for threads, vec, items in [(1024, 4, 4), (1024, 2, 8), (512, 4, 8), (256, 8, 8)]]
+    for cfg in cfgs:
         assert check_config(t.space, cfg, prep.spec.sizes) is None, cfg
-        res = _nvcc_resources(t, cfg, tmp_path / "cache")
+    for cfg, res in zip(cfgs, _nvcc_resources(t, cfgs, tmp_path / "cache")):
         assert res.spill_stores == 0 and res.spill_loads == 0, (cfg, res)
     # four times that capacity is refused
     assert check_config(t.space, {"CLUSTER": 8, "THREADS": 1024, "VEC": 8, "ITEMS": 8, "STAGE": 0, "FAST_MATH": 0},
