@@ -544,6 +544,15 @@ def flows(body: str, declarators: bool = False) -> dict[str, set[str]]:
     return out
 
 
+def closing(text: str, start: int) -> int:
+    """The index just past the ``)`` that closes the group whose ``(`` ends at ``start`` (``len(text)`` if none)."""
+    depth, i = 1, start
+    while i < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    return i
+
+
 def call_arguments(body: str, pattern: str) -> list[tuple[str, list[str]]]:
     """Every call whose function name matches ``pattern`` (fullmatch): (name, its arguments as text)."""
     out = []

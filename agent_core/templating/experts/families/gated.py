@@ -31,7 +31,7 @@ from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, assignments,
-                                                    call_arguments, div, feeding, flows, fp8_formats, instance_types,
+                                                    call_arguments, closing, div, feeding, flows, fp8_formats, instance_types,
                                                     number, scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
@@ -547,10 +547,7 @@ def _quant_rounds(ev: Evidence, T: str) -> list[tuple[int | None, int | None, st
     casts = rf"__float2(?:half|bfloat16)(?:_rn)?\(|static_cast<(?:{types})>\(|\((?:{types})\)\(|(?<![\w:])(?:{types})\("
     act_rounded, prod_rounded = False, ev.has(*_HALF_PRODUCTS)
     for m in re.finditer(casts, ev.flat):
-        depth, i = 1, m.end()
-        while i < len(ev.flat) and depth:
-            depth += {"(": 1, ")": -1}.get(ev.flat[i], 0)
-            i += 1
+        i = closing(ev.flat, m.end())
         arg = ev.flat[m.end():i - 1]
         if _ACT_CALLS.search(arg):
             act_rounded = True

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, INTS, NBYTES, ArgUse, Evidence,
-                                                    SizeExpr, assignments, call_arguments, div, feeding, flows,
+                                                    SizeExpr, assignments, call_arguments, closing, div, feeding, flows,
                                                     fp8_formats, instance_types, scale_ops, statements, unparen)
 from agent_core.templating.experts.library import Expert
 
@@ -167,10 +167,7 @@ def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, st
     roots = {t for t, _, st in statements(ev.body) if t and re.search(r"\b(?:" + "|".join(ROOTS) + r")\s*\(", st)}
     rounded = False
     for m in re.finditer(casts, ev.flat):
-        depth, i = 1, m.end()
-        while i < len(ev.flat) and depth:
-            depth += {"(": 1, ")": -1}.get(ev.flat[i], 0)
-            i += 1
+        i = closing(ev.flat, m.end())
         arg = ev.flat[m.end():i - 1]
         if "*" in arg and any(re.search(rf"\b{re.escape(r)}\b", arg) for r in roots):
             rounded = True
@@ -698,10 +695,7 @@ def _guarding_flag(ev: Evidence, stmt: str) -> str | None:
     at = ev.body.find(stmt)
     scalars = {a.name for a in ev.args if a.role == "scalar"}
     for m in re.finditer(r"\bif\s*\(", ev.body[:max(at, 0)]):
-        depth, i = 1, m.end()
-        while i < len(ev.body) and depth:
-            depth += {"(": 1, ")": -1}.get(ev.body[i], 0)
-            i += 1
+        i = closing(ev.body, m.end())
         cond = re.fullmatch(r"\s*\(?\s*(\w+)\s*\)?\s*(?:!=\s*(?:0|false)|==\s*(?:1|true))?\s*", ev.body[m.end():i - 1])
         if cond is None or cond.group(1) not in scalars:
             continue
@@ -943,10 +937,7 @@ def _converted(ev: Evidence) -> list[str]:
             direct.setdefault(target, []).append(stmt[at + 1:])
     out = []
     for m in _CONVERT.finditer(ev.body):
-        depth, i = 1, m.end()
-        while i < len(ev.body) and depth:
-            depth += {"(": 1, ")": -1}.get(ev.body[i], 0)
-            i += 1
+        i = closing(ev.body, m.end())
         arg = ev.body[m.end():i - 1]
         if _EXP_CALL.search(arg):
             continue
@@ -1149,10 +1140,7 @@ def _eps_outside(flat: str) -> bool:
     inside it (``rsqrtf(ms + eps)``)."""
     outside = inside = False
     for m in re.finditer(r"r?sqrtf?\(|__fsqrt_rn\(|__frsqrt_rn\(", flat):
-        depth, i = 1, m.end()
-        while i < len(flat) and depth:
-            depth += {"(": 1, ")": -1}.get(flat[i], 0)
-            i += 1
+        i = closing(flat, m.end())
         arg = flat[m.end():i - 1]
         if re.search(r"\+", arg):
             inside = True
