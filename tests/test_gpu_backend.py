@@ -321,3 +321,56 @@ def test_reduction_variants_within_float_tolerance(tmp_path):
         ev = be.evaluate(variant(512))
         show("row_sum BLOCK=512 at default tolerances", (ev.status.value, ev.error))
         assert ev.status in (Status.OK, Status.VERIFY_FAILED)
+
+
+RMS = r"""
+#ifndef EPS
+#define EPS 1e-5f
+#endif
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+__global__ void rms(const float* x, const float* w, float* y, int cols) {
+    __shared__ float s[BLOCK];
+    const float* row = x + (size_t)blockIdx.x * cols;
+    float acc = 0.f;
+    for (int c = threadIdx.x; c < cols; c += BLOCK) acc += row[c] * row[c];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    const float inv = rsqrtf(s[0] / cols + EPS);
+    for (int c = threadIdx.x; c < cols; c += BLOCK) y[(size_t)blockIdx.x * cols + c] = row[c] * inv * w[c];
+}
+"""
+
+
+def test_the_small_magnitude_check_tells_eps_apart(tmp_path):
+    """eps 1e-6 against the original's 1e-5 verifies on standard-normal rows (a mean square near 1) and fails once
+    the inputs are scaled by 2^-10 (a mean square near 1e-6); the right eps with another block size holds at both."""
+    spec = TuningSpec(kernel="rms", args=[ArgSpec("x", "in", "f32", size="rows * cols"),
+                                          ArgSpec("w", "in", "f32", size="cols", init="uniform(0.5, 1.5)"),
+                                          ArgSpec("y", "out", "f32", size="rows * cols"),
+                                          ArgSpec("cols", "scalar", "i32", value="cols")],
+                      sizes=[{"rows": 64, "cols": 4096}], grid=["rows"], block=["BLOCK"], rtol=1e-4, atol=1e-5)
+    with GpuBackend(watchdog_s=20.0) as be:
+        arch = be.device().arch
+
+        def variant(block, eps):
+            comp = compile_kernel(RMS, "rms", arch=arch, defines={"BLOCK": block, "EPS": eps}, cache_dir=tmp_path)
+            return Variant(params={"BLOCK": block}, compiled=comp,
+                           launches=[spec_mod.launch(spec, s, {"BLOCK": block}) for s in spec.sizes])
+
+        ref = variant(256, "1e-5f")
+        be.start(Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                         template_hash="t", spec_hash=spec.spec_hash, seed=13))
+        right, wrong = variant(128, "1e-5f"), variant(256, "1e-6f")
+        results = {(name, scale): be.check(v, [0], scale=scale)
+                   for name, v in (("right", right), ("wrong", wrong)) for scale in (1.0, 2.0 ** -10)}
+        for k, ev in results.items():
+            show(f"rms eps {k}", (ev.status.value, ev.error))
+        assert results[("right", 1.0)].status == Status.OK and results[("right", 2.0 ** -10)].status == Status.OK
+        assert results[("wrong", 1.0)].status == Status.OK
+        assert results[("wrong", 2.0 ** -10)].status == Status.VERIFY_FAILED

@@ -128,7 +128,7 @@ def test_the_screening_compiles_the_instantiation_the_spec_names(tmp_path, monke
             self.problems.append(problem)
             return [timing(50.0) for _ in prep.spec.sizes]
 
-        def check(self, variant, size_sets):
+        def check(self, variant, size_sets, scale=1.0):
             return Evaluation(params=dict(variant.params), status=Status.OK)
 
     be = Recorder()
@@ -161,9 +161,9 @@ def test_bindings_that_agree_on_the_smallest_size_set_are_told_apart_on_the_othe
         def start(self, problem, original=None):
             return [timing(50.0) for _ in prep.spec.sizes]
 
-        def check(self, variant, size_sets):
+        def check(self, variant, size_sets, scale=1.0):
             self.n += 1
-            self.calls.append((self.n, list(size_sets)))
+            self.calls.append((self.n, list(size_sets), scale))
             bad = size_sets != [idx] and self.n == len(bindings) + 1  # the first survivor, on the other sets
             return Evaluation(params=dict(variant.params), status=Status.VERIFY_FAILED if bad else Status.OK,
                               error="query[5] = 1 vs 2 (fixture)" if bad else "")
@@ -171,7 +171,67 @@ def test_bindings_that_agree_on_the_smallest_size_set_are_told_apart_on_the_othe
     be = Answers()
     s = screen(prep, be, bindings=bindings)
     others = [i for i in range(len(prep.spec.sizes)) if i != idx]
-    assert [c[1] for c in be.calls] == [[idx]] * 3 + [others] * 3
+    assert [c[1:] for c in be.calls] == [([idx], 1.0)] * 3 + [(others, 1.0)] * 3 + [([idx], 2.0 ** -10)] * 2
     assert [v.status for v in s.verdicts] == [FAILED, VERIFIED, VERIFIED]
     assert "agreed there with another binding" in s.verdicts[0].detail
     assert [t.template_hash for t in s.templates][:1] == [s.verdicts[1].template.template_hash]
+
+
+class _ScaleAnswers:
+    """Every check at the usual magnitudes verifies; the small-magnitude checks answer from ``small`` in turn."""
+    name = "scale answers"
+
+    def __init__(self, sizes, small: list[bool]):
+        self.sizes, self.small, self.scaled = sizes, list(small), []
+
+    def device(self):
+        return DEVICE
+
+    def start(self, problem, original=None):
+        return [timing(50.0) for _ in self.sizes]
+
+    def check(self, variant, size_sets, scale=1.0):
+        if scale == 1.0:
+            return Evaluation(params=dict(variant.params), status=Status.OK)
+        self.scaled.append(list(size_sets))
+        ok = self.small.pop(0)
+        return Evaluation(params=dict(variant.params), status=Status.OK if ok else Status.VERIFY_FAILED,
+                          error="" if ok else "rms_norm[3] = 1.7 vs 0.9 (fixture)")
+
+
+def _tvm_eps_bindings():
+    """The TVM-style RMSNorm (held-out batch 5): eps = 1/4096 (the mean as a product) and eps = 1e-5 both bind."""
+    src = ROOT / "bench" / "corpus" / "rms_norm" / "rms_norm_tvm_codegen_fixed_hidden_fp16.cu"
+    prep = prepare(str(src), "rms_norm_kernel", use_workspace_files=False)
+    bs = X.candidates(prep.cf, "rms_norm_kernel", prep.spec)
+    wrong = next(b for b in bs if "eps=2.441406e-04f" in b.describe() and "inside" in b.describe())
+    right = next(b for b in bs if "eps=1.000000e-05f" in b.describe() and "inside" in b.describe())
+    return prep, [wrong, right]
+
+
+@pytest.mark.nvcc
+def test_a_binding_of_the_wrong_eps_fails_the_small_magnitude_check(tmp_path, monkeypatch):
+    """Both eps bindings verify at the usual magnitudes; with inputs scaled by 2^-10 the wrong one differs from the
+    original while the other holds: the wrong one fails and the loop is given the other."""
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    prep, bindings = _tvm_eps_bindings()
+    be = _ScaleAnswers(prep.spec.sizes, [False, True])
+    s = screen(prep, be, bindings=bindings)
+    assert be.scaled == [[smallest_size_set(prep.spec)]] * 2
+    assert [v.status for v in s.verdicts] == [FAILED, VERIFIED]
+    assert "scaled by 2^-10" in s.verdicts[0].detail and "eps" in s.verdicts[0].detail
+    assert s.verdicts[1].small == "holds"
+    assert [t.template_hash for t in s.templates][:1] == [s.verdicts[1].template.template_hash]
+    assert s.verdicts[0].to_dict(s.size_set)["small_inputs"].startswith("verify_failed")
+
+
+@pytest.mark.nvcc
+def test_the_small_magnitude_check_decides_nothing_where_no_binding_holds(tmp_path, monkeypatch):
+    """A kernel need not be scale-invariant: where every binding differs at the small magnitude, all stay verified,
+    in the old order, and their verdicts say so."""
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    prep, bindings = _tvm_eps_bindings()
+    s = screen(prep, _ScaleAnswers(prep.spec.sizes, [False, False]), bindings=bindings)
+    assert [v.status for v in s.verdicts] == [VERIFIED, VERIFIED]
+    assert [t.template_hash for t in s.templates][:1] == [s.verdicts[0].template.template_hash]
+    assert "as every binding of its expert does" in s.verdicts[0].words(s.sizes_text)

@@ -8,8 +8,16 @@ families' cluster twins follow the binding their family verified with. A binding
 for the spec's sizes (a row longer than its registers hold) is checked as the same binding of the expert's
 long-row twin (``<name>_long``) instead.
 
+Bindings that differ only in a constant added to a small quantity (eps in ``rsqrt(mean + eps)``) all verify on
+inputs of the usual magnitude: at a mean square near 1 an eps of 1e-5 or 1e-6 moves no output beyond the
+tolerances. So every binding that verified is checked once more on the smallest size set with its random
+floating-point inputs scaled by 2^-10 (and the absolute tolerance with them): a binding of the wrong eps differs
+from the original there. Where some binding of an expert holds at that magnitude, the ones that do not are
+dropped; where none holds, nothing is decided by it (a kernel need not be scale-invariant) and the verdicts say so.
+
 On a replay (CI) a binding the recording does not hold is "not recorded", not a failure: an expert none of
-whose bindings could be checked keeps its likeliest binding, in the old order.
+whose bindings could be checked keeps its likeliest binding, in the old order. A replay has no small-magnitude
+check (recordings hold checks at the usual magnitudes).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from agent_core.templating import experts
 from agent_core.workspace import cache_dir
 
 VERIFIED, FAILED, NOT_RECORDED, UNCHECKED = "verified", "failed", "not recorded", "unchecked"
+SMALL_SCALE = 2.0 ** -10  # the small-magnitude probe: random inputs times this (a mean square near 1e-6)
 
 
 @dataclass
@@ -37,16 +46,21 @@ class Verdict:
     status: str  # verified | failed | not recorded | unchecked (could not be bound, or pruned before running)
     detail: str = ""  # why it failed or was not checked
     params: dict = field(default_factory=dict)  # the configuration checked
+    small: str = ""  # the small-magnitude probe of a verified binding: "" (not run), "holds", or how it differs
 
     def words(self, sizes: str) -> str:
         what = f"expert {self.binding.expert.name}, binding: {self.binding.describe()}"
         if self.status == VERIFIED:
-            return f"{what} … verified on {sizes}"
+            note = "" if self.small in ("", "holds") else (
+                f" (with inputs scaled by 2^-10 it differs from the original, as every binding of its expert "
+                f"does: {self.small})")
+            return f"{what} … verified on {sizes}{note}"
         return f"{what} … {self.status}" + (f" ({self.detail})" if self.detail else "")
 
     def to_dict(self, size_set: int) -> dict:
         return {"expert": self.binding.expert.name, "binding": self.binding.describe(), "status": self.status,
                 "detail": self.detail[:500], "params": self.params, "size_set": size_set,
+                "small_inputs": self.small[:500],
                 "template_hash": self.template.template_hash if self.template else None}
 
 
@@ -220,6 +234,31 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
             if ev.status != Status.OK:
                 v.status, v.detail = FAILED, (f"verified on the smallest size set, then {ev.status.value} on the "
                                               f"others (it agreed there with another binding): {ev.error}")
+    if runs:
+        _probe_small(backend, [(v, cfg) for v, cfg in todo if v.status == VERIFIED], compiled, launches, idx, cancel)
+
+
+def _probe_small(backend: Backend, verified: list[tuple[Verdict, dict]], compiled: dict, launches: dict, idx: int,
+                 cancel: threading.Event) -> None:
+    """The small-magnitude probe (module docstring) of every verified binding; per expert, where some hold, the
+    others fail."""
+    groups: dict[str, list[Verdict]] = {}
+    for v, cfg in verified:
+        if cancel.is_set():
+            return
+        ev = backend.check(Variant(params=cfg, compiled=compiled.get(id(v)), launches=launches[id(v)]), [idx],
+                           scale=SMALL_SCALE)
+        v.small = "holds" if ev.status == Status.OK else f"{ev.status.value}: {ev.error}"
+        groups.setdefault(v.binding.expert.name, []).append(v)
+    for group in groups.values():
+        if not any(v.small == "holds" for v in group):
+            continue
+        for v in group:
+            if v.small != "holds":
+                v.status, v.detail = FAILED, (
+                    f"verified at the usual input magnitudes, but with inputs scaled by 2^-10 it differs from the "
+                    f"original where another binding of its expert agrees (a constant such as eps bound wrongly): "
+                    f"{v.small}")
 
 
 def _choose(verdicts: list[Verdict], lib: dict, prep) -> list[KernelTemplate]:

@@ -62,10 +62,12 @@ class Backend(Protocol):
     def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
         """``evaluate`` for each variant, in order, with as few round trips as the backend can manage."""
 
-    def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
+    def check(self, variant: Variant, size_sets: list[int], scale: float = 1.0) -> Evaluation:
         """Verify the variant against the original on fresh inputs for the given size sets (indices into the
         spec's sizes) and time nothing: the cheap test that decides whether a candidate is worth timing.
-        Status OK (no timings) or what failed; never raises for a bad variant."""
+        Status OK (no timings) or what failed; never raises for a bad variant. ``scale`` != 1 multiplies every
+        random floating-point input by it and the absolute tolerance with it (the small-magnitude probe that
+        tells apart bindings differing only in a constant such as eps)."""
 
     def confirm(self, variant: Variant, rounds: int = 5) -> tuple[list[Timing], list[Timing]]:
         """Time the original and the variant interleaved, ``rounds`` times each, per size set:

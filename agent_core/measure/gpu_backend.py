@@ -341,8 +341,8 @@ class GpuBackend:
         ev.resources = variant.compiled.resources
         return ev
 
-    def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
-        return self._worker_eval("check", variant, list(size_sets))
+    def check(self, variant: Variant, size_sets: list[int], scale: float = 1.0) -> Evaluation:
+        return self._worker_eval("check", variant, list(size_sets), float(scale))
 
     def evaluate(self, variant: Variant) -> Evaluation:
         return self._scored(self._worker_eval("evaluate", variant))

@@ -58,6 +58,7 @@ __device__ void kt_fill(T* out, unsigned long long n, unsigned long long seed, i
             const unsigned long long h2 = kt_mix(key ^ (2 * i + 1));
             const double u1 = ((double)(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
             v = sqrt(-2.0 * log(u1)) * cospi(2.0 * kt_unit(h2));
+            if (hi != 0.0) v *= hi;  // a scaled draw (the small-magnitude probe); 0 = the standard normal
         } else {
             v = std::is_signed<T>::value ? (double)((long long)(h1 >> 57) - 64) : (double)(h1 >> 57);
         }

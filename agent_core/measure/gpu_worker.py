@@ -451,14 +451,20 @@ class GpuWorker:
                        for a in self.problem.spec.args)
 
     # ------------------------------------------------------------------ data
-    def _fill(self, ss: _SizeSet, counter: int) -> None:
-        """Fresh inputs for ``ss`` (seeded by the problem's seed and ``counter``)."""
+    def _fill(self, ss: _SizeSet, counter: int, scale: float = 1.0) -> None:
+        """Fresh inputs for ``ss`` (seeded by the problem's seed and ``counter``); ``scale`` multiplies the random
+        floating-point inputs (normal or uniform; not ones, zeros or integer draws)."""
         cuda = self.cuda
         for k, b in enumerate(ss.bufs):
             if b.arg.role == "out":
                 continue
             target = b.pristine if b.arg.role == "inout" else b.dev
             kind, lo, hi = spec_mod.init_params(b.arg.init, ss.sizes)  # bounds may name sizes
+            if scale != 1.0 and b.arg.dtype in spec_mod.FLOAT_DTYPES:
+                if kind == "uniform":
+                    lo, hi = lo * scale, hi * scale
+                elif kind == "normal":
+                    hi = scale  # the fill kernel's normal draw is multiplied by a non-zero hi
             if b.n:
                 grid = (max(1, min(-(-b.n // 256), self.info.sm_count * 16)), 1, 1)
                 self.fill_fn[b.arg.dtype].prepared_async_call(
@@ -517,13 +523,15 @@ class GpuWorker:
         except self.cuda.Error:
             return False
 
-    def _compare(self, ss: _SizeSet) -> str | None:
-        """None when every out/inout buffer matches the reference, else what differs (the first buffer)."""
+    def _compare(self, ss: _SizeSet, scale: float = 1.0) -> str | None:
+        """None when every out/inout buffer matches the reference, else what differs (the first buffer); the
+        absolute tolerance is multiplied by ``scale`` (inputs were scaled by it)."""
         cuda, s = self.cuda, self.stream
         for b in ss.bufs:
             if b.ref is None or not b.n:
                 continue
             rtol, atol = spec_mod.tolerances(self.problem.spec, b.arg.dtype)
+            atol *= scale
             exact = int(b.arg.dtype not in spec_mod.FLOAT_DTYPES and rtol == 0 and atol == 0)
             cuda.memcpy_htod_async(self.res_buf, np.array([0, 0, 2**64 - 1], np.uint64), s)
             grid = (max(1, min(-(-b.n // 256), self.info.sm_count * 8)), 1, 1)
@@ -672,8 +680,9 @@ class GpuWorker:
                 break
         return out
 
-    def check(self, variant: Variant, counter: int, size_sets: list[int]) -> Evaluation:
-        """Verify ``variant`` on fresh inputs for the size sets ``size_sets`` only; time nothing."""
+    def check(self, variant: Variant, counter: int, size_sets: list[int], scale: float = 1.0) -> Evaluation:
+        """Verify ``variant`` on fresh inputs for the size sets ``size_sets`` only; time nothing. ``scale``: the
+        random floating-point inputs multiplied by it, the absolute tolerance too (``Backend.check``)."""
         ev = Evaluation(params=dict(variant.params), status=Status.OK)
         if self.problem is None:
             raise KerntuneError("the worker has no problem: start(problem) first")
@@ -683,19 +692,22 @@ class GpuWorker:
         bad = [i for i in size_sets if not 0 <= i < len(self.sets)]
         if bad or not size_sets:
             raise KerntuneError(f"check: size sets {size_sets} are not among the {len(self.sets)} of the problem")
-        self._verify(variant, counter, [self.sets[i] for i in size_sets], ev)
+        if not (math.isfinite(scale) and scale > 0):
+            raise KerntuneError(f"check: the input scale must be a positive number, not {scale!r}")
+        self._verify(variant, counter, [self.sets[i] for i in size_sets], ev, scale)
         return ev
 
-    def _verify(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation):
+    def _verify(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation, scale: float = 1.0):
         """Load the variant and verify it on ``sets`` (fresh inputs, poisoned outputs); the loaded function, or
         None with ev's status and error set."""
         t0 = time.perf_counter()
         try:
-            return self._verify_sets(variant, counter, sets, ev)
+            return self._verify_sets(variant, counter, sets, ev, scale)
         finally:
             self._spent("verify", t0)
 
-    def _verify_sets(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation):
+    def _verify_sets(self, variant: Variant, counter: int, sets: list[_SizeSet], ev: Evaluation,
+                     scale: float = 1.0):
         try:
             fn = self._load_variant(variant)
         except (KerntuneError, self.cuda.Error) as e:
@@ -703,12 +715,12 @@ class GpuWorker:
             return None
         for ss in sets:
             launch = variant.launches[ss.index]
-            self._fill(ss, counter)
+            self._fill(ss, counter, scale)
             self._run_reference(ss)
             self._poison(ss)
             if self._run_variant(fn, ss, launch, ev):
                 return None
-            diff = self._compare(ss)
+            diff = self._compare(ss, scale)
             if diff:
                 ev.status, ev.error = Status.VERIFY_FAILED, diff
                 return None

@@ -117,9 +117,12 @@ class ReplayBackend:
         """``evaluate`` for each variant; a configuration not recorded raises ``ReplayMiss``."""
         return [self.evaluate(v) for v in variants]
 
-    def check(self, variant: Variant, size_sets: list[int]) -> Evaluation:
+    def check(self, variant: Variant, size_sets: list[int], scale: float = 1.0) -> Evaluation:
         """The recorded verdict of the configuration (recorded on every size set: a failure recorded on a size set
-        not asked for still counts, the conservative answer), without timings."""
+        not asked for still counts, the conservative answer), without timings. A recording holds checks at the
+        usual input magnitudes only: a scaled check is not recorded."""
+        if scale != 1.0:
+            raise ReplayMiss(f"not recorded: a check with inputs scaled by {scale:g}", self._where())
         ev = copy.deepcopy(self._recorded(variant))
         ev.from_store = True
         ev.timings, ev.gbps, ev.objective = [], [], None
