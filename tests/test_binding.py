@@ -1096,7 +1096,8 @@ def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe().startswith("x=inp, q=outq (fp8 e4m3 (bytes)), scales=s, group_size=`gsize`, groups=the "
-                                       "grid (no group-count argument), eps=1e-10f")
+                                       "launch's (no group-count argument: cdiv(groups, ROWS) blocks, the last "
+                                       "block's groups in its dynamic shared memory size), eps=1e-10f")
     assert has(bs, "per_token_group_quant", "multiplied by 1 / scale")
 
 
@@ -1211,10 +1212,12 @@ def test_quant_by_the_factor_qmax_over_absmax_first_where_the_body_divides_so(li
     spec = S.find_spec(cf, k.name)
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe() == (
-        "x=x, q=x_fp8 (fp8 e4m3 (bytes)), scales=x_scale, group_size=the constant 128, groups=the grid (no "
-        "group-count argument), eps=`kAmaxFloor` (0.0001), qmin of the type, qmax of the type, multiplied by the "
-        "factor qmax / absmax"), words_of(bs)
-    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0}
+        "x=x, q=x_fp8 (fp8 e4m3 (bytes)), scales=x_scale, group_size=the constant 128, groups=the launch's (no "
+        "group-count argument: cdiv(groups, ROWS) blocks, the last block's groups in its dynamic shared memory size), "
+        "eps=`kAmaxFloor` (0.0001), qmin of the type, qmax of the type, multiplied by the factor qmax / absmax"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_GROUPS_FROM_LAUNCH": 1}
     assert bs[0].call_args[5] == "(float)(0.0001f)"
     assert has(bs, "per_token_group_quant", "eps=1e-10 (assumed)", "divided by the scale")  # the old ones stay
     assert not any(b.conventions["KT_EXPERT_SCALE_RECIP"] == 2 and b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs)
@@ -2193,3 +2196,42 @@ def test_every_mask_index_binding_of_the_corpus_variant_compiles(lib):
     bool flag) compile for sm_90."""
     cf = parse_cuda(MASK_INDEX.read_text(), str(MASK_INDEX))
     _compile_every_binding(lib, cf, cf.kernel("MaskedSoftmaxKernel"), S.find_spec(cf, "MaskedSoftmaxKernel"))
+
+
+def test_quant_with_no_size_argument_reads_its_group_count_back_from_the_launch(lib):
+    """A kernel whose arguments are three pointers (one block per group, the count only in the host's grid): the
+    expert is launched with cdiv(groups, ROWS) blocks and the last block's groups as its dynamic shared memory size
+    in bytes, so any ROWS serves; the count comes back as (gridDim.x - 1) * ROWS + %dynamic_smem_size."""
+    from agent_core.source.spec import launch
+    cf = parse_cuda(CUB_FACTOR.read_text(), str(CUB_FACTOR))
+    k = cf.kernels[0]
+    spec = S.find_spec(cf, k.name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert all(b.conventions.get("KT_EXPERT_GROUPS_FROM_LAUNCH") == 1 and "ROWS" not in b.fixed for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert len(t.space.params["ROWS"].values) > 1
+    assert "%%dynamic_smem_size" in t.text and "rows = groups_from_launch();" in t.text
+    for sizes in spec.sizes:
+        groups = sizes["num_tokens"] * sizes["hidden"] // 128
+        for rows in t.space.params["ROWS"].values:
+            cfg = {**t.space.original_config(), "ROWS": rows}
+            ln = launch(t.launch, sizes, cfg)
+            assert 1 <= ln.smem <= rows and (ln.grid[0] - 1) * rows + ln.smem == groups, (sizes, rows, ln)
+
+
+def test_asymmetric_quant_with_no_size_argument_reads_its_group_count_back_from_the_launch(lib):
+    """The same for an asymmetric uint8 quantizer whose only arguments are its three pointers (a warp per group)."""
+    cf, k, spec = case("quant_asym_u8_no_sizes_warp_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().startswith("x=src, q=dst (uint8, asymmetric), scales=params ((scale, zero) fp32 pairs), "
+                                       "group_size=the constant 64, groups=the launch's"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ASYM"] == 1 and bs[0].conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] == 1
+    t = X.bind(bs[0], cf, spec)
+    assert "rows = groups_from_launch();" in t.text and "ROWS" not in bs[0].fixed
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_no_count_fp8_variant_compiles(lib):
+    """The DeepGEMM-port variant's bindings (the group count from the launch) compile for sm_90."""
+    cf = parse_cuda(CUB_FACTOR.read_text(), str(CUB_FACTOR))
+    _compile_every_binding(lib, cf, cf.kernels[0], S.find_spec(cf, cf.kernels[0].name))

@@ -38,6 +38,8 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; with KT_EXPERT_SCALE_POW2 0 only)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
+// kt:bind KT_EXPERT_GROUPS_FROM_LAUNCH = 0  (row-major scales, fp32 or asymmetric; 0: rows is the group count; 1: the kernel has no count at all (no size argument, one block per group: a port of a framework's reference): launched with cdiv(groups, ROWS) blocks and the last block's groups (1 to ROWS) as its dynamic shared memory size in bytes, memory it never uses; the count comes back exactly, (gridDim.x - 1) * ROWS + %dynamic_smem_size, and rows is not read)
+// kt:bind-smem KT_EXPERT_GROUPS_FROM_LAUNCH = ["rows - (cdiv(rows, ROWS) - 1) * ROWS"]
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
 // kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
@@ -314,6 +316,15 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 }
 #endif  // kt:bind
 
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+// The group count of a launch of cdiv(groups, ROWS) blocks whose dynamic shared memory size (bytes, never used) is
+// the number of groups of its last block.
+__device__ __forceinline__ int groups_from_launch() {
+  unsigned last;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(last));
+  return (int)((gridDim.x - 1) * KT_ROWS + last);
+}
+#endif  // kt:bind
 #if KT_EXPERT_ASYM  // kt:bind
 #if KT_EXPERT_ZERO_STORE  // kt:bind
 template <typename T, typename Q, typename Z>
@@ -329,6 +340,9 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
     const int per_token = rows;
     rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
   }
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+  rows = groups_from_launch();
 #endif  // kt:bind
 #if KT_EXPERT_ZERO_STORE  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size,
@@ -377,6 +391,9 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
     const int per_token = rows;
     rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
   }
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+  rows = groups_from_launch();
 #endif  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
 }

@@ -112,9 +112,10 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
                             "grid needs them)", cf.path, k.span.line)
     grid = next((g for c, g in e.launch.get("grid_when", {}).items() if conv.get(c)), e.launch["grid"])
     block = next((bl for c, bl in e.launch.get("block_when", {}).items() if conv.get(c)), e.launch["block"])
+    smem = next((x for c, x in e.launch.get("smem_when", {}).items() if conv.get(c)), e.launch["smem"])
     launch = {"grid": [subst(g, subs) for g in grid],
               "block": [subst(b, subs) for b in block],
-              "smem": subst(e.launch["smem"], subs)}
+              "smem": subst(smem, subs)}
     entry = f"kt_{e.name}_{k.name}"
     text = render(m, k, cf, entry, {a.name: a.dtype for a in spec.args})
     space = ParamSpace(k.name, params, constraints)

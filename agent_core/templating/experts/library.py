@@ -10,7 +10,9 @@ pairs, eps inside or outside the root, ...) are declared in lines of their own::
 and used in preprocessor lines marked ``// kt:bind`` (``#if COND  // kt:bind``, ``#elif``, ``#else``, ``#endif``).
 A convention may launch its own grid (``// kt:bind-grid KT_EXPERT_NAME = ["expression", ...]``, used by the
 bindings that set it) or its own block (``// kt:bind-block KT_EXPERT_NAME = [...]``: no more threads than the
-header's block or ``bounds`` allow, the kernel's ``__launch_bounds__``). Such a grid may use sizes the header has no
+header's block or ``bounds`` allow, the kernel's ``__launch_bounds__``) or its own dynamic shared memory size
+(``// kt:bind-smem KT_EXPERT_NAME = ["expression"]``: a size the kernel's arguments lack, read back from it with
+``%dynamic_smem_size``). Such a grid may use sizes the header has no
 role for where the convention declares them (``// kt:bind-sizes KT_EXPERT_NAME = ["name", ...]``): each binding that
 sets the convention gives them in its ``sizes`` (an expression over the spec's size names, e.g. the batches of a key
 range read from a buffer's length).
@@ -41,6 +43,8 @@ GRID_WHEN = re.compile(r"^\s*//\s*kt:bind-grid\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 BLOCK_WHEN = re.compile(r"^\s*//\s*kt:bind-block\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 # `// kt:bind-sizes KT_EXPERT_NAME = ["name", ...]`: sizes of no role that the convention's grid or block may use; a
 # binding that sets the convention gives each in its `sizes`
+# `// kt:bind-smem KT_EXPERT_NAME = ["expression"]`: the dynamic shared memory (bytes) of a binding that sets it
+SMEM_WHEN = re.compile(r"^\s*//\s*kt:bind-smem\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 SIZES_WHEN = re.compile(r"^\s*//\s*kt:bind-sizes\s+(KT_EXPERT_\w+)\s*=\s*(.*)$")
 
 
@@ -169,6 +173,12 @@ def load_expert(path: str | Path) -> Expert:
     blocks = _bind_grids(text, path, conventions, known, BLOCK_WHEN, "kt:bind-block", sizes)
     if blocks:
         ldict["block_when"] = blocks
+    smems = _bind_grids(text, path, conventions, known, SMEM_WHEN, "kt:bind-smem", sizes)
+    for conv, v in smems.items():
+        if len(v) != 1:
+            raise KerntuneError(f"kt:bind-smem {conv}: one expression (the bytes of dynamic shared memory)", path)
+    if smems:
+        ldict["smem_when"] = {c: v[0] for c, v in smems.items()}
     return Expert(meta["name"], meta["family"], meta["description"], meta["function"], list(meta["roles"]), params,
                   list(meta.get("constraints", [])), ldict, text, path, list(helpers),
                   str(serves) if serves is not None else None, conventions, words)
@@ -188,7 +198,7 @@ def _conventions(text: str, path: str) -> tuple[dict[str, int], dict[str, str]]:
     depth = 0
     for i, ln in enumerate(text.splitlines()):
         if "kt:bind" not in ln or CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln) \
-                or SIZES_WHEN.match(ln):
+                or SIZES_WHEN.match(ln) or SMEM_WHEN.match(ln):
             continue
         d = DIRECTIVE.match(ln)
         if d is None:

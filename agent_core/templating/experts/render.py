@@ -11,7 +11,7 @@ from agent_core.model import CudaFile, Kernel, KerntuneError, macro_name
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE
 from agent_core.templating.experts.library import (BLOCK_WHEN, COMMON, CONVENTION, DIRECTIVE, EXPERT_DIR, GRID_WHEN,
-                                                   HEADER, SIZES_WHEN, Expert)
+                                                   HEADER, SIZES_WHEN, SMEM_WHEN, Expert)
 
 
 def subst(e: str, names: dict[str, str]) -> str:
@@ -25,7 +25,8 @@ def resolve_conventions(source: str, values: dict[str, int], path: str = "<exper
     out = []
     stack: list[list[bool]] = []  # per open #if: [this branch is taken, some branch was taken]
     for ln in source.splitlines(keepends=True):
-        if CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln) or SIZES_WHEN.match(ln):
+        if CONVENTION.match(ln) or GRID_WHEN.match(ln) or BLOCK_WHEN.match(ln) or SIZES_WHEN.match(ln) \
+                or SMEM_WHEN.match(ln):
             continue
         d = DIRECTIVE.match(ln.rstrip("\n"))
         if d is None:

@@ -43,6 +43,9 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evide
                                                     feeding, flows, number, prod, statements)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
+# a kernel with no count of its groups at all (no size argument): the expert's launch carries it
+LAUNCH_WORDS = ("groups=the launch's (no group-count argument: cdiv(groups, ROWS) blocks, the last block's groups in "
+                "its dynamic shared memory size)")
 RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
@@ -237,7 +240,7 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
                     f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
-        from_grid = False
+        from_grid = from_launch = False
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
         if pad is not None:
             rows, rows_words = groups.c, f"groups={groups.words}"
@@ -251,6 +254,9 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
             rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
             from_grid = True
             b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
+        elif tokens is None and pad is None and "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
+            rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
+            from_launch = True
         else:
             rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
             b.fixed["ROWS"] = [1]
@@ -264,6 +270,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
         if from_grid:
             b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+        if from_launch:
+            b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
         if tokens is not None:
             b.call_args.append(tokens.c)
         if pad is not None:
@@ -479,7 +487,7 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
                         f"reductions), {'x - min' if mode == 1 else 'a rounded zero point of the minimum'}, {store}, "
                         f"{kind} output → asymmetric per-token-group quantization", ev.kernel.name)
             b.sizes = {"group_size": gs.spec, "rows": groups_spec}
-            from_grid = False
+            from_grid = from_launch = False
             if rows_xs:
                 rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
             elif totals:
@@ -488,6 +496,9 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
                 rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
                 from_grid = True
                 b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
+            elif "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
+                rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
+                from_launch = True
             else:
                 rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
                 b.fixed["ROWS"] = [1]
@@ -500,6 +511,8 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
                              "KT_EXPERT_ASYM": mode, "KT_EXPERT_ZERO_STORE": int(zr is not None)}
             if from_grid:
                 b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+            if from_launch:
+                b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
             b.consts = {"ESIZE": NBYTES[x.dtype]}
             b.words = [f"x={x.name}", f"q={q.name} ({kind}, asymmetric)",
                        f"scales={sc.name} ((scale, zero) fp32 pairs)" if zr is None else f"scales={sc.name}"] + (
