@@ -1331,11 +1331,16 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
 
     edits: list[tuple[int, int, str]] = []
     warnings: list[str] = []
-    # every launch statement becomes the dispatch
+    traits = False
+    # every launch statement becomes the dispatch; one inside a launcher that is a template over the kernel's
+    # arguments becomes `if constexpr (<its arguments are the spec's>) { the dispatch } else { its own launch }`
     for site in sorted(bk.launch_sites, key=lambda s: s.span.start):
+        depends = None
         if templated:
-            if site_instance(bcf, bk, site, targs).kind != "same":
-                continue  # another instantiation keeps its launch ("depends" was refused above)
+            si = site_instance(bcf, bk, site, targs)
+            if si.kind == "other":
+                continue  # another instantiation keeps its launch
+            depends = si if si.kind == "depends" else None
         if site.span.start < at:
             raise KerntuneError(f"this launch of '{kernel}' comes before the kernel's definition, where the "
                                 "dispatch's other kernels would not be declared yet: apply one configuration, or "
@@ -1358,7 +1363,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
             prefix = call[:lt] if name == kernel else re.sub(
                 rf"\b{re.escape(kernel)}(\s*<[\s\S]*>)?(\s*)$", lambda m: name + m.group(2), call[:lt])
             calls.append(_deeper(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))
-        indent = _indent_at(raw, stmt[0])
+        outer = _indent_at(raw, stmt[0])
+        indent = outer + "  " if depends is not None else outer
         inner = indent + "  "
         chain = []
         for i, r in enumerate(dispatch.rules[:-1]):
@@ -1369,7 +1375,17 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
                                       + " and ".join(b.words() for b in r.when), path, site) from None
             chain.append(f"{'if' if i == 0 else '} else if'} ({cond}) {{\n{inner}{calls[r.entry]}\n{indent}")
         chain.append(f"}} else {{\n{inner}{calls[dispatch.rules[-1].entry]}\n{indent}}}")
-        edits.append((stmt[0], stmt[1], "".join(chain)))
+        code = "".join(chain)
+        if depends is not None:
+            own = _deeper(raw[stmt[0]:stmt[1]].decode("utf-8", "replace"))
+            code = (f"if constexpr ({depends.condition}) {{  // kerntune: the per-shape dispatch of "
+                    f"{kernel}<{', '.join(targs)}>\n{indent}{code}\n{outer}}} else {{\n{indent}{own}\n{outer}}}")
+            traits = traits or depends.needs_type_traits
+        edits.append((stmt[0], stmt[1], code))
+    if traits and not re.search(r"^[ \t]*#[ \t]*include[ \t]*<(cuda/std/)?type_traits>", base, re.M):
+        incs = list(re.finditer(rb"^[ \t]*#[ \t]*include\b[^\n]*\n", raw[:start], re.M))
+        at_inc = incs[-1].end() if incs else 0
+        edits.append((at_inc, at_inc, "#include <type_traits>  // kerntune: std::is_same at the dispatch below\n"))
     if not bk.launch_sites:
         warnings.append(f"{path}: '{kernel}' is not launched in this file: its host code must now choose between "
                         + "; ".join(f"{n} ({dsp.condition_words(dispatch, i)})" for i, n in enumerate(names)))
@@ -1448,8 +1464,8 @@ def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None,
     (written as a plain kernel of its own, the template's parameters replaced by the spec's instantiation) or a
     rewrite template of the kernel (its rewritten kernel written as the plain kernel of the instantiation that
     configuration launches), the original entry is the template itself, the spec is a comment in the file, and
-    every launch of the spec's instantiation names it in code that is not itself a template over those
-    arguments."""
+    every launch that may make the spec's instantiation either names it or, inside a launcher that is itself a
+    template over those arguments, can be tested for it (the dispatch is then written under `if constexpr`)."""
     from agent_core.source import spec as spec_mod
     from agent_core.source.instantiation import site_instance, spec_instantiation
     from agent_core.templating.rewrites.partial import is_rewrite
@@ -1462,9 +1478,11 @@ def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None,
         return "a per-shape dispatch of a template needs the spec as a comment in the file"
     args = spec_instantiation(cf, k, spec)
     for site in k.launch_sites:
-        if site_instance(cf, k, site, args).kind == "depends":
+        si = site_instance(cf, k, site, args)
+        if si.kind == "depends" and not si.condition:
             return (f"the launch at line {site.span.line + 1} makes an instantiation that depends on its launcher's "
-                    "own template arguments, where a per-shape dispatch is not written")
+                    "own template arguments in a way that cannot be tested, where a per-shape dispatch is not "
+                    "written")
     return None
 
 

@@ -272,15 +272,41 @@ def test_a_templated_kernel_gets_a_per_shape_dispatch_that_keeps_the_original_wh
     assert res.returncode == 0, res.stderr[-3000:]
 
 
-def test_a_launch_that_depends_on_its_launcher_keeps_one_configuration():
-    """Apex-style `cuApplyLayerNorm<T, U, V>` launched inside `template <typename T, ...> void HostApplyLayerNorm`:
-    no per-shape dispatch is written there (the optimize says why; apply writes one configuration)."""
-    from agent_core.apply import templated_dispatch_refusal
+def test_a_launch_that_depends_on_its_launcher_gets_its_dispatch_under_if_constexpr(tmp_path):
+    """Apex-style `cuApplyLayerNorm<T, U, V>` launched inside `template <typename T, ...> void HostApplyLayerNorm`
+    (the instantiation deduced from the launcher's own template arguments): the per-shape dispatch is written there
+    under `if constexpr (<the launcher's arguments are the spec's>)`, the launch as it was in the else branch (other
+    instantiations); two expert configurations as plain kernels of the spec's instantiation and the template itself
+    for the few-row size set. nvcc compiles the file, host code included."""
+    from agent_core.agent import dispatch as dsp
+    from agent_core.apply import rewrite_dispatch, templated_dispatch_refusal
     from agent_core.templating import experts as X
+    from agent_core.templating.space import valid_configs
     rel = CORPUS / "layer_norm/layer_norm_welford_apex.cu"
-    cf = parse_cuda(rel.read_text(), str(rel))
+    text = rel.read_text()
+    cf = parse_cuda(text, str(rel))
     k = cf.kernel("cuApplyLayerNorm")
     spec = spec_mod.find_spec(cf, k.name)
-    b = X.candidates(cf, k.name, spec)[0]
-    why = templated_dispatch_refusal(cf, k, spec, [X.bind(b, cf, spec)])
-    assert why and "depends on its launcher's own template arguments" in why
+    t = X.bind(X.candidates(cf, k.name, spec)[0], cf, spec)
+    assert templated_dispatch_refusal(cf, k, spec, [t]) is None
+    ok = valid_configs(t.space, spec.sizes)
+    a, b = ok[0], ok[-1]
+    assert a != b
+    entries = [dsp.Entry(t.template_hash, t.origin, a), dsp.Entry(t.template_hash, t.origin, b), dsp.original_entry()]
+    n = len(spec.sizes)
+    d = dsp.Dispatch(rules=[dsp.Rule([dsp.Bound("n1", upto=64)], 2), dsp.Rule([dsp.Bound("n2", upto=2048)], 1),
+                            dsp.Rule([], 0)], entries=entries, winner=entries[0], sizes=spec.sizes,
+                     serve=[0] * n, original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n,
+                     single_us=[1.0] * n)
+    new = rewrite_dispatch(text, str(rel), k.name, [(t, a), (t, b), (None, {})], d, spec, cf).text
+    assert "if constexpr (std::is_same<T, __half>::value" in new and "#include <type_traits>" in new
+    host = new[new.index("void HostApplyLayerNorm("):]
+    assert host.count("cuApplyLayerNorm<<<") == 2  # the dispatch's original entry, and the else (other instantiations)
+    assert "  } else {\n    cuApplyLayerNorm<<<blocks, threads, nshared, stream>>>" in host
+    assert "    if (n1 <= 64) {\n      cuApplyLayerNorm<<<" in host and host.count("cuApplyLayerNorm__") == 2
+    f = tmp_path / "layer_norm_welford_apex.cu"
+    f.write_text(new)
+    if shutil.which("nvcc"):
+        res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
