@@ -2235,3 +2235,22 @@ def test_every_binding_of_the_no_count_fp8_variant_compiles(lib):
     """The DeepGEMM-port variant's bindings (the group count from the launch) compile for sm_90."""
     cf = parse_cuda(CUB_FACTOR.read_text(), str(CUB_FACTOR))
     _compile_every_binding(lib, cf, cf.kernels[0], S.find_spec(cf, cf.kernels[0].name))
+
+
+def test_a_convention_may_launch_its_own_dynamic_shared_memory(tmp_path):
+    """`// kt:bind-smem KT_EXPERT_GROUPS_FROM_LAUNCH = ["..."]`: the bytes of dynamic shared memory a binding that
+    sets the convention is launched with; checked when the expert loads (a declared convention, one expression over
+    known names), gone from the bound code."""
+    e = load_expert(X.EXPERT_DIR / "per_token_group_quant.cu")
+    assert e.launch["smem_when"] == {"KT_EXPERT_GROUPS_FROM_LAUNCH": "rows - (cdiv(rows, ROWS) - 1) * ROWS"}
+    assert e.launch["smem"] == "0"
+    src = (X.EXPERT_DIR / "per_token_group_quant.cu").read_text()
+    assert "kt:bind-smem" not in resolve_conventions(src, e.conventions)
+    line = 'kt:bind-smem KT_EXPERT_GROUPS_FROM_LAUNCH = ["rows - (cdiv(rows, ROWS) - 1) * ROWS"]'
+    assert line in src
+    for name, new, err in (("a", line.replace("GROUPS_FROM_LAUNCH", "NOPE"), "KT_EXPERT_NOPE is not a declared"),
+                           ("b", line.replace('ROWS"]', 'ROWS", "1"]'), "one expression"),
+                           ("c", line.replace("rows - ", "groups - "), "unknown names")):
+        (tmp_path / f"{name}.cu").write_text(src.replace(line, new))
+        with pytest.raises(KerntuneError, match=err):
+            load_expert(tmp_path / f"{name}.cu")
