@@ -1140,7 +1140,8 @@ def _condition_c(when: list, host: dict[str, str]) -> str:
 def dispatch_inputs(cf: CudaFile, kernel: str, spec: TuningSpec, old_values: dict[str, int] | None = None
                     ) -> list[str] | None:
     """What a per-shape dispatch of ``kernel`` may choose by at its launches (``dispatch.choose``'s inputs): the
-    spec's size names where every launch of the tuned kernel (of a template: of the spec's instantiation) gives
+    spec's size names where every launch of the tuned kernel (of a template: every launch that makes or may make the
+    spec's instantiation, one inside a templated launcher too) gives
     each, as a kernel argument, a launch dimension or a host variable (``_host_values``). Where some size is
     not given, the size names that are, then the expressions of sizes the kernel's scalar arguments hold
     (``n = rows * cols``) where every launch gives them. None where the file does not launch the kernel (its
@@ -1155,7 +1156,7 @@ def dispatch_inputs(cf: CudaFile, kernel: str, spec: TuningSpec, old_values: dic
             args = spec_instantiation(cf, k, spec)
         except KerntuneError:
             return None
-        sites = [x for x in sites if site_instance(cf, k, x, args).kind == "same"]
+        sites = [x for x in sites if site_instance(cf, k, x, args).kind != "other"]  # "depends": if constexpr
         if not sites:
             return None
     hosts = [_host_values(x, spec, dict(old_values or {}), cf.text) for x in sites]

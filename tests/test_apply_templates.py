@@ -310,3 +310,14 @@ def test_a_launch_that_depends_on_its_launcher_gets_its_dispatch_under_if_conste
         res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
                              text=True, timeout=300)
         assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_a_dispatch_inside_a_templated_launcher_chooses_by_what_that_launch_passes():
+    """PyTorch-style `binary_elementwise_kernel<scalar_t, func_t>` launched in `launch_binary_elementwise<scalar_t,
+    func_t>(..., int64_t n, ...)` with n = tokens * d: a per-shape dispatch there may test only `tokens * d` (an
+    H200 apply of a dispatch on `tokens` and `d` failed: the launch has neither)."""
+    from agent_core.apply import dispatch_inputs
+    rel = CORPUS / "other/binary_functor_mul_fp16.cu"
+    cf = parse_cuda(rel.read_text(), str(rel))
+    assert dispatch_inputs(cf, "binary_elementwise_kernel", spec_mod.find_spec(cf, "binary_elementwise_kernel")) \
+        == ["tokens * d"]
