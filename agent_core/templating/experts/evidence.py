@@ -544,11 +544,12 @@ def flows(body: str, declarators: bool = False) -> dict[str, set[str]]:
     return out
 
 
-def closing(text: str, start: int) -> int:
-    """The index just past the ``)`` that closes the group whose ``(`` ends at ``start`` (``len(text)`` if none)."""
+def closing(text: str, start: int, opens: str = "(", closes: str = ")") -> int:
+    """The index just past the ``)`` that closes the group whose ``(`` ends at ``start`` (``len(text)`` if none);
+    with ``opens``/``closes`` (e.g. ``"(["``, ``")]"``) any of those brackets nest."""
     depth, i = 1, start
     while i < len(text) and depth:
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        depth += (text[i] in opens) - (text[i] in closes)
         i += 1
     return i
 

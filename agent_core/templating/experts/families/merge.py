@@ -36,8 +36,8 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
-                                                    call_arguments, counts_of, div, feeding, flows, index_stride,
-                                                    number, prod, uncast)
+                                                    call_arguments, closing, counts_of, div, feeding, flows,
+                                                    index_stride, number, prod, uncast)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -343,11 +343,7 @@ def _conditions(body: str) -> list[str]:
     """The conditions of the body's ``if``/``while`` statements and of its conditional expressions."""
     out = []
     for m in re.finditer(r"\b(?:if|while)\s*\(", body):
-        depth, i = 1, m.end()
-        while i < len(body) and depth:
-            depth += body[i] == "("
-            depth -= body[i] == ")"
-            i += 1
+        i = closing(body, m.end())
         out.append(body[m.end():i - 1])
     for m in re.finditer(r"\?", body):
         left = max(body.rfind(ch, 0, m.start()) for ch in "=(,;{}")
@@ -364,11 +360,7 @@ def _mask_read(ev: Evidence, name: str) -> bool:
     if not reads:
         return False
     for m in reads:
-        depth, i = 1, m.end()
-        while i < len(body) and depth:
-            depth += body[i] in "(["
-            depth -= body[i] in ")]"
-            i += 1
+        i = closing(body, m.end(), "([", ")]")
         before, after = body[:m.start()], body[i:]
         if not re.search(r"(?:(?<![=!<>+\-*/%&|^])=|!|\(|,|\?|:|&&|\|\|)\s*$", before) or \
                 not re.match(rf"\s*(?:(?:==|!=)\s*{_ZERO}(?![\w.])|\)|&&|\|\||\?|;|,)", after):
@@ -452,11 +444,7 @@ def _for_headers(body: str) -> list[tuple[str, str, str]]:
     """The (init, condition, increment) of every ``for`` statement of the body."""
     out = []
     for m in re.finditer(r"\bfor\s*\(", body):
-        depth, i = 1, m.end()
-        while i < len(body) and depth:
-            depth += body[i] == "("
-            depth -= body[i] == ")"
-            i += 1
+        i = closing(body, m.end())
         parts, depth, cur = [], 0, ""
         for ch in body[m.end():i - 1]:
             depth += ch in "(["
