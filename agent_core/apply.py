@@ -922,6 +922,11 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
             if what.kind == "same":
                 edits.append((site.config[0].span.start, site.config[-1].span.end, cfg_text))
                 continue
+            if not what.condition:
+                raise KerntuneError(f"this launch of '{k.name}' may instantiate {name} (its template arguments are "
+                                    "the enclosing function's), and no condition can tell (a template template "
+                                    "argument differs): launch the instantiation by name there. Nothing was changed",
+                                    path, site.span.line, site.span.col)
             stmt = _launch_statement(text, site)
             if stmt is None:
                 raise KerntuneError(f"this launch of '{k.name}' may instantiate {name} (its template arguments are "

@@ -73,7 +73,7 @@ class KernelParam:
 
 @dataclass
 class TemplateParam:
-    kind: str  # "type" (typename/class T) or "value" (int N, ...)
+    kind: str  # "type" (typename/class T), "value" (int N, ...) or "template" (template <typename> class Op)
     type: str  # "typename" or the value type, e.g. "int"
     name: str
     default: str | None

@@ -172,3 +172,50 @@ def test_the_alignment_specifier_is_read_around():
     cf = parse_cuda(text, "a.cu")
     assert not cf.errors and [k.name for k in cf.kernels] == ["k"]
     assert "__align__(16) float t[4]" in text[cf.kernels[0].body_span.start:cf.kernels[0].body_span.end]
+
+
+TEMPLATE_TEMPLATE = r"""
+#include <cuda_fp16.h>
+template <typename T> struct GeluActivation { __device__ static T apply(T x) { return x; } };
+
+/* kerntune:
+args  = ["out: inout f16[m * n]", "n: i32 = n"]
+sizes = [{ m = 16, n = 1024 }]
+grid  = "m"
+block = 128
+template_args = ["GeluActivation", "__half", "4"]
+*/
+template <template <typename> class Activation, typename T, int N>
+__global__ void act(T* out, int n) {
+  int i = blockIdx.x * n + threadIdx.x;
+  out[i] = Activation<T>::apply(out[i]);
+}
+
+template <template <typename> class Act>
+void launch_act(__half* out, int m, int n, cudaStream_t stream) {
+  act<Act, __half, 4><<<m, 128, 0, stream>>>(out, n);
+}
+
+void gelu_inplace(__half* out, int m, int n, cudaStream_t stream) { launch_act<GeluActivation>(out, m, n, stream); }
+"""
+
+
+def test_a_template_template_parameter_is_a_template_parameter():
+    """FasterTransformer's generic activation takes its activation as `template <typename> class Activation`
+    (held-out batch 6 had to rewrite it as `typename Activation`: the parameter was dropped, so a spec naming every
+    template argument failed its count). It is read, with kind "template"; the spec's instantiation is the one the
+    launcher's instantiation names; the launch inside the launcher depends on the launcher's class-template argument,
+    which no C++ condition can test (a per-shape dispatch or the tuned launch is refused there, with why)."""
+    from agent_core.source import spec as S
+    from agent_core.source.instantiation import site_instance, spec_instantiation
+    from agent_core.apply import templated_dispatch_refusal
+    cf = parse_cuda(TEMPLATE_TEMPLATE, "act.cu")
+    k = cf.kernel("act")
+    assert [(p.kind, p.name) for p in k.template_params] == [("template", "Activation"), ("type", "T"),
+                                                             ("value", "N")]
+    spec = S.find_spec(cf, "act")
+    args = spec_instantiation(cf, k, spec)
+    assert args == ["GeluActivation", "__half", "4"]
+    si = site_instance(cf, k, k.launch_sites[0], args)
+    assert si.kind == "depends" and si.condition is None
+    assert "cannot be tested" in templated_dispatch_refusal(cf, k, spec, [])

@@ -341,6 +341,15 @@ class _Builder:
                            span=node_span(p))
 
     def template_param(self, c: Node) -> TemplateParam | None:
+        if c.type == "template_template_parameter_declaration":  # template <typename> class Activation
+            inner = [x for x in c.named_children if x.type in ("type_parameter_declaration",
+                                                               "optional_type_parameter_declaration",
+                                                               "variadic_type_parameter_declaration")]
+            decl = inner[-1] if inner else None
+            name = next((x for x in decl.named_children if x.type == "type_identifier"), None) if decl else None
+            default = decl.child_by_field_name("default_type") if decl is not None else None
+            return TemplateParam("template", "template", self.t(name) if name is not None else "",
+                                 self.t(default) if default is not None else None, node_span(c))
         if c.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
                       "variadic_type_parameter_declaration"):
             name = c.child_by_field_name("name") or next(

@@ -37,7 +37,8 @@ _DTYPE_CTYPE = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64":
 class SiteInstance:
     """What one launch instantiates, against the instantiation the spec tunes."""
     kind: str  # "same": that instantiation; "other": another one; "depends": decided per launcher instantiation
-    condition: str | None = None  # for "depends": the C++ condition that is true for the spec's instantiation
+    condition: str | None = None  # for "depends": the C++ condition that is true for the spec's instantiation (None:
+    # none can be written, a template template argument differs)
     needs_type_traits: bool = False  # the condition uses std::is_same
 
 
@@ -283,7 +284,7 @@ def site_instance(cf: CudaFile, k: Kernel, site: LaunchSite, args: list[str]) ->
                             f"kernel takes {len(k.template_params)}", cf.path, site.span.line, site.span.col)
     macros = _site_env(cf, site)
     outer = enclosing_template_params(cf.text, site)
-    parts, same, known = [], True, True
+    parts, same, known, testable = [], True, True, True
     for tp, m, w in zip(k.template_params, mine, want):
         cm, km = canonical(m, macros)
         cw, kw = canonical(w, macros)
@@ -292,12 +293,16 @@ def site_instance(cf: CudaFile, k: Kernel, site: LaunchSite, args: list[str]) ->
         same = False
         depends = bool(set(re.findall(r"[A-Za-z_]\w*", m)) & outer) or "decltype(" in m
         known = known and km and kw and not depends
+        if tp.kind == "template":  # a class template argument: no expression tells two of them apart
+            testable = False
+            continue
         parts.append(f"std::is_same<{m}, {w}>::value" if tp.kind == "type" else f"({m}) == ({w})")
     if same:
         return SiteInstance("same")
     if known:
         return SiteInstance("other")
-    return SiteInstance("depends", " && ".join(parts), any(p.startswith("std::is_same") for p in parts))
+    return SiteInstance("depends", " && ".join(parts) if testable and parts else None,
+                        any(p.startswith("std::is_same") for p in parts))
 
 
 def specialization_name(k: Kernel, args: list[str]) -> str:
