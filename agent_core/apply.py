@@ -946,10 +946,8 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
         if not any(what.kind != "other" for _, what in sites):
             warnings.append(f"{path}: no launch of '{k.name}' in this file makes {name}: its host launch must be "
                             f"{launch_words} (in the spec's size names)")
-    if traits and not re.search(r"^[ \t]*#[ \t]*include[ \t]*<(cuda/std/)?type_traits>", text, re.M):
-        incs = list(re.finditer(rb"^[ \t]*#[ \t]*include\b[^\n]*\n", raw[:start], re.M))
-        at = incs[-1].end() if incs else 0
-        edits.append((at, at, "#include <type_traits>  // kerntune: std::is_same at the launch below\n"))
+    if traits:
+        edits += _type_traits_include(text, raw, start, "launch")
 
     vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
     if support:
@@ -1121,6 +1119,16 @@ def _indent_at(raw: bytes, offset: int) -> str:
     """The white space that indents the line holding byte ``offset`` of ``raw``, up to it."""
     line_start = raw.rfind(b"\n", 0, offset) + 1
     return re.match(r"[ \t]*", raw[line_start:offset].decode("utf-8", "replace")).group(0)
+
+
+def _type_traits_include(text: str, raw: bytes, start: int, what: str) -> list[tuple[int, int, str]]:
+    """The edit that includes <type_traits> (a launch's std::is_same needs it) after the last #include before byte
+    ``start`` of ``raw`` (``text`` encoded), none where ``text`` includes it already."""
+    if re.search(r"^[ \t]*#[ \t]*include[ \t]*<(cuda/std/)?type_traits>", text, re.M):
+        return []
+    incs = list(re.finditer(rb"^[ \t]*#[ \t]*include\b[^\n]*\n", raw[:start], re.M))
+    at = incs[-1].end() if incs else 0
+    return [(at, at, f"#include <type_traits>  // kerntune: std::is_same at the {what} below\n")]
 
 
 def _deeper(code: str) -> str:
@@ -1388,10 +1396,8 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
                     f"{kernel}<{', '.join(targs)}>\n{indent}{code}\n{outer}}} else {{\n{indent}{own}\n{outer}}}")
             traits = traits or depends.needs_type_traits
         edits.append((stmt[0], stmt[1], code))
-    if traits and not re.search(r"^[ \t]*#[ \t]*include[ \t]*<(cuda/std/)?type_traits>", base, re.M):
-        incs = list(re.finditer(rb"^[ \t]*#[ \t]*include\b[^\n]*\n", raw[:start], re.M))
-        at_inc = incs[-1].end() if incs else 0
-        edits.append((at_inc, at_inc, "#include <type_traits>  // kerntune: std::is_same at the dispatch below\n"))
+    if traits:
+        edits += _type_traits_include(base, raw, start, "dispatch")
     if not bk.launch_sites:
         warnings.append(f"{path}: '{kernel}' is not launched in this file: its host code must now choose between "
                         + "; ".join(f"{n} ({dsp.condition_words(dispatch, i)})" for i, n in enumerate(names)))

@@ -31,8 +31,8 @@ from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, assignments,
-                                                    call_arguments, closing, div, feeding, flows, fp8_formats, instance_types,
-                                                    number, scale_ops, unparen)
+                                                    call_arguments, closing, div, feeding, flows, fp8_formats,
+                                                    instance_types, number, scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
