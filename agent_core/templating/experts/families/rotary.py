@@ -470,7 +470,11 @@ def _bare(ev: Evidence) -> str:
 def _sites(text: str, name: str) -> list[list[tuple[int, str]]]:
     """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
     the pointer (an argument of a call: no terms) left out."""
-    return [t for n in pointer_aliases(text, name) for t in index_terms(text, n) if t]
+    names = pointer_aliases(text, name)
+    # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
+    names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
+                                              rf"{re.escape(name)}\s*\+", text) if m.group(1) not in names]
+    return [t for n in names for t in index_terms(text, n) if t]
 
 
 def _resolved(ev: Evidence, name: str) -> str | None:
