@@ -829,6 +829,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     if implicit:  # the sequence length, then the start position
                         b.call_args += [implicit.seq.c, f"(long long)({implicit.offset.name})" if implicit.offset
                                         else "0LL"]
+                        if nh.c == "1" and not k:  # a block a row of one head: no more threads than a warp or two
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
