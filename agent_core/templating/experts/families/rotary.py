@@ -19,6 +19,14 @@ constant) to the query's head base or the key's row base wherever it indexes the
 The query's rotary channels are then the tail of each head, the key one head at its offset into rows of their own
 stride; the expert gets each pointer moved to its rotary channels and the token strides (KT_EXPERT_TOKEN_STRIDE),
 offered first.
+
+Implicit positions (KT_EXPERT_POSITIONS 3: candle's rope over head-major [b, h, t, d] and rope_thd over [b, t, h,
+d], FlashAttention's rotary with an int seqlen_offset): no positions, a cos and a sin table, and the body derives
+each pair's table row from its indices and the size arguments. The query and cos indices it computes for one thread
+are sampled (thread and block indices, loop variables drawn at random) and each layout tried: the table row is
+``offset + (query index / row) % seq`` for a row length and a sequence length the arguments make, the offset an int
+argument or 0. Where exactly one such layout fits (and not the token-major gathered one), it replaces the gathered
+bindings; a 16-bit kernel that never converts to float then rotates in T's arithmetic (KT_EXPERT_STORAGE_MATH).
 """
 
 from __future__ import annotations
