@@ -987,8 +987,9 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     """The two-state merges (two values inputs, in place or not) keep their bindings: none is read as N-way."""
     paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
     for path in paths:
-        if "index_sets" in path.name or "splits_split_major" in path.name:
-            continue
+        if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
+                                        "flash_decode_stage2")):
+            continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
             spec = S.find_spec(cf, k.name)
@@ -2254,3 +2255,113 @@ def test_a_convention_may_launch_its_own_dynamic_shared_memory(tmp_path):
         (tmp_path / f"{name}.cu").write_text(src.replace(line, new))
         with pytest.raises(KerntuneError, match=err):
             load_expert(tmp_path / f"{name}.cu")
+
+
+# ------------------------------------------------------------------------------------ implicit rotary positions
+CANDLE_ROPE = ROOT / "bench" / "corpus" / "rotary" / "rope_candle_bhtd_extern_c_bf16.cu"
+
+
+def test_held_out_candle_rope_reads_head_major_implicit_positions(lib):
+    """Hugging Face candle's rope (held-out batch 6: every gathered-row binding failed off the decode shape): src and
+    dst [b, h, t, d], no positions, cos and sin [t, d / 2] indexed by the index t inside the head-major layout. The
+    query and cos indices the body computes (sampled) fit one layout: rows of `d` (each (b, h, t) row a token of one
+    head), `td / d` rows a sequence, the cos row the row's index in it (KT_EXPERT_POSITIONS 3); NeoX pairs (+ d / 2),
+    the rotation in bf16 operator arithmetic (KT_EXPERT_STORAGE_MATH). The gathered bindings are no longer offered."""
+    cf = parse_cuda(CANDLE_ROPE.read_text(), str(CANDLE_ROPE))
+    spec = S.find_spec(cf, "rope_bf16")
+    bs = X.candidates(cf, "rope_bf16", spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token's index in its sequence of `td / d` tokens, query=src -> dst, no key, cos=cos, sin=sin, "
+        "rows of rot_dim / 2, rot_dim=`d`, num_heads=the constant 1, num_kv_heads=none (no key), head_size=`d`, NeoX "
+        "pairs, out of place, bf16 arithmetic (each product and sum rounded to bf16)"), words_of(bs)
+    assert all(b.conventions.get("KT_EXPERT_POSITIONS") == 3 for b in bs) and len(bs) == 2, words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_STORAGE_MATH"] == 1
+    assert bs[0].sizes["tokens"] == "(b * h * t * d) / (d)"
+    assert bs[0].call_args[-2:] == ["(int)(td) / (int)(d)", "0LL"]
+    text = X.bind(bs[0], cf, spec).text
+    assert "const long long pos = pos_offset + token % seq_len;" in text and "kt:bind" not in text
+    assert "const float nx = to_f(from_f<T>(xc - ys));" in text
+
+
+def test_rotary_implicit_positions_bthd_from_a_start_offset(lib):
+    """[b, t, h, d] (candle's rope_thd layout) with interleaved pairs in fp16 with fp32 arithmetic, a grid-stride loop
+    over the pairs, the position start_pos + (row / heads) % seq: tokens b * t of `n_heads` heads, the sequence
+    `seq_len`, the start an int argument that moves the cos row and not the query (KT_EXPERT_POSITIONS 3 with an
+    offset). The pair's second element at + 1 says GPT-J; no T arithmetic (the kernel converts to float)."""
+    cf, k, spec = case("rotary_interleaved_bthd_start_pos_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=`start_pos` + the token's index in its sequence of `seq_len` tokens, query=x, no key, cos=cos_tab, "
+        "sin=sin_tab, rows of rot_dim / 2, rot_dim=`head_dim`, num_heads=`n_heads`, num_kv_heads=none (no key), "
+        "head_size=`head_dim`, GPT-J pairs, in place"), words_of(bs)
+    assert all(b.conventions["KT_EXPERT_POSITIONS"] == 3 and b.conventions["KT_EXPERT_PAIRING"] == 1 for b in bs)
+    assert not any(b.conventions.get("KT_EXPERT_STORAGE_MATH") for b in bs)
+    assert bs[0].call_args[-2:] == ["(int)(seq_len)", "(long long)(start_pos)"]
+    assert bs[0].sizes["tokens"] == "(batch * seq * heads * head_dim) / ((head_dim) * (heads))"
+
+
+def test_rotary_gathered_rows_keep_their_bindings_where_no_implicit_layout_fits(lib):
+    """A token-major kernel whose cos and sin were gathered per token (the tables' rows are its tokens) fits no
+    implicit layout: its bindings stay the gathered ones (KT_EXPERT_POSITIONS 0)."""
+    cf, k, spec = case("rotary_gathered_gptj_in_place_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions["KT_EXPERT_POSITIONS"] == 0 for b in bs)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_candle_rope_compiles(lib):
+    """The held-out candle rope's implicit bindings (bf16 arithmetic) compile for sm_90 (the style kernel's with the
+    other style kernels)."""
+    cf = parse_cuda(CANDLE_ROPE.read_text(), str(CANDLE_ROPE))
+    _compile_every_binding(lib, cf, cf.kernel("rope_bf16"), S.find_spec(cf, "rope_bf16"))
+
+
+# ---------------------------------------------------------------------------- flash-decoding per-sequence splits
+FLASH_DECODE_STAGE2 = ROOT / "bench" / "corpus" / "merge_attn_states" / "flash_decode_stage2_seqlen_splits_fp16.cu"
+
+
+def test_held_out_flash_decode_stage2_merges_ceil_seqlen_over_block_seq_states(lib):
+    """lightllm's flash-decoding stage 2 (held-out batch 6, no candidate then): fp32 states [batch, heads,
+    seq_block_num, dim] with natural lse, sequence b merging ceil(B_Seqlen[b] / kBlockSeq) of them (the loop bound a
+    ceiling division of the int32 length by the namespace constant 256), seq_block_num only the stride; no token or
+    head count among the arguments: the expert on the grid [batch, heads], one warp a block (KT_EXPERT_NWAY_GRID)."""
+    cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
+    k = "flash_decode_stage2_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs[0].describe() == (
+        "out=Out (f16, the values f32), v=Mid_O with v_lse=Mid_O_LogExpSum, sets=`seq_block_num`, tokens=the grid's "
+        "x, token b's states ceil(B_Seqlen[b] / kBlockSeq = 256), at most sets, heads=the grid's y, "
+        "head_size=`head_dim`, states [the grid's x, the grid's y, seq_block_num, head_size], natural lse, merged "
+        "online"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_LSE_BASE2": 0, "KT_EXPERT_NWAY_COUNT": 1,
+                                 "KT_EXPERT_NWAY_GRID": 1}
+    assert bs[0].call_args[4:] == ["(int)(seq_block_num)", "(int)gridDim.x", "(int)gridDim.y", "(int)(head_dim)",
+                                   "(const int*)(B_Seqlen)", "(long long)256"]
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["block"] == ["32"] and t.launch["grid"][0] == "(batch)"
+    assert "sets = len <= 0 ? 0 : (int)min((long long)sets, (len + split - 1) / split);" in t.text
+    assert "const int head = (int)blockIdx.y;" in t.text and "kt:bind" not in t.text
+
+
+def test_nway_merge_per_sequence_splits_from_int64_lengths_and_a_partition_argument(lib):
+    """vLLM's v2 layout with lse states: int64 sequence lengths, the partition size an int argument, one warp a
+    (sequence, head) row with the head count an argument (the expert's own grid), the merged lse written, bf16 out."""
+    cf, k, spec = case("merge_splits_per_sequence_i64_lens_warp_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out (bf16, the values f32), out_lse=out_lse, v=part_out with v_lse=part_lse, sets=`max_parts`, token "
+        "b's states ceil(seq_lens[b] / `partition_size`), at most sets, tokens=the grid, heads=`num_heads`, "
+        "head_size=`head_size`, states [tokens, num_heads, max_parts, head_size], merged lse [tokens, num_heads], "
+        "natural lse, merged online"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_LSE_BASE2": 0, "KT_EXPERT_NWAY_COUNT": 1}
+    assert bs[0].template_args == ["float", "__nv_bfloat16", "int64_t"]
+    assert bs[0].call_args[-2:] == ["(const int64_t*)(seq_lens)", "(long long)(partition_size)"]
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
+    """The held-out lightllm stage 2's bindings (per-row counts, the grid's tokens and heads) compile for sm_90."""
+    cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
+    k = "flash_decode_stage2_kernel"
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))

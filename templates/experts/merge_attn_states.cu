@@ -36,6 +36,10 @@ smem = "0"
 // kt:bind KT_EXPERT_EXP2_LOG2E = 0  (with KT_EXPERT_STATE 1 and natural maxima: 0: e^x as expf(x), 1: as exp2f(x * log2(e)), the way the FlashAttention kernels take it)
 // kt:bind KT_EXPERT_INPLACE = 0  (0: out of place; 1: in place, FlashInfer's merge_state_in_place: the first state (v, v_lse) becomes its merge with the other (o, o_lse) where a per-token mask (any integer or bool type, nullptr: every token) is nonzero, a token whose entry is 0 keeping its values and lse; one warp a (token, head) row, its merged lse written by lane 0 after __syncwarp (every lane has read the old one); weights e^(lse - max) over their sum, neither lse special-cased; the function is then merge_attn_states<T, M>(v, v_lse, o, o_lse, tokens, heads, head_size, mask), launched as [tokens, head groups of THREADS / 32 * ITEMS])
 // kt:bind KT_EXPERT_NWAY = 0  (0: two states; an N-way merge of `sets` states of one row (FlashInfer's MergeStates, a cascade / split-KV reduction; SGLang's and FlashAttention's split combines): one values input and one fp32 lse input holding every state, 1: laid out [tokens, sets, heads, (head_size)] (FlashInfer), 2: [sets, tokens, heads, (head_size)] (split-major, FlashAttention's out_accum / lse_accum), 3: [tokens, heads, sets, (head_size)] (SGLang's decode att_out / att_lse); merged online over the states in order, as FlashInfer's state_t::merge: m' = fmaxf(m, s), a = e^(m - m'), b = e^(s - m'), d = fma(d, a, b), o = fma(o, a, v * b) (exp2f / expf by KT_EXPERT_LSE_BASE2), a state whose lse is -inf skipped; out = o * (1 / d) (0 where d is 0) rounded once to O; the merged lse (out_lse, optional: nullptr) m + log(d), -inf where d is 0, [tokens, heads] or [heads, tokens] by KT_EXPERT_LSE_TOKEN_MAJOR; the function is then merge_attn_states<T, O>(out, out_lse, v, v_lse, sets, tokens, heads, head_size); one warp a (token, head) row on a [tokens, head groups of THREADS / 32] grid, ITEMS states loaded before any is combined)
+// kt:bind KT_EXPERT_NWAY_COUNT = 0  (with KT_EXPERT_NWAY: 0: every row merges `sets` states; 1: flash-decoding's per-sequence split count: the rows of token b merge the first min(sets, ceil(lens[b] / split)) of its states (none where lens[b] <= 0), lens an integer buffer [tokens] (its type L: the sequence lengths), split the keys a state covers (lightllm's and SGLang's BLOCK_SEQ, vLLM's PARTITION_SIZE), `sets` then only the states' stride (the allocation); the function is then merge_attn_states<T, O, L>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split))
+// kt:bind KT_EXPERT_NWAY_GRID = 0  (with KT_EXPERT_NWAY: 0: a block THREADS / 32 heads of one token; 1: the kernel has neither a token nor a head count: the expert is launched [tokens, heads] with one warp a block (lightllm's stage-2 grid (batch, head_num)), the counts read back from gridDim.x and gridDim.y)
+// kt:bind-grid KT_EXPERT_NWAY_GRID = ["tokens", "heads"]
+// kt:bind-block KT_EXPERT_NWAY_GRID = ["32"]
 // kt:bind-grid KT_EXPERT_INPLACE = ["tokens", "cdiv(heads, THREADS / 32 * ITEMS)"]
 // kt:bind-grid KT_EXPERT_NWAY = ["tokens", "cdiv(heads, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_TOKENS_FROM_GRID = ["tokens * cdiv(heads * head_size, THREADS * VEC * ITEMS)"]
@@ -61,12 +65,24 @@ namespace kt {
 // (every lane reads each state's lse: one broadcast load), ITEMS states' lse and vectors loaded before any of them
 // is combined (ITEMS loads in flight). A state whose lse is -inf is not combined. (m, d) depend on the lse values
 // only, so lane 0's from its last chunk are the row's: it writes the merged lse.
+#if KT_EXPERT_NWAY_COUNT  // kt:bind
+template <int VEC, int IT, typename T, typename O, typename L>
+__device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __restrict__ out_lse,
+                                                 const T* __restrict__ v, const float* __restrict__ v_lse, int sets,
+                                                 int tokens, int heads, int head_size, const L* __restrict__ lens,
+                                                 long long split) {
+#else  // kt:bind
 template <int VEC, int IT, typename T, typename O>
 __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __restrict__ out_lse,
                                                  const T* __restrict__ v, const float* __restrict__ v_lse, int sets,
                                                  int tokens, int heads, int head_size) {
+#endif  // kt:bind
   const int token = blockIdx.x;
+#if KT_EXPERT_NWAY_GRID  // kt:bind
+  const int head = (int)blockIdx.y;  // one warp a block, the grid [tokens, heads]
+#else  // kt:bind
   const int head = (int)blockIdx.y * (KT_THREADS / 32) + (int)(threadIdx.x >> 5);
+#endif  // kt:bind
   if (head >= heads) return;  // the warp's row (the same for all its lanes)
   const int lane = threadIdx.x & 31;
   // state k of the row: its lse at s0 + k * sstep, its values head_size times that
@@ -78,6 +94,11 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
   const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;
 #endif  // kt:bind
   const long long row = (long long)token * heads + head;
+#if KT_EXPERT_NWAY_COUNT  // kt:bind
+  // this sequence's states: ceil(lens[token] / split) of them, at most the `sets` allocated (the stride above)
+  const long long len = (long long)lens[token];
+  sets = len <= 0 ? 0 : (int)min((long long)sets, (len + split - 1) / split);
+#endif  // kt:bind
   float m = -INFINITY, d = 0.f;
   for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
     float o[VEC];
@@ -133,6 +154,23 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
   }
 }
 
+#if KT_EXPERT_NWAY_COUNT  // kt:bind
+template <typename T, typename O, typename L>
+__device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const T* v, const float* v_lse, int sets,
+                                                  int tokens, int heads, int head_size, const L* lens,
+                                                  long long split) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_states_row<KT_VEC, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_states_row<V2, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_states_row<V4, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
+  else
+    merge_states_row<1, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
+}
+#else  // kt:bind
 template <typename T, typename O>
 __device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const T* v, const float* v_lse, int sets,
                                                   int tokens, int heads, int head_size) {
@@ -147,6 +185,7 @@ __device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const 
   else
     merge_states_row<1, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size);
 }
+#endif  // kt:bind
 #elif KT_EXPERT_INPLACE  // kt:bind
 // In place (FlashInfer's merge_state_in_place, the running state of a cascade or chunked prefill): the first state
 // (v, v_lse) becomes its merge with the other (o, o_lse) where mask (one entry a token; nullptr: every token) is

@@ -27,9 +27,10 @@ smem = "0"
 // kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
-// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding))
+// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding); 3: no positions, each token's position its index in its sequence: tokens are sequences of seq_len (the second to last argument), token t's row is pos_offset (the last argument, a start position shared by every sequence, 0 where there is none) + t % seq_len: [batch, seq, heads, head_size] with its heads (candle's rope_thd, FlashAttention's rotary with an int seqlen_offset), or head-major [batch, heads, seq, head_size] with each (batch, head, seq) row a token of one head (candle's rope and rope_i))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
+// kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
 #ifndef KT_THREADS
@@ -41,7 +42,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) == 0  // kt:bind
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) + KT_EXPERT_STORAGE_MATH == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -166,8 +167,16 @@ __device__ __forceinline__ void rotate_pairs(const T* src, T* dst, const C* __re
     }
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
+#if KT_EXPERT_STORAGE_MATH  // kt:bind
+      // each product and each sum rounded to T, as T's own operators do (both exact in fp32 before the rounding)
+      const float xc = to_f(from_f<T>(x[j] * c[j])), ys = to_f(from_f<T>(y[j] * s[j]));
+      const float yc = to_f(from_f<T>(y[j] * (FULL ? c2[j] : c[j]))), xs = to_f(from_f<T>(x[j] * (FULL ? s2[j] : s[j])));
+      const float nx = to_f(from_f<T>(xc - ys));
+      const float ny = to_f(from_f<T>(yc + xs));
+#else  // kt:bind
       const float nx = x[j] * c[j] - y[j] * s[j];
       const float ny = FULL ? y[j] * c2[j] + x[j] * s2[j] : y[j] * c[j] + x[j] * s[j];
+#endif  // kt:bind
       if constexpr (GPTJ) {
         if (2 * j < VEC) p0[2 * j] = nx; else p1[2 * j - VEC] = nx;
         if (2 * j + 1 < VEC) p0[2 * j + 1] = ny; else p1[2 * j + 1 - VEC] = ny;
@@ -232,6 +241,9 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #endif  // kt:bind
 #elif KT_EXPERT_POSITIONS == 2  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int seq_len) {
+#elif KT_EXPERT_POSITIONS == 3  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int seq_len,
+                                            long long pos_offset) {
 #else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
 #endif  // kt:bind
@@ -242,6 +254,9 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #elif KT_EXPERT_POSITIONS == 2  // kt:bind
   // token t is index t % seq_len of sequence t / seq_len, whose positions start at that sequence's offset
   const long long pos = (long long)positions[token / seq_len] + token % seq_len;
+#elif KT_EXPERT_POSITIONS == 3  // kt:bind
+  // no positions: token t is index t % seq_len of its sequence, at that position (from pos_offset on)
+  const long long pos = pos_offset + token % seq_len;
 #else  // kt:bind
   const long long pos = (long long)positions[token];
 #endif  // kt:bind

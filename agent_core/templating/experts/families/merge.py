@@ -27,6 +27,14 @@ int argument (else a number the same on every size set) that bounds a loop of th
 what the lse index shows: how far it moves from one state to the next (``evidence.index_stride``) is the heads
 ([tokens, sets, heads]), tokens * heads ([sets, tokens, heads]) or 1 ([tokens, heads, sets]); all three where
 the body does not tell.
+
+Flash-decoding's per-sequence split count (``KT_EXPERT_NWAY_COUNT``: lightllm's and SGLang's decode stage 2, vLLM's
+v2 layout with lse states): one more input, an integer buffer of one entry a token (the sequence lengths), whose
+read bounds the loop over the states through a ceiling division (``(len + S - 1) / S``, ``cdiv``,
+``DIVIDE_ROUND_UP``) by a file constant or an int argument (the keys a state covers); the int argument of the state
+count is then the states' stride. Where the arguments hold neither the tokens nor the heads (lightllm's grid (batch,
+head_num)), the expert is launched [tokens, heads], one warp a block, and reads both back from its grid
+(``KT_EXPERT_NWAY_GRID``).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import re
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
                                                     call_arguments, closing, counts_of, div, feeding, flows,
-                                                    index_stride, number, prod, uncast)
+                                                    index_stride, number, pointer_aliases, prod, uncast)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -491,6 +499,30 @@ def _set_loops(ev: Evidence, bound) -> list[str]:
     return direct + through  # the loops whose condition names the count itself first
 
 
+_CEIL_FORMS = (r"\(\s*(?P<x>\w+)\s*\+\s*(?P<s>\w+)\s*-\s*1\s*\)\s*/\s*(?P=s)\b",
+               r"\b\w*(?:cdiv|ceil_?div|div_?up|DIVIDE_ROUND_UP|ceildiv|CEIL_DIV|DIV_UP)\w*\s*\(\s*(?P<x>\w+)\s*,\s*(?P<s>\w+)\s*\)")
+
+
+def _split_size(ev: Evidence, lens) -> tuple[str, str | None, str] | None:
+    """The keys one state covers where the body counts a row's states from its sequence's length: a ceiling division
+    (``(len + S - 1) / S``, ``cdiv(len, S)``, ``DIVIDE_ROUND_UP(len, S)``) of a value read from ``lens`` by S, a
+    file constant or an int argument. (S in C, the argument's name or None, words); None where the body has none."""
+    flow = flows(ev.body, declarators=True)
+    ints = {a.name: a for a in ev.ints() if a.counts}
+    text = uncast(ev.body)
+    for form in _CEIL_FORMS:
+        for m in re.finditer(form, text):
+            x, s = m.group("x"), m.group("s")
+            if lens.name not in feeding(flow, x) and not re.search(rf"\b{re.escape(lens.name)}\b", x):
+                continue
+            if s in ints:
+                return f"(long long)({s})", s, f"`{s}`"
+            v = number(s, ev.constants)
+            if v is not None and float(v).is_integer() and v > 0:
+                return f"(long long){int(v)}", None, f"{s} = {int(v)}" if not s.isdigit() else s
+    return None
+
+
 def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
     """An N-way merge (FlashInfer's MergeStates; the split-KV combines of SGLang and FlashAttention): one values
     input and one fp32 lse input holding the ``sets`` states of every row, merged into one values output (and
@@ -503,6 +535,13 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
         return []
     ins, outs = ev.bufs("in"), ev.bufs("out")
     lins = [a for a in ins if a is not vin]
+    # flash-decoding's per-sequence split count: an integer input (the sequence lengths, one a token) whose read
+    # bounds the loop over the states through a ceiling division by the keys a state covers
+    lens = None
+    ibufs = [a for a in lins if a.dtype in ("i32", "i64") and a.counts]
+    if len(ibufs) == 1 and "KT_EXPERT_NWAY_COUNT" in e.conventions:
+        lens = ibufs[0]
+        lins = [a for a in lins if a is not lens]
     if len(lins) != 1 or lins[0].dtype != "f32" or not lins[0].counts or len(outs) not in (1, 2) \
             or len(ev.bufs()) != len(ins) + len(outs) or not all(a.counts for a in outs):
         return []
@@ -522,6 +561,19 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                        for v in _set_loops(ev, a.name)[:1]]
     if not counts and len(set(n)) == 1:
         counts += [(SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), v, ()) for v in _set_loops(ev, n[0])[:1]]
+    split = None
+    if lens is not None:
+        # the count a row merges from its sequence's length (the states' count then only their stride)
+        split = _split_size(ev, lens)
+        loops = _set_loops(ev, lens.name)[:1] if split else []
+        if not loops:
+            return []
+        held = [a for a in ev.ints() if a.counts == n]
+        stride = (SizeExpr(f"(int)({held[0].name})", str(held[0].spec.value), f"`{held[0].name}`"), (held[0].name,)) \
+            if held else (SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), ()) if len(set(n)) == 1 else None
+        if stride is None:
+            return []
+        counts = [(stride[0], loops[0], stride[1] + ((split[1],) if split[1] else ()))]
     T, O = vin.dtype, ov.dtype
     base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
     bases = [1, 0] if base2_first else [0, 1]
@@ -532,10 +584,26 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
             continue
         rows_size = olse.spec.size if olse is not None else f"({lin.spec.size}) / ({sets.spec})"
         found = _tokens_heads(ev, ov.counts, rows, olse, exclude, rows_size)
+        nway_grid = 0
+        if found is None and lens is not None:
+            # neither a token nor a head count among the arguments (lightllm's grid (batch, head_num)): the tokens
+            # are the lengths', the heads the rest of the rows; the expert launched [tokens, heads], one warp a block
+            heads_fp = div(rows, lens.counts)
+            hs_all = [x for x in ev.sizes(div(ov.counts, rows), exclude) if not x.c[0].isdigit()] or \
+                ev.sizes(div(ov.counts, rows), exclude)
+            if heads_fp is None or not hs_all or "KT_EXPERT_NWAY_GRID" not in e.conventions:
+                continue
+            found = (hs_all[0], [(SizeExpr("(int)gridDim.x", str(lens.spec.size), "the grid's x"),
+                                  SizeExpr("(int)gridDim.y", f"({rows_size}) / ({lens.spec.size})", "the grid's y"))],
+                     0)
+            nway_grid = 1
         if found is None:
             continue
         hs, pairs, from_grid = found
         stride = index_stride(ev, lin.name, var)
+        if stride is None and lens is not None:  # the lse read through a local pointer to the row's states
+            local = {index_stride(ev, n, var) for n in pointer_aliases(uncast(ev.body), lin.name)[1:]}
+            stride = local.pop() if len(local) == 1 else None
         for tok, heads in pairs:
             tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
             hcounts = counts_of(heads.spec, ev.spec)
@@ -554,11 +622,20 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                         b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
                         b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_LSE_BASE2": base}
                         b.template_args = [CTYPE[T], CTYPE[O]]
+                        if lens is not None:
+                            b.conventions["KT_EXPERT_NWAY_COUNT"] = 1
+                            b.template_args.append(CTYPE[lens.dtype])
+                        if nway_grid:
+                            b.conventions["KT_EXPERT_NWAY_GRID"] = 1
+                            # one warp a block: the block size is not the expert's THREADS (kept at its least)
+                            b.fixed["THREADS"] = [min(e.params["THREADS"].values)]
                         b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
                         b.call_args = [_cast(O, ov.name, False),
                                        f"(float*)({olse.name})" if olse is not None else "(float*)nullptr",
                                        _cast(T, vin.name, True), f"(const float*)({lin.name})", sets.c, tok.c,
                                        heads.c, hs.c]
+                        if lens is not None:
+                            b.call_args += [_cast(lens.dtype, lens.name, True), split[0]]
                         names = {"tokens": tname, "heads": hname,
                                  "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
                         lay = re.sub(r"\w+", lambda m: names.get(m.group(0), m.group(0)), NWAY_LAYOUTS[layout])
@@ -570,6 +647,8 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                             [f"merged lse [{tname}, {hname}]" if tm else f"merged lse [{hname}, {tname}]"]
                             if olse is not None else []) + ["base-2 lse" if base else "natural lse",
                                                              "merged online"]
+                        if lens is not None:
+                            b.words.insert(4, f"token b's states ceil({lens.name}[b] / {split[2]}), at most sets")
                         b.support = 100 - len(out)
                         out.append(b)
     return out

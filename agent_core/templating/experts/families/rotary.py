@@ -19,6 +19,14 @@ constant) to the query's head base or the key's row base wherever it indexes the
 The query's rotary channels are then the tail of each head, the key one head at its offset into rows of their own
 stride; the expert gets each pointer moved to its rotary channels and the token strides (KT_EXPERT_TOKEN_STRIDE),
 offered first.
+
+Implicit positions (KT_EXPERT_POSITIONS 3: candle's rope over head-major [b, h, t, d] and rope_thd over [b, t, h,
+d], FlashAttention's rotary with an int seqlen_offset): no positions, a cos and a sin table, and the body derives
+each pair's table row from its indices and the size arguments. The query and cos indices it computes for one thread
+are sampled (thread and block indices, loop variables drawn at random) and each layout tried: the table row is
+``offset + (query index / row) % seq`` for a row length and a sequence length the arguments make, the offset an int
+argument or 0. Where exactly one such layout fits (and not the token-major gathered one), it replaces the gathered
+bindings; a 16-bit kernel that never converts to float then rotates in T's arithmetic (KT_EXPERT_STORAGE_MATH).
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ from typing import NamedTuple
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, additive_terms,
                                                     assignments, call_arguments, counts_of, div, feeding, flows,
-                                                    index_sites, offset_values, pointer_offsets, term_values, uncast,
-                                                    unparen)
+                                                    index_sites, offset_values, pointer_offsets, prod, term_values,
+                                                    uncast, unparen)
+from agent_core.templating.experts.evidence import _expand, _once as _ONCE
+from agent_core.templating.experts.evidence import index_terms, pointer_aliases
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -443,6 +453,169 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     return out
 
 
+class _Implicit(NamedTuple):
+    """No positions, each token's position its index in its sequence (KT_EXPERT_POSITIONS 3: candle's rope, rope_i
+    and rope_thd; FlashAttention's rotary with an int seqlen_offset): the query's elements in rows of ``row``
+    elements (a token: its heads, one head where the layout is head-major [b, h, t, d]), ``seq`` rows a sequence,
+    the cos/sin row of row r being ``offset + r % seq``; the tables' row length ``stride`` (values on every size
+    set), C and words."""
+    tokens: tuple
+    tokens_spec: str
+    seq: SizeExpr
+    offset: ArgUse | None
+    stride: tuple
+    adds: set
+
+
+_THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
+
+
+def _bare(ev: Evidence) -> str:
+    """The body without casts, a called function's arguments without their parentheses (`(src)[i1]`)."""
+    return re.sub(r"(?<![\w\])])\(\s*([A-Za-z_]\w*)\s*\)(?![\w(])", r"\1", uncast(ev.body))
+
+
+def _sites(text: str, name: str) -> list[list[tuple[int, str]]]:
+    """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
+    the pointer (an argument of a call: no terms) left out."""
+    names = pointer_aliases(text, name)
+    # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
+    names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
+                                              rf"{re.escape(name)}\s*\+", text) if m.group(1) not in names]
+    return [t for n in names for t in index_terms(text, n) if t]
+
+
+def _resolved(ev: Evidence, name: str) -> str | None:
+    """The first index of the buffer ``name`` with every local assigned once replaced by its value, down to the
+    thread and block indices (each of ``threadIdx.x``, ``blockIdx.y``, ... a name of its own), loop variables and
+    the int arguments; casts and literal suffixes dropped. None where it is not plain integer arithmetic."""
+    text = _bare(ev)
+    sites = _sites(text, name)
+    if not sites:
+        return None
+    once = _ONCE(text)
+    text = " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in sites[0]) or "0"
+    for _ in range(12):
+        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
+                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), text))
+        if new == text:
+            break
+        text = new
+    text = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", text)
+    if not re.fullmatch(r"[\w\s()+\-*/%]+", text) or len(text) > 4000:
+        return None
+    return text
+
+
+def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
+    """(query index, cos index) pairs the body computes for the same thread on size set ``size``: every unknown
+    (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept."""
+    import random
+    qt, ct = _resolved(ev, q.name), _resolved(ev, c.name)
+    if qt is None or ct is None:
+        return None
+    from agent_core import expr as _expr
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+    try:
+        unknown = sorted((_expr.names(qt) | _expr.names(ct)) - set(env))
+    except Exception:  # noqa: BLE001
+        return None
+    rng = random.Random(1234 + size)
+    out = []
+    for _ in range(draws):
+        at = dict(env)
+        for n in unknown:
+            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768)))
+        try:
+            qi, ci = _expr.evaluate_int(qt, at), _expr.evaluate_int(ct, at)
+        except Exception:  # noqa: BLE001
+            continue
+        if 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size]:
+            out.append((qi, ci))
+    return out
+
+
+def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple[bool, list[_Implicit]]:
+    """Where a kernel without positions takes each token's cos/sin row from (candle's rope over [b, h, t, d],
+    rope_thd over [b, t, h, d]; Hugging Face's gathered cos and sin): the query and cos indices the body computes
+    for one thread, on sampled thread and block indices, tried against each layout: the cos row (index over a row
+    length: half an int argument or one) is ``offset + (query index / row) % seq`` for a row length of the query
+    (a size the arguments make) and a sequence length (the tables' rows, or with an offset argument, one the
+    arguments make), the offset an int argument or 0. (whether the body's indexing was read, the implicit layouts
+    it fits); token-major rows with the tables' rows as the tokens (the caller gathered them) fit no implicit
+    layout, and where the body does not tell (no index read, more than one layout fits) none is offered: the
+    gathered rows stay (the bindings a kernel without positions had before)."""
+    c = caches[0]
+    n = len(ev.spec.sizes)
+    samples = []
+    for size in range(n):
+        got = _index_samples(ev, qi, c, size)
+        if got is None or len(got) < 24:
+            return False, []
+        samples.append(got)
+    ints = [a for a in ev.ints() if a.counts]
+    values = {}  # value tuple -> its SizeExpr
+    for a in ints:
+        for s in ev.sizes(a.counts):
+            values.setdefault(a.counts, s)
+    for a in ints:
+        for b in ints:
+            if a is not b:
+                for t in (tuple(x * y for x, y in zip(a.counts, b.counts)),
+                          tuple(x // y if y and x % y == 0 else None for x, y in zip(a.counts, b.counts))):
+                    if None not in t and all(v > 0 for v in t) and t not in values:
+                        xs = ev.sizes(t)
+                        if xs:
+                            values[t] = xs[0]
+    strides = []
+    for a in ints:
+        for st in (tuple(v // 2 for v in a.counts if v % 2 == 0), a.counts):
+            if len(st) == n and all(v > 0 for v in st) and div(c.counts, st) and st not in strides:
+                strides.append(st)
+    offsets = [None] + [a for a in ints if all(v > 0 for v in a.counts)]
+
+    def fits(row, seq, stride, off) -> bool:
+        return all((ci // stride[i]) == (off.counts[i] if off else 0) + (qx // row[i]) % seq[i]
+                   for i in range(n) for qx, ci in samples[i])
+
+    found: dict[tuple, _Implicit] = {}
+    gathered = False
+    for stride in strides:
+        rows = div(c.counts, stride)
+        if all(r == 1 for r in rows):
+            continue  # one row: every layout reads it
+        for off in offsets:
+            seqs = [rows] if off is None else [t for t in values if all(
+                x + o <= r for x, o, r in zip(t, off.counts, rows))]
+            for seq in seqs:
+                for row in values:
+                    if div(qi.counts, prod(row, seq)) is None or not fits(row, seq, stride, off):
+                        continue
+                    if prod(row, seq) == qi.counts and off is None:
+                        gathered = True  # token-major: the tables' rows are the tokens (gathered per token)
+                        continue
+                    seq_c = values.get(seq) or (ev.sizes(seq) or [None])[0]
+                    if seq_c is None:
+                        continue
+                    tokens = div(qi.counts, row)
+                    spec = f"({qi.spec.size}) / ({values[row].spec})"
+                    found.setdefault((tokens, seq, stride, off.name if off else None),
+                                     _Implicit(tokens, spec, seq_c, off, stride, set()))
+    if gathered or len(found) != 1:
+        return False, []
+    imp = next(iter(found.values()))
+    adds = set()
+    text = _bare(ev)
+    once = _ONCE(text)
+    for site in _sites(text, qi.name):
+        for _, t in _expand(site, once):
+            v = term_values(ev, t)
+            if v is not None:
+                adds.add(v)
+    return True, [imp._replace(adds=adds)]
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("rotary_neox")
     if e is None:
@@ -472,6 +645,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         return out
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
+    if k is None and e.conventions.get("KT_EXPERT_POSITIONS") is not None:
+        # each row's position its index in its sequence ([b, h, t, d] or [b, t, h, d]): where the indexing says so
+        read, implicit = _implicit_positions(ev, qi, caches)
+        if read and implicit:
+            imp = implicit[0]
+            return _bind(ev, e, None, imp.tokens, imp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp)
     out = []
     for tokens, spec in _gathered_tokens(ev, q, k, caches):
         out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches)
@@ -479,14 +658,22 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
 
 
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
-          caches: list[ArgUse], seq: _Sequences | None = None) -> list[Binding]:
+          caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
     if seq:
         pos_words = f"`{p.name}[token / {seq.seq.name}] + token % {seq.seq.name}`"
+    if implicit:
+        pos_words = (f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}the token's index in its "
+                     f"sequence of {implicit.seq.words} tokens")
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
+    # a 16-bit kernel that never converts to float rotates in T's own arithmetic (candle's templated rope); read for
+    # the implicit positions only: the bindings other layouts had before stay as they were
+    storage = (implicit is not None and q.dtype in ("f16", "bf16")
+               and e.conventions.get("KT_EXPERT_STORAGE_MATH") is not None
+               and not re.search(r"\bfloat|2float|\bto_f", ev.body))
     if not caches and angles is None:
         return []
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
@@ -527,7 +714,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
             elif len(caches) == 1:
                 c = caches[0]
-                if div(c.counts, rot_fp) is None or (p is None and div(c.counts, rot_fp) != tokens):
+                if div(c.counts, rot_fp) is None or (p is None and not implicit and div(c.counts, rot_fp) != tokens):
                     continue  # without positions, a row per token
                 paired = _pairs_type(ev, c.name)
                 layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
@@ -544,7 +731,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 for oi, (cc, ss) in enumerate(orders):
                     for si, words in enumerate(("rot_dim / 2", "rot_dim")):
                         stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
-                        if div(cc.counts, stride_fp) is None or (p is None and div(cc.counts, stride_fp) != tokens):
+                        if div(cc.counts, stride_fp) is None or (p is None and not implicit
+                                                                 and div(cc.counts, stride_fp) != tokens):
                             continue
                         stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
                         stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
@@ -557,15 +745,20 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                                     "rows of rot_dim, each half for its element (Hugging Face)"],
                                                    f"({cc.spec.size}) / ({stride_spec})", -oi, stride_fp=stride_fp))
             pairs = pairings
-            if seq:  # NeoX where the query's indexing adds rot_dim / 2 (and nothing says GPT-J), GPT-J the reverse
-                neox = tuple(r // 2 for r in rot_fp) in seq.adds
-                pairs = [0] if neox and not gptj_first else [1] if gptj_first and not neox else pairings
+            if seq or implicit:  # NeoX where the query's indexing adds rot_dim / 2 (and nothing says GPT-J), GPT-J
+                # the reverse
+                neox = tuple(r // 2 for r in rot_fp) in (seq or implicit).adds
+                # (implicit positions: a pair's second element read at + 1 says GPT-J too)
+                gptj = gptj_first or bool(implicit and tuple(1 for _ in rot_fp) in implicit.adds)
+                pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
                 if (fused or row_len or view) and cache == 4:
                     continue  # a fused buffer's views take a cache
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
+                if implicit and lay.stride_fp != implicit.stride:
+                    continue  # the tables' rows as long as the indexing read
                 for pi, pairing in enumerate(pairs):
                     if cache == 2 and pairing == 1:
                         continue  # full rows are a NeoX (rotate_half) layout
@@ -587,7 +780,11 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
                     b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
                                      "KT_EXPERT_OUT_OF_PLACE": int(oop)}
-                    if p is None:
+                    if storage and cache != 4:
+                        b.conventions["KT_EXPERT_STORAGE_MATH"] = 1
+                    if implicit:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 3
+                    elif p is None:
                         b.conventions["KT_EXPERT_POSITIONS"] = 0
                     elif seq:
                         b.conventions["KT_EXPERT_POSITIONS"] = 2
@@ -626,7 +823,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
                         b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
-                    elif cache == 0 and pairing == 0 and not oop and not seq:  # the expert's default code
+                    elif cache == 0 and pairing == 0 and not oop and not seq and not implicit and not storage:
+                        # the expert's default code
                         b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
                     else:
@@ -636,10 +834,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
                     if seq:  # the sequence length last
                         b.call_args.append(f"(int)({seq.seq.name})")
+                    if implicit:  # the sequence length, then the start position
+                        b.call_args += [implicit.seq.c, f"(long long)({implicit.offset.name})" if implicit.offset
+                                        else "0LL"]
+                        if nh.c == "1" and not k:  # a block a row of one head: no more threads than a warp or two
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
                                 f"`{seq.seq.name}` tokens" if seq else f"positions={p.name}") if p else
+                               f"positions={pos_words}" if implicit else
                                "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
                         [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
@@ -649,6 +853,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
                         [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
                          "rest untouched"] if row_len else []) + (view.words if view else [])
+                    if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
+                        b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
                     # strided views: the kernel itself moves its pointers to the rotary channels, first
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
                     if seq:  # the offsets are added to the index in the sequence: before reading them per token
