@@ -1205,15 +1205,14 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     ins = [a for a in rows_ if a.role == "in"]
     ios = [a for a in rows_ if a.role == "inout"]
     outs = [a for a in rows_ if a.role == "out"]
-    if len(ios) == 2 and not ins and not outs and ios[0].dtype == ios[1].dtype:
+    if len(ios) == 2 and not ins and not outs:
         layouts = [(x, r, x) for x, r in _fused_orders(ev, ios)]  # normalized in place over x
-    elif len(ins) == 1 and len(ios) == 1 and len(outs) == 1 and ins[0].dtype == ios[0].dtype:
+    elif len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
         layouts = [(ins[0], ios[0], outs[0])]  # x read, the residual updated, the normalized row to out
     else:
         return []
-    T = layouts[0][0].dtype
     pre = [a for a in small if _read_before_root(ev, a.name)]
-    biases = [a for a in small if a.dtype == T]
+    biases = [a for a in small if any(a.dtype == x.dtype for x, _, _ in layouts)]  # a bias of x's type
     if len(pre) == 1 and pre[0] in biases:
         biases = pre  # the one [hidden] input read before the root: added into the sum
     biases.sort(key=lambda a: a not in pre)
@@ -1257,6 +1256,8 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
     hname = hidden.words.strip("`")
     for li, (x, r, o) in enumerate(layouts):
         T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
+        if bias.dtype != T:
+            continue  # the expert's bias is of x's type
         for (ei, (eps_c, eps_words, eps_support)), (ci, (conv, conv_words, conv_support)), (fi, (form, form_words)) \
                 in itertools.product(enumerate(eps_all), enumerate(_add_rms_conventions(ev, e, O)),
                                      enumerate(_bias_forms(bias, R, rounded_adds))):
@@ -1313,6 +1314,8 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
     hname = hidden.words.strip("`")
     for li, (x, r, o) in enumerate(layouts):
         T, O, W = x.dtype, o.dtype, weights[0].dtype
+        if r.dtype != T or (bias is not None and bias.dtype != T):
+            continue  # the expert's residual and bias are of x's type
         if O != T and NBYTES[O] > NBYTES[T]:
             continue  # an output wider than the rows: the expert's vector checks are made for the rows' type
         stats = [(2, "the mean from the unrounded sums"), (1, "the mean from the rounded sum")]
