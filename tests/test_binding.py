@@ -458,6 +458,21 @@ def test_add_bias_residual_layer_norm_in_place_with_hadd(lib):
     assert bs[0].call_args[:2] == ["(__half*)(hidden)", "(const __half*)(hidden)"]
 
 
+def test_add_residual_layer_norm_without_a_bias_bf16_warp_rows(lib):
+    """Style: bf16, a warp per row, no bias (gamma and beta only, beta first in the argument list), the sum added in
+    fp32 and converted once into a bf16 local (not a 16-bit add), eps a literal: the layer_norm add form with no
+    bias first (before readings of gamma or beta as a bias), gamma and beta in their named order, the mean of the
+    rounded sum first."""
+    cf, k, spec = case("add_residual_layer_norm_warp_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=out, x=x, residual=residual (the sum stored), gamma=gamma, beta=beta, hidden=`cols`, eps=1e-5f, "
+        "rows=`rows`, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1}
+    assert bs[0].call_args[-2:] == ["(__nv_bfloat16*)(residual)", "(const __nv_bfloat16*)nullptr"]
+    assert not has(bs, "fused_add_rms_norm")  # a mean is subtracted: no RMSNorm with a bias
+
+
 def test_no_add_layer_norm_for_a_fused_add_rms_norm(lib):
     """vLLM-style fused add + RMSNorm kernels name their sum of squares `variance` and divide it by the row length:
     no mean is subtracted, so no LayerNorm add form (and the fused-add bindings are the row families' as before)."""

@@ -1215,14 +1215,15 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     biases = [a for a in small if any(a.dtype == x.dtype for x, _, _ in layouts)]  # a bias of x's type
     if len(pre) == 1 and pre[0] in biases:
         biases = pre  # the one [hidden] input read before the root: added into the sum
-    biases.sort(key=lambda a: a not in pre)
     rounded_adds = _adds_in_storage_type(ev)
     out: list[Binding] = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
         centred = _subtracts_mean(ev, hidden)
         inv = [a for a in ev.floats() if a.counts and all(v and abs(v * h - 1) < 1e-6 for v, h in zip(a.counts, hfp))]
         eps_all = [c for c in _eps_candidates(ev) if not inv or c[0] != f"(float)({inv[0].name})"]
-        for bi, bias in enumerate(biases + ([None] if centred else [])):
+        # the inputs read before the root first, then (a LayerNorm) no bias at all, then the others
+        options = [a for a in biases if a in pre] + ([None] if centred else []) + [a for a in biases if a not in pre]
+        for bi, bias in enumerate(options):
             weights = [a for a in small if a is not bias]
             if centred:
                 out += _add_layer_norm(ev, lib, hidden, hfp, hi, layouts, bias, bi, weights, eps_all, rounded_adds)
@@ -1397,12 +1398,15 @@ def _half_locals(ev: Evidence) -> set[str]:
 
 def _adds_in_storage_type(ev: Evidence) -> bool:
     """Whether the body adds rows in their 16-bit storage type (each add rounded): a 16-bit add intrinsic, or a
-    local of a 16-bit type assigned a sum (``r_vec = r_vec + h_vec`` on arrays of half, ``z += residual[i]``)."""
+    local of a 16-bit type assigned a sum of values not converted to float (``r_vec = r_vec + h_vec`` on arrays of
+    half, ``z += residual[i]``; not ``z = __float2half(a + b)``)."""
     if ev.has("__hadd", "__hadd2", "__hadd_rn", "hadd"):
         return True
     halves = _half_locals(ev)
     for target, at, stmt in statements(ev.body):
-        if target in halves and at >= 0 and (stmt[at - 1:at] == "+" or "+" in stmt[at + 1:]):
+        value = stmt[at + 1:]
+        if target in halves and at >= 0 and (stmt[at - 1:at] == "+" or "+" in value) \
+                and not re.search(r"float", value):  # a sum in fp32 converted once is not a 16-bit add
             return True
     return False
 
