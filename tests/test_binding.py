@@ -473,6 +473,38 @@ def test_add_residual_layer_norm_without_a_bias_bf16_warp_rows(lib):
     assert not has(bs, "fused_add_rms_norm")  # a mean is subtracted: no RMSNorm with a bias
 
 
+def test_skip_bias_layer_norm_with_a_sum_output(lib):
+    """Style: ONNX Runtime's SkipLayerNorm with a bias, the sum a second output that may be null, no row-count
+    argument, the outputs first: the layer_norm add form reading the residual from its own buffer
+    (KT_EXPERT_RESIDUAL_IN), the sum's buffer the output written first, rows from the grid."""
+    cf, k, spec = case("skip_bias_layer_norm_sum_out_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=output, x=input, residual=skip, the sum into `sum_output` (unless null), gamma=gamma, beta=beta, "
+        "hidden=`ld`, eps=`epsilon`, rows=the grid (no row-count argument), plus the bias `bias` (nullable) in fp32, "
+        "one rounding to f16, the mean from the rounded sum"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_RESIDUAL_IN": 1,
+                                 "KT_EXPERT_BIAS": 1}
+    assert bs[0].call_args[-3:] == ["(__half*)(sum_output)", "(const __half*)(bias)", "(const __half*)(skip)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "if (active && residual != nullptr) rows_store" in t.text and "kt:bind" not in t.text
+
+
+def test_add_bias_rms_norm_with_a_residual_out(lib):
+    """Style: TensorRT-LLM's residual out with a bias, bf16 pairs, the weight multiplied in fp32: the general fused-add
+    form reading the residual from its own buffer (KT_EXPERT_RESIDUAL_IN with KT_EXPERT_BIAS), not rounded before the
+    weight first (no cast of the normalized value before the weight multiplies it)."""
+    cf, k, spec = case("add_bias_rms_residual_out_bf162")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "fused_add_rms_norm" and bs[0].describe().startswith(
+        "x=x (bf16), residual=residual_in (bf16), the sum into `residual_out`, out=normed (bf16), weight=weight, "
+        "hidden=`hidden`, eps=`eps`, rows=`tokens`, plus the bias `bias` (nullable) in fp32, one rounding to bf16, "
+        "eps inside the root, weight multiplied in fp32"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_GENERAL": 1,
+                                 "KT_EXPERT_BIAS": 1, "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args[-3:] == ["(const __nv_bfloat16*)(residual_in)", "(const __nv_bfloat16*)(bias)", "0.f"]
+
+
 def test_no_add_layer_norm_for_a_fused_add_rms_norm(lib):
     """vLLM-style fused add + RMSNorm kernels name their sum of squares `variance` and divide it by the row length:
     no mean is subtracted, so no LayerNorm add form (and the fused-add bindings are the row families' as before)."""

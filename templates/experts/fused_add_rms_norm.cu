@@ -43,7 +43,7 @@ smem = "0"
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (general form only; 0: the residual read and the sum stored back in it; 1: the residual read from residual_in (its own buffer, the last argument, no weight offset) and the sum stored to residual (TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 // kt:bind KT_EXPERT_QUANT = 0  (general form only, no weight offset or residual_in; 0: out holds the normalized row; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
-// kt:bind KT_EXPERT_BIAS = 0  (general form only, no residual_in, weight offset or quant; 0: x + residual; 1: plus a bias [hidden] of x's type (the argument `bias` after hidden; null adds nothing), added in fp32 with the one rounding to R: (x + residual) + bias (FasterTransformer / TensorRT-LLM add-bias-residual); 2: each add rounded to R: R(R(x + residual) + bias) (lmdeploy's 16-bit Array adds))
+// kt:bind KT_EXPERT_BIAS = 0  (general form only, no weight offset or quant (residual_in allowed: it comes before `bias`); 0: x + residual; 1: plus a bias [hidden] of x's type (the argument `bias` after hidden; null adds nothing), added in fp32 with the one rounding to R: (x + residual) + bias (FasterTransformer / TensorRT-LLM add-bias-residual); 2: each add rounded to R: R(R(x + residual) + bias) (lmdeploy's 16-bit Array adds))
 // kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 #if KT_EXPERT_QUANT  // kt:bind
@@ -188,7 +188,10 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 }
 
 template <typename T, typename R, typename W, typename O>
-#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const R* residual_in, const T* bias, float inv_count) {
+#elif KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, const R* residual_in) {
 #elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
@@ -204,7 +207,14 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
 #endif  // kt:bind
-#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, bias) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual, residual_in) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, residual_in, w, out, eps, rows, hidden, bias,
+                                                              inv_count)));
+#elif KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
                    vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),

@@ -48,6 +48,7 @@ smem = "0"
 // kt:bind KT_EXPERT_AFFINE = 1  (1: times gamma plus beta; 0: neither (llama.cpp's norm: gamma and beta are not read); 2: times gamma, no beta (OLMo / StableLM bias=False: beta is not read))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (0: out of x's type; 1: of a type of its own, O (fp32 activations in, bf16 out))
 // kt:bind KT_EXPERT_RESIDUAL = 0  (no statistics outputs; 0: x normalized as read; 1: the add form: z = x + residual (+ bias, KT_EXPERT_BIAS) rounded to x's type T, stored back in `residual` (of type T, the argument after hidden), the LayerNorm of z written to out (out may be x: normalized in place; FasterTransformer / TensorRT-LLM add-bias-residual LayerNorm); 2: as 1, but the mean from the unrounded fp32 sums (accumulated before the store rounds them, as FasterTransformer's first pass does), the variance and the normalized row from the rounded z)
+// kt:bind KT_EXPERT_RESIDUAL_IN = 0  (with KT_EXPERT_RESIDUAL only; 0: the residual read and the sum stored back in it; 1: the residual read from `residual_in` (of type T, the argument after `bias`) and the sum stored to `residual` unless it is null (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_RESIDUAL only; 0: no bias (the call passes a null `bias`); 1: a bias [hidden] of type T (the argument after `residual`; null adds nothing) added in fp32 with the one rounding: (x + residual) + bias; 2: each add rounded to T: T(T(x + residual) + bias))
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -120,7 +121,10 @@ template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
 #endif  // kt:bind
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
-#if KT_EXPERT_RESIDUAL  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+                                           int rows, int hidden, T* __restrict__ residual,
+                                           const T* __restrict__ bias, const T* __restrict__ residual_in) {
+#elif KT_EXPERT_RESIDUAL  // kt:bind
                                            int rows, int hidden, T* __restrict__ residual,
                                            const T* __restrict__ bias) {
 #else  // kt:bind
@@ -141,7 +145,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float r[KT_VEC];
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+    rows_load_item<0, KT_VEC, IT, P>(residual_in + off, hidden, i, r, lead);
+#else  // kt:bind
     rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
+#endif  // kt:bind
 #if KT_EXPERT_BIAS  // kt:bind
     float b[KT_VEC];  // indexed by column as gamma is (null: nothing added)
     if (bias != nullptr) {
@@ -166,7 +174,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       v[i][j] = round_t<T>(u);
     }
   }
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+  if (active && residual != nullptr) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
+#else  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
+#endif  // kt:bind
 #endif  // kt:bind
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
 #if KT_EXPERT_AFFINE == 2  // kt:bind
@@ -257,16 +269,24 @@ __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, c
 #if KT_EXPERT_OUT_TYPE  // kt:bind
 template <typename T, typename W, typename O>
 __device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
-                                           int hidden, T* residual, const T* bias) {
 #else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
-                                           int hidden, T* residual, const T* bias) {
 #endif  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+                                           int hidden, T* residual, const T* bias, const T* residual_in) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, residual, bias) && vec_ok<T, KT_VEC>(hidden, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, gamma, beta)),
+                  (vec_ok<T, KT_VEC>(0, x, out, residual, residual_in)),
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, residual, bias, residual_in)));
+#else  // kt:bind
+                                           int hidden, T* residual, const T* bias) {
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x, out, residual, bias) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out, residual)),
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, residual, bias)));
+#endif  // kt:bind
 }
 #else  // kt:bind
 #if KT_EXPERT_OUT_TYPE  // kt:bind

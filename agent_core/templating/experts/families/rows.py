@@ -1205,14 +1205,22 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     ins = [a for a in rows_ if a.role == "in"]
     ios = [a for a in rows_ if a.role == "inout"]
     outs = [a for a in rows_ if a.role == "out"]
+    # (x, the residual the sum is stored in, the normalized row's buffer, the residual read when it is not that one)
     if len(ios) == 2 and not ins and not outs:
-        layouts = [(x, r, x) for x, r in _fused_orders(ev, ios)]  # normalized in place over x
+        layouts = [(x, r, x, None) for x, r in _fused_orders(ev, ios)]  # normalized in place over x
     elif len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
-        layouts = [(ins[0], ios[0], outs[0])]  # x read, the residual updated, the normalized row to out
+        layouts = [(ins[0], ios[0], outs[0], None)]  # x read, the residual updated, the normalized row to out
+    elif len(ins) == 2 and len(outs) == 2 and not ios:
+        # the sum to a buffer of its own (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out): the
+        # one written first (or named so); x + residual is one sum either way where the two read are of one type
+        layouts = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
+                   if r_in.dtype == r.dtype]
+        if ins[0].dtype == ins[1].dtype:
+            layouts = layouts[::2]
     else:
         return []
     pre = [a for a in small if _read_before_root(ev, a.name)]
-    biases = [a for a in small if any(a.dtype == x.dtype for x, _, _ in layouts)]  # a bias of x's type
+    biases = [a for a in small if any(a.dtype == lay[0].dtype for lay in layouts)]  # a bias of x's type
     if len(pre) == 1 and pre[0] in biases:
         biases = pre  # the one [hidden] input read before the root: added into the sum
     rounded_adds = _adds_in_storage_type(ev)
@@ -1255,7 +1263,9 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
         return []
     out = []
     hname = hidden.words.strip("`")
-    for li, (x, r, o) in enumerate(layouts):
+    if "KT_EXPERT_RESIDUAL_IN" not in e.conventions:
+        layouts = [lay for lay in layouts if lay[3] is None]
+    for li, (x, r, o, r_in) in enumerate(layouts):
         T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
         if bias.dtype != T:
             continue  # the expert's bias is of x's type
@@ -1267,17 +1277,21 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
                         f"row {'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
                         ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
-            b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})",
+            b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
+                       f"residual={r_in.name} ({R}), the sum into `{r.name}`",
                        f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
                        f"hidden={hidden.words}", eps_words]
             rows = _rows(ev, div(x.counts, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
             b.words += [form_words] + conv_words + ([f"mean of squares times `{inv.name}` (1 / hidden)"] if inv else [])
             b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
             b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
-                           _cast(O, o.name, False), eps_c, rows, hidden.c, _cast(T, bias.name, True),
-                           f"(float)({inv.name})" if inv else "0.f"]
+                           _cast(O, o.name, False), eps_c, rows, hidden.c] + \
+                ([_cast(R, r_in.name, True)] if r_in is not None else []) + \
+                [_cast(T, bias.name, True), f"(float)({inv.name})" if inv else "0.f"]
             b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
             b.conventions = dict(conv, KT_EXPERT_GENERAL=1, KT_EXPERT_BIAS=form)
+            if r_in is not None:
+                b.conventions["KT_EXPERT_RESIDUAL_IN"] = 1
             if inv:
                 b.conventions["KT_EXPERT_INV_COUNT"] = 1
             b.support = 10 + 2 * ev.uses(hidden) - hi - bi - li - ei - fi + eps_support + conv_support
@@ -1313,10 +1327,12 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
         orders.reverse()
     out = []
     hname = hidden.words.strip("`")
-    for li, (x, r, o) in enumerate(layouts):
+    for li, (x, r, o, r_in) in enumerate(layouts):
         T, O, W = x.dtype, o.dtype, weights[0].dtype
         if r.dtype != T or (bias is not None and bias.dtype != T):
             continue  # the expert's residual and bias are of x's type
+        if r_in is not None and "KT_EXPERT_RESIDUAL_IN" not in e.conventions:
+            continue
         if O != T and NBYTES[O] > NBYTES[T]:
             continue  # an output wider than the rows: the expert's vector checks are made for the rows' type
         stats = [(2, "the mean from the unrounded sums"), (1, "the mean from the rounded sum")]
@@ -1333,18 +1349,22 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
                         f"{'in place' if o is x else 'into `' + o.name + '`'} → add + LayerNorm", ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
             b.words = [f"out={o.name}" + (" (in place)" if o is x else f" ({O})" if O != T else ""),
-                       f"x={x.name}", f"residual={r.name} (the sum stored)", f"gamma={g.name}",
+                       f"x={x.name}", f"residual={r.name} (the sum stored)" if r_in is None else
+                       f"residual={r_in.name}, the sum into `{r.name}` (unless null)", f"gamma={g.name}",
                        f"beta={bb.name}" if bb else "no beta", f"hidden={hidden.words}", eps_words]
             rows = _rows(ev, div(x.counts, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
             b.words += ([form_words] if form_words else []) + [st_words] + conv_words
             b.template_args = [CTYPE[T], CTYPE[W]] + ([CTYPE[O]] if O != T else [])
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), _cast(W, g.name, True),
                            _cast(W, bb.name, True) if bb else f"(const {CTYPE[W]}*)nullptr", eps_c, rows, hidden.c,
-                           _cast(T, r.name, False), _cast(T, bias.name, True) if bias else f"(const {CTYPE[T]}*)nullptr"]
+                           _cast(T, r.name, False), _cast(T, bias.name, True) if bias else f"(const {CTYPE[T]}*)nullptr"] \
+                + ([_cast(T, r_in.name, True)] if r_in is not None else [])
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W], NBYTES[O])}
             b.conventions = dict(conv, KT_EXPERT_RESIDUAL=st)
             if form:
                 b.conventions["KT_EXPERT_BIAS"] = form
+            if r_in is not None:
+                b.conventions["KT_EXPERT_RESIDUAL_IN"] = 1
             if not bb:
                 b.conventions["KT_EXPERT_AFFINE"] = 2
             if O != T:
