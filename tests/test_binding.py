@@ -382,6 +382,141 @@ def test_fused_add_one_type_in_place_keeps_its_form(lib):
     assert bs and all(b.conventions.get("KT_EXPERT_GENERAL", 0) == 0 for b in bs)
 
 
+BIAS_RMS_VARIANT = ROOT / "bench" / "corpus" / "fused_add_rms_norm" / "bias_residual_rms_norm_array_vec_fp16.cu"
+BIAS_LN_VARIANT = ROOT / "bench" / "corpus" / "layer_norm" / "add_bias_residual_pre_layer_norm_bf16.cu"
+
+
+def _variant(path: Path, kernel: str):
+    cf = parse_cuda(path.read_text(), str(path))
+    return cf, cf.kernel(kernel), S.find_spec(cf, kernel)
+
+
+def test_bias_residual_rms_norm_of_the_lmdeploy_variant(lib):
+    """lmdeploy's BiasResidualRMSNorm: residual = (residual + hidden) + bias added in fp16 (each add rounded), the
+    normed row written over hidden_states, mean of squares as sum * inv_dims (a float argument that is 1 / dims on
+    every size set): the general fused-add form with KT_EXPERT_BIAS 2 and KT_EXPERT_INV_COUNT, inv_dims not read as
+    eps; the weight is the [dims] input read after the root, the bias the one read before it."""
+    cf, k, spec = _variant(BIAS_RMS_VARIANT, "BiasResidualRMSNormKernel")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.family == "fused_add_rms_norm"]
+    assert bs and bs[0].describe().startswith(
+        "x=hidden_states (f16), residual=residual (f16), out=hidden_states (in place), weight=weights, "
+        "hidden=`dims`, eps=`eps`, rows=`num`, plus the bias `bias` (nullable), each add rounded to f16, eps inside "
+        "the root, rounded to f16 before the weight multiply, mean of squares times `inv_dims`"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 1, "KT_EXPERT_GENERAL": 1,
+                                 "KT_EXPERT_BIAS": 2, "KT_EXPERT_INV_COUNT": 1}
+    assert bs[0].call_args[-2:] == ["(const __half*)(bias)", "(float)(inv_dims)"]
+    assert not any("eps=`inv_dims`" in b.describe() for b in bs)
+    assert has(bs, "fused_add_rms_norm", "in fp32, one rounding to f16")  # the other rounding, screened after
+    t = X.bind(bs[0], cf, spec)
+    assert "round_t<R>(round_t<R>(v[i][j] + r[j]) + b[j])" in t.text and "rsqrtf(ss * inv_count + eps)" in t.text
+    assert "kt:bind" not in t.text and "KT_EXPERT" not in t.text
+
+
+def test_add_bias_residual_layer_norm_of_the_fastertransformer_variant(lib):
+    """FasterTransformer's add-bias-residual pre-LayerNorm: output += input + bias in fp32 (one rounding to bf16),
+    its LayerNorm to norm_output, eps the literal 1e-6: the layer_norm add form (KT_EXPERT_RESIDUAL), the mean from
+    the unrounded sums first (the kernel accumulates local_out before the store rounds it)."""
+    cf, k, spec = _variant(BIAS_LN_VARIANT, "generalAddBiasResidualLayerNorm")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=norm_output, x=input, residual=output (the sum stored), gamma=gamma, beta=beta, hidden=`n`, eps=1e-6f, "
+        "rows=`m`, plus the bias `bias` (nullable) in fp32, one rounding to bf16, the mean from the unrounded sums, "
+        "eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 2, "KT_EXPERT_BIAS": 1}
+    assert bs[0].call_args == ["(__nv_bfloat16*)(norm_output)", "(const __nv_bfloat16*)(input)",
+                               "(const __nv_bfloat16*)(gamma)", "(const __nv_bfloat16*)(beta)", "(float)(1e-6f)",
+                               "(int)(m)", "(int)(n)", "(__nv_bfloat16*)(output)", "(const __nv_bfloat16*)(bias)"]
+    assert has(bs, "layer_norm", "the mean from the rounded sum")
+    t = X.bind(bs[0], cf, spec)
+    assert "su += u;" in t.text and "const float s = su;" in t.text and "kt:bind" not in t.text
+
+
+def test_add_bias_residual_rms_norm_fp32_warp_rows(lib):
+    """Style: fp32, a warp per row, the normalized row to a buffer of its own, gamma before the bias in the argument
+    list, the bias never checked for null, eps an argument: the general fused-add form with a bias in fp32 (the one
+    rounding form only: fp32 storage), no inverse count (the sum divided by cols)."""
+    cf, k, spec = case("add_bias_residual_rms_warp_rows_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "fused_add_rms_norm" and bs[0].describe().startswith(
+        "x=x (f32), residual=residual (f32), out=out (f32), weight=gamma, hidden=`cols`, eps=`eps`, rows=`rows`, "
+        "plus the bias `bias` (nullable) in fp32"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_BIAS"] == 1 and "KT_EXPERT_INV_COUNT" not in bs[0].conventions
+    assert bs[0].call_args[-2:] == ["(const float*)(bias)", "0.f"]
+    assert not has(bs, "layer_norm")  # no mean subtracted
+
+
+def test_add_bias_residual_layer_norm_in_place_with_hadd(lib):
+    """Style: fp16, normalized in place over the hidden states, each add an fp16 __hadd, the bias first of the [dim]
+    inputs, a shared-memory tree: the layer_norm add form with KT_EXPERT_BIAS 2, the mean of the rounded sum first."""
+    cf, k, spec = case("add_bias_residual_layer_norm_inplace_hadd_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=hidden (in place), x=hidden, residual=resid (the sum stored), gamma=gamma, beta=beta, hidden=`dim`, "
+        "eps=`eps`, rows=`tokens`, plus the bias `bias` (nullable), each add rounded to f16, the mean from the "
+        "rounded sum"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_BIAS": 2}
+    assert bs[0].call_args[:2] == ["(__half*)(hidden)", "(const __half*)(hidden)"]
+
+
+def test_add_residual_layer_norm_without_a_bias_bf16_warp_rows(lib):
+    """Style: bf16, a warp per row, no bias (gamma and beta only, beta first in the argument list), the sum added in
+    fp32 and converted once into a bf16 local (not a 16-bit add), eps a literal: the layer_norm add form with no
+    bias first (before readings of gamma or beta as a bias), gamma and beta in their named order, the mean of the
+    rounded sum first."""
+    cf, k, spec = case("add_residual_layer_norm_warp_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=out, x=x, residual=residual (the sum stored), gamma=gamma, beta=beta, hidden=`cols`, eps=1e-5f, "
+        "rows=`rows`, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1}
+    assert bs[0].call_args[-2:] == ["(__nv_bfloat16*)(residual)", "(const __nv_bfloat16*)nullptr"]
+    assert not has(bs, "fused_add_rms_norm")  # a mean is subtracted: no RMSNorm with a bias
+
+
+def test_skip_bias_layer_norm_with_a_sum_output(lib):
+    """Style: ONNX Runtime's SkipLayerNorm with a bias, the sum a second output that may be null, no row-count
+    argument, the outputs first: the layer_norm add form reading the residual from its own buffer
+    (KT_EXPERT_RESIDUAL_IN), the sum's buffer the output written first, rows from the grid."""
+    cf, k, spec = case("skip_bias_layer_norm_sum_out_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=output, x=input, residual=skip, the sum into `sum_output` (unless null), gamma=gamma, beta=beta, "
+        "hidden=`ld`, eps=`epsilon`, rows=the grid (no row-count argument), plus the bias `bias` (nullable) in fp32, "
+        "one rounding to f16, the mean from the rounded sum"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_RESIDUAL_IN": 1,
+                                 "KT_EXPERT_BIAS": 1}
+    assert bs[0].call_args[-3:] == ["(__half*)(sum_output)", "(const __half*)(bias)", "(const __half*)(skip)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "if (active && residual != nullptr) rows_store" in t.text and "kt:bind" not in t.text
+
+
+def test_add_bias_rms_norm_with_a_residual_out(lib):
+    """Style: TensorRT-LLM's residual out with a bias, bf16 pairs, the weight multiplied in fp32: the general fused-add
+    form reading the residual from its own buffer (KT_EXPERT_RESIDUAL_IN with KT_EXPERT_BIAS), not rounded before the
+    weight first (no cast of the normalized value before the weight multiplies it)."""
+    cf, k, spec = case("add_bias_rms_residual_out_bf162")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "fused_add_rms_norm" and bs[0].describe().startswith(
+        "x=x (bf16), residual=residual_in (bf16), the sum into `residual_out`, out=normed (bf16), weight=weight, "
+        "hidden=`hidden`, eps=`eps`, rows=`tokens`, plus the bias `bias` (nullable) in fp32, one rounding to bf16, "
+        "eps inside the root, weight multiplied in fp32"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_GENERAL": 1,
+                                 "KT_EXPERT_BIAS": 1, "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args[-3:] == ["(const __nv_bfloat16*)(residual_in)", "(const __nv_bfloat16*)(bias)", "0.f"]
+
+
+def test_no_add_layer_norm_for_a_fused_add_rms_norm(lib):
+    """vLLM-style fused add + RMSNorm kernels name their sum of squares `variance` and divide it by the row length:
+    no mean is subtracted, so no LayerNorm add form (and the fused-add bindings are the row families' as before)."""
+    for name in ("fused_add_rms_norm_cub_fp16", "fused_add_rmsnorm_warp_gridstride_fp16"):
+        path = ROOT / "bench" / "corpus" / "fused_add_rms_norm" / f"{name}.cu"
+        cf = parse_cuda(path.read_text(), str(path))
+        k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+        bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+        assert has(bs, "fused_add_rms_norm") and not has(bs, "layer_norm"), (name, words_of(bs))
+        assert not any(b.conventions.get("KT_EXPERT_BIAS") for b in bs)
+
+
 def test_layer_norm_bias_before_weight(lib):
     cf, k, spec = case("layer_norm_beta_first")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -1445,6 +1580,15 @@ def test_every_static_fp8_gated_binding_compiles(lib):
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
     _compile_every_binding(lib, *_fp8_style((("expf(-g)", "__expf(-g)"), ("__NV_E4M3", "__NV_E5M2"),
                                              ("1.0f / qscale", "1.0f / *qscale")) + _SCALE_POINTER))
+
+
+@pytest.mark.nvcc
+def test_every_add_bias_residual_norm_binding_of_the_corpus_variants_compiles(lib):
+    """The held-out add-then-normalize variants' bindings compile for sm_90: lmdeploy's BiasResidualRMSNorm (the
+    fused-add form with a bias and an inverse count) and FasterTransformer's add-bias-residual LayerNorm (the
+    layer_norm add form); the style kernels' with the other style kernels."""
+    _compile_every_binding(lib, *_variant(BIAS_RMS_VARIANT, "BiasResidualRMSNormKernel"))
+    _compile_every_binding(lib, *_variant(BIAS_LN_VARIANT, "generalAddBiasResidualLayerNorm"))
 
 
 @pytest.mark.nvcc

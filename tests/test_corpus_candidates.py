@@ -26,10 +26,6 @@ KNOWN_GAPS: dict[str, str] = {
         "no gated binding; the computed block is not lifted either",
     "rms_norm/rms_norm_dynamic_per_token_fp8_quant_bf16.cu": "normalized row quantized to fp8 with a per-token scale "
         "from its absmax (bounded by a nullable scale_ub) and written as a second output: no dynamic-quant norm form",
-    "fused_add_rms_norm/bias_residual_rms_norm_array_vec_fp16.cu": "residual += hidden + bias (a third input), the "
-        "normed row written over hidden_states, mean as sum * inv_dims (a 1 / dims argument): only rotary bindings",
-    "layer_norm/add_bias_residual_pre_layer_norm_bf16.cu": "LayerNorm of a residual sum (output += input + bias in "
-        "place, norm to a separate norm_output), eps a literal in the kernel: no add-then-LayerNorm form",
     "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
         "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     "group_quant/mxfp8_e8m0_floor_lane_per_element_bf16.cu": "MX groups of 32 with E8M0 scales 2^(floor(log2 amax) "

@@ -43,6 +43,8 @@ smem = "0"
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (general form only; 0: the residual read and the sum stored back in it; 1: the residual read from residual_in (its own buffer, the last argument, no weight offset) and the sum stored to residual (TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 // kt:bind KT_EXPERT_QUANT = 0  (general form only, no weight offset or residual_in; 0: out holds the normalized row; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
+// kt:bind KT_EXPERT_BIAS = 0  (general form only, no weight offset or quant (residual_in allowed: it comes before `bias`); 0: x + residual; 1: plus a bias [hidden] of x's type (the argument `bias` after hidden; null adds nothing), added in fp32 with the one rounding to R: (x + residual) + bias (FasterTransformer / TensorRT-LLM add-bias-residual); 2: each add rounded to R: R(R(x + residual) + bias) (lmdeploy's 16-bit Array adds))
+// kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
@@ -87,6 +89,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #elif KT_EXPERT_QUANT  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden, const float* __restrict__ scale) {
+#elif KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT  // kt:bind
+                                                        const W* __restrict__ w, O* out, float eps, int rows,
+                                                        int hidden, const T* __restrict__ bias, float inv_count) {
 #else  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden) {
@@ -111,16 +116,37 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #else  // kt:bind
     rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
 #endif  // kt:bind
+#if KT_EXPERT_BIAS  // kt:bind
+    float b[KT_VEC];  // the bias, indexed by column as the weight is (null: nothing added)
+    if (bias != nullptr) {
+      rows_weight_item<0, KT_VEC, IT, P>(bias, hidden, i, b, lead);
+    } else {
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) b[j] = 0.f;
+    }
+#endif  // kt:bind
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_BIAS == 1  // kt:bind
+      const float z = round_t<R>(v[i][j] + r[j] + b[j]);
+#elif KT_EXPERT_BIAS == 2  // kt:bind
+      const float z = round_t<R>(round_t<R>(v[i][j] + r[j]) + b[j]);
+#else  // kt:bind
       const float z = round_t<R>(v[i][j] + r[j]);
+#endif  // kt:bind
       v[i][j] = z;
       ss += z * z;
     }
   }
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
   ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
+#if KT_EXPERT_INV_COUNT  // kt:bind
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(ss * inv_count) + eps);
+#else  // kt:bind
+  const float inv = rsqrtf(ss * inv_count + eps);
+#endif  // kt:bind
+#elif KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
 #else  // kt:bind
   const float inv = rsqrtf(ss / (float)hidden + eps);
@@ -162,7 +188,10 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 }
 
 template <typename T, typename R, typename W, typename O>
-#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const R* residual_in, const T* bias, float inv_count) {
+#elif KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, const R* residual_in) {
 #elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
@@ -171,16 +200,33 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
 #elif KT_EXPERT_QUANT  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, const float* scale) {
+#elif KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const T* bias, float inv_count) {
 #else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
 #endif  // kt:bind
-#if KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, bias) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual, residual_in) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, residual_in, w, out, eps, rows, hidden, bias,
+                                                              inv_count)));
+#elif KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
                    vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual, residual_in) && vec_ok<O, KT_VEC>(0, out)),
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, residual_in, w, out, eps, rows, hidden)));
+#elif KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, bias) && vec_ok<R, KT_VEC>(hidden, residual) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, bias,
+                                                              inv_count)));
 #else  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual) && vec_ok<W, KT_VEC>(hidden, w) &&

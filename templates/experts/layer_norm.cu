@@ -47,6 +47,9 @@ smem = "0"
 // kt:bind KT_EXPERT_STATS = 0  (1: also writes each row's mean and 1 / sqrt(var + eps) (fp32), as training kernels do)
 // kt:bind KT_EXPERT_AFFINE = 1  (1: times gamma plus beta; 0: neither (llama.cpp's norm: gamma and beta are not read); 2: times gamma, no beta (OLMo / StableLM bias=False: beta is not read))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (0: out of x's type; 1: of a type of its own, O (fp32 activations in, bf16 out))
+// kt:bind KT_EXPERT_RESIDUAL = 0  (no statistics outputs; 0: x normalized as read; 1: the add form: z = x + residual (+ bias, KT_EXPERT_BIAS) rounded to x's type T, stored back in `residual` (of type T, the argument after hidden), the LayerNorm of z written to out (out may be x: normalized in place; FasterTransformer / TensorRT-LLM add-bias-residual LayerNorm); 2: as 1, but the mean from the unrounded fp32 sums (accumulated before the store rounds them, as FasterTransformer's first pass does), the variance and the normalized row from the rounded z)
+// kt:bind KT_EXPERT_RESIDUAL_IN = 0  (with KT_EXPERT_RESIDUAL only; 0: the residual read and the sum stored back in it; 1: the residual read from `residual_in` (of type T, the argument after `bias`) and the sum stored to `residual` unless it is null (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out))
+// kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_RESIDUAL only; 0: no bias (the call passes a null `bias`); 1: a bias [hidden] of type T (the argument after `residual`; null adds nothing) added in fp32 with the one rounding: (x + residual) + bias; 2: each add rounded to T: T(T(x + residual) + bias))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -118,7 +121,15 @@ template <int IT, int P, typename T, typename W>
 __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __restrict__ x,
 #endif  // kt:bind
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+                                           int rows, int hidden, T* __restrict__ residual,
+                                           const T* __restrict__ bias, const T* __restrict__ residual_in) {
+#elif KT_EXPERT_RESIDUAL  // kt:bind
+                                           int rows, int hidden, T* __restrict__ residual,
+                                           const T* __restrict__ bias) {
+#else  // kt:bind
                                            int rows, int hidden) {
+#endif  // kt:bind
 #endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
@@ -126,6 +137,49 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+#if KT_EXPERT_RESIDUAL == 2  // kt:bind
+  float su = 0.f;  // the sums before they are rounded: the mean's
+#endif  // kt:bind
+#if KT_EXPERT_RESIDUAL  // kt:bind
+  // the add form: z = x + residual (+ bias) rounded to T, stored in the residual, then normalized
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float r[KT_VEC];
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+    rows_load_item<0, KT_VEC, IT, P>(residual_in + off, hidden, i, r, lead);
+#else  // kt:bind
+    rows_load_item<0, KT_VEC, IT, P>(residual + off, hidden, i, r, lead);
+#endif  // kt:bind
+#if KT_EXPERT_BIAS  // kt:bind
+    float b[KT_VEC];  // indexed by column as gamma is (null: nothing added)
+    if (bias != nullptr) {
+      rows_weight_item<0, KT_VEC, IT, P>(bias, hidden, i, b, lead);
+    } else {
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) b[j] = 0.f;
+    }
+#endif  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_BIAS == 1  // kt:bind
+      const float u = v[i][j] + r[j] + b[j];
+#elif KT_EXPERT_BIAS == 2  // kt:bind
+      const float u = round_t<T>(v[i][j] + r[j]) + b[j];
+#else  // kt:bind
+      const float u = v[i][j] + r[j];
+#endif  // kt:bind
+#if KT_EXPERT_RESIDUAL == 2  // kt:bind
+      su += u;
+#endif  // kt:bind
+      v[i][j] = round_t<T>(u);
+    }
+  }
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+  if (active && residual != nullptr) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
+#else  // kt:bind
+  if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);
+#endif  // kt:bind
+#endif  // kt:bind
   Vec<W, KT_VEC> gr[KT_WLOAD ? IT : 1], br[KT_WLOAD ? IT : 1];  // gamma and beta, in flight while the row is reduced
 #if KT_EXPERT_AFFINE == 2  // kt:bind
   if constexpr (KT_WLOAD != 0) row_load_raw<KT_VEC, IT, P>(gamma, hidden, gr, lead);
@@ -135,11 +189,15 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     row_load_raw<KT_VEC, IT, P>(beta, hidden, br, lead);
   }
 #endif  // kt:bind
+#if KT_EXPERT_RESIDUAL == 2  // kt:bind
+  const float s = su;
+#else  // kt:bind
   float s = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) s += v[i][j];
+#endif  // kt:bind
   const float mean = row_reduce<0, KT_ROWS, 0>(s, Sum(), 0.f) / (float)hidden;
   float q = 0.f;
 #pragma unroll
@@ -204,6 +262,31 @@ __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, c
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out)),
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+}
+#elif KT_EXPERT_RESIDUAL  // kt:bind
+// the add form: out = LayerNorm(z), z = x + residual (+ bias) rounded to T and stored back in residual; out may be x
+// (normalized in place: the row is in registers before out is written).
+#if KT_EXPERT_OUT_TYPE  // kt:bind
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+#else  // kt:bind
+template <typename T, typename W>
+__device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+#endif  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN  // kt:bind
+                                           int hidden, T* residual, const T* bias, const T* residual_in) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, residual, bias) && vec_ok<T, KT_VEC>(hidden, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, gamma, beta)),
+                  (vec_ok<T, KT_VEC>(0, x, out, residual, residual_in)),
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, residual, bias, residual_in)));
+#else  // kt:bind
+                                           int hidden, T* residual, const T* bias) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, residual, bias) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
+                  (vec_ok<T, KT_VEC>(0, x, out, residual)),
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, residual, bias)));
+#endif  // kt:bind
 }
 #else  // kt:bind
 #if KT_EXPERT_OUT_TYPE  // kt:bind
