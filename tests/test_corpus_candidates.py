@@ -34,8 +34,6 @@ KNOWN_GAPS: dict[str, str] = {
         "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     "merge_attn_states/flash_decode_stage2_seqlen_splits_fp16.cu": "N-way merge whose state count differs per row "
         "(ceil(B_Seqlen[b] / 256) from an int32 buffer) over [batch, heads, splits, dim], no merged lse",
-    "group_quant/mxfp8_e8m0_floor_lane_per_element_bf16.cu": "MX groups of 32 with E8M0 scales 2^(floor(log2 amax) "
-        "- 8) stored as biased exponent bytes (FLOOR rule, saturating), one element per lane: no such scale form",
 }
 
 

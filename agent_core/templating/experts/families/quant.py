@@ -49,7 +49,10 @@ LAUNCH_WORDS = ("groups=the launch's (no group-count argument: cdiv(groups, ROWS
 # the power-of-two scales the symmetric words name apart (1 and 2 keep the words they had)
 POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor from the exponent field, the biased "
                  "exponent clamped to [0, 254]",
-              4: "MX scales 2^(floorf(log2f(absmax)) - emax of qmax), the biased exponent clamped to [0, 254]"}
+              4: "MX scales 2^(floorf(log2f(absmax)) - emax of qmax), the biased exponent clamped to [0, 254]",
+              # exponent bytes of scales rounded up (only these name the two apart)
+              11: "scales rounded up to powers of two (exp2f(ceilf(log2f)))",
+              12: "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"}
 RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
@@ -332,7 +335,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
-            [POW2_WORDS.get(pow2, "scales rounded up to powers of two (UE8M0)")] if pow2 else []) + (
+            [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, "scales rounded up to powers of two (UE8M0)"))]
+            if pow2 else []) + (
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
