@@ -46,6 +46,7 @@ ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "r
 # a kernel with no count of its groups at all (no size argument): the expert's launch carries it
 LAUNCH_WORDS = ("groups=the launch's (no group-count argument: cdiv(groups, ROWS) blocks, the last block's groups in "
                 "its dynamic shared memory size)")
+UE8M0_WORDS = "scales rounded up to powers of two (UE8M0)"
 # the power-of-two scales the symmetric words name apart (1 and 2 keep the words they had)
 POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor from the exponent field, the biased "
                  "exponent clamped to [0, 254]",
@@ -335,8 +336,7 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
-            [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, "scales rounded up to powers of two (UE8M0)"))]
-            if pow2 else []) + (
+            [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, UE8M0_WORDS))] if pow2 else []) + (
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
