@@ -192,6 +192,28 @@ def _numerics(ev: Evidence, q):
     return qmin, qmax, eps_c, Q, kind, rounds, recips
 
 
+def _group_count(ev: Evidence, e, b: Binding, x, gs: SizeExpr, gs_v: tuple | None, rows_xs: list, totals: list,
+                 total: str | None, free: bool = True) -> tuple[str, str, bool, bool]:
+    """The group count a binding passes, symmetric or asymmetric: (C, words, from the grid, from the launch). An int
+    argument that holds it, else the input's elements over the group size (any block shape stays free), else (only
+    where ``free``: row-major scales) the grid over a token's groups (KT_EXPERT_GROUPS_FROM_GRID: ROWS at most those)
+    or the launch (KT_EXPERT_GROUPS_FROM_LAUNCH: any ROWS), else the grid itself with one group a block. Sets the
+    binding's fixed ROWS where the count bounds them."""
+    if rows_xs:
+        return rows_xs[0].c, f"groups={rows_xs[0].words}", False, False
+    if totals:
+        return f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}", False, False
+    if free and "KT_EXPERT_GROUPS_FROM_GRID" in e.conventions and \
+            (per := _groups_per_token(ev, x, gs_v, gs)) is not None:
+        # no count of all the groups, but one of a token's: the expert reads the count back from its grid
+        b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
+        return per[0], f"groups=the grid, {per[1]} a token", True, False
+    if free and "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
+        return "0", LAUNCH_WORDS, False, True  # the count comes back from the launch: any ROWS
+    b.fixed["ROWS"] = [1]
+    return "(int)gridDim.x", "groups=the grid (no group-count argument)", False, False
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
     asym = _asym_bindings(ev, e) if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
@@ -295,22 +317,9 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
         if pad is not None:
             rows, rows_words = groups.c, f"groups={groups.words}"
-        elif rows_xs:
-            rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
-        elif totals:  # the elements over the group size: any block shape stays free
-            rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
-        elif tokens is None and "KT_EXPERT_GROUPS_FROM_GRID" in e.conventions and \
-                (per := _groups_per_token(ev, x, div(x.counts, sc[0].counts), gs)) is not None:
-            # no count of all the groups, but one of a token's: the expert reads the count back from its grid
-            rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
-            from_grid = True
-            b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
-        elif tokens is None and pad is None and "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
-            rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
-            from_launch = True
         else:
-            rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
-            b.fixed["ROWS"] = [1]
+            rows, rows_words, from_grid, from_launch = _group_count(
+                ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
         b.template_args = [CTYPE[x.dtype], Q]
         b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
                        gs.c, rows, eps,
@@ -541,21 +550,7 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
                         f"reductions), {'x - min' if mode == 1 else 'a rounded zero point of the minimum'}, {store}, "
                         f"{kind} output → asymmetric per-token-group quantization", ev.kernel.name)
             b.sizes = {"group_size": gs.spec, "rows": groups_spec}
-            from_grid = from_launch = False
-            if rows_xs:
-                rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
-            elif totals:
-                rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
-            elif (per := _groups_per_token(ev, x, gs_v, gs)) is not None:
-                rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
-                from_grid = True
-                b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
-            elif "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
-                rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
-                from_launch = True
-            else:
-                rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
-                b.fixed["ROWS"] = [1]
+            rows, rows_words, from_grid, from_launch = _group_count(ev, e, b, x, gs, gs_v, rows_xs, totals, total)
             b.template_args = [CTYPE[x.dtype], Q] + ([CTYPE[zr.dtype]] if zr is not None else [])
             b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q.name})", f"(float*)({sc.name})"] + (
                 [f"({CTYPE[zr.dtype]}*)({zr.name})"] if zr is not None else []) + [
