@@ -1388,6 +1388,79 @@ def test_quant_factor_only_where_the_body_divides_so(lib, name):
     assert not any("eps=`m`" in b.describe() for b in bs)
 
 
+MX_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "mxfp8_e8m0_floor_lane_per_element_bf16.cu"
+
+
+def test_quant_mx_floor_exponent_bytes_of_the_corpus_variant(lib):
+    """OCP MXFP8 as torchao's to_mx FLOOR mode (the held-out variant): groups of 32, floor(log2(amax)) from the
+    exponent field less 8 (e4m3's emax, from qmax), the biased exponent clamped to [0, 254] (0 for an all-zero
+    group) stored as a uint8 byte beside the fp8 bytes: KT_EXPERT_SCALE_POW2 3 with KT_EXPERT_SCALE_BYTES 1 first,
+    no eps; the log2f floor (4) after it; nothing rounded up and no fp32 scale."""
+    cf = parse_cuda(MX_VARIANT.read_text(), str(MX_VARIANT))
+    k = "mxfp8_quantize_kernel"
+    bs = X.candidates(cf, k, S.find_spec(cf, k), lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 3, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_BYTES": 1}, words_of(bs)
+    assert bs[0].call_args == ["(const __nv_bfloat16*)(x)", "(uint8_t*)(q)", "(float*)(scales)", "32",
+                               "(int)(num_blocks)", "0.f", "kt::QuantOut<uint8_t>::qmin",
+                               "kt::QuantOut<uint8_t>::qmax"]
+    assert {b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs} == {3, 4}
+    assert all(b.conventions.get("KT_EXPERT_SCALE_BYTES") == 1 and b.call_args[5] == "0.f" for b in bs)
+    t = X.bind(bs[0], cf, spec=S.find_spec(cf, k))
+    assert "min(max((int)((__float_as_uint(m) >> 23) & 0xffu) - 127 - kt_emax + 127, 0), 254)" in t.text
+    assert "exp2f((float)(kt_biased - 127))" in t.text
+    assert "reinterpret_cast<unsigned char*>(scales)[g] = (unsigned char)((__float_as_uint(scale) >> 23) & 0xffu)" \
+        in t.text
+    assert "kt:bind" not in t.text and "scales[g] = scale;" not in t.text
+    t4 = X.bind(next(b for b in bs if b.conventions["KT_EXPERT_SCALE_POW2"] == 4), cf, S.find_spec(cf, k))
+    assert "m > 0.f ? min(max((int)floorf(log2f(m)) - kt_emax + 127, 0), 254) : 0" in t4.text
+
+
+def test_quant_mx_floor_log2f_float_scales_half_lanes(lib):
+    """The MX floor in another style: fp16, 16 lanes a group of 32, floorf(log2f(amax)) - 8 clamped to [-127, 127]
+    and made by exp2f, fp32 scales, the count and the scales first: KT_EXPERT_SCALE_POW2 4 first, fp32 scales."""
+    cf, k, spec = case("quant_mx_floor_log2f_half_lanes16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 4, "KT_EXPERT_SCALE_COLUMNS": 0}
+    assert bs[0].call_args[:6] == ["(const __half*)(in)", "(uint8_t*)(out)", "(float*)(sf)", "32",
+                                   "(int)(n_groups)", "0.f"], bs[0].call_args
+    assert not any(b.conventions["KT_EXPERT_SCALE_POW2"] in (0, 1, 2) for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert "floorf(log2f(m))" in t.text and "if (threadIdx.x == 0) scales[g] = scale;" in t.text
+
+
+def test_quant_ue8m0_ceil_exponent_bytes_on_the_bits(lib):
+    """UE8M0 scales rounded up on the bits (DeepGEMM's fast_log2_ceil) and stored as uint8 exponent bytes, fp32
+    input, a warp per group of 128, the bytes before the values: KT_EXPERT_SCALE_BYTES 1 with KT_EXPERT_SCALE_POW2 2
+    first (the mantissa test), multiplied by 1 / scale first; no floor (the body rounds up)."""
+    cf, k, spec = case("quant_ue8m0_ceil_bytes_warp_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 2, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_BYTES": 1}, words_of(bs)
+    assert bs[0].call_args[1:3] == ["(uint8_t*)(y)", "(float*)(s)"] and bs[0].call_args[5] == "(float)(1e-4f)"
+    assert {b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs} == {1, 2}
+    t = X.bind(bs[0], cf, spec)
+    assert "(kt_bits & 0x7fffffu) != 0u ? 1u : 0u" in t.text and "reinterpret_cast<unsigned char*>(scales)[g]" in t.text
+
+
+def test_quant_floor_only_where_the_body_says_so(lib):
+    """Kernels that round up (ceilf, the mantissa test) or show no floor get no MX floor binding; an int8 output
+    none either (MX floors here are fp8's)."""
+    for name in ("quant_fp8_pow2_scales_by_column", "quant_fp8_bytes", "quant_ue8m0_words_warp_f16",
+                 "quant_ue8m0_ceil_bytes_warp_f32"):
+        cf, k, spec = case(name)
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert bs and not any(b.conventions.get("KT_EXPERT_SCALE_POW2", 0) > 2 for b in bs), (name, words_of(bs))
+    path = STYLES / "quant_mx_floor_log2f_half_lanes16.cu"
+    src = path.read_text().replace("floorf(log2f(amax))", "ceilf(log2f(amax))")
+    cf = parse_cuda(src, str(path))
+    k = cf.kernels[0]
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert not any(b.conventions.get("KT_EXPERT_SCALE_POW2", 0) > 2 for b in bs), words_of(bs)
+
+
 def test_quant_scales_in_order_stay_first_without_column_evidence(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -1620,6 +1693,14 @@ def test_every_asymmetric_quant_binding_of_the_corpus_variant_compiles(lib):
     them) compile for sm_90."""
     cf = parse_cuda(ASYM_VARIANT.read_text(), str(ASYM_VARIANT))
     _compile_every_binding(lib, cf, cf.kernels[0], S.find_spec(cf, cf.kernels[0].name))
+
+@pytest.mark.nvcc
+def test_every_mx_floor_quant_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out MXFP8 FLOOR variant's bindings (exponent bytes, both floors) compile for sm_90 (the style
+    kernels' with the other style kernels)."""
+    cf = parse_cuda(MX_VARIANT.read_text(), str(MX_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernel("mxfp8_quantize_kernel"), S.find_spec(cf, "mxfp8_quantize_kernel"))
+
 
 def _compile_every_binding(lib, cf, k, spec):
     from agent_core.measure.compiler import compile_many

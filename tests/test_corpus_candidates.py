@@ -28,8 +28,6 @@ KNOWN_GAPS: dict[str, str] = {
         "from its absmax (bounded by a nullable scale_ub) and written as a second output: no dynamic-quant norm form",
     "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
         "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
-    "group_quant/mxfp8_e8m0_floor_lane_per_element_bf16.cu": "MX groups of 32 with E8M0 scales 2^(floor(log2 amax) "
-        "- 8) stored as biased exponent bytes (FLOOR rule, saturating), one element per lane: no such scale form",
 }
 
 

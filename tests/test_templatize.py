@@ -190,6 +190,22 @@ def test_a_warp_count_macro_follows_the_block_as_block_over_32():
     assert "#define THREADS 96\n#define NWARPS 3\n" in new and 'block = "96"' in new
 
 
+def test_a_named_32_the_kernel_splits_its_threads_by_is_the_warp_size():
+    """``kThreads = kBlockSize * kBlocksPerCta`` in a namespace, kBlockSize = 32 elements of an MX block, one a lane:
+    not named as a warp size, but the kernel splits threadIdx.x by it (``threadIdx.x / kBlockSize``), so the other
+    factor is the warp count; the grid over it follows. A named 32 the kernel never splits its threads by is not."""
+    path = ROOT / "bench" / "corpus" / "group_quant" / "mxfp8_e8m0_floor_lane_per_element_bf16.cu"
+    t = load(str(path.relative_to(ROOT)), "mxfp8_quantize_kernel")
+    assert t.space.params["K_BLOCKS_PER_CTA"].values == [1, 2, 4, 8, 16, 32]
+    assert t.launch == {"grid": ["cdiv(tokens * hidden / 32, K_BLOCKS_PER_CTA)"], "block": ["K_BLOCKS_PER_CTA * 32"],
+                        "smem": "0"}
+    assert "constexpr int kBlocksPerCta = KT_K_BLOCKS_PER_CTA;" in t.text
+    src = path.read_text().replace("threadIdx.x / kBlockSize", "(threadIdx.x >> 5)").replace(
+        "threadIdx.x % kBlockSize", "(threadIdx.x & 31)")
+    with pytest.raises(KerntuneError):
+        inline(src, "mxfp8_quantize_kernel")
+
+
 def test_a_hand_unrolled_reduction_fixes_the_block_and_says_why():
     path = CU / "unrolled_reduce.cu"
     cf = parse_cuda(path.read_text(), str(path))

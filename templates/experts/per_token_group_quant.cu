@@ -36,11 +36,12 @@ block = ["LANES", "ROWS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; with KT_EXPERT_SCALE_POW2 0 only)
-// kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set)
+// kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set; OCP MX scales, the power of two below absmax over the largest of the type (torchao to_mx FLOOR, Transformer Engine / TensorRT-LLM MXFP8 casts): biased exponent e = floor(log2(absmax)) - emax + 127 (emax = floor(log2(qmax)), 8 for e4m3) clamped to [0, 254], 0 for absmax 0 (eps 0), scale = exp2f(e - 127) (the byte 0 is 2^-127); 3: floor(log2(absmax)) exact, read from the exponent field (or ilogbf / frexpf: the same bytes, absmax below 2^-119 giving 0 either way); 4: floorf(log2f(absmax)), log2f's rounding kept)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
 // kt:bind KT_EXPERT_GROUPS_FROM_LAUNCH = 0  (row-major scales, fp32 or asymmetric; 0: rows is the group count; 1: the kernel has no count at all (no size argument, one block per group: a port of a framework's reference): launched with cdiv(groups, ROWS) blocks and the last block's groups (1 to ROWS) as its dynamic shared memory size in bytes, memory it never uses; the count comes back exactly, (gridDim.x - 1) * ROWS + %dynamic_smem_size, and rows is not read)
 // kt:bind-smem KT_EXPERT_GROUPS_FROM_LAUNCH = ["rows - (cdiv(rows, ROWS) - 1) * ROWS"]
 // kt:bind KT_EXPERT_SCALE_COLUMNS = 0  (0: scales[group] (row-major); 1: column-major, [groups per token, tokens]: the scale of a token's column-th group at column * tokens + token; 2: column-major with columns of `stride` >= tokens (the token count padded, DeepGEMM's TMA-aligned scales): at column * stride + token)
+// kt:bind KT_EXPERT_SCALE_BYTES = 0  (row-major scales of power-of-two scales (KT_EXPERT_SCALE_POW2 1 to 4); 0: fp32 scales; 1: each scale stored as its biased exponent byte (E8M0 / UE8M0 uint8 scales [groups]: the exponent field of the float scale, 0 for 2^-127), the byte buffer passed as the scales pointer)
 // kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
@@ -239,7 +240,18 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = warp_reduce<KT_LANES>(m, Max());
   m = fmaxf(m, eps);
-#if KT_EXPERT_SCALE_POW2 == 2  // kt:bind
+#if KT_EXPERT_SCALE_POW2 == 3  // kt:bind
+  // floor(log2(absmax)) from the exponent field (absmax 0: the field 0), less emax of qmax; the biased exponent
+  // clamped to [0, 254]
+  const int kt_emax = (int)((__float_as_uint(qmax) >> 23) & 0xffu) - 127;
+  const int kt_biased = min(max((int)((__float_as_uint(m) >> 23) & 0xffu) - 127 - kt_emax + 127, 0), 254);
+  const float scale = exp2f((float)(kt_biased - 127));  // a power of two: 1 / scale is exact
+#elif KT_EXPERT_SCALE_POW2 == 4  // kt:bind
+  // floorf(log2f(absmax)) less emax of qmax; the biased exponent clamped to [0, 254], 0 for absmax 0
+  const int kt_emax = (int)((__float_as_uint(qmax) >> 23) & 0xffu) - 127;
+  const int kt_biased = m > 0.f ? min(max((int)floorf(log2f(m)) - kt_emax + 127, 0), 254) : 0;
+  const float scale = exp2f((float)(kt_biased - 127));  // a power of two: 1 / scale is exact
+#elif KT_EXPERT_SCALE_POW2 == 2  // kt:bind
   const unsigned kt_bits = __float_as_uint(m / qmax);  // the exponent field, plus one when a mantissa bit is set
   const float scale = __uint_as_float((((kt_bits >> 23) & 0xffu) + ((kt_bits & 0x7fffffu) != 0u ? 1u : 0u)) << 23);
 #elif KT_EXPERT_SCALE_POW2  // kt:bind
@@ -279,6 +291,10 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
     const int per_token = rows / tokens;
     scales[(long long)(g % per_token) * tokens + g / per_token] = scale;
   }
+#elif KT_EXPERT_SCALE_BYTES  // kt:bind
+  // the biased exponent byte of the power-of-two scale (the byte buffer came as the scales pointer)
+  if (threadIdx.x == 0)
+    reinterpret_cast<unsigned char*>(scales)[g] = (unsigned char)((__float_as_uint(scale) >> 23) & 0xffu);
 #else  // kt:bind
   if (threadIdx.x == 0) scales[g] = scale;
 #endif  // kt:bind

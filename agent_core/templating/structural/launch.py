@@ -210,6 +210,15 @@ def _factor_names(a: Analysis, r: Resolver, x, depth: int = 0) -> tuple[str, str
     return None
 
 
+def _splits_threads(a: Analysis, name: str) -> bool:
+    """Whether the kernel splits threadIdx.x by the constant ``name`` (``threadIdx.x % kBlockSize``, ``threadIdx.x /
+    kGroup``, ``threadIdx.x & (N - 1)``): a 32 it divides its threads by is the warp's lanes, whatever it is called
+    (an MX block of 32 elements, one a lane)."""
+    n = re.escape(name.split("::")[-1])
+    return re.search(rf"threadIdx\.x\s*(?:%|/)\s*(?:\w+::)*{n}\b|threadIdx\.x\s*&\s*\(\s*(?:\w+::)*{n}\s*-\s*1\s*\)",
+                     a.body_text) is not None
+
+
 def warps_per_block(a: Analysis, r: Resolver, x, site: LaunchSite) -> bool:
     """A 1-D block written as a warp count times the warp size (``<<<g, WARPS_PER_BLOCK * kWarpSize>>>``, through
     a constant or macro of the product): the warp count, a named constant the kernel and the grid read by name,
@@ -227,6 +236,8 @@ def warps_per_block(a: Analysis, r: Resolver, x, site: LaunchSite) -> bool:
             return False
         res.append((nm, src.value, src))
     warp_size = [v == 32 and (src is None or bool(_WARP_SIZE_NAME.search(nm))) for nm, v, src in res]
+    if not any(warp_size):  # a named 32 of another name that the kernel splits its threads by: a warp's lanes
+        warp_size = [v == 32 and src is not None and _splits_threads(a, nm) for nm, v, src in res]
     if warp_size[1]:
         (wn, _, w), ws = res[0], res[1][0]
     elif warp_size[0]:

@@ -46,6 +46,14 @@ ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "r
 # a kernel with no count of its groups at all (no size argument): the expert's launch carries it
 LAUNCH_WORDS = ("groups=the launch's (no group-count argument: cdiv(groups, ROWS) blocks, the last block's groups in "
                 "its dynamic shared memory size)")
+UE8M0_WORDS = "scales rounded up to powers of two (UE8M0)"
+# the power-of-two scales the symmetric words name apart (1 and 2 keep the words they had)
+POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor from the exponent field, the biased "
+                 "exponent clamped to [0, 254]",
+              4: "MX scales 2^(floorf(log2f(absmax)) - emax of qmax), the biased exponent clamped to [0, 254]",
+              # exponent bytes of scales rounded up (only these name the two apart)
+              11: "scales rounded up to powers of two (exp2f(ceilf(log2f)))",
+              12: "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"}
 RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
@@ -184,16 +192,69 @@ def _numerics(ev: Evidence, q):
     return qmin, qmax, eps_c, Q, kind, rounds, recips
 
 
+def _group_count(ev: Evidence, e, b: Binding, x, gs: SizeExpr, gs_v: tuple | None, rows_xs: list, totals: list,
+                 total: str | None, free: bool = True) -> tuple[str, str, bool, bool]:
+    """The group count a binding passes, symmetric or asymmetric: (C, words, from the grid, from the launch). An int
+    argument that holds it, else the input's elements over the group size (any block shape stays free), else (only
+    where ``free``: row-major scales) the grid over a token's groups (KT_EXPERT_GROUPS_FROM_GRID: ROWS at most those)
+    or the launch (KT_EXPERT_GROUPS_FROM_LAUNCH: any ROWS), else the grid itself with one group a block. Sets the
+    binding's fixed ROWS where the count bounds them."""
+    if rows_xs:
+        return rows_xs[0].c, f"groups={rows_xs[0].words}", False, False
+    if totals:
+        return f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}", False, False
+    if free and "KT_EXPERT_GROUPS_FROM_GRID" in e.conventions and \
+            (per := _groups_per_token(ev, x, gs_v, gs)) is not None:
+        # no count of all the groups, but one of a token's: the expert reads the count back from its grid
+        b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
+        return per[0], f"groups=the grid, {per[1]} a token", True, False
+    if free and "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
+        return "0", LAUNCH_WORDS, False, True  # the count comes back from the launch: any ROWS
+    b.fixed["ROWS"] = [1]
+    return "(int)gridDim.x", "groups=the grid (no group-count argument)", False, False
+
+
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
     asym = _asym_bindings(ev, e) if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
     return asym + _symmetric_bindings(ev, e)
 
 
+def _floor_pow2(ev: Evidence) -> list[int]:
+    """OCP MX scales (KT_EXPERT_SCALE_POW2 3 and 4): the body takes floor(log2) of the group's maximum and makes a
+    power of two of it, never rounding up: floorf with log2f (4 first), or ilogbf / frexpf / the exponent field of a
+    float's bits (a shift by 23 of its bits: 3 first), with a power of two made by exp2f / ldexpf or by bits shifted
+    back by 23 or stored as a byte. None where the body rounds up (ceilf, a mantissa mask: UE8M0's ceil, DeepGEMM's
+    fast_log2_ceil) or divides by the type's largest value before the logarithm (absmax / 448)."""
+    if ev.has("ceilf", "ceil") or ev.mentions(r"(?i)0x0*7fffff\b|8388607|\(1u?<<23\)-1"):
+        return []
+    logf = ev.has("floorf", "floor") and ev.has("log2f", "log2")
+    bits = ev.has("ilogbf", "ilogb", "frexpf", "frexp") or (
+        ev.mentions(r">>\(?23\b") and (ev.has("__float_as_uint", "__float_as_int") or
+                                       ev.mentions(r"reinterpret_cast<(const)?u?int(32_t)?\*>")))
+    if not (ev.has("exp2f", "exp2", "ldexpf", "ldexp") or ev.mentions(r"<<\(?23\b")):
+        return []
+    return [4, 3] if logf else [3, 4] if bits else []
+
+
+def _byte_scales(ev: Evidence, e, x, outs) -> tuple[list, list] | None:
+    """(q, scales) where the kernel has two byte outputs: the quantized values (the input's count) and one uint8
+    buffer of fewer elements, the biased exponent bytes of power-of-two scales (E8M0 / UE8M0, KT_EXPERT_SCALE_BYTES);
+    None otherwise."""
+    if e is None or "KT_EXPERT_SCALE_BYTES" not in e.conventions or len(outs) != 2 or not x.counts:
+        return None
+    full = [a for a in outs if a.counts == x.counts]
+    rest = [a for a in outs if a.dtype == "u8" and a.counts and a.counts != x.counts]
+    return (full, rest) if len(full) == 1 and len(rest) == 1 else None
+
+
 def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     ins = ev.bufs("in", FLOATS)
     q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
     sc = ev.bufs("out", ("f32",))
+    byte_scales = False
+    if not sc and len(ins) == 1 and (split := _byte_scales(ev, e, ins[0], q)) is not None:
+        (q, sc), byte_scales = split, True
     if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3:
         return []
     x = ins[0]
@@ -205,7 +266,7 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         return []
     gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
         ev.sizes(div(x.counts, sc[0].counts))
-    padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions else []
+    padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions and not byte_scales else []
     if not gs_all and not padded:
         return []
     qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q)
@@ -214,7 +275,18 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     factor = _factor(ev, qmax, Q)
     recips = [2] + recips if factor else recips
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
-    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all else []
+    # OCP MX floor scales where the body says so (fp8 only), with no eps but 0 (an all-zero group: the byte 0) first;
+    # exponent bytes hold a power of two only: rounded up (on the bits first where the body reads a float's bits)
+    floors = _floor_pow2(ev) if Q == "uint8_t" else []
+    if floors:
+        pow2s = floors
+        eps_c = [("0.f", "no eps (an all-zero group: the biased exponent 0)")] + \
+            [c for c in eps_c if not c[1].endswith("(assumed)")][:2]
+    elif byte_scales:
+        bits = ev.has("__uint_as_float", "__int_as_float", "__float_as_uint", "__float_as_int") or \
+            ev.mentions(r"(?i)0x0*7fffff\b|8388607")
+        pow2s = [2, 1] if bits else [1, 2]
+    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
     # (support, column-major token count or None, padded columns or None)
@@ -237,29 +309,17 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
             continue
         if recip == 2 and pow2:
             continue  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
+        store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
-                    f"max reduction), one fp32 scale per group, {kind} output → per-token-group "
+                    f"max reduction), {store}, {kind} output → per-token-group "
                     "quantization", ev.kernel.name)
         from_grid = from_launch = False
         b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
         if pad is not None:
             rows, rows_words = groups.c, f"groups={groups.words}"
-        elif rows_xs:
-            rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
-        elif totals:  # the elements over the group size: any block shape stays free
-            rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
-        elif tokens is None and "KT_EXPERT_GROUPS_FROM_GRID" in e.conventions and \
-                (per := _groups_per_token(ev, x, div(x.counts, sc[0].counts), gs)) is not None:
-            # no count of all the groups, but one of a token's: the expert reads the count back from its grid
-            rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
-            from_grid = True
-            b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
-        elif tokens is None and pad is None and "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
-            rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
-            from_launch = True
         else:
-            rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
-            b.fixed["ROWS"] = [1]
+            rows, rows_words, from_grid, from_launch = _group_count(
+                ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
         b.template_args = [CTYPE[x.dtype], Q]
         b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
                        gs.c, rows, eps,
@@ -268,6 +328,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
+        if byte_scales:
+            b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
         if from_grid:
             b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
         if from_launch:
@@ -277,12 +339,13 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         if pad is not None:
             b.call_args.append(stride.c)
         b.consts = {"ESIZE": NBYTES[x.dtype]}
-        b.words = [f"x={x.name}", f"q={q[0].name} ({kind})", f"scales={sc[0].name}",
+        b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
+                   f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
                    f"group_size={gs.words}", rows_words, eps_words,
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
-            ["scales rounded up to powers of two (UE8M0)"] if pow2 else []) + (
+            [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, UE8M0_WORDS))] if pow2 else []) + (
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
@@ -487,21 +550,7 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
                         f"reductions), {'x - min' if mode == 1 else 'a rounded zero point of the minimum'}, {store}, "
                         f"{kind} output → asymmetric per-token-group quantization", ev.kernel.name)
             b.sizes = {"group_size": gs.spec, "rows": groups_spec}
-            from_grid = from_launch = False
-            if rows_xs:
-                rows, rows_words = rows_xs[0].c, f"groups={rows_xs[0].words}"
-            elif totals:
-                rows, rows_words = f"(int)(({total}) / ({gs.c}))", f"groups={totals[0].words} / {gs.words}"
-            elif (per := _groups_per_token(ev, x, gs_v, gs)) is not None:
-                rows, rows_words = per[0], f"groups=the grid, {per[1]} a token"
-                from_grid = True
-                b.fixed["ROWS"] = [r for r in e.params["ROWS"].values if r <= min(per[2])]
-            elif "KT_EXPERT_GROUPS_FROM_LAUNCH" in e.conventions:
-                rows, rows_words = "0", LAUNCH_WORDS  # the count comes back from the launch: any ROWS
-                from_launch = True
-            else:
-                rows, rows_words = "(int)gridDim.x", "groups=the grid (no group-count argument)"
-                b.fixed["ROWS"] = [1]
+            rows, rows_words, from_grid, from_launch = _group_count(ev, e, b, x, gs, gs_v, rows_xs, totals, total)
             b.template_args = [CTYPE[x.dtype], Q] + ([CTYPE[zr.dtype]] if zr is not None else [])
             b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q.name})", f"(float*)({sc.name})"] + (
                 [f"({CTYPE[zr.dtype]}*)({zr.name})"] if zr is not None else []) + [
