@@ -24,8 +24,6 @@ KNOWN_GAPS: dict[str, str] = {
     "gated_act/geglu_generic_activation_inplace_half2_bias.cu": "the gate's other operand a separate [m, n] tensor, "
         "in place over the activation input, biases on both, element type a template T = half2 (n passed as n / 2): "
         "no gated binding; the computed block is not lifted either",
-    "rms_norm/rms_norm_dynamic_per_token_fp8_quant_bf16.cu": "normalized row quantized to fp8 with a per-token scale "
-        "from its absmax (bounded by a nullable scale_ub) and written as a second output: no dynamic-quant norm form",
     "fused_add_rms_norm/bias_residual_rms_norm_array_vec_fp16.cu": "residual += hidden + bias (a third input), the "
         "normed row written over hidden_states, mean as sum * inv_dims (a 1 / dims argument): only rotary bindings",
     "layer_norm/add_bias_residual_pre_layer_norm_bf16.cu": "LayerNorm of a residual sum (output += input + bias in "
