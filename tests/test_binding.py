@@ -818,6 +818,88 @@ def test_rms_norm_static_fp8_quant_grid_stride(lib):
     assert "const float qs = 1.f / *scale;" in t.text and "const float y = round_t<T>(v[i][j]);" in t.text
 
 
+DYN_VARIANT = ROOT / "bench/corpus/rms_norm/rms_norm_dynamic_per_token_fp8_quant_bf16.cu"
+
+
+def test_rms_norm_dynamic_per_token_quant_vllm(lib):
+    """vLLM's rms_norm_dynamic_per_token_quant (the held-out variant): y = bf16(bf16(x * rstd) * w), scale =
+    max(min(absmax(y), *scale_ub) / 448, 1 / (448 * 512)) stored per token, out = e4m3(clamp(y / scale)): the
+    rms_norm expert's KT_EXPERT_QUANT_DYNAMIC 1 with KT_EXPERT_QUANT 2, the floor the file's constant expression, the
+    bound a nullable pointer, the rows from the grid."""
+    cf = parse_cuda(DYN_VARIANT.read_text(), str(DYN_VARIANT))
+    k = "rms_norm_dynamic_per_token_quant_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=input, out=out (fp8 e4m3), scales=scales (one per row), weight=weight, upper bound=scale_ub (nullable), "
+        "hidden=`hidden_size`, eps=`var_epsilon`, rows=the grid (no row-count argument), eps inside the root, rounded "
+        "to bf16 before the weight multiply, the product rounded to bf16, divided by the row's scale, "
+        "floor=`kMinScalingFactor` (4.35965402e-06) on the scale"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 1, "KT_EXPERT_QUANT": 2,
+                                 "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_QUANT_DYNAMIC": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "__nv_bfloat16", "__nv_fp8_e4m3"]
+    assert bs[0].call_args[:2] == ["(__nv_fp8_e4m3*)(out)", "(float*)(scales)"]
+    assert bs[0].call_args[-2:] == ["(const float*)(scale_ub)", "(float)(1.0f / (448.0f * 512.0f))"]
+    assert bs[0].fixed["ROWS"] == [1]
+    t = X.bind(bs[0], cf, spec)
+    assert "kt:bind" not in t.text and "#include <cuda_fp8.h>" in t.text
+    assert "rms_norm_impl" not in t.text  # the static form's code is not rendered with the dynamic one
+    assert "float y = round_t<T>(v[i][j] * inv) * wv[j];" in t.text and "y = round_t<T>(y);" in t.text
+    assert "m = row_reduce<0, KT_ROWS, 1>(m, Max(), 0.f);" in t.text
+    assert "const float bounded = ub != nullptr ? fminf(m, *ub) : m;" in t.text
+    assert "const float scale = fmaxf(bounded / DynQuant<O>::qmax, floor_);" in t.text
+    assert "if (active && threadIdx.x == 0) scales[row] = scale;" in t.text
+    assert "v[i][j] = DynQuant<O>::fit(v[i][j] / scale);" in t.text and "qs" not in t.text
+    assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has no such convention
+
+
+def test_rms_norm_dynamic_quant_warp_rows_fp32_reciprocal(lib):
+    """Another style: fp16, a warp per row, the weighted row in fp32, the floor on the absmax before the division by
+    448, times the scale's reciprocal, no upper bound (nullptr), the row count an argument."""
+    cf, k, spec = case("rms_norm_dyn_fp8_warp_rows_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, out=q (fp8 e4m3), scales=rs (one per row), weight=g, no upper bound, hidden=`D`, eps=`eps`, rows=`R`, "
+        "eps inside the root, weight multiplied in fp32, not rounded, times 1 / the row's scale (taken once), "
+        "floor=`1e-10f` (1e-10) on the absmax"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_QUANT": 1,
+                                 "KT_EXPERT_QUANT_ROUND": 0, "KT_EXPERT_QUANT_DYNAMIC": 2}
+    assert bs[0].call_args[-2:] == ["nullptr", "(float)(1e-10f)"] and "ROWS" not in bs[0].fixed
+    t = X.bind(bs[0], cf, spec)
+    assert "float y = v[i][j] * inv * wv[j];" in t.text and "y = round_t<T>(y);" not in t.text
+    assert "const float scale = fmaxf(bounded, floor_) / DynQuant<O>::qmax;" in t.text
+    assert "const float qs = 1.f / scale;" in t.text and "v[i][j] = DynQuant<O>::fit(v[i][j] * qs);" in t.text
+    # without an absolute maximum there is no dynamic scale; the same kernel storing the reciprocal's multiplier to
+    # a second byte buffer (no fp32 scales) neither
+    src = (STYLES / "rms_norm_dyn_fp8_warp_rows_f16.cu").read_text()
+    for a, b in (("fabsf(", "("), ('"rs: out f32[R]"', '"rs: out u8[R]"')):
+        cf2 = parse_cuda(src.replace(a, b), "x.cu")
+        got = [b for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+               if b.conventions.get("KT_EXPERT_QUANT_DYNAMIC")]
+        assert got == [], words_of(got)
+
+
+def test_rms_norm_dynamic_quant_int8_block256(lib):
+    """int8 output (vLLM's int8 instantiation): 127 and FLT_EPSILON read from the body, the row divided by the scale
+    and converted by cvt.rni.sat.s8.f32 alone (no clamp of the expert's own: [-128, 127]); the bound last."""
+    cf, k, spec = case("rms_norm_dyn_int8_block256_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, out=out (int8), scales=token_scale (one per row), weight=w, upper bound=ub (nullable), hidden=`n`, "
+        "eps=`epsilon`, rows=the grid (no row-count argument), eps inside the root, rounded to bf16 before the weight "
+        "multiply, the product rounded to bf16, divided by the row's scale, floor=`FLT_EPSILON` (1.1920929e-07) on "
+        "the scale"), words_of(bs)
+    assert bs[0].template_args == ["__nv_bfloat16", "__nv_bfloat16", "int8_t"]
+    assert bs[0].call_args[0] == "(int8_t*)(out)"
+    assert bs[0].call_args[-2:] == ["(const float*)(ub)", "(float)(1.1920928955078125e-07f)"]
+    t = X.bind(bs[0], cf, spec)
+    assert 'asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(v));' in t.text
+    assert "template <> struct DynQuant<int8_t> {" in t.text
+
+
 def test_quant_scales_in_columns_padded_past_the_token_count(lib):
     """Column-major scales whose columns are the tokens rounded up to 8 (``ld``): the group count and the stride
     are the arguments, the tokens the groups over the groups per token (KT_EXPERT_SCALE_COLUMNS 2)."""
@@ -1640,6 +1722,15 @@ def test_every_clamped_swiglu_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(path.read_text(), str(path))
     _compile_every_binding(lib, cf, cf.kernel("swiglu_oai_kernel"), S.find_spec(cf, "swiglu_oai_kernel"))
 
+
+
+@pytest.mark.nvcc
+def test_every_dynamic_quant_rms_norm_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out dynamic per-token fp8 RMSNorm's bindings compile for sm_90 (its style kernels', fp8 and int8,
+    with the other style kernels)."""
+    cf = parse_cuda(DYN_VARIANT.read_text(), str(DYN_VARIANT))
+    k = "rms_norm_dynamic_per_token_quant_kernel"
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
 
 
 @pytest.mark.nvcc

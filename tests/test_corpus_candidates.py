@@ -24,8 +24,6 @@ KNOWN_GAPS: dict[str, str] = {
     "gated_act/geglu_generic_activation_inplace_half2_bias.cu": "the gate's other operand a separate [m, n] tensor, "
         "in place over the activation input, biases on both, element type a template T = half2 (n passed as n / 2): "
         "no gated binding; the computed block is not lifted either",
-    "rms_norm/rms_norm_dynamic_per_token_fp8_quant_bf16.cu": "normalized row quantized to fp8 with a per-token scale "
-        "from its absmax (bounded by a nullable scale_ub) and written as a second output: no dynamic-quant norm form",
     "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
         "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     # held-out batch 7 (2026-11-28c): no candidate of the family when written

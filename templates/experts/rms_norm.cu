@@ -44,6 +44,7 @@ smem = "0"
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 // kt:bind KT_EXPERT_QUANT = 0  (no stride or weight offset; 0: out holds the normalized row (type T); out quantized to fp8 (type O, __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
+// kt:bind KT_EXPERT_QUANT_DYNAMIC = 0  (with KT_EXPERT_QUANT 1 or 2 (times 1 / scale taken once per row, divided by it); 0: the static scale; a dynamic scale per row instead (vLLM's rms_norm_dynamic_per_token_quant, fp8 or int8): out (type O) holds the row y (the weighted value, rounded as KT_EXPERT_QUANT_ROUND says) quantized by scale, stored to scales[row] (fp32, the second argument); qmax the largest value of O (448 e4m3, 57344 e5m2, 127 int8), ub a nullable one-element upper bound on the absmax, floor the least scale: 1 scale = max(min(absmax(y), *ub) / qmax, floor) (vLLM), 2 scale = max(min(absmax(y), *ub), floor) / qmax (the floor on the absmax); fp8 clamped to its finite range and converted with saturation, int8 (int8_t) converted by cvt.rni.sat.s8.f32 alone (to nearest even, saturated to [-128, 127], vLLM's float_to_int8_rn))
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -71,6 +72,104 @@ template <typename O> struct Fp8Max;
 template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
 template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
 
+#endif  // kt:bind
+#if KT_EXPERT_QUANT_DYNAMIC  // kt:bind
+// A dynamic scale per row: O's largest value, and how a scaled value becomes O (fp8: clamped to the finite range,
+// then the saturating conversion to nearest even; int8: cvt.rni.sat.s8.f32 alone, [-128, 127]).
+template <typename O> struct DynQuant {
+  static constexpr float qmax = Fp8Max<O>::value;
+  __device__ static __forceinline__ float fit(float q) { return fmaxf(-qmax, fminf(q, qmax)); }
+};
+template <> struct DynQuant<int8_t> {
+  static constexpr float qmax = 127.f;
+  __device__ static __forceinline__ float fit(float q) { return q; }
+};
+template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
+  int r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return (int8_t)r;
+}
+
+// P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart. The row stays in registers: its sum of
+// squares, then the weighted row y and its absolute maximum (a second reduction), then y quantized by the row's scale.
+template <int IT, int P, typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm_dynamic_impl(O* __restrict__ out, float* __restrict__ scales,
+                                                      const T* __restrict__ x, const W* __restrict__ w, float eps,
+                                                      int rows, int hidden, const float* ub, float floor_) {
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;  // no early return: the block reductions need every thread
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const int lead = rows_lead<P, KT_VEC>(off);
+  float v[IT][KT_VEC];
+  rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) ss += v[i][j] * v[i][j];
+  ss = row_reduce<0, KT_ROWS, 0>(ss, Sum(), 0.f);
+#if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
+  const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
+#else  // kt:bind
+  const float inv = rsqrtf(ss / (float)hidden + eps);
+#endif  // kt:bind
+  float m = 0.f;  // the padding is 0 (0 times a weight read as 0)
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    float wv[KT_VEC];
+#if KT_EXPERT_WEIGHT == 0  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) wv[j] = 1.f;
+#else  // kt:bind
+    rows_weight_item<0, KT_VEC, IT, P>(w, hidden, i, wv, lead);
+#endif  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
+      float y = v[i][j] * inv * wv[j];
+#else  // kt:bind
+      float y = round_t<T>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
+#if KT_EXPERT_QUANT_ROUND  // kt:bind
+      y = round_t<T>(y);
+#endif  // kt:bind
+      v[i][j] = y;
+      m = fmaxf(m, fabsf(y));
+    }
+  }
+  m = row_reduce<0, KT_ROWS, 1>(m, Max(), 0.f);
+  const float bounded = ub != nullptr ? fminf(m, *ub) : m;
+#if KT_EXPERT_QUANT_DYNAMIC == 2  // kt:bind
+  const float scale = fmaxf(bounded, floor_) / DynQuant<O>::qmax;
+#else  // kt:bind
+  const float scale = fmaxf(bounded / DynQuant<O>::qmax, floor_);
+#endif  // kt:bind
+  if (active && threadIdx.x == 0) scales[row] = scale;
+#if KT_EXPERT_QUANT == 1  // kt:bind
+  const float qs = 1.f / scale;  // once per row
+#endif  // kt:bind
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j)
+#if KT_EXPERT_QUANT == 1  // kt:bind
+      v[i][j] = DynQuant<O>::fit(v[i][j] * qs);  // then converted by the store
+#else  // kt:bind
+      v[i][j] = DynQuant<O>::fit(v[i][j] / scale);  // then converted by the store
+#endif  // kt:bind
+  if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
+}
+
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm(O* out, float* scales, const T* x, const W* w, float eps, int rows,
+                                         int hidden, const float* ub, float floor_) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (rms_norm_dynamic_impl<IT, P, T, W, O>(out, scales, x, w, eps, rows, hidden, ub, floor_)));
+}
+#else  // kt:bind
+#if KT_EXPERT_QUANT  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W, typename O>
 __device__ __forceinline__ void rms_norm_impl(O* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
@@ -190,6 +289,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 

@@ -72,6 +72,7 @@ class Evidence:
     literals: list[str] = field(default_factory=list)  # small float literals of the body (eps candidates)
     flat: str = ""  # the body without whitespace, for index shapes
     constants: dict[str, float] = field(default_factory=dict)  # identifiers the file sets to one number
+    defs: dict[str, str] = field(default_factory=dict)  # identifiers the file sets to one arithmetic expression
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -353,7 +354,8 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     lits = [m.group(0) for m in re.finditer(r"(?<![\w.])(\d+\.?\d*[eE]-\d+|0\.0*[1-9]\d*)[fF]?(?![\w.])", body)
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
-                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text))
+                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
+                    constant_exprs(cf.text))
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs
@@ -437,6 +439,60 @@ def constants(text: str) -> dict[str, float]:
     out = dict(STANDARD_CONSTANTS)
     out.update({n: next(iter(v)) for n, v in seen.items() if len(v) == 1})
     return out
+
+
+def constant_exprs(text: str) -> dict[str, str]:
+    """The identifiers the file sets to one arithmetic expression of numbers and names (``constexpr float
+    kMinScale = 1.0f / (kFp8Max * 512.0f);``): name -> the expression's text. One set to two different expressions
+    is left out; whether the names are constants is for the reader (``const_value``)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    seen: dict[str, set[str]] = {}
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=\s*([\w.\s()+\-*/]+?)\s*;", text):
+        seen.setdefault(m.group(1), set()).add(re.sub(r"\s+", " ", m.group(2)))
+    return {n: next(iter(v)) for n, v in seen.items() if len(v) == 1}
+
+
+# the float limits a constant expression may name
+FLOAT_LIMITS = {"std::numeric_limits<float>::epsilon()": "1.1920928955078125e-07f",
+                "FLT_EPSILON": "1.1920928955078125e-07f",
+                "std::numeric_limits<float>::min()": "1.1754943508222875e-38f", "FLT_MIN": "1.1754943508222875e-38f"}
+
+
+def const_value(text: str, ev: "Evidence", depth: int = 0) -> tuple[str, float] | None:
+    """A constant expression (a literal, a name the file sets to a number or to such an expression, the float limits,
+    and + - * / of them) as C float text with every name replaced by its number, and its value; None where some part
+    is no constant."""
+    t = text.strip()
+    for k, v in FLOAT_LIMITS.items():
+        t = t.replace(k, v)
+    t = re.sub(r"\(float\)|static_cast<float>", "", t)
+    if depth > 4 or not t or not re.fullmatch(r"[\w.\s()+\-*/]+", t):
+        return None
+    parts = []
+    for tok in re.findall(rf"{_NUMBER}|[A-Za-z_]\w*|[()+\-*/]|\S", t):
+        if re.fullmatch(_NUMBER, tok):
+            # a float literal as float (a double one would widen the arithmetic); an integer one as written
+            parts.append(tok if tok[-1] in "fF" or not re.search(r"[.eE]", tok) else tok + "f")
+        elif re.fullmatch(r"[A-Za-z_]\w*", tok):
+            if tok in ev.constants:
+                parts.append(f"{ev.constants[tok]!r}f")
+            elif tok in ev.defs:
+                sub = const_value(ev.defs[tok], ev, depth + 1)
+                if sub is None:
+                    return None
+                parts.append(f"({sub[0]})")
+            else:
+                return None
+        elif tok in "()+-*/":
+            parts.append(tok)
+        else:
+            return None
+    c = " ".join(parts).replace("( ", "(").replace(" )", ")")
+    try:
+        value = eval(re.sub(r"(?<=[\d.])[fF]\b", "", c), {"__builtins__": {}}, {})  # digits and operators only
+    except (SyntaxError, ZeroDivisionError, TypeError, NameError):
+        return None
+    return c, float(value)
 
 
 def number(text: str, consts: dict[str, float]) -> float | None:
