@@ -21,6 +21,15 @@ by it, times it) and the rounding points of a 16-bit input (the activation round
 rounded to it before the scale: vLLM's product in scalar_t) ordered by the conversions the body makes. The fp8
 bytes are compared exactly, so SiLU's exponential is the body's own there: expf, or __expf (FlashInfer, TensorRT-LLM;
 KT_EXPERT_FAST_EXP) where the body calls it.
+
+FasterTransformer / TensorRT-LLM's generic activation (the gated FFN of T5 v1.1 / Flan-T5 / UL2) is read where no
+path above binds (``_generic``): the activation's input and the gate's operand two tensors of the output's shape,
+the output written over the activation's input (in place, KT_EXPERT_INPLACE) or a tensor of its own, up to two
+nullable bias vectors [d] (KT_EXPERT_BIAS) each tied to the tensor the body adds it to, and an element type that may
+be a 16-bit pair (half2, __nv_bfloat162: every size argument then counts pairs, the row is twice the argument). The
+activation may live in a functor's static member (``Activation::apply``, read through callees.py); its GELU (tanh)
+is offered as the packed 16-bit form (KT_EXPERT_GELU_FORM: the cube and the cdf rounded to T, tanh.approx.f32 where
+the body's asm has it) where the type is a pair or the body squares in 16 bits, else after the fp32 form.
 """
 
 from __future__ import annotations
