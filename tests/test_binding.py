@@ -398,6 +398,22 @@ def test_gated_generic_activation_bf16_pairs_without_biases(lib):
                      r"\(const __nv_bfloat16\*\)\(gated_weights\), 2 \* \(int\)\([mn]\)\);", t.text)
 
 
+def test_gated_generic_activation_silu_functor_of_a_functor(lib):
+    """FasterTransformer's SiluActivation<half2> (each half through SiluActivation<half>::apply, the primary template:
+    (T)(v / (1 + __expf(-v)))) read through both functors: SiLU with __expf, rounded to fp16 before the __hmul2."""
+    src = GENERIC_ACT.read_text()
+    struct = src[src.index("template <typename T>\nstruct GeluActivation;"):src.index("/* kerntune:")]
+    silu = ("template <typename T>\nstruct SiluActivation {\n  static __device__ __forceinline__ T apply(const T& val) "
+            "{ return (T)((float)val / (1.0f + __expf((float)-val))); }\n};\n\ntemplate <>\n"
+            "struct SiluActivation<half2> {\n  static __device__ __forceinline__ half2 apply(const half2& val) {\n"
+            "    return make_half2(SiluActivation<half>::apply(val.x), SiluActivation<half>::apply(val.y));\n  }\n};\n\n")
+    cf, k, spec = _generic_act(((struct, silu), ('"GeluActivation<half2>"', '"SiluActivation<half2>"')))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("d=`2 * n` (`n` counts 2-element pairs), SiLU with __expf, activation rounded to "
+                                     "f16 before the multiply"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].defines == {"KT_EXPERT_ACT": 0}
+
+
 def test_gated_up_bias_only_bf16_token_rows(lib):
     """A bias on the gate's operand only (the up tensor, a tensor of its own), bf16 scalars, out of place, one token
     per block: the activation's input from the tensor its tanh reads, the bias from what it is added to (a null

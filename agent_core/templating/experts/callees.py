@@ -182,8 +182,8 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             defs = fns.get(functions.get(name, name))
             f = x.child_by_field_name("function")
             if members and f is not None and f.type == "qualified_identifier":
-                scope = f.text.decode("utf-8", "replace").rsplit("::", 1)[0]
-                defs = _member(members, types or {}, scope, name) or defs
+                scope, _, member = f.text.decode("utf-8", "replace").rpartition("::")
+                defs = _member(members, types or {}, scope, member.split("<")[0].strip()) or defs
             args = x.child_by_field_name("arguments")
             if not defs or args is None:
                 continue
