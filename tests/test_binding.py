@@ -414,6 +414,19 @@ def test_gated_generic_activation_silu_functor_of_a_functor(lib):
     assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].defines == {"KT_EXPERT_ACT": 0}
 
 
+EXLLAMA_SILU = ROOT / "bench" / "corpus" / "gated_act" / "silu_mul_inplace_separate_up_block2d_half2.cu"
+
+
+def test_gated_in_place_over_the_gate_with_a_separate_up_tensor(lib):
+    """ExLlamaV2's x = silu(x) * y (the gate's GEMM output overwritten, the up projection a tensor of its own, half2
+    math through h2exp / h2rcp on a half* signature): in place, SiLU, the row the argument the body strides rows by."""
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    bs = X.candidates(cf, "silu_mul_kernel", S.find_spec(cf, "silu_mul_kernel"), lib)
+    assert bs[0].describe() == ("out=x (in place over x), x=x, gate=y, d=`width`, SiLU, activation rounded to f16 "
+                                "before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_INPLACE": 1, "KT_EXPERT_ROUND_ACT": 1}
+
+
 def test_gated_up_bias_only_bf16_token_rows(lib):
     """A bias on the gate's operand only (the up tensor, a tensor of its own), bf16 scalars, out of place, one token
     per block: the activation's input from the tensor its tanh reads, the bias from what it is added to (a null
@@ -1871,12 +1884,14 @@ def test_every_add_bias_residual_norm_binding_of_the_corpus_variants_compiles(li
 
 @pytest.mark.nvcc
 def test_every_generic_activation_binding_compiles(lib):
-    """FasterTransformer's generic activation's bindings compile for sm_90: the held-out variant's (in place, half2
-    pairs, both biases) and those of its bf16-pair form without biases (the up-bias style kernel's own compile with
-    the other style kernels)."""
+    """The in-place / biased two-tensor bindings compile for sm_90: FasterTransformer's generic activation's (the
+    held-out variant: in place, half2 pairs, both biases; its bf16-pair form without biases) and ExLlamaV2's in-place
+    SiLU's (the up-bias style kernel's own compile with the other style kernels)."""
     cf, k, spec = _generic_act()
     _compile_every_binding(lib, cf, k, spec)
     _compile_every_binding(lib, *_generic_act(_BF16_PAIRS))
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    _compile_every_binding(lib, cf, cf.kernel("silu_mul_kernel"), S.find_spec(cf, "silu_mul_kernel"))
 
 
 @pytest.mark.nvcc

@@ -24,9 +24,6 @@ KNOWN_GAPS: dict[str, str] = {
     "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
         "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     # held-out batch 7 (2026-11-28c): no candidate of the family when written
-    "gated_act/silu_mul_inplace_separate_up_block2d_half2.cu": "silu(x) * y written in place over the gate x with the "
-        "up projection a separate tensor, packed half2 math (h2exp, h2rcp), 2-D block (THREADS_X, THREADS_Y) and 2-D "
-        "grid over column pairs and rows: no gated binding, no candidate at all",
     "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
         "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
         "persistent grid: only the vectorize rewrite",

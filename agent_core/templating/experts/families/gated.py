@@ -723,8 +723,12 @@ def _generic_acts(ev: Evidence, T: str, pack: int) -> list[tuple[int, int, int |
         forms = [1, 0, 2] if approx else [0, 2, 1]
     else:
         forms.append(0)
+    if not tanh:
+        forms = [0]  # a GELU (tanh) the body does not show: the fp32 form only
     out = []
     for act, words, sup in _acts(ev):
+        if act == 0 and not sup and ev.has("h2exp", "h2rcp", "hrcp"):  # packed half math: exp and reciprocal
+            words, sup = "h2exp / h2rcp → SiLU-and-mul", 4
         if act == 2 or (act, sup) == (2, 0):
             sup = 4 if tanh else sup
             out += [(2, f, None, ("tanh.approx.f32 → " if approx else words.split(" → ")[0] + " → ") +
@@ -783,10 +787,12 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
         ds = [(s, 4) for s in _lengths(ev, vecs[0].counts, pack)]
     else:
         ds = []
-        for a in ev.ints():
+        for a in ev.ints():  # an argument the body multiplies another by (`row * width`) first: a row's stride
             t = tuple(pack * c for c in a.counts) if a.counts else None
             if t and div(o.counts, t) and t != o.counts and t not in [x for x, _ in ds]:
-                ds.append((t, 0))
+                n = re.escape(a.name)
+                ds.append((t, 2 if ev.mentions(rf"(?<![\w.])[A-Za-z_]\w*\)?\*\(?{n}(?![\w(\[])") else 0))
+        ds.sort(key=lambda x: -x[1])
         ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)]
     if not ds:
         return []
