@@ -324,6 +324,133 @@ def test_gated_static_fp8_scale_use_read_by_evidence(lib, edits, first, scale_c)
     assert bs and bs[0].describe().endswith(first) and bs[0].call_args[-1] == scale_c, words_of(bs)
 
 
+GENERIC_ACT = ROOT / "bench" / "corpus" / "gated_act" / "geglu_generic_activation_inplace_half2_bias.cu"
+
+
+def _generic_act(edits=()):
+    """FasterTransformer's generic activation (the held-out variant) with text edits: the case, kernel and spec."""
+    src = GENERIC_ACT.read_text()
+    for a, b in edits:
+        assert a in src, a
+        src = src.replace(a, b)
+    cf = parse_cuda(src, str(GENERIC_ACT))
+    return cf, cf.kernel("generic_activation"), S.find_spec(cf, "generic_activation")
+
+
+def test_gated_generic_activation_in_place_packed_with_biases(lib):
+    """FasterTransformer / TensorRT-LLM's generic activation (T5 v1.1's gated GELU): out = gelu(out + bias) *
+    (gated_weights + gated_bias) in place, the gate's operand a tensor of its own, on half2 pairs (n counts pairs: the
+    row is 2 * n halves), the GELU read from the activation struct's static apply (Activation = GeluActivation<half2>)
+    as its packed form with tanh.approx.f32; which bias goes with which tensor from what the body adds it to."""
+    cf, k, spec = _generic_act()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out (in place over x), x=out, gate=gated_weights, bias of x=bias, bias of gate=gated_bias, d=`2 * n` "
+        "(`n` counts 2-element pairs), GELU (tanh), the packed 16-bit GELU (v^3 and the cdf rounded to T, "
+        "tanh.approx.f32, times v in T)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_INPLACE": 1, "KT_EXPERT_BIAS": 1,
+                                 "KT_EXPERT_GELU_FORM": 1} and bs[0].defines == {"KT_EXPERT_ACT": 2}
+    assert bs[0].sizes == {"rows": "(m * inter) / (2 * (inter / 2))", "d": "2 * (inter / 2)"}
+    t = X.bind(bs[0], cf, spec)
+    assert ("(__half*)(out), (const __half*)(out), (const __half*)(gated_weights), (const __half*)(bias), "
+            "(const __half*)(gated_bias), 2 * (int)(n));") in t.text
+    assert "void act_and_mul(T* out, const T* x, const T* __restrict__ y," in t.text  # out and x one buffer
+    assert 'asm("tanh.approx.f32 %0, %1;"' in t.text and "round_t<T>(v * round_t<T>(v * v))" in t.text
+    # the other bias assignment and the fp32 GELU are offered after it
+    assert has(bs, "act_and_mul", "bias of x=gated_bias, bias of gate=bias")
+    assert has(bs, "act_and_mul", "x=out", "GELU (tanh), activation rounded to f16 before the multiply")
+
+
+_BF16_PAIRS = (
+    ("#include <cuda_fp16.h>", "#include <cuda_fp16.h>\n#include <cuda_bf16.h>"),
+    ("struct GeluActivation<half2> {\n  static __device__ __forceinline__ half2 apply(const half2& val) {\n"
+     "    const half2 val_pow3",
+     "struct GeluActivation<__nv_bfloat162> {\n  static __device__ __forceinline__ __nv_bfloat162 apply("
+     "const __nv_bfloat162& val) {\n    const __nv_bfloat162 val_pow3"),
+    ("__half22float2(val)", "__bfloat1622float2(val)"), ("__half22float2(val_pow3)", "__bfloat1622float2(val_pow3)"),
+    ("__float22half2_rn(t)", "__float22bfloat162_rn(t)"),
+    ('"out: inout f16[m * inter]", "bias: in f16[inter]", "gated_weights: in f16[m * inter]",\n'
+     '         "gated_bias: in f16[inter]",', '"out: inout bf16[m * inter]", "gated_weights: in bf16[m * inter]",'),
+    ('template_args = ["GeluActivation<half2>", "half2", "half2"]',
+     'template_args = ["GeluActivation<__nv_bfloat162>", "__nv_bfloat162"]'),
+    ("template <typename Activation, typename T, typename BT>", "template <typename Activation, typename T>"),
+    ("generic_activation(T* out, const BT* __restrict__ bias, const T* __restrict__ gated_weights,\n"
+     "                                   const BT* __restrict__ gated_bias, int m, int n) {",
+     "generic_activation(T* out, const T* __restrict__ gated_weights, int m, int n) {"),
+    ("  const bool with_bias = bias != nullptr;\n", ""),
+    ("    if (with_bias) {\n      val = __hadd2(val, bias[id % n]);\n      if (with_gate) {\n"
+     "        gated_val = __hadd2(gated_val, gated_bias[id % n]);\n      }\n    }\n", ""))
+
+
+def test_gated_generic_activation_bf16_pairs_without_biases(lib):
+    """The same kernel on __nv_bfloat162 pairs, biases gone (FT's gated activation without bias): in place, the row
+    2 * n bf16 values, no bias convention."""
+    cf, k, spec = _generic_act(_BF16_PAIRS)
+    bs = X.candidates(cf, k.name, spec, lib)
+    # elementwise without a bias: any int argument whose pairs divide the tensor is a row length (m or n)
+    assert re.fullmatch(r"out=out \(in place over x\), x=out, gate=gated_weights, d=`2 \* ([mn])` \(`\1` counts "
+                        r"2-element pairs\), GELU \(tanh\), the packed 16-bit GELU \(v\^3 and the cdf rounded to T, "
+                        r"tanh.approx.f32, times v in T\)", bs[0].describe()), words_of(bs)
+    assert "KT_EXPERT_BIAS" not in bs[0].conventions and bs[0].template_args == ["__nv_bfloat16"]
+    assert has(bs, "act_and_mul", "d=`2 * n`", "tanh.approx.f32")
+    t = X.bind(bs[0], cf, spec)
+    assert re.search(r"\(__nv_bfloat16\*\)\(out\), \(const __nv_bfloat16\*\)\(out\), "
+                     r"\(const __nv_bfloat16\*\)\(gated_weights\), 2 \* \(int\)\([mn]\)\);", t.text)
+
+
+def test_gated_generic_activation_silu_functor_of_a_functor(lib):
+    """FasterTransformer's SiluActivation<half2> (each half through SiluActivation<half>::apply, the primary template:
+    (T)(v / (1 + __expf(-v)))) read through both functors: SiLU with __expf, rounded to fp16 before the __hmul2."""
+    src = GENERIC_ACT.read_text()
+    struct = src[src.index("template <typename T>\nstruct GeluActivation;"):src.index("/* kerntune:")]
+    silu = ("template <typename T>\nstruct SiluActivation {\n  static __device__ __forceinline__ T apply(const T& val) "
+            "{ return (T)((float)val / (1.0f + __expf((float)-val))); }\n};\n\ntemplate <>\n"
+            "struct SiluActivation<half2> {\n  static __device__ __forceinline__ half2 apply(const half2& val) {\n"
+            "    return make_half2(SiluActivation<half>::apply(val.x), SiluActivation<half>::apply(val.y));\n  }\n};\n\n")
+    cf, k, spec = _generic_act(((struct, silu), ('"GeluActivation<half2>"', '"SiluActivation<half2>"')))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("d=`2 * n` (`n` counts 2-element pairs), SiLU with __expf, activation rounded to "
+                                     "f16 before the multiply"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].defines == {"KT_EXPERT_ACT": 0}
+
+
+EXLLAMA_SILU = ROOT / "bench" / "corpus" / "gated_act" / "silu_mul_inplace_separate_up_block2d_half2.cu"
+
+
+def test_gated_in_place_over_the_gate_with_a_separate_up_tensor(lib):
+    """ExLlamaV2's x = silu(x) * y (the gate's GEMM output overwritten, the up projection a tensor of its own, half2
+    math through h2exp / h2rcp on a half* signature): in place, SiLU, the row the argument the body strides rows by."""
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    bs = X.candidates(cf, "silu_mul_kernel", S.find_spec(cf, "silu_mul_kernel"), lib)
+    assert bs[0].describe() == ("out=x (in place over x), x=x, gate=y, d=`width`, SiLU, activation rounded to f16 "
+                                "before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_INPLACE": 1, "KT_EXPERT_ROUND_ACT": 1}
+
+
+def test_gated_up_bias_only_bf16_token_rows(lib):
+    """A bias on the gate's operand only (the up tensor, a tensor of its own), bf16 scalars, out of place, one token
+    per block: the activation's input from the tensor its tanh reads, the bias from what it is added to (a null
+    pointer for x's), the fp32 GELU rounded to bf16 before the 16-bit product."""
+    cf, k, spec = case("gated_gelu_up_bias_token_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=out, x=x, gate=up, bias of x=none, bias of gate=up_bias, d=`hidden`, GELU (tanh), "
+                                "activation rounded to bf16 before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_BIAS": 1, "KT_EXPERT_ROUND_ACT": 1}
+    t = X.bind(bs[0], cf, spec)
+    assert ("(__nv_bfloat16*)(out), (const __nv_bfloat16*)(x), (const __nv_bfloat16*)(up), nullptr, "
+            "(const __nv_bfloat16*)(up_bias), (int)(hidden));") in t.text
+    assert "void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y," in t.text
+
+
+def test_gated_activation_plus_residual_is_no_gated_binding(lib):
+    """gelu(x + bias) + residual (a GEMM epilogue): the activation is added to the other tensor, not multiplied by
+    it: no gated binding, though a bias vector is added to the activation's input."""
+    path = ROOT / "bench" / "corpus" / "other" / "bias_gelu_residual_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = "bias_gelu_residual_kernel"
+    assert not [b for b in X.candidates(cf, k, S.find_spec(cf, k), lib) if b.expert.name == "act_and_mul"]
+
+
 def test_gated_static_fp8_exp_format_layout_by_evidence(lib):
     """SiLU with __expf (FlashInfer, TensorRT-LLM: an exact comparison of fp8 bytes needs the same exponential,
     KT_EXPERT_FAST_EXP), e5m2 from the conversion, interleaved pairs from the input's subscripts; bytes whose
@@ -1753,6 +1880,18 @@ def test_every_add_bias_residual_norm_binding_of_the_corpus_variants_compiles(li
     layer_norm add form); the style kernels' with the other style kernels."""
     _compile_every_binding(lib, *_variant(BIAS_RMS_VARIANT, "BiasResidualRMSNormKernel"))
     _compile_every_binding(lib, *_variant(BIAS_LN_VARIANT, "generalAddBiasResidualLayerNorm"))
+
+
+@pytest.mark.nvcc
+def test_every_generic_activation_binding_compiles(lib):
+    """The in-place / biased two-tensor bindings compile for sm_90: FasterTransformer's generic activation's (the
+    held-out variant: in place, half2 pairs, both biases; its bf16-pair form without biases) and ExLlamaV2's in-place
+    SiLU's (the up-bias style kernel's own compile with the other style kernels)."""
+    cf, k, spec = _generic_act()
+    _compile_every_binding(lib, cf, k, spec)
+    _compile_every_binding(lib, *_generic_act(_BF16_PAIRS))
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    _compile_every_binding(lib, cf, cf.kernel("silu_mul_kernel"), S.find_spec(cf, "silu_mul_kernel"))
 
 
 @pytest.mark.nvcc

@@ -218,7 +218,9 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         targs = list(next(iter(named))) if len(named) == 1 else []
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
-    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args) if node is not None else ([], set())
+    types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
+    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types) if node is not None else \
+        ([], set())
     if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
         text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
         prefix = "void kt_inlined_body() "
