@@ -2108,6 +2108,94 @@ def test_a_softmax_scale_the_kernel_divides_by(lib):
     assert not any("divided by" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
 
 
+LOG_VARIANT = ROOT / "bench" / "corpus" / "softmax" / "log_softmax_online_md_cub_padded_vocab_bf16.cu"
+
+
+def test_log_softmax_of_a_padded_vocabulary_binds_the_log_form(lib):
+    """FasterTransformer / TensorRT-LLM's beam-search log-softmax (online MD pairs merged by cub::BlockReduce, thread
+    0's m + __logf(d) subtracted from each logit): bf16 logits vocab_size_padded apart into dense fp32 log-probs
+    (KT_EXPERT_LOG, KT_EXPERT_X_STRIDE); the vocabulary rows are longer than softmax holds, so the loop screens its
+    long-row twin, which has both conventions. No probability form is offered."""
+    cf = parse_cuda(LOG_VARIANT.read_text(), str(LOG_VARIANT))
+    spec = S.find_spec(cf, "log_softmax_kernel")
+    bs = X.candidates(cf, "log_softmax_kernel", spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_LOG") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_X_STRIDE": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "float"]
+    assert bs[0].call_args == ["(float*)(log_probs)", "(const __nv_bfloat16*)(logits)", "(int)gridDim.x",
+                               "(int)(vocab_size)", "1.f", "(const float*)nullptr", "(long long)((vocab_size_padded))"]
+    with pytest.raises(X.NoConfiguration):
+        X.bind(bs[0], cf, spec)
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert long is not None and long.conventions == bs[0].conventions
+    text = X.bind(long, cf, spec).text
+    assert "m + logf(s)" in text and "fn(v[j]) - lse" in text and "x + xoff" in text and "long long x_stride" in text
+    assert "normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out" not in text and "kt:bind" not in text
+
+
+def test_log_softmax_warp_rows_divided_by_a_temperature(lib):
+    """fp16 log-probs of logits divided by a temperature, a warp per row, (l - max) - logf(sum) stored: the log form
+    (the temperature divided by, first), no input stride, no probability form; the row held in registers:
+    lse = m + logf(sum) once, subtracted from each scaled logit."""
+    cf, k, spec = case("log_softmax_warp_rows_temperature_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert all(b.conventions.get("KT_EXPERT_LOG") == 1 and "KT_EXPERT_X_STRIDE" not in b.conventions
+               for b in bs), words_of(bs)
+    assert bs[0].describe() == ("out=logprobs (f16), x=logits (f16), hidden=`dim`, rows=`num_rows`, logits divided "
+                                "by `temperature`, log-probabilities: l - (max + logf(sum))"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_LOGIT_DIVIDE": 1}
+    text = X.bind(bs[0], cf, spec).text
+    assert "const float lse = m + logf(row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f));" in text
+    assert "v[i][j] = v[i][j] - lse;" in text and "* inv" not in text and "v[i][j] / scale" in text
+    assert "kt:bind" not in text
+
+
+def test_log_softmax_strided_fp32_rows_in_registers(lib):
+    """fp32 scores ld apart (ld >= n, 1024 / 4099 / 2048) into dense log-probs, x - (max + logf(sum)) through
+    shared memory: the log form with the input stride on softmax (the peeled path only where ld - n keeps the
+    output's lead) and on its long-row twin."""
+    cf, k, spec = case("log_softmax_two_pass_smem_strided_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert [b.describe() for b in bs] == [
+        "out=out (f32), x=scores (f32, rows `ld` apart), hidden=`n`, rows=`tokens`, log-probabilities: l - (max + "
+        "logf(sum))"], words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_X_STRIDE": 1}
+    text = X.bind(bs[0], cf, spec).text
+    assert "x + (long long)(active ? row : 0) * x_stride" in text and "(x_stride - hidden) % KT_VEC == 0" in text
+    assert "v[i][j] = v[i][j] - lse;" in text
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert "log_pass<KT_VEC, T, O>" in X.bind(long, cf, spec).text
+
+
+def test_the_log_form_leaves_probability_softmax_alone(lib):
+    """A softmax whose stores take no log keeps its probability bindings (no KT_EXPERT_LOG, no stride)."""
+    for name in ("softmax_divided_by_scalar_f16", "softmax_scaled_half_to_float", "softmax_three_pass"):
+        cf, k, spec = case(name)
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert bs and not any("KT_EXPERT_LOG" in b.conventions or "KT_EXPERT_X_STRIDE" in b.conventions for b in bs)
+
+
+@pytest.mark.nvcc
+def test_every_log_softmax_binding_and_its_long_twin_compiles(lib):
+    """The held-out log-softmax's bindings (their long-row twins: the vocabulary rows) compile for sm_90, and so do
+    the long-row twins of the log-softmax style kernels' bindings (their softmax forms compile with the other style
+    kernels): softmax_long's log pass, with and without the input stride."""
+    from agent_core.measure.compiler import compile_many
+    from agent_core.workspace import cache_dir
+    cf = parse_cuda(LOG_VARIANT.read_text(), str(LOG_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernel("log_softmax_kernel"), S.find_spec(cf, "log_softmax_kernel"))
+    by_name = {e.name: e for e in lib}
+    jobs = []
+    for name in ("log_softmax_warp_rows_temperature_f16", "log_softmax_two_pass_smem_strided_f32"):
+        cf, k, spec = case(name)
+        for b in X.candidates(cf, k.name, spec, lib):
+            t = X.bind(X.long_twin(b, by_name), cf, spec)
+            jobs.append(dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
+                             defines={macro_name(n): v for n, v in t.space.original_config().items()}))
+    bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
+    assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
+
+
 def test_softmax_scaled_scores_rounded_before_a_4d_mask(lib):
     """Hugging Face's eager attention in fp16: `attn_weights * scale` rounded to fp16, then an fp32 mask [batch, 1,
     q_len, k_len] (the heads broadcast) added in fp32 (KT_EXPERT_ROUND_SCALED 1, a middle-dimension mask whose inner

@@ -27,9 +27,6 @@ KNOWN_GAPS: dict[str, str] = {
     "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
         "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
         "persistent grid: only the vectorize rewrite",
-    "softmax/log_softmax_online_md_cub_padded_vocab_bf16.cu": "log-softmax (x - (m + log d)) from online MD pairs "
-        "merged by cub::BlockReduce with reduce_md_op, logits with a padded row stride (vocab_size_padded) to dense "
-        "fp32 rows: no log-softmax form",
     "rotary/fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu": "no cos/sin cache or positions: fp32 angles per "
         "position turned into cos / sin by sincosf into dynamic smem, SBHD tensors through explicit stride arguments, "
         "partial rotary copied through: no rotary binding",

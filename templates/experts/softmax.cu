@@ -44,6 +44,8 @@ smem = "0"
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 // kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), batches], batch b = blockIdx.y; row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
+// kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
+// kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
 // kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "batches"]
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -205,6 +207,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
                                              float scale, const float* __restrict__ row_div,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
                                              int q_len) {
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+template <int IT, int P, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div, long long x_stride) {
 #else  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
@@ -231,6 +237,14 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const int kn = max(k1, 0);  // the keys from kn on are not read (the vector path may read past kn, never past the row)
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, kn, v, lead);
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+  // the input row at its own stride: the dispatch gives the peeled path only where it keeps the output's lead
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const int lead = rows_lead<P, KT_VEC>(off);
+  float v[IT][KT_VEC];
+  rows_load<0, KT_VEC, IT, P>(x + (long long)(active ? row : 0) * x_stride, hidden, v, lead);
 #else  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
@@ -317,8 +331,12 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #else  // kt:bind
       const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
 #endif  // kt:bind
+#if KT_EXPERT_LOG  // kt:bind
+      s += e;  // the logit kept: the output is l - (m + logf(s))
+#else  // kt:bind
       v[i][j] = e;
       s += e;
+#endif  // kt:bind
     }
 #if KT_EXPERT_SINK  // kt:bind
   // the sink's exponential joins the denominator (it has no column of its own)
@@ -331,13 +349,19 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_MASK == 4 or KT_EXPERT_KEYS  // kt:bind
   const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
   const float inv = total > 0.f ? 1.f / total : 0.f;
+#elif KT_EXPERT_LOG  // kt:bind
+  const float lse = m + logf(row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f));  // the row's log-sum-exp, once
 #else  // kt:bind
   const float inv = 1.f / row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);  // one division per row, not per element
 #endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
+#if KT_EXPERT_LOG  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] - lse;
+#else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
+#endif  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
@@ -392,6 +416,16 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len)));
+}
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        long long x_stride) {
+  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && x_stride % KT_VEC == 0 && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out) && (x_stride - hidden) % KT_VEC == 0),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, x_stride)));
 }
 #else  // kt:bind
 template <typename T, typename O>
