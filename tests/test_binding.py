@@ -1332,7 +1332,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
-                                        "flash_decode_stage2")):
+                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -2908,3 +2908,53 @@ def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
     cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
     k = "flash_decode_stage2_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+# ---------------------------------------------------------------------- lse [batch, heads, seq] beside [b, s, h] rows
+XFORMERS_MERGE = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_splitk_split_major_lse_bhm_f32_to_bf16.cu"
+
+
+def test_held_out_xformers_merge_reads_the_lse_as_batch_heads_seq(lib):
+    """xFormers' merge_attentions (held-out batch 7: its 16 bindings all failed on the GPU, each reading the lse as
+    laid out like the rows): split-major fp32 partials [splits, B, M, H, K] beside lse [splits, B, H, M] (the index
+    ``(b * H + h) * M + m``); the rows are tokens = B * M of H heads, the lse read and written [B, H, M]
+    (KT_EXPERT_NWAY_SEQ), ahead of the older readings."""
+    cf = parse_cuda(XFORMERS_MERGE.read_text(), str(XFORMERS_MERGE))
+    k = "merge_attentions_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 2, "KT_EXPERT_NWAY_SEQ": 1, "KT_EXPERT_LSE_BASE2": 0}, words_of(bs)
+    assert bs[0].call_args[4:] == ["(int)(num_splits)", "(int)(B) * (int)(M)", "(int)(H)", "(int)(K)", "(int)(M)"]
+    assert "lse [num_splits, B, H, M]" in bs[0].describe()
+    assert sum(1 for b in bs if b.conventions.get("KT_EXPERT_NWAY_SEQ")) == 2  # natural and base-2 lse
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long l0 = ((long long)(token / seq) * heads + head) * seq + token % seq;" in t.text
+    assert "sk[it] = v_lse[l0 + (long long)(k0 + it) * sstep];" in t.text and "kt:bind" not in t.text
+
+
+def test_nway_seq_lse_style_and_no_seq_reading_elsewhere(lib):
+    """A FlashAttention-style combine (fp16 out, a warp a row, sizes (batch, seqlen, nheads, headdim), two passes)
+    gets the [b, h, s] lse reading first; no other N-way merge of the styles or the corpus gets it (their lse is laid
+    out like their rows)."""
+    cf, k, spec = case("merge_split_combine_bhs_lse_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions.get("KT_EXPERT_NWAY_SEQ") == 1, words_of(bs)
+    assert bs[0].sizes["tokens"] == "(b) * (s)" and bs[0].call_args[-1] == "(int)(seqlen)"
+    for path in sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu")):
+        if path.name in (XFORMERS_MERGE.name, "merge_split_combine_bhs_lse_warp_f16.cu"):
+            continue
+        cf = parse_cuda(path.read_text(), str(path))
+        for kk in cf.kernels:
+            sp = S.find_spec(cf, kk.name)
+            if sp is not None:
+                assert not any(b.conventions.get("KT_EXPERT_NWAY_SEQ") for b in X.candidates(cf, kk.name, sp, lib)), \
+                    path
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_xformers_merge_compiles(lib):
+    """The held-out xFormers merge's bindings ([b, h, s] lse first) compile for sm_90."""
+    cf = parse_cuda(XFORMERS_MERGE.read_text(), str(XFORMERS_MERGE))
+    k = "merge_attentions_kernel"
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
