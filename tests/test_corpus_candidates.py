@@ -36,9 +36,6 @@ KNOWN_GAPS: dict[str, str] = {
     "softmax/log_softmax_online_md_cub_padded_vocab_bf16.cu": "log-softmax (x - (m + log d)) from online MD pairs "
         "merged by cub::BlockReduce with reduce_md_op, logits with a padded row stride (vocab_size_padded) to dense "
         "fp32 rows: no log-softmax form",
-    "rotary/fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu": "no cos/sin cache or positions: fp32 angles per "
-        "position turned into cos / sin by sincosf into dynamic smem, SBHD tensors through explicit stride arguments, "
-        "partial rotary copied through: no rotary binding",
     "group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu": "2-D 128 x 128 tile scales (scale = 448 / amax, "
         "scale_inv stored [cdiv(M, 128), cdiv(N, 128)]) over a 2-D grid of tiles, not per-token groups of a row: no "
         "group_quant binding",
