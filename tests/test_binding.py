@@ -2690,26 +2690,31 @@ TE_FUSED_ROPE = ROOT / "bench" / "corpus" / "rotary" / "fused_rope_sbhd_freqs_si
 def test_held_out_te_fused_rope_binds_its_angles_tensor_first(lib):
     """Transformer Engine's fused_rope forward (held-out batch 7, no candidate then): SBHD src and dst through stride
     arguments, no cache and no positions, fp32 freqs [s, d2] whose values feed sincosf (a tensor of angles), NeoX
-    rotate_half over the first d2 channels, the rest copied. A token is one position's row of b * h heads (the
-    query's index steps it by stride_s, the angles' by d2: rows of rot_dim, each element its own angle:
-    KT_EXPERT_CACHE 6), the head size the query's head stride (d), sincosf as the kernel calls it."""
+    rotate_half over the first d2 channels, the rest copied. The angles' index steps its rows by d2 (rows of rot_dim,
+    each element its own angle: KT_EXPERT_CACHE 6), the query's by stride_s (a position's row) and inside it by
+    stride_b (a batch entry's heads): first a token per (s, b), at position token / (stride_s / stride_b)
+    (KT_EXPERT_POSITIONS 4, sequence-major), then a token per position (its b * h heads, KT_EXPERT_POSITIONS 0);
+    the head size the query's head stride (d), sincosf as the kernel calls it."""
     cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
     k = "fused_rope_forward_kernel"
     spec = S.find_spec(cf, k)
     bs = X.candidates(cf, k, spec, lib)
     assert bs[0].describe() == (
-        "positions=the token index (a row of angles a token), query=src -> dst, no key, angles=freqs [tokens, rot_dim, "
-        "each element its own] (cos and sin by sincosf), rot_dim=`d2`, num_heads=`stride_s / d`, num_kv_heads=none "
-        "(no key), head_size=`d`, NeoX pairs, out of place"), words_of(bs)
+        "positions=the token index / `stride_s / stride_b` (sequence-major: a row of angles a position), query=src -> "
+        "dst, no key, angles=freqs [positions, rot_dim, each element its own] (cos and sin by sincosf), rot_dim=`d2`, "
+        "num_heads=`h`, num_kv_heads=none (no key), head_size=`d`, NeoX pairs, out of place"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_CACHE": 6, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
-                                 "KT_EXPERT_POSITIONS": 0, "KT_EXPERT_FAST_ANGLE": 0}
-    assert bs[0].call_args[5:] == ["(const float*)(freqs)", "(int)(d2)", "(int)(d2)", "(int)(stride_s) / (int)(d)",
-                                   "0", "(int)(d)"]
-    assert bs[0].sizes["tokens"] == "(s * d2) / (d2)"
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[5:] == ["(const float*)(freqs)", "(int)(d2)", "(int)(d2)", "(int)(h)", "0", "(int)(d)",
+                                   "(int)(stride_s) / (int)(stride_b)"]
+    assert bs[0].sizes["tokens"] == "((s * d2) / (d2)) * ((b * h * d) / (h * d))"
+    assert has(bs, "rotary_neox", "positions=the token index (a row of angles a token)", "num_heads=`stride_s / d`",
+               "head_size=`d`", "rot_dim=`d2`"), words_of(bs)
     assert all(b.conventions["KT_EXPERT_CACHE"] == 6 and b.conventions["KT_EXPERT_PAIRING"] == 0 for b in bs)
     text = X.bind(bs[0], cf, spec).text
     assert "  sincosf(a, &s, &c);" in text and "__sincosf(a" not in text and "kt:bind" not in text
-    assert "constexpr bool FULL = true;" in text and "copy_tail(qi, qd, num_heads, head_size, rot_dim" in text
+    assert "const long long pos = token / batch;" in text and "constexpr bool FULL = true;" in text
+    assert "copy_tail(qi, qd, num_heads, head_size, rot_dim" in text
 
 
 def test_rotary_angles_per_token_gptj_query_and_key(lib):
@@ -2726,6 +2731,23 @@ def test_rotary_angles_per_token_gptj_query_and_key(lib):
     assert all(b.conventions["KT_EXPERT_CACHE"] == 5 and b.conventions["KT_EXPERT_FAST_ANGLE"] == 1 for b in bs)
     text = X.bind(next(b for b in bs if b.conventions["KT_EXPERT_PAIRING"] == 1), cf, spec).text
     assert "__sincosf(a, &s, &c);" in text and "constexpr bool FULL = KT_EXPERT_CACHE == 2;" not in text
+
+
+def test_rotary_angles_sbhd_in_place_sequence_major(lib):
+    """fp16 NeoX in place over Megatron's SBHD [seq, batch, heads, head_dim] (contiguous, no strides), angles [seq,
+    head_dim / 2] (one a pair) through cosf and sinf, a 1-D grid of seq * batch blocks: the query's index steps by
+    a position's row (batch * heads * head_dim) and inside it by a batch entry's (heads * head_dim), so a token is one
+    (s, b), at position token / batch (KT_EXPERT_POSITIONS 4), first."""
+    cf, k, spec = case("rotary_angles_sbhd_neox_in_place_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token index / `batch` (sequence-major: a row of angles a position), query=x, no key, "
+        "angles=freqs [positions, rot_dim / 2] (cos and sin by sincosf), rot_dim=`head_dim`, num_heads=`heads`, "
+        "num_kv_heads=none (no key), head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 5, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[-1] == "(int)(batch)"
+    assert bs[0].sizes["tokens"].endswith("* (batch)")
 
 
 def test_rotary_angles_need_the_query_stepped_by_a_token_row(lib):

@@ -33,7 +33,9 @@ cache, no positions): one float input whose values feed a sine or cosine (sincos
 are the tokens, as many as the index multiplies the varying term by (rows of rot_dim / 2, one angle a pair:
 KT_EXPERT_CACHE 5; rows of rot_dim, each NeoX element its own: 6), and a token must be a row the query's index
 steps by (SBHD: one position's b * h heads, stride_s); the head size the query's head stride first; the fast
-intrinsic where the kernel calls it (KT_EXPERT_FAST_ANGLE), GPT-J first where an element is read at + 1.
+intrinsic where the kernel calls it (KT_EXPERT_FAST_ANGLE), GPT-J first where an element is read at + 1. Where the
+query's index also steps inside a position's row by a stride that divides it (SBHD's stride_b: one batch entry's
+heads), each such part is a token at position token / batch (KT_EXPERT_POSITIONS 4, sequence-major), offered first.
 """
 
 from __future__ import annotations
@@ -691,8 +693,25 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             return []
         out, q_strides = [], _index_strides(ev, qi.name)
         for tokens, spec in _gathered_tokens(ev, q, k, caches):
-            if div(q.counts, tokens) in q_strides:  # the query's index steps a token's row: a row of angles each
-                out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
+            row = div(q.counts, tokens)
+            if row not in q_strides:
+                continue  # the query's index steps by a position's row: a row of angles each
+            # sequence-major (Megatron's SBHD [s, b, h, d]): the query's index also steps by a stride that divides a
+            # position's row (a batch entry's heads): each such part a token, at position token / batch; first the
+            # widest part
+            if e.conventions.get("KT_EXPERT_POSITIONS") is not None and k is None:
+                inner = sorted((v for v in q_strides if v != row and all(1 < x < r and r % x == 0
+                                                                         for x, r in zip(v, row))), reverse=True)
+                for rank, v in enumerate(inner):
+                    bv = tuple(r // x for x, r in zip(v, row))
+                    bs = ev.sizes(bv)
+                    if bs:
+                        got = _bind(ev, e, None, prod(tokens, bv), f"({spec}) * ({bs[0].spec})", qi, q, ki, k, oop,
+                                    caches, table=table, batch=bs[0], batch_fp=bv)
+                        for b in got:
+                            b.support += 1 - rank
+                        out += got
+            out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
         return out
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
@@ -710,12 +729,15 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
 
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
           caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
-          table: _AngleTable | None = None) -> list[Binding]:
+          table: _AngleTable | None = None, batch: SizeExpr | None = None,
+          batch_fp: tuple | None = None) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
     if table and not p:
         pos_words = "the token index (a row of angles a token)"
+        if batch:
+            pos_words = f"the token index / {batch.words} (sequence-major: a row of angles a position)"
     if seq:
         pos_words = f"`{p.name}[token / {seq.seq.name}] + token % {seq.seq.name}`"
     if implicit:
@@ -776,12 +798,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 for cache, stride_fp, stride_c, stride_spec, words in (
                         (5, tuple(r // 2 for r in rot_fp), f"({rot.c}) / 2", f"({rot.spec}) / 2", "rot_dim / 2"),
                         (6, rot_fp, rot.c, rot.spec, "rot_dim, each element its own")):
-                    if any(r % 2 for r in rot_fp) or div(c.counts, stride_fp) != tokens:
-                        continue  # a row of angles per token
+                    rows = div(c.counts, stride_fp)
+                    if any(r % 2 for r in rot_fp) or rows is None or (prod(rows, batch_fp) if batch else rows) != tokens:
+                        continue  # a row of angles per token (sequence-major: per position)
                     if table.strides and stride_fp not in table.strides:
                         continue  # the rows as long as the index multiplies the position by
                     layouts.append(_Layout(cache, _cast(C, c.name, True), "", stride_c,
-                                           [f"angles={c.name} [tokens, {words}] (cos and sin by "
+                                           [f"angles={c.name} [{'positions' if batch else 'tokens'}, {words}] (cos and sin by "
                                             f"{'__sincosf' if table.fast else 'sincosf'})"],
                                            f"({c.spec.size}) / ({stride_spec})", 0, fast=table.fast,
                                            stride_fp=stride_fp))
@@ -857,6 +880,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.conventions["KT_EXPERT_STORAGE_MATH"] = 1
                     if implicit:
                         b.conventions["KT_EXPERT_POSITIONS"] = 3
+                    elif batch:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 4
                     elif p is None:
                         b.conventions["KT_EXPERT_POSITIONS"] = 0
                     elif seq:
@@ -911,6 +936,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    if batch:  # the batch last
+                        b.call_args.append(batch.c)
+                        if all(v == 1 for v in counts_of(nh.spec, ev.spec) or ()):  # a token of one head
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     if seq:  # the sequence length last
                         b.call_args.append(f"(int)({seq.seq.name})")
                     if implicit:  # the sequence length, then the start position
