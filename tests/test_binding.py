@@ -2958,3 +2958,93 @@ def test_every_binding_of_the_xformers_merge_compiles(lib):
     k = "merge_attentions_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
 
+
+# ------------------------------------------------------------------------------------------ rotary from angles
+TE_FUSED_ROPE = ROOT / "bench" / "corpus" / "rotary" / "fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu"
+
+
+def test_held_out_te_fused_rope_binds_its_angles_tensor_first(lib):
+    """Transformer Engine's fused_rope forward (held-out batch 7, no candidate then): SBHD src and dst through stride
+    arguments, no cache and no positions, fp32 freqs [s, d2] whose values feed sincosf (a tensor of angles), NeoX
+    rotate_half over the first d2 channels, the rest copied. The angles' index steps its rows by d2 (rows of rot_dim,
+    each element its own angle: KT_EXPERT_CACHE 6), the query's by stride_s (a position's row) and inside it by
+    stride_b (a batch entry's heads): first a token per (s, b), at position token / (stride_s / stride_b)
+    (KT_EXPERT_POSITIONS 4, sequence-major), then a token per position (its b * h heads, KT_EXPERT_POSITIONS 0);
+    the head size the query's head stride (d), sincosf as the kernel calls it."""
+    cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
+    k = "fused_rope_forward_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token index / `stride_s / stride_b` (sequence-major: a row of angles a position), query=src -> "
+        "dst, no key, angles=freqs [positions, rot_dim, each element its own] (cos and sin by sincosf), rot_dim=`d2`, "
+        "num_heads=`h`, num_kv_heads=none (no key), head_size=`d`, NeoX pairs, out of place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 6, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[5:] == ["(const float*)(freqs)", "(int)(d2)", "(int)(d2)", "(int)(h)", "0", "(int)(d)",
+                                   "(int)(stride_s) / (int)(stride_b)"]
+    assert bs[0].sizes["tokens"] == "((s * d2) / (d2)) * ((b * h * d) / (h * d))"
+    assert has(bs, "rotary_neox", "positions=the token index (a row of angles a token)", "num_heads=`stride_s / d`",
+               "head_size=`d`", "rot_dim=`d2`"), words_of(bs)
+    assert all(b.conventions["KT_EXPERT_CACHE"] == 6 and b.conventions["KT_EXPERT_PAIRING"] == 0 for b in bs)
+    text = X.bind(bs[0], cf, spec).text
+    assert "  sincosf(a, &s, &c);" in text and "__sincosf(a" not in text and "kt:bind" not in text
+    assert "const long long pos = token / batch;" in text and "constexpr bool FULL = true;" in text
+    assert "copy_tail(qi, qd, num_heads, head_size, rot_dim" in text
+
+
+def test_rotary_angles_per_token_gptj_query_and_key(lib):
+    """fp16 query and key out of place, token-major with a block per token, angles [tokens, rot_dim / 2] gathered per
+    token (one a pair, KT_EXPERT_CACHE 5) through __sincosf (KT_EXPERT_FAST_ANGLE), partial rotary copied through:
+    both pairings offered, the interleaved one first (an element read at + 1)."""
+    cf, k, spec = case("rotary_angles_per_token_gptj_qk_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "rotary_neox", "positions=the token index (a row of angles a token)", "query=q -> q_out",
+               "key=k -> k_out", "angles=angles [tokens, rot_dim / 2] (cos and sin by __sincosf)",
+               "rot_dim=`rot_dim`", "num_heads=`num_q_heads`", "num_kv_heads=`num_kv_heads`", "head_size=`head_dim`",
+               "GPT-J pairs", "out of place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_PAIRING"] == 1 and len(bs) == 2, words_of(bs)
+    assert all(b.conventions["KT_EXPERT_CACHE"] == 5 and b.conventions["KT_EXPERT_FAST_ANGLE"] == 1 for b in bs)
+    text = X.bind(next(b for b in bs if b.conventions["KT_EXPERT_PAIRING"] == 1), cf, spec).text
+    assert "__sincosf(a, &s, &c);" in text and "constexpr bool FULL = KT_EXPERT_CACHE == 2;" not in text
+
+
+def test_rotary_angles_sbhd_in_place_sequence_major(lib):
+    """fp16 NeoX in place over Megatron's SBHD [seq, batch, heads, head_dim] (contiguous, no strides), angles [seq,
+    head_dim / 2] (one a pair) through cosf and sinf, a 1-D grid of seq * batch blocks: the query's index steps by
+    a position's row (batch * heads * head_dim) and inside it by a batch entry's (heads * head_dim), so a token is one
+    (s, b), at position token / batch (KT_EXPERT_POSITIONS 4), first."""
+    cf, k, spec = case("rotary_angles_sbhd_neox_in_place_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token index / `batch` (sequence-major: a row of angles a position), query=x, no key, "
+        "angles=freqs [positions, rot_dim / 2] (cos and sin by sincosf), rot_dim=`head_dim`, num_heads=`heads`, "
+        "num_kv_heads=none (no key), head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 5, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[-1] == "(int)(batch)"
+    assert bs[0].sizes["tokens"].endswith("* (batch)")
+
+
+def test_rotary_angles_need_the_query_stepped_by_a_token_row(lib):
+    """A tensor of angles with rows the query's index does not step by (here: the query indexed as [b, s, h, d], the
+    angles [s, d / 2], so a position's heads are not one row): no binding that would take the angles' rows as the
+    query's tokens."""
+    src = (STYLES / "rotary_angles_per_token_gptj_qk_f16.cu").read_text()
+    src = src.replace("const float* ang = angles + t * (rot_dim / 2);",
+                      "const float* ang = angles + (t % 7) * (rot_dim / 2);")
+    src = src.replace('"angles: in f32[tokens * rd / 2] ~ uniform(0, 100)"', '"angles: in f32[7 * rd / 2]"')
+    assert "(t % 7)" in src and "[7 * rd / 2]" in src
+    cf2 = parse_cuda(src, "angles_bshd.cu")
+    spec = S.find_spec(cf2, "rope_angles_gptj_qk")
+    assert spec is not None
+    bs = X.candidates(cf2, "rope_angles_gptj_qk", spec, lib)
+    assert not any(b.expert.name == "rotary_neox" for b in bs), words_of(bs)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_te_fused_rope_compiles(lib):
+    """The held-out TE fused_rope's angle-tensor bindings compile for sm_90 (the style kernel's with the other style
+    kernels)."""
+    cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
+    _compile_every_binding(lib, cf, cf.kernel("fused_rope_forward_kernel"), S.find_spec(cf, "fused_rope_forward_kernel"))

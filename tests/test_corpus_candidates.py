@@ -27,9 +27,6 @@ KNOWN_GAPS: dict[str, str] = {
     "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
         "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
         "persistent grid: only the vectorize rewrite",
-    "rotary/fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu": "no cos/sin cache or positions: fp32 angles per "
-        "position turned into cos / sin by sincosf into dynamic smem, SBHD tensors through explicit stride arguments, "
-        "partial rotary copied through: no rotary binding",
     "group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu": "2-D 128 x 128 tile scales (scale = 448 / amax, "
         "scale_inv stored [cdiv(M, 128), cdiv(N, 128)]) over a 2-D grid of tiles, not per-token groups of a row: no "
         "group_quant binding",
