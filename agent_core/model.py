@@ -115,6 +115,12 @@ class LaunchSite:
     args: list[Expr]
     host_function: str | None  # name of the enclosing host function
     host_vars: dict[str, HostVar] = field(default_factory=dict)  # locals defined before the launch
+    # A launch written inside a macro's body (`#define LAUNCH(N) k<N><<<g, b>>>(...)`) and read from the macro's
+    # expansion at one of its uses: the macro's name and the expansion's text. Then `span` and every Expr's span
+    # are the use's (`LAUNCH(4)`), not the launch's: its text is the expansion's, not the file's (see
+    # Kernel.macro_launch_sites).
+    macro: str | None = None
+    expansion: str | None = None
 
 
 @dataclass
@@ -129,6 +135,9 @@ class Kernel:
     pragmas: list[Pragma]
     launch_sites: list[LaunchSite]
     signature: str  # the declaration text up to the body
+    # Launches read through a macro's expansion at the macro's uses (LaunchSite.macro): not in `launch_sites`,
+    # whose spans are the launch's own text (they are edited in place); these can only be read.
+    macro_launch_sites: list[LaunchSite] = field(default_factory=list)
 
 
 @dataclass

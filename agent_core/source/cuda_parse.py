@@ -32,6 +32,12 @@ _FILE_QUERY = Query(LANGUAGE, """
 """)
 # Every function: when a macro stands for __global__, any of them can be a kernel.
 _FUNCTION_QUERY = Query(LANGUAGE, "(function_definition) @function")
+# Macros and their uses, for launches written inside a macro's body (agent_core.source.macros).
+_MACRO_QUERY = Query(LANGUAGE, "(preproc_function_def) @macro (preproc_def) @macro")
+_MACRO_USE_QUERY = Query(LANGUAGE, """
+(call_expression function: (identifier) @name) @call
+(expression_statement (identifier) @name) @call
+""")
 # The last trees parsed, by source: the language server parses a version, then the engine (templatize)
 # parses the same bytes again for each kernel it analyses; a copy of the cached tree is returned instead.
 _TREE_CACHE: dict[bytes, Tree] = {}
@@ -185,7 +191,7 @@ class _Builder:
             f.kernels = [k for k in (self.kernel(n, macro_globals) for n in got["function"]) if k is not None]
             f.launches = [x for x in (self.launch(n, []) for n in got["launch"]) if x is not None]
             f.consts = [(g.end_byte, self.declared(g)) for g in got["global"] if _is_constant_decl(self, g)]
-        kernels = [_with(k, launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
+        kernels = [_with(k, launch_sites=[], macro_launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
         consts = [c for ch in chunks for c in ch.facts.consts]  # file-scope constants, in order
         by_name = {k.name: k for k in kernels}
         for ch in chunks:
@@ -201,6 +207,11 @@ class _Builder:
                         host_vars[v.name] = v
                 host_vars.update(site.host_vars)
                 k.launch_sites.append(_with(site, host_vars=host_vars))
+        if by_name and b"<<<" in self.data and b"define" in self.data:
+            for site in self.macro_launches(root, consts):
+                k = by_name.get(site.kernel)
+                if k is not None:
+                    k.macro_launch_sites.append(site)
         cf = CudaFile(self.path, self.text, kernels, defines, self.errors(root))
         cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.error}, macro_globals, [ch.facts for ch in chunks])
         return cf
@@ -434,6 +445,12 @@ class _Builder:
         config = [self.expr(c) for c in kcs.named_children if c.type != "comment"]
         al = call.child_by_field_name("arguments")
         args = [self.expr(c) for c in al.named_children if c.type != "comment"] if al is not None else []
+        host_name, host_vars = self._host_context(call, globals_)
+        return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
+                          host_function=host_name, host_vars=host_vars)
+
+    def _host_context(self, call: Node, globals_: list[Node]) -> tuple[str | None, dict[str, HostVar]]:
+        """The host function around ``call`` (its name; None in a lambda) and the variables in scope before it."""
         host_fn = call.parent
         while host_fn is not None and host_fn.type not in ("function_definition", "lambda_expression"):
             host_fn = host_fn.parent
@@ -458,8 +475,67 @@ class _Builder:
                 for decl in sorted(scoped, key=lambda d: d.start_byte):
                     for v in self.declared(decl):
                         host_vars[v.name] = v
-        return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
-                          host_function=host_name, host_vars=host_vars)
+        return host_name, host_vars
+
+    def macro_launches(self, root: Node, consts: list[tuple[int, list[HostVar]]]) -> list[LaunchSite]:
+        """The launches written inside macro bodies, read at each use of such a macro in the file's code
+        (``LAUNCH(4);``, ``{ LAUNCH(4) }`` without its ``;``, ``LAUNCH;``): the use expanded (agent_core.source.macros),
+        the expansion parsed, each launch in it a LaunchSite with ``macro`` and ``expansion`` set, its expressions
+        the expansion's text (in the macro's actual arguments) and every span the use's. Its host variables: the
+        file's constants and the host function's locals before the use, then those the expansion declares."""
+        from agent_core.source import macros as M
+        defs: list[M.Macro] = []
+        for n in QueryCursor(_MACRO_QUERY).captures(root).get("macro", []):
+            name, val = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is None or val is None:
+                continue
+            params = None
+            if n.type == "preproc_function_def":
+                pl = n.child_by_field_name("parameters")
+                if pl is None:
+                    continue
+                params = [p.strip() for p in self.t(pl).strip()[1:-1].split(",") if p.strip()]
+            defs.append(M.Macro(self.t(name), params, M.clean_body(self.t(val)), n.start_byte, n.end_byte))
+        names = M.launching(defs)
+        if not names:
+            return []
+        ex = M.Expander(defs, names)
+        out: list[LaunchSite] = []
+        uses = [(c["call"][0], c["name"][0]) for _, c in QueryCursor(_MACRO_USE_QUERY).matches(root)]
+        for call, name in sorted(uses, key=lambda u: u[0].start_byte):
+            if self.t(name) not in names:
+                continue
+            m = ex.macro_at(self.t(name), call.start_byte)
+            if m is None or (m.params is None) != (call.type == "expression_statement"):
+                continue
+            al = call.child_by_field_name("arguments")
+            expansion = ex.expand_use(m, self.t(al)[1:-1] if al is not None else None, call.start_byte)
+            if expansion is None or "<<<" not in expansion:
+                continue
+            wrapper = "void __kt_macro_expansion__() {\n" + expansion + ";\n}\n"
+            sub = _Builder(_parser().parse(wrapper.encode("utf-8")), wrapper, self.path)
+            at = node_span(call if call.type == "call_expression" else name)
+            host_name, host_vars = self._host_context(call, [])
+            local: dict[str, HostVar] = {}
+            for end, vs in consts:
+                if end > call.start_byte:
+                    break
+                local.update((v.name, v) for v in vs)
+            local.update(host_vars)
+            for n in walk(sub.tree.root_node):
+                if n.type != "call_expression" or self._kcs(n) is None:
+                    continue
+                site = sub.launch(n, [])
+                if site is None:
+                    continue
+                here = dict(local)
+                here.update((v.name, _with(v, span=at, init=_at(v.init, at))) for v in site.host_vars.values())
+                out.append(LaunchSite(kernel=site.kernel, span=at, template_args=[_at(e, at) for e in site.template_args],
+                                      config=[_at(e, at) for e in site.config], args=[_at(e, at) for e in site.args],
+                                      host_function=host_name, host_vars=here, macro=m.name,
+                                      expansion=" ".join(expansion.split())))
+        out.sort(key=lambda s: s.span.start)
+        return out
 
     def _child_declarations(self, n: Node) -> list[Node]:
         """The ``declaration`` children of ``n`` (cached per node: a host function with thousands of launches
@@ -506,6 +582,11 @@ class _Builder:
                 continue
             out.append(HostVar(name=self.t(ident), type=typ, init=init, span=node_span(d)))
         return out
+
+
+def _at(e: Expr | None, span: Span) -> Expr | None:
+    """``e``'s text at ``span`` (a macro launch's expressions stand at the macro's use)."""
+    return None if e is None else Expr(e.text, span)
 
 
 def _is_constant_decl(b: _Builder, decl: Node) -> bool:

@@ -1,0 +1,225 @@
+"""Function-like (and object-like) macros of a .cu file that hold a kernel launch, expanded at their use sites.
+
+Serving code bases write a kernel's launches inside macros (FasterTransformer's and TensorRT-LLM's
+``#define LAUNCH_MASKED_SOFTMAX(ITEMS) softmax_kernel<T, ITEMS><<<grid, block, 0, stream>>>(...)`` used as
+``if (...) { LAUNCH_MASKED_SOFTMAX(4) } else ...``, vLLM's ``#define LAUNCH_KERNEL(width) ...``). tree-sitter
+keeps a macro's body as raw text, so the launch is not in the tree. This module finds the macros whose expansion
+holds ``<<<`` (directly or through another such macro), and expands one use of such a macro the way the C
+preprocessor does for these few macros (arguments split at top-level commas, parameters replaced by the fully
+expanded arguments, ``#`` stringizing, ``##`` pasting, ``__VA_ARGS__``, the result rescanned for the same
+macros; a macro is not expanded inside its own expansion). Other macros (constants, ``FINAL_MASK``) are left as
+written, so the launch reads in the names the host code uses. Only the file's own ``#define``s are known: no
+header is read, no include is needed.
+
+The expansion is text: the launch it holds is read by parsing it (``cuda_parse``), and is reported at the macro's
+use (its line, for the editor); it cannot be edited in place (its text is the macro's, shared by every use).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<str>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+  | (?P<paste>\#\#)
+  | (?P<hash>\#)
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<num>\.?\d(?:[\w.]|[eEpP][+-])*)
+  | (?P<other>.)
+""", re.X | re.S)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_MAX_DEPTH = 16
+
+
+@dataclasses.dataclass
+class Macro:
+    name: str
+    params: list[str] | None  # None: object-like; a variadic macro's last parameter is "..." (or "name...")
+    body: str  # continuations joined, comments blanked
+    start: int  # byte offset of the `#define`
+    end: int
+
+    @property
+    def variadic(self) -> bool:
+        return bool(self.params) and self.params[-1].endswith("...")
+
+
+def clean_body(raw: str) -> str:
+    """A macro body as the preprocessor sees it: line continuations joined, comments replaced by a space."""
+    body = re.sub(r"\\\r?\n", " ", raw)
+    return _COMMENT.sub(" ", body).strip()
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    return [(m.lastgroup, m.group(0)) for m in _TOKEN.finditer(text)]
+
+
+def launching(macros: list[Macro]) -> set[str]:
+    """The names of the macros whose expansion holds a kernel launch (``<<<``), directly or through another."""
+    names = {m.name for m in macros if "<<<" in m.body}
+    while True:
+        more = {m.name for m in macros if m.name not in names
+                and any(k == "id" and t in names for k, t in _tokens(m.body))}
+        if not more:
+            return names
+        names |= more
+
+
+def split_args(text: str) -> list[str] | None:
+    """The arguments of a macro use, ``text`` being what stands between its parentheses: split at the commas
+    outside parentheses (the preprocessor knows no other brackets), each stripped. None when unbalanced."""
+    out, depth, cur = [], 0, []
+    for kind, t in _tokens(text):
+        if kind == "other" and t in "([":
+            depth += 1
+        elif kind == "other" and t in ")]":
+            depth -= 1
+            if depth < 0:
+                return None
+        if kind == "other" and t == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(t)
+    if depth:
+        return None
+    out.append("".join(cur).strip())
+    return out
+
+
+class Expander:
+    """Expands uses of ``macros`` (the launching ones, by name; the last definition before a use wins)."""
+
+    def __init__(self, macros: list[Macro], names: set[str]):
+        self.defs: dict[str, list[Macro]] = {}
+        for m in sorted(macros, key=lambda m: m.start):
+            if m.name in names:
+                self.defs.setdefault(m.name, []).append(m)
+
+    def macro_at(self, name: str, offset: int) -> Macro | None:
+        """The definition of ``name`` in force at byte ``offset`` (the last one before it)."""
+        got = [m for m in self.defs.get(name, []) if m.start < offset]
+        return got[-1] if got else None
+
+    def expand_use(self, m: Macro, args_text: str | None, offset: int) -> str | None:
+        """The expansion of one use of ``m`` (``args_text``: what stands between its parentheses, None for an
+        object-like macro). None when the use does not fit the macro (argument count, unbalanced text)."""
+        if m.params is None:
+            return self._rescan(m.body, offset, {m.name}, 0)
+        args = split_args(args_text or "")
+        if args is None:
+            return None
+        return self._substitute(m, args, offset, {m.name}, 0)
+
+    def _substitute(self, m: Macro, args: list[str], offset: int, hidden: set[str], depth: int) -> str | None:
+        params = list(m.params or [])
+        if args == [""] and not params:
+            args = []
+        named: dict[str, str] = {}
+        if m.variadic:
+            fixed = params[:-1]
+            if len(args) < len(fixed):
+                return None
+            va_name = params[-1][:-3].strip() or "__VA_ARGS__"
+            named.update(zip(fixed, args))
+            named[va_name] = ", ".join(args[len(fixed):])
+        else:
+            if len(args) != len(params):
+                return None
+            named.update(zip(params, args))
+        toks = [(k, t) for k, t in _tokens(m.body)]
+        out: list[str] = []
+        i = 0
+        sig = [j for j, (k, _) in enumerate(toks) if k != "ws"]  # significant token indices
+
+        def next_sig(j: int) -> int | None:
+            later = [x for x in sig if x > j]
+            return later[0] if later else None
+
+        def prev_sig(j: int) -> int | None:
+            earlier = [x for x in sig if x < j]
+            return earlier[-1] if earlier else None
+
+        while i < len(toks):
+            k, t = toks[i]
+            if k == "hash":  # #param: the argument as a string literal
+                j = next_sig(i)
+                if j is not None and toks[j][0] == "id" and toks[j][1] in named:
+                    s = " ".join(named[toks[j][1]].split())
+                    out.append('"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"')
+                    i = j + 1
+                    continue
+            if k == "id" and t in named:
+                p, n = prev_sig(i), next_sig(i)
+                pasted = (p is not None and toks[p][0] == "paste") or (n is not None and toks[n][0] == "paste")
+                if pasted:
+                    out.append(named[t])
+                else:
+                    got = self._rescan(named[t], offset, hidden, depth + 1)
+                    if got is None:
+                        return None
+                    out.append(got)
+                i += 1
+                continue
+            if k == "paste":  # a ## b: drop the operator and the white space around it
+                while out and not out[-1].strip():
+                    out.pop()
+                if out:
+                    out[-1] = out[-1].rstrip()
+                i += 1
+                while i < len(toks) and toks[i][0] == "ws":
+                    i += 1
+                continue
+            out.append(t)
+            i += 1
+        return self._rescan("".join(out), offset, hidden, depth)
+
+    def _rescan(self, text: str, offset: int, hidden: set[str], depth: int) -> str | None:
+        if depth > _MAX_DEPTH:
+            return None
+        toks = _tokens(text)
+        out: list[str] = []
+        i = 0
+        while i < len(toks):
+            k, t = toks[i]
+            m = self.macro_at(t, offset) if k == "id" and t not in hidden else None
+            if m is None:
+                out.append(t)
+                i += 1
+                continue
+            if m.params is None:
+                got = self._rescan(m.body, offset, hidden | {m.name}, depth + 1)
+                if got is None:
+                    return None
+                out.append(got)
+                i += 1
+                continue
+            j = i + 1
+            while j < len(toks) and toks[j][0] == "ws":
+                j += 1
+            if j >= len(toks) or toks[j][1] != "(":  # a function-like macro's name without a call: left as is
+                out.append(t)
+                i += 1
+                continue
+            level, e = 0, j
+            while e < len(toks):
+                if toks[e][1] == "(":
+                    level += 1
+                elif toks[e][1] == ")":
+                    level -= 1
+                    if level == 0:
+                        break
+                e += 1
+            if e >= len(toks):
+                return None
+            args = split_args("".join(x for _, x in toks[j + 1:e]))
+            if args is None:
+                return None
+            got = self._substitute(m, args, offset, hidden | {m.name}, depth + 1)
+            if got is None:
+                return None
+            out.append(got)
+            i = e + 1
+        return "".join(out)
