@@ -132,15 +132,24 @@ class Expander:
         toks = [(k, t) for k, t in _tokens(m.body)]
         out: list[str] = []
         i = 0
-        sig = [j for j, (k, _) in enumerate(toks) if k != "ws"]  # significant token indices
+        nxt: list[int | None] = [None] * len(toks)  # the next / previous token that is not white space
+        prv: list[int | None] = [None] * len(toks)
+        last = None
+        for j, (k, _) in enumerate(toks):
+            prv[j] = last
+            if k != "ws":
+                last = j
+        last = None
+        for j in range(len(toks) - 1, -1, -1):
+            nxt[j] = last
+            if toks[j][0] != "ws":
+                last = j
 
         def next_sig(j: int) -> int | None:
-            later = [x for x in sig if x > j]
-            return later[0] if later else None
+            return nxt[j]
 
         def prev_sig(j: int) -> int | None:
-            earlier = [x for x in sig if x < j]
-            return earlier[-1] if earlier else None
+            return prv[j]
 
         while i < len(toks):
             k, t = toks[i]
