@@ -34,10 +34,6 @@ _FILE_QUERY = Query(LANGUAGE, """
 _FUNCTION_QUERY = Query(LANGUAGE, "(function_definition) @function")
 # Macros and their uses, for launches written inside a macro's body (agent_core.source.macros).
 _MACRO_QUERY = Query(LANGUAGE, "(preproc_function_def) @macro (preproc_def) @macro")
-_MACRO_USE_QUERY = Query(LANGUAGE, """
-(call_expression function: (identifier) @name) @call
-(expression_statement (identifier) @name) @call
-""")
 # The last trees parsed, by source: the language server parses a version, then the engine (templatize)
 # parses the same bytes again for each kernel it analyses; a copy of the cached tree is returned instead.
 _TREE_CACHE: dict[bytes, Tree] = {}
@@ -501,24 +497,20 @@ class _Builder:
             return []
         ex = M.Expander(defs, names)
         out: list[LaunchSite] = []
-        uses = [(c["call"][0], c["name"][0]) for _, c in QueryCursor(_MACRO_USE_QUERY).matches(root)]
-        for call, name in sorted(uses, key=lambda u: u[0].start_byte):
-            if self.t(name) not in names:
+        for name, start, end, args_text in M.uses(self.data, names):
+            m = ex.macro_at(name, start)
+            if m is None or (m.params is None) != (args_text is None):
                 continue
-            m = ex.macro_at(self.t(name), call.start_byte)
-            if m is None or (m.params is None) != (call.type == "expression_statement"):
-                continue
-            al = call.child_by_field_name("arguments")
-            expansion = ex.expand_use(m, self.t(al)[1:-1] if al is not None else None, call.start_byte)
+            expansion = ex.expand_use(m, args_text, start)
             if expansion is None or "<<<" not in expansion:
                 continue
             wrapper = "void __kt_macro_expansion__() {\n" + expansion + ";\n}\n"
             sub = _Builder(_parser().parse(wrapper.encode("utf-8")), wrapper, self.path)
-            at = node_span(call if call.type == "call_expression" else name)
-            host_name, host_vars = self._host_context(call, [])
+            at = self.sub_span(root, start, end)
+            host_name, host_vars = self._host_context(root.descendant_for_byte_range(start, start), [])
             local: dict[str, HostVar] = {}
-            for end, vs in consts:
-                if end > call.start_byte:
+            for c_end, vs in consts:
+                if c_end > start:
                     break
                 local.update((v.name, v) for v in vs)
             local.update(host_vars)

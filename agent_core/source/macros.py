@@ -89,6 +89,47 @@ def split_args(text: str) -> list[str] | None:
     return out
 
 
+# What is not code where a macro could be used: comments, string and character literals, preprocessor lines
+# (with their continuations: a macro's own body, `#undef`, `#if`).
+_NOT_CODE = re.compile(rb"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|^[ \t]*\#(?:\\\r?\n|[^\n])*""",
+                       re.S | re.M)
+
+
+def uses(data: bytes, names: set[str]) -> list[tuple[str, int, int, str | None]]:
+    """Each use of a macro of ``names`` in the code of ``data`` (UTF-8 bytes), in order: (name, start byte, end
+    byte, the text between its parentheses; None where the name is not followed by a parenthesis). Read from the
+    text, not the tree: tree-sitter reads ``LAUNCH(float, 4)`` (a type among the arguments) or a use without its
+    ``;`` as broken syntax of many shapes."""
+    if not names:
+        return []
+    masked = bytearray(data)
+    for m in _NOT_CODE.finditer(data):
+        for i in range(m.start(), m.end()):
+            if masked[i] != 0x0A:
+                masked[i] = 0x20
+    code = bytes(masked)
+    out = []
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+    for m in pattern.finditer(code):
+        j = m.end()
+        while j < len(code) and code[j] in b" \t\r\n":
+            j += 1
+        if j >= len(code) or code[j] != 0x28:  # (
+            out.append((m.group(1).decode(), m.start(), m.end(), None))
+            continue
+        depth, e = 0, j
+        while e < len(code):
+            depth += code[e] == 0x28
+            depth -= code[e] == 0x29
+            if depth == 0:
+                break
+            e += 1
+        if depth:
+            continue
+        out.append((m.group(1).decode(), m.start(), e + 1, data[j + 1:e].decode("utf-8", errors="replace")))
+    return out
+
+
 class Expander:
     """Expands uses of ``macros`` (the launching ones, by name; the last definition before a use wins)."""
 
