@@ -70,7 +70,12 @@ def show(file):
         for s in k.launch_sites:
             cfg = ", ".join(c.text for c in s.config)
             out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}: <<<{escape(cfg)}>>>", soft_wrap=True)
-        if not k.launch_sites:
+        for s in k.macro_launch_sites:
+            cfg = ", ".join(c.text for c in s.config)
+            out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}, through the macro {s.macro}: "
+                      f"<<<{escape(cfg)}>>> (read only: apply does not rewrite a launch inside a macro)",
+                      soft_wrap=True)
+        if not k.launch_sites and not k.macro_launch_sites:
             out.print("  launch: none in this file")
         if kernel_has_errors(cf, k.name):
             out.print("  [red]syntax errors inside this kernel: not tunable until fixed[/]")
