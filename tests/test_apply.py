@@ -1509,7 +1509,7 @@ def test_a_dispatch_chooses_by_what_the_launch_passes(tmp_path):
 # a launch written inside a macro's body (FasterTransformer's LAUNCH_MASKED_SOFTMAX, vLLM's LAUNCH_KERNEL)
 ROW_SUM_MACRO = ROW_SUM_STARS.replace(
     "void launch(float* out, const float* x, int rows, int cols) {\n  row_sum<<<rows, 128>>>(out, x, cols);\n}\n",
-    "#define LAUNCH_ROW_SUM(BLOCK) row_sum<<<rows, BLOCK>>>(out, x, cols)\n"
+    "#define LAUNCH_ROW_SUM(BLOCK) row_sum<<<rows, BLOCK>>>(out, x, cols);\n"
     "void launch(float* out, const float* x, int rows, int cols) {\n  if (rows > 0) {\n    LAUNCH_ROW_SUM(128)\n"
     "  }\n}\n")
 
@@ -1529,7 +1529,7 @@ def test_a_launch_inside_a_macro_is_not_rewritten_and_apply_says_why(tmp_path):
     msg = str(ei.value)
     line = ROW_SUM_MACRO.splitlines().index("    LAUNCH_ROW_SUM(128)") + 1
     assert msg.startswith(f"{f}:{line}:"), msg
-    assert "inside the macro 'LAUNCH_ROW_SUM'" in msg and "`row_sum<<<rows, 128>>>(out, x, cols)`" in msg
+    assert "inside the macro 'LAUNCH_ROW_SUM'" in msg and "`row_sum<<<rows, 128>>>(out, x, cols);`" in msg
     assert "Nothing was changed" in msg
     with pytest.raises(KerntuneError):
         apply_to_file(f, t, {"BLOCK": 256}, check_compile=False)

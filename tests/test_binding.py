@@ -2681,3 +2681,13 @@ def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
     cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
     k = "flash_decode_stage2_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+def test_rms_norm_launched_through_a_launch_macro_gets_the_expert(lib):
+    """A templated RMSNorm launched only through `LAUNCH_RMS_NORM(BLOCK)` for three block sizes (FasterTransformer's
+    and TensorRT-LLM's launchers): the launches are read at the macro's uses, and the kernel gets the rms_norm
+    expert with vLLM's rounding (x * inv rounded to bf16, then the weight)."""
+    cf, k, spec = case("rms_launch_macro_block_template_bf16")
+    assert not cf.errors and not k.launch_sites
+    assert [[e.text for e in s.template_args] for s in k.macro_launch_sites] == [["1024"], ["512"], ["128"]]
+    got = X.candidates(cf, k.name, spec)
+    assert has(got, "rms_norm", "out=output", "x=input", "weight=weight", "eps inside the root",
+               "rounded to bf16 before the weight multiply"), words_of(got)

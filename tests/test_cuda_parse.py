@@ -233,7 +233,7 @@ __global__ void scale_rows(T* out, const T* in, float s, int n) {
 
 #define LAUNCH_SCALE(ITEMS)                                                              \
   scale_rows<__half, ITEMS><<<rows, (n + ITEMS - 1) / ITEMS, 0, stream>>>(out, in, s, \
-                                                                         n)
+                                                                         n);
 
 void scale(__half* out, const __half* in, float s, int rows, int n, cudaStream_t stream) {
   const int wide = 2048;
@@ -343,3 +343,15 @@ def test_macro_expander_stringizes_pastes_and_keeps_other_macros():
 
 def test_files_without_launching_macros_have_no_macro_launches(cf):
     assert all(not k.macro_launch_sites for k in cf.kernels)
+
+
+def test_a_macro_use_without_its_semicolon_or_with_a_type_argument_is_no_syntax_error():
+    text = r'''template <typename T, int N> __global__ void k(T* o) { o[threadIdx.x] = N; }
+#define LT(T, N) k<T, N><<<1, N>>>(o)
+void f(float* o, bool wide) { if (wide) { LT(float, 4) } else { LT(float, 2); } }
+void g(int* o) { if (o) { h(; } }
+'''
+    cf = parse_cuda(text, "m.cu")
+    assert [[e.text for e in s.template_args] for s in cf.kernel("k").macro_launch_sites] == [["float", "4"],
+                                                                                             ["float", "2"]]
+    assert [e.span.line for e in cf.errors] == [3]  # the real one is still reported

@@ -32,8 +32,6 @@ _FILE_QUERY = Query(LANGUAGE, """
 """)
 # Every function: when a macro stands for __global__, any of them can be a kernel.
 _FUNCTION_QUERY = Query(LANGUAGE, "(function_definition) @function")
-# Macros and their uses, for launches written inside a macro's body (agent_core.source.macros).
-_MACRO_QUERY = Query(LANGUAGE, "(preproc_function_def) @macro (preproc_def) @macro")
 # The last trees parsed, by source: the language server parses a version, then the engine (templatize)
 # parses the same bytes again for each kernel it analyses; a copy of the cached tree is returned instead.
 _TREE_CACHE: dict[bytes, Tree] = {}
@@ -98,7 +96,8 @@ def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
         hit = _TREE_CACHE.get(source)
         if hit is not None:
             return hit.copy()
-    masked = mask_newer_attributes(source)
+    from agent_core.source.macros import mask_launch_macro_uses
+    masked = mask_launch_macro_uses(mask_newer_attributes(source))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
@@ -203,12 +202,17 @@ class _Builder:
                         host_vars[v.name] = v
                 host_vars.update(site.host_vars)
                 k.launch_sites.append(_with(site, host_vars=host_vars))
+        errors = self.errors(root)
         if by_name and b"<<<" in self.data and b"define" in self.data:
+            uses = []
             for site in self.macro_launches(root, consts):
+                uses.append((site.span.start, site.span.end))
                 k = by_name.get(site.kernel)
                 if k is not None:
                     k.macro_launch_sites.append(site)
-        cf = CudaFile(self.path, self.text, kernels, defines, self.errors(root))
+            if uses and errors:  # `{ LAUNCH(4) }`, `LAUNCH(float, 4);`: no syntax error once the macro is expanded
+                errors = [e for e in errors if not any(s <= e.span.start and e.span.end <= t for s, t in uses)]
+        cf = CudaFile(self.path, self.text, kernels, defines, errors)
         cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.error}, macro_globals, [ch.facts for ch in chunks])
         return cf
 
@@ -445,15 +449,19 @@ class _Builder:
         return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
                           host_function=host_name, host_vars=host_vars)
 
-    def _host_context(self, call: Node, globals_: list[Node]) -> tuple[str | None, dict[str, HostVar]]:
-        """The host function around ``call`` (its name; None in a lambda) and the variables in scope before it."""
-        host_fn = call.parent
+    def _host_context(self, call: Node, globals_: list[Node], at: int | None = None
+                      ) -> tuple[str | None, dict[str, HostVar]]:
+        """The host function around ``call`` (its name; None in a lambda) and the variables in scope before it.
+        ``at``: a byte offset inside ``call`` (the smallest node around a macro's use, blanked for the parse),
+        then the variables in scope before that offset, ``call``'s own declarations included."""
+        pos = call.start_byte if at is None else at
+        host_fn = call.parent if at is None else call
         while host_fn is not None and host_fn.type not in ("function_definition", "lambda_expression"):
             host_fn = host_fn.parent
         host_name = None
         host_vars: dict[str, HostVar] = {}
         for g in globals_:  # file-scope constants declared before the launch
-            if g.end_byte <= call.start_byte and _is_constant_decl(self, g):
+            if g.end_byte <= pos and _is_constant_decl(self, g):
                 for v in self.declared(g):
                     host_vars[v.name] = v
         if host_fn is not None:
@@ -464,9 +472,9 @@ class _Builder:
             body = host_fn.child_by_field_name("body")
             if body is not None:  # declarations in scope: children of the call's ancestors, before the call
                 scoped = []
-                a = call.parent
+                a = call.parent if at is None else call
                 while a is not None and a != host_fn:
-                    scoped += [d for d in self._child_declarations(a) if d.end_byte <= call.start_byte]
+                    scoped += [d for d in self._child_declarations(a) if d.end_byte <= pos]
                     a = a.parent
                 for decl in sorted(scoped, key=lambda d: d.start_byte):
                     for v in self.declared(decl):
@@ -480,18 +488,7 @@ class _Builder:
         the expansion's text (in the macro's actual arguments) and every span the use's. Its host variables: the
         file's constants and the host function's locals before the use, then those the expansion declares."""
         from agent_core.source import macros as M
-        defs: list[M.Macro] = []
-        for n in QueryCursor(_MACRO_QUERY).captures(root).get("macro", []):
-            name, val = n.child_by_field_name("name"), n.child_by_field_name("value")
-            if name is None or val is None:
-                continue
-            params = None
-            if n.type == "preproc_function_def":
-                pl = n.child_by_field_name("parameters")
-                if pl is None:
-                    continue
-                params = [p.strip() for p in self.t(pl).strip()[1:-1].split(",") if p.strip()]
-            defs.append(M.Macro(self.t(name), params, M.clean_body(self.t(val)), n.start_byte, n.end_byte))
+        defs = M.scan_defines(self.data)  # as the parse saw them (mask_launch_macro_uses)
         names = M.launching(defs)
         if not names:
             return []
@@ -507,7 +504,7 @@ class _Builder:
             wrapper = "void __kt_macro_expansion__() {\n" + expansion + ";\n}\n"
             sub = _Builder(_parser().parse(wrapper.encode("utf-8")), wrapper, self.path)
             at = self.sub_span(root, start, end)
-            host_name, host_vars = self._host_context(root.descendant_for_byte_range(start, start), [])
+            host_name, host_vars = self._host_context(root.descendant_for_byte_range(start, start), [], at=start)
             local: dict[str, HostVar] = {}
             for c_end, vs in consts:
                 if c_end > start:

@@ -130,6 +130,44 @@ def uses(data: bytes, names: set[str]) -> list[tuple[str, int, int, str | None]]
     return out
 
 
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\([^)\n]*\))?((?:\\\r?\n|[^\n])*)", re.M)
+
+
+def scan_defines(data: bytes) -> list[Macro]:
+    """The file's ``#define``s read from the text (before any parse), bodies cleaned (``clean_body``)."""
+    out = []
+    for m in _DEFINE.finditer(data):
+        params = None
+        if m.group(2) is not None:
+            params = [p.strip() for p in m.group(2)[1:-1].decode("utf-8", "replace").split(",") if p.strip()]
+        out.append(Macro(m.group(1).decode(), params, clean_body(m.group(3).decode("utf-8", "replace")),
+                         m.start(), m.end()))
+    return out
+
+
+def mask_launch_macro_uses(source: bytes) -> bytes:
+    """``source`` with each use of a macro of the file whose expansion holds a kernel launch blanked (spaces,
+    newlines kept; a ``;`` first where none follows), for the parse only: ``{ LAUNCH(4) }`` or ``LAUNCH(float, 4);``
+    is valid code the grammar cannot read (a type among the arguments, no ``;``), and its error recovery swallows
+    the code around. The uses are read from the text (``cuda_parse``'s macro launches); every byte offset stays
+    that of ``source``."""
+    if b"<<<" not in source or b"define" not in source:
+        return source
+    names = launching(scan_defines(source))
+    found = uses(source, names)
+    if not found:
+        return source
+    out = bytearray(source)
+    for name, start, end, args in found:
+        for i in range(start, end):
+            if out[i] != 0x0A:
+                out[i] = 0x20
+        rest = source[end:end + 64].lstrip()
+        if not rest.startswith((b";", b")", b",")):
+            out[start] = 0x3B  # ;
+    return bytes(out)
+
+
 class Expander:
     """Expands uses of ``macros`` (the launching ones, by name; the last definition before a use wins)."""
 
