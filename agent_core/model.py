@@ -153,6 +153,10 @@ class CudaFile:
     kernels: list[Kernel]
     defines: list[Define]
     errors: list[ParseIssue]  # syntax errors tree-sitter found (location of each ERROR/MISSING node)
+    # __global__ functions a macro's use defines (candle's `ROPE_OP(float, rope_f32, ...)` expanding to
+    # `extern "C" __global__ void rope_f32(...) {...}`): name -> (the macro, the use's span). Not kernels of the
+    # file (their text is the macro's): named so that asking for one says why it is not read.
+    macro_kernels: dict[str, tuple[str, Span]] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel:
         by = self.__dict__.get("_kernel_index")  # name -> first index; a file of thousands of kernels asks often
@@ -168,6 +172,13 @@ class CudaFile:
             if k.name == name:
                 return k
         have = ", ".join(k.name for k in self.kernels) or "none"
+        if name in self.macro_kernels:
+            macro, at = self.macro_kernels[name]
+            raise KerntuneError(f"'{name}' is defined by the macro {macro} (used here): kerntune reads and rewrites a "
+                                "kernel whose definition is written out in the file, not one a macro's use expands "
+                                f"to. Write '{name}' out to tune it (a one-line __global__ wrapper that calls the "
+                                f"macro's device function is enough); kernels in this file: {have}", self.path,
+                                at.line, at.col)
         raise KerntuneError(f"no __global__ kernel named '{name}' (kernels in this file: {have})", self.path)
 
 

@@ -355,3 +355,40 @@ void g(int* o) { if (o) { h(; } }
     assert [[e.text for e in s.template_args] for s in cf.kernel("k").macro_launch_sites] == [["float", "4"],
                                                                                              ["float", "2"]]
     assert [e.span.line for e in cf.errors] == [3]  # the real one is still reported
+
+
+CANDLE_MACRO_KERNELS = r'''#include <cuda_bf16.h>
+#include <cstdint>
+template <typename T>
+__device__ void rope(const T* src, const T* cos, const T* sin, T* dst, const uint32_t bh, const uint32_t td,
+                     const uint32_t d) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (2 * idx >= bh * td) return;
+  dst[idx] = src[idx] * cos[idx] - src[idx] * sin[idx];
+}
+
+#define ROPE_OP(TYPENAME, FN_NAME)                                                                  \
+  extern "C" __global__ void FN_NAME(const TYPENAME* src, const TYPENAME* cos, const TYPENAME* sin, \
+                                     TYPENAME* dst, const uint32_t bh, const uint32_t td,           \
+                                     const uint32_t d) {                                            \
+    rope<TYPENAME>(src, cos, sin, dst, bh, td, d);                                                  \
+  }
+
+ROPE_OP(float, rope_f32)
+ROPE_OP(__nv_bfloat16, rope_bf16)
+
+__global__ void written_out(float* x) { x[threadIdx.x] = 0.f; }
+'''
+
+
+def test_kernels_a_top_level_macro_use_defines_are_named_and_do_not_hide_the_next_kernel():
+    """candle's `ROPE_OP(__nv_bfloat16, rope_bf16)` at file scope (no `;`) defines an extern "C" entry point: the
+    grammar read the uses and the kernel after them as one error (the kernel was lost). The uses are blanked for
+    the parse; the kernels they define are named, and asking for one says why it is not read."""
+    cf = parse_cuda(CANDLE_MACRO_KERNELS, "candle.cu")
+    assert [k.name for k in cf.kernels] == ["written_out"] and cf.errors == []
+    assert {n: (m, s.line) for n, (m, s) in cf.macro_kernels.items()} == {"rope_f32": ("ROPE_OP", 17),
+                                                                         "rope_bf16": ("ROPE_OP", 18)}
+    with pytest.raises(KerntuneError) as ei:
+        cf.kernel("rope_bf16")
+    assert "defined by the macro ROPE_OP" in str(ei.value) and ei.value.line == 18

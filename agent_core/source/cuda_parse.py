@@ -212,7 +212,13 @@ class _Builder:
                     k.macro_launch_sites.append(site)
             if uses and errors:  # `{ LAUNCH(4) }`, `LAUNCH(float, 4);`: no syntax error once the macro is expanded
                 errors = [e for e in errors if not any(s <= e.span.start and e.span.end <= t for s, t in uses)]
-        cf = CudaFile(self.path, self.text, kernels, defines, errors)
+        if b"__global__" in self.data and b"define" in self.data:
+            from agent_core.source.macros import macro_kernels
+            mk = {name: (macro, self.sub_span(root, s, e)) for name, macro, s, e in macro_kernels(self.data)
+                  if name not in by_name}
+        else:
+            mk = {}
+        cf = CudaFile(self.path, self.text, kernels, defines, errors, mk)
         cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.error}, macro_globals, [ch.facts for ch in chunks])
         return cf
 

@@ -56,9 +56,12 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return [(m.lastgroup, m.group(0)) for m in _TOKEN.finditer(text)]
 
 
-def launching(macros: list[Macro]) -> set[str]:
-    """The names of the macros whose expansion holds a kernel launch (``<<<``), directly or through another."""
-    names = {m.name for m in macros if "<<<" in m.body}
+def launching(macros: list[Macro], what: str = "<<<") -> set[str]:
+    """The names of the macros whose expansion holds a kernel launch (``<<<``), directly or through another
+    (``what="__global__"``: those that define a kernel)."""
+    if what != "<<<":  # function-like macros whose body is a kernel's definition (not `#define KERNEL __global__`)
+        macros = [m for m in macros if m.params is not None]
+    names = {m.name for m in macros if (what in m.body if what == "<<<" else what in m.body.split() and "{" in m.body)}
     while True:
         more = {m.name for m in macros if m.name not in names
                 and any(k == "id" and t in names for k, t in _tokens(m.body))}
@@ -151,10 +154,12 @@ def mask_launch_macro_uses(source: bytes) -> bytes:
     is valid code the grammar cannot read (a type among the arguments, no ``;``), and its error recovery swallows
     the code around. The uses are read from the text (``cuda_parse``'s macro launches); every byte offset stays
     that of ``source``."""
-    if b"<<<" not in source or b"define" not in source:
+    if (b"<<<" not in source and b"__global__" not in source) or b"define" not in source:
         return source
-    names = launching(scan_defines(source))
-    found = uses(source, names)
+    defs = scan_defines(source)
+    names = launching(defs)
+    defining = launching(defs, "__global__") - names if b"__global__" in source else set()
+    found = uses(source, names | defining)
     if not found:
         return source
     out = bytearray(source)
@@ -163,9 +168,34 @@ def mask_launch_macro_uses(source: bytes) -> bytes:
             if out[i] != 0x0A:
                 out[i] = 0x20
         rest = source[end:end + 64].lstrip()
-        if not rest.startswith((b";", b")", b",")):
+        if name in names and not rest.startswith((b";", b")", b",")):
             out[start] = 0x3B  # ;
     return bytes(out)
+
+
+_GLOBAL_NAME = re.compile(r"\b__global__\b[^;{}()]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def macro_kernels(data: bytes) -> list[tuple[str, str, int, int]]:
+    """The ``__global__`` functions the uses of the file's macros define (candle's ``ROPE_OP(float, rope_f32)``):
+    (kernel name, macro, use start byte, use end byte), in order."""
+    if b"__global__" not in data or b"define" not in data:
+        return []
+    defs = scan_defines(data)
+    names = launching(defs, "__global__")
+    if not names:
+        return []
+    ex = Expander(defs, names)
+    out = []
+    for name, start, end, args in uses(data, names):
+        m = ex.macro_at(name, start)
+        if m is None or (m.params is None) != (args is None):
+            continue
+        text = ex.expand_use(m, args, start)
+        for g in _GLOBAL_NAME.finditer(text or ""):
+            if g.group(1) not in ("__launch_bounds__", "__cluster_dims__", "__maxnreg__"):
+                out.append((g.group(1), name, start, end))
+    return out
 
 
 class Expander:
