@@ -24,9 +24,6 @@ KNOWN_GAPS: dict[str, str] = {
     "gated_act/geglu_generic_activation_inplace_half2_bias.cu": "the gate's other operand a separate [m, n] tensor, "
         "in place over the activation input, biases on both, element type a template T = half2 (n passed as n / 2): "
         "no gated binding; the computed block is not lifted either",
-    "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
-        "-10000, q rows strided over a shrunk grid (the launches, inside a macro, are read at its uses since 2026-11-28c; "
-        "apply refuses to rewrite them)",
     # held-out batch 7 (2026-11-28c): no candidate of the family when written
     "gated_act/silu_mul_inplace_separate_up_block2d_half2.cu": "silu(x) * y written in place over the gate x with the "
         "up projection a separate tensor, packed half2 math (h2exp, h2rcp), 2-D block (THREADS_X, THREADS_Y) and 2-D "
