@@ -1645,6 +1645,7 @@ def _dynamic_quant(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 b.support = (20 + 2 * ev.uses(hidden) - hi - 4 * fi - ei + eps_support - 8 * pi - 2 * oi - ri
                              - li + floor_support)
                 out.append(b)
+    return out
 
 
 # FasterTransformer's keep-mask as it adds it: the complement of a 0/1 value times -10000
