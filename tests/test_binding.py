@@ -3048,3 +3048,43 @@ def test_every_binding_of_the_te_fused_rope_compiles(lib):
     kernels)."""
     cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
     _compile_every_binding(lib, cf, cf.kernel("fused_rope_forward_kernel"), S.find_spec(cf, "fused_rope_forward_kernel"))
+
+
+def test_rms_norm_launched_through_a_launch_macro_gets_the_expert(lib):
+    """A templated RMSNorm launched only through `LAUNCH_RMS_NORM(BLOCK)` for three block sizes (FasterTransformer's
+    and TensorRT-LLM's launchers): the launches are read at the macro's uses, and the kernel gets the rms_norm
+    expert with vLLM's rounding (x * inv rounded to bf16, then the weight)."""
+    cf, k, spec = case("rms_launch_macro_block_template_bf16")
+    assert not cf.errors and not k.launch_sites
+    assert [[e.text for e in s.template_args] for s in k.macro_launch_sites] == [["1024"], ["512"], ["128"]]
+    got = X.candidates(cf, k.name, spec)
+    assert has(got, "rms_norm", "out=output", "x=input", "weight=weight", "eps inside the root",
+               "rounded to bf16 before the weight multiply"), words_of(got)
+
+
+ALIBI_VARIANT = ROOT / "bench" / "corpus" / "softmax" / "masked_softmax_alibi_fp32_in_fp16_out.cu"
+
+
+def test_alibi_masked_softmax_gets_the_alibi_binding(lib):
+    """FasterTransformer's masked softmax with ALiBi (the held-out variant: fp32 scores, fp16 out, launched inside a
+    macro) and a TensorRT-LLM-style warp-per-row bf16 kernel: slopes[h] * (k - q) and (1 - keep) * -10000 read by
+    evidence, the keep-mask's rows [batch, q_len] broadcast over the heads (inner extent q_len)."""
+    cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
+    got = X.candidates(cf, "softmax_kernel", S.find_spec(cf, "softmax_kernel"))
+    assert [b.conventions.get("KT_EXPERT_ALIBI") for b in got if b.expert.name == "softmax"] == [1], words_of(got)
+    assert has(got, "softmax", "out=attn_score (f16)", "x=qk (f32)", "hidden=`k_length`", "logits times `qk_scale`",
+               "`linear_bias_slopes`[head] * (k - q)", "(1 - `attn_mask`) * -10000", "inner extent `q_length`")
+    cf, k, spec = case("softmax_alibi_keep_mask_warp_rows_bf16")
+    got = X.candidates(cf, k.name, spec)
+    assert has(got, "softmax", "out=probs (bf16)", "x=scores (bf16)", "hidden=`k_len`", "logits times `scale`",
+               "`slopes`[head] * (k - q)", "(1 - `keep`) * -10000", "inner extent `q_len`"), words_of(got)
+    # without the -10000 the mask is not FasterTransformer's keep-mask: no ALiBi binding
+    text = (STYLES / "softmax_alibi_keep_mask_warp_rows_bf16.cu").read_text().replace(" * -10000.0f", " * -1.0f")
+    cf2 = parse_cuda(text, "x.cu")
+    assert not any(b.conventions.get("KT_EXPERT_ALIBI") for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name)))
+
+
+@pytest.mark.nvcc
+def test_every_alibi_softmax_binding_of_the_corpus_variant_compiles(lib):
+    cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernel("softmax_kernel"), S.find_spec(cf, "softmax_kernel"))

@@ -20,9 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {
-    # held-out batch 6 (2026-11-28): no candidate of the family when written
-    "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
-        "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     # held-out batch 7 (2026-11-28c): no candidate of the family when written
     "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
         "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
