@@ -32,6 +32,9 @@ smem = "0"
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
+// kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 and a cos/sin cache, a token a row of one head (candle's head-major rope): 0: a block a token; 1: max(1, 256 / THREADS) tokens a block, one y row of the block (THREADS threads) a token, the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
+// kt:bind-block KT_EXPERT_ROW_TOKENS = ["THREADS", "max(1, 256 / THREADS)"]
+// kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, 256 / THREADS))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
 #ifndef KT_THREADS
 #define KT_THREADS 128
@@ -247,14 +250,23 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
                                             int num_heads, int num_kv_heads, int head_size, int seq_len) {
 #elif KT_EXPERT_POSITIONS == 3  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int seq_len,
+#if KT_EXPERT_ROW_TOKENS  // kt:bind
+                                            long long pos_offset, long long tokens) {
+#else  // kt:bind
                                             long long pos_offset) {
+#endif  // kt:bind
 #elif KT_EXPERT_POSITIONS == 4  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int batch) {
 #else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
 #endif  // kt:bind
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+#if KT_EXPERT_ROW_TOKENS  // kt:bind
+  const long long token = (long long)blockIdx.x * blockDim.y + threadIdx.y;  // one y row of the block a token
+  if (token >= tokens) return;  // the last block's rows past the end (no barrier below)
+#else  // kt:bind
   const long long token = blockIdx.x;
+#endif  // kt:bind
 #if KT_EXPERT_POSITIONS == 0  // kt:bind
   const long long pos = token;
 #elif KT_EXPERT_POSITIONS == 2  // kt:bind

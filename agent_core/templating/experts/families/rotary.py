@@ -40,6 +40,7 @@ heads), each such part is a token at position token / batch (KT_EXPERT_POSITIONS
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import NamedTuple
 
@@ -495,6 +496,19 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     return out
 
 
+def _count_c(ev: Evidence, target: tuple) -> str | None:
+    """A C expression of the kernel's int arguments that is ``target`` on every size set: ``Evidence.sizes`` (an
+    argument, a product or quotient of two), else a product of two over a third (candle's ``bh * td / d`` rows)."""
+    got = ev.sizes(target)
+    if got:
+        return got[0].c
+    ints = [a for a in ev.ints() if a.counts]
+    for a, b, c in itertools.permutations(ints, 3):
+        if all(z and (x * y) % z == 0 and (x * y) // z == t for x, y, z, t in zip(a.counts, b.counts, c.counts, target)):
+            return f"(long long)({a.name}) * ({b.name}) / ({c.name})"
+    return None
+
+
 class _Implicit(NamedTuple):
     """No positions, each token's position its index in its sequence (KT_EXPERT_POSITIONS 3: candle's rope, rope_i
     and rope_thd; FlashAttention's rotary with an int seqlen_offset): the query's elements in rows of ``row``
@@ -947,6 +961,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                         else "0LL"]
                         if nh.c == "1" and not k:  # a block a row of one head: no more threads than a warp or two
                             b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
+                            n_c = _count_c(ev, implicit.tokens) if cache < 4 else None
+                            if n_c:  # and several such rows a block (a 32-thread block a row is launch-bound)
+                                b.conventions["KT_EXPERT_ROW_TOKENS"] = 1
+                                b.call_args.append(f"(long long)({n_c})")
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
@@ -963,6 +981,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                          "rest untouched"] if row_len else []) + (view.words if view else [])
                     if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
                         b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
+                    if b.conventions.get("KT_EXPERT_ROW_TOKENS"):
+                        b.words.append("256 / THREADS rows a block")
                     # strided views: the kernel itself moves its pointers to the rotary channels, first
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
                     if seq:  # the offsets are added to the index in the sequence: before reading them per token
