@@ -2817,19 +2817,20 @@ def test_held_out_candle_rope_reads_head_major_implicit_positions(lib):
     assert bs[0].describe() == (
         "positions=the token's index in its sequence of `td / d` tokens, query=src -> dst, no key, cos=cos, sin=sin, "
         "rows of rot_dim / 2, rot_dim=`d`, num_heads=the constant 1, num_kv_heads=none (no key), head_size=`d`, NeoX "
-        "pairs, out of place, bf16 arithmetic (each product and sum rounded to bf16), 256 / THREADS rows a block"), \
+        "pairs, out of place, bf16 arithmetic (each product and sum rounded to bf16), a warp a row, THREADS / 32 rows a block"), \
         words_of(bs)
     assert all(b.conventions.get("KT_EXPERT_POSITIONS") == 3 for b in bs) and len(bs) == 2, words_of(bs)
     assert bs[0].conventions["KT_EXPERT_STORAGE_MATH"] == 1
     assert bs[0].sizes["tokens"] == "(b * h * t * d) / (d)"
-    # a token is one head's row of d / 2 pairs: 256 / THREADS of them a block (KT_EXPERT_ROW_TOKENS), the row count
-    # (b * h * t, from the uint32 sizes bh, td and d) passed last
-    assert bs[0].conventions["KT_EXPERT_ROW_TOKENS"] == 1 and bs[0].fixed["THREADS"] == [32, 64]
+    # a token is one head's row of d / 2 pairs: a warp each, THREADS / 32 of them a block (KT_EXPERT_ROW_TOKENS: the
+    # block's THREADS threads within its launch bounds), the row count (b * h * t, from the uint32 sizes bh, td and d)
+    # passed last
+    assert bs[0].conventions["KT_EXPERT_ROW_TOKENS"] == 1 and "THREADS" not in bs[0].fixed
     assert bs[0].call_args[-3:] == ["(int)(td) / (int)(d)", "0LL", "(long long)((long long)(bh) * (td) / (d))"]
     t = X.bind(bs[0], cf, spec)
     text = t.text
-    assert t.launch["block"] == ["THREADS", "max(1, 256 / THREADS)"]
-    assert t.launch["grid"] == ["cdiv(((b * h * t * d) / (d)), max(1, 256 / THREADS))"]
+    assert t.launch["block"] == ["32", "max(1, THREADS / 32)"]
+    assert t.launch["grid"] == ["cdiv(((b * h * t * d) / (d)), max(1, THREADS / 32))"]
     assert "const long long token = (long long)blockIdx.x * blockDim.y + threadIdx.y;" in text
     assert "const long long pos = pos_offset + token % seq_len;" in text and "kt:bind" not in text
     assert "const float nx = to_f(from_f<T>(xc - ys));" in text

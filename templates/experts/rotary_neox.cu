@@ -32,9 +32,9 @@ smem = "0"
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
-// kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 and a cos/sin cache, a token a row of one head (candle's head-major rope): 0: a block a token; 1: max(1, 256 / THREADS) tokens a block, one y row of the block (THREADS threads) a token, the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
-// kt:bind-block KT_EXPERT_ROW_TOKENS = ["THREADS", "max(1, 256 / THREADS)"]
-// kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, 256 / THREADS))"]
+// kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 and a cos/sin cache, a token a row of one head (candle's head-major rope): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
+// kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
+// kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, THREADS / 32))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
 #ifndef KT_THREADS
 #define KT_THREADS 128

@@ -960,11 +960,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.call_args += [implicit.seq.c, f"(long long)({implicit.offset.name})" if implicit.offset
                                         else "0LL"]
                         if nh.c == "1" and not k:  # a block a row of one head: no more threads than a warp or two
-                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                             n_c = _count_c(ev, implicit.tokens) if cache < 4 else None
-                            if n_c:  # and several such rows a block (a 32-thread block a row is launch-bound)
+                            if n_c:  # a warp a row, THREADS / 32 rows a block (a 32-thread block a row is
+                                # launch-bound)
                                 b.conventions["KT_EXPERT_ROW_TOKENS"] = 1
                                 b.call_args.append(f"(long long)({n_c})")
+                            else:
+                                b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
@@ -982,7 +984,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
                         b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
                     if b.conventions.get("KT_EXPERT_ROW_TOKENS"):
-                        b.words.append("256 / THREADS rows a block")
+                        b.words.append("a warp a row, THREADS / 32 rows a block")
                     # strided views: the kernel itself moves its pointers to the rotary channels, first
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
                     if seq:  # the offsets are added to the index in the sequence: before reading them per token
