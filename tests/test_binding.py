@@ -1716,8 +1716,8 @@ def test_conventions_resolve_and_are_checked(tmp_path):
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
     inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
     assert "pair_load<KT_THREADS, KT_VEC, KT_ITEMS, 3 == 3>" in inter and "round_t<T>(gate_act(" not in inter
-    (tmp_path / "a.cu").write_text(src.replace("#if KT_EXPERT_ROUND_ACT == 0  // kt:bind",
-                                               "#if KT_EXPERT_NOPE == 0  // kt:bind"))
+    (tmp_path / "a.cu").write_text(src.replace("#elif KT_EXPERT_ROUND_ACT == 0  // kt:bind",
+                                               "#elif KT_EXPERT_NOPE == 0  // kt:bind"))
     with pytest.raises(KerntuneError, match="undeclared conventions"):
         load_expert(tmp_path / "a.cu")
     (tmp_path / "b.cu").write_text(src.replace("#endif  // kt:bind\n__device__", "__device__", 1))
@@ -2289,7 +2289,8 @@ def test_held_out_batch_3_gaps_bind_first(rel, kernel, first):
 
 def test_a_convention_may_launch_its_own_block(tmp_path):
     e = load_expert(X.EXPERT_DIR / "rotary_neox.cu")
-    assert e.launch["block_when"] == {"KT_EXPERT_BLOCK_HEADS": ["max(1, THREADS / num_heads)", "num_heads"]}
+    assert e.launch["block_when"] == {"KT_EXPERT_BLOCK_HEADS": ["max(1, THREADS / num_heads)", "num_heads"],
+                                      "KT_EXPERT_ROW_TOKENS": ["32", "max(1, THREADS / 32)"]}
     src = (X.EXPERT_DIR / "rotary_neox.cu").read_text()
     assert "kt:bind-block" not in resolve_conventions(src, e.conventions)
     (tmp_path / "a.cu").write_text(src.replace("kt:bind-block KT_EXPERT_BLOCK_HEADS", "kt:bind-block KT_EXPERT_NOPE"))
