@@ -50,6 +50,8 @@ smem = "0"
 // kt:bind KT_EXPERT_RESIDUAL = 0  (no statistics outputs; 0: x normalized as read; 1: the add form: z = x + residual (+ bias, KT_EXPERT_BIAS) rounded to x's type T, stored back in `residual` (of type T, the argument after hidden), the LayerNorm of z written to out (out may be x: normalized in place; FasterTransformer / TensorRT-LLM add-bias-residual LayerNorm); 2: as 1, but the mean from the unrounded fp32 sums (accumulated before the store rounds them, as FasterTransformer's first pass does), the variance and the normalized row from the rounded z)
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (with KT_EXPERT_RESIDUAL only; 0: the residual read and the sum stored back in it; 1: the residual read from `residual_in` (of type T, the argument after `bias`) and the sum stored to `residual` unless it is null (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_RESIDUAL only; 0: no bias (the call passes a null `bias`); 1: a bias [hidden] of type T (the argument after `residual`; null adds nothing) added in fp32 with the one rounding: (x + residual) + bias; 2: each add rounded to T: T(T(x + residual) + bias))
+// kt:bind KT_EXPERT_STATS_VAR = 0  (with KT_EXPERT_STATS only; 0: the second statistic (rstd_out) is the reciprocal the row is multiplied by, 1 / sqrt(var + eps); 1: the variance itself, var, without eps (PaddlePaddle's layer_norm writes mean and var))
+// kt:bind KT_EXPERT_VAR_ONEPASS = 0  (0: the variance from the row less its mean, mean((x - mean)^2); 1: from one pass of sums, mean(x^2) - mean^2 (in fp32, the mean squared subtracted last, as PaddlePaddle's and Apex's one-pass kernels do))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -199,6 +201,14 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     for (int j = 0; j < KT_VEC; ++j) s += v[i][j];
 #endif  // kt:bind
   const float mean = row_reduce<0, KT_ROWS, 0>(s, Sum(), 0.f) / (float)hidden;
+#if KT_EXPERT_VAR_ONEPASS  // kt:bind
+  float q = 0.f;  // the sum of squares (the padding is 0)
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) q += v[i][j] * v[i][j];
+  const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden - mean * mean;
+#else  // kt:bind
   float q = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -208,6 +218,7 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
+#endif  // kt:bind
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(var) + eps);
 #else  // kt:bind
@@ -244,7 +255,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #if KT_EXPERT_STATS  // kt:bind
   if (active && threadIdx.x == 0) {
     mean_out[row] = mean;
+#if KT_EXPERT_STATS_VAR  // kt:bind
+    rstd_out[row] = var;  // the variance itself
+#else  // kt:bind
     rstd_out[row] = inv;
+#endif  // kt:bind
   }
 #endif  // kt:bind
 }
