@@ -30,9 +30,6 @@ KNOWN_GAPS: dict[str, str] = {
     "gated_act/silu_mul_inplace_separate_up_block2d_half2.cu": "silu(x) * y written in place over the gate x with the "
         "up projection a separate tensor, packed half2 math (h2exp, h2rcp), 2-D block (THREADS_X, THREADS_Y) and 2-D "
         "grid over column pairs and rows: no gated binding, no candidate at all",
-    "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
-        "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
-        "persistent grid: only the vectorize rewrite",
     "softmax/log_softmax_online_md_cub_padded_vocab_bf16.cu": "log-softmax (x - (m + log d)) from online MD pairs "
         "merged by cub::BlockReduce with reduce_md_op, logits with a padded row stride (vocab_size_padded) to dense "
         "fp32 rows: no log-softmax form",
