@@ -2782,8 +2782,32 @@ def test_every_norm_statistics_binding_of_the_held_out_variants_compiles(lib, pa
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
 
 
+def test_layer_norm_zero_centered_gamma_flag_with_mu_and_rsigma(lib):
+    """TE-style LayerNorm: outputs first (z, mu, rsigma), fp32 gamma and beta, gamma + 1 under a bool argument
+    (braces, ``g = g + 1.f``): the layer_norm expert's KT_EXPERT_WEIGHT_OFFSET bound to the flag, with the statistics
+    (rstd, not the variance: rsigma comes from the root)."""
+    cf, k, spec = case("layer_norm_zero_centered_flag_mu_rsigma_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    ln = [b for b in bs if b.expert.name == "layer_norm"]
+    assert ln and ln[0] is bs[0], words_of(bs)
+    assert ln[0].describe() == (
+        "out=z, x=x, gamma=gamma, beta=beta, mean=mu, rstd=rsigma, hidden=`cols`, eps=`epsilon`, rows=the grid (no "
+        "row-count argument), eps inside the root, weight plus 1 where `zero_centered_gamma` (zero-centered)"), \
+        words_of(bs)
+    assert ln[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_STATS": 1, "KT_EXPERT_WEIGHT_OFFSET": 1}
+    assert ln[0].call_args[-3:] == ["(float*)(mu)", "(float*)(rsigma)", "((zero_centered_gamma) ? 1.f : 0.f)"]
+    t = X.bind(ln[0], cf, spec)
+    assert "for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;" in t.text and "rstd_out[row] = inv;" in t.text
+    # without the flag (gamma as stored) no offset; an unguarded 1 in a LayerNorm is no evidence of one
+    src = (STYLES / "layer_norm_zero_centered_flag_mu_rsigma_bf16.cu").read_text()
+    cf2 = parse_cuda(src.replace("if (zero_centered_gamma) {", "{"), "x.cu")
+    b2 = [b for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib) if b.expert.name == "layer_norm"]
+    assert b2 and not any("KT_EXPERT_WEIGHT_OFFSET" in b.conventions for b in b2), words_of(b2)
+
+
 @pytest.mark.nvcc
-@pytest.mark.parametrize("name", ["rms_norm_rstd_unit_offset_flag_block_f16", "layer_norm_mean_var_warp_rows_bf16"])
+@pytest.mark.parametrize("name", ["rms_norm_rstd_unit_offset_flag_block_f16", "layer_norm_mean_var_warp_rows_bf16",
+                                  "layer_norm_zero_centered_flag_mu_rsigma_bf16"])
 def test_every_norm_statistics_binding_of_the_style_kernels_compiles(lib, name):
     cf, k, spec = case(name)
     _compile_every_binding(lib, cf, k, spec)

@@ -1071,7 +1071,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 st = role_set[2] if len(role_set) > 2 else []
                 no_weight = "no weight" in role_words
                 no_affine = "no gamma or beta" in role_words
-                offsets = [(None, "", 0)] if no_weight or no_affine else _weight_offsets(ev, lib.get(expert))
+                offsets = [(None, "", 0)] if no_weight or no_affine else _flagged_offsets(ev, lib.get(expert), small)
                 for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
                     for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
                             _norm_conventions(ev, lib.get(expert), "f32" if no_weight else T), offsets):
@@ -1774,6 +1774,20 @@ def _flag_offsets(ev: Evidence, weights: list[ArgUse]) -> list[tuple[str, str, i
     return list(dict.fromkeys(out))
 
 
+def _flagged_offsets(ev: Evidence, e: Expert | None, weights: list[ArgUse]) -> list[tuple[str | None, str, int]]:
+    """``_weight_offsets`` and, for an expert with the offset convention, the offsets a flag selects
+    (``_flag_offsets``): a literal 1 added under a flag is then no unconditional offset."""
+    base = _weight_offsets(ev, e)
+    if e is None or "KT_EXPERT_WEIGHT_OFFSET" not in e.conventions:
+        return base
+    flagged = _flag_offsets(ev, weights)
+    if e.family == "layer_norm":
+        # a LayerNorm body adds 1 for other reasons (Welford counts): only a 1 added to the weight under a flag,
+        # which _flag_offsets reads through the weight's data flow
+        return [(None, "", 0)] + flagged
+    return [o for o in base if not (flagged and o[0] == "1.f")] + flagged
+
+
 def _rms_norm_stats(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """RMSNorm that also stores each row's reciprocal RMS (fp32, one per row) for the backward pass: one row input,
     one row output of its type, one weight, the statistic an fp32 output the rows' count long whose stored value
@@ -1804,8 +1818,7 @@ def _rms_norm_stats(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         if rows_fp != st.counts:
             continue
         hname = hidden.words.strip("`")
-        flagged = _flag_offsets(ev, small)  # a 1 added under a flag is no unconditional offset
-        offsets = [o for o in _weight_offsets(ev, e) if not (flagged and o[0] == "1.f")] + flagged
+        offsets = _flagged_offsets(ev, e, small)
         for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
             for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
                     _norm_conventions(ev, e, T), offsets):
