@@ -846,12 +846,12 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     path = str(path)
     if template.origin == "structural" or template.sites:
         new = render(template, cfg)
-        return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
+        return _whole_file_rewrite(text, path, kernel, new, cf)
     cf = cf if cf is not None else parse_cuda(text, path)
     k = cf.kernel(kernel)
     if is_whole_file(template, cf):
         new = render(template, cfg)
-        return Rewrite(new, None, [], False, _spec_of(new, path, kernel))
+        return _whole_file_rewrite(text, path, kernel, new, cf)
     if k.template_params:
         return _rewrite_specialization(text, path, cf, k, template, cfg, spec)
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template)
@@ -865,6 +865,7 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     edits: list[tuple[int, int, str]] = []  # byte offsets into text
     # launch sites
     if not same:
+        macro_launch_refusal(cf, k, spec, path, f"the launch {launch_words}")
         for site in sorted(k.launch_sites, key=lambda s: s.span.start):
             host = _host_values(site, spec, old_values, text)
             edits.append((site.config[0].span.start, site.config[-1].span.end,
@@ -881,6 +882,27 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
 
     return _in_place_rewrite(text, path, k, spec, edits, warnings, None if same else (grid, block, smem))
 
+
+
+def _whole_file_rewrite(text: str, path: str, kernel: str, new: str, cf: CudaFile | None) -> Rewrite:
+    """The ``Rewrite`` of a whole-file template rendered as ``new``; refused where the kernel has a launch inside
+    a macro's body (``macro_launch_refusal``) and the rendered spec launches it otherwise than the file's."""
+    new_spec = _spec_of(new, path, kernel)
+    if b"<<<" in text.encode("utf-8") and "define" in text:
+        from agent_core.source import spec as spec_mod
+        cf = cf if cf is not None else parse_cuda(text, path)
+        k = next((x for x in cf.kernels if x.name == kernel), None)
+        if k is not None and k.macro_launch_sites:
+            old_spec = spec_mod.find_spec(cf, kernel)
+            launch = (lambda sp: None if sp is None else ([" ".join(g.split()) for g in sp.grid],
+                                                          [" ".join(b.split()) for b in sp.block],
+                                                          " ".join((sp.smem or "0").split())))
+            if launch(old_spec) is None or launch(old_spec) != launch(new_spec):
+                needs = ("its launch as the rendered spec gives it" if new_spec is None else
+                         f"grid {', '.join(new_spec.grid)}, block {', '.join(new_spec.block)}, dynamic shared "
+                         f"memory {new_spec.smem or '0'} (the spec's names)")
+                macro_launch_refusal(cf, k, old_spec, path, needs)
+    return Rewrite(new, None, [], False, new_spec)
 
 
 def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, template: KernelTemplate,
@@ -914,6 +936,7 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
     edits: list[tuple[int, int, str]] = []  # byte offsets into text
     traits = False
     if not same:
+        macro_launch_refusal(cf, k, spec, path, f"the launch {launch_words}")
         for site, what in sites:
             if what.kind == "other":
                 continue
@@ -958,6 +981,54 @@ def _rewrite_specialization(text: str, path: str, cf: CudaFile, k: Kernel, templ
     edits.append((k.span.end, k.span.end, "\n\n" + note + kernel_text))
 
     return _in_place_rewrite(text, path, k, spec, edits, warnings, None if same else (grid, block, smem))
+
+
+_TYPE_WORDS = {"float", "double", "half", "__half", "half2", "__half2", "__nv_bfloat16", "nv_bfloat16",
+               "__nv_bfloat162", "nv_bfloat162", "__nv_fp8_e4m3", "__nv_fp8_e5m2", "int", "unsigned", "char",
+               "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "bool"}
+
+
+def _macro_site_other(site: LaunchSite, args: list[str] | None) -> bool:
+    """A launch read through a macro certainly makes another instantiation than ``args`` (the spec's): at some
+    position both are different integer literals, or different built-in type names. Anything else (the same
+    arguments, names whose values are not known here) may be the spec's."""
+    if args is None:
+        return False
+    for a, b in zip((" ".join(e.text.split()) for e in site.template_args), (" ".join(x.split()) for x in args)):
+        if a == b:
+            continue
+        ia, ib = re.fullmatch(r"\d+[uUlL]*", a), re.fullmatch(r"\d+[uUlL]*", b)
+        if ia and ib and int(a.rstrip("uUlL")) != int(b.rstrip("uUlL")):
+            return True
+        if a in _TYPE_WORDS and b in _TYPE_WORDS:
+            return True
+    return False
+
+
+def macro_launch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None, path: str, needs: str) -> None:
+    """Raise KerntuneError (nothing is written) at the first launch of ``k`` written inside a macro's body
+    (``Kernel.macro_launch_sites``) that may make the instantiation the spec tunes, when what is applied changes
+    the kernel's launch (``needs``: the launch it needs, in words). Such a launch is the macro's text, shared by
+    every use of the macro (which may pass other arguments, or be used for other kernels) and often holding other
+    statements (``block.x /= ITEMS;``): it is not rewritten, and leaving it as it is would launch the tuned kernel
+    with the old configuration."""
+    if not k.macro_launch_sites:
+        return
+    args = None
+    if k.template_params and spec is not None:
+        from agent_core.source import instantiation as inst
+        try:
+            args = inst.spec_instantiation(cf, k, spec)
+        except KerntuneError:
+            args = None
+    for site in k.macro_launch_sites:
+        if k.template_params and _macro_site_other(site, args):
+            continue  # another instantiation keeps its launch (and the kernel template it launches)
+        raise KerntuneError(f"this launch of '{k.name}' is written inside the macro '{site.macro}' (used here; it "
+                            f"expands to `{site.expansion}`): kerntune does not rewrite a launch inside a macro's "
+                            f"body (the macro's text is shared by its every use), and the tuned kernel needs "
+                            f"{needs}. Nothing was changed: write that launch out at this use (or apply a "
+                            "configuration that keeps the kernel's launch)", path, site.span.line, site.span.col)
 
 
 def _tuned_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
@@ -1348,6 +1419,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     traits = False
     # every launch statement becomes the dispatch; one inside a launcher that is a template over the kernel's
     # arguments becomes `if constexpr (<its arguments are the spec's>) { the dispatch } else { its own launch }`
+    macro_launch_refusal(bcf, bk, spec, path, "a per-shape dispatch between its configurations at its launch")
     for site in sorted(bk.launch_sites, key=lambda s: s.span.start):
         depends = None
         if templated:

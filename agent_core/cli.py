@@ -59,8 +59,14 @@ def show(file):
 
     text = read_source(file)
     cf = parse_cuda(text, file)
+    by_macro = "; ".join(f"{n} (line {at.line + 1}, macro {m})" for n, (m, at) in cf.macro_kernels.items())
     if not cf.kernels:
-        raise KerntuneError("no __global__ kernels in this file", file)
+        raise KerntuneError("no __global__ kernels in this file" + (
+            f" written out: those macros define ({by_macro}) are not read; write one out to tune it"
+            if by_macro else ""), file)
+    if by_macro:
+        err.print(f"[yellow]note:[/] kernels defined by a macro's use are not read (write one out to tune it): "
+                  f"{escape(by_macro)}")
     for e in cf.errors[:5]:
         err.print(f"[yellow]warning:[/] {file}:{e.span.line + 1}:{e.span.col + 1}: {escape(e.message)}")
     broken = []
@@ -70,7 +76,12 @@ def show(file):
         for s in k.launch_sites:
             cfg = ", ".join(c.text for c in s.config)
             out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}: <<<{escape(cfg)}>>>", soft_wrap=True)
-        if not k.launch_sites:
+        for s in k.macro_launch_sites:
+            cfg = ", ".join(c.text for c in s.config)
+            out.print(f"  launch: line {s.span.line + 1} in {s.host_function or '?'}, through the macro {s.macro}: "
+                      f"<<<{escape(cfg)}>>> (read only: apply does not rewrite a launch inside a macro)",
+                      soft_wrap=True)
+        if not k.launch_sites and not k.macro_launch_sites:
             out.print("  launch: none in this file")
         if kernel_has_errors(cf, k.name):
             out.print("  [red]syntax errors inside this kernel: not tunable until fixed[/]")

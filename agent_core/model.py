@@ -115,6 +115,12 @@ class LaunchSite:
     args: list[Expr]
     host_function: str | None  # name of the enclosing host function
     host_vars: dict[str, HostVar] = field(default_factory=dict)  # locals defined before the launch
+    # A launch written inside a macro's body (`#define LAUNCH(N) k<N><<<g, b>>>(...)`) and read from the macro's
+    # expansion at one of its uses: the macro's name and the expansion's text. Then `span` and every Expr's span
+    # are the use's (`LAUNCH(4)`), not the launch's: its text is the expansion's, not the file's (see
+    # Kernel.macro_launch_sites).
+    macro: str | None = None
+    expansion: str | None = None
 
 
 @dataclass
@@ -129,6 +135,9 @@ class Kernel:
     pragmas: list[Pragma]
     launch_sites: list[LaunchSite]
     signature: str  # the declaration text up to the body
+    # Launches read through a macro's expansion at the macro's uses (LaunchSite.macro): not in `launch_sites`,
+    # whose spans are the launch's own text (they are edited in place); these can only be read.
+    macro_launch_sites: list[LaunchSite] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +153,10 @@ class CudaFile:
     kernels: list[Kernel]
     defines: list[Define]
     errors: list[ParseIssue]  # syntax errors tree-sitter found (location of each ERROR/MISSING node)
+    # __global__ functions a macro's use defines (candle's `ROPE_OP(float, rope_f32, ...)` expanding to
+    # `extern "C" __global__ void rope_f32(...) {...}`): name -> (the macro, the use's span). Not kernels of the
+    # file (their text is the macro's): named so that asking for one says why it is not read.
+    macro_kernels: dict[str, tuple[str, Span]] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel:
         by = self.__dict__.get("_kernel_index")  # name -> first index; a file of thousands of kernels asks often
@@ -159,6 +172,13 @@ class CudaFile:
             if k.name == name:
                 return k
         have = ", ".join(k.name for k in self.kernels) or "none"
+        if name in self.macro_kernels:
+            macro, at = self.macro_kernels[name]
+            raise KerntuneError(f"'{name}' is defined by the macro {macro} (used here): kerntune reads and rewrites a "
+                                "kernel whose definition is written out in the file, not one a macro's use expands "
+                                f"to. Write '{name}' out to tune it (a one-line __global__ wrapper that calls the "
+                                f"macro's device function is enough); kernels in this file: {have}", self.path,
+                                at.line, at.col)
         raise KerntuneError(f"no __global__ kernel named '{name}' (kernels in this file: {have})", self.path)
 
 

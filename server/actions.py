@@ -23,7 +23,7 @@ def _kernel_at(doc: Doc, line: int):
     for k in doc.cf.kernels:
         if k.span.line - 12 <= line <= k.span.end_line:  # the spec comment above counts too
             return k
-        if any(s.span.line <= line <= s.span.end_line for s in k.launch_sites):
+        if any(s.span.line <= line <= s.span.end_line for s in k.launch_sites + k.macro_launch_sites):
             return k
     return None
 

@@ -49,6 +49,7 @@ def _anchors(doc: Doc, k: Kernel) -> list[Span]:
     for s in k.launch_sites:
         out.append(s.span)
         out.extend(v.span for v in s.host_vars.values())
+    out.extend(s.span for s in k.macro_launch_sites)  # a launch inside a macro: anchored at the macro's use
     if doc.cf is not None:
         out.extend(d.span for d in doc.cf.defines)
     return out

@@ -117,6 +117,10 @@ def kernel_key(doc: Doc, k: Kernel) -> str:
         h.update(data[s.span.start:s.span.end])
         for v in s.host_vars.values():
             h.update(data[v.span.start:v.span.end])
+    for s in k.macro_launch_sites:  # a launch inside a macro: the use and what it expands to
+        h.update(b"\1")
+        h.update(data[s.span.start:s.span.end])
+        h.update((s.expansion or "").encode("utf-8"))
     h.update(_context_hash(doc))
     return h.hexdigest()
 

@@ -1504,3 +1504,58 @@ def test_a_dispatch_chooses_by_what_the_launch_passes(tmp_path):
     if shutil.which("nvcc"):
         f.write_text(new)
         _nvcc_c(f)
+
+
+# a launch written inside a macro's body (FasterTransformer's LAUNCH_MASKED_SOFTMAX, vLLM's LAUNCH_KERNEL)
+ROW_SUM_MACRO = ROW_SUM_STARS.replace(
+    "void launch(float* out, const float* x, int rows, int cols) {\n  row_sum<<<rows, 128>>>(out, x, cols);\n}\n",
+    "#define LAUNCH_ROW_SUM(BLOCK) row_sum<<<rows, BLOCK>>>(out, x, cols);\n"
+    "void launch(float* out, const float* x, int rows, int cols) {\n  if (rows > 0) {\n    LAUNCH_ROW_SUM(128)\n"
+    "  }\n}\n")
+
+
+def test_a_launch_inside_a_macro_is_not_rewritten_and_apply_says_why(tmp_path):
+    """The macro's text is shared by every use: the tuned launch cannot be written there, and leaving it would
+    launch the tuned kernel with the old block. Apply refuses at the macro's use and changes nothing."""
+    assert ROW_SUM_MACRO != ROW_SUM_STARS
+    f = tmp_path / "row_sum.cu"
+    f.write_text(ROW_SUM_MACRO)
+    cf = parse_cuda(ROW_SUM_MACRO, str(f))
+    k = cf.kernel("row_sum")
+    assert not k.launch_sites and [s.macro for s in k.macro_launch_sites] == ["LAUNCH_ROW_SUM"]
+    t = _llm_template(f, ROW_SUM_MACRO, LLM_PARTIAL, "row_sum_llm")
+    with pytest.raises(KerntuneError) as ei:
+        rewrite_file(ROW_SUM_MACRO, f, "row_sum", t, {"BLOCK": 256})
+    msg = str(ei.value)
+    line = ROW_SUM_MACRO.splitlines().index("    LAUNCH_ROW_SUM(128)") + 1
+    assert msg.startswith(f"{f}:{line}:"), msg
+    assert "inside the macro 'LAUNCH_ROW_SUM'" in msg and "`row_sum<<<rows, 128>>>(out, x, cols);`" in msg
+    assert "Nothing was changed" in msg
+    with pytest.raises(KerntuneError):
+        apply_to_file(f, t, {"BLOCK": 256}, check_compile=False)
+    assert f.read_text() == ROW_SUM_MACRO
+
+
+def test_a_whole_file_template_that_changes_the_launch_of_a_macro_launch_is_refused(tmp_path):
+    f = tmp_path / "row_sum.cu"
+    body = ROW_SUM_MACRO.replace("__shared__ float s[128];", "__shared__ float s[KT_BLOCK];").replace(
+        "c += 128", "c += KT_BLOCK").replace('block = "128"', 'block = "KT_BLOCK"')
+    t = _llm_template(f, ROW_SUM_MACRO, "#ifndef KT_BLOCK\n#define KT_BLOCK 128\n#endif\n" + body, None)
+    assert is_whole_file(t, parse_cuda(ROW_SUM_MACRO, str(f)))
+    # the launch as the file has it: nothing to refuse
+    same = _llm_template(f, ROW_SUM_MACRO, "#ifndef KT_BLOCK\n#define KT_BLOCK 128\n#endif\n" + ROW_SUM_MACRO, None)
+    assert rewrite_file(ROW_SUM_MACRO, f, "row_sum", same, {"BLOCK": 128}).text.endswith(ROW_SUM_MACRO)
+    with pytest.raises(KerntuneError) as ei:
+        rewrite_file(ROW_SUM_MACRO, f, "row_sum", t, {"BLOCK": 256})
+    assert "inside the macro 'LAUNCH_ROW_SUM'" in str(ei.value)
+
+
+def test_a_macro_launch_of_another_instantiation_does_not_stop_the_specialization():
+    from agent_core.apply import _macro_site_other
+    cf = parse_cuda('''template <typename T, int N> __global__ void k(T* o) { o[threadIdx.x] = N; }
+#define L(N) k<float, N><<<1, N>>>(o)
+#define LT(T, N) k<T, N><<<1, N>>>(o)
+void f(float* o) { L(4); L(8); LT(__half, 4); LT(float, n); }
+''', "t.cu")
+    got = [_macro_site_other(s, ["float", "4"]) for s in cf.kernel("k").macro_launch_sites]
+    assert got == [False, True, True, False]  # the same; another N; another type; an unknown N

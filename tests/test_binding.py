@@ -324,6 +324,133 @@ def test_gated_static_fp8_scale_use_read_by_evidence(lib, edits, first, scale_c)
     assert bs and bs[0].describe().endswith(first) and bs[0].call_args[-1] == scale_c, words_of(bs)
 
 
+GENERIC_ACT = ROOT / "bench" / "corpus" / "gated_act" / "geglu_generic_activation_inplace_half2_bias.cu"
+
+
+def _generic_act(edits=()):
+    """FasterTransformer's generic activation (the held-out variant) with text edits: the case, kernel and spec."""
+    src = GENERIC_ACT.read_text()
+    for a, b in edits:
+        assert a in src, a
+        src = src.replace(a, b)
+    cf = parse_cuda(src, str(GENERIC_ACT))
+    return cf, cf.kernel("generic_activation"), S.find_spec(cf, "generic_activation")
+
+
+def test_gated_generic_activation_in_place_packed_with_biases(lib):
+    """FasterTransformer / TensorRT-LLM's generic activation (T5 v1.1's gated GELU): out = gelu(out + bias) *
+    (gated_weights + gated_bias) in place, the gate's operand a tensor of its own, on half2 pairs (n counts pairs: the
+    row is 2 * n halves), the GELU read from the activation struct's static apply (Activation = GeluActivation<half2>)
+    as its packed form with tanh.approx.f32; which bias goes with which tensor from what the body adds it to."""
+    cf, k, spec = _generic_act()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out (in place over x), x=out, gate=gated_weights, bias of x=bias, bias of gate=gated_bias, d=`2 * n` "
+        "(`n` counts 2-element pairs), GELU (tanh), the packed 16-bit GELU (v^3 and the cdf rounded to T, "
+        "tanh.approx.f32, times v in T)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_INPLACE": 1, "KT_EXPERT_BIAS": 1,
+                                 "KT_EXPERT_GELU_FORM": 1} and bs[0].defines == {"KT_EXPERT_ACT": 2}
+    assert bs[0].sizes == {"rows": "(m * inter) / (2 * (inter / 2))", "d": "2 * (inter / 2)"}
+    t = X.bind(bs[0], cf, spec)
+    assert ("(__half*)(out), (const __half*)(out), (const __half*)(gated_weights), (const __half*)(bias), "
+            "(const __half*)(gated_bias), 2 * (int)(n));") in t.text
+    assert "void act_and_mul(T* out, const T* x, const T* __restrict__ y," in t.text  # out and x one buffer
+    assert 'asm("tanh.approx.f32 %0, %1;"' in t.text and "round_t<T>(v * round_t<T>(v * v))" in t.text
+    # the other bias assignment and the fp32 GELU are offered after it
+    assert has(bs, "act_and_mul", "bias of x=gated_bias, bias of gate=bias")
+    assert has(bs, "act_and_mul", "x=out", "GELU (tanh), activation rounded to f16 before the multiply")
+
+
+_BF16_PAIRS = (
+    ("#include <cuda_fp16.h>", "#include <cuda_fp16.h>\n#include <cuda_bf16.h>"),
+    ("struct GeluActivation<half2> {\n  static __device__ __forceinline__ half2 apply(const half2& val) {\n"
+     "    const half2 val_pow3",
+     "struct GeluActivation<__nv_bfloat162> {\n  static __device__ __forceinline__ __nv_bfloat162 apply("
+     "const __nv_bfloat162& val) {\n    const __nv_bfloat162 val_pow3"),
+    ("__half22float2(val)", "__bfloat1622float2(val)"), ("__half22float2(val_pow3)", "__bfloat1622float2(val_pow3)"),
+    ("__float22half2_rn(t)", "__float22bfloat162_rn(t)"),
+    ('"out: inout f16[m * inter]", "bias: in f16[inter]", "gated_weights: in f16[m * inter]",\n'
+     '         "gated_bias: in f16[inter]",', '"out: inout bf16[m * inter]", "gated_weights: in bf16[m * inter]",'),
+    ('template_args = ["GeluActivation<half2>", "half2", "half2"]',
+     'template_args = ["GeluActivation<__nv_bfloat162>", "__nv_bfloat162"]'),
+    ("template <typename Activation, typename T, typename BT>", "template <typename Activation, typename T>"),
+    ("generic_activation(T* out, const BT* __restrict__ bias, const T* __restrict__ gated_weights,\n"
+     "                                   const BT* __restrict__ gated_bias, int m, int n) {",
+     "generic_activation(T* out, const T* __restrict__ gated_weights, int m, int n) {"),
+    ("  const bool with_bias = bias != nullptr;\n", ""),
+    ("    if (with_bias) {\n      val = __hadd2(val, bias[id % n]);\n      if (with_gate) {\n"
+     "        gated_val = __hadd2(gated_val, gated_bias[id % n]);\n      }\n    }\n", ""))
+
+
+def test_gated_generic_activation_bf16_pairs_without_biases(lib):
+    """The same kernel on __nv_bfloat162 pairs, biases gone (FT's gated activation without bias): in place, the row
+    2 * n bf16 values, no bias convention."""
+    cf, k, spec = _generic_act(_BF16_PAIRS)
+    bs = X.candidates(cf, k.name, spec, lib)
+    # elementwise without a bias: any int argument whose pairs divide the tensor is a row length (m or n)
+    assert re.fullmatch(r"out=out \(in place over x\), x=out, gate=gated_weights, d=`2 \* ([mn])` \(`\1` counts "
+                        r"2-element pairs\), GELU \(tanh\), the packed 16-bit GELU \(v\^3 and the cdf rounded to T, "
+                        r"tanh.approx.f32, times v in T\)", bs[0].describe()), words_of(bs)
+    assert "KT_EXPERT_BIAS" not in bs[0].conventions and bs[0].template_args == ["__nv_bfloat16"]
+    assert has(bs, "act_and_mul", "d=`2 * n`", "tanh.approx.f32")
+    t = X.bind(bs[0], cf, spec)
+    assert re.search(r"\(__nv_bfloat16\*\)\(out\), \(const __nv_bfloat16\*\)\(out\), "
+                     r"\(const __nv_bfloat16\*\)\(gated_weights\), 2 \* \(int\)\([mn]\)\);", t.text)
+
+
+def test_gated_generic_activation_silu_functor_of_a_functor(lib):
+    """FasterTransformer's SiluActivation<half2> (each half through SiluActivation<half>::apply, the primary template:
+    (T)(v / (1 + __expf(-v)))) read through both functors: SiLU with __expf, rounded to fp16 before the __hmul2."""
+    src = GENERIC_ACT.read_text()
+    struct = src[src.index("template <typename T>\nstruct GeluActivation;"):src.index("/* kerntune:")]
+    silu = ("template <typename T>\nstruct SiluActivation {\n  static __device__ __forceinline__ T apply(const T& val) "
+            "{ return (T)((float)val / (1.0f + __expf((float)-val))); }\n};\n\ntemplate <>\n"
+            "struct SiluActivation<half2> {\n  static __device__ __forceinline__ half2 apply(const half2& val) {\n"
+            "    return make_half2(SiluActivation<half>::apply(val.x), SiluActivation<half>::apply(val.y));\n  }\n};\n\n")
+    cf, k, spec = _generic_act(((struct, silu), ('"GeluActivation<half2>"', '"SiluActivation<half2>"')))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe().endswith("d=`2 * n` (`n` counts 2-element pairs), SiLU with __expf, activation rounded to "
+                                     "f16 before the multiply"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].defines == {"KT_EXPERT_ACT": 0}
+
+
+EXLLAMA_SILU = ROOT / "bench" / "corpus" / "gated_act" / "silu_mul_inplace_separate_up_block2d_half2.cu"
+
+
+def test_gated_in_place_over_the_gate_with_a_separate_up_tensor(lib):
+    """ExLlamaV2's x = silu(x) * y (the gate's GEMM output overwritten, the up projection a tensor of its own, half2
+    math through h2exp / h2rcp on a half* signature): in place, SiLU, the row the argument the body strides rows by."""
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    bs = X.candidates(cf, "silu_mul_kernel", S.find_spec(cf, "silu_mul_kernel"), lib)
+    assert bs[0].describe() == ("out=x (in place over x), x=x, gate=y, d=`width`, SiLU, activation rounded to f16 "
+                                "before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_INPLACE": 1, "KT_EXPERT_ROUND_ACT": 1}
+
+
+def test_gated_up_bias_only_bf16_token_rows(lib):
+    """A bias on the gate's operand only (the up tensor, a tensor of its own), bf16 scalars, out of place, one token
+    per block: the activation's input from the tensor its tanh reads, the bias from what it is added to (a null
+    pointer for x's), the fp32 GELU rounded to bf16 before the 16-bit product."""
+    cf, k, spec = case("gated_gelu_up_bias_token_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=out, x=x, gate=up, bias of x=none, bias of gate=up_bias, d=`hidden`, GELU (tanh), "
+                                "activation rounded to bf16 before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_BIAS": 1, "KT_EXPERT_ROUND_ACT": 1}
+    t = X.bind(bs[0], cf, spec)
+    assert ("(__nv_bfloat16*)(out), (const __nv_bfloat16*)(x), (const __nv_bfloat16*)(up), nullptr, "
+            "(const __nv_bfloat16*)(up_bias), (int)(hidden));") in t.text
+    assert "void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y," in t.text
+
+
+def test_gated_activation_plus_residual_is_no_gated_binding(lib):
+    """gelu(x + bias) + residual (a GEMM epilogue): the activation is added to the other tensor, not multiplied by
+    it: no gated binding, though a bias vector is added to the activation's input."""
+    path = ROOT / "bench" / "corpus" / "other" / "bias_gelu_residual_fp16.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = "bias_gelu_residual_kernel"
+    assert not [b for b in X.candidates(cf, k, S.find_spec(cf, k), lib) if b.expert.name == "act_and_mul"]
+
+
 def test_gated_static_fp8_exp_format_layout_by_evidence(lib):
     """SiLU with __expf (FlashInfer, TensorRT-LLM: an exact comparison of fp8 bytes needs the same exponential,
     KT_EXPERT_FAST_EXP), e5m2 from the conversion, interleaved pairs from the input's subscripts; bytes whose
@@ -1205,7 +1332,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
-                                        "flash_decode_stage2")):
+                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -1756,6 +1883,18 @@ def test_every_add_bias_residual_norm_binding_of_the_corpus_variants_compiles(li
 
 
 @pytest.mark.nvcc
+def test_every_generic_activation_binding_compiles(lib):
+    """The in-place / biased two-tensor bindings compile for sm_90: FasterTransformer's generic activation's (the
+    held-out variant: in place, half2 pairs, both biases; its bf16-pair form without biases) and ExLlamaV2's in-place
+    SiLU's (the up-bias style kernel's own compile with the other style kernels)."""
+    cf, k, spec = _generic_act()
+    _compile_every_binding(lib, cf, k, spec)
+    _compile_every_binding(lib, *_generic_act(_BF16_PAIRS))
+    cf = parse_cuda(EXLLAMA_SILU.read_text(), str(EXLLAMA_SILU))
+    _compile_every_binding(lib, cf, cf.kernel("silu_mul_kernel"), S.find_spec(cf, "silu_mul_kernel"))
+
+
+@pytest.mark.nvcc
 def test_every_in_place_merge_binding_of_the_corpus_variant_compiles(lib):
     """The in-place masked merge's bindings (FlashInfer's merge_state_in_place) compile for sm_90, and so do those
     of the in-place style kernel without a mask (a null mask of bytes)."""
@@ -1967,6 +2106,94 @@ def test_a_softmax_scale_the_kernel_divides_by(lib):
     assert long.conventions["KT_EXPERT_LOGIT_DIVIDE"] == 1 and "LogitScale<1>" in X.bind(long, cf, spec).text
     cf, k, spec = case("softmax_scaled_half_to_float")
     assert not any("divided by" in w for w in words_of(X.candidates(cf, k.name, spec, lib)))
+
+
+LOG_VARIANT = ROOT / "bench" / "corpus" / "softmax" / "log_softmax_online_md_cub_padded_vocab_bf16.cu"
+
+
+def test_log_softmax_of_a_padded_vocabulary_binds_the_log_form(lib):
+    """FasterTransformer / TensorRT-LLM's beam-search log-softmax (online MD pairs merged by cub::BlockReduce, thread
+    0's m + __logf(d) subtracted from each logit): bf16 logits vocab_size_padded apart into dense fp32 log-probs
+    (KT_EXPERT_LOG, KT_EXPERT_X_STRIDE); the vocabulary rows are longer than softmax holds, so the loop screens its
+    long-row twin, which has both conventions. No probability form is offered."""
+    cf = parse_cuda(LOG_VARIANT.read_text(), str(LOG_VARIANT))
+    spec = S.find_spec(cf, "log_softmax_kernel")
+    bs = X.candidates(cf, "log_softmax_kernel", spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_LOG") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_X_STRIDE": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "float"]
+    assert bs[0].call_args == ["(float*)(log_probs)", "(const __nv_bfloat16*)(logits)", "(int)gridDim.x",
+                               "(int)(vocab_size)", "1.f", "(const float*)nullptr", "(long long)((vocab_size_padded))"]
+    with pytest.raises(X.NoConfiguration):
+        X.bind(bs[0], cf, spec)
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert long is not None and long.conventions == bs[0].conventions
+    text = X.bind(long, cf, spec).text
+    assert "m + logf(s)" in text and "fn(v[j]) - lse" in text and "x + xoff" in text and "long long x_stride" in text
+    assert "normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out" not in text and "kt:bind" not in text
+
+
+def test_log_softmax_warp_rows_divided_by_a_temperature(lib):
+    """fp16 log-probs of logits divided by a temperature, a warp per row, (l - max) - logf(sum) stored: the log form
+    (the temperature divided by, first), no input stride, no probability form; the row held in registers:
+    lse = m + logf(sum) once, subtracted from each scaled logit."""
+    cf, k, spec = case("log_softmax_warp_rows_temperature_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert all(b.conventions.get("KT_EXPERT_LOG") == 1 and "KT_EXPERT_X_STRIDE" not in b.conventions
+               for b in bs), words_of(bs)
+    assert bs[0].describe() == ("out=logprobs (f16), x=logits (f16), hidden=`dim`, rows=`num_rows`, logits divided "
+                                "by `temperature`, log-probabilities: l - (max + logf(sum))"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_LOGIT_DIVIDE": 1}
+    text = X.bind(bs[0], cf, spec).text
+    assert "const float lse = m + logf(row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f));" in text
+    assert "v[i][j] = v[i][j] - lse;" in text and "* inv" not in text and "v[i][j] / scale" in text
+    assert "kt:bind" not in text
+
+
+def test_log_softmax_strided_fp32_rows_in_registers(lib):
+    """fp32 scores ld apart (ld >= n, 1024 / 4099 / 2048) into dense log-probs, x - (max + logf(sum)) through
+    shared memory: the log form with the input stride on softmax (the peeled path only where ld - n keeps the
+    output's lead) and on its long-row twin."""
+    cf, k, spec = case("log_softmax_two_pass_smem_strided_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert [b.describe() for b in bs] == [
+        "out=out (f32), x=scores (f32, rows `ld` apart), hidden=`n`, rows=`tokens`, log-probabilities: l - (max + "
+        "logf(sum))"], words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_LOG": 1, "KT_EXPERT_X_STRIDE": 1}
+    text = X.bind(bs[0], cf, spec).text
+    assert "x + (long long)(active ? row : 0) * x_stride" in text and "(x_stride - hidden) % KT_VEC == 0" in text
+    assert "v[i][j] = v[i][j] - lse;" in text
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert "log_pass<KT_VEC, T, O>" in X.bind(long, cf, spec).text
+
+
+def test_the_log_form_leaves_probability_softmax_alone(lib):
+    """A softmax whose stores take no log keeps its probability bindings (no KT_EXPERT_LOG, no stride)."""
+    for name in ("softmax_divided_by_scalar_f16", "softmax_scaled_half_to_float", "softmax_three_pass"):
+        cf, k, spec = case(name)
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert bs and not any("KT_EXPERT_LOG" in b.conventions or "KT_EXPERT_X_STRIDE" in b.conventions for b in bs)
+
+
+@pytest.mark.nvcc
+def test_every_log_softmax_binding_and_its_long_twin_compiles(lib):
+    """The held-out log-softmax's bindings (their long-row twins: the vocabulary rows) compile for sm_90, and so do
+    the long-row twins of the log-softmax style kernels' bindings (their softmax forms compile with the other style
+    kernels): softmax_long's log pass, with and without the input stride."""
+    from agent_core.measure.compiler import compile_many
+    from agent_core.workspace import cache_dir
+    cf = parse_cuda(LOG_VARIANT.read_text(), str(LOG_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernel("log_softmax_kernel"), S.find_spec(cf, "log_softmax_kernel"))
+    by_name = {e.name: e for e in lib}
+    jobs = []
+    for name in ("log_softmax_warp_rows_temperature_f16", "log_softmax_two_pass_smem_strided_f32"):
+        cf, k, spec = case(name)
+        for b in X.candidates(cf, k.name, spec, lib):
+            t = X.bind(X.long_twin(b, by_name), cf, spec)
+            jobs.append(dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
+                             defines={macro_name(n): v for n, v in t.space.original_config().items()}))
+    bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
+    assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
 
 
 def test_softmax_scaled_scores_rounded_before_a_4d_mask(lib):
@@ -2811,3 +3038,183 @@ def test_layer_norm_zero_centered_gamma_flag_with_mu_and_rsigma(lib):
 def test_every_norm_statistics_binding_of_the_style_kernels_compiles(lib, name):
     cf, k, spec = case(name)
     _compile_every_binding(lib, cf, k, spec)
+
+
+# ---------------------------------------------------------------------- lse [batch, heads, seq] beside [b, s, h] rows
+XFORMERS_MERGE = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_splitk_split_major_lse_bhm_f32_to_bf16.cu"
+
+
+def test_held_out_xformers_merge_reads_the_lse_as_batch_heads_seq(lib):
+    """xFormers' merge_attentions (held-out batch 7: its 16 bindings all failed on the GPU, each reading the lse as
+    laid out like the rows): split-major fp32 partials [splits, B, M, H, K] beside lse [splits, B, H, M] (the index
+    ``(b * H + h) * M + m``); the rows are tokens = B * M of H heads, the lse read and written [B, H, M]
+    (KT_EXPERT_NWAY_SEQ), ahead of the older readings."""
+    cf = parse_cuda(XFORMERS_MERGE.read_text(), str(XFORMERS_MERGE))
+    k = "merge_attentions_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 2, "KT_EXPERT_NWAY_SEQ": 1, "KT_EXPERT_LSE_BASE2": 0}, words_of(bs)
+    assert bs[0].call_args[4:] == ["(int)(num_splits)", "(int)(B) * (int)(M)", "(int)(H)", "(int)(K)", "(int)(M)"]
+    assert "lse [num_splits, B, H, M]" in bs[0].describe()
+    assert sum(1 for b in bs if b.conventions.get("KT_EXPERT_NWAY_SEQ")) == 2  # natural and base-2 lse
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long l0 = ((long long)(token / seq) * heads + head) * seq + token % seq;" in t.text
+    assert "sk[it] = v_lse[l0 + (long long)(k0 + it) * sstep];" in t.text and "kt:bind" not in t.text
+
+
+def test_nway_seq_lse_style_and_no_seq_reading_elsewhere(lib):
+    """A FlashAttention-style combine (fp16 out, a warp a row, sizes (batch, seqlen, nheads, headdim), two passes)
+    gets the [b, h, s] lse reading first; no other N-way merge of the styles or the corpus gets it (their lse is laid
+    out like their rows)."""
+    cf, k, spec = case("merge_split_combine_bhs_lse_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions.get("KT_EXPERT_NWAY_SEQ") == 1, words_of(bs)
+    assert bs[0].sizes["tokens"] == "(b) * (s)" and bs[0].call_args[-1] == "(int)(seqlen)"
+    for path in sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu")):
+        if path.name in (XFORMERS_MERGE.name, "merge_split_combine_bhs_lse_warp_f16.cu"):
+            continue
+        cf = parse_cuda(path.read_text(), str(path))
+        for kk in cf.kernels:
+            sp = S.find_spec(cf, kk.name)
+            if sp is not None:
+                assert not any(b.conventions.get("KT_EXPERT_NWAY_SEQ") for b in X.candidates(cf, kk.name, sp, lib)), \
+                    path
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_xformers_merge_compiles(lib):
+    """The held-out xFormers merge's bindings ([b, h, s] lse first) compile for sm_90."""
+    cf = parse_cuda(XFORMERS_MERGE.read_text(), str(XFORMERS_MERGE))
+    k = "merge_attentions_kernel"
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+# ------------------------------------------------------------------------------------------ rotary from angles
+TE_FUSED_ROPE = ROOT / "bench" / "corpus" / "rotary" / "fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu"
+
+
+def test_held_out_te_fused_rope_binds_its_angles_tensor_first(lib):
+    """Transformer Engine's fused_rope forward (held-out batch 7, no candidate then): SBHD src and dst through stride
+    arguments, no cache and no positions, fp32 freqs [s, d2] whose values feed sincosf (a tensor of angles), NeoX
+    rotate_half over the first d2 channels, the rest copied. The angles' index steps its rows by d2 (rows of rot_dim,
+    each element its own angle: KT_EXPERT_CACHE 6), the query's by stride_s (a position's row) and inside it by
+    stride_b (a batch entry's heads): first a token per (s, b), at position token / (stride_s / stride_b)
+    (KT_EXPERT_POSITIONS 4, sequence-major), then a token per position (its b * h heads, KT_EXPERT_POSITIONS 0);
+    the head size the query's head stride (d), sincosf as the kernel calls it."""
+    cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
+    k = "fused_rope_forward_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token index / `stride_s / stride_b` (sequence-major: a row of angles a position), query=src -> "
+        "dst, no key, angles=freqs [positions, rot_dim, each element its own] (cos and sin by sincosf), rot_dim=`d2`, "
+        "num_heads=`h`, num_kv_heads=none (no key), head_size=`d`, NeoX pairs, out of place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 6, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[5:] == ["(const float*)(freqs)", "(int)(d2)", "(int)(d2)", "(int)(h)", "0", "(int)(d)",
+                                   "(int)(stride_s) / (int)(stride_b)"]
+    assert bs[0].sizes["tokens"] == "((s * d2) / (d2)) * ((b * h * d) / (h * d))"
+    assert has(bs, "rotary_neox", "positions=the token index (a row of angles a token)", "num_heads=`stride_s / d`",
+               "head_size=`d`", "rot_dim=`d2`"), words_of(bs)
+    assert all(b.conventions["KT_EXPERT_CACHE"] == 6 and b.conventions["KT_EXPERT_PAIRING"] == 0 for b in bs)
+    text = X.bind(bs[0], cf, spec).text
+    assert "  sincosf(a, &s, &c);" in text and "__sincosf(a" not in text and "kt:bind" not in text
+    assert "const long long pos = token / batch;" in text and "constexpr bool FULL = true;" in text
+    assert "copy_tail(qi, qd, num_heads, head_size, rot_dim" in text
+
+
+def test_rotary_angles_per_token_gptj_query_and_key(lib):
+    """fp16 query and key out of place, token-major with a block per token, angles [tokens, rot_dim / 2] gathered per
+    token (one a pair, KT_EXPERT_CACHE 5) through __sincosf (KT_EXPERT_FAST_ANGLE), partial rotary copied through:
+    both pairings offered, the interleaved one first (an element read at + 1)."""
+    cf, k, spec = case("rotary_angles_per_token_gptj_qk_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "rotary_neox", "positions=the token index (a row of angles a token)", "query=q -> q_out",
+               "key=k -> k_out", "angles=angles [tokens, rot_dim / 2] (cos and sin by __sincosf)",
+               "rot_dim=`rot_dim`", "num_heads=`num_q_heads`", "num_kv_heads=`num_kv_heads`", "head_size=`head_dim`",
+               "GPT-J pairs", "out of place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_PAIRING"] == 1 and len(bs) == 2, words_of(bs)
+    assert all(b.conventions["KT_EXPERT_CACHE"] == 5 and b.conventions["KT_EXPERT_FAST_ANGLE"] == 1 for b in bs)
+    text = X.bind(next(b for b in bs if b.conventions["KT_EXPERT_PAIRING"] == 1), cf, spec).text
+    assert "__sincosf(a, &s, &c);" in text and "constexpr bool FULL = KT_EXPERT_CACHE == 2;" not in text
+
+
+def test_rotary_angles_sbhd_in_place_sequence_major(lib):
+    """fp16 NeoX in place over Megatron's SBHD [seq, batch, heads, head_dim] (contiguous, no strides), angles [seq,
+    head_dim / 2] (one a pair) through cosf and sinf, a 1-D grid of seq * batch blocks: the query's index steps by
+    a position's row (batch * heads * head_dim) and inside it by a batch entry's (heads * head_dim), so a token is one
+    (s, b), at position token / batch (KT_EXPERT_POSITIONS 4), first."""
+    cf, k, spec = case("rotary_angles_sbhd_neox_in_place_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=the token index / `batch` (sequence-major: a row of angles a position), query=x, no key, "
+        "angles=freqs [positions, rot_dim / 2] (cos and sin by sincosf), rot_dim=`head_dim`, num_heads=`heads`, "
+        "num_kv_heads=none (no key), head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 5, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_POSITIONS": 4, "KT_EXPERT_FAST_ANGLE": 0}
+    assert bs[0].call_args[-1] == "(int)(batch)"
+    assert bs[0].sizes["tokens"].endswith("* (batch)")
+
+
+def test_rotary_angles_need_the_query_stepped_by_a_token_row(lib):
+    """A tensor of angles with rows the query's index does not step by (here: the query indexed as [b, s, h, d], the
+    angles [s, d / 2], so a position's heads are not one row): no binding that would take the angles' rows as the
+    query's tokens."""
+    src = (STYLES / "rotary_angles_per_token_gptj_qk_f16.cu").read_text()
+    src = src.replace("const float* ang = angles + t * (rot_dim / 2);",
+                      "const float* ang = angles + (t % 7) * (rot_dim / 2);")
+    src = src.replace('"angles: in f32[tokens * rd / 2] ~ uniform(0, 100)"', '"angles: in f32[7 * rd / 2]"')
+    assert "(t % 7)" in src and "[7 * rd / 2]" in src
+    cf2 = parse_cuda(src, "angles_bshd.cu")
+    spec = S.find_spec(cf2, "rope_angles_gptj_qk")
+    assert spec is not None
+    bs = X.candidates(cf2, "rope_angles_gptj_qk", spec, lib)
+    assert not any(b.expert.name == "rotary_neox" for b in bs), words_of(bs)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_te_fused_rope_compiles(lib):
+    """The held-out TE fused_rope's angle-tensor bindings compile for sm_90 (the style kernel's with the other style
+    kernels)."""
+    cf = parse_cuda(TE_FUSED_ROPE.read_text(), str(TE_FUSED_ROPE))
+    _compile_every_binding(lib, cf, cf.kernel("fused_rope_forward_kernel"), S.find_spec(cf, "fused_rope_forward_kernel"))
+
+
+def test_rms_norm_launched_through_a_launch_macro_gets_the_expert(lib):
+    """A templated RMSNorm launched only through `LAUNCH_RMS_NORM(BLOCK)` for three block sizes (FasterTransformer's
+    and TensorRT-LLM's launchers): the launches are read at the macro's uses, and the kernel gets the rms_norm
+    expert with vLLM's rounding (x * inv rounded to bf16, then the weight)."""
+    cf, k, spec = case("rms_launch_macro_block_template_bf16")
+    assert not cf.errors and not k.launch_sites
+    assert [[e.text for e in s.template_args] for s in k.macro_launch_sites] == [["1024"], ["512"], ["128"]]
+    got = X.candidates(cf, k.name, spec)
+    assert has(got, "rms_norm", "out=output", "x=input", "weight=weight", "eps inside the root",
+               "rounded to bf16 before the weight multiply"), words_of(got)
+
+
+ALIBI_VARIANT = ROOT / "bench" / "corpus" / "softmax" / "masked_softmax_alibi_fp32_in_fp16_out.cu"
+
+
+def test_alibi_masked_softmax_gets_the_alibi_binding(lib):
+    """FasterTransformer's masked softmax with ALiBi (the held-out variant: fp32 scores, fp16 out, launched inside a
+    macro) and a TensorRT-LLM-style warp-per-row bf16 kernel: slopes[h] * (k - q) and (1 - keep) * -10000 read by
+    evidence, the keep-mask's rows [batch, q_len] broadcast over the heads (inner extent q_len)."""
+    cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
+    got = X.candidates(cf, "softmax_kernel", S.find_spec(cf, "softmax_kernel"))
+    assert [b.conventions.get("KT_EXPERT_ALIBI") for b in got if b.expert.name == "softmax"] == [1], words_of(got)
+    assert has(got, "softmax", "out=attn_score (f16)", "x=qk (f32)", "hidden=`k_length`", "logits times `qk_scale`",
+               "`linear_bias_slopes`[head] * (k - q)", "(1 - `attn_mask`) * -10000", "inner extent `q_length`")
+    cf, k, spec = case("softmax_alibi_keep_mask_warp_rows_bf16")
+    got = X.candidates(cf, k.name, spec)
+    assert has(got, "softmax", "out=probs (bf16)", "x=scores (bf16)", "hidden=`k_len`", "logits times `scale`",
+               "`slopes`[head] * (k - q)", "(1 - `keep`) * -10000", "inner extent `q_len`"), words_of(got)
+    # without the -10000 the mask is not FasterTransformer's keep-mask: no ALiBi binding
+    text = (STYLES / "softmax_alibi_keep_mask_warp_rows_bf16.cu").read_text().replace(" * -10000.0f", " * -1.0f")
+    cf2 = parse_cuda(text, "x.cu")
+    assert not any(b.conventions.get("KT_EXPERT_ALIBI") for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name)))
+
+
+@pytest.mark.nvcc
+def test_every_alibi_softmax_binding_of_the_corpus_variant_compiles(lib):
+    cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
+    _compile_every_binding(lib, cf, cf.kernel("softmax_kernel"), S.find_spec(cf, "softmax_kernel"))

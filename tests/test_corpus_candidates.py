@@ -20,22 +20,7 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {
-    # held-out batch 6 (2026-11-28): no candidate of the family when written
-    "gated_act/geglu_generic_activation_inplace_half2_bias.cu": "the gate's other operand a separate [m, n] tensor, "
-        "in place over the activation input, biases on both, element type a template T = half2 (n passed as n / 2): "
-        "no gated binding; the computed block is not lifted either",
-    "softmax/masked_softmax_alibi_fp32_in_fp16_out.cu": "ALiBi slope[h] * (k - q) plus a 0/1 fp16 mask turned into "
-        "-10000, q rows strided over a shrunk grid; the launch is inside a macro (no launch site read)",
     # held-out batch 7 (2026-11-28c): no candidate of the family when written
-    "gated_act/silu_mul_inplace_separate_up_block2d_half2.cu": "silu(x) * y written in place over the gate x with the "
-        "up projection a separate tensor, packed half2 math (h2exp, h2rcp), 2-D block (THREADS_X, THREADS_Y) and 2-D "
-        "grid over column pairs and rows: no gated binding, no candidate at all",
-    "softmax/log_softmax_online_md_cub_padded_vocab_bf16.cu": "log-softmax (x - (m + log d)) from online MD pairs "
-        "merged by cub::BlockReduce with reduce_md_op, logits with a padded row stride (vocab_size_padded) to dense "
-        "fp32 rows: no log-softmax form",
-    "rotary/fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu": "no cos/sin cache or positions: fp32 angles per "
-        "position turned into cos / sin by sincosf into dynamic smem, SBHD tensors through explicit stride arguments, "
-        "partial rotary copied through: no rotary binding",
     "group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu": "2-D 128 x 128 tile scales (scale = 448 / amax, "
         "scale_inv stored [cdiv(M, 128), cdiv(N, 128)]) over a 2-D grid of tiles, not per-token groups of a row: no "
         "group_quant binding",

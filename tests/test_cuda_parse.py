@@ -219,3 +219,176 @@ def test_a_template_template_parameter_is_a_template_parameter():
     si = site_instance(cf, k, k.launch_sites[0], args)
     assert si.kind == "depends" and si.condition is None
     assert "cannot be tested" in templated_dispatch_refusal(cf, k, spec, [])
+
+
+# ------------------------------------------------------------------ launches written inside macro bodies
+MACRO_LAUNCHES = r'''#include <cuda_fp16.h>
+template <typename T, int ITEMS>
+__global__ void scale_rows(T* out, const T* in, float s, int n) {
+  for (int i = 0; i < ITEMS; ++i) {
+    const int c = (i * blockDim.x + threadIdx.x);
+    if (c < n) out[blockIdx.x * n + c] = (T)((float)in[blockIdx.x * n + c] * s);
+  }
+}
+
+#define LAUNCH_SCALE(ITEMS)                                                              \
+  scale_rows<__half, ITEMS><<<rows, (n + ITEMS - 1) / ITEMS, 0, stream>>>(out, in, s, \
+                                                                         n);
+
+void scale(__half* out, const __half* in, float s, int rows, int n, cudaStream_t stream) {
+  const int wide = 2048;
+  if (n > wide) {
+    LAUNCH_SCALE(4)
+  } else if (n > 1024) {
+    LAUNCH_SCALE(2);
+  } else {
+    LAUNCH_SCALE(1);
+  }
+}
+
+#define LAUNCH_ON(TYPE, ITEMS, ...) scale_rows<TYPE, ITEMS><<<grid, 256, 0, stream>>>(__VA_ARGS__)
+#define DISPATCH_HALF_OR_FLOAT(IS_HALF, ...)  \
+  if (IS_HALF) {                               \
+    using scalar_t = __half;                   \
+    __VA_ARGS__();                             \
+  } else {                                     \
+    using scalar_t = float;                    \
+    __VA_ARGS__();                             \
+  }
+
+template <typename T>
+void scale_any(T* out, const T* in, float s, int rows, int n, cudaStream_t stream) {
+  dim3 grid(rows);
+  LAUNCH_ON(T, 8, out, in, s, n);
+}
+
+void scale_dispatch(void* out, const void* in, bool is_half, float s, int rows, int n, cudaStream_t stream) {
+  DISPATCH_HALF_OR_FLOAT(is_half, [&] {
+    scale_rows<scalar_t, 1><<<rows, 256, 0, stream>>>((scalar_t*)out, (const scalar_t*)in, s, n);
+  });
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def mcf():
+    return parse_cuda(MACRO_LAUNCHES, "macros.cu")
+
+
+def test_macro_launches_are_read_at_each_use_with_and_without_semicolon(mcf):
+    k = mcf.kernel("scale_rows")
+    lines = MACRO_LAUNCHES.split("\n")
+    uses = [s for s in k.macro_launch_sites if s.macro == "LAUNCH_SCALE"]
+    assert [lines[s.span.line].strip() for s in uses] == ["LAUNCH_SCALE(4)", "LAUNCH_SCALE(2);", "LAUNCH_SCALE(1);"]
+    assert [_b(MACRO_LAUNCHES, s.span) for s in uses] == ["LAUNCH_SCALE(4)", "LAUNCH_SCALE(2)", "LAUNCH_SCALE(1)"]
+    # the launch in the macro's actual arguments: template arguments, grid/block/smem/stream, arguments
+    assert [[e.text for e in s.template_args] for s in uses] == [["__half", "4"], ["__half", "2"], ["__half", "1"]]
+    assert [e.text for e in uses[0].config] == ["rows", "(n + 4 - 1) / 4", "0", "stream"]
+    assert [e.text for e in uses[2].args] == ["out", "in", "s", "n"]
+    assert all(s.host_function == "scale" and s.kernel == "scale_rows" for s in uses)
+    assert uses[0].host_vars["wide"].init.text == "2048"  # the host's locals before the use
+    # every span is the use's, never the macro body's text
+    assert all(e.span == s.span for s in uses for e in s.config + s.args + s.template_args)
+    assert uses[0].expansion.startswith("scale_rows<__half, 4><<<rows, (n + 4 - 1) / 4, 0, stream>>>(out, in, s,")
+
+
+def test_macro_launch_with_variadic_arguments_in_a_templated_launcher(mcf):
+    k = mcf.kernel("scale_rows")
+    s = next(s for s in k.macro_launch_sites if s.macro == "LAUNCH_ON")
+    assert [e.text for e in s.template_args] == ["T", "8"]
+    assert [e.text for e in s.config] == ["grid", "256", "0", "stream"]
+    assert [e.text for e in s.args] == ["out", "in", "s", "n"]
+    assert s.host_function == "scale_any" and s.host_vars["grid"].init.text == "dim3(rows)"
+
+
+def test_a_launch_in_the_lambda_of_a_dispatch_macro_is_a_launch_of_the_file(mcf):
+    # the launch is written in the macro's argument, in the file: an ordinary launch site (in a lambda)
+    k = mcf.kernel("scale_rows")
+    assert len(k.launch_sites) == 1 and not k.launch_sites[0].macro
+    s = k.launch_sites[0]
+    assert [e.text for e in s.template_args] == ["scalar_t", "1"]
+    assert _b(MACRO_LAUNCHES, s.span).startswith("scale_rows<scalar_t, 1><<<rows, 256, 0, stream>>>(")
+    assert len(k.macro_launch_sites) == 4
+
+
+def test_macro_launch_through_another_macro_and_pasted_names():
+    text = r'''template <int BLOCK> __global__ void rms_b(float* o, const float* x, int n) { o[blockIdx.x] = x[threadIdx.x]; }
+#define KERNEL_OF(B) rms_##B
+#define DO_LAUNCH(NAME, B) NAME<B><<<rows, B>>>(o, x, n)
+#define LAUNCH(B) DO_LAUNCH(rms_b, B)
+void run(float* o, const float* x, int rows, int n) {
+  switch (n) {
+    case 128: LAUNCH(128); break;
+    default: LAUNCH(1024); break;
+  }
+}
+'''
+    cf = parse_cuda(text, "m.cu")
+    sites = cf.kernel("rms_b").macro_launch_sites
+    assert [(s.macro, [e.text for e in s.template_args], [e.text for e in s.config]) for s in sites] == [
+        ("LAUNCH", ["128"], ["rows", "128"]), ("LAUNCH", ["1024"], ["rows", "1024"])]
+    assert [s.span.line for s in sites] == [6, 7]
+
+
+def test_macro_expander_stringizes_pastes_and_keeps_other_macros():
+    from agent_core.source import macros as M
+    defs = [M.Macro("K", ["A", "B"], M.clean_body('k_##A<B><<<g, b>>>(#A, FINAL_MASK)  /* c */'), 0, 1),
+            M.Macro("FINAL_MASK", None, "0xffffffff", 0, 1)]
+    ex = M.Expander(defs, M.launching(defs))
+    assert M.launching(defs) == {"K"}
+    assert ex.expand_use(defs[0], "f32, (a, b)", 10) == 'k_f32<(a, b)><<<g, b>>>("f32", FINAL_MASK)'
+    assert ex.expand_use(defs[0], "only_one", 10) is None  # argument count does not fit
+    assert M.split_args("a, f(b, c), [&] { x; }") == ["a", "f(b, c)", "[&] { x; }"]
+
+
+def test_files_without_launching_macros_have_no_macro_launches(cf):
+    assert all(not k.macro_launch_sites for k in cf.kernels)
+
+
+def test_a_macro_use_without_its_semicolon_or_with_a_type_argument_is_no_syntax_error():
+    text = r'''template <typename T, int N> __global__ void k(T* o) { o[threadIdx.x] = N; }
+#define LT(T, N) k<T, N><<<1, N>>>(o)
+void f(float* o, bool wide) { if (wide) { LT(float, 4) } else { LT(float, 2); } }
+void g(int* o) { if (o) { h(; } }
+'''
+    cf = parse_cuda(text, "m.cu")
+    assert [[e.text for e in s.template_args] for s in cf.kernel("k").macro_launch_sites] == [["float", "4"],
+                                                                                             ["float", "2"]]
+    assert [e.span.line for e in cf.errors] == [3]  # the real one is still reported
+
+
+CANDLE_MACRO_KERNELS = r'''#include <cuda_bf16.h>
+#include <cstdint>
+template <typename T>
+__device__ void rope(const T* src, const T* cos, const T* sin, T* dst, const uint32_t bh, const uint32_t td,
+                     const uint32_t d) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (2 * idx >= bh * td) return;
+  dst[idx] = src[idx] * cos[idx] - src[idx] * sin[idx];
+}
+
+#define ROPE_OP(TYPENAME, FN_NAME)                                                                  \
+  extern "C" __global__ void FN_NAME(const TYPENAME* src, const TYPENAME* cos, const TYPENAME* sin, \
+                                     TYPENAME* dst, const uint32_t bh, const uint32_t td,           \
+                                     const uint32_t d) {                                            \
+    rope<TYPENAME>(src, cos, sin, dst, bh, td, d);                                                  \
+  }
+
+ROPE_OP(float, rope_f32)
+ROPE_OP(__nv_bfloat16, rope_bf16)
+
+__global__ void written_out(float* x) { x[threadIdx.x] = 0.f; }
+'''
+
+
+def test_kernels_a_top_level_macro_use_defines_are_named_and_do_not_hide_the_next_kernel():
+    """candle's `ROPE_OP(__nv_bfloat16, rope_bf16)` at file scope (no `;`) defines an extern "C" entry point: the
+    grammar read the uses and the kernel after them as one error (the kernel was lost). The uses are blanked for
+    the parse; the kernels they define are named, and asking for one says why it is not read."""
+    cf = parse_cuda(CANDLE_MACRO_KERNELS, "candle.cu")
+    assert [k.name for k in cf.kernels] == ["written_out"] and cf.errors == []
+    assert {n: (m, s.line) for n, (m, s) in cf.macro_kernels.items()} == {"rope_f32": ("ROPE_OP", 17),
+                                                                         "rope_bf16": ("ROPE_OP", 18)}
+    with pytest.raises(KerntuneError) as ei:
+        cf.kernel("rope_bf16")
+    assert "defined by the macro ROPE_OP" in str(ei.value) and ei.value.line == 18

@@ -96,7 +96,8 @@ def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
         hit = _TREE_CACHE.get(source)
         if hit is not None:
             return hit.copy()
-    masked = mask_newer_attributes(source)
+    from agent_core.source.macros import mask_launch_macro_uses
+    masked = mask_launch_macro_uses(mask_newer_attributes(source))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
@@ -185,7 +186,7 @@ class _Builder:
             f.kernels = [k for k in (self.kernel(n, macro_globals) for n in got["function"]) if k is not None]
             f.launches = [x for x in (self.launch(n, []) for n in got["launch"]) if x is not None]
             f.consts = [(g.end_byte, self.declared(g)) for g in got["global"] if _is_constant_decl(self, g)]
-        kernels = [_with(k, launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
+        kernels = [_with(k, launch_sites=[], macro_launch_sites=[]) for ch in chunks for k in ch.facts.kernels]
         consts = [c for ch in chunks for c in ch.facts.consts]  # file-scope constants, in order
         by_name = {k.name: k for k in kernels}
         for ch in chunks:
@@ -201,7 +202,23 @@ class _Builder:
                         host_vars[v.name] = v
                 host_vars.update(site.host_vars)
                 k.launch_sites.append(_with(site, host_vars=host_vars))
-        cf = CudaFile(self.path, self.text, kernels, defines, self.errors(root))
+        errors = self.errors(root)
+        if by_name and b"<<<" in self.data and b"define" in self.data:
+            uses = []
+            for site in self.macro_launches(root, consts):
+                uses.append((site.span.start, site.span.end))
+                k = by_name.get(site.kernel)
+                if k is not None:
+                    k.macro_launch_sites.append(site)
+            if uses and errors:  # `{ LAUNCH(4) }`, `LAUNCH(float, 4);`: no syntax error once the macro is expanded
+                errors = [e for e in errors if not any(s <= e.span.start and e.span.end <= t for s, t in uses)]
+        if b"__global__" in self.data and b"define" in self.data:
+            from agent_core.source.macros import macro_kernels
+            mk = {name: (macro, self.sub_span(root, s, e)) for name, macro, s, e in macro_kernels(self.data)
+                  if name not in by_name}
+        else:
+            mk = {}
+        cf = CudaFile(self.path, self.text, kernels, defines, errors, mk)
         cf._chunks = ({ch.key: ch.facts for ch in chunks if not ch.error}, macro_globals, [ch.facts for ch in chunks])
         return cf
 
@@ -434,13 +451,23 @@ class _Builder:
         config = [self.expr(c) for c in kcs.named_children if c.type != "comment"]
         al = call.child_by_field_name("arguments")
         args = [self.expr(c) for c in al.named_children if c.type != "comment"] if al is not None else []
-        host_fn = call.parent
+        host_name, host_vars = self._host_context(call, globals_)
+        return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
+                          host_function=host_name, host_vars=host_vars)
+
+    def _host_context(self, call: Node, globals_: list[Node], at: int | None = None
+                      ) -> tuple[str | None, dict[str, HostVar]]:
+        """The host function around ``call`` (its name; None in a lambda) and the variables in scope before it.
+        ``at``: a byte offset inside ``call`` (the smallest node around a macro's use, blanked for the parse),
+        then the variables in scope before that offset, ``call``'s own declarations included."""
+        pos = call.start_byte if at is None else at
+        host_fn = call.parent if at is None else call
         while host_fn is not None and host_fn.type not in ("function_definition", "lambda_expression"):
             host_fn = host_fn.parent
         host_name = None
         host_vars: dict[str, HostVar] = {}
         for g in globals_:  # file-scope constants declared before the launch
-            if g.end_byte <= call.start_byte and _is_constant_decl(self, g):
+            if g.end_byte <= pos and _is_constant_decl(self, g):
                 for v in self.declared(g):
                     host_vars[v.name] = v
         if host_fn is not None:
@@ -451,15 +478,59 @@ class _Builder:
             body = host_fn.child_by_field_name("body")
             if body is not None:  # declarations in scope: children of the call's ancestors, before the call
                 scoped = []
-                a = call.parent
+                a = call.parent if at is None else call
                 while a is not None and a != host_fn:
-                    scoped += [d for d in self._child_declarations(a) if d.end_byte <= call.start_byte]
+                    scoped += [d for d in self._child_declarations(a) if d.end_byte <= pos]
                     a = a.parent
                 for decl in sorted(scoped, key=lambda d: d.start_byte):
                     for v in self.declared(decl):
                         host_vars[v.name] = v
-        return LaunchSite(kernel=self.t(fn), span=node_span(call), template_args=targs, config=config, args=args,
-                          host_function=host_name, host_vars=host_vars)
+        return host_name, host_vars
+
+    def macro_launches(self, root: Node, consts: list[tuple[int, list[HostVar]]]) -> list[LaunchSite]:
+        """The launches written inside macro bodies, read at each use of such a macro in the file's code
+        (``LAUNCH(4);``, ``{ LAUNCH(4) }`` without its ``;``, ``LAUNCH;``): the use expanded (agent_core.source.macros),
+        the expansion parsed, each launch in it a LaunchSite with ``macro`` and ``expansion`` set, its expressions
+        the expansion's text (in the macro's actual arguments) and every span the use's. Its host variables: the
+        file's constants and the host function's locals before the use, then those the expansion declares."""
+        from agent_core.source import macros as M
+        defs = M.scan_defines(self.data)  # as the parse saw them (mask_launch_macro_uses)
+        names = M.launching(defs)
+        if not names:
+            return []
+        ex = M.Expander(defs, names)
+        out: list[LaunchSite] = []
+        for name, start, end, args_text in M.uses(self.data, names):
+            m = ex.macro_at(name, start)
+            if m is None or (m.params is None) != (args_text is None):
+                continue
+            expansion = ex.expand_use(m, args_text, start)
+            if expansion is None or "<<<" not in expansion:
+                continue
+            wrapper = "void __kt_macro_expansion__() {\n" + expansion + ";\n}\n"
+            sub = _Builder(_parser().parse(wrapper.encode("utf-8")), wrapper, self.path)
+            at = self.sub_span(root, start, end)
+            host_name, host_vars = self._host_context(root.descendant_for_byte_range(start, start), [], at=start)
+            local: dict[str, HostVar] = {}
+            for c_end, vs in consts:
+                if c_end > start:
+                    break
+                local.update((v.name, v) for v in vs)
+            local.update(host_vars)
+            for n in walk(sub.tree.root_node):
+                if n.type != "call_expression" or self._kcs(n) is None:
+                    continue
+                site = sub.launch(n, [])
+                if site is None:
+                    continue
+                here = dict(local)
+                here.update((v.name, _with(v, span=at, init=_at(v.init, at))) for v in site.host_vars.values())
+                out.append(LaunchSite(kernel=site.kernel, span=at, template_args=[_at(e, at) for e in site.template_args],
+                                      config=[_at(e, at) for e in site.config], args=[_at(e, at) for e in site.args],
+                                      host_function=host_name, host_vars=here, macro=m.name,
+                                      expansion=" ".join(expansion.split())))
+        out.sort(key=lambda s: s.span.start)
+        return out
 
     def _child_declarations(self, n: Node) -> list[Node]:
         """The ``declaration`` children of ``n`` (cached per node: a host function with thousands of launches
@@ -506,6 +577,11 @@ class _Builder:
                 continue
             out.append(HostVar(name=self.t(ident), type=typ, init=init, span=node_span(d)))
         return out
+
+
+def _at(e: Expr | None, span: Span) -> Expr | None:
+    """``e``'s text at ``span`` (a macro launch's expressions stand at the macro's use)."""
+    return None if e is None else Expr(e.text, span)
 
 
 def _is_constant_decl(b: _Builder, decl: Node) -> bool:

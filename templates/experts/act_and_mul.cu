@@ -37,6 +37,9 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT = 0  (with KT_EXPERT_OUT_TYPE 1, no clamp; 0: out holds act(gate) * up; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the fp32 value `scale` after d (the wrapper reads it from a device pointer or passes a float argument), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / scale (the reciprocal taken once, vLLM's silu_and_mul_quant), 2 divided by scale, 3 times scale (the value is the quantization multiplier))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: act(gate) * up rounded to T before it is scaled (vLLM: the product taken in T, __hmul); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_FAST_EXP = 0  (SiLU's exponential; 0: expf; 1: __expf (FlashInfer, TensorRT-LLM): bound where an exact comparison needs it, the fp8 output)
+// kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__)
+// kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product)
+// kt:bind KT_EXPERT_GELU_FORM = 0  (with KT_EXPERT_ACT 2; 0: 0.5 v (1 + tanhf(0.79788456 (v + 0.044715 v^3))) in fp32; 1: FasterTransformer / TensorRT-LLM's GeluActivation of a packed 16-bit type: v^3 as two products each rounded to T, cdf = 0.5 (1 + tanh.approx.f32(0.79788456 (v + 0.044715 v^3))) in fp32 rounded to T, times v rounded to T; 2: the same with tanhf)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -106,6 +109,23 @@ __device__ __forceinline__ float gate_act(float v) {
   return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #endif
 }
+#if KT_EXPERT_GELU_FORM  // kt:bind
+
+// FasterTransformer / TensorRT-LLM's GeluActivation<half2> (and <__nv_bfloat162>): v a value of T; v^3 by two
+// products in T (__hmul2), the tanh argument and 0.5 (1 + tanh) in fp32 (tanh.approx.f32 as tanh_opt has it), the
+// cdf rounded to T (__float22half2_rn) and multiplied by v in T (__hmul2).
+template <typename T>
+__device__ __forceinline__ float gelu_packed(float v) {
+  const float v3 = round_t<T>(v * round_t<T>(v * v));
+#if KT_EXPERT_GELU_FORM == 1  // kt:bind
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.7978845608028654f * (v + 0.044715f * v3)));
+#else  // kt:bind
+  const float t = tanhf(0.7978845608028654f * (v + 0.044715f * v3));
+#endif  // kt:bind
+  return round_t<T>(v * round_t<T>(0.5f * (1.0f + t)));
+}
+#endif  // kt:bind
 
 #if KT_EXPERT_CLAMP  // kt:bind
 // gpt-oss's clamped gate: min(gate, limit) (from above only), then gate * sigmoid(alpha * gate) in fp32.
@@ -150,8 +170,16 @@ __device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __rest
 #endif  // kt:bind
 #elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
 template <typename T>
+#if KT_EXPERT_INPLACE  // kt:bind
+__device__ __forceinline__ void act_and_mul(T* out, const T* x, const T* __restrict__ y,
+#else  // kt:bind
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,
+#endif  // kt:bind
+#if KT_EXPERT_BIAS  // kt:bind
+                                            const T* __restrict__ bx, const T* __restrict__ by, int d) {
+#else  // kt:bind
                                             int d) {
+#endif  // kt:bind
 #else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
@@ -183,13 +211,45 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #elif KT_EXPERT_OUT_TYPE + KT_EXPERT_CLAMP  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x) && vec_ok<O, KT_VEC>(d, out);
 #elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
+#if KT_EXPERT_BIAS  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x, out, y) && vec_ok<T, KT_VEC>(d, bx, by);
+#else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out, y);
+#endif  // kt:bind
 #else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out);
 #endif  // kt:bind
   float va[KT_ITEMS][KT_VEC], vg[KT_ITEMS][KT_VEC];
 #if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
   pair_load<KT_THREADS, KT_VEC, KT_ITEMS, KT_EXPERT_GATE_LAYOUT == 3>(pairs, n, vec, va, vg);
+#elif KT_EXPERT_BIAS  // kt:bind
+  // the biases [d] at the chunk's columns, each added (rounded to T) where it is not null; y may be null
+  const bool gated = y != nullptr;
+  row_load<KT_THREADS, KT_VEC, KT_ITEMS>(a, n, vec, va);
+  if (bx != nullptr) {
+    float vb[KT_ITEMS][KT_VEC];
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bx + base, n, vec, vb);
+#pragma unroll
+    for (int i = 0; i < KT_ITEMS; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) va[i][j] = round_t<T>(va[i][j] + vb[i][j]);
+  }
+  if (gated) {
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(g, n, vec, vg);
+    if (by != nullptr) {
+      float vb[KT_ITEMS][KT_VEC];
+      row_load<KT_THREADS, KT_VEC, KT_ITEMS>(by + base, n, vec, vb);
+#pragma unroll
+      for (int i = 0; i < KT_ITEMS; ++i)
+#pragma unroll
+        for (int j = 0; j < KT_VEC; ++j) vg[i][j] = round_t<T>(vg[i][j] + vb[i][j]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < KT_ITEMS; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) vg[i][j] = 1.f;  // no gate: act(x) alone (times 1, exact)
+  }
 #else  // kt:bind
   row_load<KT_THREADS, KT_VEC, KT_ITEMS>(a, n, vec, va);
   row_load<KT_THREADS, KT_VEC, KT_ITEMS>(g, n, vec, vg);
@@ -204,7 +264,9 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
     for (int j = 0; j < KT_VEC; ++j)
       va[i][j] = (fminf(fmaxf(vg[i][j], -limit), limit) + beta) * round_t<T>(clamped_glu(va[i][j], alpha, limit));
 #else  // kt:bind
-#if KT_EXPERT_ROUND_ACT == 0  // kt:bind
+#if KT_EXPERT_GELU_FORM  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) va[i][j] = gelu_packed<T>(va[i][j]) * vg[i][j];
+#elif KT_EXPERT_ROUND_ACT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gate_act(va[i][j]) * vg[i][j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];

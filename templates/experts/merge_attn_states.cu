@@ -38,6 +38,7 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY = 0  (0: two states; an N-way merge of `sets` states of one row (FlashInfer's MergeStates, a cascade / split-KV reduction; SGLang's and FlashAttention's split combines): one values input and one fp32 lse input holding every state, 1: laid out [tokens, sets, heads, (head_size)] (FlashInfer), 2: [sets, tokens, heads, (head_size)] (split-major, FlashAttention's out_accum / lse_accum), 3: [tokens, heads, sets, (head_size)] (SGLang's decode att_out / att_lse); merged online over the states in order, as FlashInfer's state_t::merge: m' = fmaxf(m, s), a = e^(m - m'), b = e^(s - m'), d = fma(d, a, b), o = fma(o, a, v * b) (exp2f / expf by KT_EXPERT_LSE_BASE2), a state whose lse is -inf skipped; out = o * (1 / d) (0 where d is 0) rounded once to O; the merged lse (out_lse, optional: nullptr) m + log(d), -inf where d is 0, [tokens, heads] or [heads, tokens] by KT_EXPERT_LSE_TOKEN_MAJOR; the function is then merge_attn_states<T, O>(out, out_lse, v, v_lse, sets, tokens, heads, head_size); one warp a (token, head) row on a [tokens, head groups of THREADS / 32] grid, ITEMS states loaded before any is combined)
 // kt:bind KT_EXPERT_NWAY_COUNT = 0  (with KT_EXPERT_NWAY: 0: every row merges `sets` states; 1: flash-decoding's per-sequence split count: the rows of token b merge the first min(sets, ceil(lens[b] / split)) of its states (none where lens[b] <= 0), lens an integer buffer [tokens] (its type L: the sequence lengths), split the keys a state covers (lightllm's and SGLang's BLOCK_SEQ, vLLM's PARTITION_SIZE), `sets` then only the states' stride (the allocation); the function is then merge_attn_states<T, O, L>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split))
 // kt:bind KT_EXPERT_NWAY_GRID = 0  (with KT_EXPERT_NWAY: 0: a block THREADS / 32 heads of one token; 1: the kernel has neither a token nor a head count: the expert is launched [tokens, heads] with one warp a block (lightllm's stage-2 grid (batch, head_num)), the counts read back from gridDim.x and gridDim.y)
+// kt:bind KT_EXPERT_NWAY_SEQ = 0  (with KT_EXPERT_NWAY 2 (split-major): 0: each state's lse laid out like its rows, [tokens, heads] or [heads, tokens]; 1: the lse of each state (and the merged lse) [batch, heads, seq] while the values are [batch, seq, heads, head_size], tokens = batch * seq: FlashAttention's softmax_lse layout [b, h, s] beside its [b, s, h, d] output (xFormers' merge_attentions: lse_split [splits, B, H, M], attn_split [splits, B, M, H, K]); the function then takes seq, the tokens of one batch, after head_size)
 // kt:bind-grid KT_EXPERT_NWAY_GRID = ["tokens", "heads"]
 // kt:bind-block KT_EXPERT_NWAY_GRID = ["32"]
 // kt:bind-grid KT_EXPERT_INPLACE = ["tokens", "cdiv(heads, THREADS / 32 * ITEMS)"]
@@ -71,6 +72,11 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
                                                  const T* __restrict__ v, const float* __restrict__ v_lse, int sets,
                                                  int tokens, int heads, int head_size, const L* __restrict__ lens,
                                                  long long split) {
+#elif KT_EXPERT_NWAY_SEQ  // kt:bind
+template <int VEC, int IT, typename T, typename O>
+__device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __restrict__ out_lse,
+                                                 const T* __restrict__ v, const float* __restrict__ v_lse, int sets,
+                                                 int tokens, int heads, int head_size, int seq) {
 #else  // kt:bind
 template <int VEC, int IT, typename T, typename O>
 __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __restrict__ out_lse,
@@ -94,6 +100,10 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
   const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;
 #endif  // kt:bind
   const long long row = (long long)token * heads + head;
+#if KT_EXPERT_NWAY_SEQ  // kt:bind
+  // the lse of this row in a state: [batch, heads, seq], token = batch * seq + position (the values' rows as above)
+  const long long l0 = ((long long)(token / seq) * heads + head) * seq + token % seq;
+#endif  // kt:bind
 #if KT_EXPERT_NWAY_COUNT  // kt:bind
   // this sequence's states: ceil(lens[token] / split) of them, at most the `sets` allocated (the stride above)
   const long long len = (long long)lens[token];
@@ -114,7 +124,11 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
         sk[it] = -INFINITY;
         if (k0 + it < sets) {  // the values loaded with the lse, not after it (an empty state's are left unused)
           const long long st = s0 + (long long)(k0 + it) * sstep;
+#if KT_EXPERT_NWAY_SEQ  // kt:bind
+          sk[it] = v_lse[l0 + (long long)(k0 + it) * sstep];
+#else  // kt:bind
           sk[it] = v_lse[st];
+#endif  // kt:bind
           x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
         }
       }
@@ -141,11 +155,15 @@ __device__ __forceinline__ void merge_states_row(O* __restrict__ out, float* __r
     *reinterpret_cast<Vec<O, VEC>*>(out + row * head_size + c) = y;
   }
   if (out_lse != nullptr && lane == 0) {
+#if KT_EXPERT_NWAY_SEQ  // kt:bind
+    const long long li = l0;
+#else  // kt:bind
 #if KT_EXPERT_LSE_TOKEN_MAJOR
     const long long li = row;
 #else
     const long long li = (long long)head * tokens + token;
 #endif
+#endif  // kt:bind
 #if KT_EXPERT_LSE_BASE2  // kt:bind
     out_lse[li] = d > 0.f ? m + log2f(d) : -INFINITY;
 #else  // kt:bind
@@ -169,6 +187,21 @@ __device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const 
     merge_states_row<V4, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
   else
     merge_states_row<1, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split);
+}
+#elif KT_EXPERT_NWAY_SEQ  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void merge_attn_states(O* out, float* out_lse, const T* v, const float* v_lse, int sets,
+                                                  int tokens, int heads, int head_size, int seq) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_states_row<KT_VEC, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, seq);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_states_row<V2, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, seq);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_states_row<V4, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, seq);
+  else
+    merge_states_row<1, KT_ITEMS>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, seq);
 }
 #else  // kt:bind
 template <typename T, typename O>

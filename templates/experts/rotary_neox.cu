@@ -24,10 +24,10 @@ block = ["THREADS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
-// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE))
+// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE); 5: an fp32 tensor of angles [max_position, rot_dim / 2] (position * inv_freq, one a pair: freqs), cos and sin of the token's row computed once per block into shared memory by sincosf (KT_EXPERT_FAST_ANGLE: __sincosf); 6: the same with rows of rot_dim, each element of a NeoX pair its own angle (Transformer Engine's and Megatron's freqs [s, 1, 1, rot_dim], the two halves duplicated))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
-// kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them)
-// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding); 3: no positions, each token's position its index in its sequence: tokens are sequences of seq_len (the second to last argument), token t's row is pos_offset (the last argument, a start position shared by every sequence, 0 where there is none) + t % seq_len: [batch, seq, heads, head_size] with its heads (candle's rope_thd, FlashAttention's rotary with an int seqlen_offset), or head-major [batch, heads, seq, head_size] with each (batch, head, seq) row a token of one head (candle's rope and rope_i))
+// kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them; an angles tensor: 0: sincosf, 1: __sincosf)
+// kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding); 3: no positions, each token's position its index in its sequence: tokens are sequences of seq_len (the second to last argument), token t's row is pos_offset (the last argument, a start position shared by every sequence, 0 where there is none) + t % seq_len: [batch, seq, heads, head_size] with its heads (candle's rope_thd, FlashAttention's rotary with an int seqlen_offset), or head-major [batch, heads, seq, head_size] with each (batch, head, seq) row a token of one head (candle's rope and rope_i); 4: no positions, sequence-major [s, batch, heads, head_size] (Megatron's and Transformer Engine's SBHD): token t is batch entry t % batch at position t / batch (batch the last argument))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
@@ -215,7 +215,11 @@ template <int VEC, bool GPTJ, typename T, typename C>
 __device__ __forceinline__ void rotate_token(const T* q_in, const T* k_in, T* q_out, T* k_out, const C* cosp,
                                              const C* sinp, int num_heads, int num_kv_heads, int head_size,
                                              int embed) {
+#if KT_EXPERT_CACHE == 6  // kt:bind
+  constexpr bool FULL = true;  // angles in rows of rot_dim: each element of a pair has its own
+#else  // kt:bind
   constexpr bool FULL = KT_EXPERT_CACHE == 2;
+#endif  // kt:bind
 #if KT_EXPERT_BLOCK_HEADS  // kt:bind
   // a block of (THREADS / heads, heads) threads: one range over the token's pairs
   const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;
@@ -244,6 +248,8 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #elif KT_EXPERT_POSITIONS == 3  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int seq_len,
                                             long long pos_offset) {
+#elif KT_EXPERT_POSITIONS == 4  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int batch) {
 #else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
 #endif  // kt:bind
@@ -257,6 +263,9 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #elif KT_EXPERT_POSITIONS == 3  // kt:bind
   // no positions: token t is index t % seq_len of its sequence, at that position (from pos_offset on)
   const long long pos = pos_offset + token % seq_len;
+#elif KT_EXPERT_POSITIONS == 4  // kt:bind
+  // no positions, sequence-major [s, batch, ...]: token t is batch entry t % batch at position t / batch
+  const long long pos = token / batch;
 #else  // kt:bind
   const long long pos = (long long)positions[token];
 #endif  // kt:bind
@@ -385,6 +394,99 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const long long qo = blockIdx.x * (long long)num_heads * head_size, ko = blockIdx.x * (long long)num_kv_heads * head_size;
   rotate_direct<GPTJ>(q_in + qo, q_out + qo, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
   rotate_direct<GPTJ>(k_in + ko, k_out + ko, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+  if (rot_dim < head_size) {
+    copy_tail(q_in + qo, q_out + qo, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail(k_in + ko, k_out + ko, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
+  }
+#endif  // kt:bind
+}
+#endif  // kt:bind
+#if KT_EXPERT_CACHE >= 5  // kt:bind
+
+// An angles tensor (Transformer Engine's and Megatron's freqs: position * inv_freq, fp32): each angle's cos and sin
+// computed as the kernel does (sincosf, or the fast __sincosf where the kernel uses it).
+__device__ __forceinline__ void angle_cos_sin(float a, float& c, float& s) {
+#if KT_EXPERT_FAST_ANGLE  // kt:bind
+  __sincosf(a, &s, &c);
+#else  // kt:bind
+  sincosf(a, &s, &c);
+#endif  // kt:bind
+}
+
+constexpr int ANGLES_TABLE = 1024;  // angles of a row whose cos and sin a block keeps in shared memory
+
+// A row of angles wider than the table: each pair's cos and sin computed where they are used, scalar.
+template <bool GPTJ, typename T>
+__device__ __forceinline__ void rotate_angles_direct(const T* src, T* dst, const float* row, int nheads,
+                                                     int head_size, int embed) {
+  for (int i = threadIdx.x; i < nheads * embed; i += blockDim.x) {
+    const int head = i / embed, j = i - head * embed;
+    float c, s, c2, s2;
+    angle_cos_sin(row[j], c, s);
+#if KT_EXPERT_CACHE == 6  // kt:bind
+    angle_cos_sin(row[embed + j], c2, s2);
+#else  // kt:bind
+    c2 = c;
+    s2 = s;
+#endif  // kt:bind
+    const long long h = (long long)head * head_size;
+    const int lo = GPTJ ? 2 * j : j, hi = GPTJ ? 2 * j + 1 : embed + j;
+    const float x = to_f(src[h + lo]), y = to_f(src[h + hi]);
+    dst[h + lo] = from_f<T>(x * c - y * s);
+    dst[h + hi] = from_f<T>(y * c2 + x * s2);
+  }
+}
+
+// positions [tokens] (or none: KT_EXPERT_POSITIONS); query [tokens, num_heads, head_size], key [tokens, num_kv_heads,
+// head_size] (num_kv_heads 0: no key); angles [max_position, angle_stride] fp32: rot_dim / 2 a row (one angle a pair,
+// KT_EXPERT_CACHE 5) or rot_dim (each element its own, the two halves of a NeoX row: KT_EXPERT_CACHE 6). The token's
+// row of angles turned into cos and sin once into shared memory, then every head rotated by them as by a cache of
+// one row (the rotary_neox above, stride 0).
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            const float* angles, int angle_stride, int rot_dim,
+#if KT_EXPERT_POSITIONS == 3  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int seq_len,
+                                            long long pos_offset) {
+#elif KT_EXPERT_POSITIONS == 4  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int batch) {
+#else  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size) {
+#endif  // kt:bind
+  __shared__ __align__(32) float cos_t[ANGLES_TABLE];
+  __shared__ __align__(32) float sin_t[ANGLES_TABLE];
+  const long long token = blockIdx.x;
+#if KT_EXPERT_POSITIONS == 0  // kt:bind
+  const long long pos = token;
+#elif KT_EXPERT_POSITIONS == 3  // kt:bind
+  const long long pos = pos_offset + token % seq_len;
+#elif KT_EXPERT_POSITIONS == 4  // kt:bind
+  const long long pos = token / batch;
+#else  // kt:bind
+  const long long pos = (long long)positions[token];
+#endif  // kt:bind
+  const float* row = angles + pos * angle_stride;
+  if (angle_stride <= ANGLES_TABLE) {
+    for (int j = threadIdx.x; j < angle_stride; j += blockDim.x) angle_cos_sin(row[j], cos_t[j], sin_t[j]);
+    __syncthreads();
+#if KT_EXPERT_POSITIONS == 3  // kt:bind
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size, seq_len, pos_offset);
+#elif KT_EXPERT_POSITIONS == 4  // kt:bind
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size, batch);
+#else  // kt:bind
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size);
+#endif  // kt:bind
+    return;
+  }
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  const int embed = rot_dim / 2;
+  const long long qo = token * (long long)num_heads * head_size, ko = token * (long long)num_kv_heads * head_size;
+  rotate_angles_direct<GPTJ>(q_in + qo, q_out + qo, row, num_heads, head_size, embed);
+  rotate_angles_direct<GPTJ>(k_in + ko, k_out + ko, row, num_kv_heads, head_size, embed);
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
   if (rot_dim < head_size) {
     copy_tail(q_in + qo, q_out + qo, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);

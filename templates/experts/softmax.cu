@@ -43,7 +43,10 @@ smem = "0"
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 // kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), batches], batch b = blockIdx.y; row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
+// kt:bind KT_EXPERT_ALIBI = 0  (general form with an additive mask (KT_EXPERT_MASK 1) only. 0: the mask added as it is; 1: FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT): rows [batch, heads, q_len] over a mask [batch, q_len] of 0/1 values of type M (1 keep), read as the mask's middle broadcast (mask_inner = q_len); the logit x * scale plus the bias slope * (k - q) + (1 - m) * -10000 (summed in that order; slope = slopes[h] of type M, null: no slope term), query q = row % mask_inner, head h = (row / mask_inner) % (rows / mask_rows); exponentials by __expf, the row's sum + 1e-6 inverted by __fdividef, each probability that inverse times the exponential, rounded once at the store)
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
+// kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
+// kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
 // kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "batches"]
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -191,6 +194,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
                                              int q_len) {
+#elif KT_EXPERT_ALIBI  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner,
+                                             const M* __restrict__ slopes) {
 #else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
 #endif  // kt:bind
@@ -205,6 +211,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
                                              float scale, const float* __restrict__ row_div,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
                                              int q_len) {
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+template <int IT, int P, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div, long long x_stride) {
 #else  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
@@ -231,6 +241,14 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const int kn = max(k1, 0);  // the keys from kn on are not read (the vector path may read past kn, never past the row)
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + off, kn, v, lead);
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+  // the input row at its own stride: the dispatch gives the peeled path only where it keeps the output's lead
+  const int row = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = row < rows;
+  const long long off = (long long)(active ? row : 0) * hidden;
+  const int lead = rows_lead<P, KT_VEC>(off);
+  float v[IT][KT_VEC];
+  rows_load<0, KT_VEC, IT, P>(x + (long long)(active ? row : 0) * x_stride, hidden, v, lead);
 #else  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
@@ -271,6 +289,20 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
     for (int i = 0; i < IT; ++i)
 #pragma unroll
       for (int j = 0; j < KT_VEC; ++j) mk[i][j] = 0.f;
+  }
+#endif  // kt:bind
+#if KT_EXPERT_ALIBI  // kt:bind
+  {  // FasterTransformer's bias: 0 + slope * (k - q), then + (1 - mask) * -10000 (1 keep, 0 masked)
+    const int q = r % mask_inner;
+    const float slope = slopes != nullptr ? to_f(slopes[(r / mask_inner) % (rows / mask_rows)]) : 0.f;
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) {
+        float bias = 0.f;
+        if (slopes != nullptr) bias += slope * (float)(rows_elem<0, KT_VEC, IT, P>(i, j, lead) - q);
+        mk[i][j] = bias + (1.f - mk[i][j]) * -10000.f;
+      }
   }
 #endif  // kt:bind
   float m = -INFINITY;
@@ -314,11 +346,17 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_KEYS  // kt:bind
       const int k = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
       const float e = k >= k0 && k < k1 ? expf(v[i][j] - m) : 0.f;  // a key outside the range is written 0
+#elif KT_EXPERT_ALIBI  // kt:bind
+      const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? __expf(v[i][j] - m) : 0.f;
 #else  // kt:bind
       const float e = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) ? expf(v[i][j] - m) : 0.f;
 #endif  // kt:bind
+#if KT_EXPERT_LOG  // kt:bind
+      s += e;  // the logit kept: the output is l - (m + logf(s))
+#else  // kt:bind
       v[i][j] = e;
       s += e;
+#endif  // kt:bind
     }
 #if KT_EXPERT_SINK  // kt:bind
   // the sink's exponential joins the denominator (it has no column of its own)
@@ -331,13 +369,21 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_MASK == 4 or KT_EXPERT_KEYS  // kt:bind
   const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
   const float inv = total > 0.f ? 1.f / total : 0.f;
+#elif KT_EXPERT_LOG  // kt:bind
+  const float lse = m + logf(row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f));  // the row's log-sum-exp, once
+#elif KT_EXPERT_ALIBI  // kt:bind
+  const float inv = __fdividef(1.f, row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f) + 1e-6f);  // FasterTransformer's
 #else  // kt:bind
   const float inv = 1.f / row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);  // one division per row, not per element
 #endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i)
 #pragma unroll
+#if KT_EXPERT_LOG  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] - lse;
+#else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
+#endif  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 }
 
@@ -375,6 +421,17 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
                                                 key_end, key_start, q_len)));
 }
+#elif KT_EXPERT_MASK and KT_EXPERT_ALIBI  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, const M* slopes) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                slopes)));
+}
 #elif KT_EXPERT_MASK  // kt:bind
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
@@ -392,6 +449,16 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len)));
+}
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        long long x_stride) {
+  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && x_stride % KT_VEC == 0 && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out) && (x_stride - hidden) % KT_VEC == 0),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, x_stride)));
 }
 #else  // kt:bind
 template <typename T, typename O>

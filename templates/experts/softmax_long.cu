@@ -40,6 +40,8 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
+// kt:bind KT_EXPERT_LOG = 0  (general form. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of exp(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
+// kt:bind KT_EXPERT_X_STRIDE = 0  (general form. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
 #ifndef KT_THREADS
 #define KT_THREADS 1024
 #endif
@@ -69,6 +71,78 @@ __device__ __forceinline__ void softmax_long(T* out, const T* x, int rows, int h
   float m, s;
   online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + off, hidden, vec, lead, LogitIdentity(), m, s);
   normalized_pass<KT_VEC, KT_FAST_MATH, T, T>(out + off, x + off, hidden, vec, lead, LogitIdentity(), m, s);
+}
+#elif KT_EXPERT_LOG + KT_EXPERT_X_STRIDE  // kt:bind
+#if KT_EXPERT_LOG  // kt:bind
+// Pass 2 of the log form: out = l - lse, lse = m + logf(s) the row's log-sum-exp (taken once), l the logit. The
+// output in whole vectors where its base is aligned (its head and tail scalar), the input in vectors too where it
+// shares the output's lead (`same`), else element by element; streaming, as normalized_pass.
+template <int VEC, typename T, typename O, typename FN>
+__device__ __forceinline__ void log_pass(O* __restrict__ yr, const T* __restrict__ xr, int hidden, bool ovec,
+                                         bool same, int lead, FN fn, float lse) {
+  const int t = (int)threadIdx.x;
+  if (ovec) {
+    const RowSplit<VEC> rs(hidden, lead);
+    const int step = (int)blockDim.x * VEC, e0 = rs.head + rs.body;
+    if (t < rs.head) yr[t] = from_f<O>(fn(to_f(xr[t])) - lse);
+    if (t < rs.tail) yr[e0 + t] = from_f<O>(fn(to_f(xr[e0 + t])) - lse);
+    const T* __restrict__ xb = xr + rs.head;
+    O* __restrict__ yb = yr + rs.head;
+#pragma unroll 2
+    for (int i = t * VEC; i < rs.body; i += step) {
+      float v[VEC];
+      if (same) {
+        load_vec_cs<T, VEC>(xb + i, v);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[j] = to_f(xb[i + j]);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = fn(v[j]) - lse;
+      store_vec_cs<O, VEC>(yb + i, v);
+    }
+  } else {
+    for (int i = t; i < hidden; i += (int)blockDim.x) yr[i] = from_f<O>(fn(to_f(xr[i])) - lse);
+  }
+}
+
+#endif  // kt:bind
+// The general form (softmax(x * scale / row_div[row]), row_div null: no division, written to O) with the
+// log-probabilities out (LOG) and/or the input rows x_stride elements apart (X_STRIDE: a padded vocabulary; the
+// output rows contiguous). Pass 1 reads the input alone, vectors at its own lead; pass 2 as the output allows.
+template <typename T, typename O>
+#if KT_EXPERT_X_STRIDE  // kt:bind
+__device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int hidden, float scale,
+                                             const float* row_div, long long x_stride) {
+#else  // kt:bind
+__device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int hidden, float scale,
+                                             const float* row_div) {
+  const long long x_stride = hidden;
+#endif  // kt:bind
+  const int row = blockIdx.x;
+  if (row >= rows) return;  // the whole block: one row per block
+  const long long off = (long long)row * hidden, xoff = (long long)row * x_stride;
+  const bool xvec = vec_ok<T, KT_VEC>(0, x), ovec = vec_ok<O, KT_VEC>(0, out);
+  const bool same = xvec && (x_stride - hidden) % KT_VEC == 0;  // every input row at its output row's lead
+  const int xlead = (int)(xoff % KT_VEC), lead = (int)(off % KT_VEC);
+  float m, s;
+  if (row_div != nullptr) {
+    const LogitScaleDiv<KT_EXPERT_LOGIT_DIVIDE> fn{scale, row_div[row]};
+    online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + xoff, hidden, xvec, xlead, fn, m, s);
+#if KT_EXPERT_LOG  // kt:bind
+    log_pass<KT_VEC, T, O>(out + off, x + xoff, hidden, ovec, same, lead, fn, m + logf(s));
+#else  // kt:bind
+    normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out + off, x + xoff, hidden, ovec && same, lead, fn, m, s);
+#endif  // kt:bind
+  } else {
+    const LogitScale<KT_EXPERT_LOGIT_DIVIDE> fn{scale};
+    online_pass<KT_VEC, KT_UNROLL, KT_FAST_MATH, T>(x + xoff, hidden, xvec, xlead, fn, m, s);
+#if KT_EXPERT_LOG  // kt:bind
+    log_pass<KT_VEC, T, O>(out + off, x + xoff, hidden, ovec, same, lead, fn, m + logf(s));
+#else  // kt:bind
+    normalized_pass<KT_VEC, KT_FAST_MATH, T, O>(out + off, x + xoff, hidden, ovec && same, lead, fn, m, s);
+#endif  // kt:bind
+  }
 }
 #else  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ

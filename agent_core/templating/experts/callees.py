@@ -28,6 +28,9 @@ def _walk(n: Node):
 def _declarator_name(n: Node | None) -> str | None:
     while n is not None and n.type not in ("identifier", "field_identifier", "qualified_identifier",
                                            "destructor_name", "operator_name"):
+        if n.type == "reference_declarator":  # `const T& val`: the name is its one named child, no field
+            n = next((c for c in n.named_children), None)
+            continue
         n = n.child_by_field_name("declarator")
     if n is None or n.type != "identifier":
         return None
@@ -67,6 +70,59 @@ def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
     return out
 
 
+def _norm(text: str) -> str:
+    return "".join(text.split())
+
+
+def member_functions(root: Node) -> dict[tuple[str, str | None], dict[str, tuple[list[str], Node]]]:
+    """(struct name, its specialization's template arguments without whitespace, None for the primary template)
+    → member name → (parameter names, body) of the ``__device__`` member functions defined in a struct or class of
+    the file: the activation functors passed as a type (``GeluActivation<half2>::apply``, FasterTransformer's
+    ``template <typename> class Activation``)."""
+    out: dict[tuple[str, str | None], dict[str, tuple[list[str], Node]]] = {}
+    for n in _walk(root):
+        if n.type not in ("struct_specifier", "class_specifier"):
+            continue
+        name, body = n.child_by_field_name("name"), n.child_by_field_name("body")
+        if name is None or body is None:
+            continue
+        if name.type == "template_type":
+            tname, targs = name.child_by_field_name("name"), name.child_by_field_name("arguments")
+            if tname is None or targs is None:
+                continue
+            key = (tname.text.decode("utf-8", "replace"), _norm(targs.text.decode("utf-8", "replace"))[1:-1])
+        else:
+            key = (name.text.decode("utf-8", "replace"), None)
+        for f in body.named_children:
+            if f.type != "function_definition":
+                continue
+            fb, fd = f.child_by_field_name("body"), _function_declarator(f)
+            if fb is None or fd is None or b"__device__" not in f.text[:fb.start_byte - f.start_byte]:
+                continue
+            d = fd.child_by_field_name("declarator")
+            plist = fd.child_by_field_name("parameters")
+            if d is None or d.type not in ("field_identifier", "identifier") or plist is None:
+                continue
+            params = [_declarator_name(p.child_by_field_name("declarator")) or "" for p in plist.named_children
+                      if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+            out.setdefault(key, {})[d.text.decode("utf-8", "replace")] = (params, fb)
+    return out
+
+
+def _member(members: dict, types: dict[str, str], scope: str, name: str) -> list[tuple[list[str], Node]]:
+    """The member function ``scope::name`` where ``scope`` is a struct (``GeluActivation<half2>``) or a type
+    template parameter ``types`` gives one for (``Activation``): the specialization for those arguments, else the
+    primary template's."""
+    t = _norm(types.get(scope, scope))
+    base, _, rest = t.partition("<")
+    base = base.split("::")[-1]
+    args = rest[:-1] if rest.endswith(">") else None
+    for key in ((base, args), (base, None)):
+        if key in members and name in members[key]:
+            return [members[key][name]]
+    return []
+
+
 def _substituted(src: bytes, node: Node, names: dict[str, str]) -> str:
     """``node``'s text with every identifier named in ``names`` replaced by its text."""
     if not names:
@@ -98,16 +154,20 @@ def function_arguments(names: list[str], args: list[str]) -> dict[str, str]:
     return out
 
 
-def inlined_blocks(src: bytes, root: Node, body: Node,
-                   functions: dict[str, str] | None = None) -> tuple[list[str], set[str]]:
+def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str] | None = None,
+                   types: dict[str, str] | None = None) -> tuple[list[str], set[str]]:
     """The blocks to read after the kernel's ``body``: one per call of a ``__device__`` function of the file, in
     the order the calls appear (a helper's own calls after it), each the helper's body with its parameters
     written as the call's arguments; and the names of the functions inlined. ``functions``: template parameters
     that stand for a function (``function_arguments``): a call of one is a call of that function (a helper that
-    passes the parameter on under its own name is followed too)."""
+    passes the parameter on under its own name is followed too). ``types``: type template parameters → the type
+    the instantiation gives them: a static member call of one (``Activation::apply(v)``) is a call of that struct's
+    member (its specialization for those arguments, else the primary template's); so is one of a struct named
+    in the call (``GeluActivation<half2>::apply(v)``)."""
     fns = device_functions(root)
     functions = functions or {}
-    if not fns:
+    members = member_functions(root) if types is not None else {}
+    if not fns and not members:
         return [], set()
     blocks: list[str] = []
     inlined: set[str] = set()
@@ -120,6 +180,10 @@ def inlined_blocks(src: bytes, root: Node, body: Node,
                 continue
             name = _callee_name(x)
             defs = fns.get(functions.get(name, name))
+            f = x.child_by_field_name("function")
+            if members and f is not None and f.type == "qualified_identifier":
+                scope, _, member = f.text.decode("utf-8", "replace").rpartition("::")
+                defs = _member(members, types or {}, scope, member.split("<")[0].strip()) or defs
             args = x.child_by_field_name("arguments")
             if not defs or args is None:
                 continue

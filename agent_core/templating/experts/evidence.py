@@ -218,7 +218,9 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         targs = list(next(iter(named))) if len(named) == 1 else []
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
-    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args) if node is not None else ([], set())
+    types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
+    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types) if node is not None else \
+        ([], set())
     if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
         text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
         prefix = "void kt_inlined_body() "
@@ -870,6 +872,35 @@ def term_values(ev: "Evidence", term: str) -> tuple | None:
 _MEMBER = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)+")
 
 
+def _expand_locals(text: str, once: dict[str, str], keep: str | None = None) -> str:
+    """``text`` with the locals assigned once (``_once``) replaced by their values, transitively (but ``keep``),
+    members (``blockIdx.x``) as ``kt_unknown`` and integer suffixes dropped."""
+    for _ in range(8):
+        text = _MEMBER.sub("kt_unknown", text)  # blockIdx.x, a member: not known before the launch
+        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once and m.group(0) != keep
+                         else m.group(0), text)
+        if new == text:
+            break
+        text = new
+    return re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", _MEMBER.sub("kt_unknown", text))
+
+
+def index_parts(ev: "Evidence", name: str) -> list[str]:
+    """The parts of every index the body reads or writes the buffer ``name`` at (or a local pointer made from it),
+    each as written without whitespace or casts: the additive terms, and the values of the locals assigned once
+    that they name, transitively (``lse_idx`` and its ``(b*H+h)*M+m``): the shapes an index is built of."""
+    once = _once(uncast(ev.body))
+    out: list[str] = []
+    todo = [t for terms in index_sites(ev, name) for _, t in terms]
+    while todo:
+        t = re.sub(r"\s+", "", todo.pop(0))
+        if t in out:
+            continue
+        out.append(t)
+        todo += [once[n] for n in _IDENT.findall(t) if n in once]
+    return out
+
+
 def index_stride(ev: "Evidence", name: str, var: str) -> tuple | None:
     """How far the body's index into the buffer ``name`` moves when the loop variable ``var`` grows by one, on every
     size set: the same at every place it indexes the buffer (or a local pointer made from it) and whatever the
@@ -880,15 +911,7 @@ def index_stride(ev: "Evidence", name: str, var: str) -> tuple | None:
     consts = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
     found = set()
     for terms in index_sites(ev, name):
-        text = " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0"
-        for _ in range(8):
-            text = _MEMBER.sub("kt_unknown", text)  # blockIdx.x, a member: not known before the launch
-            new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once and m.group(0) != var
-                             else m.group(0), text)
-            if new == text:
-                break
-            text = new
-        text = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", _MEMBER.sub("kt_unknown", text))
+        text = _expand_locals(" + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0", once, var)
         if not re.fullmatch(r"[\w\s()+\-*/%]+", text):
             return None
         per = []

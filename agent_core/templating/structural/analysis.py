@@ -23,6 +23,10 @@ def run(a: Analysis) -> None:
             grid.grid_follows_block(a, s)
             smem.smem_follows_block(a, s)
         grid.items_per_thread(a, sites[0])
+    elif a.k.macro_launch_sites:
+        lines = ", ".join(dict.fromkeys(str(s.span.line + 1) for s in a.k.macro_launch_sites))
+        a.notes.append(f"no launch site of it written out in this file (launched inside the body of the macro "
+                       f"{a.k.macro_launch_sites[0].macro} at line(s) {lines}: read only, not lifted)")
     else:
         a.notes.append("no launch site of it in this file")
     block.block_assumptions(a)

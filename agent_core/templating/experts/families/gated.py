@@ -21,6 +21,15 @@ by it, times it) and the rounding points of a 16-bit input (the activation round
 rounded to it before the scale: vLLM's product in scalar_t) ordered by the conversions the body makes. The fp8
 bytes are compared exactly, so SiLU's exponential is the body's own there: expf, or __expf (FlashInfer, TensorRT-LLM;
 KT_EXPERT_FAST_EXP) where the body calls it.
+
+FasterTransformer / TensorRT-LLM's generic activation (the gated FFN of T5 v1.1 / Flan-T5 / UL2) is read where no
+path above binds (``_generic``): the activation's input and the gate's operand two tensors of the output's shape,
+the output written over the activation's input (in place, KT_EXPERT_INPLACE) or a tensor of its own, up to two
+nullable bias vectors [d] (KT_EXPERT_BIAS) each tied to the tensor the body adds it to, and an element type that may
+be a 16-bit pair (half2, __nv_bfloat162: every size argument then counts pairs, the row is twice the argument). The
+activation may live in a functor's static member (``Activation::apply``, read through callees.py); its GELU (tanh)
+is offered as the packed 16-bit form (KT_EXPERT_GELU_FORM: the cube and the cdf rounded to T, tanh.approx.f32 where
+the body's asm has it) where the type is a pair or the body squares in 16 bits, else after the fp32 form.
 """
 
 from __future__ import annotations
@@ -30,9 +39,9 @@ import re
 from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, assignments,
-                                                    call_arguments, closing, div, feeding, flows, fp8_formats,
-                                                    instance_types, number, scale_ops, unparen)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, SizeExpr,
+                                                    assignments, call_arguments, closing, div, feeding, flows,
+                                                    fp8_formats, instance_types, number, scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
@@ -68,9 +77,11 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("act_and_mul")
     ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
     if e is not None and not outs and "KT_EXPERT_QUANT" in e.conventions:
-        return _fp8_quant(ev, e)  # an fp8 output, bytes: no float output
-    if e is None or len(ins) not in (1, 2) or len(outs) != 1 or len(ev.bufs()) != len(ins) + 1:
+        return _fp8_quant(ev, e) or _generic(ev, e)  # an fp8 output, bytes: no float output; or one in place
+    if e is None:
         return []
+    if len(ins) not in (1, 2) or len(outs) != 1 or len(ev.bufs()) != len(ins) + 1:
+        return _generic(ev, e)  # in place, or bias vectors beside the two tensors
     o = outs[0]
     if len(ins) == 2:  # gate and up as two tensors of the output's shape
         return _two_tensors(ev, e, ins, o)
@@ -560,3 +571,287 @@ def _quant_rounds(ev: Evidence, T: str) -> list[tuple[int | None, int | None, st
              (0, 0): "activation and product kept in fp32"}
     combos = sorted(words, key=lambda c: (c[0] != ra) + (c[1] != qr) + 0.5 * (c[0] != ra))
     return [(a, q, words[(a, q)]) for a, q in combos]
+
+
+# ----------------------------------------------------------------------------------- generic activation, in place
+# A 2-vector of a 16-bit float as the kernel's element type: the host passes the buffers as pairs and every size
+# argument counts pairs (FasterTransformer / TensorRT-LLM's generic activation on half2 / __nv_bfloat162).
+PACKED = re.compile(r"\b(?:__half2|half2|__nv_bfloat162|nv_bfloat162)\b")
+GELU_FORMS = {0: "", 1: "the packed 16-bit GELU (v^3 and the cdf rounded to T, tanh.approx.f32, times v in T)",
+              2: "the packed 16-bit GELU (v^3 and the cdf rounded to T, tanhf, times v in T)"}
+_HALF_MULS = ("__hmul", "__hmul2", "__hmul_rn", "__hmul2_rn")
+_IDENT_RE = re.compile(r"[A-Za-z_]\w*")
+
+
+def _packing(ev: Evidence, names) -> int:
+    """How many elements of the spec's dtype one element of the kernel's buffers ``names`` holds, by their declared
+    types (a type template parameter read as the instantiation gives it): 2 for half2 / __nv_bfloat162, else 1; 0
+    where the buffers disagree."""
+    inst = instance_types(ev)
+    params = {p.name: p for p in ev.kernel.params}
+    packs = set()
+    for n in names:
+        p = params.get(n)
+        if p is not None:
+            ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type)
+            packs.add(2 if PACKED.search(ty) else 1)
+    return packs.pop() if len(packs) == 1 else 0
+
+
+def _lengths(ev: Evidence, target: tuple, pack: int) -> list[SizeExpr]:
+    """Every way the wrapper computes the row length ``target`` (elements of the spec's dtype) from the int arguments,
+    which count ``pack``-element pairs; no literal."""
+    t = div(target, (pack,) * len(target)) if pack > 1 else target
+    xs = [s for s in ev.sizes(t) if not s.c[0].isdigit()] if t else []
+    if pack == 1:
+        return xs
+    return [SizeExpr(f"{pack} * {s.c}", f"{pack} * ({s.spec})", f"`{pack} * {s.words.strip('`')}` ({s.words} counts "
+                     f"{pack}-element pairs)") for s in xs]
+
+
+def _first_tensors(ev: Evidence, tensors: set[str]) -> dict[str, set[str]]:
+    """Local → the tensors its first assignment that reads one reads (``T val = out[id]`` → out)."""
+    first: dict[str, set[str]] = {}
+    for target, value in assignments(ev.body):
+        if target in first or target in tensors:
+            continue
+        hit = {t for t in tensors if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", value)}
+        for ident in set(_IDENT_RE.findall(value)) - {target}:  # a local pointer or value made from one
+            hit |= first.get(ident, set())
+        if hit:
+            first[target] = hit
+    return first
+
+
+def _multiplied(ev: Evidence, g: str, tensors: set[str]) -> bool:
+    """Whether the body multiplies the tensor ``g`` (an element of it, or a local first assigned from it): an operand
+    of ``*`` or of a 16-bit product (__hmul, __hmul2, __hfma)."""
+    first = _first_tensors(ev, tensors)
+    names = [g] + [n for n, ts in first.items() if ts == {g}]
+    for n in names:
+        v = rf"{re.escape(n)}(?:\[[^\]]*\])?"
+        if re.search(rf"\*\(?{v}(?![\w(\[])|(?<![\w.]){v}\)?\*(?!=)", ev.flat):
+            return True
+    for _, args in call_arguments(ev.body, "|".join(_HALF_MULS + ("__hfma", "__hfma2"))):
+        if any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", a) for a in args for n in names):
+            return True
+    return False
+
+
+def _segments(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of the top-level terms of ``text`` split at ``+`` and ``,`` (a sum, or a call's arguments)."""
+    out, depth, at = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and ch in "+," and text[i + 1:i + 2] not in ("+", "=") and text[i - 1:i] not in ("+", "e", "E"):
+            out.append((at, i))
+            at = i + 1
+    out.append((at, len(text)))
+    return out
+
+
+def _added_to(ev: Evidence, v: str, tensors: set[str]) -> str | None:
+    """The tensor the vector ``v`` (a bias) is added to, by what the body adds: the other terms of the innermost sum
+    or add call (``__hadd2(val, bias[c])``, ``x + (float)b[c]``) around ``v[...]`` that read a tensor, directly or
+    through a local first assigned from it; None where that is not one tensor."""
+    first = _first_tensors(ev, tensors)
+    flat = ev.flat
+    found: set[str] = set()
+    for m in re.finditer(rf"(?<![\w.]){re.escape(v)}\[", flat):
+        lo, hi = m.start(), closing(flat, m.end(), "([", ")]")
+        while True:
+            depth, i = 0, lo - 1
+            while i >= 0:
+                c = flat[i]
+                if c in ")]":
+                    depth += 1
+                elif c in "([":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif c in ";{}" and depth == 0:
+                    break
+                i -= 1
+            top = i < 0 or flat[i] in ";{}"
+            if not top and flat[i] == "(":
+                g0, g1 = i + 1, closing(flat, i + 1, "([", ")]") - 1
+            elif top:  # the statement: its value after the top-level `=`
+                end = flat.find(";", hi)
+                stmt = flat[i + 1:end if end >= 0 else len(flat)]
+                eq = re.search(r"(?<![=<>!+\-*/%&|^])=(?!=)", stmt)
+                g0, g1 = i + 1 + (eq.end() if eq else 0), i + 1 + len(stmt)
+            else:
+                break  # inside an index
+            text = flat[g0:g1]
+            other = "".join(text[a:b] + " " for a, b in _segments(text) if not (a <= lo - g0 < b))
+            hit = {t for t in tensors if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", other)}
+            for ident in set(re.findall(r"[A-Za-z_]\w*", other)):
+                hit |= first.get(ident, set())
+            if hit or top:
+                found |= hit
+                break
+            lo, hi = g0 - 1, g1 + 1
+    return found.pop() if len(found) == 1 else None
+
+
+_ACT_MATH = r"tanhf|tanh|erff|erf|erfcf|normcdff|expf|__expf|exp|exp2f|hexp|h2exp"
+
+
+def _act_fed(ev: Evidence, tensors: set[str]) -> set[str]:
+    """The tensors the activation's math (its tanh, erf or exponential calls, or a float asm operand: tanh.approx)
+    is computed from, through the locals that feed it."""
+    fl = flows(ev.body, declarators=True)
+    texts = [a for _, args in call_arguments(ev.body, _ACT_MATH) for a in args]
+    texts += [ev.body[m.end():closing(ev.body, m.end()) - 1] for m in re.finditer(r'"f"\s*\(', ev.body)]
+    fed: set[str] = set()
+    for t in texts:
+        fed |= feeding(fl, t)
+    return fed & tensors
+
+
+def _generic_acts(ev: Evidence, T: str, pack: int) -> list[tuple[int, int, int | None, str, int]]:
+    """(KT_EXPERT_ACT, KT_EXPERT_GELU_FORM, KT_EXPERT_FAST_EXP or None, words, support), the body's first: its GELU
+    (tanh) as FasterTransformer's packed form where the element type is a 16-bit pair or the body squares a value
+    in 16 bits (``__hmul2(v, v)``: the cube in T), tanh.approx.f32 where the body's asm has it, else the fp32 form;
+    SiLU's exponential as the body calls it."""
+    approx = re.search(r"tanh\.approx", ev.body) is not None
+    tanh = approx or ev.has("tanhf", "tanh")
+    forms = [1, 2] if approx else [2, 1]
+    squared = any(len(args) == 2 and unparen(re.sub(r"\s+", "", args[0])) == unparen(re.sub(r"\s+", "", args[1]))
+                  for _, args in call_arguments(ev.body, "|".join(_HALF_MULS)))  # v * v in T: a 16-bit cube
+    if T == "f32" or not (pack > 1 or squared):
+        forms = [1, 0, 2] if approx else [0, 2, 1]
+    else:
+        forms.append(0)
+    if not tanh:
+        forms = [0]  # a GELU (tanh) the body does not show: the fp32 form only
+    out = []
+    for act, words, sup in _acts(ev):
+        if act == 0 and not sup and ev.has("h2exp", "h2rcp", "hrcp"):  # packed half math: exp and reciprocal
+            words, sup = "h2exp / h2rcp → SiLU-and-mul", 4
+        if act == 2 or (act, sup) == (2, 0):
+            sup = 4 if tanh else sup
+            out += [(2, f, None, ("tanh.approx.f32 → " if approx else words.split(" → ")[0] + " → ") +
+                     (GELU_FORMS[f] or ACTS[2]) if sup else f"{ACTS[2]} (assumed)", sup - k) for k, f in enumerate(forms)]
+        elif act == 0 and ev.has("__expf"):
+            fast = [1, 0] if not ev.has("expf", "exp") else [0, 1]
+            out += [(0, 0, x, words + (" (__expf)" if x else ""), sup - k) for k, x in enumerate(fast)]
+        else:
+            out.append((act, 0, None, words, sup))
+    return sorted(out, key=lambda a: -a[4])
+
+
+def _generic(ev: Evidence, e: Expert) -> list[Binding]:
+    """FasterTransformer / TensorRT-LLM's generic activation (invokeGenericActivation, the gated FFN of T5 v1.1 /
+    Flan-T5 / UL2): the activation's input and the gate operand two tensors of the output's shape, the output written
+    over the activation's input (in place, KT_EXPERT_INPLACE) or a tensor of its own, and up to two bias vectors [d]
+    (KT_EXPERT_BIAS; each nullable) added to them before the activation and the product; the element type may be a
+    16-bit pair (half2, __nv_bfloat162) whose size arguments count pairs. Which bias goes with which tensor is read
+    from what the body adds it to; the other way is offered after it."""
+    if not {"KT_EXPERT_INPLACE", "KT_EXPERT_GELU_FORM"} <= set(e.conventions):
+        return []
+    bufs = ev.bufs()
+    written = [a for a in bufs if a.written or a.role in ("out", "inout")]
+    if len(written) != 1 or written[0].dtype not in FLOATS or not written[0].counts:
+        return []
+    o = written[0]
+    T = o.dtype
+    if any(a.dtype != T for a in bufs):
+        return []
+    full = [a for a in bufs if a is not o and a.role == "in" and a.counts == o.counts]
+    vecs = [a for a in bufs if a is not o and a not in full]
+    if len(vecs) > 2 or any(a.role != "in" or not a.counts or a.counts == o.counts for a in vecs):
+        return []
+    inplace = o.role == "inout"
+    if inplace and len(full) == 1:
+        pairs = [(o, full[0])]
+    elif o.role == "out" and len(full) == 2:
+        pairs = [(full[0], full[1]), (full[1], full[0])]
+    else:
+        return []
+    if not inplace and not vecs:
+        return []  # two tensors in, one out: _two_tensors's
+    # a gated activation by evidence: the activation's math reads its input, the other tensor is multiplied, each
+    # vector is added to one of the two (a bias)
+    tensors = {a.name for a, _ in pairs} | {g.name for _, g in pairs}
+    fed = _act_fed(ev, tensors)
+    pairs = [(a, g) for a, g in pairs if a.name in fed and _multiplied(ev, g.name, tensors)]
+    if not pairs or any(_added_to(ev, v.name, tensors) is None for v in vecs):
+        return []
+    pack = _packing(ev, [a.name for a in bufs])
+    if not pack:
+        return []
+    if vecs:
+        if len({a.counts for a in vecs}) != 1 or not div(o.counts, vecs[0].counts):
+            return []
+        ds = [(s, 4) for s in _lengths(ev, vecs[0].counts, pack)]
+    else:
+        ds = []
+        for a in ev.ints():  # an argument the body multiplies another by (`row * width`) first: a row's stride
+            t = tuple(pack * c for c in a.counts) if a.counts else None
+            if t and div(o.counts, t) and t != o.counts and t not in [x for x, _ in ds]:
+                n = re.escape(a.name)
+                ds.append((t, 2 if ev.mentions(rf"(?<![\w.])[A-Za-z_]\w*\)?\*\(?{n}(?![\w(\[])") else 0))
+        ds.sort(key=lambda x: -x[1])
+        ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)]
+    if not ds:
+        return []
+    acts = _generic_acts(ev, T, pack)
+    # the activation rounded to T before the multiply (first where the product is a 16-bit one: its operands are T)
+    rounds = [r for r, _ in _rounds(ev, T)]
+    if ev.has(*_HALF_MULS, "__hfma", "__hfma2"):
+        rounds.sort(key=lambda r: r != 1)
+    out = []
+    for pi, (a, g) in enumerate(pairs):
+        names = {a.name, g.name}
+        if vecs:
+            tied = {v.name: _added_to(ev, v.name, names) for v in vecs}
+            options = []
+            for perm in itertools.permutations(vecs + [None] * (2 - len(vecs)), 2):
+                bx, by = perm
+                if perm in [p for p, _ in options]:
+                    continue
+                fit = sum((tied[v.name] == t) - (tied[v.name] not in (None, t)) for v, t in ((bx, a.name), (by, g.name))
+                          if v is not None)
+                options.append((perm, fit))
+            options.sort(key=lambda p: -p[1])
+        else:
+            options = [((None, None), 0)]
+        for di, (d, dsup) in enumerate(ds):
+            dname = d.words.strip("`").split("`")[0]
+            for oi, ((bx, by), fit) in enumerate(options):
+                for (act, form, fast, act_words, asup), (ri, rnd) in itertools.product(acts, enumerate(rounds)):
+                    if form and ri:
+                        continue  # the packed GELU rounds its own
+                    b = Binding(e, 0.85, f"reads the activation's input `{a.name}` and the gate operand `{g.name}` "
+                                         f"of `{dname}` a row" + (" and writes over the first" if inplace else "")
+                                + (", adds bias vectors" if vecs else "") + ", " + act_words, ev.kernel.name)
+                    b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
+                    b.defines = {"KT_EXPERT_ACT": act}
+                    b.conventions = {"KT_EXPERT_GATE_LAYOUT": 4}
+                    if inplace:
+                        b.conventions["KT_EXPERT_INPLACE"] = 1
+                    if vecs:
+                        b.conventions["KT_EXPERT_BIAS"] = 1
+                    if form:
+                        b.conventions["KT_EXPERT_GELU_FORM"] = form
+                    if fast is not None:
+                        b.conventions["KT_EXPERT_FAST_EXP"] = fast
+                    if rnd is not None and not form:
+                        b.conventions["KT_EXPERT_ROUND_ACT"] = rnd
+                    b.template_args = [CTYPE[T]]
+                    b.call_args = [_cast(T, o.name, False), _cast(T, a.name, True), _cast(T, g.name, True)]
+                    if vecs:
+                        b.call_args += [_cast(T, v.name, True) if v is not None else "nullptr" for v in (bx, by)]
+                    b.call_args.append(d.c)
+                    b.consts = {"ESIZE": NBYTES[T]}
+                    b.words = [f"out={o.name}" + (" (in place over x)" if inplace else ""), f"x={a.name}",
+                               f"gate={g.name}"]
+                    if vecs:
+                        b.words += [f"bias of x={bx.name if bx is not None else 'none'}",
+                                    f"bias of gate={by.name if by is not None else 'none'}"]
+                    b.words += [f"d={d.words}", ACTS[act] + (" with __expf" if fast else "")]
+                    b.words += [GELU_FORMS[form]] if form else [w for r, w in _rounds(ev, T) if r == rnd and w]
+                    b.support = dsup + asup + 3 * fit - 2 * oi - 6 * pi - di - ri
+                    out.append(b)
+    return out

@@ -45,7 +45,8 @@ import re
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
                                                     call_arguments, closing, counts_of, div, feeding, flows,
-                                                    index_stride, number, pointer_aliases, prod, uncast)
+                                                    index_parts, index_stride, number, pointer_aliases, prod,
+                                                    uncast)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -651,4 +652,53 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                             b.words.insert(4, f"token b's states ceil({lens.name}[b] / {split[2]}), at most sets")
                         b.support = 100 - len(out)
                         out.append(b)
+        if lens is None and not nway_grid and 2 in layouts and "KT_EXPERT_NWAY_SEQ" in e.conventions:
+            out += _nway_seq_bindings(ev, e, vin, lin, ov, olse, sets, exclude, hs, rows, bases)
+    return out
+
+
+def _nway_seq_bindings(ev: Evidence, e, vin, lin, ov, olse, sets, exclude, hs, rows, bases) -> list[Binding]:
+    """The split-major N-way merge whose lse is laid out [batch, heads, seq] while its values are [batch, seq,
+    heads, head_size] (FlashAttention's softmax_lse beside its output; xFormers' merge_attentions): three int
+    arguments whose product is the rows, and a part of the lse's index of the shape ``(b * H + h) * S + s`` (the
+    heads count times something, plus something, all times the sequence count: ``evidence.index_parts``); tokens are then batch * seq
+    (``KT_EXPERT_NWAY_SEQ``). Likelier than the [tokens, heads] readings of the same kernel, which are kept."""
+    lse_at = index_parts(ev, lin.name)
+    ints = [a for a in ev.ints() if a.counts and a.name not in exclude and f"(int)({a.name})" != hs.c]
+    T, O = vin.dtype, ov.dtype
+    out = []
+    for bt, hd, sq in itertools.permutations(ints, 3):
+        if tuple(x * y * z for x, y, z in zip(bt.counts, hd.counts, sq.counts)) != tuple(rows):
+            continue
+        H, S = re.escape(hd.name), re.escape(sq.name)
+        if not any(re.search(rf"\*\(?{H}\)?\+[^*()]+\)\*\(?{S}\)?(?![\w*])", t) for t in lse_at):
+            continue
+        tok = SizeExpr(f"(int)({bt.name}) * (int)({sq.name})", f"({bt.spec.value}) * ({sq.spec.value})",
+                       f"`{bt.name} * {sq.name}`")
+        heads = SizeExpr(f"(int)({hd.name})", str(hd.spec.value), f"`{hd.name}`")
+        for base in bases:
+            b = Binding(e, 0.9, f"one values input of {sets.words} states a row [{bt.name}, {sq.name}, {hd.name}] and "
+                        f"one fp32 log-sum-exp input of {sets.words} states [{bt.name}, {hd.name}, {sq.name}], a loop "
+                        "over the states, exponentials of lse differences → merge attention states (N-way)",
+                        ev.kernel.name)
+            b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+            b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": 1}
+            b.conventions = {"KT_EXPERT_NWAY": 2, "KT_EXPERT_NWAY_SEQ": 1, "KT_EXPERT_LSE_BASE2": base}
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.call_args = [_cast(O, ov.name, False),
+                           f"(float*)({olse.name})" if olse is not None else "(float*)nullptr",
+                           _cast(T, vin.name, True), f"(const float*)({lin.name})", sets.c, tok.c, heads.c, hs.c,
+                           f"(int)({sq.name})"]
+            sn = sets.c if sets.c.isdigit() else sets.words.strip("`")
+            b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else "")] + (
+                [f"out_lse={olse.name}"] if olse is not None else []) + [
+                f"v={vin.name} with v_lse={lin.name}", f"sets={sets.words}", f"tokens={tok.words}",
+                f"heads={heads.words}", f"head_size={hs.words}",
+                f"states [{sn}, {bt.name}, {sq.name}, {hd.name}, head_size]",
+                f"lse [{sn}, {bt.name}, {hd.name}, {sq.name}]"] + (
+                [f"merged lse [{bt.name}, {hd.name}, {sq.name}]"] if olse is not None else []) + [
+                "base-2 lse" if base else "natural lse", "merged online"]
+            b.support = 120 - len(out)
+            out.append(b)
     return out

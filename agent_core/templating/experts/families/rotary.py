@@ -27,6 +27,15 @@ are sampled (thread and block indices, loop variables drawn at random) and each 
 ``offset + (query index / row) % seq`` for a row length and a sequence length the arguments make, the offset an int
 argument or 0. Where exactly one such layout fits (and not the token-major gathered one), it replaces the gathered
 bindings; a 16-bit kernel that never converts to float then rotates in T's arithmetic (KT_EXPERT_STORAGE_MATH).
+
+A tensor of angles (Transformer Engine's fused_rope and Megatron: fp32 ``freqs`` = position * inv_freq, no cos/sin
+cache, no positions): one float input whose values feed a sine or cosine (sincosf, __sincosf, sinf, ...). Its rows
+are the tokens, as many as the index multiplies the varying term by (rows of rot_dim / 2, one angle a pair:
+KT_EXPERT_CACHE 5; rows of rot_dim, each NeoX element its own: 6), and a token must be a row the query's index
+steps by (SBHD: one position's b * h heads, stride_s); the head size the query's head stride first; the fast
+intrinsic where the kernel calls it (KT_EXPERT_FAST_ANGLE), GPT-J first where an element is read at + 1. Where the
+query's index also steps inside a position's row by a stride that divides it (SBHD's stride_b: one batch entry's
+heads), each such part is a token at position token / batch (KT_EXPERT_POSITIONS 4, sequence-major), offered first.
 """
 
 from __future__ import annotations
@@ -146,6 +155,39 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
 
 
 _ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
+
+
+class _AngleTable(NamedTuple):
+    """A float input that holds the angles themselves (Transformer Engine's and Megatron's ``freqs``, position *
+    inv_freq): the body takes the sine and cosine of values read from it. Whether through the fast intrinsics, and
+    the row strides its index multiplies a varying term by (values on every size set; empty: not read)."""
+    fast: bool
+    strides: set
+
+
+def _angle_table(ev: Evidence, c: ArgUse) -> _AngleTable | None:
+    """The cache ``c`` as a tensor of angles: a sine or cosine (sincosf, __sincosf, sinf, __cosf, ...) whose argument
+    is computed from a value read from ``c``; None when none is."""
+    flow = flows(ev.body)
+    fed = [n for n, args in call_arguments(ev.body, _TRIG) if args and c.name in feeding(flow, args[0])]
+    if not fed:
+        return None
+    return _AngleTable(all(n.startswith("__") for n in fed), _index_strides(ev, c.name))
+
+
+def _index_strides(ev: Evidence, name: str) -> set:
+    """The strides (values on every size set) by which the indices of ``name`` multiply a varying term (a thread,
+    block or loop index): ``s_id * d2`` gives the values of ``d2``."""
+    strides = set()
+    for site in index_sites(ev, name):
+        for _, t in site:
+            factors = _factors(unparen(t))
+            known = [f for f in factors if term_values(ev, f) is not None]
+            if known and len(known) < len(factors):
+                v = term_values(ev, " * ".join(f"({f})" for f in known))
+                if v is not None:
+                    strides.add(v)
+    return strides
 
 
 def _fused_heads(ev: Evidence, per_token: tuple, hs_fp: tuple) -> tuple[SizeExpr, SizeExpr, str, str] | None:
@@ -643,6 +685,34 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
             for seq in _sequence_offsets(ev, p, names, q, k, caches):
                 out += _bind(ev, e, p, seq.tokens, seq.tokens_spec, qi, q, ki, k, oop, caches, seq)
         return out
+    if len(caches) == 1 and "KT_EXPERT_POSITIONS" in e.conventions and "KT_EXPERT_CACHE" in e.conventions:
+        # no positions and one float input of angles (Transformer Engine's fused_rope: freqs [s, rot_dim]): a row of
+        # angles per token (a token: every head at one position)
+        table = _angle_table(ev, caches[0])
+        if table is None:
+            return []
+        out, q_strides = [], _index_strides(ev, qi.name)
+        for tokens, spec in _gathered_tokens(ev, q, k, caches):
+            row = div(q.counts, tokens)
+            if row not in q_strides:
+                continue  # the query's index steps by a position's row: a row of angles each
+            # sequence-major (Megatron's SBHD [s, b, h, d]): the query's index also steps by a stride that divides a
+            # position's row (a batch entry's heads): each such part a token, at position token / batch; first the
+            # widest part
+            if e.conventions.get("KT_EXPERT_POSITIONS") is not None and k is None:
+                inner = sorted((v for v in q_strides if v != row and all(1 < x < r and r % x == 0
+                                                                         for x, r in zip(v, row))), reverse=True)
+                for rank, v in enumerate(inner):
+                    bv = tuple(r // x for x, r in zip(v, row))
+                    bs = ev.sizes(bv)
+                    if bs:
+                        got = _bind(ev, e, None, prod(tokens, bv), f"({spec}) * ({bs[0].spec})", qi, q, ki, k, oop,
+                                    caches, table=table, batch=bs[0], batch_fp=bv)
+                        for b in got:
+                            b.support += 1 - rank
+                        out += got
+            out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
+        return out
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
     if k is None and e.conventions.get("KT_EXPERT_POSITIONS") is not None:
@@ -658,10 +728,16 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
 
 
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
-          caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None) -> list[Binding]:
+          caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
+          table: _AngleTable | None = None, batch: SizeExpr | None = None,
+          batch_fp: tuple | None = None) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
+    if table and not p:
+        pos_words = "the token index (a row of angles a token)"
+        if batch:
+            pos_words = f"the token index / {batch.words} (sequence-major: a row of angles a position)"
     if seq:
         pos_words = f"`{p.name}[token / {seq.seq.name}] + token % {seq.seq.name}`"
     if implicit:
@@ -692,8 +768,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         if c and len(set(c)) == 1 and c[0] > 1 and c[0] % 2 == 0 and (k is None or div(k_tok, c)) \
                 and all(h[1] != c for h in hss):
             hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+    if table:  # a tensor of angles: first the head sizes the query's index strides a varying index by (its heads)
+        q_strides = _index_strides(ev, qi.name)
+        hss.sort(key=lambda h: h[1] not in q_strides)
     gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
     pairings = [1, 0] if gptj_first else [0, 1]
+    if table and ev.mentions(r"\[\w+\+1\]"):  # a tensor of angles: an element read at + 1 says GPT-J first
+        pairings = [1, 0]
     if seq and not caches:
         return []  # angles computed in the kernel from offsets per sequence: not read
     out = []
@@ -712,6 +793,21 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
                         + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
                         + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
+            elif table is not None:  # a tensor of angles: rows of rot_dim / 2 (a pair's), or of rot_dim (NeoX halves)
+                c = caches[0]
+                for cache, stride_fp, stride_c, stride_spec, words in (
+                        (5, tuple(r // 2 for r in rot_fp), f"({rot.c}) / 2", f"({rot.spec}) / 2", "rot_dim / 2"),
+                        (6, rot_fp, rot.c, rot.spec, "rot_dim, each element its own")):
+                    rows = div(c.counts, stride_fp)
+                    if any(r % 2 for r in rot_fp) or rows is None or (prod(rows, batch_fp) if batch else rows) != tokens:
+                        continue  # a row of angles per token (sequence-major: per position)
+                    if table.strides and stride_fp not in table.strides:
+                        continue  # the rows as long as the index multiplies the position by
+                    layouts.append(_Layout(cache, _cast(C, c.name, True), "", stride_c,
+                                           [f"angles={c.name} [{'positions' if batch else 'tokens'}, {words}] (cos and sin by "
+                                            f"{'__sincosf' if table.fast else 'sincosf'})"],
+                                           f"({c.spec.size}) / ({stride_spec})", 0, fast=table.fast,
+                                           stride_fp=stride_fp))
             elif len(caches) == 1:
                 c = caches[0]
                 if div(c.counts, rot_fp) is None or (p is None and not implicit and div(c.counts, rot_fp) != tokens):
@@ -753,14 +849,14 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                if (fused or row_len or view) and cache == 4:
+                if (fused or row_len or view) and cache >= 4:
                     continue  # a fused buffer's views take a cache
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
                 if implicit and lay.stride_fp != implicit.stride:
                     continue  # the tables' rows as long as the indexing read
                 for pi, pairing in enumerate(pairs):
-                    if cache == 2 and pairing == 1:
+                    if cache in (2, 6) and pairing == 1:
                         continue  # full rows are a NeoX (rotate_half) layout
                     style = "NeoX" if pairing == 0 else "GPT-J"
                     kname = f"`{k.name}`" if k else "no key"
@@ -784,6 +880,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.conventions["KT_EXPERT_STORAGE_MATH"] = 1
                     if implicit:
                         b.conventions["KT_EXPERT_POSITIONS"] = 3
+                    elif batch:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 4
                     elif p is None:
                         b.conventions["KT_EXPERT_POSITIONS"] = 0
                     elif seq:
@@ -798,6 +896,12 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                        f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                    elif cache >= 5:  # a tensor of angles and its row length
+                        b.conventions["KT_EXPERT_FAST_ANGLE"] = int(lay.fast)
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       cos_c, stride_c, rot.c, nh.c, kv.c, hs.c]
                     elif view:  # each pointer moved to its rotary channels, tokens (and the key's rows) a stride apart
                         qb_c, qb = (f"{_cast(T, q.name, c)}{' + ' + view.q_off.c if view.q_off else ''}"
                                     for c in (True, False))
@@ -832,6 +936,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    if batch:  # the batch last
+                        b.call_args.append(batch.c)
+                        if all(v == 1 for v in counts_of(nh.spec, ev.spec) or ()):  # a token of one head
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     if seq:  # the sequence length last
                         b.call_args.append(f"(int)({seq.seq.name})")
                     if implicit:  # the sequence length, then the start position
@@ -843,7 +951,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
                                 f"`{seq.seq.name}` tokens" if seq else f"positions={p.name}") if p else
-                               f"positions={pos_words}" if implicit else
+                               f"positions={pos_words}" if implicit or table else
                                "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
                         [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused

@@ -154,7 +154,7 @@ def _round_evidence(ev: Evidence) -> int:
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
             + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
-            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _rms_norm_stats(ev, lib))
+            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib))
 
 
 def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, str]]:
@@ -453,6 +453,9 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("softmax")
     if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
         return []
+    special = _softmax_log_strided(ev, lib)  # log-probabilities out, or the logits at a row stride of their own
+    if special is not None:
+        return special
     ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
     # a keep-mask of bytes (PyTorch's masked_fill(mask == 0, -inf)), where the expert has one
     keeps = [a for a in ev.bufs("in", ("u8", "i8")) if a.counts] if "keep-mask" in e.convention_words.get(
@@ -595,6 +598,144 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                                 inner == "1" and any(a.counts == shared and a.name in index_names
                                                      for a in ev.ints())) else 0
                     out.append(b)
+    return out
+
+
+# ------------------------------------------------------------------------- log-softmax, input rows at a stride
+_NATURAL_LOGS = ("logf", "__logf", "log", "hlog")  # natural logs: a log2f form (base-2 log-probabilities or not) is not read
+_LOG_CALL = re.compile(r"\b(?:" + "|".join(_NATURAL_LOGS) + r")\s*\(")
+_STORE_CONVERT = re.compile(r"^(?:__float2(?:half|bfloat16)(?:_r[nzdu])?|\(\s*[A-Za-z_]\w*\s*\))\s*(?=\()")
+
+
+def _stored_value(value: str) -> str:
+    """A stored value without the conversion around all of it (``__float2half(v - lse)``, ``(T)(v - lse)``)."""
+    from agent_core.templating.experts.evidence import uncast
+    v = unparen(uncast(value))
+    for _ in range(3):
+        m = _STORE_CONVERT.match(v)
+        if not m or closing(v, m.end() + 1) != len(v):
+            break
+        v = unparen(v[m.end():])
+    return v
+
+
+def _after_header(stmt: str) -> str:
+    """A statement without the end of a loop or branch header before it (``i += 32) y[i] = v`` → ``y[i] = v``)."""
+    depth = 0
+    for i, ch in enumerate(stmt):
+        depth += (ch in "([") - (ch in ")]")
+        if depth < 0:
+            return _after_header(stmt[i + 1:])
+    return stmt
+
+
+def _log_probs_out(ev: Evidence) -> bool:
+    """Where the kernel writes log-probabilities: a store to a float output (or a local pointer made from it) whose
+    value subtracts what a natural log computes (``x - max - logf(sum)``, ``x - s_log_sum`` with ``s_log_sum = m +
+    __logf(d)``, through the locals it is computed from) or is a natural log (``logf(expf(x - m) / s)``); a stored
+    local is read through its one assignment."""
+    from agent_core.templating.experts.evidence import additive_terms, uncast
+    if not _LOG_CALL.search(ev.body):
+        return False
+    assigns = assignments(ev.body)
+    logged = {t for t, v in assigns if _LOG_CALL.search(v)}
+    flow = flows(ev.body)
+    values: dict[str, list[str]] = {}
+    for t, v in assigns:
+        values.setdefault(t, []).append(v)
+    outs = [a.name for a in ev.bufs() if a.written and a.dtype in FLOATS]
+    aliases = set(outs)
+    for t, v in assigns:
+        if any((1, n) in additive_terms(unparen(uncast(v))) for n in outs):
+            aliases.add(t)
+    for raw in re.split(r"[;{}]", ev.body):
+        target, at, stmt = statements(_after_header(raw))[0]
+        if target not in aliases or at < 1 or "[" not in stmt[:at] or stmt[at - 1] in "+-*/":
+            continue  # a store `out[i] = value` (not a pointer's own assignment, not a compound one)
+        v = _stored_value(stmt[at + 1:])
+        for _ in range(3):  # a stored local: its one value
+            if re.fullmatch(r"[A-Za-z_]\w*", v) and len(values.get(v, [])) == 1:
+                v = _stored_value(values[v][0])
+        if _LOG_CALL.match(v) and closing(v, _LOG_CALL.match(v).end()) == len(v):
+            return True  # log(exp(x - m) / s)
+        for sign, term in additive_terms(v):
+            if sign < 0 and (_LOG_CALL.search(term) or feeding(flow, term) & logged):
+                return True
+    return False
+
+
+def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] | None:
+    """Softmax's general form with log-probabilities out (KT_EXPERT_LOG: ``l - (m + logf(s))``, PyTorch's
+    LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return:
+    ``_log_probs_out``) and/or the logits read at a row stride of their own (KT_EXPERT_X_STRIDE: a vocabulary padded
+    past its real columns, TensorRT-LLM's vocab_size_padded: one float input longer than the output by a whole
+    factor per row, the stride an int argument that holds its length over the rows). None where the kernel shows
+    neither (the other softmax binders read it); else its bindings, and the probability forms are not offered for
+    a kernel that writes log-probabilities."""
+    e = lib.get("softmax")
+    if e is None or not {"KT_EXPERT_GENERAL", "KT_EXPERT_LOG", "KT_EXPERT_X_STRIDE"} <= set(e.conventions) \
+            or not ev.has(*EXPS):
+        return None
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    log = _log_probs_out(ev)
+    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
+            or len(ins) != (0 if ios else 1) or any(not a.counts for a in ev.bufs()):
+        return [] if log else None
+    o = (outs or ios)[0]
+    x = o if ios else ins[0]
+    strided = x.counts != o.counts
+    if strided and not all(a >= b for a, b in zip(x.counts, o.counts)):
+        return [] if log else None
+    if not log and not strided:
+        return None
+    T, O = x.dtype, o.dtype
+    scales = []  # (C expression, words, divides), as _softmax_general_forms reads them
+    for a in ev.floats():
+        times = (f"(float)({a.name})", f"logits times `{a.name}`", False)
+        divided = (f"(float)({a.name})", f"logits divided by `{a.name}`", True)
+        scales += [divided, times] if re.search(rf"/\(*{re.escape(a.name)}\b", ev.flat) else [times]
+    scales.append(("1.f", "", False))
+    red = ev.reduction_words()
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, o.counts, [])):
+        hname = hidden.words.strip("`")
+        rows_fp = div(o.counts, hfp)
+        st = None
+        if strided:
+            stride_fp = div(x.counts, rows_fp)
+            strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c
+                       and "/" not in s.c] if stride_fp else []
+            if not strides or any(s < h for s, h in zip(stride_fp, hfp)):
+                continue
+            st = strides[0]
+        for si, (scale, scale_words, divides) in enumerate(scales):
+            form = "log-softmax" if log else "softmax"
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements{f' {st.words} apart' if st else ''}, {red}, a "
+                        f"max and a sum of expf over the row{', the log of the sum subtracted' if log else ''} → "
+                        f"{form}", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                ([] if x is o else [f"x={x.name} ({T}{f', rows {st.words} apart' if st else ''})"]) + \
+                [f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            if log:
+                b.words.append("log-probabilities: l - (max + logf(sum))")
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           "(const float*)nullptr"]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1}
+            if divides:
+                b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
+            if log:
+                b.conventions["KT_EXPERT_LOG"] = 1
+            if st:
+                b.call_args.append(f"(long long)({st.c.replace('(int)', '')})")
+                b.conventions["KT_EXPERT_X_STRIDE"] = 1
+            b.support = 10 + 2 * ev.uses(hidden) - hi - si + divides
+            out.append(b)
     return out
 
 
@@ -1101,7 +1242,8 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                             b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
-                                  or (len(io_main) == 1 and not in_main and not out_main)):
+                                  or (len(io_main) == 1 and not in_main and not out_main)) \
+                and not _log_probs_out(ev):  # log-probabilities: _softmax_log_strided
             b = new("softmax", 0.85, f"{words}, a max and a sum of expf over the row → softmax")
             if b is not None:
                 if io_main:
@@ -1841,4 +1983,91 @@ def _rms_norm_stats(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                     b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
                 b.support = 10 + 2 * ev.uses(hidden) - ei + eps_support + conv_support + off_support
                 out.append(b)
+    return out
+
+
+# FasterTransformer's keep-mask as it adds it: the complement of a 0/1 value times -10000
+_KEEP_TIMES_MINUS_10000 = re.compile(
+    r"\(\s*1(?:\.0*)?[fF]?\s*-\s*[^()]*(?:\([^()]*(?:\([^()]*\)[^()]*)*\)[^()]*)*\)\s*\*\s*-\s*10000(?:\.0*)?[fF]?(?![\w.])")
+# a value times the difference of two indices: `slope * static_cast<float>(ki - qi)`, `slope * (float)(k - q)`
+_TIMES_INDEX_DIFFERENCE = re.compile(
+    r"(\w+)\s*\*\s*(?:static_cast<float>|\(\s*float\s*\))?\s*\(\s*(\w+)\s*-\s*(\w+)\s*\)")
+
+
+def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT; ``KT_EXPERT_ALIBI``): scores x
+    [batch, heads, q_len, k_len] times a float scale, plus slopes[h] * (k - q) and a 0/1 keep-mask [batch, q_len,
+    k_len] added as (1 - m) * -10000, one output. Read by evidence: the statement that multiplies the complement of
+    a value by -10000 is fed by the mask; one that multiplies a value by the difference of two indices is fed by
+    the slopes (one value per head), the key index first (from the lanes, not the block), the query (from the
+    block's row, or the grid's stride over rows) second. The mask's rows broadcast over the
+    heads as the general form's middle dimension (inner extent q_len, an int argument)."""
+    e = lib.get("softmax")
+    if e is None or "KT_EXPERT_ALIBI" not in e.conventions or not ev.has("__expf"):  # the family's exponential
+        return []
+    ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
+    if len(outs) != 1 or len(ins) != 3 or len(ev.bufs()) != 4 or not outs[0].counts:
+        return []
+    o = outs[0]
+    big = o.counts
+    xs = [a for a in ins if a.counts == big]
+    if len(xs) != 1:
+        return []
+    x = xs[0]
+    flow = flows(ev.body)
+    stmts = [stmt for _, _, stmt in statements(ev.body)]
+    # what the complement times -10000 is computed from, and what multiplies an index difference (key - query)
+    keep_feeds = [feeding(flow, m.group(0)) for st in stmts for m in _KEEP_TIMES_MINUS_10000.finditer(st)]
+    slope_feeds = [feeding(flow, d.group(1)) for st in stmts for d in _TIMES_INDEX_DIFFERENCE.finditer(st)
+                   if "threadIdx" in feeding(flow, d.group(2)) and "blockIdx" not in feeding(flow, d.group(2))
+                   and {"blockIdx", "gridDim"} & feeding(flow, d.group(3))]
+    others = [a for a in ins if a is not x]
+    masks = [a for a in others if any(a.name in f for f in keep_feeds)]
+    slopes = [a for a in others if a.counts and div(big, a.counts) is not None and any(a.name in f for f in slope_feeds)]
+    if len(masks) != 1 or len(slopes) != 1 or masks[0] is slopes[0] or masks[0].dtype != slopes[0].dtype:
+        return []
+    mask, slope = masks[0], slopes[0]
+    T, O = x.dtype, o.dtype
+    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
+              if re.search(rf"\b{re.escape(a.name)}\s*\*", ev.body)]
+    if len(scales) > 1:
+        return []
+    scale, scale_words = scales[0] if scales else ("1.f", "")
+    red = ev.reduction_words()
+    index_names = _mask_index_names(ev, mask)
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, [])):
+        if not ev.uses(hidden):  # the row length is what the body bounds its keys by
+            continue
+        rows_fp = div(big, hfp)
+        mask_rows = div(mask.counts, hfp)
+        if rows_fp is None or mask_rows is None or mask_rows == rows_fp or div(rows_fp, mask_rows) is None:
+            continue
+        heads = div(rows_fp, mask_rows)
+        if heads != slope.counts:  # one slope per head: the rows of a batch over the mask's
+            continue
+        mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows)
+        # the query count: the middle dimension's inner extent, an argument the mask's index is computed from
+        inners = [(inner, words) for inner, words in _mask_inners(ev, mask_rows)
+                  if re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
+                  and re.fullmatch(r"\(int\)\((\w+)\)", inner).group(1) in index_names]
+        for mi, (mr, (inner, inner_words)) in enumerate(itertools.product(mrs[:1], inners)):
+            hname = hidden.words.strip("`")
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of exponentials over the "
+                        "row → softmax, plus a per-head ALiBi bias and a 0/1 keep-mask as -10000", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            b.words.append(f"plus `{slope.name}`[head] * (k - q) and (1 - `{mask.name}`) * -10000 [{mr.words} rows], "
+                           f"{inner_words} (q the row within it); __expf, the sum + 1e-6 inverted by __fdividef")
+            b.template_args = [CTYPE[T], CTYPE[O], CTYPE[mask.dtype]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr.c, inner,
+                           _cast(slope.dtype, slope.name, True)]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[mask.dtype])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}
+            b.support = 14 + 2 * ev.uses(hidden) - hi - mi
+            out.append(b)
     return out
