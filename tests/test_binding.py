@@ -2962,6 +2962,11 @@ def test_rms_norm_rstd_with_a_ternary_unit_offset_flag_one_row_per_block(lib):
     assert b2 and b2[0].call_args[-1] == "1.f", words_of(b2)
     cf3 = parse_cuda(src.replace("rstd[blockIdx.x] = s_r;", "rstd[blockIdx.x] = red[0];"), "x.cu")
     assert not [b for b in X.candidates(cf3, k.name, S.find_spec(cf3, k.name), lib) if b.expert.name == "rms_norm"]
+    # the reciprocal of a root taken through a local is the reciprocal RMS too
+    cf4 = parse_cuda(src.replace("s_r = rsqrtf(red[0] / (float)H + eps);",
+                                 "const float rms = sqrtf(red[0] / (float)H + eps);\n    s_r = 1.0f / rms;"), "x.cu")
+    b4 = [b for b in X.candidates(cf4, k.name, S.find_spec(cf4, k.name), lib) if b.expert.name == "rms_norm"]
+    assert b4 and "rstd=rstd" in b4[0].describe(), words_of(b4)
 
 
 def test_held_out_paddle_layer_norm_binds_its_variance_not_rstd(lib):

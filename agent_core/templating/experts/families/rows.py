@@ -1831,8 +1831,13 @@ def _stat_is_reciprocal_root(ev: Evidence, name: str) -> bool:
         return False
     value, _ = st
     flow = flows(ev.body)
-    texts = [value] + [val for t, val in assignments(ev.body) if t in feeding(flow, value)]
-    return any(_RECIP_ROOT.search(re.sub(r"\s+", "", t)) for t in texts)
+    texts = [re.sub(r"\s+", "", t) for t in [value] + [val for t, val in assignments(ev.body)
+                                                        if t in feeding(flow, value)]]
+    if any(_RECIP_ROOT.search(t) for t in texts):
+        return True
+    # one over a local a root computes (rms = sqrtf(ms + eps); inv = 1.f / rms)
+    return any("sqrt" in n for t in texts for m in re.finditer(r"(?<![\w.])1(?:\.0*)?[fF]?/\(?([A-Za-z_]\w*)", t)
+               for n in feeding(flow, m.group(1)))
 
 
 def _stat_is_variance(ev: Evidence, name: str) -> bool:
