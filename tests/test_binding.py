@@ -2921,6 +2921,141 @@ def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
 
 
+# ------------------------------------------------------------------------------------------------ norm statistics
+TE_RMSNORM = ROOT / "bench/corpus/rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu"
+PADDLE_LN = ROOT / "bench/corpus/layer_norm/layer_norm_fixed_block_dim_mean_var_fp16.cu"
+
+
+def test_held_out_te_rmsnorm_stores_rsigma_and_takes_the_zero_centered_flag(lib):
+    """Transformer Engine's rmsnorm forward (held out): z = bf16(g * (rs * x)) with g = gamma (+ 1 where
+    zero_centered_gamma), rs = rsqrtf(sum / cols + eps) stored to rsigma[row]: the rms_norm expert's
+    KT_EXPERT_STATS with the weight offset bound to the flag (flag ? 1 : 0), one rounding first."""
+    cf = parse_cuda(TE_RMSNORM.read_text(), str(TE_RMSNORM))
+    k = "rmsnorm_fwd_general_kernel"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "out=z, x=x, weight=gamma, rstd=rsigma, hidden=`cols`, eps=`epsilon`, rows=`rows`, eps inside the root, "
+        "weight multiplied in fp32, one rounding to bf16, weight plus 1 where `zero_centered_gamma` (zero-centered)"
+    ), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_STATS": 1,
+                                 "KT_EXPERT_WEIGHT_OFFSET": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "float"]
+    assert bs[0].call_args[-2:] == ["(float*)(rsigma)", "((zero_centered_gamma) ? 1.f : 0.f)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "kt:bind" not in t.text
+    assert "if (active && threadIdx.x == 0) rstd_out[row] = inv;" in t.text
+    assert "for (int j = 0; j < KT_VEC; ++j) wv[j] += w_offset;" in t.text
+    assert "v[i][j] = v[i][j] * inv * wv[j];" in t.text
+
+
+def test_rms_norm_rstd_with_a_ternary_unit_offset_flag_one_row_per_block(lib):
+    """Another style: fp16, one row per block (the grid), a shared-memory tree, the reciprocal RMS published through
+    shared memory and stored by thread 0, an int argument choosing (1 + w) by a ternary: the flag is bound, not the
+    unconditional offset the literal alone would suggest."""
+    cf, k, spec = case("rms_norm_rstd_unit_offset_flag_block_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    rms = [b for b in bs if b.expert.name == "rms_norm"]
+    assert rms and rms[0] is bs[0], words_of(bs)
+    assert rms[0].describe() == (
+        "out=out, x=x, weight=w, rstd=rstd, hidden=`H`, eps=`eps`, rows=the grid (no row-count argument), eps inside "
+        "the root, weight multiplied in fp32, one rounding to f16, weight plus 1 where `add_unit_offset` "
+        "(zero-centered)"), words_of(bs)
+    assert rms[0].call_args[-2:] == ["(float*)(rstd)", "((add_unit_offset) ? 1.f : 0.f)"]
+    assert rms[0].fixed["ROWS"] == [1]
+    assert not any(b.call_args[-1] == "1.f" for b in rms), words_of(rms)
+    # without the flag the literal is an unconditional offset; storing the sum of squares (no root) is no rstd
+    src = (STYLES / "rms_norm_rstd_unit_offset_flag_block_f16.cu").read_text()
+    cf2 = parse_cuda(src.replace("add_unit_offset ? 1.0f + __half2float(w[i]) : __half2float(w[i])",
+                                 "1.0f + __half2float(w[i])"), "x.cu")
+    b2 = [b for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib) if b.expert.name == "rms_norm"]
+    assert b2 and b2[0].call_args[-1] == "1.f", words_of(b2)
+    cf3 = parse_cuda(src.replace("rstd[blockIdx.x] = s_r;", "rstd[blockIdx.x] = red[0];"), "x.cu")
+    assert not [b for b in X.candidates(cf3, k.name, S.find_spec(cf3, k.name), lib) if b.expert.name == "rms_norm"]
+    # the reciprocal of a root taken through a local is the reciprocal RMS too
+    cf4 = parse_cuda(src.replace("s_r = rsqrtf(red[0] / (float)H + eps);",
+                                 "const float rms = sqrtf(red[0] / (float)H + eps);\n    s_r = 1.0f / rms;"), "x.cu")
+    b4 = [b for b in X.candidates(cf4, k.name, S.find_spec(cf4, k.name), lib) if b.expert.name == "rms_norm"]
+    assert b4 and "rstd=rstd" in b4[0].describe(), words_of(b4)
+
+
+def test_held_out_paddle_layer_norm_binds_its_variance_not_rstd(lib):
+    """PaddlePaddle's LayerNormForward (held out) stores mean and var = E[x^2] - mean^2 (the value rsqrt's argument
+    adds eps to, no root): KT_EXPERT_STATS_VAR with the one-pass variance; no binding takes var for rstd."""
+    cf = parse_cuda(PADDLE_LN.read_text(), str(PADDLE_LN))
+    k = "LayerNormForward"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"layer_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "out=y, x=x, gamma=scale, beta=bias, mean=mean, var=var, hidden=`feature_size`, eps=`epsilon`, rows=the grid "
+        "(no row-count argument), eps inside the root, variance as mean(x^2) - mean^2"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_STATS": 1, "KT_EXPERT_STATS_VAR": 1,
+                                 "KT_EXPERT_VAR_ONEPASS": 1}
+    assert all(b.conventions.get("KT_EXPERT_STATS_VAR") == 1 for b in bs) and not has(bs, "layer_norm", "rstd=")
+    t = X.bind(bs[0], cf, spec)
+    assert "rstd_out[row] = var;" in t.text and "rstd_out[row] = inv;" not in t.text
+    assert "const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden - mean * mean;" in t.text
+
+
+def test_layer_norm_mean_and_two_pass_variance_warp_rows(lib):
+    """Another style: bf16 with bf16 gamma and beta, a warp per row, outputs first, the variance from the row less
+    its mean stored before the reciprocal is taken: KT_EXPERT_STATS_VAR, two passes."""
+    cf, k, spec = case("layer_norm_mean_var_warp_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].expert.name == "layer_norm", words_of(bs)
+    assert bs[0].describe() == (
+        "out=y, x=x, gamma=gamma, beta=beta, mean=mean_out, var=var_out, hidden=`n`, eps=`eps`, rows=`rows`, eps "
+        "inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_STATS": 1, "KT_EXPERT_STATS_VAR": 1}
+    assert bs[0].call_args[-2:] == ["(float*)(mean_out)", "(float*)(var_out)"]
+    # the same kernel storing the reciprocal keeps the rstd binding
+    src = (STYLES / "layer_norm_mean_var_warp_rows_bf16.cu").read_text()
+    src = src.replace("var_out[row] = variance;", "var_out[row] = rsqrtf(variance + eps);")
+    cf2 = parse_cuda(src, "x.cu")
+    b2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert b2 and "KT_EXPERT_STATS_VAR" not in b2[0].conventions and "rstd=var_out" in b2[0].describe()
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("path,k", [(TE_RMSNORM, "rmsnorm_fwd_general_kernel"), (PADDLE_LN, "LayerNormForward")])
+def test_every_norm_statistics_binding_of_the_held_out_variants_compiles(lib, path, k):
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+def test_layer_norm_zero_centered_gamma_flag_with_mu_and_rsigma(lib):
+    """TE-style LayerNorm: outputs first (z, mu, rsigma), fp32 gamma and beta, gamma + 1 under a bool argument
+    (braces, ``g = g + 1.f``): the layer_norm expert's KT_EXPERT_WEIGHT_OFFSET bound to the flag, with the statistics
+    (rstd, not the variance: rsigma comes from the root)."""
+    cf, k, spec = case("layer_norm_zero_centered_flag_mu_rsigma_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    ln = [b for b in bs if b.expert.name == "layer_norm"]
+    assert ln and ln[0] is bs[0], words_of(bs)
+    assert ln[0].describe() == (
+        "out=z, x=x, gamma=gamma, beta=beta, mean=mu, rstd=rsigma, hidden=`cols`, eps=`epsilon`, rows=the grid (no "
+        "row-count argument), eps inside the root, weight plus 1 where `zero_centered_gamma` (zero-centered)"), \
+        words_of(bs)
+    assert ln[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_STATS": 1, "KT_EXPERT_WEIGHT_OFFSET": 1}
+    assert ln[0].call_args[-3:] == ["(float*)(mu)", "(float*)(rsigma)", "((zero_centered_gamma) ? 1.f : 0.f)"]
+    t = X.bind(ln[0], cf, spec)
+    assert "for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;" in t.text and "rstd_out[row] = inv;" in t.text
+    # without the flag (gamma as stored) no offset; an unguarded 1 in a LayerNorm is no evidence of one
+    src = (STYLES / "layer_norm_zero_centered_flag_mu_rsigma_bf16.cu").read_text()
+    cf2 = parse_cuda(src.replace("if (zero_centered_gamma) {", "{"), "x.cu")
+    b2 = [b for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib) if b.expert.name == "layer_norm"]
+    assert b2 and not any("KT_EXPERT_WEIGHT_OFFSET" in b.conventions for b in b2), words_of(b2)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", ["rms_norm_rstd_unit_offset_flag_block_f16", "layer_norm_mean_var_warp_rows_bf16",
+                                  "layer_norm_zero_centered_flag_mu_rsigma_bf16"])
+def test_every_norm_statistics_binding_of_the_style_kernels_compiles(lib, name):
+    cf, k, spec = case(name)
+    _compile_every_binding(lib, cf, k, spec)
+
+
 # ---------------------------------------------------------------------- lse [batch, heads, seq] beside [b, s, h] rows
 XFORMERS_MERGE = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_splitk_split_major_lse_bhm_f32_to_bf16.cu"
 

@@ -21,9 +21,6 @@ EXPERT_FAMILIES = {
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {
     # held-out batch 7 (2026-11-28c): no candidate of the family when written
-    "rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu": "TE four-type rmsnorm: outputs first (z, rsigma), "
-        "rsigma stored per row, zero_centered_gamma a bool argument (gamma + 1), a warp per row over a capped "
-        "persistent grid: only the vectorize rewrite",
     "group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu": "2-D 128 x 128 tile scales (scale = 448 / amax, "
         "scale_inv stored [cdiv(M, 128), cdiv(N, 128)]) over a 2-D grid of tiles, not per-token groups of a row: no "
         "group_quant binding",

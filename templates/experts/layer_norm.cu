@@ -50,6 +50,9 @@ smem = "0"
 // kt:bind KT_EXPERT_RESIDUAL = 0  (no statistics outputs; 0: x normalized as read; 1: the add form: z = x + residual (+ bias, KT_EXPERT_BIAS) rounded to x's type T, stored back in `residual` (of type T, the argument after hidden), the LayerNorm of z written to out (out may be x: normalized in place; FasterTransformer / TensorRT-LLM add-bias-residual LayerNorm); 2: as 1, but the mean from the unrounded fp32 sums (accumulated before the store rounds them, as FasterTransformer's first pass does), the variance and the normalized row from the rounded z)
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (with KT_EXPERT_RESIDUAL only; 0: the residual read and the sum stored back in it; 1: the residual read from `residual_in` (of type T, the argument after `bias`) and the sum stored to `residual` unless it is null (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_RESIDUAL only; 0: no bias (the call passes a null `bias`); 1: a bias [hidden] of type T (the argument after `residual`; null adds nothing) added in fp32 with the one rounding: (x + residual) + bias; 2: each add rounded to T: T(T(x + residual) + bias))
+// kt:bind KT_EXPERT_STATS_VAR = 0  (with KT_EXPERT_STATS only; 0: the second statistic (rstd_out) is the reciprocal the row is multiplied by, 1 / sqrt(var + eps); 1: the variance itself, var, without eps (PaddlePaddle's layer_norm writes mean and var))
+// kt:bind KT_EXPERT_VAR_ONEPASS = 0  (0: the variance from the row less its mean, mean((x - mean)^2); 1: from one pass of sums, mean(x^2) - mean^2 (in fp32, the mean squared subtracted last, as PaddlePaddle's and Apex's one-pass kernels do))
+// kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (no residual; 0: gamma as stored; 1: gamma plus the last argument w_offset, in fp32 (Transformer Engine's zero_centered_gamma bound as flag ? 1 : 0, Megatron's LayerNorm1P: gamma stored as its offset from 1))
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -110,7 +113,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #endif  // kt:bind
                                            const W* __restrict__ gamma, const W* __restrict__ beta, float eps,
                                            int rows, int hidden, float* __restrict__ mean_out,
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                                           float* __restrict__ rstd_out, float w_offset) {
+#else  // kt:bind
                                            float* __restrict__ rstd_out) {
+#endif  // kt:bind
 #else  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 #if KT_EXPERT_OUT_TYPE  // kt:bind
@@ -128,7 +135,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
                                            int rows, int hidden, T* __restrict__ residual,
                                            const T* __restrict__ bias) {
 #else  // kt:bind
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                                           int rows, int hidden, float w_offset) {
+#else  // kt:bind
                                            int rows, int hidden) {
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
@@ -199,6 +210,14 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     for (int j = 0; j < KT_VEC; ++j) s += v[i][j];
 #endif  // kt:bind
   const float mean = row_reduce<0, KT_ROWS, 0>(s, Sum(), 0.f) / (float)hidden;
+#if KT_EXPERT_VAR_ONEPASS  // kt:bind
+  float q = 0.f;  // the sum of squares (the padding is 0)
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) q += v[i][j] * v[i][j];
+  const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden - mean * mean;
+#else  // kt:bind
   float q = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -208,6 +227,7 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       q += d * d;
     }
   const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden;
+#endif  // kt:bind
 #if KT_EXPERT_EPS_INSIDE == 0  // kt:bind
   const float inv = 1.f / (sqrtf(var) + eps);
 #else  // kt:bind
@@ -225,6 +245,10 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
     } else {
       rows_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
     }
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;
+#endif  // kt:bind
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j];
 #else  // kt:bind
@@ -236,6 +260,10 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
       rows_weight_item<0, KT_VEC, IT, P>(gamma, hidden, i, g, lead);
       rows_weight_item<0, KT_VEC, IT, P>(beta, hidden, i, b, lead);
     }
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;
+#endif  // kt:bind
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = (v[i][j] - mean) * inv * g[j] + b[j];
 #endif  // kt:bind
@@ -244,7 +272,11 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #if KT_EXPERT_STATS  // kt:bind
   if (active && threadIdx.x == 0) {
     mean_out[row] = mean;
+#if KT_EXPERT_STATS_VAR  // kt:bind
+    rstd_out[row] = var;  // the variance itself
+#else  // kt:bind
     rstd_out[row] = inv;
+#endif  // kt:bind
   }
 #endif  // kt:bind
 }
@@ -253,15 +285,27 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
 #if KT_EXPERT_OUT_TYPE  // kt:bind
 template <typename T, typename W, typename O>
 __device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                                           int hidden, float* mean_out, float* rstd_out, float w_offset) {
+#else  // kt:bind
                                            int hidden, float* mean_out, float* rstd_out) {
+#endif  // kt:bind
 #else  // kt:bind
 template <typename T, typename W>
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows,
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                                           int hidden, float* mean_out, float* rstd_out, float w_offset) {
+#else  // kt:bind
                                            int hidden, float* mean_out, float* rstd_out) {
+#endif  // kt:bind
 #endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out)),
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out, w_offset)));
+#else  // kt:bind
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, mean_out, rstd_out)));
+#endif  // kt:bind
 }
 #elif KT_EXPERT_RESIDUAL  // kt:bind
 // the add form: out = LayerNorm(z), z = x + residual (+ bias) rounded to T and stored back in residual; out may be x
@@ -291,14 +335,28 @@ __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, c
 #else  // kt:bind
 #if KT_EXPERT_OUT_TYPE  // kt:bind
 template <typename T, typename W, typename O>
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+__device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden,
+                                           float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void layer_norm(O* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
+#endif  // kt:bind
 #else  // kt:bind
 template <typename T, typename W>
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+__device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden,
+                                           float w_offset) {
+#else  // kt:bind
 __device__ __forceinline__ void layer_norm(T* out, const T* x, const W* gamma, const W* beta, float eps, int rows, int hidden) {
+#endif  // kt:bind
 #endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, gamma, beta)),
                   (vec_ok<T, KT_VEC>(0, x, out)),
+#if KT_EXPERT_WEIGHT_OFFSET  // kt:bind
+                  (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden, w_offset)));
+#else  // kt:bind
                   (layer_norm_impl<IT, P, T, W>(out, x, gamma, beta, eps, rows, hidden)));
+#endif  // kt:bind
 }
 #endif  // kt:bind
 

@@ -45,6 +45,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT = 0  (no stride or weight offset; 0: out holds the normalized row (type T); out quantized to fp8 (type O, __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_QUANT_DYNAMIC = 0  (with KT_EXPERT_QUANT 1 or 2 (times 1 / scale taken once per row, divided by it); 0: the static scale; a dynamic scale per row instead (vLLM's rms_norm_dynamic_per_token_quant, fp8 or int8): out (type O) holds the row y (the weighted value, rounded as KT_EXPERT_QUANT_ROUND says) quantized by scale, stored to scales[row] (fp32, the second argument); qmax the largest value of O (448 e4m3, 57344 e5m2, 127 int8), ub a nullable one-element upper bound on the absmax, floor the least scale: 1 scale = max(min(absmax(y), *ub) / qmax, floor) (vLLM), 2 scale = max(min(absmax(y), *ub), floor) / qmax (the floor on the absmax); fp8 clamped to its finite range and converted with saturation, int8 (int8_t) converted by cvt.rni.sat.s8.f32 alone (to nearest even, saturated to [-128, 127], vLLM's float_to_int8_rn))
+// kt:bind KT_EXPERT_STATS = 0  (no quant or stride; 0: out alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(x^2) + eps), or 1 / (sqrt(mean(x^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the argument after hidden, before w_offset): the statistic the backward pass reads (Transformer Engine's rsigma, Apex's invvar, PyTorch's rstd))
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -181,6 +182,9 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #if KT_EXPERT_X_STRIDE  // kt:bind
                                          long long x_stride,
 #endif  // kt:bind
+#if KT_EXPERT_STATS  // kt:bind
+                                         float* __restrict__ rstd_out,
+#endif  // kt:bind
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                          float eps, int rows, int hidden, float w_offset) {
 #elif KT_EXPERT_QUANT  // kt:bind
@@ -214,6 +218,9 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
   const float inv = 1.f / (sqrtf(ss / (float)hidden) + eps);
 #else  // kt:bind
   const float inv = rsqrtf(ss / (float)hidden + eps);
+#endif  // kt:bind
+#if KT_EXPERT_STATS  // kt:bind
+  if (active && threadIdx.x == 0) rstd_out[row] = inv;  // the reciprocal RMS, fp32, once per row
 #endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
@@ -265,7 +272,21 @@ __device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float e
 }
 #else  // kt:bind
 template <typename T, typename W>
-#if KT_EXPERT_X_STRIDE  // kt:bind
+#if KT_EXPERT_STATS  // kt:bind
+__device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
+#if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
+                                         float* rstd_out, float w_offset) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out)),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, rstd_out, eps, rows, hidden, w_offset)));
+#else  // kt:bind
+                                         float* rstd_out) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out)),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, rstd_out, eps, rows, hidden)));
+#endif  // kt:bind
+}
+#elif KT_EXPERT_X_STRIDE  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
                                          long long x_stride) {
   // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
@@ -280,6 +301,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
 #else  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
 #endif  // kt:bind
+#if KT_EXPERT_STATS == 0  // kt:bind
 #if KT_EXPERT_X_STRIDE == 0  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
@@ -289,6 +311,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden)));
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind

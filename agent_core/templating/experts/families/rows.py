@@ -154,7 +154,7 @@ def _round_evidence(ev: Evidence) -> int:
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
             + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
-            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib))
+            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib))
 
 
 def _quant_roundings(ev: Evidence, T: str, w: ArgUse) -> list[tuple[int, int, str]]:
@@ -1212,7 +1212,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 st = role_set[2] if len(role_set) > 2 else []
                 no_weight = "no weight" in role_words
                 no_affine = "no gamma or beta" in role_words
-                offsets = [(None, "", 0)] if no_weight or no_affine else _weight_offsets(ev, lib.get(expert))
+                offsets = [(None, "", 0)] if no_weight or no_affine else _flagged_offsets(ev, lib.get(expert), small)
                 for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
                     for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
                             _norm_conventions(ev, lib.get(expert), "f32" if no_weight else T), offsets):
@@ -1229,7 +1229,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st] + \
                             ([off_c] if off_c else [])
                         if st:
-                            b.conventions = dict(conv, KT_EXPERT_STATS=1)
+                            b.conventions = dict(conv, KT_EXPERT_STATS=1, **_layer_norm_stats(ev, st, b))
                         b.consts = {"ESIZE": esize}
                         b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
                             (b.conventions or conv)
@@ -1786,6 +1786,207 @@ def _dynamic_quant(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 # the body's eps position, then the scale's use, the rounding points, the floor
                 b.support = (20 + 2 * ev.uses(hidden) - hi - 4 * fi - ei + eps_support - 8 * pi - 2 * oi - ri
                              - li + floor_support)
+                out.append(b)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ per-row statistics
+# Norm kernels of training code bases also store one fp32 value per row for the backward pass: RMSNorm its
+# reciprocal RMS (Transformer Engine's rsigma, Apex's invvar), LayerNorm its mean and either the reciprocal standard
+# deviation or (PaddlePaddle) the variance itself. Which one is read from what the kernel stores: a value computed
+# from a root is the reciprocal; a value the root's argument adds eps to is the variance.
+_SQRT_CALL = re.compile(r"\b(\w*sqrt\w*)\s*\(")
+_RECIP_ROOT = re.compile(r"rsqrt|(?<![\w.])1(?:\.0*)?[fF]?/\(?(?:\w*sqrt)")
+
+
+def _stat_store(ev: Evidence, name: str) -> tuple[str, set[str]] | None:
+    """The value the kernel stores to ``name[...]`` (text) and the locals a chained assignment also gives it
+    (``var[i] = var_share = ...``); None when the body stores it nowhere (or only by a compound assignment)."""
+    for _, at, stmt in statements(ev.body):
+        if at <= 0 or stmt[at - 1] in "+-*/%&|^<>" \
+                or not re.search(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*$", stmt[:at]):
+            continue
+        value, aliases = stmt[at + 1:], set()
+        while (m := re.match(r"\s*([A-Za-z_]\w*)\s*=(?!=)", value)) is not None:
+            aliases.add(m.group(1))
+            value = value[m.end():]
+        return value, aliases
+    return None
+
+
+def _stat_definition(ev: Evidence, value: str) -> str:
+    """The stored value's text, a local it names alone replaced by what it is assigned (the last such)."""
+    v = value.strip()
+    if re.fullmatch(r"[A-Za-z_]\w*", v):
+        defs = [val for t, val in assignments(ev.body) if t == v]
+        if defs:
+            return defs[-1]
+    return v
+
+
+def _stat_is_reciprocal_root(ev: Evidence, name: str) -> bool:
+    """The value stored to ``name`` is computed from a reciprocal root (``rsqrtf(ms + eps)``, ``1.f / sqrtf(...)``)."""
+    st = _stat_store(ev, name)
+    if st is None:
+        return False
+    value, _ = st
+    flow = flows(ev.body)
+    texts = [re.sub(r"\s+", "", t) for t in [value] + [val for t, val in assignments(ev.body)
+                                                        if t in feeding(flow, value)]]
+    if any(_RECIP_ROOT.search(t) for t in texts):
+        return True
+    # one over a local a root computes (rms = sqrtf(ms + eps); inv = 1.f / rms)
+    return any("sqrt" in n for t in texts for m in re.finditer(r"(?<![\w.])1(?:\.0*)?[fF]?/\(?([A-Za-z_]\w*)", t)
+               for n in feeding(flow, m.group(1)))
+
+
+def _stat_is_variance(ev: Evidence, name: str) -> bool:
+    """The value stored to ``name`` is the variance: computed from no root, and what a root's argument adds eps to
+    (``var[row] = var_share = ...; rsqrt(var_share + eps)``)."""
+    st = _stat_store(ev, name)
+    if st is None:
+        return False
+    value, aliases = st
+    if any("sqrt" in n for n in feeding(flows(ev.body), value)) or _SQRT_CALL.search(value):
+        return False
+    names = set(aliases)
+    if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", value):
+        names.add(value.strip())
+    flat_value = re.sub(r"\s+", "", value)
+    for m in _SQRT_CALL.finditer(ev.body):
+        arg = re.sub(r"\s+", "", ev.body[m.end():closing(ev.body, m.end()) - 1])
+        if "+" not in arg:
+            continue
+        if names & set(re.findall(r"\b[A-Za-z_]\w*\b", arg)) or (len(flat_value) > 3 and flat_value in arg):
+            return True
+    return False
+
+
+def _one_pass_variance(ev: Evidence, name: str) -> bool:
+    """The stored variance is mean(x^2) - mean^2: its expression subtracts a square last (``... - m * m``)."""
+    st = _stat_store(ev, name)
+    if st is None:
+        return False
+    flat = re.sub(r"\s+", "", _stat_definition(ev, st[0]))
+    return re.search(r"-\(?([A-Za-z_][\w.]*)\)?\*\(?\1\)?$", flat) is not None
+
+
+def _layer_norm_stats(ev: Evidence, st: list[ArgUse], b: Binding) -> dict:
+    """The statistics conventions of a LayerNorm binding whose per-row outputs are ``st`` (mean first): the second
+    one the variance where the kernel stores that (KT_EXPERT_STATS_VAR, its words say var=), computed in one pass
+    where the stored expression shows it (KT_EXPERT_VAR_ONEPASS); else nothing (1 / sqrt(var + eps))."""
+    if not st or any(_stat_is_reciprocal_root(ev, a.name) for a in st) \
+            or not any(_stat_is_variance(ev, a.name) for a in st):
+        return {}
+    b.words = [f"var={st[1].name}" if w == f"rstd={st[1].name}" else w for w in b.words]
+    conv = {"KT_EXPERT_STATS_VAR": 1}
+    if _stat_is_variance(ev, st[1].name) and _one_pass_variance(ev, st[1].name):
+        conv["KT_EXPERT_VAR_ONEPASS"] = 1
+        b.words.append("variance as mean(x^2) - mean^2")
+    return conv
+
+
+def _flag_offsets(ev: Evidence, weights: list[ArgUse]) -> list[tuple[str, str, int]]:
+    """(C expression, words, support) for a weight offset by 1 only where a bool or integer argument says so
+    (Transformer Engine's zero_centered_gamma: ``if (flag) g += 1.f``, or ``flag ? w + 1.f : w``): the offset is
+    ``flag ? 1 : 0``, so the expert does what the original does for the flag's value."""
+    flags = {a.name for a in ev.args if a.role == "scalar" and a.dtype not in ("f32", "f64", "f16", "bf16")}
+    if not flags or not weights:
+        return []
+    flow = flows(ev.body)
+    wn = {w.name for w in weights}
+    one = r"(?:1\.0*|1\.?0*[fF])"
+    out: list[tuple[str, str, int]] = []
+    for target, at, stmt in statements(ev.body):
+        if target is None or at <= 0:
+            continue
+        rhs = re.sub(r"\s+", "", stmt[at + 1:])
+        t = re.escape(target)
+        if not (stmt[at - 1] == "+" and re.fullmatch(one, rhs)
+                or re.fullmatch(rf"{t}\+{one}|{one}\+{t}", rhs)):
+            continue
+        if not (feeding(flow, target) & wn):
+            continue
+        pos = stmt.rfind(target, 0, at)
+        flag = _guarding_flag(ev, stmt[pos:]) if pos >= 0 else None
+        if flag in flags:
+            out.append((f"(({flag}) ? 1.f : 0.f)", f"weight plus 1 where `{flag}` (zero-centered)", 3))
+    for n in flags:
+        for m in re.finditer(rf"(?<![\w.]){re.escape(n)}\)?\?", ev.flat):
+            i = m.end()
+            branch = ev.flat[i:ev.flat.find(":", i)] if ":" in ev.flat[i:] else ""
+            if (_ONE_ADDED.search(branch) and set(re.findall(r"\b[A-Za-z_]\w*\b", branch)) & (wn | set(flow))) \
+                    or re.fullmatch(r"\(?" + one + r"\)?", branch):
+                out.append((f"(({n}) ? 1.f : 0.f)", f"weight plus 1 where `{n}` (zero-centered)", 3))
+    return list(dict.fromkeys(out))
+
+
+def _flagged_offsets(ev: Evidence, e: Expert | None, weights: list[ArgUse]) -> list[tuple[str | None, str, int]]:
+    """``_weight_offsets`` and, for an expert with the offset convention, the offsets a flag selects
+    (``_flag_offsets``): a literal 1 added under a flag is then no unconditional offset."""
+    base = _weight_offsets(ev, e)
+    if e is None or "KT_EXPERT_WEIGHT_OFFSET" not in e.conventions:
+        return base
+    flagged = _flag_offsets(ev, weights)
+    if e.family == "layer_norm":
+        # a LayerNorm body adds 1 for other reasons (Welford counts): only a 1 added to the weight under a flag,
+        # which _flag_offsets reads through the weight's data flow
+        return [(None, "", 0)] + flagged
+    return [o for o in base if not (flagged and o[0] == "1.f")] + flagged
+
+
+def _rms_norm_stats(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """RMSNorm that also stores each row's reciprocal RMS (fp32, one per row) for the backward pass: one row input,
+    one row output of its type, one weight, the statistic an fp32 output the rows' count long whose stored value
+    comes from a reciprocal root (KT_EXPERT_STATS). The weight possibly offset by 1 where a flag says so."""
+    e = lib.get("rms_norm")
+    if e is None or "KT_EXPERT_STATS" not in e.conventions or not ev.has(*ROOTS) \
+            or any(a.dtype not in FLOATS for a in ev.bufs()):
+        return []
+    sized = [a for a in ev.bufs() if a.counts]
+    if len(sized) != len(ev.bufs()) or not sized:
+        return []
+    big = max(a.counts for a in sized)
+    main = [a for a in sized if a.counts == big]
+    in_main = [a for a in main if a.role == "in"]
+    out_main = [a for a in main if a.role == "out"]
+    small = [a for a in ev.bufs("in") if a.counts != big]
+    stats = [a for a in ev.bufs("out", ("f32",)) if a.counts != big]
+    if len(in_main) != 1 or len(out_main) != 1 or len(main) != 2 or in_main[0].dtype != out_main[0].dtype \
+            or len(small) != 1 or len(stats) != 1 or len(small) + len(stats) + 2 != len(ev.bufs()):
+        return []
+    x, o, w, st = in_main[0], out_main[0], small[0], stats[0]
+    if not _stat_is_reciprocal_root(ev, st.name):
+        return []
+    T, W = x.dtype, w.dtype
+    out: list[Binding] = []
+    for hidden, hfp in _hidden_candidates(ev, big, small):
+        rows_fp = div(big, hfp)
+        if rows_fp != st.counts:
+            continue
+        hname = hidden.words.strip("`")
+        offsets = _flagged_offsets(ev, e, small)
+        for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+            for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
+                    _norm_conventions(ev, e, T), offsets):
+                if off_c == eps_c:
+                    continue
+                b = Binding(e, 0.9, f"reads rows of `{hname}` elements, {ev.reduction_words()}, rsqrtf, one weight "
+                            f"of `{hname}`, each row's reciprocal RMS stored to `{st.name}` → RMSNorm with its "
+                            "statistic", ev.kernel.name)
+                b.sizes["hidden"] = hidden.spec
+                b.words += [f"out={o.name}", f"x={x.name}", f"weight={w.name}", f"rstd={st.name}",
+                            f"hidden={hidden.words}", eps_words]
+                rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+                b.words += conv_words + ([off_words] if off_c else [])
+                b.template_args = [CTYPE[T], CTYPE[W]]
+                b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True), eps_c, rows,
+                               hidden.c, f"(float*)({st.name})"] + ([off_c] if off_c else [])
+                b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W])}
+                b.conventions = dict(conv, KT_EXPERT_STATS=1)
+                if off_c:
+                    b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
+                b.support = 10 + 2 * ev.uses(hidden) - ei + eps_support + conv_support + off_support
                 out.append(b)
     return out
 
