@@ -496,6 +496,42 @@ def _param_list(text_bytes: bytes, after: int) -> tuple[int, int] | None:
     return after + len(s[:m.end()].encode("utf-8")), after + len(s[:j].encode("utf-8"))
 
 
+_SPECIALIZATION = re.compile(r"^[ \t]*template[ \t]*<[ \t]*>[^;{(]*?\b([A-Za-z_]\w*)[ \t]*<[^;{()]*>[ \t]*\(", re.M)
+
+
+def _hoist_specializations(code: str) -> tuple[str, str]:
+    """(``code`` without, the text of) the explicit specializations it makes of the shared helpers' templates
+    (``template <> __device__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float v) { ... }``: the helpers' ``from_f`` is
+    declared in ``::kt``). An expert's device code goes into a namespace of its own inside ``kt`` (one per tuned
+    configuration), where C++ allows no specialization of a template of ``kt``; so they move to ``kt`` itself, each
+    guarded by its text (two configurations of one expert in a per-shape dispatch make the same one). A
+    specialization of a template the code declares itself stays."""
+    own = set(re.findall(r"\btemplate[ \t]*<[^<>]*(?:<[^<>]*>[^<>]*)*>[^;{(]*?\b(?:struct|class|[\w:<>,* ]+?)\s+"
+                         r"([A-Za-z_]\w*)\s*[({;]", re.sub(r"template[ \t]*<[ \t]*>", "", code)))
+    cuts, hoisted = [], []
+    for m in _SPECIALIZATION.finditer(code):
+        if m.group(1) in own:
+            continue
+        i, depth = m.end() - 1, 0
+        while i < len(code):  # the parameter list, then the body (or the ';' of a declaration)
+            c = code[i]
+            depth += c in "({"
+            depth -= c in ")}"
+            if depth == 0 and (c == "}" or (c == ";" and code.rfind("{", m.end(), i) < 0)):
+                break
+            i += 1
+        if i >= len(code):
+            continue
+        end = code.find("\n", i) + 1 or len(code)
+        text = code[m.start():end]
+        guard = f"KERNTUNE_SPECIALIZATION_{sha256_text(text.strip())[:12].upper()}"
+        hoisted.append(f"#ifndef {guard}\n#define {guard}\n{text.rstrip()}\n#endif  // {guard}\n")
+        cuts.append((m.start(), end))
+    for a, b in reversed(cuts):
+        code = code[:a] + code[b:]
+    return code, "".join(hoisted)
+
+
 def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaFile, k: Kernel,
                         before: str, kernel_name: str | None = None,
                         template_args: list[str] | None = None,
@@ -602,7 +638,8 @@ def _support_and_kernel(template: KernelTemplate, cfg: dict[str, int], cf: CudaF
         mcs = list(re.finditer(r"^\}[ \t]*//[ \t]*namespace[ \t]+kt[ \t]*$", code, re.M))
         if mo and mcs and mo.end() <= mcs[-1].start():
             mc = mcs[-1]
-            code = (code[:mo.end()] + f"namespace {tag} {{\nusing namespace ::kt;\n" + code[mo.end():mc.start()]
+            inner, hoisted = _hoist_specializations(code[mo.end():mc.start()])
+            code = (code[:mo.end()] + hoisted + f"namespace {tag} {{\nusing namespace ::kt;\n" + inner
                     + f"}}  // namespace {tag}\n" + code[mc.start():])
             kernel_text = re.sub(r"(?<![\w:])kt::", f"kt::{tag}::", kernel_text)
         if local:

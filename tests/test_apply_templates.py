@@ -321,3 +321,38 @@ def test_a_dispatch_inside_a_templated_launcher_chooses_by_what_that_launch_pass
     cf = parse_cuda(rel.read_text(), str(rel))
     assert dispatch_inputs(cf, "binary_elementwise_kernel", spec_mod.find_spec(cf, "binary_elementwise_kernel")) \
         == ["tokens * d"]
+
+
+@pytest.mark.nvcc
+def test_an_expert_specializing_a_shared_helper_is_written_into_the_file_and_compiles(tmp_path):
+    """An expert whose device code specializes a template of the shared helpers (the RMSNorm expert's fp8 output:
+    ``template <> __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float)``) is written inside a namespace of its own in ``kt``,
+    where C++ allows no such specialization: the held-out vLLM dynamic per-token fp8 RMSNorm's apply failed to
+    compile on the GPU (2026-11-28c, apply_a/). The specializations move to ``kt`` itself, each once however many
+    configurations of the expert the dispatch holds: one configuration and a two-configuration dispatch compile."""
+    from agent_core.agent.dispatch import Bound, Dispatch, Entry, Rule, select
+    from agent_core.apply import check_compiles, rewrite_dispatch, rewrite_file
+    from agent_core.templating import experts as X
+    rel = "rms_norm/rms_norm_dynamic_per_token_fp8_quant_bf16.cu"
+    f = tmp_path / "dyn.cu"
+    shutil.copy(CORPUS / rel, f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    k = "rms_norm_dynamic_per_token_quant_kernel"
+    spec = spec_mod.find_spec(cf, k)
+    t = X.bind(X.candidates(cf, k, spec)[0], cf, spec)
+    a = t.space.original_config()  # the expert's defaults
+    b = {**a, "THREADS": 256 if a["THREADS"] != 256 else 512}
+    one = rewrite_file(text, f, k, t, a)
+    assert one.text.count("from_f<__nv_fp8_e4m3>(float v)") == 1
+    check_compiles(one.text, f, host=True)
+    sizes = [dict(s) for s in spec.sizes]
+    n = len(sizes)
+    entries = [Entry(t.template_hash, t.origin, a), Entry(t.template_hash, t.origin, b)]
+    d = Dispatch(rules=[Rule([Bound("num_tokens", None, 64)], 1), Rule([], 0)], entries=entries, winner=entries[0],
+                 sizes=sizes, serve=[], original_us=[1.0] * n, tuned_us=[1.0] * n, single_original_us=[1.0] * n,
+                 single_us=[1.0] * n)
+    d.serve = [select(d, s) for s in sizes]
+    two = rewrite_dispatch(text, f, k, [(t, a), (t, b)], d)
+    assert two.text.count("from_f<__nv_fp8_e4m3>(float v)") == 1 and len(two.kernels) == 2
+    check_compiles(two.text, f, host=True)
