@@ -1635,6 +1635,22 @@ def _macro_wrap(macros: dict[str, list[str]], values: dict[str, int], base_value
     return ("\n".join(pre) + "\n" if pre else ""), ("\n".join(post) + "\n" if post else "")
 
 
+def dispatch_fixed_params(own: KernelTemplate, cf: CudaFile, k: Kernel, spec: TuningSpec) -> dict[str, str]:
+    """The structural template's parameters that no per-shape dispatch may vary, each with why (``_own_macros``
+    refuses them): a value the kernel shares with other code that each configuration's kernel cannot get a copy of
+    (a namespace constant the host launcher also reads, a device function's, a kernel argument computed from it). A
+    dispatch entry of ``own`` must keep these at the file's values (the original entry does); one configuration for
+    every size may still change them."""
+    base = own.space.original_config()
+    out: dict[str, str] = {}
+    for p in own.space.params:
+        try:
+            _own_macros(own, cf.text, cf, k, spec, [{**base, p: None}], base, cf.path)
+        except KerntuneError as e:
+            out[p] = e.message
+    return out
+
+
 def _own_macros(own: KernelTemplate, text: str, cf: CudaFile, k: Kernel, spec: TuningSpec,
                 values: list[dict[str, int]], base_values: dict[str, int], path: str) -> dict[str, list[str]]:
     """The macros (``#define NAME value``) through which the structural template's parameters reach the kernel from

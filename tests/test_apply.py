@@ -1559,3 +1559,45 @@ void f(float* o) { L(4); L(8); LT(__half, 4); LT(float, n); }
 ''', "t.cu")
     got = [_macro_site_other(s, ["float", "4"]) for s in cf.kernel("k").macro_launch_sites]
     assert got == [False, True, True, False]  # the same; another N; another type; an unknown N
+
+
+MXFP8 = ROOT / "bench" / "corpus" / "group_quant" / "mxfp8_e8m0_floor_lane_per_element_bf16.cu"
+MXFP8_STORE = ROOT / "gpu" / "results" / "2026-11-28c" / "corpus_a" / "results.sqlite"
+
+
+def test_a_shared_constant_keeps_the_structural_template_out_of_the_dispatch(tmp_path):
+    """The held-out MXFP8 quantizer's block constant `kBlocksPerCta` is a namespace constexpr its host launcher
+    reads too: no per-shape dispatch can give each kernel its own (apply refuses such an entry). On the H200
+    (2026-11-28c, corpus_a/) the dispatch held a structural entry K_BLOCKS_PER_CTA=16 and apply failed; replayed
+    from that recording, the loop keeps such configurations out of the dispatch (the expert where it wins, the
+    original elsewhere) and apply writes it (nvcc compiles the file, host code included)."""
+    import sqlite3
+    from agent_core.apply import dispatch_fixed_params
+    from agent_core.cli import main
+    from agent_core.search.tuner import prepare
+    prep = prepare(str(MXFP8), "mxfp8_quantize_kernel", MXFP8.read_text(), use_workspace_files=False)
+    fixed = dispatch_fixed_params(prep.structural, prep.cf, prep.kernel, prep.spec)
+    assert list(fixed) == ["K_BLOCKS_PER_CTA"] and "shared by 'mxfp8_quantize_kernel' and other code" in \
+        fixed["K_BLOCKS_PER_CTA"]
+    row = ROOT / "examples" / "row_sum.cu"
+    p2 = prepare(str(row), "row_sum", row.read_text(), use_workspace_files=False)
+    assert dispatch_fixed_params(p2.structural, p2.cf, p2.kernel, p2.spec) == {}
+    f = tmp_path / MXFP8.name
+    shutil.copy(MXFP8, f)
+    store = tmp_path / "rec.sqlite"
+    shutil.copy(MXFP8_STORE, store)
+    with sqlite3.connect(store) as c:
+        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{MXFP8.name}"))
+    out = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(main, ["optimize", str(f), "-k", "mxfp8_quantize_kernel", "--backend", f"replay:{store}",
+                                  "--store", str(out), "--budget", "20", "--rounds", "2"])
+    assert r.exit_code == 0, r.output
+    assert "per-shape dispatch: 1.41x against 1.35x for one configuration (confirmed); the original kernel kept on " \
+        "2 size set(s)" in r.output, r.output
+    assert "K_BLOCKS_PER_CTA=16" not in r.output.split("per-shape dispatch: 2 configurations")[-1]
+    if not shutil.which("nvcc"):
+        return
+    r = CliRunner().invoke(main, ["apply", str(f), "-k", "mxfp8_quantize_kernel", "--store", str(out),
+                                  "--backend", "none"])
+    assert r.exit_code == 0, r.output
+    assert "applied a per-shape dispatch of 2 configurations" in r.output

@@ -296,6 +296,22 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                 if t.template_hash == wt.template_hash:
                     same.append(c)
     held = can_dispatch(wt, prep.cf)
+    own = prep.structural
+    if held and own is not None and own.template_hash in templates:
+        # configurations of the kernel's own template that change a value it shares with other code (a namespace
+        # constant the launcher reads too) cannot be kernels of their own beside the others: only the winner, alone
+        from agent_core.apply import dispatch_fixed_params
+        fixed = dispatch_fixed_params(own, prep.cf, prep.kernel, prep.spec)
+        if fixed:
+            base = own.space.original_config()
+
+            def moves(c) -> bool:
+                return c.template_hash == own.template_hash and any(c.params.get(p) != base.get(p) for p in fixed)
+            if any(moves(c) for c in cands if c.key == wkey):
+                held = False
+                cands = [c for c in cands if c.key == wkey]
+            else:
+                cands = [c for c in cands if not moves(c)]
     if held and prep.kernel.template_params:
         from agent_core.apply import templated_dispatch_refusal
         refusal = templated_dispatch_refusal(prep.cf, prep.kernel, prep.spec, [t for t in templates.values()])
