@@ -356,3 +356,23 @@ def test_an_expert_specializing_a_shared_helper_is_written_into_the_file_and_com
     two = rewrite_dispatch(text, f, k, [(t, a), (t, b)], d)
     assert two.text.count("from_f<__nv_fp8_e4m3>(float v)") == 1 and len(two.kernels) == 2
     check_compiles(two.text, f, host=True)
+
+
+@pytest.mark.nvcc
+def test_a_packed_size_launch_is_written_in_the_hosts_terms(tmp_path):
+    """FasterTransformer's GeGLU (held-out batch 6) passes `n / packed_elems` (half2 pairs) and `m`: the gated expert's
+    rows are the argument `m`, so its tuned launch is written over what the launch passes; on the H200 (2026-11-28c,
+    apply_b/) the rows were the output's length over d and apply refused for want of `inter`. nvcc compiles it."""
+    from agent_core.apply import check_compiles, rewrite_file
+    from agent_core.templating import experts as X
+    rel = "gated_act/geglu_generic_activation_inplace_half2_bias.cu"
+    f = tmp_path / "geglu.cu"
+    shutil.copy(CORPUS / rel, f)
+    text = f.read_text()
+    cf = parse_cuda(text, str(f))
+    k = "generic_activation"
+    spec = spec_mod.find_spec(cf, k)
+    t = X.bind(X.candidates(cf, k, spec)[0], cf, spec)
+    rw = rewrite_file(text, f, k, t, t.space.original_config())
+    assert "<<<m * ((2 * (n / packed_elems) + 2047) / 2048), 256, 0, stream>>>" in rw.text
+    check_compiles(rw.text, f, host=True)

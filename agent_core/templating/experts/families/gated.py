@@ -41,7 +41,8 @@ from collections import Counter
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, SizeExpr,
                                                     assignments, call_arguments, closing, div, feeding, flows,
-                                                    fp8_formats, instance_types, number, scale_ops, unparen)
+                                                    counts_of, fp8_formats, instance_types, number, scale_ops,
+                                                    unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
@@ -819,6 +820,11 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
             options = [((None, None), 0)]
         for di, (d, dsup) in enumerate(ds):
             dname = d.words.strip("`").split("`")[0]
+            # the rows as the int argument that holds them where there is one (FasterTransformer's `m`): a launch in
+            # the host's terms then needs no size the host only passes transformed (`n / 2` of a packed type)
+            held = [x for x in ev.sizes(div(o.counts, counts_of(d.spec, ev.spec)) if o.counts else None)
+                    if re.fullmatch(r"\(int\)\(\w+\)", x.c)]
+            rows_spec = held[0].spec if held else f"({o.spec.size}) / ({d.spec})"
             for oi, ((bx, by), fit) in enumerate(options):
                 for (act, form, fast, act_words, asup), (ri, rnd) in itertools.product(acts, enumerate(rounds)):
                     if form and ri:
@@ -826,7 +832,7 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                     b = Binding(e, 0.85, f"reads the activation's input `{a.name}` and the gate operand `{g.name}` "
                                          f"of `{dname}` a row" + (" and writes over the first" if inplace else "")
                                 + (", adds bias vectors" if vecs else "") + ", " + act_words, ev.kernel.name)
-                    b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
+                    b.sizes = {"rows": rows_spec, "d": d.spec}
                     b.defines = {"KT_EXPERT_ACT": act}
                     b.conventions = {"KT_EXPERT_GATE_LAYOUT": 4}
                     if inplace:
