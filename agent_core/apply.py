@@ -1480,9 +1480,14 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
         c0 = site.config[0].span.start - site.span.start
         c1 = site.config[-1].span.end - site.span.start
         calls = []
-        for (t, _), name, (g, b_, sm) in zip(entries, names, launches):
+        for (t, _), name, (g, b_, sm), kd in zip(entries, names, launches, kinds):
             words = f"launch {_spec_launch_words(g, b_, sm)}"
-            cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin if t else "original", words, path)
+            if kd == "original" and "structural" not in kinds:
+                # the original kernel, unchanged, keeps the launch it has (no tuned value of the file moved under it):
+                # its configuration as written, whether or not the spec's launch is in the host's terms
+                cfg_text = call[c0:c1]
+            else:
+                cfg_text = _site_config(site, g, b_, sm, host, kernel, t.origin if t else "original", words, path)
             prefix = call[:lt] if name == kernel else re.sub(
                 rf"\b{re.escape(kernel)}(\s*<[\s\S]*>)?(\s*)$", lambda m: name + m.group(2), call[:lt])
             calls.append(_deeper(f"{prefix}{call[lt:c0]}{cfg_text}{call[c1:]};"))

@@ -1601,3 +1601,36 @@ def test_a_shared_constant_keeps_the_structural_template_out_of_the_dispatch(tmp
                                   "--backend", "none"])
     assert r.exit_code == 0, r.output
     assert "applied a per-shape dispatch of 2 configurations" in r.output
+
+
+GEGLU = ROOT / "bench" / "corpus" / "gated_act" / "geglu_generic_activation_inplace_half2_bias.cu"
+BATCHES67_STORE = ROOT / "gpu" / "results" / "2026-11-28c" / "batches67" / "results.sqlite"
+
+
+def test_the_original_entry_of_a_dispatch_keeps_the_launch_it_has(tmp_path):
+    """FasterTransformer's GeGLU launches with a grid and block its launcher computes from `n` (its spec writes them
+    over `inter`, which the launcher passes only as `n / 2`). Replayed from the H200 recording (2026-11-28c,
+    batches67/): the dispatch keeps the original kernel on 8×16384; that entry keeps its own launch as written
+    (apply had refused: the spec's launch was not in the host's terms), the expert's are written over what the
+    launch passes; nvcc compiles the file, host code included."""
+    import sqlite3
+    from agent_core.cli import main
+    f = tmp_path / GEGLU.name
+    shutil.copy(GEGLU, f)
+    store = tmp_path / "rec.sqlite"
+    shutil.copy(BATCHES67_STORE, store)
+    with sqlite3.connect(store) as c:
+        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{GEGLU.name}"))
+    out = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(main, ["optimize", str(f), "-k", "generic_activation", "--backend", f"replay:{store}",
+                                  "--store", str(out), "--budget", "20", "--rounds", "2"])
+    assert r.exit_code == 0, r.output
+    assert "per-shape dispatch: 1.20x against 1.06x for one configuration (confirmed); the original kernel kept on " \
+        "1 size set(s)" in r.output, r.output
+    if not shutil.which("nvcc"):
+        return
+    r = CliRunner().invoke(main, ["apply", str(f), "-k", "generic_activation", "--store", str(out), "--backend", "none"])
+    assert r.exit_code == 0, r.output
+    new = f.read_text()
+    assert "    generic_activation<Activation<PT>, PT, PT><<<grid, block, 0, stream>>>(" in new
+    assert "generic_activation__act_and_mul<<<m * ((2 * (n / packed_elems) + 511) / 512), 64, 0, stream>>>(" in new
