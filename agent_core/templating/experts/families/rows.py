@@ -373,6 +373,15 @@ def _strided_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return out
 
 
+def _fused_add_words(x, T: str, r, R: str, r_in, o, O: str, w, hidden, eps_words: str) -> list[str]:
+    """The words of a fused add + RMSNorm binding's buffers (x, the residual and where the sum goes, the output, the
+    weight), its row length and eps: the general form's and the add-then-normalize form's alike."""
+    return [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
+            f"residual={r_in.name} ({R}), the sum into `{r.name}`",
+            f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
+            f"hidden={hidden.words}", eps_words]
+
+
 def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Fused add + RMSNorm in its general form: the residual of a type of its own (an fp32 residual stream beside
     16-bit activations) and/or the normalized row written to a buffer of its own. Rows: x read (in, or in/out when
@@ -422,10 +431,7 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                 f"{'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
                                 ev.kernel.name)
                     b.sizes["hidden"] = hidden.spec
-                    b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
-                               f"residual={r_in.name} ({R}), the sum into `{r.name}`",
-                               f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
-                               f"hidden={hidden.words}", eps_words]
+                    b.words = _fused_add_words(x, T, r, R, r_in, o, O, w, hidden, eps_words)
                     rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
                     b.words += conv_words + ([off_words] if off_c else [])
                     b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
@@ -1422,10 +1428,7 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
                         f"row {'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
                         ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
-            b.words = [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
-                       f"residual={r_in.name} ({R}), the sum into `{r.name}`",
-                       f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
-                       f"hidden={hidden.words}", eps_words]
+            b.words = _fused_add_words(x, T, r, R, r_in, o, O, w, hidden, eps_words)
             rows = _rows(ev, div(x.counts, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
             b.words += [form_words] + conv_words + ([f"mean of squares times `{inv.name}` (1 / hidden)"] if inv else [])
             b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
