@@ -49,3 +49,17 @@ def twin_dispatch_of(path: Path, kernel: str, cfg_twin: dict, cfg_base: dict, bo
     d.serve = [select(d, s) for s in sizes]
     rw = rewrite_dispatch(text, path, kernel, [(twin, cfg_twin), (base, cfg_base)], d)
     return rw, [k for k, _ in rw.kernels], twin
+
+
+def copy_with_recording(tmp_path: Path, src: Path, recording: Path, name: str | None = None) -> tuple[Path, Path]:
+    """(a copy of ``src`` in ``tmp_path`` (named ``name``), a copy of the recorded store ``recording`` whose sessions
+    of ``src``'s file name point at that copy): a recorded optimize replayed on a file the test may change."""
+    import shutil
+    import sqlite3
+    f = tmp_path / (name or src.name)
+    shutil.copy(src, f)
+    store = tmp_path / "rec.sqlite"
+    shutil.copy(recording, store)
+    with sqlite3.connect(store) as c:
+        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{src.name}"))
+    return f, store

@@ -16,7 +16,7 @@ from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, 
                               rewrite_dispatch, rewrite_result, spec_expr, strip_header, text_edits, to_c,
                               tuned_template)
 from agent_core.source.cuda_parse import parse_cuda
-from tests.dispatch_helpers import rewrite_dispatch_of
+from tests.dispatch_helpers import copy_with_recording, rewrite_dispatch_of
 from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
 
 ROW_SUM = '''#include <cuda_runtime.h>
@@ -1572,7 +1572,6 @@ def test_a_shared_constant_keeps_the_structural_template_out_of_the_dispatch(tmp
     (2026-11-28c, corpus_a/) the dispatch held a structural entry K_BLOCKS_PER_CTA=16 and apply failed; replayed
     from that recording, the loop keeps such configurations out of the dispatch (the expert where it wins, the
     original elsewhere) and apply writes it (nvcc compiles the file, host code included)."""
-    import sqlite3
     from agent_core.apply import dispatch_fixed_params
     from agent_core.cli import main
     from agent_core.search.tuner import prepare
@@ -1583,12 +1582,7 @@ def test_a_shared_constant_keeps_the_structural_template_out_of_the_dispatch(tmp
     row = ROOT / "examples" / "row_sum.cu"
     p2 = prepare(str(row), "row_sum", row.read_text(), use_workspace_files=False)
     assert dispatch_fixed_params(p2.structural, p2.cf, p2.kernel, p2.spec) == {}
-    f = tmp_path / MXFP8.name
-    shutil.copy(MXFP8, f)
-    store = tmp_path / "rec.sqlite"
-    shutil.copy(MXFP8_STORE, store)
-    with sqlite3.connect(store) as c:
-        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{MXFP8.name}"))
+    f, store = copy_with_recording(tmp_path, MXFP8, MXFP8_STORE)
     out = tmp_path / "out.sqlite"
     r = CliRunner().invoke(main, ["optimize", str(f), "-k", "mxfp8_quantize_kernel", "--backend", f"replay:{store}",
                                   "--store", str(out), "--budget", "20", "--rounds", "2"])
@@ -1614,14 +1608,8 @@ def test_the_original_entry_of_a_dispatch_keeps_the_launch_it_has(tmp_path):
     batches67/): the dispatch keeps the original kernel on 8×16384; that entry keeps its own launch as written
     (apply had refused: the spec's launch was not in the host's terms), the expert's are written over what the
     launch passes; nvcc compiles the file, host code included."""
-    import sqlite3
     from agent_core.cli import main
-    f = tmp_path / GEGLU.name
-    shutil.copy(GEGLU, f)
-    store = tmp_path / "rec.sqlite"
-    shutil.copy(BATCHES67_STORE, store)
-    with sqlite3.connect(store) as c:
-        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{GEGLU.name}"))
+    f, store = copy_with_recording(tmp_path, GEGLU, BATCHES67_STORE)
     out = tmp_path / "out.sqlite"
     r = CliRunner().invoke(main, ["optimize", str(f), "-k", "generic_activation", "--backend", f"replay:{store}",
                                   "--store", str(out), "--budget", "20", "--rounds", "2"])

@@ -20,6 +20,7 @@ from agent_core.source import instantiation as inst
 from agent_core.source import spec as spec_mod
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.search.tuner import prepare
+from tests.dispatch_helpers import copy_with_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "bench" / "corpus"
@@ -234,13 +235,7 @@ def test_a_templated_kernel_gets_a_per_shape_dispatch_that_keeps_the_original_wh
     (The earlier subject, vLLM-style fused_add_rms_norm_kernel<scalar_t>, no longer keeps the original anywhere:
     since the expert's peeled rows it wins on 777x4099 too, 1.61x with one configuration on the H100,
     gpu/results/2026-11-24f/templated_fused_add.)"""
-    rel = "gated_act/gelu_tanh_and_mul_vec16.cu"
-    f = tmp_path / "gelu_tanh_and_mul_vec16.cu"
-    shutil.copy(CORPUS / rel, f)
-    store = tmp_path / "rec.sqlite"
-    shutil.copy(DISPATCH_STORE, store)
-    with sqlite3.connect(store) as c:
-        c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/bench/corpus/{rel}"))
+    f, store = copy_with_recording(tmp_path, CORPUS / "gated_act/gelu_tanh_and_mul_vec16.cu", DISPATCH_STORE)
     before = f.read_text()
     out_store = tmp_path / "out.sqlite"
     r = CliRunner().invoke(main, ["optimize", str(f), "-k", "act_and_mul_kernel", "--backend",
