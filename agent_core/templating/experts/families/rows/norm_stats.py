@@ -1,6 +1,8 @@
-"""Norms that also store one fp32 value per row for the backward pass: RMSNorm's reciprocal RMS
-(``_rms_norm_stats``), LayerNorm's mean and reciprocal standard deviation or variance (``_layer_norm_stats``,
-the plain LayerNorm's conventions), read from what the kernel stores."""
+"""Norms that also store one fp32 value per row for the backward pass, as training code bases' kernels do: RMSNorm
+its reciprocal RMS (Transformer Engine's rsigma, Apex's invvar: ``_rms_norm_stats``), LayerNorm its mean and either
+the reciprocal standard deviation or (PaddlePaddle) the variance itself (``_layer_norm_stats``, for the plain
+LayerNorm). Which one is read from what the kernel stores: a value computed from a root is the reciprocal; a value
+the root's argument adds eps to is the variance."""
 
 from __future__ import annotations
 
@@ -16,10 +18,6 @@ from agent_core.templating.experts.families.rows.norm_conventions import (_eps_c
 from agent_core.templating.experts.library import Expert
 
 
-# Norm kernels of training code bases also store one fp32 value per row for the backward pass: RMSNorm its
-# reciprocal RMS (Transformer Engine's rsigma, Apex's invvar), LayerNorm its mean and either the reciprocal standard
-# deviation or (PaddlePaddle) the variance itself. Which one is read from what the kernel stores: a value computed
-# from a root is the reciprocal; a value the root's argument adds eps to is the variance.
 _SQRT_CALL = re.compile(r"\b(\w*sqrt\w*)\s*\(")
 _RECIP_ROOT = re.compile(r"rsqrt|(?<![\w.])1(?:\.0*)?[fF]?/\(?(?:\w*sqrt)")
 
