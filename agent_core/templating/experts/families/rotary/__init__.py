@@ -1,0 +1,125 @@
+"""Rotary position embedding, applied in place to query heads (and key heads, where the kernel has them).
+
+Evidence: an int input of ``tokens`` positions, one or two float in/out buffers of ``tokens * heads *
+head_size``, one or two float inputs (the cos/sin cache). Enumerated: which int arguments are the heads and
+the head size, the rotary width (an argument, or the head size), one cache [max_pos, rot_dim] (cos half then
+sin half) or two caches (cos and sin, either order, rows of rot_dim / 2 or of rot_dim), NeoX pairs (i, i +
+rot/2) or GPT-J pairs (2i, 2i + 1); one cache may also hold (cos, sin) pairs interleaved (Llama's complex
+``freqs_cis``: first where the kernel declares it a buffer of two-element vectors).
+
+With no cache (llama.cpp, FlashInfer): the angles computed in the kernel. Evidence: a ``pow`` of a float argument
+(the frequency base) that feeds the argument of a sine or cosine; a float argument that also feeds it is the
+frequency scale, one that does not (but is read) multiplies cos and sin (attention factor). Enumerated: how the
+inverse frequency is formed from the base (by the base's value: above one, ``base^(-2i/rot)`` or ``1 /
+base^(2i/rot)``; below one, ``base^(2i/rot)`` or ``base^i``), and the fast intrinsics where the kernel uses them.
+
+Strided views (DeepSeek MLA as vLLM and SGLang rotate it: q_pe = q[..., qk_nope_head_dim:], k_pe = kv_a[...,
+kv_lora_rank:]): the kernel's index arithmetic adds a uniform offset (an int argument, a difference of two, a file
+constant) to the query's head base or the key's row base wherever it indexes them (``evidence.pointer_offsets``).
+The query's rotary channels are then the tail of each head, the key one head at its offset into rows of their own
+stride; the expert gets each pointer moved to its rotary channels and the token strides (KT_EXPERT_TOKEN_STRIDE),
+offered first.
+
+Implicit positions (KT_EXPERT_POSITIONS 3: candle's rope over head-major [b, h, t, d] and rope_thd over [b, t, h,
+d], FlashAttention's rotary with an int seqlen_offset): no positions, a cos and a sin table, and the body derives
+each pair's table row from its indices and the size arguments. The query and cos indices it computes for one thread
+are sampled (thread and block indices, loop variables drawn at random) and each layout tried: the table row is
+``offset + (query index / row) % seq`` for a row length and a sequence length the arguments make, the offset an int
+argument or 0. Where exactly one such layout fits (and not the token-major gathered one), it replaces the gathered
+bindings; a 16-bit kernel that never converts to float then rotates in T's arithmetic (KT_EXPERT_STORAGE_MATH).
+
+A tensor of angles (Transformer Engine's fused_rope and Megatron: fp32 ``freqs`` = position * inv_freq, no cos/sin
+cache, no positions): one float input whose values feed a sine or cosine (sincosf, __sincosf, sinf, ...). Its rows
+are the tokens, as many as the index multiplies the varying term by (rows of rot_dim / 2, one angle a pair:
+KT_EXPERT_CACHE 5; rows of rot_dim, each NeoX element its own: 6), and a token must be a row the query's index
+steps by (SBHD: one position's b * h heads, stride_s); the head size the query's head stride first; the fast
+intrinsic where the kernel calls it (KT_EXPERT_FAST_ANGLE), GPT-J first where an element is read at + 1. Where the
+query's index also steps inside a position's row by a stride that divides it (SBHD's stride_b: one batch entry's
+heads), each such part is a token at position token / batch (KT_EXPERT_POSITIONS 4, sequence-major), offered first.
+
+One module per job: ``buffers`` (which buffers are the query, key and caches, their heads and token counts),
+``indexing`` (the index arithmetic the others read), ``angles`` (angles computed in the kernel, or read from a
+tensor of them), ``views`` (strided views), ``sequences`` (one position offset per sequence), ``implicit_positions``
+(no positions: each token's index in its sequence), ``bind`` (the bindings for one token count);
+``enumerate_bindings`` here reads which of those forms the kernel has.
+"""
+
+from __future__ import annotations
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import FLOATS, Evidence, div, prod
+from agent_core.templating.experts.families.rotary.angles import _angle_table
+from agent_core.templating.experts.families.rotary.bind import _bind
+from agent_core.templating.experts.families.rotary.buffers import _gathered_tokens, _pairs
+from agent_core.templating.experts.families.rotary.implicit_positions import _implicit_positions
+from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
+
+
+def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
+    e = lib.get("rotary_neox")
+    if e is None:
+        return []
+    pos = [a for a in ev.bufs("in") if a.dtype in ("i32", "i64")]
+    if len(pos) > 1 or (pos and not pos[0].counts):
+        return []
+    p = pos[0] if pos else None
+    found = _pairs(ev, p.counts if p else None)
+    if found is None:
+        return []
+    (qi, q), kpair, oop, caches = found
+    ki, k = kpair if kpair else (None, None)
+    n_bufs = (1 if p else 0) + len(caches) + (2 if oop else 1) * (1 + (k is not None))
+    if len(caches) > 2 or len(ev.bufs()) != n_bufs:
+        return []
+    if len(caches) == 2 and (caches[0].counts != caches[1].counts or caches[0].dtype != caches[1].dtype):
+        return []
+    if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
+        return []
+    if p is not None:
+        out = _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches)
+        if e.conventions.get("KT_EXPERT_POSITIONS") is not None:  # one offset per sequence: first where it reads so
+            names = [qi.name] + ([q.name] if q is not qi else [])
+            for seq in _sequence_offsets(ev, p, names, q, k, caches):
+                out += _bind(ev, e, p, seq.tokens, seq.tokens_spec, qi, q, ki, k, oop, caches, seq)
+        return out
+    if len(caches) == 1 and "KT_EXPERT_POSITIONS" in e.conventions and "KT_EXPERT_CACHE" in e.conventions:
+        # no positions and one float input of angles (Transformer Engine's fused_rope: freqs [s, rot_dim]): a row of
+        # angles per token (a token: every head at one position)
+        table = _angle_table(ev, caches[0])
+        if table is None:
+            return []
+        out, q_strides = [], _index_strides(ev, qi.name)
+        for tokens, spec in _gathered_tokens(ev, q, k, caches):
+            row = div(q.counts, tokens)
+            if row not in q_strides:
+                continue  # the query's index steps by a position's row: a row of angles each
+            # sequence-major (Megatron's SBHD [s, b, h, d]): the query's index also steps by a stride that divides a
+            # position's row (a batch entry's heads): each such part a token, at position token / batch; first the
+            # widest part
+            if e.conventions.get("KT_EXPERT_POSITIONS") is not None and k is None:
+                inner = sorted((v for v in q_strides if v != row and all(1 < x < r and r % x == 0
+                                                                         for x, r in zip(v, row))), reverse=True)
+                for rank, v in enumerate(inner):
+                    bv = tuple(r // x for x, r in zip(v, row))
+                    bs = ev.sizes(bv)
+                    if bs:
+                        got = _bind(ev, e, None, prod(tokens, bv), f"({spec}) * ({bs[0].spec})", qi, q, ki, k, oop,
+                                    caches, table=table, batch=bs[0], batch_fp=bv)
+                        for b in got:
+                            b.support += 1 - rank
+                        out += got
+            out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
+        return out
+    if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
+        return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
+    if k is None and e.conventions.get("KT_EXPERT_POSITIONS") is not None:
+        # each row's position its index in its sequence ([b, h, t, d] or [b, t, h, d]): where the indexing says so
+        read, implicit = _implicit_positions(ev, qi, caches)
+        if read and implicit:
+            imp = implicit[0]
+            return _bind(ev, e, None, imp.tokens, imp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp)
+    out = []
+    for tokens, spec in _gathered_tokens(ev, q, k, caches):
+        out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches)
+    return out

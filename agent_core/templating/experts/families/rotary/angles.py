@@ -1,0 +1,69 @@
+"""Angles without a cos/sin cache: computed in the kernel from a frequency base (``_angles``; the inverse
+frequency's forms in words: ``_ANGLE_WORDS``), or read from a tensor of angles (``_angle_table``)."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from agent_core.templating.experts.evidence import ArgUse, Evidence, call_arguments, feeding, flows
+from agent_core.templating.experts.families.rotary.indexing import _index_strides
+
+
+_TRIG = r"(?:__)?(?:sin|cos|sincos)f?"
+_POW = r"(?:__)?powf?"
+
+
+def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[int], bool] | None:
+    """(base, frequency scale or None, attention factor or None, the inverse-frequency forms to try (the rotary
+    expert's KT_EXPERT_ANGLE), fast intrinsics) of a kernel that computes its angles; None when it does not (no
+    sine or cosine fed by a ``pow`` of a float argument) or its float arguments have no one reading."""
+    trig = call_arguments(ev.body, _TRIG)
+    pows = call_arguments(ev.body, _POW)
+    if not trig or not pows:
+        return None
+    flow = flows(ev.body)
+    floats = {a.name: a for a in ev.floats() if re.search(rf"\b{re.escape(a.name)}\b", ev.body)}  # the ones used
+    fed = set().union(*(feeding(flow, args[0]) for _, args in trig if args and args[0]))
+    base = exponent = None
+    for fname, args in pows:
+        src = feeding(flow, args[0]) & set(floats) if len(args) == 2 else set()
+        if fname in fed and len(src) == 1:
+            base, exponent = floats[src.pop()], args[1]
+            break
+    if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
+        return None
+    scale = [a for n, a in floats.items() if n in fed and a is not base]
+    attn = [a for n, a in floats.items() if n not in fed and a is not base]
+    if len(scale) > 1 or len(attn) > 1:
+        return None  # more float arguments than the expert's angle has roles for
+    if all(v > 1 for v in base.counts):
+        inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
+        forms = [2, 0] if inverse else [0, 2]
+    elif all(0 < v < 1 for v in base.counts):
+        forms = [3, 1] if "/" in exponent else [1, 3]
+    else:
+        return None
+    fast = any(n.startswith("__") for n, _ in trig)
+    return base, scale[0] if scale else None, attn[0] if attn else None, forms, fast
+
+
+_ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
+
+
+class _AngleTable(NamedTuple):
+    """A float input that holds the angles themselves (Transformer Engine's and Megatron's ``freqs``, position *
+    inv_freq): the body takes the sine and cosine of values read from it. Whether through the fast intrinsics, and
+    the row strides its index multiplies a varying term by (values on every size set; empty: not read)."""
+    fast: bool
+    strides: set
+
+
+def _angle_table(ev: Evidence, c: ArgUse) -> _AngleTable | None:
+    """The cache ``c`` as a tensor of angles: a sine or cosine (sincosf, __sincosf, sinf, __cosf, ...) whose argument
+    is computed from a value read from ``c``; None when none is."""
+    flow = flows(ev.body)
+    fed = [n for n, args in call_arguments(ev.body, _TRIG) if args and c.name in feeding(flow, args[0])]
+    if not fed:
+        return None
+    return _AngleTable(all(n.startswith("__") for n in fed), _index_strides(ev, c.name))

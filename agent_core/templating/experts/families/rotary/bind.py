@@ -1,0 +1,317 @@
+"""The rotary bindings for one token count (``_bind``): where cos and sin come from (``_Layout``), the heads, the
+rotary width, the pairs, the conventions."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, counts_of, div, prod
+from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles
+from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
+                                                                   _pairs_type)
+from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
+from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.families.rotary.sequences import _Sequences
+from agent_core.templating.experts.families.rotary.views import _views
+
+
+class _Layout(NamedTuple):
+    """Where a binding's cos and sin come from: the expert's KT_EXPERT_CACHE, the cos and sin row pointers and the
+    cache's row stride (C; empty with no cache), words, the max_position size (None with no cache), the support it
+    adds, and with no cache the inverse-frequency form (KT_EXPERT_ANGLE) and whether fast intrinsics."""
+    cache: int
+    cos: str
+    sin: str
+    stride: str
+    words: list[str]
+    max_position: str | None
+    support: int
+    angle: int = 0
+    fast: bool = False
+    stride_fp: tuple | None = None  # the cos/sin row stride on every size set
+
+
+def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
+          caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
+          table: _AngleTable | None = None, batch: SizeExpr | None = None,
+          batch_fp: tuple | None = None) -> list[Binding]:
+    """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
+    ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
+    pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
+    if table and not p:
+        pos_words = "the token index (a row of angles a token)"
+        if batch:
+            pos_words = f"the token index / {batch.words} (sequence-major: a row of angles a position)"
+    if seq:
+        pos_words = f"`{p.name}[token / {seq.seq.name}] + token % {seq.seq.name}`"
+    if implicit:
+        pos_words = (f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}the token's index in its "
+                     f"sequence of {implicit.seq.words} tokens")
+    pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
+    angles = _angles(ev) if not caches else None
+    # a 16-bit kernel that never converts to float rotates in T's own arithmetic (candle's templated rope); read for
+    # the implicit positions only: the bindings other layouts had before stay as they were
+    storage = (implicit is not None and q.dtype in ("f16", "bf16")
+               and e.conventions.get("KT_EXPERT_STORAGE_MATH") is not None
+               and not re.search(r"\bfloat|2float|\bto_f", ev.body))
+    if not caches and angles is None:
+        return []
+    q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
+    if q_tok is None or k_tok is None:
+        return []
+    T, C, P = q.dtype, caches[0].dtype if caches else "f32", p.dtype if p else "i32"
+    # head size: an int argument that divides a token's query (and key) elements, the likelier ones first
+    hss = []
+    for a in ev.ints():
+        if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
+            hss.append((ev.sizes(a.counts)[0], a.counts))
+    hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    # or a constant (a head size the kernel has at compile time): a token's elements over a head-count argument
+    for a in ev.ints():
+        c = div(q_tok, a.counts) if a.counts else None
+        if c and len(set(c)) == 1 and c[0] > 1 and c[0] % 2 == 0 and (k is None or div(k_tok, c)) \
+                and all(h[1] != c for h in hss):
+            hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+    if table:  # a tensor of angles: first the head sizes the query's index strides a varying index by (its heads)
+        q_strides = _index_strides(ev, qi.name)
+        hss.sort(key=lambda h: h[1] not in q_strides)
+    gptj_first = ev.mentions(r"\[2\*") or ev.mentions(r"\*2\+1\]") or ev.mentions(r"\*2\]")
+    pairings = [1, 0] if gptj_first else [0, 1]
+    if table and ev.mentions(r"\[\w+\+1\]"):  # a tensor of angles: an element read at + 1 says GPT-J first
+        pairings = [1, 0]
+    if seq and not caches:
+        return []  # angles computed in the kernel from offsets per sequence: not read
+    out = []
+
+    def emit(hi: int, hs: SizeExpr, hs_fp: tuple, nh: SizeExpr, kv: SizeExpr, fused, row_len, rots: list,
+             view: "_View | None" = None) -> None:
+        """The bindings of one head layout: each rotary width of ``rots``, cache layout and pairing."""
+        for ri, (rot, rot_fp) in enumerate(rots):
+            if seq and any(r % 2 for r in rot_fp):
+                continue  # a rotary width is even
+            layouts: list[_Layout] = []
+            if angles is not None:
+                base, scale, attn, forms, fast = angles
+                for fi, form in enumerate(forms):
+                    layouts.append(_Layout(4, "", "", "", [
+                        "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
+                        + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
+                        + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
+            elif table is not None:  # a tensor of angles: rows of rot_dim / 2 (a pair's), or of rot_dim (NeoX halves)
+                c = caches[0]
+                for cache, stride_fp, stride_c, stride_spec, words in (
+                        (5, tuple(r // 2 for r in rot_fp), f"({rot.c}) / 2", f"({rot.spec}) / 2", "rot_dim / 2"),
+                        (6, rot_fp, rot.c, rot.spec, "rot_dim, each element its own")):
+                    rows = div(c.counts, stride_fp)
+                    if any(r % 2 for r in rot_fp) or rows is None or (prod(rows, batch_fp) if batch else rows) != tokens:
+                        continue  # a row of angles per token (sequence-major: per position)
+                    if table.strides and stride_fp not in table.strides:
+                        continue  # the rows as long as the index multiplies the position by
+                    layouts.append(_Layout(cache, _cast(C, c.name, True), "", stride_c,
+                                           [f"angles={c.name} [{'positions' if batch else 'tokens'}, {words}] (cos and sin by "
+                                            f"{'__sincosf' if table.fast else 'sincosf'})"],
+                                           f"({c.spec.size}) / ({stride_spec})", 0, fast=table.fast,
+                                           stride_fp=stride_fp))
+            elif len(caches) == 1:
+                c = caches[0]
+                if div(c.counts, rot_fp) is None or (p is None and not implicit and div(c.counts, rot_fp) != tokens):
+                    continue  # without positions, a row per token
+                paired = _pairs_type(ev, c.name)
+                layouts.append(_Layout(0, _cast(C, c.name, True), f"{_cast(C, c.name, True)} + ({rot.c}) / 2", rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] (cos half, then sin half)"],
+                                       f"({c.spec.size}) / ({rot.spec})", -1 if paired else 0, stride_fp=rot_fp))
+                layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
+                                       [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
+                                       f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1, stride_fp=rot_fp))
+            else:
+                c0, c1 = caches
+                orders = [(c0, c1), (c1, c0)]
+                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                    orders.reverse()
+                for oi, (cc, ss) in enumerate(orders):
+                    for si, words in enumerate(("rot_dim / 2", "rot_dim")):
+                        stride_fp = tuple(r // 2 for r in rot_fp) if si == 0 else rot_fp
+                        if div(cc.counts, stride_fp) is None or (p is None and not implicit
+                                                                 and div(cc.counts, stride_fp) != tokens):
+                            continue
+                        stride_c = f"({rot.c}) / 2" if si == 0 else rot.c
+                        stride_spec = f"({rot.spec}) / 2" if si == 0 else rot.spec
+                        layouts.append(_Layout(1, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                               [f"cos={cc.name}", f"sin={ss.name}", f"rows of {words}"],
+                                               f"({cc.spec.size}) / ({stride_spec})", -oi - si, stride_fp=stride_fp))
+                        if si == 1:  # rows of rot_dim: each element of a pair may have its own cos and sin
+                            layouts.append(_Layout(2, _cast(C, cc.name, True), _cast(C, ss.name, True), stride_c,
+                                                   [f"cos={cc.name}", f"sin={ss.name}",
+                                                    "rows of rot_dim, each half for its element (Hugging Face)"],
+                                                   f"({cc.spec.size}) / ({stride_spec})", -oi, stride_fp=stride_fp))
+            pairs = pairings
+            if seq or implicit:  # NeoX where the query's indexing adds rot_dim / 2 (and nothing says GPT-J), GPT-J
+                # the reverse
+                neox = tuple(r // 2 for r in rot_fp) in (seq or implicit).adds
+                # (implicit positions: a pair's second element read at + 1 says GPT-J too)
+                gptj = gptj_first or bool(implicit and tuple(1 for _ in rot_fp) in implicit.adds)
+                pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
+            for lay in layouts:
+                cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
+                if (fused or row_len or view) and cache >= 4:
+                    continue  # a fused buffer's views take a cache
+                if seq and seq.strides is not None and lay.stride_fp != seq.strides:
+                    continue  # the tables' rows are as long as the position is multiplied by
+                if implicit and lay.stride_fp != implicit.stride:
+                    continue  # the tables' rows as long as the indexing read
+                for pi, pairing in enumerate(pairs):
+                    if cache in (2, 6) and pairing == 1:
+                        continue  # full rows are a NeoX (rotate_half) layout
+                    style = "NeoX" if pairing == 0 else "GPT-J"
+                    kname = f"`{k.name}`" if k else "no key"
+                    moved = (f"rotates `{qi.name}`{' and `' + ki.name + '`' if k else ''} "
+                             f"{'into `' + q.name + '`' + (' and `' + k.name + '`' if k else '') if oop else 'in place'}")
+                    if cache == 4:
+                        reason = (f"{moved} by angles computed from {pos_words} and a power of "
+                                  f"`{angles[0].name}`, {style} pairs → rotary embedding")
+                    elif pairing == 0 and not oop:
+                        reason = (f"rotates `{q.name}` and {kname} in place by a cos/sin row of `{caches[0].name}` "
+                                  f"chosen by {pos_words}, pairs half of `{rot.words.strip('`')}` apart → "
+                                  f"rotary embedding (NeoX)")
+                    else:
+                        reason = f"{moved} by cos/sin chosen by {pos_words}, {style} pairs → rotary embedding"
+                    b = Binding(e, 0.85, reason, ev.kernel.name)
+                    b.sizes = {"tokens": tokens_spec, "num_heads": nh.spec, "num_kv_heads": kv.spec,
+                               "head_size": hs.spec, "rot_dim": rot.spec, "max_position": maxpos}
+                    b.conventions = {"KT_EXPERT_CACHE": cache, "KT_EXPERT_PAIRING": pairing,
+                                     "KT_EXPERT_OUT_OF_PLACE": int(oop)}
+                    if storage and cache != 4:
+                        b.conventions["KT_EXPERT_STORAGE_MATH"] = 1
+                    if implicit:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 3
+                    elif batch:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 4
+                    elif p is None:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 0
+                    elif seq:
+                        b.conventions["KT_EXPERT_POSITIONS"] = 2
+                    b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
+                    null = f"({CTYPE[T]}*)nullptr"
+                    if cache == 4:  # no cache: the angle's form and calls instead
+                        del b.sizes["max_position"]
+                        b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
+                                       f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                    elif cache >= 5:  # a tensor of angles and its row length
+                        b.conventions["KT_EXPERT_FAST_ANGLE"] = int(lay.fast)
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       cos_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    elif view:  # each pointer moved to its rotary channels, tokens (and the key's rows) a stride apart
+                        qb_c, qb = (f"{_cast(T, q.name, c)}{' + ' + view.q_off.c if view.q_off else ''}"
+                                    for c in (True, False))
+                        kb_c, kb = ((f"{_cast(T, k.name, c)}{' + ' + view.k_off.c if view.k_off else ''}" for c in
+                                     (True, False)) if k else (f"(const {CTYPE[T]}*)nullptr", null))
+                        b.call_args = [pos_arg, qb_c, kb_c, qb, kb, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c,
+                                       view.q_stride, view.k_stride]
+                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                        b.reason += " (strided views of its rotary channels)"
+                    elif row_len:  # the first heads of each token's row, as many as the block's y extent
+                        row = re.sub(r"\(int\)\((\w+)\)", r"(long long)(\1)", row_len.c)
+                        b.call_args = [pos_arg, _cast(T, q.name, True), f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), null, cos_c, sin_c, stride_c, rot.c, nh.c, kv.c,
+                                       hs.c, row, "0"]
+                        b.conventions.update({"KT_EXPERT_TOKEN_STRIDE": 1, "KT_EXPERT_BLOCK_HEADS": 1})
+                        # the block's THREADS / heads by heads threads stay within its __launch_bounds__(THREADS)
+                        b.fixed["THREADS"] = [t for t in e.params["THREADS"].values
+                                              if all(t >= v for v in counts_of(nh.spec, ev.spec))]
+                    elif fused:  # one buffer: the key heads after the query heads, tokens a row of all the heads
+                        buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                        kofs = f"(long long)({nh.c}) * ({hs.c})"
+                        row = f"(long long)({fused[2]}) * ({hs.c})"
+                        b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
+                        b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                    elif cache == 0 and pairing == 0 and not oop and not seq and not implicit and not storage:
+                        # the expert's default code
+                        b.call_args = [pos_arg, _cast(T, q.name, False),
+                                       _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
+                    else:
+                        b.call_args = [pos_arg, _cast(T, qi.name, True),
+                                       _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
+                                       _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
+                                       cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    if batch:  # the batch last
+                        b.call_args.append(batch.c)
+                        if all(v == 1 for v in counts_of(nh.spec, ev.spec) or ()):  # a token of one head
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
+                    if seq:  # the sequence length last
+                        b.call_args.append(f"(int)({seq.seq.name})")
+                    if implicit:  # the sequence length, then the start position
+                        b.call_args += [implicit.seq.c, f"(long long)({implicit.offset.name})" if implicit.offset
+                                        else "0LL"]
+                        if nh.c == "1" and not k:  # a block a row of one head: no more threads than a warp or two
+                            n_c = _count_c(ev, implicit.tokens) if cache < 4 else None
+                            if n_c:  # a warp a row, THREADS / 32 rows a block (a 32-thread block a row is
+                                # launch-bound)
+                                b.conventions["KT_EXPERT_ROW_TOKENS"] = 1
+                                b.call_args.append(f"(long long)({n_c})")
+                            else:
+                                b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
+                    # no cache: the angle table is in shared memory, read as wide as the head
+                    b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
+                    b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
+                                f"`{seq.seq.name}` tokens" if seq else f"positions={p.name}") if p else
+                               f"positions={pos_words}" if implicit or table else
+                               "positions=the token index (cos and sin gathered per token)"] + (
+                        [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
+                        [f"query={q.name}", f"key={k.name}" if k else f"key={q.name} after the query heads" if fused
+                         else "no key"]) + [
+                        *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
+                        f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
+                        "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
+                        [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
+                         "rest untouched"] if row_len else []) + (view.words if view else [])
+                    if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
+                        b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
+                    if b.conventions.get("KT_EXPERT_ROW_TOKENS"):
+                        b.words.append("a warp a row, THREADS / 32 rows a block")
+                    # strided views: the kernel itself moves its pointers to the rotary channels, first
+                    b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
+                    if seq:  # the offsets are added to the index in the sequence: before reading them per token
+                        b.support += 10 - seq.rank
+                    out.append(b)
+
+    for hi, (hs, hs_fp) in enumerate(hss):
+        nh0 = _heads(ev, q_tok, hs, hs_fp)
+        kv0 = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
+        # (q heads, kv heads, fused): query and key as views of one fused buffer first where two int arguments make
+        # a token's heads (even if a quotient also gives its head count: that one would rotate the v heads too)
+        options = []
+        if k is None and not oop and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+            fused = _fused_heads(ev, q_tok, hs_fp)
+            if fused:
+                options.append((fused[0], fused[1], fused, None))
+            # or the heads rotated at the start of each token's row counted only by the launch (the expert reads
+            # them back from its block): before a quotient's head count, which would rotate the v heads too
+            if e.conventions.get("KT_EXPERT_BLOCK_HEADS") is not None:
+                most = max(e.params["THREADS"].values)
+                for heads, row in _launch_heads(ev, tokens, q_tok, hs_fp, most):
+                    options.append((heads, SizeExpr("0", "0", "none (no key)"), None, row))
+        if nh0 is not None and kv0 is not None:
+            options.append((nh0, kv0, None, None))
+        for nh, kv, fused, row_len in options:
+            # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
+            rots = []
+            for a in ev.ints():
+                if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp)):
+                    rots.append((ev.sizes(a.counts)[0], a.counts))
+            if not any(r[1] == hs_fp for r in rots):
+                rots.append((hs, hs_fp))
+            rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
+            emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
+    if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+        for vi, (hs, hs_fp, nh, kv, rots, view) in enumerate(_views(ev, q, k, q_tok, k_tok)):
+            emit(vi, hs, hs_fp, nh, kv, None, None, rots, view)
+    return out

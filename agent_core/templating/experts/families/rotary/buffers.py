@@ -1,0 +1,129 @@
+"""The rotary kernel's buffers and the sizes read from them: the query and key, in place or out of place
+(``_pairs``), the heads (``_heads``; q and kv heads of one fused buffer: ``_fused_heads``; heads only the launch
+counts: ``_launch_heads``), the token counts of cos and sin gathered per token (``_gathered_tokens``), a count
+as C (``_count_c``), a cache declared as two-element vectors (``_pairs_type``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, counts_of, div
+
+
+def _cast(dtype: str, name: str, const: bool) -> str:
+    return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+_VEC2 = re.compile(r"\b(float2|double2|half2|__half2|nv_bfloat162|__nv_bfloat162)\b")
+
+
+def _pairs_type(ev: Evidence, name: str) -> bool:
+    """Whether the kernel declares the cache a buffer of two-element vectors (``const float2*``): evidence that
+    each cos sits beside its sin."""
+    return any(p.name == name and _VEC2.search(p.type) for p in ev.kernel.params)
+
+
+def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeExpr | None:
+    nh = div(per_token, hs_fp)
+    if nh is None:
+        return None
+    xs = [s for s in ev.sizes(nh) if s.c != hs.c]
+    return xs[0] if xs else None
+
+
+def _pairs(ev: Evidence, tokens: tuple):
+    """(query, key or None, out of place, the float inputs left (the caches)): in place, one or two in/out buffers;
+    out of place, each output with the input of the same count (the nearest in the argument list)."""
+    io = [a for a in ev.bufs("inout", FLOATS) if a.counts]
+    outs = [a for a in ev.bufs("out", FLOATS) if a.counts]
+    ins = [a for a in ev.bufs("in", FLOATS) if a.counts]
+    if io and not outs:
+        if len(io) > 2:
+            return None
+        q = max(io, key=lambda a: a.counts) if len(io) == 2 and io[0].counts != io[1].counts else io[0]
+        k = next((a for a in io if a is not q), None)
+        return (q, q), (k, k) if k else None, False, ins
+    if outs and not io and len(outs) <= 2:
+        order = [a.name for a in ev.args]
+        pairs, left = [], list(ins)
+        for o in outs:
+            same = [a for a in left if a.counts == o.counts and a.dtype == o.dtype]
+            if not same:
+                return None
+            src = min(same, key=lambda a: abs(order.index(a.name) - order.index(o.name)))
+            left.remove(src)
+            pairs.append((src, o))
+        pairs.sort(key=lambda p: p[1].counts, reverse=True)
+        return pairs[0], pairs[1] if len(pairs) == 2 else None, True, left
+    return None
+
+
+def _fused_heads(ev: Evidence, per_token: tuple, hs_fp: tuple) -> tuple[SizeExpr, SizeExpr, str, str] | None:
+    """Query and key heads inside one buffer of ``per_token`` elements a token (TensorRT-LLM's and vLLM's fused
+    qkv): two int arguments, q heads and kv heads, with (q + 2 kv) heads of the head size a token (the v heads left
+    as they are) or (q + kv) (a fused qk buffer); (q heads, kv heads, a token's heads in C, words)."""
+    heads = div(per_token, hs_fp)
+    if heads is None:
+        return None
+    ints = [a for a in ev.ints() if a.counts]
+    for extra, words in ((2, "q, k and v heads of one fused buffer (v untouched)"), (1, "q and k heads of one buffer")):
+        for a in ints:
+            for b in ints:
+                if a is not b and all(x + extra * y == h and x >= y for x, y, h in zip(a.counts, b.counts, heads)):
+                    return (SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"),
+                            SizeExpr(f"(int)({b.name})", str(b.spec.value), f"`{b.name}`"),
+                            f"(int)({a.name}) + {extra} * (int)({b.name})", words)
+    return None
+
+
+def _launch_heads(ev: Evidence, tokens: tuple, per_token: tuple, hs_fp: tuple, most: int
+                  ) -> list[tuple[SizeExpr, SizeExpr]]:
+    """Heads rotated at the start of each token's row that only the launch counts (a partial rotary in place in a
+    fused qkv buffer, launched over (tokens, q heads + k heads): the v heads after them untouched): a dimension of
+    the spec's grid that the body reads (``blockIdx.y``), is not the token count, no int argument holds, and gives
+    fewer heads of the head size than a token's row holds (the row length an int argument: its stride). (the heads
+    as the expert reads them back from its block, blockDim.y; the row length); at most ``most`` heads (the block)."""
+    rows = [r for r in ev.sizes(per_token) if r.c.startswith("(int)(")]
+    if not rows:
+        return []
+    out = []
+    for axis, g in zip("xyz", ev.spec.grid):
+        h = counts_of(str(g), ev.spec)
+        if not h or h == tokens or not re.search(rf"\bblockIdx\.{axis}\b", ev.body) \
+                or any(a.counts == h for a in ev.ints()):
+            continue
+        if all(isinstance(v, int) and 1 <= v <= most and v * s <= t for v, s, t in zip(h, hs_fp, per_token)) \
+                and any(v * s < t for v, s, t in zip(h, hs_fp, per_token)):
+            out.append((SizeExpr("(int)blockDim.y", str(g), f"the launch grid's `{g}` (blockIdx.{axis})"), rows[0]))
+    return out
+
+
+def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[ArgUse]) -> list[tuple[tuple, str]]:
+    """(token count per size set, its size expression) a kernel without positions may have, its cos and sin
+    gathered per token by the caller (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)``): a cache's rows, of
+    half an int argument or of the argument (a head size or rotary width), where they divide the query (and key)
+    elements."""
+    out, seen = [], set()
+    for a in ev.ints():
+        if not a.counts or any(v < 2 or v % 2 for v in a.counts):
+            continue
+        for stride, stride_spec in ((tuple(v // 2 for v in a.counts), f"({a.spec.value}) / 2"), (a.counts, a.spec.value)):
+            t = div(caches[0].counts, stride)
+            if t and t not in seen and div(q.counts, t) and (k is None or div(k.counts, t)):
+                seen.add(t)
+                out.append((t, f"({caches[0].spec.size}) / ({stride_spec})"))
+    return out
+
+
+def _count_c(ev: Evidence, target: tuple) -> str | None:
+    """A C expression of the kernel's int arguments that is ``target`` on every size set: ``Evidence.sizes`` (an
+    argument, a product or quotient of two), else a product of two over a third (candle's ``bh * td / d`` rows)."""
+    got = ev.sizes(target)
+    if got:
+        return got[0].c
+    ints = [a for a in ev.ints() if a.counts]
+    for a, b, c in itertools.permutations(ints, 3):
+        if all(z and (x * y) % z == 0 and (x * y) // z == t for x, y, z, t in zip(a.counts, b.counts, c.counts, target)):
+            return f"(long long)({a.name}) * ({b.name}) / ({c.name})"
+    return None

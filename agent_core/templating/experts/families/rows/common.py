@@ -1,0 +1,99 @@
+"""What every row binder reads of a kernel's rows: the root and exponential calls that tell the families, the
+row length (``_hidden_candidates``; whether a loop walks it: ``_bounds_a_loop``), the row count inside the
+wrapper (``_rows``), a buffer cast to the expert's element type (``_cast``), the scalar flag that guards a
+statement (``_guarding_flag``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, ArgUse, Evidence, SizeExpr, closing, div
+
+
+ROOTS = ("rsqrtf", "sqrtf", "rsqrt", "sqrt", "__frsqrt_rn", "__fsqrt_rn", "hrsqrt", "h2rsqrt", "hsqrt", "powf", "pow")
+EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "hexp", "h2exp", "__exp2f")
+
+
+def _cast(dtype: str, name: str, const: bool) -> str:
+    return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
+
+
+def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tuple[SizeExpr, tuple]]:
+    """(the row length as the wrapper computes it, its value per size set): a weight's length where there is a
+    weight (an int argument that holds it, or the constant it is on every size set), else every int argument (or
+    product of two) that divides the rows and is not all of them."""
+    if small:
+        targets = [small[0].counts]
+    else:
+        targets = []
+        for a in ev.ints():
+            if a.counts and div(big, a.counts) and a.counts != big and all(v > 1 for v in a.counts):
+                targets.append(a.counts)
+        for a, b in itertools.combinations(ev.ints(), 2):
+            if a.counts and b.counts:
+                t = tuple(x * y for x, y in zip(a.counts, b.counts))
+                if div(big, t) and t != big and all(v > 1 for v in t):
+                    targets.append(t)
+    out, seen = [], set()
+    for t in targets:
+        if t in seen:
+            continue
+        seen.add(t)
+        if div(big, t) is None or t == big:
+            continue
+        xs = ev.sizes(t)
+        # a constant only as a weight's length (a row length fixed at compile time, a template argument such as
+        # a head size); without a weight a constant that divides the rows is no evidence of a row
+        if xs and (not xs[0].c[0].isdigit() or small):
+            out.append((xs[0], t))
+    return out
+
+
+def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Binding, factor: str = "") -> str:
+    """The row count inside the wrapper: an int argument that holds it, else (``factor``: an argument the rows are
+    a multiple of, a causal mask's query count) the product of it and another argument, else gridDim.x (one row per
+    block: ROWS fixed to 1)."""
+    b.sizes["rows"] = rows_spec
+    xs = [x for x in ev.sizes(rows_fp) if x.c.startswith("(int)(") and "*" not in x.c and "/" not in x.c]
+    if not xs and factor:
+        xs = [x for x in ev.sizes(rows_fp) if " * " in x.c and f"(int)({factor})" in x.c.split(" * ")]
+    if xs:
+        b.words.append(f"rows={xs[0].words}")
+        return xs[0].c
+    b.fixed["ROWS"] = [1]
+    b.words.append("rows=the grid (no row-count argument)")
+    return "(int)gridDim.x"
+
+
+def _guarding_flag(ev: Evidence, stmt: str) -> str | None:
+    """The scalar argument whose truth alone is the condition of an ``if`` around the statement ``stmt`` (text of
+    the body), or None."""
+    at = ev.body.find(stmt)
+    scalars = {a.name for a in ev.args if a.role == "scalar"}
+    for m in re.finditer(r"\bif\s*\(", ev.body[:max(at, 0)]):
+        i = closing(ev.body, m.end())
+        cond = re.fullmatch(r"\s*\(?\s*(\w+)\s*\)?\s*(?:!=\s*(?:0|false)|==\s*(?:1|true))?\s*", ev.body[m.end():i - 1])
+        if cond is None or cond.group(1) not in scalars:
+            continue
+        rest = ev.body[i:]
+        lead = len(rest) - len(rest.lstrip())
+        if rest[lead:lead + 1] == "{":
+            depth, j = 1, i + lead + 1
+            while j < len(ev.body) and depth:
+                depth += {"{": 1, "}": -1}.get(ev.body[j], 0)
+                j += 1
+        else:
+            j = ev.body.find(";", i) + 1
+        if i <= at < j:
+            return cond.group(1)
+    return None
+
+
+def _bounds_a_loop(ev: Evidence, hidden: SizeExpr) -> bool:
+    """Whether the arguments of the row length are, all and only, those of some loop's bound (``k < k_len``, a
+    row's keys): a row length the kernel walks, not a product of sizes it never walks as one."""
+    args = set(re.findall(r"\(int\)\((\w+)\)", hidden.c))
+    return any(set(re.findall(r"\b[A-Za-z_]\w*\b", bound)) - {"int", "long", "size_t", "int64_t"} == args
+               for bound in re.findall(r"for\([^;]*;[\w.]+<([^;]+);", ev.flat))

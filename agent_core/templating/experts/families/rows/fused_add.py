@@ -1,0 +1,107 @@
+"""Fused add + RMSNorm in its general form (a residual of a type of its own, the normalized row to a buffer of its
+own, the sum to a buffer of its own), and what its add-then-normalize form shares with it: which of two rows
+is the residual (``_fused_orders``), the buffers' words (``_fused_add_words``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
+from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
+                                                                          _weight_offsets)
+from agent_core.templating.experts.library import Expert
+
+
+def _fused_add_words(x, T: str, r, R: str, r_in, o, O: str, w, hidden, eps_words: str) -> list[str]:
+    """The words of a fused add + RMSNorm binding's buffers (x, the residual and where the sum goes, the output, the
+    weight), its row length and eps: the general form's and the add-then-normalize form's alike."""
+    return [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
+            f"residual={r_in.name} ({R}), the sum into `{r.name}`",
+            f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
+            f"hidden={hidden.words}", eps_words]
+
+
+def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Fused add + RMSNorm in its general form: the residual of a type of its own (an fp32 residual stream beside
+    16-bit activations) and/or the normalized row written to a buffer of its own. Rows: x read (in, or in/out when
+    normalized in place), the residual read and written, out written; one weight. The residual is the in/out row
+    (of two in/out rows: either, the one named so or written first before the other). The one-type in-place form is
+    bound with the other row families."""
+    e = lib.get("fused_add_rms_norm")
+    if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*ROOTS):
+        return []
+    bufs = ev.bufs()
+    if any(a.dtype not in FLOATS or not a.counts for a in bufs):
+        return []
+    big = max(a.counts for a in bufs)
+    rows_ = [a for a in bufs if a.counts == big]
+    small = [a for a in bufs if a.counts != big]
+    if len(small) != 1 or small[0].role != "in" or div(big, small[0].counts) is None:
+        return []
+    ins = [a for a in rows_ if a.role == "in"]
+    ios = [a for a in rows_ if a.role == "inout"]
+    outs = [a for a in rows_ if a.role == "out"]
+    if len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
+        forms = [(ins[0], ios[0], outs[0], None)]  # x, residual, out
+    elif len(ios) == 2 and not ins and not outs and ios[0].dtype != ios[1].dtype:
+        forms = [(x, r, x, None) for x, r in _fused_orders(ev, ios)]  # in place, two types
+    elif len(ins) == 2 and len(outs) == 2 and not ios and "KT_EXPERT_RESIDUAL_IN" in e.conventions:
+        # out of place (TensorRT-LLM's residual out): x and the residual read, their sum written to a buffer of its
+        # own and the normalized row to another; the sum's buffer is the one written first (or named so)
+        forms = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
+                 if r_in.dtype == r.dtype]
+        if ins[0].dtype == ins[1].dtype:
+            forms = forms[::2]  # x + residual is one sum either way
+    else:
+        return []
+    w = small[0]
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
+        hname = hidden.words.strip("`")
+        for fi, (x, r, o, r_in) in enumerate(forms):
+            T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
+            for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
+                        _norm_conventions(ev, e, O), _weight_offsets(ev, e) if r_in is None else [(None, "", 0)]):
+                    if off_c == eps_c:
+                        continue  # one argument is not both
+                    b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` "
+                                f"({T}) into the residual `{r.name}` ({R}), rsqrtf, one weight, the normalized row "
+                                f"{'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
+                                ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = _fused_add_words(x, T, r, R, r_in, o, O, w, hidden, eps_words)
+                    rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+                    b.words += conv_words + ([off_words] if off_c else [])
+                    b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
+                    b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
+                                   _cast(O, o.name, False), eps_c, rows, hidden.c] + ([off_c] if off_c else []) + \
+                        ([_cast(R, r_in.name, True)] if r_in is not None else [])
+                    # the 16-bit rows move 16 bytes a step; a wider residual takes two
+                    b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
+                    b.conventions = dict(conv, KT_EXPERT_GENERAL=1)
+                    if r_in is not None:
+                        b.conventions["KT_EXPERT_RESIDUAL_IN"] = 1
+                    if off_c:
+                        b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
+                    out.append(b)
+    return out
+
+
+def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
+    """(x, residual) both ways, the likelier first: the residual is the one named so, else the one the body
+    writes first (the sum is stored before the normalized row)."""
+    a, b = io
+    if re.search(r"resid", a.name, re.I) and not re.search(r"resid", b.name, re.I):
+        first = (b, a)
+    elif re.search(r"resid", b.name, re.I):
+        first = (a, b)
+    elif 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
+        first = (b, a)
+    else:
+        first = (a, b)
+    return [first, (first[1], first[0])]

@@ -1,0 +1,171 @@
+"""The plain form of each row family, read together from one layout of the buffers (``_row_bindings``): RMSNorm
+(out of place, in place, without a weight), LayerNorm (gamma and beta, with per-row statistics or without;
+neither gamma nor beta), fused add + RMSNorm of one type in place, softmax of one type."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.fused_add import _fused_orders
+from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
+                                                                          _norm_conventions)
+from agent_core.templating.experts.families.rows.norm_stats import _layer_norm_stats
+from agent_core.templating.experts.families.rows.softmax_log import _log_probs_out
+from agent_core.templating.experts.library import Expert
+
+
+def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    if any(a.dtype not in FLOATS for a in ev.bufs()):
+        return []
+    sized = [a for a in ev.bufs() if a.counts]
+    if not sized:
+        return []
+    big = max(a.counts for a in sized)
+    main = [a for a in sized if a.counts == big]
+    small = [a for a in ev.bufs("in") if a.counts and a.counts != big]
+    # per-row statistics a LayerNorm may write (mean, rstd): fp32 outputs of one value per row
+    stats = [a for a in ev.bufs("out", ("f32",)) if a.counts and a.counts != big]
+    if len(small) + len(stats) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
+        return []  # every buffer is a row buffer, a one-row input or a per-row statistic
+    if stats and (len(stats) != 2 or stats[0].counts != stats[1].counts or div(big, stats[0].counts) is None):
+        return []
+    if small and len({a.counts for a in small}) != 1:
+        return []
+    T = main[0].dtype
+    W = small[0].dtype if small else T
+    in_main = [a for a in main if a.role == "in"]
+    out_main = [a for a in main if a.role == "out"]
+    io_main = [a for a in main if a.role == "inout"]
+    x0 = next((a for a in main if a.role in ("in", "inout")), None)
+    if x0 is None:
+        return []
+    root = ev.has(*ROOTS)
+    exp = ev.has(*EXPS)
+    red = ev.reduction_words()
+    out: list[Binding] = []
+    for hidden, hfp in _hidden_candidates(ev, big, small):
+        rows_fp = div(big, hfp)
+        hname = hidden.words.strip("`")
+        words = f"reads rows of `{hname}` elements, {red}"
+        rows_spec = f"({x0.spec.size}) / ({hidden.spec})"
+        hsup = 2 * ev.uses(hidden)
+
+        def new(expert: str, score: float, reason: str) -> Binding | None:
+            if expert not in lib:
+                return None
+            b = Binding(lib[expert], score, reason, ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words.append(f"hidden={hidden.words}")
+            return b
+
+        esize = max(NBYTES[T], NBYTES[W])
+        norms = []  # (expert, score, reason, [(roles in words, call args before eps), ...])
+        if stats and (div(big, hfp) != stats[0].counts or len(small) != 2):
+            continue  # statistics: one per row, of a LayerNorm
+        if root and len(small) == 1 and len(in_main) == 1 and len(out_main) == 1 and not io_main:
+            x, o, w = in_main[0], out_main[0], small[0]
+            norms.append(("rms_norm", 0.9, f"{words}, rsqrtf, one weight of `{hname}` → RMSNorm",
+                          [([f"out={o.name}", f"x={x.name}", f"weight={w.name}"],
+                            [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True)])]))
+        if root and len(small) == 1 and len(io_main) == 1 and not in_main and not out_main:
+            x, w = io_main[0], small[0]  # in place: out is x
+            norms.append(("rms_norm", 0.85, f"{words}, rsqrtf, one weight of `{hname}`, in place → RMSNorm",
+                          [([f"out=x={x.name} (in place)", f"weight={w.name}"],
+                            [_cast(T, x.name, False), _cast(T, x.name, True), _cast(W, w.name, True)])]))
+        if root and not small and len(in_main) + len(io_main) == 1 and len(out_main) + len(io_main) == 1:
+            x = (in_main or io_main)[0]  # no weight (a separate multiply follows, as in llama.cpp)
+            o = (out_main or io_main)[0]
+            norms.append(("rms_norm", 0.8, f"{words}, rsqrtf, no weight → RMSNorm",
+                          [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""), "no weight"],
+                            [_cast(T, o.name, False), _cast(T, x.name, True), f"(const {CTYPE[T]}*)nullptr"])]))
+            # or a LayerNorm with neither gamma nor beta (llama.cpp's norm): which one, the cheap check decides
+            null = f"(const {CTYPE[T]}*)nullptr"
+            norms.append(("layer_norm", 0.75, f"{words}, rsqrtf, no scale or shift → LayerNorm without affine",
+                          [([f"out={o.name}", f"x={x.name}" + (" (in place)" if x is o else ""),
+                             "no gamma or beta"], [_cast(T, o.name, False), _cast(T, x.name, True), null, null])]))
+        if root and len(small) == 1 and len(io_main) == 2 and not in_main and not out_main:
+            pairs = _fused_orders(ev, io_main)
+            norms.append(("fused_add_rms_norm", 0.9, f"{words}, adds two in/out rows (both written), rsqrtf, one "
+                          "weight → fused add + RMSNorm",
+                          [([f"x={x.name}", f"residual={r.name}", f"weight={small[0].name}"],
+                            [_cast(T, x.name, False), _cast(T, r.name, False), _cast(W, small[0].name, True)])
+                           for x, r in pairs]))
+        if root and len(small) == 2 and len(in_main) == 1 and len(out_main) == 1 and not io_main \
+                and small[0].dtype == small[1].dtype:
+            o, x = out_main[0], in_main[0]
+            g, bb = small
+            orders = [(g, bb), (bb, g)]
+            if re.search(r"beta|bias|shift", g.name, re.I) and not re.search(r"beta|bias|shift", bb.name, re.I):
+                orders.reverse()
+            stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
+            if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
+                    not re.search(r"var|rstd|std|inv", stats[1].name, re.I):
+                stat_orders.reverse()
+            norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
+                          "→ LayerNorm",
+                          [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
+                            + ([f"mean={st[0].name}", f"rstd={st[1].name}"] if st else []),
+                            [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
+                             _cast(W, b2.name, True)], st) for gg, b2 in orders for st in stat_orders]))
+        for expert, score, reason, role_sets in norms:
+            for ri, role_set in enumerate(role_sets):
+                role_words, args = role_set[0], role_set[1]
+                st = role_set[2] if len(role_set) > 2 else []
+                no_weight = "no weight" in role_words
+                no_affine = "no gamma or beta" in role_words
+                offsets = [(None, "", 0)] if no_weight or no_affine else _flagged_offsets(ev, lib.get(expert), small)
+                for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                    for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
+                            _norm_conventions(ev, lib.get(expert), "f32" if no_weight else T), offsets):
+                        if off_c == eps_c:
+                            continue  # one argument is not both
+                        b = new(expert, score, reason)
+                        if b is None:
+                            continue
+                        b.words[:0] = role_words
+                        b.words.append(eps_words)
+                        rows = _rows(ev, rows_fp, rows_spec, hidden, b)
+                        b.words += conv_words + ([off_words] if off_c else [])
+                        b.template_args = [CTYPE[T], CTYPE[W]]
+                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st] + \
+                            ([off_c] if off_c else [])
+                        if st:
+                            b.conventions = dict(conv, KT_EXPERT_STATS=1, **_layer_norm_stats(ev, st, b))
+                        b.consts = {"ESIZE": esize}
+                        b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
+                            (b.conventions or conv)
+                        if no_affine:
+                            b.conventions = dict(b.conventions, KT_EXPERT_AFFINE=0)
+                        if off_c:
+                            b.conventions = dict(b.conventions, KT_EXPERT_WEIGHT_OFFSET=1)
+                        b.support = 10 + hsup - ri - ei + eps_support + conv_support + off_support
+                        if no_weight or no_affine:  # a mean taken off the row tells a LayerNorm
+                            b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
+                        out.append(b)
+        if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
+                                  or (len(io_main) == 1 and not in_main and not out_main)) \
+                and not _log_probs_out(ev):  # log-probabilities: _softmax_log_strided
+            b = new("softmax", 0.85, f"{words}, a max and a sum of expf over the row → softmax")
+            if b is not None:
+                if io_main:
+                    x = o = io_main[0]
+                    b.words[:0] = [f"out=x={x.name} (in place)"]
+                else:
+                    x, o = in_main[0], out_main[0]
+                    b.words[:0] = [f"out={o.name}", f"x={x.name}"]
+                rows = _rows(ev, rows_fp, rows_spec, hidden, b)
+                b.template_args = [CTYPE[T]]
+                b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), rows, hidden.c]
+                b.consts = {"ESIZE": NBYTES[T]}
+                b.support = 10 + hsup
+                out.append(b)
+    return out
+
+
+def _centred(ev: Evidence) -> bool:
+    """The kernel takes a mean off the row (``x - mean``, a variance): a LayerNorm rather than an RMSNorm."""
+    return re.search(r"-\s*\(?\s*\w*mean|\bvar\b|variance|mean_var|\bmu\b", ev.flat, re.I) is not None

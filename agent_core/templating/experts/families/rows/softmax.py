@@ -1,0 +1,225 @@
+"""Softmax in its general form (``_softmax_general``): a scale or a temperature, a per-row divisor, an additive
+or keep mask, a causal mask, a sink logit per head, an output of a type of its own, the scaled logits rounded
+to the storage type (``_round_forms``); the log-probability and strided forms (``softmax_log``) and the key
+range forms (``softmax_keys``) are read first."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, closing, div,
+                                                    statements)
+from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.softmax_keys import _key_bounds, _softmax_key_forms
+from agent_core.templating.experts.families.rows.softmax_log import _softmax_log_strided
+from agent_core.templating.experts.families.rows.softmax_masks import _causal_forms, _mask_index_names, _mask_inners
+from agent_core.templating.experts.families.rows.softmax_sinks import _sink_heads, _sink_inners
+from agent_core.templating.experts.library import Expert
+
+
+def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Softmax in its general form: the logits scaled by a float argument and/or divided by a per-row input (a
+    temperature), an additive mask of whole rows added (attention scores: mask rows broadcast over the heads, or
+    consecutive rows sharing one), the output of a type of its own (fp16 logits to fp32 probabilities), a sink logit
+    per head in the max and the denominator (gpt-oss attention sinks; ``_sink_heads``). The plain form is bound
+    with the other row families."""
+    e = lib.get("softmax")
+    if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*EXPS):
+        return []
+    special = _softmax_log_strided(ev, lib)  # log-probabilities out, or the logits at a row stride of their own
+    if special is not None:
+        return special
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    # a keep-mask of bytes (PyTorch's masked_fill(mask == 0, -inf)), where the expert has one
+    keeps = [a for a in ev.bufs("in", ("u8", "i8")) if a.counts] if "keep-mask" in e.convention_words.get(
+        "KT_EXPERT_MASK", "") else []
+    # a key range per batch read from int buffers (ONNX Runtime's 1-D mask index), where the expert has one
+    keys = _key_bounds(ev) if "KT_EXPERT_KEYS" in e.conventions else None
+    key_bufs = [a for a in (keys.end, keys.start) if a is not None] if keys else []
+    if len(outs) + len(ios) != 1 or len(keeps) > 1 or len(ev.bufs()) != len(ins) + len(keeps) + len(key_bufs) + 1 \
+            or not (outs or ios)[0].counts or (keys and keeps):
+        return []
+    o = (outs or ios)[0]
+    big = o.counts
+    xs = [o] if ios else [a for a in ins if a.counts == big]  # in place: x is the output
+    if len(ins) - (0 if ios else 1) > 2:
+        return []
+    every_other = [a for a in ins if a.counts != big and a is not o] + keeps
+    if len(xs) != 1 or any(not a.counts or div(big, a.counts) is None for a in every_other):
+        return []
+    x = xs[0]
+    if keys:
+        return _softmax_key_forms(ev, e, x, o, every_other, keys)
+    # a sink logit per head (an input the body reads as one value that joins the max and the sum): bound once as
+    # what it is, after the readings of every input as before (a mask, a per-row divisor)
+    sinks = [(a, h) for a in every_other if "KT_EXPERT_SINK" in e.conventions and a not in keeps
+             for h in _sink_heads(ev, a)[:1]]
+    out = []
+    for sink, heads in [(None, None)] + sinks:
+        others = [a for a in every_other if a is not sink]
+        out += _softmax_general_forms(ev, e, x, o, others, keeps, sink, heads)
+    return out
+
+
+def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: list[ArgUse], keeps: list[ArgUse],
+                           sink: ArgUse | None, heads: SizeExpr | None) -> list[Binding]:
+    """The general form's bindings with ``others`` (the inputs besides the logits) read as a per-row divisor and/or
+    a mask, and ``sink`` (None: none) as a sink logit per head, ``heads`` the argument its count is."""
+    big = o.counts
+    T, O = x.dtype, o.dtype
+    per_rows = [a for a in others if a.dtype == "f32"]
+    hs = [(h, div(big, a.counts)) for a in per_rows for h in ev.sizes(div(big, a.counts))[:1] if not h.c[0].isdigit()]
+    hs += [h for h in _hidden_candidates(ev, big, []) if h not in hs]
+    # (C expression, words, divides): a float argument the logits are multiplied by, or divided by where the body
+    # divides by it (a temperature), that form first
+    scales = []
+    for a in ev.floats():
+        times = (f"(float)({a.name})", f"logits times `{a.name}`", False)
+        divided = (f"(float)({a.name})", f"logits divided by `{a.name}`", True)
+        scales += [divided, times] if re.search(rf"/\(*{re.escape(a.name)}\b", ev.flat) else [times]
+    scales.append(("1.f", "", False))
+    red = ev.reduction_words()
+    converted = _converted(ev)  # the body's conversions to a 16-bit type: where it rounds its scaled logits
+    has_mask = "KT_EXPERT_MASK" in e.conventions
+    has_causal = has_mask and "causal" in e.convention_words.get("KT_EXPERT_MASK", "")
+    out = []
+    for hi, (hidden, hfp) in enumerate(hs):
+        hname = hidden.words.strip("`")
+        rows_fp = div(big, hfp)
+        # each other input: the per-row divisor (one fp32 value a row) or the mask (whole rows, fewer of them)
+        for per_row in [a for a in others if a.counts == rows_fp and a.dtype == "f32"] or [None]:
+            masks = [a for a in others if a is not per_row]
+            if len(masks) > 1 or (masks and not has_mask):
+                continue
+            mask = masks[0] if masks else None
+            mask_rows = div(mask.counts, hfp) if mask else None
+            if mask and (mask_rows is None or div(rows_fp, mask_rows) is None or mask_rows == rows_fp):
+                continue
+            mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows) if mask else [None]
+            # (mask rows, inner extent, words, causal form): an additive mask's ways of broadcasting; without one,
+            # no mask and then each causal mask
+            forms = [(mr, inner, words, None) for mr, (inner, words) in
+                     itertools.product(mrs[:2], _mask_inners(ev, mask_rows) if mask else [(None, "")])]
+            if not mask and has_causal and not sink:  # the expert's sink is not in its causal form
+                forms += [(None, None, "", c) for c in _causal_forms(ev, rows_fp, hfp)]
+            index_names = _mask_index_names(ev, mask) if mask else set()
+            sink_forms = [(None, "", 0)]
+            if sink is not None:
+                if f"({heads.c[6:-1]})" in hidden.c or div(rows_fp, sink.counts) is None:
+                    continue  # the rows of one head: a row within a head, the head count dividing the rows
+                sink_forms = _sink_inners(ev, sink, heads, rows_fp)
+                bounds = 4 if _bounds_a_loop(ev, hidden) else 0
+            for mi, ((mr, inner, inner_words, causal), (ni, sink_form)) in enumerate(
+                    itertools.product(forms, enumerate(sink_forms))):
+                # a middle dimension whose inner extent the mask's own index reads
+                inner_arg = re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
+                seen_inner = 3 if inner_arg and inner_arg.group(1) in index_names else 0
+                for (si, (scale, scale_words, divides)), (rv, round_words, round_support) in (
+                        (x, r) for x in enumerate(scales)
+                        for r in [(0, "", 0)] + _round_forms(e, T, x[1][0], None if keeps else mask, converted)):
+                    if scale == "1.f" and not per_row and not mask and not causal and T == O and not sink:
+                        continue  # the plain softmax: bound with the row families
+                    b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over the "
+                                "row → softmax", ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                        ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
+                    rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b,
+                                 causal[1] if causal else "")
+                    if scale_words:
+                        b.words.append(scale_words)
+                    if per_row:
+                        b.words.append(f"logits divided by `{per_row.name}`[row]")
+                    b.template_args = [CTYPE[T], CTYPE[O]]
+                    b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                                   f"(const float*)({per_row.name})" if per_row else "(const float*)nullptr"]
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+                    b.conventions = {"KT_EXPERT_GENERAL": 1}
+                    if divides:
+                        b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
+                    if mask:
+                        b.words.append(f"{'keeping the keys where' if mask in keeps else 'plus'} the mask "
+                                       f"`{mask.name}` [{mr.words} rows]{' is not 0' if mask in keeps else ''}, "
+                                       f"{inner_words}")
+                        b.template_args.append(CTYPE[mask.dtype])
+                        b.call_args += [_cast(mask.dtype, mask.name, True), mr.c, mr.c if inner is None else inner]
+                        b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
+                        b.conventions["KT_EXPERT_MASK"] = 4 if mask in keeps else 1
+                    if causal:
+                        conv, q_len, q_words = causal
+                        b.words.append(q_words)
+                        b.call_args.append(f"(int)({q_len})")
+                        b.conventions["KT_EXPERT_MASK"] = conv
+                    if rv:
+                        b.words.append(round_words)
+                        b.conventions["KT_EXPERT_ROUND_SCALED"] = rv
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - (3 if mr and mr.c[0].isdigit() else 0) + divides
+                    b.support += seen_inner + round_support
+                    if sink is not None:
+                        sink_inner, sink_words, sink_support = sink_form
+                        b.words.append(f"a sink logit `{sink.name}` ({sink.dtype}) per head in the max and the "
+                                       f"denominator (no output column), {sink_words}")
+                        b.template_args.append(CTYPE[sink.dtype])
+                        b.call_args += [_cast(sink.dtype, sink.name, True), heads.c, sink_inner.replace("{rows}", rows)]
+                        b.conventions["KT_EXPERT_SINK"] = 1
+                        # the sink read as what it is comes before its readings as a mask or a divisor
+                        b.support += 6 + bounds + sink_support + mi - mi // len(sink_forms) - ni
+                        if mask is not None:  # the mask's broadcast its own index shows: the argument it reads
+                            mr_arg = re.fullmatch(r"\(int\)\((\w+)\)", mr.c)
+                            shared = div(rows_fp, mask_rows)
+                            b.support += 2 if (inner is None and mr_arg and mr_arg.group(1) in index_names) or (
+                                inner == "1" and any(a.counts == shared and a.name in index_names
+                                                     for a in ev.ints())) else 0
+                    out.append(b)
+    return out
+
+
+_CONVERT = re.compile(r"(?:__float2half(?:_rn)?|__float2bfloat16(?:_rn)?|__hadd|static_cast<\s*(?:__half|half|"
+                      r"__nv_bfloat16|nv_bfloat16|T|scalar_t)\s*>)\s*\(")
+
+
+_EXP_CALL = re.compile(r"\b(?:" + "|".join(EXPS) + r")\s*\(")
+
+
+def _converted(ev: Evidence) -> list[str]:
+    """The arguments (text) of the body's conversions to a 16-bit type (and of ``__hadd``, a 16-bit sum) that take no
+    exponential (those are the output's), each with the direct right-hand sides of the locals it names (``s = x *
+    scale; __float2half(s)``, ``m = mask + off; __hadd(s, m[k])``), of those never assigned an exponential (a
+    register array that holds the scaled logits and then their exponentials is the output's)."""
+    direct = {}
+    for target, at, stmt in statements(ev.body):
+        if target is not None and at >= 0:
+            direct.setdefault(target, []).append(stmt[at + 1:])
+    out = []
+    for m in _CONVERT.finditer(ev.body):
+        i = closing(ev.body, m.end())
+        arg = ev.body[m.end():i - 1]
+        if _EXP_CALL.search(arg):
+            continue
+        out.append(" ".join([arg] + [x for n in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", arg))
+                                     if not any(_EXP_CALL.search(y) for y in direct.get(n, []))
+                                     for x in direct.get(n, [])]))
+    return out
+
+
+def _round_forms(e: Expert, T: str, scale: str, mask: ArgUse | None, conv: list[str]) -> list[tuple[int, str, int]]:
+    """Where a 16-bit softmax rounds its scaled logits to the storage type before the softmax (Hugging Face's eager
+    attention: ``attn_weights * scaling`` is a bf16 tensor, then ``+ attention_mask``): (KT_EXPERT_ROUND_SCALED,
+    words, support), after the unrounded form. A conversion to a 16-bit type whose argument multiplies by the scale
+    (not an exponential: that is the output's) is evidence for the rounding; without it the rounded forms come
+    after every other binding (the cap keeps them where there is room). Rounding again after a mask of the same
+    16-bit type is added is offered only where a conversion (or a 16-bit add) reads the mask. ``conv``: the body's
+    conversions (``_converted``)."""
+    if "KT_EXPERT_ROUND_SCALED" not in e.conventions or T not in ("f16", "bf16"):
+        return []
+    out = []
+    arg = re.match(r"\(float\)\((\w+)\)$", scale)
+    if arg:
+        seen = any(re.search(rf"\b{re.escape(arg.group(1))}\b", a) for a in conv)
+        out.append((1, f"the scaled logits rounded to {T}" + (" before the mask is added" if mask else ""),
+                    1 if seen else -20))
+    if mask is not None and mask.dtype == T and any(re.search(rf"\b{re.escape(mask.name)}\b", a) for a in conv):
+        out.append((2, f"the scaled logits rounded to {T}, their sum with the mask rounded to {T} again", 2))
+    return out

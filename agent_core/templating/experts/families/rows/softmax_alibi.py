@@ -1,0 +1,99 @@
+"""FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (``KT_EXPERT_ALIBI``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div, feeding, flows, statements
+from agent_core.templating.experts.families.rows.common import _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.softmax_masks import _mask_index_names, _mask_inners
+from agent_core.templating.experts.library import Expert
+
+
+# FasterTransformer's keep-mask as it adds it: the complement of a 0/1 value times -10000
+_KEEP_TIMES_MINUS_10000 = re.compile(
+    r"\(\s*1(?:\.0*)?[fF]?\s*-\s*[^()]*(?:\([^()]*(?:\([^()]*\)[^()]*)*\)[^()]*)*\)\s*\*\s*-\s*10000(?:\.0*)?[fF]?(?![\w.])")
+# a value times the difference of two indices: `slope * static_cast<float>(ki - qi)`, `slope * (float)(k - q)`
+_TIMES_INDEX_DIFFERENCE = re.compile(
+    r"(\w+)\s*\*\s*(?:static_cast<float>|\(\s*float\s*\))?\s*\(\s*(\w+)\s*-\s*(\w+)\s*\)")
+
+
+def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT; ``KT_EXPERT_ALIBI``): scores x
+    [batch, heads, q_len, k_len] times a float scale, plus slopes[h] * (k - q) and a 0/1 keep-mask [batch, q_len,
+    k_len] added as (1 - m) * -10000, one output. Read by evidence: the statement that multiplies the complement of
+    a value by -10000 is fed by the mask; one that multiplies a value by the difference of two indices is fed by
+    the slopes (one value per head), the key index first (from the lanes, not the block), the query (from the
+    block's row, or the grid's stride over rows) second. The mask's rows broadcast over the
+    heads as the general form's middle dimension (inner extent q_len, an int argument)."""
+    e = lib.get("softmax")
+    if e is None or "KT_EXPERT_ALIBI" not in e.conventions or not ev.has("__expf"):  # the family's exponential
+        return []
+    ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
+    if len(outs) != 1 or len(ins) != 3 or len(ev.bufs()) != 4 or not outs[0].counts:
+        return []
+    o = outs[0]
+    big = o.counts
+    xs = [a for a in ins if a.counts == big]
+    if len(xs) != 1:
+        return []
+    x = xs[0]
+    flow = flows(ev.body)
+    stmts = [stmt for _, _, stmt in statements(ev.body)]
+    # what the complement times -10000 is computed from, and what multiplies an index difference (key - query)
+    keep_feeds = [feeding(flow, m.group(0)) for st in stmts for m in _KEEP_TIMES_MINUS_10000.finditer(st)]
+    slope_feeds = [feeding(flow, d.group(1)) for st in stmts for d in _TIMES_INDEX_DIFFERENCE.finditer(st)
+                   if "threadIdx" in feeding(flow, d.group(2)) and "blockIdx" not in feeding(flow, d.group(2))
+                   and {"blockIdx", "gridDim"} & feeding(flow, d.group(3))]
+    others = [a for a in ins if a is not x]
+    masks = [a for a in others if any(a.name in f for f in keep_feeds)]
+    slopes = [a for a in others if a.counts and div(big, a.counts) is not None and any(a.name in f for f in slope_feeds)]
+    if len(masks) != 1 or len(slopes) != 1 or masks[0] is slopes[0] or masks[0].dtype != slopes[0].dtype:
+        return []
+    mask, slope = masks[0], slopes[0]
+    T, O = x.dtype, o.dtype
+    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
+              if re.search(rf"\b{re.escape(a.name)}\s*\*", ev.body)]
+    if len(scales) > 1:
+        return []
+    scale, scale_words = scales[0] if scales else ("1.f", "")
+    red = ev.reduction_words()
+    index_names = _mask_index_names(ev, mask)
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, [])):
+        if not ev.uses(hidden):  # the row length is what the body bounds its keys by
+            continue
+        rows_fp = div(big, hfp)
+        mask_rows = div(mask.counts, hfp)
+        if rows_fp is None or mask_rows is None or mask_rows == rows_fp or div(rows_fp, mask_rows) is None:
+            continue
+        heads = div(rows_fp, mask_rows)
+        if heads != slope.counts:  # one slope per head: the rows of a batch over the mask's
+            continue
+        mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows)
+        # the query count: the middle dimension's inner extent, an argument the mask's index is computed from
+        inners = [(inner, words) for inner, words in _mask_inners(ev, mask_rows)
+                  if re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
+                  and re.fullmatch(r"\(int\)\((\w+)\)", inner).group(1) in index_names]
+        for mi, (mr, (inner, inner_words)) in enumerate(itertools.product(mrs[:1], inners)):
+            hname = hidden.words.strip("`")
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of exponentials over the "
+                        "row → softmax, plus a per-head ALiBi bias and a 0/1 keep-mask as -10000", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            b.words.append(f"plus `{slope.name}`[head] * (k - q) and (1 - `{mask.name}`) * -10000 [{mr.words} rows], "
+                           f"{inner_words} (q the row within it); __expf, the sum + 1e-6 inverted by __fdividef")
+            b.template_args = [CTYPE[T], CTYPE[O], CTYPE[mask.dtype]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr.c, inner,
+                           _cast(slope.dtype, slope.name, True)]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[mask.dtype])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}
+            b.support = 14 + 2 * ev.uses(hidden) - hi - mi
+            out.append(b)
+    return out

@@ -1,0 +1,149 @@
+"""Softmax with log-probabilities out (``_log_probs_out``) and/or the logits read at a row stride of their own
+(``_softmax_log_strided``)."""
+
+from __future__ import annotations
+
+import re
+
+from agent_core.templating.experts.binding import Binding
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, assignments, closing, div, feeding,
+                                                    flows, statements, unparen)
+from agent_core.templating.experts.families.rows.common import EXPS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.library import Expert
+
+
+_NATURAL_LOGS = ("logf", "__logf", "log", "hlog")  # natural logs: a log2f form (base-2 log-probabilities or not) is not read
+_LOG_CALL = re.compile(r"\b(?:" + "|".join(_NATURAL_LOGS) + r")\s*\(")
+_STORE_CONVERT = re.compile(r"^(?:__float2(?:half|bfloat16)(?:_r[nzdu])?|\(\s*[A-Za-z_]\w*\s*\))\s*(?=\()")
+
+
+def _stored_value(value: str) -> str:
+    """A stored value without the conversion around all of it (``__float2half(v - lse)``, ``(T)(v - lse)``)."""
+    from agent_core.templating.experts.evidence import uncast
+    v = unparen(uncast(value))
+    for _ in range(3):
+        m = _STORE_CONVERT.match(v)
+        if not m or closing(v, m.end() + 1) != len(v):
+            break
+        v = unparen(v[m.end():])
+    return v
+
+
+def _after_header(stmt: str) -> str:
+    """A statement without the end of a loop or branch header before it (``i += 32) y[i] = v`` → ``y[i] = v``)."""
+    depth = 0
+    for i, ch in enumerate(stmt):
+        depth += (ch in "([") - (ch in ")]")
+        if depth < 0:
+            return _after_header(stmt[i + 1:])
+    return stmt
+
+
+def _log_probs_out(ev: Evidence) -> bool:
+    """Where the kernel writes log-probabilities: a store to a float output (or a local pointer made from it) whose
+    value subtracts what a natural log computes (``x - max - logf(sum)``, ``x - s_log_sum`` with ``s_log_sum = m +
+    __logf(d)``, through the locals it is computed from) or is a natural log (``logf(expf(x - m) / s)``); a stored
+    local is read through its one assignment."""
+    from agent_core.templating.experts.evidence import additive_terms, uncast
+    if not _LOG_CALL.search(ev.body):
+        return False
+    assigns = assignments(ev.body)
+    logged = {t for t, v in assigns if _LOG_CALL.search(v)}
+    flow = flows(ev.body)
+    values: dict[str, list[str]] = {}
+    for t, v in assigns:
+        values.setdefault(t, []).append(v)
+    outs = [a.name for a in ev.bufs() if a.written and a.dtype in FLOATS]
+    aliases = set(outs)
+    for t, v in assigns:
+        if any((1, n) in additive_terms(unparen(uncast(v))) for n in outs):
+            aliases.add(t)
+    for raw in re.split(r"[;{}]", ev.body):
+        target, at, stmt = statements(_after_header(raw))[0]
+        if target not in aliases or at < 1 or "[" not in stmt[:at] or stmt[at - 1] in "+-*/":
+            continue  # a store `out[i] = value` (not a pointer's own assignment, not a compound one)
+        v = _stored_value(stmt[at + 1:])
+        for _ in range(3):  # a stored local: its one value
+            if re.fullmatch(r"[A-Za-z_]\w*", v) and len(values.get(v, [])) == 1:
+                v = _stored_value(values[v][0])
+        if _LOG_CALL.match(v) and closing(v, _LOG_CALL.match(v).end()) == len(v):
+            return True  # log(exp(x - m) / s)
+        for sign, term in additive_terms(v):
+            if sign < 0 and (_LOG_CALL.search(term) or feeding(flow, term) & logged):
+                return True
+    return False
+
+
+def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] | None:
+    """Softmax's general form with log-probabilities out (KT_EXPERT_LOG: ``l - (m + logf(s))``, PyTorch's
+    LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return:
+    ``_log_probs_out``) and/or the logits read at a row stride of their own (KT_EXPERT_X_STRIDE: a vocabulary padded
+    past its real columns, TensorRT-LLM's vocab_size_padded: one float input longer than the output by a whole
+    factor per row, the stride an int argument that holds its length over the rows). None where the kernel shows
+    neither (the other softmax binders read it); else its bindings, and the probability forms are not offered for
+    a kernel that writes log-probabilities."""
+    e = lib.get("softmax")
+    if e is None or not {"KT_EXPERT_GENERAL", "KT_EXPERT_LOG", "KT_EXPERT_X_STRIDE"} <= set(e.conventions) \
+            or not ev.has(*EXPS):
+        return None
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    log = _log_probs_out(ev)
+    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
+            or len(ins) != (0 if ios else 1) or any(not a.counts for a in ev.bufs()):
+        return [] if log else None
+    o = (outs or ios)[0]
+    x = o if ios else ins[0]
+    strided = x.counts != o.counts
+    if strided and not all(a >= b for a, b in zip(x.counts, o.counts)):
+        return [] if log else None
+    if not log and not strided:
+        return None
+    T, O = x.dtype, o.dtype
+    scales = []  # (C expression, words, divides), as _softmax_general_forms reads them
+    for a in ev.floats():
+        times = (f"(float)({a.name})", f"logits times `{a.name}`", False)
+        divided = (f"(float)({a.name})", f"logits divided by `{a.name}`", True)
+        scales += [divided, times] if re.search(rf"/\(*{re.escape(a.name)}\b", ev.flat) else [times]
+    scales.append(("1.f", "", False))
+    red = ev.reduction_words()
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, o.counts, [])):
+        hname = hidden.words.strip("`")
+        rows_fp = div(o.counts, hfp)
+        st = None
+        if strided:
+            stride_fp = div(x.counts, rows_fp)
+            strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c
+                       and "/" not in s.c] if stride_fp else []
+            if not strides or any(s < h for s, h in zip(stride_fp, hfp)):
+                continue
+            st = strides[0]
+        for si, (scale, scale_words, divides) in enumerate(scales):
+            form = "log-softmax" if log else "softmax"
+            b = Binding(e, 0.85, f"reads rows of `{hname}` elements{f' {st.words} apart' if st else ''}, {red}, a "
+                        f"max and a sum of expf over the row{', the log of the sum subtracted' if log else ''} → "
+                        f"{form}", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                ([] if x is o else [f"x={x.name} ({T}{f', rows {st.words} apart' if st else ''})"]) + \
+                [f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({hidden.spec})", hidden, b)
+            if scale_words:
+                b.words.append(scale_words)
+            if log:
+                b.words.append("log-probabilities: l - (max + logf(sum))")
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           "(const float*)nullptr"]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1}
+            if divides:
+                b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
+            if log:
+                b.conventions["KT_EXPERT_LOG"] = 1
+            if st:
+                b.call_args.append(f"(long long)({st.c.replace('(int)', '')})")
+                b.conventions["KT_EXPERT_X_STRIDE"] = 1
+            b.support = 10 + 2 * ev.uses(hidden) - hi - si + divides
+            out.append(b)
+    return out
