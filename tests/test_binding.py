@@ -1716,11 +1716,51 @@ def test_quant_2d_tiles_of_the_corpus_variant(lib):
     # a 2-D grid of tiles, one block of THREADS threads a tile
     for s in spec.sizes:
         launch = S.launch(t.launch, s, t.space.original_config())
-        assert launch.grid[:2] == (-(-s["N"] // 128), -(-s["M"] // 128)) or \
-            list(launch.grid[:2]) == [-(-s["N"] // 128), -(-s["M"] // 128)], launch
-        assert launch.block[0] == t.space.original_config()["THREADS"]
+        assert launch.grid == (-(-s["N"] // 128), -(-s["M"] // 128), 1), launch
+        assert launch.block == (t.space.original_config()["THREADS"], 1, 1)
     assert t.space.params["THREADS"].values == [256, 512, 1024]  # 64 values a thread at most
 
+
+def test_quant_2d_tiles_colmajor_1d_grid_fp16_style(lib):
+    """The tile form in another style (tests/data/cu/styles): DeepGEMM's per_block_cast_to_fp8 sf = max(amax,
+    1e-4) / 448 and x * (1 / sf) (the floor a #define an fmaxf takes with the maximum), fp16, a 1-D grid over the
+    tiles, a warp per tile row, the scales column-major (their index multiplies by the tile-row count, computed from
+    `rows`), clamped to +-448 before the conversion, the outputs and the column count first."""
+    cf, k, spec = case("quant_fp8_tiles_colmajor_1d_grid_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "block_quant_2d" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=in, q=out (fp8 e4m3 (bytes)), scales=sf (one fp32 per 128 x 128 tile, column-major [cdiv(`cols`, 128), "
+        "cdiv(`rows`, 128)]), rows=`rows`, cols=`cols`, eps=`AMAX_FLOOR` (0.0001), qmin of the type, qmax of the "
+        "type, multiplied by 1 / scale (scale = amax / qmax), clamped to [qmin, qmax] before the conversion"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_STORE": 0, "KT_EXPERT_ZERO_TILE": 0,
+                                 "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_CLAMP": 1}
+    assert bs[0].call_args == ["(const __half*)(in)", "(uint8_t*)(out)", "(float*)(sf)", "(int)(rows)", "(int)(cols)",
+                               "(float)(0.0001f)", "-448.f", "448.f", "1", "(((int)(rows)) + 127) / 128"]
+    assert not any("row-major" in b.describe() for b in bs)  # the index names the row count: columns only
+    t = X.bind(bs[0], cf, spec)
+    assert "float scale = m / qmax;" in t.text and "const float factor = 1.f / scale;" in t.text
+    assert "y = fminf(fmaxf(y, qmin), qmax);" in t.text and "kt:bind" not in t.text
+    # the same kernel with its scales row-major (the index names the column count): row-major only
+    src = (STYLES / "quant_fp8_tiles_colmajor_1d_grid_f16.cu").read_text().replace(
+        "sf[tile_c * tiles_m + tile_r]", "sf[tile_r * ((cols + TILE - 1) / TILE) + tile_c]")
+    cf2 = parse_cuda(src, "rowmajor.cu")
+    bs2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert bs2 and all("row-major" in b.describe() for b in bs2), words_of(bs2)
+    assert bs2[0].call_args[-2:] == ["(((int)(cols)) + 127) / 128", "1"]
+
+
+def test_quant_2d_tiles_only_for_tiles_of_rows_and_columns(lib):
+    """Per-token groups (a tile one row high) are the other expert's: no quant style kernel of groups gets a 2-D
+    tile binding, nor the variant when its scale count is a per-token-group one."""
+    for name in [p.stem for p in sorted(STYLES.glob("quant_*.cu")) if "tiles" not in p.stem]:
+        cf, k, spec = case(name)
+        assert not any(b.expert.name == "block_quant_2d" for b in X.candidates(cf, k.name, spec, lib)), name
+    src = TILE_VARIANT.read_text().replace('"scale_inv: out f32[cdiv(M, 128) * cdiv(N, 128)]"',
+                                           '"scale_inv: out f32[M * cdiv(N, 128)]"')
+    cf, k, spec = _tile_variant(src)
+    assert not any(b.expert.name == "block_quant_2d" for b in X.candidates(cf, k.name, spec, lib))
 
 
 def test_unrelated_shapes_propose_nothing(lib):
@@ -1974,8 +2014,8 @@ def test_every_asymmetric_quant_binding_of_the_corpus_variant_compiles(lib):
 
 @pytest.mark.nvcc
 def test_every_2d_tile_quant_binding_of_the_corpus_variant_compiles(lib, tmp_path):
-    """The held-out 2-D tile variant's bindings compile for sm_90, and its first binding at every corner of its space
-    (THREADS, VEC, MINB)."""
+    """The held-out 2-D tile variant's bindings compile for sm_90 (the column-major style kernel's with the other
+    style kernels), and its first binding at every corner of its space (THREADS, VEC, MINB)."""
     import itertools
     import shutil
     import subprocess
