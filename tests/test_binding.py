@@ -1678,6 +1678,91 @@ def test_quant_scales_in_order_stay_first_without_column_evidence(lib):
     assert bs[0].conventions["KT_EXPERT_SCALE_COLUMNS"] == 0 and bs[0].conventions["KT_EXPERT_SCALE_POW2"] == 0
 
 
+TILE_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "block_quant_fp8_2d_128x128_tiles_bf16.cu"
+
+
+def _tile_variant(src: str | None = None):
+    cf = parse_cuda(src if src is not None else TILE_VARIANT.read_text(), str(TILE_VARIANT))
+    k = "block_scaled_quantize_kernel"
+    return cf, cf.kernel(k), S.find_spec(cf, k)
+
+
+def test_quant_2d_tiles_of_the_corpus_variant(lib):
+    """The held-out 2-D block-scaled variant (Transformer Engine's 2-D block scaling, DeepSeek-V3's 128 x 128 weight
+    blocks): a bf16 [M, N] matrix, one scale per 128 x 128 tile read from the counts (cdiv(M, 128) * cdiv(N, 128)
+    scales on all three size sets, N the row length the input's index multiplies by), the factor 448 / amax (the
+    body divides the largest e4m3 value by the maximum), an all-zero tile given 1, its inverse 1 / factor stored
+    row-major (the scales' index names neither count: the grid's, row-major first), no clamp before the saturating
+    conversion. No per-token-group binding: the scale count is no group count."""
+    cf, k, spec = _tile_variant()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "block_quant_2d" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, q=q (fp8 e4m3 (bytes)), scales=scale_inv (one fp32 per 128 x 128 tile, row-major [cdiv(`M`, 128), "
+        "cdiv(`N`, 128)]), rows=`M`, cols=`N`, no eps, qmin of the type, qmax of the type, multiplied by the factor "
+        "qmax / amax, stored 1 / factor (the scale's inverse), an all-zero tile: scale 1, the saturating conversion "
+        "alone"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_STORE": 1, "KT_EXPERT_ZERO_TILE": 1,
+                                 "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_CLAMP": 0}
+    assert bs[0].template_args == ["__nv_bfloat16", "uint8_t", "128", "128"]
+    assert bs[0].call_args == ["(const __nv_bfloat16*)(x)", "(uint8_t*)(q)", "(float*)(scale_inv)", "(int)(M)",
+                               "(int)(N)", "0.f", "-448.f", "448.f", "(((int)(N)) + 127) / 128", "1"]
+    assert len(bs) <= X.MAX_PER_FAMILY and any("column-major" in b.describe() for b in bs)
+    assert all(b.sizes["cols"] == "N" and b.sizes["rows"] == "M" for b in bs)  # N multiplies the input's row index
+    t = X.bind(bs[0], cf, spec)
+    assert "const float factor = m > 0.f ? qmax / m : 1.f;" in t.text and "const float stored = 1.f / factor;" in t.text
+    assert "to_f(v[i].v[j]) * factor" in t.text and "fminf(fmaxf(y" not in t.text and "kt:bind" not in t.text
+    assert "scales[(long long)tr * s_row + (long long)tc * s_col] = stored;" in t.text
+    # a 2-D grid of tiles, one block of THREADS threads a tile
+    for s in spec.sizes:
+        launch = S.launch(t.launch, s, t.space.original_config())
+        assert launch.grid == (-(-s["N"] // 128), -(-s["M"] // 128), 1), launch
+        assert launch.block == (t.space.original_config()["THREADS"], 1, 1)
+    assert t.space.params["THREADS"].values == [256, 512, 1024]  # 64 values a thread at most
+
+
+def test_quant_2d_tiles_colmajor_1d_grid_fp16_style(lib):
+    """The tile form in another style (tests/data/cu/styles): DeepGEMM's per_block_cast_to_fp8 sf = max(amax,
+    1e-4) / 448 and x * (1 / sf) (the floor a #define an fmaxf takes with the maximum), fp16, a 1-D grid over the
+    tiles, a warp per tile row, the scales column-major (their index multiplies by the tile-row count, computed from
+    `rows`), clamped to +-448 before the conversion, the outputs and the column count first."""
+    cf, k, spec = case("quant_fp8_tiles_colmajor_1d_grid_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "block_quant_2d" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=in, q=out (fp8 e4m3 (bytes)), scales=sf (one fp32 per 128 x 128 tile, column-major [cdiv(`cols`, 128), "
+        "cdiv(`rows`, 128)]), rows=`rows`, cols=`cols`, eps=`AMAX_FLOOR` (0.0001), qmin of the type, qmax of the "
+        "type, multiplied by 1 / scale (scale = amax / qmax), clamped to [qmin, qmax] before the conversion"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_STORE": 0, "KT_EXPERT_ZERO_TILE": 0,
+                                 "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_CLAMP": 1}
+    assert bs[0].call_args == ["(const __half*)(in)", "(uint8_t*)(out)", "(float*)(sf)", "(int)(rows)", "(int)(cols)",
+                               "(float)(0.0001f)", "-448.f", "448.f", "1", "(((int)(rows)) + 127) / 128"]
+    assert not any("row-major" in b.describe() for b in bs)  # the index names the row count: columns only
+    t = X.bind(bs[0], cf, spec)
+    assert "float scale = m / qmax;" in t.text and "const float factor = 1.f / scale;" in t.text
+    assert "y = fminf(fmaxf(y, qmin), qmax);" in t.text and "kt:bind" not in t.text
+    # the same kernel with its scales row-major (the index names the column count): row-major only
+    src = (STYLES / "quant_fp8_tiles_colmajor_1d_grid_f16.cu").read_text().replace(
+        "sf[tile_c * tiles_m + tile_r]", "sf[tile_r * ((cols + TILE - 1) / TILE) + tile_c]")
+    cf2 = parse_cuda(src, "rowmajor.cu")
+    bs2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert bs2 and all("row-major" in b.describe() for b in bs2), words_of(bs2)
+    assert bs2[0].call_args[-2:] == ["(((int)(cols)) + 127) / 128", "1"]
+
+
+def test_quant_2d_tiles_only_for_tiles_of_rows_and_columns(lib):
+    """Per-token groups (a tile one row high) are the other expert's: no quant style kernel of groups gets a 2-D
+    tile binding, nor the variant when its scale count is a per-token-group one."""
+    for name in [p.stem for p in sorted(STYLES.glob("quant_*.cu")) if "tiles" not in p.stem]:
+        cf, k, spec = case(name)
+        assert not any(b.expert.name == "block_quant_2d" for b in X.candidates(cf, k.name, spec, lib)), name
+    src = TILE_VARIANT.read_text().replace('"scale_inv: out f32[cdiv(M, 128) * cdiv(N, 128)]"',
+                                           '"scale_inv: out f32[M * cdiv(N, 128)]"')
+    cf, k, spec = _tile_variant(src)
+    assert not any(b.expert.name == "block_quant_2d" for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_unrelated_shapes_propose_nothing(lib):
     """A row-sum (one output per row), saxpy and a scale-by-weight kernel compute nothing of a family."""
     from test_experts import UNRELATED
@@ -1926,6 +2011,28 @@ def test_every_asymmetric_quant_binding_of_the_corpus_variant_compiles(lib):
     them) compile for sm_90."""
     cf = parse_cuda(ASYM_VARIANT.read_text(), str(ASYM_VARIANT))
     _compile_every_binding(lib, cf, cf.kernels[0], S.find_spec(cf, cf.kernels[0].name))
+
+@pytest.mark.nvcc
+def test_every_2d_tile_quant_binding_of_the_corpus_variant_compiles(lib, tmp_path):
+    """The held-out 2-D tile variant's bindings compile for sm_90 (the column-major style kernel's with the other
+    style kernels), and its first binding at every corner of its space (THREADS, VEC, MINB)."""
+    import itertools
+    import shutil
+    import subprocess
+    cf, k, spec = _tile_variant()
+    _compile_every_binding(lib, cf, k, spec)
+    t = X.bind(X.candidates(cf, k.name, spec, lib)[0], cf, spec)
+    (tmp_path / "t.cu").write_text(t.text)
+    ps = t.space.params
+    for cfg in itertools.product(*([min(p.values), max(p.values)] for p in ps.values())):
+        env = dict(zip(ps, cfg))
+        if env["THREADS"] * env["MINB"] > 2048:
+            continue
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+                            *[f"-D{macro_name(n)}={v}" for n, v in env.items()], str(tmp_path / "t.cu")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (env, r.stderr[-3000:])
+
 
 @pytest.mark.nvcc
 def test_every_mx_floor_quant_binding_of_the_corpus_variant_compiles(lib):

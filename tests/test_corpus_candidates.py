@@ -20,10 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {
-    # held-out batch 7 (2026-11-28c): no candidate of the family when written
-    "group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu": "2-D 128 x 128 tile scales (scale = 448 / amax, "
-        "scale_inv stored [cdiv(M, 128), cdiv(N, 128)]) over a 2-D grid of tiles, not per-token groups of a row: no "
-        "group_quant binding",
     # held-out batch 8 (2026-11-28d): no candidate of the family when written
     "gated_act/bias_split_gelu_value_first_hhs_template_fp16.cu": "value half first and the erf GELU on the second "
         "(gate) half, an fp16 bias added to both halves (rounded) before the activation, and no size arguments (the "
