@@ -1599,6 +1599,100 @@ def test_quant_factor_only_where_the_body_divides_so(lib, name):
     assert not any("eps=`m`" in b.describe() for b in bs)
 
 
+QRANGE_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "cached_quantization_sym_int8_q_range_subblock_fp16.cu"
+QRANGE_WORDS = "multiplied by the factor 2^bits / (2 * absmax) (the quantization range as a power of two, 1 for an " \
+    "all-zero group)"
+
+
+def _qrange_variant(src: str | None = None):
+    src = QRANGE_VARIANT.read_text() if src is None else src
+    cf = parse_cuda(src, str(QRANGE_VARIANT))
+    return cf, cf.kernel("cached_quantization"), S.find_spec(cf, "cached_quantization")
+
+
+def test_quant_qrange_of_the_corpus_variant(lib):
+    """DeepSpeed's cached_quantization (the held-out batch-8 variant: fp16, 16 lanes a group, 16 groups a block on
+    threadIdx.y, launched inside a macro): scale = (1 << q_bits) / (2 * max) (q_bits the instantiation's template
+    argument 8), 1 for an all-zero group, __float2int_rn(x * scale) clamped to [q_min, q_max] = [-128, 127], params =
+    1 / scale. The factor binding (KT_EXPERT_SCALE_QRANGE 1, no eps, to nearest even) comes first; the twelve it
+    had before follow (the sixteen of a family at most)."""
+    cf, k, spec = _qrange_variant()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=input_data, q=output_data (int8), scales=params, group_size=`elems_per_group`, groups=`groups`, no eps (an "
+        f"all-zero group: the factor 1), qmin of the type, qmax of the type, rounded to nearest even, {QRANGE_WORDS}, "
+        "stored 1 / factor"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_QRANGE": 1}
+    assert bs[0].defines == {"KT_EXPERT_ROUND": 0} and bs[0].template_args == ["__half", "int8_t"]
+    assert bs[0].call_args == ["(const __half*)(input_data)", "(int8_t*)(output_data)", "(float*)(params)",
+                               "(int)(elems_per_group)", "(int)(groups)", "0.f", "kt::QuantOut<int8_t>::qmin",
+                               "kt::QuantOut<int8_t>::qmax"]
+    qr = [b for b in bs if b.conventions.get("KT_EXPERT_SCALE_QRANGE")]
+    assert len(qr) == 6 and bs[:6] == qr and {b.conventions["KT_EXPERT_SCALE_QRANGE"] for b in qr} == {1, 2}
+    assert len(bs) == 16 and has(bs, "per_token_group_quant", "eps=1e-10 (assumed)", "divided by the scale")
+    t = X.bind(bs[0], cf, spec)
+    for line in ("const float kt_factor = m == 0.f ? 1.f : (QuantOut<Q>::qmax - QuantOut<Q>::qmin + 1.f) / (2.f * m);",
+                 "const float scale = 1.f / kt_factor;", "const float rscale = kt_factor;",
+                 "if (threadIdx.x == 0) scales[g] = scale;", "return (int8_t)__float2int_rn(v);",
+                 "QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax))"):
+        assert line in t.text, line
+    assert "kt:bind" not in t.text and "KT_EXPERT_SCALE_QRANGE" not in t.text and "qmax / m" not in t.text
+    # its own launch (the original's is inside the macro LAUNCH_CACHED_QUANT): 16 lanes x 16 groups is in the space
+    assert t.launch["grid"] == ["cdiv((groups), ROWS)"] and t.launch["block"] == ["LANES", "ROWS"]
+    assert 16 in t.space.params["LANES"].values and 16 in t.space.params["ROWS"].values
+
+
+def test_quant_qrange_clamp_at_minus_127_and_the_128_form(lib):
+    """A clamp to [-127, 127] (q_min one above the type's) is read from the body's max call: qmin=-127; the range
+    written 2^7 / max (no factor 2 below) is the same factor."""
+    src = QRANGE_VARIANT.read_text()
+    cf, k, spec = _qrange_variant(src.replace("constexpr int32_t q_min = -(1 << (q_bits - 1));",
+                                              "constexpr int32_t q_min = 1 - (1 << (q_bits - 1));"))
+    b = X.candidates(cf, k.name, spec, lib)[0]
+    assert b.conventions["KT_EXPERT_SCALE_QRANGE"] == 1 and b.call_args[6] == "-127.f", b.describe()
+    assert "qmin=-127 (the body's clamp)" in b.describe()
+    cf, k, spec = _qrange_variant(src.replace("static_cast<float>(1 << q_bits) / (2 * thread_max)",
+                                              "static_cast<float>(1 << (q_bits - 1)) / thread_max"))
+    b = X.candidates(cf, k.name, spec, lib)[0]
+    assert b.conventions["KT_EXPERT_SCALE_QRANGE"] == 1 and b.call_args[6] == "kt::QuantOut<int8_t>::qmin"
+    # 2^8 over the maximum itself (no 2 below it) is not the range over twice the maximum
+    cf, k, spec = _qrange_variant(src.replace("static_cast<float>(1 << q_bits) / (2 * thread_max)",
+                                              "static_cast<float>(1 << q_bits) / thread_max"))
+    assert not any(b.conventions.get("KT_EXPERT_SCALE_QRANGE") for b in X.candidates(cf, k.name, spec, lib))
+
+
+def test_quant_qrange_factor_stored_warp_per_group_bf16(lib):
+    """The same convention in another style (bf16, a warp per group, a #define'd bit count, absmax > 0 tested, rintf
+    and a float clamp, the factor itself stored, the input first): KT_EXPERT_SCALE_QRANGE 2 first, 1 after it."""
+    cf, k, spec = case("quant_int8_qrange_factor_warp_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "x=x, q=q (int8), scales=q_scales, group_size=`group_size`, groups=`num_groups`, no eps (an all-zero group: "
+        f"the factor 1), qmin of the type, qmax of the type, rounded to nearest even, {QRANGE_WORDS}, the factor "
+        "stored"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_QRANGE"] == 2 and bs[0].template_args == ["__nv_bfloat16", "int8_t"]
+    assert bs[0].call_args[:5] == ["(const __nv_bfloat16*)(x)", "(int8_t*)(q)", "(float*)(q_scales)",
+                                   "(int)(group_size)", "(int)(num_groups)"]
+    assert has(bs, "per_token_group_quant", QRANGE_WORDS, "stored 1 / factor")
+    t = X.bind(bs[0], cf, spec)
+    assert "const float scale = kt_factor;  // stored: the factor itself" in t.text and "1.f / kt_factor" not in t.text
+
+
+@pytest.mark.parametrize("path", [STYLES / f"{n}.cu" for n in (
+    "quant_fp8_bytes", "quant_int8_block_per_token", "quant_int8_padded_columns", "quant_fp8_factor_warp64_f16",
+    "quant_ue8m0_ceil_bytes_warp_f32")] + sorted((ROOT / "bench" / "corpus" / "group_quant").glob("group_quant_int8*.cu")),
+    ids=lambda p: p.stem)
+def test_quant_qrange_only_where_the_body_divides_the_range(lib, path):
+    """No 2^8 over twice the group's maximum (127 / absmax, absmax / 127, fp8): no KT_EXPERT_SCALE_QRANGE binding."""
+    cf = parse_cuda(path.read_text(), str(path))
+    k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert bs and not any(b.conventions.get("KT_EXPERT_SCALE_QRANGE") for b in bs), words_of(bs)
+
+
 MX_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "mxfp8_e8m0_floor_lane_per_element_bf16.cu"
 
 
@@ -2040,6 +2134,15 @@ def test_every_mx_floor_quant_binding_of_the_corpus_variant_compiles(lib):
     kernels' with the other style kernels)."""
     cf = parse_cuda(MX_VARIANT.read_text(), str(MX_VARIANT))
     _compile_every_binding(lib, cf, cf.kernel("mxfp8_quantize_kernel"), S.find_spec(cf, "mxfp8_quantize_kernel"))
+
+
+@pytest.mark.nvcc
+def test_every_qrange_quant_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out DeepSpeed cached_quantization's bindings (the range factor's and the twelve before them) compile
+    for sm_90, with its [-127, 127] form (the style kernel's with the other style kernels)."""
+    _compile_every_binding(lib, *_qrange_variant())
+    _compile_every_binding(lib, *_qrange_variant(QRANGE_VARIANT.read_text().replace(
+        "constexpr int32_t q_min = -(1 << (q_bits - 1));", "constexpr int32_t q_min = 1 - (1 << (q_bits - 1));")))
 
 
 def _compile_every_binding(lib, cf, k, spec):

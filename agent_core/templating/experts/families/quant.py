@@ -20,6 +20,15 @@ the layouts the counts allow (column-major first where the body multiplies by th
 two on the bits (first where the body builds a float from bits) or through log2f, and, for padded columns,
 whether the padding columns are written 0.
 
+The quantization range as a power of two (KT_EXPERT_SCALE_QRANGE: DeepSpeed's quantize::Params<Symmetric, q_bits>,
+ZeroQuant / ZeRO++ int8 groups): int8 values multiplied by the factor 2^bits / (2 * absmax) (+absmax maps to 128,
+clamped to 127), read where the body divides a constant 2^8 (a literal, a named constant, a shift of the
+instantiation's template argument) by twice a value of the group's absolute maximum, or 2^7 by that value itself.
+Enumerated: the stored scale 1 / factor (first where the body writes a 1 / of something to the scales) or the factor,
+no eps first (an all-zero group's factor 1) where the body compares the maximum with 0, the clamp's lower bound
+(-127 where the body's clamp takes it, else the type's), the rounding; before the other symmetric bindings, which are
+still offered.
+
 Asymmetric min/max quantization (KT_EXPERT_ASYM: KIVI / lmdeploy's float zero point = the group's minimum, vLLM's
 azp and AWQ's integer zero point round(qmin - min / scale)): read only where the body reduces a minimum as well as a
 maximum of the input (fminf/fmaxf, min/max calls or comparisons feeding a local from itself) and either subtracts a
@@ -38,9 +47,11 @@ from __future__ import annotations
 import itertools
 import re
 
+from agent_core import expr
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, call_arguments, div,
-                                                    feeding, flows, number, prod, statements)
+                                                    feeding, flows, number, prod, statements,
+                                                    assignments, uncast, unparen)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
 # a kernel with no count of its groups at all (no size argument): the expert's launch carries it
@@ -349,6 +360,180 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
             [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
             [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
         b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
+        out.append(b)
+    if Q == "int8_t" and not byte_scales and "KT_EXPERT_SCALE_QRANGE" in e.conventions:
+        out = _qrange_bindings(ev, e, x, q[0], sc[0], gs_all, layouts, rows_xs, totals, total, eps_c, rounds) + out
+    return out
+
+
+# ----------------------------------------------------------------------------- the quantization range 2^bits
+QRANGE_WORDS = {1: "multiplied by the factor 2^bits / (2 * absmax) (the quantization range as a power of two, 1 for "
+                   "an all-zero group), stored 1 / factor",
+                2: "multiplied by the factor 2^bits / (2 * absmax) (the quantization range as a power of two, 1 for "
+                   "an all-zero group), the factor stored"}
+_CMP_ZERO = r"==\(?0(?:\.0*)?[fF]?\)?(?![\w.])|(?<![\w.])0(?:\.0*)?[fF]?=="
+
+
+def _body_values(ev: Evidence) -> dict[str, float]:
+    """The numbers the names of a constant expression of the body stand for: the file's constants, the kernel's
+    non-type template parameters as the instantiation gives them (the spec's template arguments, else those its
+    launches name), and the body's locals assigned once, to a constant expression of those (``constexpr int32_t
+    q_max = (1 << (q_bits - 1)) - 1;``)."""
+    once: dict[str, list[str]] = {}
+    for target, value in assignments(ev.body):
+        once.setdefault(target, []).append(value)
+    # a local the body sets again (a running maximum started at 0) is no constant
+    vals = {k: v for k, v in ev.constants.items() if len(once.get(k, ())) < 2}
+    targs = list(ev.spec.template_args or [])
+    if not targs:
+        named = {tuple(a.text for a in site.template_args) for site in ev.kernel.launch_sites if site.template_args}
+        targs = list(next(iter(named))) if len(named) == 1 else []
+    for tp, a in zip(ev.kernel.template_params, targs):
+        if tp.kind != "type" and (v := _const(a, vals)) is not None:
+            vals[tp.name] = v
+    for _ in range(3):  # a local of locals
+        for n, vs in once.items():
+            if len(vs) == 1 and n not in vals and (v := _const(vs[0], vals)) is not None:
+                vals[n] = v
+    return vals
+
+
+def _const(text: str, vals: dict[str, float]) -> float | None:
+    """The value of a constant expression of numbers and known names (casts dropped; + - * / << >> and
+    parentheses), None where it is anything else."""
+    t = re.sub(r"\s+", "", uncast(text))
+    if not t or not re.fullmatch(r"[\w.()+\-*/<>]+", t) or re.search(r"[<>](?![<>])", re.sub(r"<<|>>", "", t)):
+        return None
+    t = re.sub(r"(?<=[\d.])[fFuUlL]+\b", "", t)
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", t))
+    if not names <= set(vals):
+        return None
+    try:
+        return float(expr.evaluate(t, {n: int(vals[n]) if float(vals[n]).is_integer() else vals[n] for n in names}))
+    except Exception:
+        return None
+
+
+def _operand_before(flat: str, i: int) -> str:
+    """The operand that ends just before ``flat[i]``: a parenthesized group with the cast or call name before it,
+    or a token."""
+    if i > 0 and flat[i - 1] == ")":
+        depth, j = 0, i - 1
+        while j >= 0:
+            depth += (flat[j] == ")") - (flat[j] == "(")
+            if depth == 0:
+                break
+            j -= 1
+        m = re.search(r"(?:static_cast<\w+>|\(\w+\))?$", flat[:j])
+        return flat[m.start():i]
+    m = re.search(r"[\w.]+$", flat[:i])
+    return m.group(0) if m else ""
+
+
+def _operand_after(flat: str, i: int) -> str:
+    """The operand that starts just after ``flat[i]``: a C cast and a parenthesized group or a token."""
+    m = re.match(r"(?:\((?:float|double|int)\)|static_cast<\w+>)?", flat[i + 1:])
+    j = i + 1 + m.end()
+    if flat[j:j + 1] == "(":
+        depth, k = 0, j
+        while k < len(flat):
+            depth += (flat[k] == "(") - (flat[k] == ")")
+            if depth == 0:
+                break
+            k += 1
+        return flat[i + 1:k + 1]
+    t = re.match(r"[\w.]+(?:\[[^\]]*\])?", flat[j:])
+    return flat[i + 1:j] + (t.group(0) if t else "")
+
+
+def _qrange(ev: Evidence, vals: dict[str, float]) -> bool:
+    """Whether the body divides the int8 range 2^8 (a literal, a named constant, a shift of a template argument,
+    ``static_cast<float>(1 << q_bits)``) by twice a value of the group's absolute maximum (``2 * max``), or 2^7 by
+    that value itself: DeepSpeed's q_range / (2 * absmax)."""
+    flow = flows(ev.body)
+    flat = ev.flat
+    for m in re.finditer(r"(?<![/*])/(?![/=*])", flat):
+        num = _const(_operand_before(flat, m.start()), vals)
+        if num not in (256.0, 128.0):
+            continue
+        den = unparen(uncast(_operand_after(flat, m.start())))
+        if num == 256.0:
+            twice = re.fullmatch(r"\(?2(?:\.0*)?[fF]?\)?\*(.+)|(.+)\*\(?2(?:\.0*)?[fF]?\)?", den)
+            if twice is None:
+                continue
+            den = twice.group(1) or twice.group(2)
+        if _const(den, vals) is None and feeding(flow, den) & ABS_CALLS:
+            return True
+    return False
+
+
+def _clamp_low(ev: Evidence, vals: dict[str, float]) -> float | None:
+    """-127 where the body's clamp (a max call) takes -127 and never -128 (a symmetric range [-127, 127]); None
+    (the type's -128) otherwise."""
+    lows = set()
+    for _, args in call_arguments(ev.body, r"(std::)?(max|fmaxf|fmax)"):
+        for a in args if len(args) == 2 else ():
+            v = _const(a, vals)
+            if v in (-127.0, -128.0):
+                lows.add(v)
+    return -127.0 if lows == {-127.0} else None
+
+
+def _qrange_bindings(ev: Evidence, e, x, q, sc, gs_all, layouts, rows_xs, totals, total, eps_c, rounds) -> list:
+    """KT_EXPERT_SCALE_QRANGE bindings (int8): where ``_qrange`` reads the factor 2^bits / (2 * absmax)."""
+    vals = _body_values(ev)
+    if not _qrange(ev, vals):
+        return []
+    n = re.escape(sc.name)
+    written = re.findall(rf"\b{n}\)?\[[^\]]*\]=(?!=)([^;]*)", ev.flat)
+    stores = [1, 2] if any(re.match(r"\(?1(?:\.0*)?[fF]?\)?/", w) for w in written) else [2, 1]
+    # eps: none first where the body compares the maximum with 0 (an all-zero group's factor 1), then the body's
+    floors = [c for c in eps_c if not c[1].endswith("(assumed)")]
+    none = ("0.f", "no eps (an all-zero group: the factor 1)")
+    epss = ([none] + floors[:1]) if ev.mentions(_CMP_ZERO) or not floors else (floors[:1] + [none])
+    low = _clamp_low(ev, vals)
+    qmin_c, qmin_w = ("-127.f", "qmin=-127 (the body's clamp)") if low is not None else \
+        ("kt::QuantOut<int8_t>::qmin", "qmin of the type")
+    out = []
+    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (si, store), (lsup, tokens, pad) in itertools.product(
+            enumerate(gs_all[:2] or [None]), enumerate(epss), enumerate(rounds), enumerate(stores), layouts):
+        if pad is not None:
+            if gi:
+                continue
+            gs, groups, tokens, stride = pad
+        elif gs is None:
+            continue
+        b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, max reduction), "
+                    "the range 2^8 over twice the maximum, one fp32 scale per group, int8 output → per-token-group "
+                    "quantization", ev.kernel.name)
+        from_grid = from_launch = False
+        b.sizes = {"group_size": gs.spec, "rows": sc.spec.size if pad is None else groups.spec}
+        if pad is not None:
+            rows, rows_words = groups.c, f"groups={groups.words}"
+        else:
+            rows, rows_words, from_grid, from_launch = _group_count(
+                ev, e, b, x, gs, div(x.counts, sc.counts), rows_xs, totals, total, tokens is None)
+        b.template_args = [CTYPE[x.dtype], "int8_t"]
+        b.call_args = [_cast(x.dtype, x.name, True), f"(int8_t*)({q.name})", f"(float*)({sc.name})", gs.c, rows,
+                       eps, qmin_c, "kt::QuantOut<int8_t>::qmax"]
+        b.defines = {"KT_EXPERT_ROUND": rnd}
+        b.conventions = {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0,
+                         "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None),
+                         "KT_EXPERT_SCALE_QRANGE": store}
+        if from_grid:
+            b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+        if from_launch:
+            b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
+        if tokens is not None:
+            b.call_args.append(tokens.c)
+        if pad is not None:
+            b.call_args.append(stride.c)
+        b.consts = {"ESIZE": NBYTES[x.dtype]}
+        b.words = [f"x={x.name}", f"q={q.name} (int8)", f"scales={sc.name}", f"group_size={gs.words}", rows_words,
+                   eps_words, qmin_w, "qmax of the type", ROUNDS[rnd], QRANGE_WORDS[store]] + (
+            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
+            [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
+        b.support = 30 - 4 * gi - 3 * ei - 2 * ri - 3 * si + lsup
         out.append(b)
     return out
 
