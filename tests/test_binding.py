@@ -1334,7 +1334,8 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
-                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs")):
+                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
+                                        "unnormalized")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -3028,6 +3029,56 @@ def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
     cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
     k = "flash_decode_stage2_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+
+# ------------------------------------------------------------------------------- N-way, unnormalized (m, l) parts
+LLAMA_COMBINE = ROOT / "bench" / "corpus" / "merge_attn_states" / "combine_results_unnormalized_parts_max_rowsum_meta_f32.cu"
+
+
+def test_held_out_llama_cpp_combine_of_unnormalized_parts_with_max_rowsum_pairs(lib):
+    """llama.cpp's flash_attn_combine_results (held-out batch 8, no candidate then): fp32 UNNORMALIZED partials
+    [rows, parallel_blocks, D] with float2 metas (max, row sum) [rows, parallel_blocks], out = sum w v / sum w l with
+    w = expf(m - max) flushed to 0 where m - max <= SOFTMAX_FTZ_THRESHOLD (-20, a bit mask on `diff > -20`), D a
+    template argument (128), no size argument (a 3-D grid read back as the sizes): KT_EXPERT_NWAY_ML 1 (the max the
+    pair's .x, the float under the exponential; the sum .y, only in the denominator), [rows, sets] read from the
+    values' index (l * D), FTZ 1 at -20.0f, the rows from the expert's own launch."""
+    cf = parse_cuda(LLAMA_COMBINE.read_text(), str(LLAMA_COMBINE))
+    k = "flash_attn_combine_results"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=dst, v=VKQ_parts (unnormalized), m=.x, l=.y of VKQ_meta's pairs, sets=`parallel_blocks`, rows=the launch "
+        "(no row count among the arguments), head_size=the constant 128, states [rows, parallel_blocks, head_size], "
+        "natural m, expf(m - max), weights flushed to 0 where m - max <= -20.0f, out = sum w v / sum w l"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_ML": 1, "KT_EXPERT_LSE_BASE2": 0,
+                                 "KT_EXPERT_EXP2_LOG2E": 0, "KT_EXPERT_NWAY_FTZ": 1,
+                                 "KT_EXPERT_NWAY_ROWS_FROM_LAUNCH": 1}
+    assert bs[0].call_args == ["(float*)(dst)", "(const float*)(VKQ_parts)", "(const float*)(VKQ_meta)",
+                               "(const float*)(VKQ_meta) + 1", "(int)(parallel_blocks)", "0", "1", "128", "-20.0f"]
+    assert all(b.conventions["KT_EXPERT_NWAY"] == 3 and b.conventions["KT_EXPERT_NWAY_FTZ"] == 1 for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    rows = "(((ne03 * ne01 * ne02 * parallel_blocks * 2) / (2 * (parallel_blocks))) / (1)) * (1)"
+    assert t.launch == {"grid": [f"cdiv({rows}, THREADS / 32)"], "block": ["THREADS"],
+                        "smem": f"{rows} - (cdiv({rows}, THREADS / 32) - 1) * (THREADS / 32)"}
+    from agent_core import expr
+    for sz in spec.sizes:  # the rows come back exactly from the launch at every configuration
+        for threads in (64, 128, 1024):
+            env = {**sz, "THREADS": threads}
+            blocks, last = expr.evaluate_int(t.launch["grid"][0], env), expr.evaluate_int(t.launch["smem"], env)
+            assert 1 <= last <= threads // 32 and (blocks - 1) * (threads // 32) + last == \
+                sz["ne01"] * sz["ne02"] * sz["ne03"]
+    assert t.space.params["VEC"].values == [1, 2, 4]  # fp32: 16 bytes at most
+    for frag in ("const long long s0 = (token * heads + head) * sets, sstep = 1;", "constexpr int MS = 2;",
+                 "mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));", "const float diff = mk[it] - mx;",
+                 "float w = expf(diff);", "w = diff > ftz ? w : 0.f;", "d = __fmaf_rn(w, lk[it], d);",
+                 "o[j] = __fmaf_rn(w, to_f(x[it].v[j]), o[j]);", "y.v[j] = from_f<O>(o[j] / d);",
+                 'asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(last));'):
+        assert frag in t.text, frag
+    for gone in ("merge_states_row", "merge_slots", "merge_rows_in_place", "exp2f", "kt:bind", "KT_EXPERT_NWAY",
+                 "diff >= ftz", "logf("):
+        assert gone not in t.text, gone
 
 
 # ------------------------------------------------------------------------------------------------ norm statistics
