@@ -40,7 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY_GRID = 0  (with KT_EXPERT_NWAY: 0: a block THREADS / 32 heads of one token; 1: the kernel has neither a token nor a head count: the expert is launched [tokens, heads] with one warp a block (lightllm's stage-2 grid (batch, head_num)), the counts read back from gridDim.x and gridDim.y)
 // kt:bind KT_EXPERT_NWAY_SEQ = 0  (with KT_EXPERT_NWAY 2 (split-major): 0: each state's lse laid out like its rows, [tokens, heads] or [heads, tokens]; 1: the lse of each state (and the merged lse) [batch, heads, seq] while the values are [batch, seq, heads, head_size], tokens = batch * seq: FlashAttention's softmax_lse layout [b, h, s] beside its [b, s, h, d] output (xFormers' merge_attentions: lse_split [splits, B, H, M], attn_split [splits, B, M, H, K]); the function then takes seq, the tokens of one batch, after head_size)
 // kt:bind KT_EXPERT_NWAY_ML = 0  (with KT_EXPERT_NWAY (the states' layout, the (m, l) of state k where its lse would be): 0: each state a log-sum-exp; each state UNNORMALIZED values (sum_j e^(s_j - m) v_j, not divided by their own sum) with the running max m and row sum l of its scores (llama.cpp's flash_attn_combine_results with its float2 VKQ_meta, split-KV decode combines that keep the accumulator unnormalized): M = fmaxf of the row's maxima, w_k = e^(m_k - M) (expf / exp2f / exp2f of times log2(e) by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E), out = (sum_k w_k v_k) / (sum_k w_k l_k), both sums fused in state order (fma(w, v, o), fma(w, l, d), what nvcc makes of `o += w * v`), one IEEE division an element, rounded once to O; no state special-cased. 1: m and l the two floats of one pair (float2 metas: element stride 2, the call passes a pointer to each one's first), 2: two arrays. The function is then merge_attn_states<T, O>(out, v, m, l, sets, tokens, heads, head_size, ftz), one warp a row on a 1-D grid of cdiv(tokens * heads, THREADS / 32) blocks)
-// kt:bind KT_EXPERT_NWAY_FTZ = 0  (with KT_EXPERT_NWAY_ML: 0: no weight flushed; 1: w_k flushed to 0 where m_k - M <= ftz, kept where m_k - M > ftz (ggml's SOFTMAX_FTZ_THRESHOLD mask, -20); 2: flushed where m_k - M < ftz)
+// kt:bind KT_EXPERT_NWAY_FTZ = 0  (with KT_EXPERT_NWAY_ML: 0: no weight flushed; w_k = e^(diff), diff = m_k - M, flushed to +0 as the kernel writes the test: 1: kept where diff > ftz (ggml's SOFTMAX_FTZ_THRESHOLD mask, -20: a NaN difference flushed), 2: kept where diff >= ftz (a NaN flushed), 3: flushed where diff <= ftz (a NaN kept), 4: flushed where diff < ftz (a NaN kept))
 // kt:bind KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = 0  (with KT_EXPERT_NWAY_ML: 0: the rows are tokens * heads of the arguments; 1: the kernel has no row count (ggml's 3-D grid read back as its sizes): launched with cdiv(rows, THREADS / 32) blocks and the last block's rows (1 to THREADS / 32) as its dynamic shared memory size in bytes, memory it never uses; the rows come back exactly, (gridDim.x - 1) * THREADS / 32 + %dynamic_smem_size, and tokens = rows / heads)
 // kt:bind-grid KT_EXPERT_NWAY_ML = ["cdiv(tokens * heads, THREADS / 32)"]
 // kt:bind-smem KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = ["tokens * heads - (cdiv(tokens * heads, THREADS / 32) - 1) * (THREADS / 32)"]
@@ -129,6 +129,10 @@ __device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __
           w = diff > ftz ? w : 0.f;  // flushed to +0 where diff <= ftz (a NaN difference too)
 #elif KT_EXPERT_NWAY_FTZ == 2  // kt:bind
           w = diff >= ftz ? w : 0.f;  // flushed to +0 where diff < ftz (a NaN difference too)
+#elif KT_EXPERT_NWAY_FTZ == 3  // kt:bind
+          w = diff <= ftz ? 0.f : w;  // flushed to +0 where diff <= ftz (a NaN difference kept)
+#elif KT_EXPERT_NWAY_FTZ == 4  // kt:bind
+          w = diff < ftz ? 0.f : w;  // flushed to +0 where diff < ftz (a NaN difference kept)
 #endif  // kt:bind
           // both sums fused in state order: what nvcc makes of `d += w * l`, `o += w * v`
           d = __fmaf_rn(w, lk[it], d);

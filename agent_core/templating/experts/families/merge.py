@@ -798,22 +798,25 @@ def _quotients(text: str) -> list[tuple[str, str]]:
 def _ftz(ev: Evidence, args: list[str]) -> tuple[int, str, float] | None:
     """The flush of small weights to zero where the body compares an exponential's argument with a negative
     constant (ggml's ``diff > SOFTMAX_FTZ_THRESHOLD``): (KT_EXPERT_NWAY_FTZ, the threshold as C float text, its
-    value); 1 where a difference equal to the threshold is flushed (``diff > C`` keeps, ``diff <= C`` flushes), 2
-    where it is kept (``diff >= C``, ``diff < C``). None where there is no such comparison."""
+    value). A test true for the larger differences keeps the weight where it holds (``diff > C``: 1, ``diff >= C``:
+    2; a NaN difference flushed), one true for the smaller flushes it (``diff <= C``: 3, ``diff < C``: 4; a NaN
+    kept). None where there is no such comparison."""
     text = uncast(ev.body)
     operand = r"\(?\s*[-+]?\s*[A-Za-z_0-9.]+\s*\)?"
-    for a in dict.fromkeys(re.sub(r"\s+", " ", x.strip()) for x in args if x.strip()):
+    form = {">": 1, ">=": 2, "<=": 3, "<": 4}
+    mirror = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+    for a in dict.fromkeys(re.sub(r"\s+", " ", uncast(x).strip()) for x in args if x.strip()):
         pat = re.escape(a).replace(r"\ ", r"\s*")
         for m in re.finditer(rf"(?<![\w.])(?:{pat})\s*(>=|<=|>|<)(?!=)\s*({operand})", text):
             op, c = m.group(1), m.group(2)
             got = const_value(c.strip().strip("()").replace(" ", ""), ev)
             if got is not None and got[1] < 0:
-                return (1 if op in (">", "<=") else 2), got[0], got[1]
+                return form[op], got[0], got[1]
         for m in re.finditer(rf"({operand})\s*(>=|<=|>|<)(?!=)\s*(?:{pat})(?![\w.(\[])", text):
             c, op = m.group(1), m.group(2)
             got = const_value(c.strip().strip("()").replace(" ", ""), ev)
             if got is not None and got[1] < 0:  # C < diff is diff > C
-                return (1 if op in ("<", ">=") else 2), got[0], got[1]
+                return form[mirror[op]], got[0], got[1]
     return None
 
 
@@ -976,8 +979,8 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
                            *([f"rows={tok.words} (no row count among the arguments)"] if heads.c == "1" else
                              [f"tokens={tok.words}", f"heads={heads.words}"]),
                            f"head_size={hs.words}", f"states {lay[:-1]}, head_size]", exp,
-                           f"weights flushed to 0 where m - max {'<=' if ftz[0] == 1 else '<'} {ftz[1]}"
-                           if ftz is not None else "no flush", "out = sum w v / sum w l"]
+                           f"weights flushed to 0 where m - max {('<=', '<')[ftz[0] % 2 == 0]} {ftz[1]}"
+                           + ("" if ftz[0] <= 2 else " (a NaN difference kept)") if ftz is not None else "no flush", "out = sum w v / sum w l"]
                 b.support = 100 - len(out)
                 out.append(b)
     return out
