@@ -1334,7 +1334,8 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     paths = sorted(STYLES.glob("merge_*.cu")) + sorted((ROOT / "bench/corpus/merge_attn_states").glob("*.cu"))
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
-                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs")):
+                                        "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
+                                        "unnormalized")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -3131,6 +3132,154 @@ def test_every_binding_of_the_flash_decode_stage2_compiles(lib):
     cf = parse_cuda(FLASH_DECODE_STAGE2.read_text(), str(FLASH_DECODE_STAGE2))
     k = "flash_decode_stage2_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+
+# ------------------------------------------------------------------------------- N-way, unnormalized (m, l) parts
+LLAMA_COMBINE = ROOT / "bench" / "corpus" / "merge_attn_states" / "combine_results_unnormalized_parts_max_rowsum_meta_f32.cu"
+
+
+def test_held_out_llama_cpp_combine_of_unnormalized_parts_with_max_rowsum_pairs(lib):
+    """llama.cpp's flash_attn_combine_results (held-out batch 8, no candidate then): fp32 UNNORMALIZED partials
+    [rows, parallel_blocks, D] with float2 metas (max, row sum) [rows, parallel_blocks], out = sum w v / sum w l with
+    w = expf(m - max) flushed to 0 where m - max <= SOFTMAX_FTZ_THRESHOLD (-20, a bit mask on `diff > -20`), D a
+    template argument (128), no size argument (a 3-D grid read back as the sizes): KT_EXPERT_NWAY_ML 1 (the max the
+    pair's .x, the float under the exponential; the sum .y, only in the denominator), [rows, sets] read from the
+    values' index (l * D), FTZ 1 at -20.0f, the rows from the expert's own launch."""
+    cf = parse_cuda(LLAMA_COMBINE.read_text(), str(LLAMA_COMBINE))
+    k = "flash_attn_combine_results"
+    spec = S.find_spec(cf, k)
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=dst, v=VKQ_parts (unnormalized), m=.x, l=.y of VKQ_meta's pairs, sets=`parallel_blocks`, rows=the launch "
+        "(no row count among the arguments), head_size=the constant 128, states [rows, parallel_blocks, head_size], "
+        "natural m, expf(m - max), weights flushed to 0 where m - max <= -20.0f, out = sum w v / sum w l"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_ML": 1, "KT_EXPERT_LSE_BASE2": 0,
+                                 "KT_EXPERT_EXP2_LOG2E": 0, "KT_EXPERT_NWAY_FTZ": 1,
+                                 "KT_EXPERT_NWAY_ROWS_FROM_LAUNCH": 1}
+    assert bs[0].call_args == ["(float*)(dst)", "(const float*)(VKQ_parts)", "(const float*)(VKQ_meta)",
+                               "(const float*)(VKQ_meta) + 1", "(int)(parallel_blocks)", "0", "1", "128", "-20.0f"]
+    assert all(b.conventions["KT_EXPERT_NWAY"] == 3 and b.conventions["KT_EXPERT_NWAY_FTZ"] == 1 for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    rows = "(((ne03 * ne01 * ne02 * parallel_blocks * 2) / (2 * (parallel_blocks))) / (1)) * (1)"
+    assert t.launch == {"grid": [f"cdiv({rows}, THREADS / 32)"], "block": ["THREADS"],
+                        "smem": f"{rows} - (cdiv({rows}, THREADS / 32) - 1) * (THREADS / 32)"}
+    from agent_core import expr
+    for sz in spec.sizes:  # the rows come back exactly from the launch at every configuration
+        for threads in (64, 128, 1024):
+            env = {**sz, "THREADS": threads}
+            blocks, last = expr.evaluate_int(t.launch["grid"][0], env), expr.evaluate_int(t.launch["smem"], env)
+            assert 1 <= last <= threads // 32 and (blocks - 1) * (threads // 32) + last == \
+                sz["ne01"] * sz["ne02"] * sz["ne03"]
+    assert t.space.params["VEC"].values == [1, 2, 4]  # fp32: 16 bytes at most
+    for frag in ("const long long s0 = (token * heads + head) * sets, sstep = 1;", "constexpr int MS = 2;",
+                 "mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));", "const float diff = mk[it] - mx;",
+                 "float w = expf(diff);", "w = diff > ftz ? w : 0.f;", "d = __fmaf_rn(w, lk[it], d);",
+                 "o[j] = __fmaf_rn(w, to_f(x[it].v[j]), o[j]);", "y.v[j] = from_f<O>(o[j] / d);",
+                 'asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(last));'):
+        assert frag in t.text, frag
+    for gone in ("merge_states_row", "merge_slots", "merge_rows_in_place", "exp2f", "kt:bind", "KT_EXPERT_NWAY",
+                 "diff >= ftz", "logf("):
+        assert gone not in t.text, gone
+
+
+
+def _unnormalized_style(*edits: tuple[str, str]):
+    """The unnormalized-splits style kernel with each ``old`` replaced by ``new``."""
+    path = STYLES / "merge_unnormalized_splits_max_sum_arrays_warp_bf16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("combine_unnormalized_splits")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+_W = "expf(part_max[base + (size_t)s * num_heads] - gmax)"
+# the weights flushed where the difference is below -15 (a test true for the smaller differences: a NaN kept)
+_FLUSHED = (("    denom += part_sum[base + (size_t)s * num_heads] * " + _W + ";",
+             "    denom += part_sum[base + (size_t)s * num_heads] *\n"
+             "             (part_max[base + (size_t)s * num_heads] - gmax < -15.0f ? 0.f : " + _W + ");"),
+            ("      const float w = " + _W + ";",
+             "      const float dm = part_max[base + (size_t)s * num_heads] - gmax;\n"
+             "      const float w = dm < -15.0f ? 0.f : expf(dm);"))
+
+
+def test_nway_unnormalized_merge_of_max_and_sum_arrays_found_by_what_the_body_computes(lib):
+    """Another style than the held-out llama.cpp combine: bf16 unnormalized partials into a bf16 output, the metas two
+    fp32 arrays (the max the one under the exponentials, the sum the one only in the denominator), [tokens, splits,
+    heads] (the meta index moves by the heads from one split to the next), a warp a row on a 1-D grid, no flush, the
+    counts as arguments: KT_EXPERT_NWAY 1, KT_EXPERT_NWAY_ML 2, expf first, the expert's own 1-D grid."""
+    cf, k, spec = case("merge_unnormalized_splits_max_sum_arrays_warp_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out, v=part_acc (unnormalized), m=part_max, l=part_sum, sets=`num_splits`, tokens=`num_tokens`, "
+        "heads=`num_heads`, head_size=`head_dim`, states [num_tokens, num_splits, num_heads, head_size], natural m, "
+        "expf(m - max), no flush, out = sum w v / sum w l"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 1, "KT_EXPERT_NWAY_ML": 2, "KT_EXPERT_LSE_BASE2": 0,
+                                 "KT_EXPERT_EXP2_LOG2E": 0}
+    assert bs[0].template_args == ["__nv_bfloat16", "__nv_bfloat16"] and bs[0].consts == {"ESIZE": 2}
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(part_acc)", "(const float*)(part_max)",
+                               "(const float*)(part_sum)", "(int)(num_splits)", "(int)(num_tokens)",
+                               "(int)(num_heads)", "(int)(head_dim)", "0.f"]
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch == {"grid": ["cdiv((T) * (H), THREADS / 32)"], "block": ["THREADS"], "smem": "0"}
+    for frag in ("const long long s0 = (token * sets) * heads + head, sstep = heads;", "constexpr int MS = 1;",
+                 "float w = expf(diff);", "y.v[j] = from_f<O>(o[j] / d);"):
+        assert frag in t.text, frag
+    for gone in ("ftz ?", "dynamic_smem_size", "kt:bind", "merge_states_row"):
+        assert gone not in t.text, gone
+    # a flush written as a test true for the smaller differences (dm < -15: 0): FTZ 4, the threshold as written
+    cf, k, spec = _unnormalized_style(*_FLUSHED)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_NWAY_FTZ") == 4 for b in bs), words_of(bs)
+    assert bs[0].call_args[-1] == "-15.0f" and "weights flushed to 0 where m - max < -15.0f (a NaN difference kept)" \
+        in bs[0].describe()
+
+
+def test_nway_unnormalized_merge_is_not_offered_to_normalized_parts(lib):
+    """Parts normalized by their own sums (vLLM's paged-attention v2 reduce: each value times its sum and weight)
+    are no unnormalized combine: the values' multiplier is fed by the sums. Nor is a kernel whose output is not
+    divided by the weighted sums."""
+    def ml(cf, k, spec):
+        return [b for b in X.candidates(cf, k.name, spec, lib) if "KT_EXPERT_NWAY_ML" in b.conventions]
+    assert not ml(*_unnormalized_style(("acc += w * __bfloat162float(",
+                                        "acc += w * part_sum[base + (size_t)s * num_heads] * __bfloat162float(")))
+    assert not ml(*_unnormalized_style(("__float2bfloat16(acc / denom)", "__float2bfloat16(acc)")))
+    assert ml(*_unnormalized_style())  # the kernel as it is
+
+
+
+@pytest.mark.nvcc
+def test_every_unnormalized_merge_binding_compiles(lib, tmp_path):
+    """The unnormalized combine's bindings compile for sm_90: the held-out llama.cpp variant's (fp32, float2 pairs,
+    FTZ 1, the rows from the launch), its first at every corner of its space, the style kernel's with a flush (FTZ
+    4; the style kernel's own with the other style kernels), and the other two flush forms."""
+    import itertools
+    import shutil
+    import subprocess
+    cf = parse_cuda(LLAMA_COMBINE.read_text(), str(LLAMA_COMBINE))
+    k = cf.kernel("flash_attn_combine_results")
+    spec = S.find_spec(cf, k.name)
+    _compile_every_binding(lib, cf, k, spec)
+    t = X.bind(X.candidates(cf, k.name, spec, lib)[0], cf, spec)
+    (tmp_path / "t.cu").write_text(t.text)
+    ps = t.space.params
+    for cfg in itertools.product(*([min(p.values), max(p.values)] for p in ps.values())):
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+                            *[f"-D{macro_name(n)}={v}" for n, v in zip(ps, cfg)], str(tmp_path / "t.cu")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (cfg, r.stderr[-3000:])
+    _compile_every_binding(lib, *_unnormalized_style(*_FLUSHED))
+    for op in (">", ">="):  # the tests true for the larger differences (FTZ 1, 2) on the style kernel
+        _compile_every_binding(lib, *_unnormalized_style(
+            (_FLUSHED[0][0], _FLUSHED[0][1].replace("gmax < -15.0f ? 0.f : " + _W, f"gmax {op} -15.0f ? {_W} : 0.f")),
+            (_FLUSHED[1][0], _FLUSHED[1][1].replace("dm < -15.0f ? 0.f : expf(dm)", f"dm {op} -15.0f ? expf(dm) : 0.f"))))
 
 
 # ------------------------------------------------------------------------------------------------ norm statistics

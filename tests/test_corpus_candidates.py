@@ -25,10 +25,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(gate) half, an fp16 bias added to both halves (rounded) before the activation, and no size arguments (the "
         "half width a template constant HHS, the tokens from the grid): show offers a structural template and "
         "launch_bounds only, no gated_act expert",
-    "merge_attn_states/combine_results_unnormalized_parts_max_rowsum_meta_f32.cu": "N-way combine of UNNORMALIZED "
-        "partials with float2 (max, row sum) metas instead of normalized outputs and an lse (dst = sum w * part / "
-        "sum w * l), parallel_blocks a run-time argument, ggml's permuted [seq, q, heads, D] layout and a 3-D grid "
-        "read back as the sizes (no size arguments): show offers a structural template and fast_math only",
     "rotary/rotary_pos_half_tile_shfl_partner_kv_cache_bf16.cu": "no cos/sin cache and no position array (theta = "
         "1.0 / powf(rope_theta, 2i / rotary_dim) * (seq_offset + token) in the kernel, the reciprocal in double), a "
         "head-major query [batch * heads, seq, head] and the keys in a cache max_out_tokens rows per head, the "

@@ -39,6 +39,11 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY_COUNT = 0  (with KT_EXPERT_NWAY: 0: every row merges `sets` states; 1: flash-decoding's per-sequence split count: the rows of token b merge the first min(sets, ceil(lens[b] / split)) of its states (none where lens[b] <= 0), lens an integer buffer [tokens] (its type L: the sequence lengths), split the keys a state covers (lightllm's and SGLang's BLOCK_SEQ, vLLM's PARTITION_SIZE), `sets` then only the states' stride (the allocation); the function is then merge_attn_states<T, O, L>(out, out_lse, v, v_lse, sets, tokens, heads, head_size, lens, split))
 // kt:bind KT_EXPERT_NWAY_GRID = 0  (with KT_EXPERT_NWAY: 0: a block THREADS / 32 heads of one token; 1: the kernel has neither a token nor a head count: the expert is launched [tokens, heads] with one warp a block (lightllm's stage-2 grid (batch, head_num)), the counts read back from gridDim.x and gridDim.y)
 // kt:bind KT_EXPERT_NWAY_SEQ = 0  (with KT_EXPERT_NWAY 2 (split-major): 0: each state's lse laid out like its rows, [tokens, heads] or [heads, tokens]; 1: the lse of each state (and the merged lse) [batch, heads, seq] while the values are [batch, seq, heads, head_size], tokens = batch * seq: FlashAttention's softmax_lse layout [b, h, s] beside its [b, s, h, d] output (xFormers' merge_attentions: lse_split [splits, B, H, M], attn_split [splits, B, M, H, K]); the function then takes seq, the tokens of one batch, after head_size)
+// kt:bind KT_EXPERT_NWAY_ML = 0  (with KT_EXPERT_NWAY (the states' layout, the (m, l) of state k where its lse would be): 0: each state a log-sum-exp; each state UNNORMALIZED values (sum_j e^(s_j - m) v_j, not divided by their own sum) with the running max m and row sum l of its scores (llama.cpp's flash_attn_combine_results with its float2 VKQ_meta, split-KV decode combines that keep the accumulator unnormalized): M = fmaxf of the row's maxima, w_k = e^(m_k - M) (expf / exp2f / exp2f of times log2(e) by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E), out = (sum_k w_k v_k) / (sum_k w_k l_k), both sums fused in state order (fma(w, v, o), fma(w, l, d), what nvcc makes of `o += w * v`), one IEEE division an element, rounded once to O; no state special-cased. 1: m and l the two floats of one pair (float2 metas: element stride 2, the call passes a pointer to each one's first), 2: two arrays. The function is then merge_attn_states<T, O>(out, v, m, l, sets, tokens, heads, head_size, ftz), one warp a row on a 1-D grid of cdiv(tokens * heads, THREADS / 32) blocks)
+// kt:bind KT_EXPERT_NWAY_FTZ = 0  (with KT_EXPERT_NWAY_ML: 0: no weight flushed; w_k = e^(diff), diff = m_k - M, flushed to +0 as the kernel writes the test: 1: kept where diff > ftz (ggml's SOFTMAX_FTZ_THRESHOLD mask, -20: a NaN difference flushed), 2: kept where diff >= ftz (a NaN flushed), 3: flushed where diff <= ftz (a NaN kept), 4: flushed where diff < ftz (a NaN kept))
+// kt:bind KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = 0  (with KT_EXPERT_NWAY_ML: 0: the rows are tokens * heads of the arguments; 1: the kernel has no row count (ggml's 3-D grid read back as its sizes): launched with cdiv(rows, THREADS / 32) blocks and the last block's rows (1 to THREADS / 32) as its dynamic shared memory size in bytes, memory it never uses; the rows come back exactly, (gridDim.x - 1) * THREADS / 32 + %dynamic_smem_size, and tokens = rows / heads)
+// kt:bind-grid KT_EXPERT_NWAY_ML = ["cdiv(tokens * heads, THREADS / 32)"]
+// kt:bind-smem KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = ["tokens * heads - (cdiv(tokens * heads, THREADS / 32) - 1) * (THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_NWAY_GRID = ["tokens", "heads"]
 // kt:bind-block KT_EXPERT_NWAY_GRID = ["32"]
 // kt:bind-grid KT_EXPERT_INPLACE = ["tokens", "cdiv(heads, THREADS / 32 * ITEMS)"]
@@ -59,7 +64,112 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_NWAY  // kt:bind
+#if KT_EXPERT_NWAY_ML  // kt:bind
+// N-way combine of UNNORMALIZED partial values with their (max, sum) metas (llama.cpp's flash_attn_combine_results;
+// split-KV decode combines that keep each split's accumulator unnormalized): one warp owns each (token, head) row,
+// the rows on a 1-D grid, THREADS / 32 rows a block. The warp first takes the max M of the row's maxima (each lane a
+// strided share, then shuffles: fmaxf gives the same whatever the order). Each lane then owns VEC consecutive
+// elements at a time and, for each such chunk, runs over the states in their order: w = e^(m_k - M) (flushed to 0
+// below the threshold ftz where the kernel flushes), o = fma(w, v, o), d = fma(w, l_k, d); ITEMS states' metas and
+// vectors loaded before any of them is combined (ITEMS loads in flight); out = o / d rounded once to O.
+template <int VEC, int IT, typename T, typename O>
+__device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __restrict__ v,
+                                                const float* __restrict__ vm, const float* __restrict__ vl, int sets,
+                                                int tokens, int heads, int head_size, float ftz) {
+  const long long r = (long long)blockIdx.x * (KT_THREADS / 32) + (long long)(threadIdx.x >> 5);
+  if (r >= (long long)tokens * heads) return;  // the warp's row (the same for all its lanes)
+  const int lane = threadIdx.x & 31;
+  const long long token = r / heads, head = r - token * heads;
+  // state k of the row: its meta (m, l) at s0 + k * sstep (times MS floats), its values head_size times that
+#if KT_EXPERT_NWAY == 1  // kt:bind
+  const long long s0 = (token * sets) * heads + head, sstep = heads;
+#elif KT_EXPERT_NWAY == 2  // kt:bind
+  const long long s0 = token * heads + head, sstep = (long long)tokens * heads;
+#else  // kt:bind
+  const long long s0 = (token * heads + head) * sets, sstep = 1;
+#endif  // kt:bind
+#if KT_EXPERT_NWAY_ML == 1  // kt:bind
+  constexpr int MS = 2;  // m and l two floats of one pair
+#else  // kt:bind
+  constexpr int MS = 1;  // two arrays
+#endif  // kt:bind
+  float mx = -INFINITY;
+  for (int k = lane; k < sets; k += 32) mx = fmaxf(mx, vm[(s0 + (long long)k * sstep) * MS]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
+    float o[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = 0.f;
+    float d = 0.f;
+    for (int k0 = 0; k0 < sets; k0 += IT) {
+      float mk[IT], lk[IT];
+      Vec<T, VEC> x[IT];  // as stored: converted where they are combined
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < sets) {
+          const long long st = s0 + (long long)(k0 + it) * sstep;
+          mk[it] = vm[st * MS];
+          lk[it] = vl[st * MS];
+          x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < sets) {
+          const float diff = mk[it] - mx;
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+          float w = exp2f(diff);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+          float w = exp2f(diff * 1.4426950408889634f);
+#else  // kt:bind
+          float w = expf(diff);
+#endif  // kt:bind
+#if KT_EXPERT_NWAY_FTZ == 1  // kt:bind
+          w = diff > ftz ? w : 0.f;  // flushed to +0 where diff <= ftz (a NaN difference too)
+#elif KT_EXPERT_NWAY_FTZ == 2  // kt:bind
+          w = diff >= ftz ? w : 0.f;  // flushed to +0 where diff < ftz (a NaN difference too)
+#elif KT_EXPERT_NWAY_FTZ == 3  // kt:bind
+          w = diff <= ftz ? 0.f : w;  // flushed to +0 where diff <= ftz (a NaN difference kept)
+#elif KT_EXPERT_NWAY_FTZ == 4  // kt:bind
+          w = diff < ftz ? 0.f : w;  // flushed to +0 where diff < ftz (a NaN difference kept)
+#endif  // kt:bind
+          // both sums fused in state order: what nvcc makes of `d += w * l`, `o += w * v`
+          d = __fmaf_rn(w, lk[it], d);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o[j] = __fmaf_rn(w, to_f(x[it].v[j]), o[j]);
+        }
+      }
+    }
+    Vec<O, VEC> y;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) y.v[j] = from_f<O>(o[j] / d);
+    *reinterpret_cast<Vec<O, VEC>*>(out + r * head_size + c) = y;
+  }
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ void merge_attn_states(O* out, const T* v, const float* vm, const float* vl, int sets,
+                                                  int tokens, int heads, int head_size, float ftz) {
+#if KT_EXPERT_NWAY_ROWS_FROM_LAUNCH  // kt:bind
+  {  // launched with cdiv(rows, THREADS / 32) blocks, the last block's rows its dynamic shared memory size
+    unsigned last;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(last));
+    tokens = (int)(((long long)(gridDim.x - 1) * (KT_THREADS / 32) + last) / heads);
+  }
+#endif  // kt:bind
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_parts_row<KT_VEC, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_parts_row<V2, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_parts_row<V4, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
+  else
+    merge_parts_row<1, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
+}
+#elif KT_EXPERT_NWAY  // kt:bind
 // N-way (FlashInfer's MergeStates: the states of `sets` KV chunks of one (token, head) row merged into one): one
 // warp owns each row, a block THREADS / 32 heads of one token (the grid [tokens, head groups]). Each lane owns VEC
 // consecutive elements at a time, and for each such chunk runs the online merge over the states in their order

@@ -901,17 +901,23 @@ def index_parts(ev: "Evidence", name: str) -> list[str]:
     return out
 
 
-def index_stride(ev: "Evidence", name: str, var: str) -> tuple | None:
+def index_stride(ev: "Evidence", name: str, var: str, known: dict[str, int] | None = None,
+                 stepping: bool = False) -> tuple | None:
     """How far the body's index into the buffer ``name`` moves when the loop variable ``var`` grows by one, on every
     size set: the same at every place it indexes the buffer (or a local pointer made from it) and whatever the
     thread and block indices, the other loop variables and the values read (each tried at several values); locals
     assigned once replaced by their values, casts dropped. None where that is not what the body shows (a stride
-    that depends on something else, an index that cannot be evaluated, no index)."""
+    that depends on something else, an index that cannot be evaluated, no index). ``known``: more names of known
+    values (a kernel's value template arguments); ``stepping``: only the places whose index names ``var`` (not a
+    move of the pointer by a row offset, ``p += row * D``)."""
     once = _once(uncast(ev.body))
     consts = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    consts.update(known or {})
     found = set()
     for terms in index_sites(ev, name):
         text = _expand_locals(" + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0", once, var)
+        if stepping and not re.search(rf"\b{re.escape(var)}\b", text):
+            continue
         if not re.fullmatch(r"[\w\s()+\-*/%]+", text):
             return None
         per = []

@@ -35,6 +35,16 @@ read bounds the loop over the states through a ceiling division (``(len + S - 1)
 count is then the states' stride. Where the arguments hold neither the tokens nor the heads (lightllm's grid (batch,
 head_num)), the expert is launched [tokens, heads], one warp a block, and reads both back from its grid
 (``KT_EXPERT_NWAY_GRID``).
+
+Unnormalized parts (``KT_EXPERT_NWAY_ML``: llama.cpp's flash_attn_combine_results, split-KV decode combines that keep
+each split's accumulator unnormalized with its running max and row sum): one values input of the state count times
+the output, its metas either one fp32 input of two floats a state (a pair: a float2 argument, or reads of its .x and
+.y, or of [2 * i] and [2 * i + 1]) or two fp32 inputs of one each; the max is what the exponentials' arguments are
+computed from, the sum the other; the values are multiplied by weights the sums do not feed (unnormalized) and the
+output is a quotient whose denominator the sums feed. The flush of small weights (``KT_EXPERT_NWAY_FTZ``) where the
+body compares an exponential's argument with a negative constant, the threshold as written; the states' layout from
+a meta index, else the values' (a value template argument known: ggml's D); the rows from the arguments, else from
+the expert's launch (``KT_EXPERT_NWAY_ROWS_FROM_LAUNCH``).
 """
 
 from __future__ import annotations
@@ -44,7 +54,8 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
-                                                    call_arguments, closing, counts_of, div, feeding, flows,
+                                                    call_arguments, closing, const_value, counts_of, div, feeding,
+                                                    flows,
                                                     index_parts, index_stride, number, pointer_aliases, prod,
                                                     uncast)
 
@@ -536,6 +547,11 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
         return []
     ins, outs = ev.bufs("in"), ev.bufs("out")
     lins = [a for a in ins if a is not vin]
+    if len(outs) == 1 and outs[0].counts and len(ev.bufs()) == len(ins) + 1 and len(lins) in (1, 2):
+        # unnormalized parts with (max, sum) metas: read from what the body computes, where it shows them
+        ml = _nway_ml_bindings(ev, e, vin, lins, outs[0])
+        if ml:
+            return ml
     # flash-decoding's per-sequence split count: an integer input (the sequence lengths, one a token) whose read
     # bounds the loop over the states through a ceiling division by the keys a state covers
     lens = None
@@ -702,3 +718,270 @@ def _nway_seq_bindings(ev: Evidence, e, vin, lin, ov, olse, sets, exclude, hs, r
             b.support = 120 - len(out)
             out.append(b)
     return out
+
+
+# ------------------------------------------------------------------------------- N-way, unnormalized (m, l) parts
+_PAIR_MEMBER = re.compile(r"\b([A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*\.\s*([xy])\b")
+
+
+def _closure(pieces: list[tuple[str, str]], text: str) -> str:
+    """``text`` and the values of every assignment to a local it names, transitively (all of a name's assignments:
+    ``kqmax = m[0].x`` and ``kqmax = fmaxf(kqmax, m[l].x)``), joined: what an expression is computed from, as written."""
+    texts, seen, todo = [text], set(), list(re.findall(r"\b[A-Za-z_]\w*\b", text))
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for target, value in pieces:
+            if target == n:
+                texts.append(value)
+                todo += re.findall(r"\b[A-Za-z_]\w*\b", value)
+    return " ; ".join(texts)
+
+
+def _pair_reads(text: str, fed: set[str]) -> set[int]:
+    """Which floats of a (m, l) pair ``text`` reads through the names in ``fed`` (the pair buffer and what it feeds):
+    0 for ``.x`` or an index ``2 * i``, 1 for ``.y`` or ``2 * i + 1``."""
+    out = set()
+    for m in _PAIR_MEMBER.finditer(text):
+        if m.group(1) in fed:
+            out.add(0 if m.group(3) == "x" else 1)
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\[", text):
+        if m.group(1) not in fed:
+            continue
+        idx = re.sub(r"\s+", "", uncast(text[m.end():closing(text, m.end(), "([", ")]") - 1]))
+        if re.search(r"(?<![\w.])2\*|\*2(?![\w.])|<<1(?!\d)", idx):
+            out.add(1 if re.search(r"\+1(?![\w.])", idx) else 0)
+    return out
+
+
+def _quotients(text: str) -> list[tuple[str, str]]:
+    """The (numerator, denominator) operands of every division ``a / b`` in ``text`` (each an identifier, a literal,
+    an indexed or called name, or a bracketed group)."""
+    out = []
+    for m in re.finditer(r"(?<![/*])/(?![/=*])", text):
+        i = m.start() - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        end = i + 1
+        while i >= 0:
+            if text[i] in ")]":
+                depth = 0
+                while i >= 0:
+                    depth += text[i] in ")]"
+                    depth -= text[i] in "(["
+                    i -= 1
+                    if depth == 0:
+                        break
+            elif re.match(r"[\w.]", text[i]):
+                i -= 1
+            else:
+                break
+        j = m.end()
+        while j < len(text) and text[j].isspace():
+            j += 1
+        start = j
+        while j < len(text):
+            if text[j] in "([":
+                j = closing(text, j + 1, "([", ")]")
+            elif re.match(r"[\w.]", text[j]):
+                j += 1
+            else:
+                break
+        num, den = text[i + 1:end].strip(), text[start:j].strip()
+        if num and den:
+            out.append((num, den))
+    return out
+
+
+def _ftz(ev: Evidence, args: list[str]) -> tuple[int, str, float] | None:
+    """The flush of small weights to zero where the body compares an exponential's argument with a negative
+    constant (ggml's ``diff > SOFTMAX_FTZ_THRESHOLD``): (KT_EXPERT_NWAY_FTZ, the threshold as C float text, its
+    value). A test true for the larger differences keeps the weight where it holds (``diff > C``: 1, ``diff >= C``:
+    2; a NaN difference flushed), one true for the smaller flushes it (``diff <= C``: 3, ``diff < C``: 4; a NaN
+    kept). None where there is no such comparison."""
+    text = uncast(ev.body)
+    operand = r"\(?\s*[-+]?\s*[A-Za-z_0-9.]+\s*\)?"
+    form = {">": 1, ">=": 2, "<=": 3, "<": 4}
+    mirror = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+    for a in dict.fromkeys(re.sub(r"\s+", " ", uncast(x).strip()) for x in args if x.strip()):
+        pat = re.escape(a).replace(r"\ ", r"\s*")
+        for m in re.finditer(rf"(?<![\w.])(?:{pat})\s*(>=|<=|>|<)(?!=)\s*({operand})", text):
+            op, c = m.group(1), m.group(2)
+            got = const_value(c.strip().strip("()").replace(" ", ""), ev)
+            if got is not None and got[1] < 0:
+                return form[op], got[0], got[1]
+        for m in re.finditer(rf"({operand})\s*(>=|<=|>|<)(?!=)\s*(?:{pat})(?![\w.(\[])", text):
+            c, op = m.group(1), m.group(2)
+            got = const_value(c.strip().strip("()").replace(" ", ""), ev)
+            if got is not None and got[1] < 0:  # C < diff is diff > C
+                return form[mirror[op]], got[0], got[1]
+    return None
+
+
+def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple):
+    """The (m, l) metas of an unnormalized N-way merge, read from what the body computes: the max is what an
+    exponential's argument is computed from (the pair's float, or the array), the sum the other; each value is
+    multiplied by weights the sums do not feed (the values are unnormalized), and the output is a quotient whose
+    denominator the sums feed. Returns (KT_EXPERT_NWAY_ML, m call argument, l call argument, words, exp arguments)
+    or None."""
+    body = uncast(ev.body)
+    pieces = assignments(body)
+    flow = flows(ev.body, declarators=True)
+    exps = [args[0] for _, args in call_arguments(ev.body, EXP_CALL) if args]
+    if not exps:
+        return None
+    # the value the output is written from, and its quotients
+    outs = set(pointer_aliases(body, ov.name))
+    written = [_closure(pieces, v) for t, v in pieces if t in outs]
+    quots = [q for w in written for q in _quotients(w)]
+    if len(metas) == 1:  # pairs: which float of the pair the exponentials take
+        meta = metas[0]
+        param = next((p for p in ev.kernel.params if p.name == meta.name), None)
+        fed = {meta.name} | {n for n, src in flow.items() if meta.name in src}
+        under = set()
+        for a in exps:
+            under |= _pair_reads(_closure(pieces, a), fed)
+        if len(under) != 1:
+            return None
+        mi = next(iter(under))
+        paired = (param is not None and re.search(r"\bfloat2\b", param.type)) or \
+            _pair_reads(body, fed) == {0, 1}
+        if not paired:
+            return None
+        ok = any(vin.name in feeding(flow, n) and 1 - mi not in _pair_reads(_closure(pieces, n), fed)
+                 and 1 - mi in _pair_reads(_closure(pieces, d), fed) for n, d in quots)
+        if not ok:
+            return None
+        base = f"(const float*)({meta.name})"
+        return (1, base if mi == 0 else f"{base} + 1", f"{base} + 1" if mi == 0 else base,
+                [f"m=.{'xy'[mi]}, l=.{'xy'[1 - mi]} of {meta.name}'s pairs"], exps)
+    under = [a for a in metas if any(a.name in feeding(flow, x) for x in exps)]
+    if len(under) != 1:
+        return None
+    m = under[0]
+    l = next(a for a in metas if a is not m)
+    ok = any(vin.name in feeding(flow, n) and l.name not in feeding(flow, n) and l.name in feeding(flow, d)
+             for n, d in quots)
+    if not ok:
+        return None
+    return 2, f"(const float*)({m.name})", f"(const float*)({l.name})", [f"m={m.name}, l={l.name}"], exps
+
+
+def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
+    """An N-way merge of UNNORMALIZED partial values with their (max, sum) metas (llama.cpp's
+    flash_attn_combine_results and its float2 VKQ_meta; split-KV decode combines that keep the accumulator
+    unnormalized): out = sum_k w_k v_k / sum_k w_k l_k with w_k = e^(m_k - max). The metas either one fp32 input of
+    two floats a state (pairs) or two fp32 inputs of one each; the state count an int argument (else a number the
+    same on every size set) bounding a loop of the body; the states' layout from how far an index moves from one
+    state to the next (the metas', else the values' over the head size); the rows from the arguments, else from the
+    expert's own launch (KT_EXPERT_NWAY_ROWS_FROM_LAUNCH)."""
+    if "KT_EXPERT_NWAY_ML" not in e.conventions or ov.dtype not in FLOATS or vin.dtype not in FLOATS \
+            or not all(a.dtype == "f32" and a.counts for a in lins) or len(lins) not in (1, 2):
+        return []
+    if len(lins) == 2 and lins[0].counts != lins[1].counts:
+        return []
+    n = div(vin.counts, ov.counts)
+    if n is None:
+        return []
+    per = 2 if len(lins) == 1 else 1  # floats a state
+    rows = div(lins[0].counts, tuple(per * x for x in n))
+    if rows is None or prod(n, rows, tuple(per for _ in n)) != lins[0].counts or div(ov.counts, rows) is None:
+        return []
+    read = _ml_metas(ev, vin, ov, lins, n)
+    if read is None:
+        return []
+    ml, mc, lc, mwords, exps = read
+    counts = []  # the state count and the variables of the loops it bounds
+    for a in ev.ints():
+        if a.counts == n and _set_loops(ev, a.name):
+            counts.append((SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"), _set_loops(ev, a.name),
+                           (a.name,)))
+    if not counts and len(set(n)) == 1 and _set_loops(ev, n[0]):
+        counts.append((SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), _set_loops(ev, n[0]), ()))
+    if not counts:
+        return []
+    sets, loop_vars, exclude = counts[0]
+    rows_size = f"({lins[0].spec.size}) / (2 * ({sets.spec}))" if per == 2 else f"({lins[0].spec.size}) / ({sets.spec})"
+    found = _tokens_heads(ev, ov.counts, rows, None, exclude, rows_size)
+    hs_all = [x for x in ev.sizes(div(ov.counts, rows), exclude) if not x.c[0].isdigit()] or \
+        ev.sizes(div(ov.counts, rows), exclude)
+    if not hs_all:
+        return []
+    from_launch = 0
+    if found is None or found[2]:  # no row count among the arguments: the rows from the expert's launch
+        if "KT_EXPERT_NWAY_ROWS_FROM_LAUNCH" not in e.conventions:
+            return []
+        heads = [h for _, h in found[1]] if found is not None else [SizeExpr("1", "1", "1 (the rows flat)")]
+        tok_of = lambda h: SizeExpr("0", f"({rows_size}) / ({h.spec})", "the launch")  # noqa: E731
+        found = (found[0] if found is not None else hs_all[0], [(tok_of(h), h) for h in heads], 0)
+        from_launch = 1
+    hs, pairs, _ = found
+    # the layout: how far a meta index moves from one state to the next, else a values index over the head size
+    hsv = div(ov.counts, rows)
+    targs = {tp.name: int(v) for tp, a in zip(ev.kernel.template_params, list(ev.spec.template_args or []))
+             if tp.kind != "type" and (v := number(a.strip(), ev.constants)) is not None and float(v).is_integer()}
+    stride = None
+    for var in loop_vars:  # the first loop over the states whose indices step with it
+        for a in lins:
+            st = index_stride(ev, a.name, var)
+            if st is not None and any(st) and div(st, tuple(per for _ in st)) is not None:
+                stride = div(st, tuple(per for _ in st))
+                break
+        if stride is None:
+            st = index_stride(ev, vin.name, var, known=targs, stepping=True)
+            if st is not None and any(st) and div(st, hsv) is not None:
+                stride = div(st, hsv)
+        if stride is not None:
+            break
+    T, O = vin.dtype, ov.dtype
+    ftz = _ftz(ev, exps)
+    forms = _exp_forms(ev)
+    out = []
+    for pi, (tok, heads) in enumerate(pairs):
+        tname, hname = tok.words.strip("`"), heads.words.strip("`")
+        hcounts = counts_of(heads.spec, ev.spec)
+        layouts = [3, 1, 2] if not stride else \
+            [k for k, want in ((1, hcounts), (2, rows), (3, tuple(1 for _ in rows))) if stride == want]
+        if heads.c == "1":  # one head a token: [tokens, sets, heads] is [tokens, heads, sets]
+            layouts = list(dict.fromkeys(3 if k == 1 else k for k in layouts))
+        for layout in layouts:
+            if layout == 3 and pi > 0 and not from_launch:
+                continue  # [tokens, heads, sets]: the rows in either order are the same rows
+            for base2, via in forms:
+                b = Binding(e, 0.9, f"one values input of {sets.words} unnormalized states a row, their running "
+                            f"maxima and row sums ({mwords[0]}), weights e^(m - max) of the values, the output "
+                            "divided by the weighted sums → merge attention states (N-way, unnormalized parts)",
+                            ev.kernel.name)
+                b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+                b.defines = {}
+                b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_NWAY_ML": ml, "KT_EXPERT_LSE_BASE2": base2,
+                                 "KT_EXPERT_EXP2_LOG2E": via}
+                if ftz is not None:
+                    b.conventions["KT_EXPERT_NWAY_FTZ"] = ftz[0]
+                if from_launch:
+                    b.conventions["KT_EXPERT_NWAY_ROWS_FROM_LAUNCH"] = 1
+                b.template_args = [CTYPE[T], CTYPE[O]]
+                b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+                b.call_args = [_cast(O, ov.name, False), _cast(T, vin.name, True), mc, lc, sets.c, tok.c, heads.c,
+                               hs.c, ftz[1] if ftz is not None else "0.f"]
+                names = {"tokens": tname, "heads": hname, "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
+                if heads.c == "1":  # the rows flat: [rows, sets] or [sets, rows]
+                    names.update(tokens="rows", heads="heads")
+                lay = re.sub(r"\w+", lambda mo: names.get(mo.group(0), mo.group(0)), NWAY_LAYOUTS[layout])
+                if heads.c == "1":
+                    lay = lay.replace(", heads]", "]").replace("[rows, heads, ", "[rows, ")
+                exp = ("base-2 m, exp2f(m - max)" if base2 else
+                       "natural m, exp2f((m - max) * log2e)" if via else "natural m, expf(m - max)")
+                b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else ""),
+                           f"v={vin.name} (unnormalized)", *mwords, f"sets={sets.words}",
+                           *([f"rows={tok.words} (no row count among the arguments)"] if heads.c == "1" else
+                             [f"tokens={tok.words}", f"heads={heads.words}"]),
+                           f"head_size={hs.words}", f"states {lay[:-1]}, head_size]", exp,
+                           f"weights flushed to 0 where m - max {('<=', '<')[ftz[0] % 2 == 0]} {ftz[1]}"
+                           + ("" if ftz[0] <= 2 else " (a NaN difference kept)") if ftz is not None else "no flush", "out = sum w v / sum w l"]
+                b.support = 100 - len(out)
+                out.append(b)
+    return out
+
