@@ -29,11 +29,6 @@ KNOWN_GAPS: dict[str, str] = {
         "partials with float2 (max, row sum) metas instead of normalized outputs and an lse (dst = sum w * part / "
         "sum w * l), parallel_blocks a run-time argument, ggml's permuted [seq, q, heads, D] layout and a 3-D grid "
         "read back as the sizes (no size arguments): show offers a structural template and fast_math only",
-    "rotary/rotary_pos_half_tile_shfl_partner_kv_cache_bf16.cu": "no cos/sin cache and no position array (theta = "
-        "1.0 / powf(rope_theta, 2i / rotary_dim) * (seq_offset + token) in the kernel, the reciprocal in double), a "
-        "head-major query [batch * heads, seq, head] and the keys in a cache max_out_tokens rows per head, the "
-        "rotate_half partner taken from another lane by a cg tile shfl, launched through a macro: show offers "
-        "fast_math only, no rotary expert",
 }
 
 
