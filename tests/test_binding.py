@@ -3395,7 +3395,7 @@ def test_rotary_style_head_major_query_key_cache_out_of_place(lib):
 
 
 @pytest.mark.nvcc
-def test_every_binding_of_the_computed_position_rotaries_compiles(lib):
+def test_every_binding_of_the_computed_position_rotary_kernels_compiles(lib):
     _compile_every_binding(lib, *_pos_half_variant())
     cf, k, spec = case("rotary_bhsd_key_cache_out_of_place_f16")
     _compile_every_binding(lib, cf, k, spec)
