@@ -3595,3 +3595,59 @@ def test_alibi_masked_softmax_gets_the_alibi_binding(lib):
 def test_every_alibi_softmax_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
     _compile_every_binding(lib, cf, cf.kernel("softmax_kernel"), S.find_spec(cf, "softmax_kernel"))
+
+
+# --------------------------------------------------------------- rotary: positions computed in the body, a key cache
+POS_HALF = ROOT / "bench" / "corpus" / "rotary" / "rotary_pos_half_tile_shfl_partner_kv_cache_bf16.cu"
+
+
+def _pos_half_variant():
+    cf = parse_cuda(POS_HALF.read_text(), str(POS_HALF))
+    return cf, cf.kernel("apply_rotary_pos_half"), S.find_spec(cf, "apply_rotary_pos_half")
+
+
+def test_held_out_deepspeed_rotary_computes_positions_and_rotates_keys_in_their_cache(lib):
+    """DeepSpeed's apply_rotary_pos_half (held-out batch 8): no positions and no cos/sin cache, position = seq_offset
+    + the row's index in its sequence (read from the local fed to the angle), the head-major query a token a row,
+    the keys at rows (t / seq_len) * max_out_tokens + t % seq_len (KT_EXPERT_KEY_ROWS), the angle 1.0 / powf(...) *
+    pos in double (KT_EXPERT_ANGLE 4) first, a warp a row."""
+    cf, k, spec = _pos_half_variant()
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_ANGLE": 4, "KT_EXPERT_FAST_ANGLE": 0,
+                             "KT_EXPERT_KEY_ROWS": 1, "KT_EXPERT_ROW_TOKENS": 1}, words_of(bs)
+    assert "rot_dim=`rotary_dim`" in b.describe() and "head_size=`head_size`" in b.describe()
+    assert b.call_args[12:] == ["(int)(seq_len)", "(long long)(seq_offset)", "(long long)((int)(max_out_tokens))",
+                                "(long long)((int)(total_count))"]
+    t = X.bind(b, cf, spec)
+    assert "(float)(1.0 / (double)rope_pow(base, (float)(2 * i) / (float)rot_dim) * (double)pos)" in t.text
+    assert "((token / seq_len) * key_seq + token % seq_len)" in t.text and "kt:bind" not in t.text
+
+
+def test_rotary_style_head_major_query_key_cache_out_of_place(lib):
+    """The same conventions in another style: fp16, out of place, outputs first, a plain launch, powf(base, -2i/d)
+    in float, a block a row: the key cache's rows, start_pos the offset."""
+    cf, k, spec = case("rotary_bhsd_key_cache_out_of_place_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "positions=`start_pos` + the token's index in its sequence of `seq` tokens, query=q -> q_out, key=k_cache -> "
+        "k_out, no cache: angles from pos * base^(-2i/rot) * 1, rot_dim=`dim`, num_heads=the constant 1, "
+        "num_kv_heads=the constant 1, head_size=`dim`, NeoX pairs, out of place, key rows of a sequence `max_seq` "
+        "apart (a KV cache)"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_ANGLE"] == 0 and bs[0].conventions["KT_EXPERT_KEY_ROWS"] == 1
+    assert bs[0].fixed == {"THREADS": [32, 64]}  # a block a row of one head (no argument counts the rows)
+    # the position written inline in the angle (no local for it): the sum is read, not the index alone (offset 0)
+    text = (STYLES / "rotary_bhsd_key_cache_out_of_place_f16.cu").read_text()
+    text = text.replace("  const int pos = start_pos + s;\n", "").replace("(float)pos *", "(float)(start_pos + s) *")
+    assert "start_pos + s) * inv_freq" in text
+    cf2 = parse_cuda(text, "inline.cu")
+    b2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)[0]
+    assert b2.describe() == bs[0].describe() and b2.call_args == bs[0].call_args
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_computed_position_rotary_kernels_compiles(lib):
+    _compile_every_binding(lib, *_pos_half_variant())
+    cf, k, spec = case("rotary_bhsd_key_cache_out_of_place_f16")
+    _compile_every_binding(lib, cf, k, spec)

@@ -25,11 +25,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(gate) half, an fp16 bias added to both halves (rounded) before the activation, and no size arguments (the "
         "half width a template constant HHS, the tokens from the grid): show offers a structural template and "
         "launch_bounds only, no gated_act expert",
-    "rotary/rotary_pos_half_tile_shfl_partner_kv_cache_bf16.cu": "no cos/sin cache and no position array (theta = "
-        "1.0 / powf(rope_theta, 2i / rotary_dim) * (seq_offset + token) in the kernel, the reciprocal in double), a "
-        "head-major query [batch * heads, seq, head] and the keys in a cache max_out_tokens rows per head, the "
-        "rotate_half partner taken from another lane by a cg tile shfl, launched through a macro: show offers "
-        "fast_math only, no rotary expert",
 }
 
 

@@ -25,14 +25,15 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
 // kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE); 5: an fp32 tensor of angles [max_position, rot_dim / 2] (position * inv_freq, one a pair: freqs), cos and sin of the token's row computed once per block into shared memory by sincosf (KT_EXPERT_FAST_ANGLE: __sincosf); 6: the same with rows of rot_dim, each element of a NeoX pair its own angle (Transformer Engine's and Megatron's freqs [s, 1, 1, rot_dim], the two halves duplicated))
-// kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta))
+// kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta); 4: 1.0 / powf(base, 2i / rot_dim) with the reciprocal and its product with pos in double, rounded to float once, then * scale (DeepSpeed's apply_rotary_pos_half))
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them; an angles tensor: 0: sincosf, 1: __sincosf)
 // kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding); 3: no positions, each token's position its index in its sequence: tokens are sequences of seq_len (the second to last argument), token t's row is pos_offset (the last argument, a start position shared by every sequence, 0 where there is none) + t % seq_len: [batch, seq, heads, head_size] with its heads (candle's rope_thd, FlashAttention's rotary with an int seqlen_offset), or head-major [batch, heads, seq, head_size] with each (batch, head, seq) row a token of one head (candle's rope and rope_i); 4: no positions, sequence-major [s, batch, heads, head_size] (Megatron's and Transformer Engine's SBHD): token t is batch entry t % batch at position t / batch (batch the last argument))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
-// kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 and a cos/sin cache, a token a row of one head (candle's head-major rope): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
+// kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 (a cos/sin cache, or none: angles computed), a token a row of one head (candle's head-major rope, DeepSpeed's head-major query): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
+// kt:bind KT_EXPERT_KEY_ROWS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: the key's token t is row t of [tokens, num_kv_heads * head_size], as the query's; 1: row (t / seq_len) * key_seq + t % seq_len (key_seq the argument after pos_offset): the keys rotated inside a KV cache of key_seq rows a sequence (a head's slice in head-major [batch * heads, key_seq, head_size]: DeepSpeed's max_out_tokens), the new tokens' rows at its start)
 // kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, THREADS / 32))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
@@ -352,10 +353,18 @@ __device__ __forceinline__ void rope_angle(float pos, int i, int rot_dim, float 
   const float inv = rope_pow(base, (float)i);
 #elif KT_EXPERT_ANGLE == 2  // kt:bind
   const float inv = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);
+#elif KT_EXPERT_ANGLE == 4  // kt:bind
+  // a double literal over the float power: the reciprocal and its product with the position in double, rounded to
+  // float once (DeepSpeed's 1.0 / powf(rope_theta, 2i / rot) * (float)pos)
+  const float angle = (float)(1.0 / (double)rope_pow(base, (float)(2 * i) / (float)rot_dim) * (double)pos);
 #else  // kt:bind
   const float inv = rope_pow(base, (float)(2 * i) / (float)rot_dim);
 #endif  // kt:bind
+#if KT_EXPERT_ANGLE == 4  // kt:bind
+  const float theta = angle * scale;
+#else  // kt:bind
   const float theta = pos * inv * scale;
+#endif  // kt:bind
 #if KT_EXPERT_FAST_ANGLE  // kt:bind
   __sincosf(theta, &s, &c);
 #else  // kt:bind
@@ -384,6 +393,123 @@ __device__ __forceinline__ void rotate_direct(const T* src, T* dst, float pos, i
   }
 }
 
+#if KT_EXPERT_POSITIONS == 3  // kt:bind
+// VEC pairs of one head at lo and hi (NeoX: hi = lo + rot_dim / 2; GPT-J: the pairs (2i, 2i + 1) of the 2 VEC elements
+// from lo, hi = lo + VEC) rotated by cos c and sin s, read from src, written to dst.
+template <int VEC, bool GPTJ, typename T>
+__device__ __forceinline__ void rotate_vec(const T* src, T* dst, int lo, int hi, const float* c, const float* s) {
+  float p0[VEC], p1[VEC];
+  if constexpr (VEC == 1) {
+    p0[0] = to_f(src[lo]); p1[0] = to_f(src[GPTJ ? lo + 1 : hi]);
+  } else {
+    load_vec<T, VEC>(src + lo, p0); load_vec<T, VEC>(src + hi, p1);
+  }
+  float x[VEC], y[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    x[j] = GPTJ ? (2 * j < VEC ? p0[2 * j] : p1[2 * j - VEC]) : p0[j];
+    y[j] = GPTJ ? (2 * j + 1 < VEC ? p0[2 * j + 1] : p1[2 * j + 1 - VEC]) : p1[j];
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const float nx = x[j] * c[j] - y[j] * s[j];
+    const float ny = y[j] * c[j] + x[j] * s[j];
+    if constexpr (GPTJ) {
+      if (2 * j < VEC) p0[2 * j] = nx; else p1[2 * j - VEC] = nx;
+      if (2 * j + 1 < VEC) p0[2 * j + 1] = ny; else p1[2 * j + 1 - VEC] = ny;
+    } else {
+      p0[j] = nx; p1[j] = ny;
+    }
+  }
+  if constexpr (VEC == 1) {
+    dst[lo] = from_f<T>(p0[0]); dst[GPTJ ? lo + 1 : hi] = from_f<T>(p1[0]);
+  } else {
+    store_vec<T, VEC>(dst + lo, p0); store_vec<T, VEC>(dst + hi, p1);
+  }
+}
+
+// One token's query heads (q_in -> q_out) and key heads (k_in -> k_out), VEC pairs a step from `first` by `step`:
+// each step's angles computed once (rope_angle) for the query head and the key head of that index alike.
+template <int VEC, bool GPTJ, typename T>
+__device__ __forceinline__ void rotate_token_computed(const T* q_in, const T* k_in, T* q_out, T* k_out, float pos,
+                                                      int num_heads, int num_kv_heads, int head_size, int rot_dim,
+                                                      float base, float scale, float attn, int first, int step) {
+  const int embed = rot_dim / 2, chunks = embed / VEC;
+  const int heads = num_heads > num_kv_heads ? num_heads : num_kv_heads;
+  for (int i = first; i < heads * chunks; i += step) {
+    const int head = i / chunks, off = (i - head * chunks) * VEC;
+    float c[VEC], s[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) rope_angle(pos, off + j, rot_dim, base, scale, attn, c[j], s[j]);
+    const long long h = (long long)head * head_size;
+    const int lo = GPTJ ? 2 * off : off, hi = GPTJ ? 2 * off + VEC : embed + off;
+    if (head < num_heads) rotate_vec<VEC, GPTJ>(q_in + h, q_out + h, lo, hi, c, s);
+    if (head < num_kv_heads) rotate_vec<VEC, GPTJ>(k_in + h, k_out + h, lo, hi, c, s);
+  }
+}
+
+// No positions and no cache (DeepSpeed's apply_rotary_pos_half over head-major [batch * heads, seq, head_size]; a
+// token-major [batch, seq, heads, head_size] alike): token t is index t % seq_len of its sequence, at position
+// pos_offset + t % seq_len, its angles computed where they are used (no table: a token of one head uses each once).
+// The query's token t is row t of [tokens, num_heads * head_size]; the key's is row t of [tokens, num_kv_heads *
+// head_size], or with KT_EXPERT_KEY_ROWS row (t / seq_len) * key_seq + t % seq_len: the keys inside a KV cache of
+// key_seq rows a sequence (DeepSpeed's max_out_tokens), the new tokens' rows at its start. With KT_EXPERT_ROW_TOKENS a
+// warp a token (the block (32, THREADS / 32)), else a block a token.
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            float base, float scale, float attn, int rot_dim, int num_heads,
+                                            int num_kv_heads, int head_size, int seq_len,
+#if KT_EXPERT_KEY_ROWS * KT_EXPERT_ROW_TOKENS  // kt:bind
+                                            long long pos_offset, long long key_seq, long long tokens) {
+#elif KT_EXPERT_KEY_ROWS  // kt:bind
+                                            long long pos_offset, long long key_seq) {
+#elif KT_EXPERT_ROW_TOKENS  // kt:bind
+                                            long long pos_offset, long long tokens) {
+#else  // kt:bind
+                                            long long pos_offset) {
+#endif  // kt:bind
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+#if KT_EXPERT_ROW_TOKENS  // kt:bind
+  const long long token = (long long)blockIdx.x * blockDim.y + threadIdx.y;  // one y row of the block a token
+  if (token >= tokens) return;  // the last block's rows past the end (no barrier here)
+  const int first = threadIdx.x, step = blockDim.x;
+#else  // kt:bind
+  const long long token = blockIdx.x;
+  const int first = threadIdx.x, step = blockDim.x;
+#endif  // kt:bind
+  const float pos = (float)(pos_offset + token % seq_len);
+  const long long qo = token * num_heads * head_size;
+#if KT_EXPERT_KEY_ROWS  // kt:bind
+  const long long ko = ((token / seq_len) * key_seq + token % seq_len) * num_kv_heads * head_size;
+#else  // kt:bind
+  const long long ko = token * num_kv_heads * head_size;
+#endif  // kt:bind
+  const T* qi = q_in + qo;
+  const T* ki = k_in + ko;
+  T* qd = q_out + qo;
+  T* kd = k_out + ko;
+  const int embed = rot_dim / 2;
+  // the widest vector (VEC, then halves of it) the rotary half, the head and the pointers allow
+  if (vec_ok<T, KT_VEC>(embed, q_in, k_in, q_out, k_out) && head_size % KT_VEC == 0)
+    rotate_token_computed<KT_VEC, GPTJ>(qi, ki, qd, kd, pos, num_heads, num_kv_heads, head_size, rot_dim, base,
+                                        scale, attn, first, step);
+  else if (KT_VEC >= 4 && vec_ok<T, HALF_VEC>(embed, q_in, k_in, q_out, k_out) && head_size % HALF_VEC == 0)
+    rotate_token_computed<HALF_VEC, GPTJ>(qi, ki, qd, kd, pos, num_heads, num_kv_heads, head_size, rot_dim, base,
+                                          scale, attn, first, step);
+  else if (KT_VEC >= 8 && vec_ok<T, QUARTER_VEC>(embed, q_in, k_in, q_out, k_out) && head_size % QUARTER_VEC == 0)
+    rotate_token_computed<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, pos, num_heads, num_kv_heads, head_size, rot_dim, base,
+                                             scale, attn, first, step);
+  else
+    rotate_token_computed<1, GPTJ>(qi, ki, qd, kd, pos, num_heads, num_kv_heads, head_size, rot_dim, base, scale,
+                                   attn, first, step);
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+  if (rot_dim < head_size) {
+    copy_tail(qi, qd, num_heads, head_size, rot_dim, first, step);
+    copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, first, step);
+  }
+#endif  // kt:bind
+}
+#else  // kt:bind
 // positions [tokens]; query [tokens, num_heads, head_size], key [tokens, num_kv_heads, head_size] (num_kv_heads 0:
 // no key); no cache: the token's rot_dim / 2 angles computed once into shared memory (not once per head), then
 // every head of the token rotated by them as by a cache of one row (the rotary_neox above, stride 0).
@@ -413,6 +539,7 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   }
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_CACHE >= 5  // kt:bind
 

@@ -51,7 +51,8 @@ from agent_core.templating.experts.evidence import FLOATS, Evidence, div, prod
 from agent_core.templating.experts.families.rotary.angles import _angle_table
 from agent_core.templating.experts.families.rotary.bind import _bind
 from agent_core.templating.experts.families.rotary.buffers import _gathered_tokens, _pairs
-from agent_core.templating.experts.families.rotary.implicit_positions import _implicit_positions
+from agent_core.templating.experts.families.rotary.computed_positions import _computed_positions
+from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit, _implicit_positions
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
 
@@ -111,6 +112,16 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                         out += got
             out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
         return out
+    if not caches and k is not None and e.conventions.get("KT_EXPERT_KEY_ROWS") is not None:
+        # no cache and no positions: each token's position computed in the body from its index in its sequence (the
+        # keys, where they sit in a KV cache, at rows of their own)
+        comp = _computed_positions(ev, [(qi, q), (ki, k)])
+        if comp is None:
+            return []
+        (qi, q), (ki, k) = comp.q, comp.k
+        imp = _Implicit(comp.tokens, comp.tokens_spec, comp.seq, comp.offset, (), set())
+        return _bind(ev, e, None, comp.tokens, comp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp,
+                     computed=comp)
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
     if k is None and e.conventions.get("KT_EXPERT_POSITIONS") is not None:

@@ -48,7 +48,8 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
     return base, scale[0] if scale else None, attn[0] if attn else None, forms, fast
 
 
-_ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)"}
+_ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)",
+                4: "pos / {b}^(2i/rot) in double"}
 
 
 class _AngleTable(NamedTuple):

@@ -11,6 +11,7 @@ from agent_core.templating.experts.evidence import CTYPE, NBYTES, ArgUse, Eviden
 from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
                                                                    _pairs_type)
+from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 from agent_core.templating.experts.families.rotary.sequences import _Sequences
@@ -36,7 +37,7 @@ class _Layout(NamedTuple):
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
           caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
           table: _AngleTable | None = None, batch: SizeExpr | None = None,
-          batch_fp: tuple | None = None) -> list[Binding]:
+          batch_fp: tuple | None = None, computed: "_Computed | None" = None) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
@@ -51,6 +52,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                      f"sequence of {implicit.seq.words} tokens")
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
+    if computed and angles and 2 in angles[3] and re.search(r"(?<![\w.])1\.0*\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body):
+        # a double literal over the power (no f suffix): the reciprocal and the angle in double, rounded once
+        angles = (*angles[:3], [4] + angles[3], angles[4])
     # a 16-bit kernel that never converts to float rotates in T's own arithmetic (candle's templated rope); read for
     # the implicit positions only: the bindings other layouts had before stay as they were
     storage = (implicit is not None and q.dtype in ("f16", "bf16")
@@ -59,6 +63,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     if not caches and angles is None:
         return []
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
+    if computed:  # the key's rows as the body indexes them (a KV cache: more rows than tokens)
+        k_tok = computed.krow
     if q_tok is None or k_tok is None:
         return []
     T, C, P = q.dtype, caches[0].dtype if caches else "f32", p.dtype if p else "i32"
@@ -159,7 +165,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     continue  # a fused buffer's views take a cache
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
-                if implicit and lay.stride_fp != implicit.stride:
+                if implicit and not computed and lay.stride_fp != implicit.stride:
                     continue  # the tables' rows as long as the indexing read
                 for pi, pairing in enumerate(pairs):
                     if cache in (2, 6) and pairing == 1:
@@ -259,6 +265,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                 b.call_args.append(f"(long long)({n_c})")
                             else:
                                 b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
+                    if computed:  # positions computed in the body: the key's rows a sequence, a warp a row of one head
+                        if computed.key_seq:
+                            b.conventions["KT_EXPERT_KEY_ROWS"] = 1
+                            b.call_args.append(f"(long long)({computed.key_seq.c})")
+                        n_c = _count_c(ev, computed.tokens) if nh.c == "1" else None
+                        if n_c:
+                            b.conventions["KT_EXPERT_ROW_TOKENS"] = 1
+                            b.call_args.append(f"(long long)({n_c})")
+                        elif nh.c == "1":  # a block a row of one head: no more threads than a warp or two
+                            b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
@@ -277,6 +293,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
                     if b.conventions.get("KT_EXPERT_ROW_TOKENS"):
                         b.words.append("a warp a row, THREADS / 32 rows a block")
+                    if b.conventions.get("KT_EXPERT_KEY_ROWS"):
+                        b.words.append(f"key rows of a sequence {computed.key_seq.words} apart (a KV cache)")
                     # strided views: the kernel itself moves its pointers to the rotary channels, first
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
                     if seq:  # the offsets are added to the index in the sequence: before reading them per token

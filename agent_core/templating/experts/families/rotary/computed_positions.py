@@ -1,0 +1,177 @@
+"""No positions and no cache (DeepSpeed's apply_rotary_pos_half; a head-major [batch * heads, seq, head_size] query,
+the keys inside a KV cache of their own sequence length): each token's position is its index in its sequence, plus
+an offset, computed in the body and fed to the angle (``_computed_positions``).
+
+Read by sampling, as ``implicit_positions`` reads a cos index: the query's and key's indices for one thread and the
+int locals that feed a sine or cosine argument, down to thread and block indices (each drawn at random, the
+unknowns only an index has set to the start of a row). A local is the position where, on every sample, it is
+``offset + (query index / row) % seq`` (the offset an int argument or 0, row and seq sizes the arguments make) and
+the key's row (its index over a row of its own) is ``(t / seq) * key_seq + t % seq`` of the same token t = query
+index / row: key_seq = seq for keys beside the query's tokens, another size for keys in a cache (KT_EXPERT_KEY_ROWS).
+The position taken is the local fed by the others (``seq_idx = cur_seq_idx + seq_offset``, not ``cur_seq_idx``).
+Exactly one reading must fit, else nothing is offered."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import NamedTuple
+
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
+                                                    feeding, flows, prod)
+from agent_core.templating.experts.families.rotary.angles import _TRIG
+from agent_core.templating.experts.families.rotary.implicit_positions import _THREAD, _bare, _sites
+from agent_core.templating.experts.families.rotary.indexing import _IDENT
+
+
+class _Computed(NamedTuple):
+    """The reading: the query (in, out) and key (in, out) buffers, a token's query row ``row`` and key row ``krow``
+    (values), the tokens (values, spec), the sequence length, the offset argument (or None), the key's rows a
+    sequence where they differ from the query's (a KV cache; None: the same)."""
+    q: tuple
+    k: tuple
+    row: tuple
+    krow: tuple
+    tokens: tuple
+    tokens_spec: str
+    seq: SizeExpr
+    offset: ArgUse | None
+    key_seq: SizeExpr | None
+
+
+def _text(ev: Evidence) -> str:
+    """The body as ``implicit_positions`` reads it, namespace qualifiers dropped (``rot_half::threads``) and a call
+    of an object's method without arguments (``group.thread_rank()``) one opaque name, ``sizeof(T)`` another."""
+    text = re.sub(r"\b[A-Za-z_]\w*\s*::\s*(?=[A-Za-z_])", "", _bare(ev))
+    text = re.sub(r"\b([A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(\s*\)", r"kt_\1_\2", text)
+    return re.sub(r"\bsizeof\s*\(\s*([A-Za-z_]\w*)\s*\)", r"kt_sizeof_\1", text)
+
+
+def _resolve(text: str, once: dict[str, str], expr: str) -> str | None:
+    """``expr`` with every local assigned once replaced by its value, down to thread and block indices, loop
+    variables and arguments; None where it is not plain integer arithmetic."""
+    for _ in range(12):
+        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
+                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), expr))
+        if new == expr:
+            break
+        expr = new
+    expr = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", expr)
+    if not re.fullmatch(r"[\w\s()+\-*/%]+", expr) or len(expr) > 4000:
+        return None
+    return expr
+
+
+def _index(text: str, once: dict[str, str], name: str) -> str | None:
+    sites = _sites(text, name)
+    if not sites:
+        return None
+    return _resolve(text, once, " + ".join(f"({t})" if s > 0 else f"-({t})" for s, t in sites[0]) or "0")
+
+
+def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, draws: int = 400) -> list[tuple]:
+    """Values of ``exprs`` for one thread on size set ``size``: the unknowns the last expression (the position) has
+    drawn at random (fixed seed), the others (a lane's place in a row) 0, or 1 where 0 divides; only the samples
+    whose first expressions stay inside their buffers (``bounds``) kept."""
+    from agent_core import expr as _expr
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+    try:
+        names = [_expr.names(x) - set(env) for x in exprs]
+    except Exception:  # noqa: BLE001
+        return []
+    drawn, rest = sorted(names[-1]), sorted(set().union(*names) - names[-1])
+    rng = random.Random(4321 + size)
+    out = []
+    for _ in range(draws):
+        at = dict(env)
+        for n in drawn:
+            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768)))
+        got = None
+        for lane in (0, 1):
+            at.update({n: lane for n in rest})
+            try:
+                got = tuple(_expr.evaluate_int(x, at) for x in exprs)
+                break
+            except Exception:  # noqa: BLE001
+                continue
+        if got and all(0 <= v < b[size] for v, b in zip(got, bounds)):
+            out.append(got)
+    return out
+
+
+def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Computed | None:
+    """The reading of a kernel without positions and cache whose body computes each token's position (module
+    docstring); ``pairs`` its query and key buffers, (input, output) each (in place: the same), either order."""
+    if len(pairs) != 2:
+        return None
+    text = _text(ev)
+    once = _ONCE(text)
+    flow = flows(ev.body)
+    fed = set().union(*(feeding(flow, args[0]) for _, args in call_arguments(ev.body, _TRIG) if args and args[0]))
+    ints = [a for a in ev.ints() if a.counts]
+    cands = [n for n in once if n in fed and n not in {a.name for a in ev.args}]
+    # and a sum of two names written inline where a local fed to the angle is assigned (`(float)(start_pos + s)`)
+    for n in list(cands):
+        for m in re.finditer(r"\(\s*([A-Za-z_]\w*\s*\+\s*[A-Za-z_]\w*)\s*\)", once[n]):
+            x = re.sub(r"\s+", " ", m.group(1))
+            if x not in cands:
+                cands.append(x)
+    n = len(ev.spec.sizes)
+    values: dict[tuple, SizeExpr] = {}
+    for a in ints:
+        for s in ev.sizes(a.counts):
+            values.setdefault(a.counts, s)
+    for a in ints:
+        for b in ints:
+            if a is not b:
+                t = tuple(x * y for x, y in zip(a.counts, b.counts))
+                if t not in values:
+                    xs = ev.sizes(t)
+                    if xs:
+                        values[t] = xs[0]
+    offsets = [None] + [a for a in ints if all(v >= 0 for v in a.counts) and any(v > 0 for v in a.counts)]
+    found = []
+    for (qi, qo), (ki, ko) in (pairs, pairs[::-1]):
+        qx, kx = _index(text, once, qi.name), _index(text, once, ki.name)
+        if qx is None or kx is None:
+            continue
+        for pname in cands:
+            px = _resolve(text, once, pname)
+            if px is None or not _IDENT.search(px):
+                continue
+            samples = [_samples(ev, [qx, kx, px], [qi.counts, ki.counts], s) for s in range(n)]
+            if any(len(s) < 24 for s in samples):
+                continue
+            for row in values:
+                tokens = div(qi.counts, row)
+                if tokens is None:
+                    continue
+                ts = [[(q // row[i], k, p) for q, k, p in samples[i]] for i in range(n)]
+                for seq in values:
+                    if div(tokens, seq) is None or seq == tokens:
+                        continue
+                    for off in offsets:
+                        if not all(p == (off.counts[i] if off else 0) + t % seq[i]
+                                   for i in range(n) for t, _, p in ts[i]):
+                            continue
+                        for krow in values:
+                            krows = div(ki.counts, krow)
+                            if krows is None:
+                                continue
+                            for kseq in values:
+                                if prod(div(tokens, seq), kseq) != krows or any(a < b for a, b in zip(kseq, seq)):
+                                    continue
+                                if all(k // krow[i] == t // seq[i] * kseq[i] + t % seq[i]
+                                       for i in range(n) for t, k, _ in ts[i]):
+                                    found.append((pname, _Computed(
+                                        (qi, qo), (ki, ko), row, krow, tokens,
+                                        f"({qi.spec.size}) / ({values[row].spec})", values[seq], off,
+                                        None if kseq == seq else values[kseq])))
+    if not found:
+        return None
+    # the position: the local the other fitting ones feed (the offset added last)
+    names = {p for p, _ in found}
+    last = [p for p in names if (names - {p}) <= feeding(flow, p)]  # (a sum: what its names are computed from)
+    got = [c for p, c in found if p in last]
+    return got[0] if len(last) == 1 and len(got) == 1 else None
