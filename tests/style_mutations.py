@@ -253,7 +253,7 @@ def rename_kernel(src: Source) -> Source | None:
         return None
     if src.kernel in _macro_words(f):
         return None
-    edits = [(n.start_byte, n.end_byte, new.encode()) for n in f.nodes(None, ("identifier",))
+    edits = [(n.start_byte, n.end_byte, new.encode()) for n in f.nodes(None, ("identifier", "type_identifier"))
              if f.t(n) == src.kernel and not _in_preproc(n)]
     return f.done(edits, new)
 
@@ -272,7 +272,8 @@ def rename_helpers(src: Source) -> Source | None:
     if not names:
         return None
     mapping = dict(zip(names, _new_names(f, "kt_f", len(names))))
-    edits = [(n.start_byte, n.end_byte, mapping[f.t(n)].encode()) for n in f.nodes(None, ("identifier",))
+    edits = [(n.start_byte, n.end_byte, mapping[f.t(n)].encode())
+             for n in f.nodes(None, ("identifier", "type_identifier"))  # `ns::helper<T>` as a template argument
              if f.t(n) in mapping and not _in_preproc(n)]
     return f.done(edits)
 
@@ -290,6 +291,9 @@ def namespace_file(src: Source) -> Source | None:
 def namespace_kernel(src: Source) -> Source | None:
     """The kernel and what precedes it (helpers) inside a namespace; the launchers after it `using` it."""
     f = _File(src)
+    top = f.fn.parent if f.fn.parent is not None and f.fn.parent.type == "template_declaration" else f.fn
+    if top.parent is None or top.parent.type != "translation_unit":
+        return None  # inside a namespace or a linkage block of its own: braces would not nest
     at = _top_insert_point(f)
     end = f.k.span.end
     return f.done([(at, at, b"\nnamespace kt_style {\n"),
@@ -404,7 +408,8 @@ def define_inline(src: Source) -> Source | None:
             vals[d.name] = m[1]
     if not vals:
         return None
-    edits = [(n.start_byte, n.end_byte, vals[f.t(n)].encode()) for n in f.nodes(None, ("identifier",))
+    edits = [(n.start_byte, n.end_byte, vals[f.t(n)].encode())
+             for n in f.nodes(None, ("identifier", "type_identifier"))  # `Block<float, N>`: N read as a type
              if f.t(n) in vals and not _in_preproc(n)]
     for n in f.nodes(None, ("preproc_arg",)):  # other macros' bodies, #pragma unroll N
         t = f.t(n)
