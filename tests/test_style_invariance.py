@@ -23,11 +23,7 @@ from tests import style_mutations as SM
 CASES = SM.cases()
 
 # (mutation, case path) -> why: the family set of the candidates changes (style mutations)
-KNOWN_STYLE_GAPS: dict[tuple[str, str], str] = {
-    ("rename_locals", "bench/corpus/layer_norm/layer_norm_no_bias_f32_in_bf16_out.cu"):
-        "families/rows/layer_norm.py offers the gamma-only LayerNorm only where the flat body matches "
-        "`-\\(?\\w*(mean|mu)\\b`: the subtracted mean must be NAMED mean or mu; renamed, no layer_norm candidate",
-}
+KNOWN_STYLE_GAPS: dict[tuple[str, str], str] = {}
 # (mutation, case path) -> why: same families, another number of candidate bindings
 KNOWN_COUNT_CHANGES: dict[tuple[str, str], str] = {}
 # (numerics mutation, case path) -> why: the family set changes once the math intrinsics are swapped (not
