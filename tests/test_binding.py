@@ -1381,6 +1381,18 @@ def test_layer_norm_gamma_only_first_where_a_mean_is_subtracted(lib):
     assert not has(X.candidates(cf, k.name, spec, lib), "layer_norm")
 
 
+def test_layer_norm_gamma_only_whatever_the_mean_is_called(lib):
+    """bias=False with the statistics in neutral locals (`s1 = sum / cols`, then `x - s1`): the subtracted mean is
+    read from the flow (a local assigned a sum over the row length is subtracted), not from a local named mean or
+    mu; the LayerNorm without a shift is offered as for the named form."""
+    cf, k, spec = case("layer_norm_gamma_only_neutral_names_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "layer_norm" and bs[0].describe().startswith(
+        "out=dst, x=src, gamma=w, no beta, hidden=`cols`"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_AFFINE"] == 2 and bs[0].conventions["KT_EXPERT_EPS_INSIDE"] == 1
+    assert has(bs, "rms_norm")  # still screened
+
+
 def test_softmax_keep_mask_of_bytes(lib):
     """PyTorch's masked_fill(mask == 0, -inf): a u8 keep-mask [Q, K] over scores [H, Q, K] (KT_EXPERT_MASK 4)."""
     cf, k, spec = case("softmax_keep_mask_heads_f32")
