@@ -21,10 +21,6 @@ EXPERT_FAMILIES = {
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {
     # held-out batch 8 (2026-11-28d): no candidate of the family when written
-    "gated_act/bias_split_gelu_value_first_hhs_template_fp16.cu": "value half first and the erf GELU on the second "
-        "(gate) half, an fp16 bias added to both halves (rounded) before the activation, and no size arguments (the "
-        "half width a template constant HHS, the tokens from the grid): show offers a structural template and "
-        "launch_bounds only, no gated_act expert",
     "merge_attn_states/combine_results_unnormalized_parts_max_rowsum_meta_f32.cu": "N-way combine of UNNORMALIZED "
         "partials with float2 (max, row sum) metas instead of normalized outputs and an lse (dst = sum w * part / "
         "sum w * l), parallel_blocks a run-time argument, ggml's permuted [seq, q, heads, D] layout and a 3-D grid "
