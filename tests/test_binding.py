@@ -472,6 +472,90 @@ def test_gated_static_fp8_exp_format_layout_by_evidence(lib):
     assert X.candidates(cf, k.name, spec, lib) == []
 
 
+BIAS_SPLIT_GELU = ROOT / "bench" / "corpus" / "gated_act" / "bias_split_gelu_value_first_hhs_template_fp16.cu"
+
+
+def _bias_split_gelu(edits: tuple = ()):
+    src = BIAS_SPLIT_GELU.read_text()
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    cf = parse_cuda(src, str(BIAS_SPLIT_GELU))
+    return cf, cf.kernel("biasSplitGeluKernel"), S.find_spec(cf, "biasSplitGeluKernel")
+
+
+def test_gated_row_bias_ort_bias_split_gelu_variant(lib):
+    """The held-out ONNX Runtime BiasSplitGelu (Stable Diffusion's GEGLU): an fp16 bias [2 * HHS] added to both halves
+    (each sum rounded: half + half), the value half first and the erf GELU of the second, its argument divided by
+    1.41421356237f, the product in fp32 rounded once; the half width only the template argument HHS (the constant
+    1280 on every size set), the tokens only the grid. First binding: exactly that, the rows the spec's grid."""
+    cf, k, spec = _bias_split_gelu()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "act_and_mul" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "out=output, x=input, bias=bias (of the row's 2 * d, added to each half, each sum rounded to f16), d=the "
+        "constant 1280, rows=the grid (one block a row), GELU (erf), erf of v / sqrt(2) (a division), halves "
+        "[up | gate], activation kept in fp32"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 1, "KT_EXPERT_BIAS": 2, "KT_EXPERT_ERF_DIV": 1,
+                                 "KT_EXPERT_ROUND_ACT": 0} and bs[0].defines == {"KT_EXPERT_ACT": 1}
+    assert bs[0].sizes == {"rows": "grid_size", "d": "1280"}
+    assert bs[0].call_args == ["(__half*)(output)", "(const __half*)(input)", "(const __half*)(bias)", "1280"]
+    assert has(bs, "act_and_mul", "erf of v * (1 / sqrt(2))")  # the usual form after it
+    t = X.bind(bs[0], cf, spec)
+    assert "return 0.5f * v * (1.f + erff(v / 1.41421356237f));" in t.text and "kt:bind" not in t.text
+    assert "const T* g = x + row * 2 * d + base;  // [up | gate]" in t.text
+    assert "row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bias + d + base, n, vec, ba);" in t.text
+    assert "va[i][j] = round_t<T>(va[i][j] + ba[i][j]);" in t.text
+    assert "va[i][j] = gate_act(va[i][j]) * vg[i][j];" in t.text  # one rounding, at the store
+    assert f"{t.entry}(__half const* input, __half const* bias, __half* output)" in t.text
+    # the launch: the grid's tokens (what the launcher holds) times the blocks of a 1280-wide row
+    cfg = t.space.original_config()
+    chunk = cfg["THREADS"] * cfg["VEC"] * cfg["ITEMS"]
+    for s in spec.sizes:
+        launch = S.launch(t.launch, s, cfg)
+        assert launch.grid == (s["grid_size"] * -(-1280 // chunk), 1, 1) and launch.block == (cfg["THREADS"], 1, 1)
+
+
+def test_gated_row_bias_reads_the_halves_and_the_erf_form_by_evidence(lib):
+    """The variant with its halves the other way round (the GELU on the first): [gate | up] first; with its erf
+    argument times 1 / sqrt(2), or divided by a double literal (a double division): no division form; with the
+    bias multiplied instead of added: no binding of a bias."""
+    swap = (("float>(input[index_input] + bias[index_bias])", "float>(input[index_input + HHS] + bias[index_bias + HHS])"),
+            ("float>(input[index_input + HHS] + bias[index_bias + HHS]);\n\n",
+             "float>(input[index_input] + bias[index_bias]);\n\n"))
+    cf, k, spec = _bias_split_gelu(((swap[0][0], "@LEFT@"), swap[1], ("@LEFT@", swap[0][1])))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert "gate and up halves [gate | up]" in bs[0].describe(), words_of(bs)
+    for form in ("value_right * 0.70710678f", "value_right / 1.4142135623730951"):
+        cf, k, spec = _bias_split_gelu((("value_right / 1.41421356237f", form),))
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert bs and not any(b.conventions.get("KT_EXPERT_ERF_DIV") for b in bs), words_of(bs)
+        assert "halves [up | gate]" in bs[0].describe()
+    cf, k, spec = _bias_split_gelu((("input[index_input] + bias[index_bias]", "input[index_input] * bias[index_bias]"),
+                                    ("input[index_input + HHS] + bias[index_bias + HHS]",
+                                     "input[index_input + HHS] * bias[index_bias + HHS]")))
+    assert not X.candidates(cf, k.name, spec, lib)
+
+
+def test_gated_row_bias_geglu_bf16_gridstride_style(lib):
+    """The same conventions in another style (tests/data/cu/styles): bf16, the outputs and the bias first, the width
+    and the token count runtime arguments, a grid-stride loop over the tokens, the row through a local pointer, the
+    sums bf16 __hadd, the erf argument divided by a named float sqrt(2), the GELU rounded to bf16 before a __hmul."""
+    cf, k, spec = case("gated_geglu_row_bias_gridstride_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "out=out, x=proj, bias=bias (of the row's 2 * d, added to each half, each sum rounded to bf16), d=`d`, "
+        "rows=`tokens`, GELU (erf), erf of v / sqrt(2) (a division), halves [up | gate], activation rounded to bf16 "
+        "before the multiply"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 1, "KT_EXPERT_BIAS": 2, "KT_EXPERT_ERF_DIV": 1,
+                                 "KT_EXPERT_ROUND_ACT": 1}
+    assert bs[0].sizes == {"rows": "tokens", "d": "d"}
+    t = X.bind(bs[0], cf, spec)
+    assert ("(__nv_bfloat16*)(out), (const __nv_bfloat16*)(proj), (const __nv_bfloat16*)(bias), (int)(d));"
+            in t.text)
+    assert "va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];" in t.text
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -2045,6 +2129,18 @@ def test_every_clamped_swiglu_binding_of_the_corpus_variant_compiles(lib):
     _compile_every_binding(lib, cf, cf.kernel("swiglu_oai_kernel"), S.find_spec(cf, "swiglu_oai_kernel"))
 
 
+
+@pytest.mark.nvcc
+def test_every_row_bias_gated_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out ORT BiasSplitGelu's bindings (a bias of the row's width, both halves orders, both erf forms)
+    compile for sm_90, and so do those of its [gate | up] form; the bf16 style kernel's with the other style
+    kernels."""
+    _compile_every_binding(lib, *_bias_split_gelu())
+    swap = (("float>(input[index_input] + bias[index_bias])", "@LEFT@"),
+            ("float>(input[index_input + HHS] + bias[index_bias + HHS]);\n\n",
+             "float>(input[index_input] + bias[index_bias]);\n\n"),
+            ("@LEFT@", "float>(input[index_input + HHS] + bias[index_bias + HHS])"))
+    _compile_every_binding(lib, *_bias_split_gelu(swap))
 
 @pytest.mark.nvcc
 def test_every_dynamic_quant_rms_norm_binding_of_the_corpus_variant_compiles(lib):

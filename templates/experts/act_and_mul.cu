@@ -38,7 +38,8 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: act(gate) * up rounded to T before it is scaled (vLLM: the product taken in T, __hmul); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_FAST_EXP = 0  (SiLU's exponential; 0: expf; 1: __expf (FlashInfer, TensorRT-LLM): bound where an exact comparison needs it, the fp8 output)
 // kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__)
-// kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product)
+// kt:bind KT_EXPERT_BIAS = 0  (1: with KT_EXPERT_GATE_LAYOUT 4 only; bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product; 2: with KT_EXPERT_GATE_LAYOUT 0 or 1 only; one bias [2 * d] after x, laid out as the gated row (ONNX Runtime's BiasSplitGelu, the GEGLU of a diffusion UNet after a GEMM without its bias): bias[c] added to the first half's column c, bias[d + c] to the second's, each sum rounded to T before the activation and the product)
+// kt:bind KT_EXPERT_ERF_DIV = 0  (with KT_EXPERT_ACT 1; 0: erff(v * 0.70710678f); 1: erff(v / 1.41421356237f), the argument divided by the float nearest sqrt(2) (ONNX Runtime's BiasSplitGelu, BERT's x * 0.5 * (1 + erf(x / sqrt(2)))): the same erf GELU, its argument rounded otherwise)
 // kt:bind KT_EXPERT_GELU_FORM = 0  (with KT_EXPERT_ACT 2; 0: 0.5 v (1 + tanhf(0.79788456 (v + 0.044715 v^3))) in fp32; 1: FasterTransformer / TensorRT-LLM's GeluActivation of a packed 16-bit type: v^3 as two products each rounded to T, cdf = 0.5 (1 + tanh.approx.f32(0.79788456 (v + 0.044715 v^3))) in fp32 rounded to T, times v rounded to T; 2: the same with tanhf)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
@@ -104,7 +105,11 @@ __device__ __forceinline__ float gate_act(float v) {
   return v / (1.f + expf(-v));
 #endif  // kt:bind
 #elif KT_EXPERT_ACT == 1
+#if KT_EXPERT_ERF_DIV  // kt:bind
+  return 0.5f * v * (1.f + erff(v / 1.41421356237f));
+#else  // kt:bind
   return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#endif  // kt:bind
 #else
   return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #endif
@@ -180,6 +185,10 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #else  // kt:bind
                                             int d) {
 #endif  // kt:bind
+#elif KT_EXPERT_BIAS == 2  // kt:bind
+template <typename T>
+__device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ bias,
+                                            int d) {
 #else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
@@ -216,12 +225,35 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out, y);
 #endif  // kt:bind
+#elif KT_EXPERT_BIAS == 2  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(d, x, out, bias);
 #else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(d, x, out);
 #endif  // kt:bind
   float va[KT_ITEMS][KT_VEC], vg[KT_ITEMS][KT_VEC];
 #if KT_EXPERT_GATE_LAYOUT / 2 == 1  // kt:bind
   pair_load<KT_THREADS, KT_VEC, KT_ITEMS, KT_EXPERT_GATE_LAYOUT == 3>(pairs, n, vec, va, vg);
+#elif KT_EXPERT_BIAS == 2  // kt:bind
+  // the bias [2 * d] laid out as the row: each half's columns of it added to that half, each sum rounded to T
+  row_load<KT_THREADS, KT_VEC, KT_ITEMS>(a, n, vec, va);
+  row_load<KT_THREADS, KT_VEC, KT_ITEMS>(g, n, vec, vg);
+  {
+    float ba[KT_ITEMS][KT_VEC], bg[KT_ITEMS][KT_VEC];
+#if KT_EXPERT_GATE_LAYOUT == 1  // kt:bind
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bias + d + base, n, vec, ba);  // [up | gate]: the gate's bias second
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bias + base, n, vec, bg);
+#else  // kt:bind
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bias + base, n, vec, ba);
+    row_load<KT_THREADS, KT_VEC, KT_ITEMS>(bias + d + base, n, vec, bg);
+#endif  // kt:bind
+#pragma unroll
+    for (int i = 0; i < KT_ITEMS; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) {
+        va[i][j] = round_t<T>(va[i][j] + ba[i][j]);
+        vg[i][j] = round_t<T>(vg[i][j] + bg[i][j]);
+      }
+  }
 #elif KT_EXPERT_BIAS  // kt:bind
   // the biases [d] at the chunk's columns, each added (rounded to T) where it is not null; y may be null
   const bool gated = y != nullptr;

@@ -30,19 +30,33 @@ be a 16-bit pair (half2, __nv_bfloat162: every size argument then counts pairs, 
 activation may live in a functor's static member (``Activation::apply``, read through callees.py); its GELU (tanh)
 is offered as the packed 16-bit form (KT_EXPERT_GELU_FORM: the cube and the cdf rounded to T, tanh.approx.f32 where
 the body's asm has it) where the type is a pair or the body squares in 16 bits, else after the fp32 form.
+
+A bias of the gated row's own width added to it (ONNX Runtime's BiasSplitGelu, the GEGLU of a diffusion UNet's
+feed-forward after a projection GEMM without its bias, diffusers' GEGLU; KT_EXPERT_BIAS 2) is read where the kernel
+has one input of twice the output's elements and one vector whose length is twice a row's: the body adds the vector
+to that input (``input[i] + bias[i]``), each half's columns to that half. The row length is half the vector's (an
+int argument that holds it, else the number it is on every size set: a width given only as a template argument);
+the rows an int argument that holds them, else the spec's grid where it is the row count (one block a token, the
+token count only in the grid), else the output over the row. Which half is the gate from the index its load adds to
+the other's (ORT's value half first, the GELU on the second: [up | gate]), that one first; the erf GELU's argument
+divided by sqrt(2) (``erff(v / 1.41421356237f)``: KT_EXPERT_ERF_DIV) where the body divides it so; the sums rounded
+to the storage type as the 16-bit add does; the activation rounded before the product only where the body converts
+a value the activation feeds, and the other half does not, to a 16-bit type.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
+import struct
 from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, SizeExpr,
-                                                    assignments, call_arguments, closing, div, feeding, flows,
-                                                    counts_of, fp8_formats, instance_types, number, scale_ops,
-                                                    unparen)
+                                                    additive_terms, assignments, call_arguments, closing, counts_of,
+                                                    div, feeding, flows, fp8_formats, instance_types, number,
+                                                    scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
@@ -84,8 +98,8 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if len(ins) not in (1, 2) or len(outs) != 1 or len(ev.bufs()) != len(ins) + 1:
         return _generic(ev, e)  # in place, or bias vectors beside the two tensors
     o = outs[0]
-    if len(ins) == 2:  # gate and up as two tensors of the output's shape
-        return _two_tensors(ev, e, ins, o)
+    if len(ins) == 2:  # gate and up as two tensors of the output's shape; or one gated row and its bias
+        return _two_tensors(ev, e, ins, o) or _row_bias(ev, e, ins, o)
     x = ins[0]
     if not x.counts or not o.counts or any(a != 2 * b for a, b in zip(x.counts, o.counts)):
         return []
@@ -182,6 +196,134 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                                ACTS[act], LAYOUTS[layout]] + ([rwords] if rwords else [])
                     b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra
                     out.append(b)
+    return out
+
+
+# ----------------------------------------------------------------------------------- a bias of the gated row
+def _f32(v: float) -> float:
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+SQRT2_F32 = _f32(math.sqrt(2.0))  # the float nearest sqrt(2): 1.41421356237f, sqrtf(2.f), (float)M_SQRT2
+
+
+def _erf_divided(ev: Evidence) -> bool:
+    """Whether the body's erf takes its argument divided by the float nearest sqrt(2) (``erff(v / 1.41421356237f)``,
+    ``erff(v / sqrtf(2.f))``, a float constant of that value, or a local assigned such a quotient): one float
+    division, where the usual form multiplies by 1 / sqrt(2)."""
+    values = dict(assignments(ev.body))
+    for _, args in call_arguments(ev.body, r"erff|erf"):
+        if len(args) != 1:
+            continue
+        arg = unparen(re.sub(r"\s+", "", args[0]))
+        if re.fullmatch(r"[A-Za-z_]\w*", arg) and arg in values:
+            arg = unparen(re.sub(r"\s+", "", values[arg]))
+        m = re.fullmatch(r"(.+)/(sqrtf\(2(?:\.0*)?[fF]?\)|[\w.]+)", arg)
+        if m is None or len(additive_terms(m.group(1))) != 1:
+            continue  # not a quotient of the whole argument
+        den = m.group(2)
+        if den.startswith("sqrtf("):
+            return True
+        if re.fullmatch(FLOAT_LIT, den) and den[-1] not in "fF":
+            continue  # a double literal: a double division, neither float form
+        v = number(den, ev.constants)
+        if v is not None and _f32(v) == SQRT2_F32:
+            return True
+    return False
+
+
+def _act_rounded(ev: Evidence, x: str, up: str | None) -> bool:
+    """Whether the body converts a value the activation's math feeds, and the other half does not (its local ``up``,
+    or, with none, no read of ``x`` in the converted text), to a 16-bit type (``__float2bfloat16(act)`` before a
+    16-bit product): the activation rounded before the multiply."""
+    half = {n for n, a in instance_types(ev).items() if re.fullmatch(rf"(?:const\s+)?(?:{HALF_TYPES})", a)}
+    types = "|".join([HALF_TYPES] + [re.escape(h) for h in sorted(half)])
+    casts = rf"__float2(?:half|bfloat16)(?:_rn)?\(|static_cast<(?:{types})>\(|\((?:{types})\)\(|(?<![\w:])(?:{types})\("
+    fl = flows(ev.body, declarators=True)
+    for m in re.finditer(casts, ev.flat):
+        arg = ev.flat[m.end():closing(ev.flat, m.end()) - 1]
+        fed = feeding(fl, arg)
+        if not (_ACT_CALLS.search(arg) or fed & {"erff", "erf", "tanhf", "tanh", "expf", "__expf", "exp"}):
+            continue
+        if up not in fed if up is not None else not re.search(rf"(?<![\w.]){re.escape(x)}\[", arg):
+            return True
+    return False
+
+
+def _row_bias(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
+    """One gated row input of twice the output's elements and a bias of the row's width (twice the output row) that
+    the body adds to it (ONNX Runtime's BiasSplitGelu, diffusers' GEGLU after a GEMM without its bias): the
+    KT_EXPERT_BIAS 2 bindings over the halves, the layout the loads show first."""
+    if not {"KT_EXPERT_BIAS", "KT_EXPERT_ERF_DIV"} <= set(e.conventions):
+        return []
+    if not o.counts:
+        return []
+    rows2 = [a for a in ins if a.counts and all(p == 2 * q for p, q in zip(a.counts, o.counts))]
+    if len(rows2) != 1:
+        return []
+    x = rows2[0]
+    b = ins[1] if x is ins[0] else ins[0]
+    T = o.dtype
+    if not (x.dtype == b.dtype == T) or not b.counts or any(c % 2 for c in b.counts):
+        return []
+    dc = tuple(c // 2 for c in b.counts)
+    if not div(o.counts, dc) or dc == o.counts:
+        return []
+    if _added_to(ev, b.name, {x.name}) != x.name:
+        return []  # not a bias the body adds to the row
+    ds = [s for s in ev.sizes(dc) if "/" not in s.c and "*" not in s.c]
+    if not ds:
+        return []
+    rows_fp = div(o.counts, dc)
+    held = [s for s in ev.sizes(rows_fp) if re.fullmatch(r"\(int\)\(\w+\)", s.c)]
+    if held:
+        rows_spec, rows_words = held[0].spec, f"rows={held[0].words}"
+    elif all(g.strip() == "1" for g in ev.spec.grid[1:]) and counts_of(ev.spec.grid[0], ev.spec) == rows_fp:
+        rows_spec, rows_words = ev.spec.grid[0], "rows=the grid (one block a row)"
+    else:
+        rows_spec, rows_words = None, "rows=the output over the row"
+    # the gate: the half the activation's math reads (its loads' indices)
+    fl = flows(ev.body, declarators=True)
+    values = assignments(ev.body)
+    gate_feed: set[str] = set()
+    for _, args in call_arguments(ev.body, _ACT_MATH):
+        for a in args:
+            gate_feed |= feeding(fl, a)
+    layout = _gate_layout(x.name, values, gate_feed)
+    ups = [t for t, v in values if t not in gate_feed and re.search(rf"(?<![\w.]){re.escape(x.name)}\[", v)]
+    layouts = [layout, 1 - layout] if layout in (0, 1) else [0, 1]
+    acts = [a for a in _acts(ev) if a[2]] or _acts(ev)
+    erf_forms = [1, 0] if _erf_divided(ev) else [0]
+    rounds = [(None, "")]
+    if T != "f32":
+        rounded = _act_rounded(ev, x.name, ups[0] if len(ups) == 1 else None)
+        rounds = [(0, "activation kept in fp32"), (1, f"activation rounded to {T} before the multiply")]
+        if rounded:
+            rounds.reverse()
+    out = []
+    for (di, d), (act, act_words, asup), (li, lay), (ri, (rnd, rwords)) in itertools.product(
+            enumerate(ds), acts, enumerate(layouts), enumerate(rounds)):
+        for fi, div_form in enumerate(erf_forms if act == 1 else [0]):
+            dname = d.c if d.c.isdigit() else d.words.strip("`")
+            bd = Binding(e, 0.85, f"reads two halves of a `2 * {dname}` row, adds the bias `{b.name}` of the row's "
+                                  f"width to it, writes one of `{dname}`, " + act_words, ev.kernel.name)
+            bd.sizes = {"rows": rows_spec or f"({o.spec.size}) / ({d.spec})", "d": d.spec}
+            bd.defines = {"KT_EXPERT_ACT": act}
+            bd.conventions = {"KT_EXPERT_GATE_LAYOUT": lay, "KT_EXPERT_BIAS": 2}
+            if act == 1:
+                bd.conventions["KT_EXPERT_ERF_DIV"] = div_form
+            if rnd is not None:
+                bd.conventions["KT_EXPERT_ROUND_ACT"] = rnd
+            bd.template_args = [CTYPE[T]]
+            bd.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), _cast(T, b.name, True), d.c]
+            bd.consts = {"ESIZE": NBYTES[T]}
+            bd.words = [f"out={o.name}", f"x={x.name}", f"bias={b.name} (of the row's 2 * d, added to each half, "
+                        f"each sum rounded to {T})", f"d={d.words}", rows_words, ACTS[act]]
+            if act == 1:
+                bd.words.append("erf of v / sqrt(2) (a division)" if div_form else "erf of v * (1 / sqrt(2))")
+            bd.words += [LAYOUTS[lay]] + ([rwords] if rwords else [])
+            bd.support = 20 + asup - di - 4 * li - 2 * fi - ri
+            out.append(bd)
     return out
 
 
