@@ -410,7 +410,8 @@ def render_markdown(doc: dict) -> str:
             for why in dd.kept:
                 L.append(f"  - original kept: {why}")
             if dd.instead:
-                L.append(f"  - one configuration instead of the winner: {dd.instead}")
+                what = "one configuration" if len(dd.entries) == 1 else "this dispatch"
+                L.append(f"  - {what} instead of the winner: {dd.instead}")
     s, t = doc["suite"], doc["targets"]
     L += ["", "## Suite", "",
           f"- geometric-mean speedup over kernels (each kernel's geomean over its shapes, each kernel counted once): "

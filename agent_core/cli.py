@@ -327,7 +327,8 @@ def print_dispatch(data: dict) -> None:
     for why in d.kept:
         out.print(f"  original kept: {why}", soft_wrap=True, markup=False)
     if d.instead:
-        out.print(f"  one configuration instead of the winner: {d.instead}", soft_wrap=True, markup=False)
+        what = "one configuration" if len(d.entries) == 1 else "this dispatch"
+        out.print(f"  {what} instead of the winner: {d.instead}", soft_wrap=True, markup=False)
 
 
 @main.command()

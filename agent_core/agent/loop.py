@@ -10,6 +10,7 @@ that another verified configuration serves clearly faster than the winner that c
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -388,6 +389,10 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             if sid is not None:
                 store.put_step(sid, "dispatch", f"one configuration: {alt.instead}", alt.to_dict())
             return alt
+        if per_shape:
+            instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey, why)
+            if instead is not None:
+                return instead
         confirmed = dsp.original_only(confirmed, original_params, why + ": the original kernel is kept")
     if confirmed.applies_nothing:
         head = "no regression: the original kernel is kept on every size set (nothing to apply)"
@@ -408,6 +413,36 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
 
 
 ALTERNATIVES = 2  # configurations confirmed, at most, in search of one that is slower than the original nowhere
+
+
+def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[KernelTemplate, TuneResult]],
+                      backend: Backend, store: Store, emit: Callable[[TuneEvent], None], cancel: threading.Event,
+                      originals: dict | None, wkey: tuple, why: str) -> "Dispatch | None":
+    """Where the search's winner can only be written as one configuration for every size (a templated kernel's own
+    template), is slower than the original on some size set, and no other configuration of its template is slower
+    nowhere: the per-shape dispatch over the other rounds' verified configurations that a rewrite can hold (an
+    expert's, a rewrite's), the original kernel serving every size set none of them is faster on, confirmed like any
+    dispatch. Recorded for the winner (``in_place_of``: apply and the result table find it under the winner's
+    result); None where no other template verified or the dispatch would apply nothing."""
+    from agent_core.agent import dispatch as dsp
+    from agent_core.templating.text_kind import can_dispatch
+    rest = [(t, r) for t, r in verified if t.template_hash != wkey[0] and can_dispatch(t, prep.cf)]
+    hashes = {t.template_hash for t, _ in rest}
+    sub = AgentResult(rounds=[x for x in result.rounds if x.template.template_hash in hashes])
+    if sub.best is None or cancel.is_set():
+        return None
+    emit(TuneEvent("status", f"per-shape dispatch: {why}; trying the configurations of the other templates the "
+                             "rewrite can hold, with the original kernel where none is faster"))
+    d = per_shape_dispatch(prep, sub, rest, backend, store, emit, cancel, originals, per_shape=True)
+    if d is None or d.applies_nothing:
+        return None
+    d = replace(d, instead=f"{why}: the configurations of the other templates serve instead")
+    sid = result.rounds[-1].summary.get("session_id")
+    if sid is not None:
+        data = d.to_dict()
+        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
+        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {d.instead}", data)
+    return d
 
 
 def _slower_nowhere(prep: Prepared, backend: Backend, templates: dict, same: list, winner, winner_timed, why: str,

@@ -889,7 +889,8 @@ def _recorded_dispatch(store: Store, sessions: list[dict], summary: dict) -> dic
         for st in reversed(store.steps(r["id"])):
             if st["kind"] not in ("dispatch", "single") or not isinstance(st.get("data"), dict):
                 continue
-            w = st["data"].get("winner") or {}
+            # a dispatch chosen in place of a winner that cannot be written names that winner (loop._dispatch_instead)
+            w = st["data"].get("in_place_of") or st["data"].get("winner") or {}
             if (w.get("template_hash"), params_key(w.get("params") or {})) == want:
                 return st["data"] if st["kind"] == "dispatch" else None
     return None
