@@ -889,6 +889,10 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if is_whole_file(template, cf):
         new = render(template, cfg)
         return _whole_file_rewrite(text, path, kernel, new, cf)
+    # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it
+    expanded, cf = expand_macro_launches(text, path, kernel, spec, cf)
+    if expanded != text:
+        text, spec, k = expanded, None, cf.kernel(kernel)
     if k.template_params:
         return _rewrite_specialization(text, path, cf, k, template, cfg, spec)
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template)
@@ -1066,6 +1070,158 @@ def macro_launch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None, path:
                             f"body (the macro's text is shared by its every use), and the tuned kernel needs "
                             f"{needs}. Nothing was changed: write that launch out at this use (or apply a "
                             "configuration that keeps the kernel's launch)", path, site.span.line, site.span.col)
+
+
+# ------------------------------------------------------------------ launches written inside the file's own macros
+_UNFAITHFUL_IDS = {"__LINE__": "`__LINE__` (the line would change)", "__FILE__": "`__FILE__`",
+                   "__COUNTER__": "`__COUNTER__` (its value depends on the order of expansion)",
+                   "__VA_OPT__": "`__VA_OPT__`"}
+
+
+def _macro_unfaithful(ex, m, args_text: str | None, offset: int, seen: set[str] | None = None) -> str | None:
+    """Why the use of macro ``m`` (``args_text``: between its parentheses) cannot be written out as its expansion
+    exactly as the preprocessor makes it (None: it can). Checks ``m``'s body and every launching macro it calls."""
+    from agent_core.source import macros as M
+    seen = set() if seen is None else seen
+    if m.name in seen:
+        return None
+    seen.add(m.name)
+    for kind, t in M._tokens(m.body):
+        if kind in ("hash", "paste"):
+            return (f"the body of '{m.name}' uses `{t}` (stringizing or token pasting), which kerntune does not "
+                    "write out")
+        if kind == "id" and t in _UNFAITHFUL_IDS:
+            return f"the body of '{m.name}' uses {_UNFAITHFUL_IDS[t]}"
+        if kind == "id" and t != m.name:
+            inner = ex.macro_at(t, offset)
+            if inner is not None:
+                why = _macro_unfaithful(ex, inner, None, offset, seen)
+                if why:
+                    return why
+    for kind, t in M._tokens(args_text or ""):
+        if kind == "id" and t in _UNFAITHFUL_IDS:
+            return f"the use's arguments hold {_UNFAITHFUL_IDS[t]}"
+    return None
+
+
+def _balanced(text: str) -> bool:
+    from agent_core.source import macros as M
+    stack = []
+    for kind, t in M._tokens(text):
+        if kind != "other":
+            continue
+        if t in "([{":
+            stack.append(t)
+        elif t in ")]}":
+            if not stack or stack.pop() != {")": "(", "]": "[", "}": "{"}[t]:
+                return False
+    return not stack
+
+
+def _laid_out(m, data: bytes):
+    """``m`` with its body keeping the ``#define``'s line breaks (continuations become newlines, the common
+    indentation removed), where that is the same body as the preprocessor's one line (no ``//`` comment that a
+    continuation extends); else ``m`` as it is."""
+    import textwrap
+    from agent_core.source import macros as M
+    got = M._DEFINE.match(data, m.start)
+    if got is None:
+        return m
+    raw = got.group(3).decode("utf-8", "replace")
+    multi = M._COMMENT.sub(" ", re.sub(r"\\\r?\n", "\n", raw))
+    if multi.split() != m.body.split():
+        return m
+    lines = [ln.rstrip() for ln in multi.split("\n")]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    body = textwrap.dedent("\n".join(lines))
+    return M.Macro(m.name, m.params, body, m.start, m.end)
+
+
+def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | None = None,
+                          cf: CudaFile | None = None) -> tuple[str, CudaFile]:
+    """``text`` with each use of one of the file's own macros whose expansion holds a launch of ``kernel`` that
+    may make the instantiation the spec tunes (``Kernel.macro_launch_sites``) replaced by that expansion, exactly
+    as the preprocessor makes it there (the body with the use's arguments substituted, its line breaks kept),
+    under a ``// kerntune: LAUNCH_X(...) expanded to tune this launch`` line, so that the launch can be rewritten
+    like any launch written out. Other uses, and the ``#define``, stay. Returns (text, its parse); ``text``
+    unchanged where there is nothing to expand. KerntuneError (nothing is written) where the expansion would not
+    be the preprocessor's (``#``/``##``, ``__LINE__``, ``__VA_OPT__`` in the macro) or is not a complete
+    statement at the use (unbalanced, or its launch not read back as a launch of the kernel)."""
+    from agent_core.source import macros as M
+    cf = cf if cf is not None else parse_cuda(text, path)
+    k = next((x for x in cf.kernels if x.name == kernel), None)
+    if k is None or not k.macro_launch_sites:
+        return text, cf
+    args = None
+    if k.template_params:
+        from agent_core.source import instantiation as inst
+        from agent_core.source import spec as spec_mod
+        sp = spec if spec is not None else spec_mod.find_spec(cf, kernel)
+        try:
+            args = inst.spec_instantiation(cf, k, sp) if sp is not None else None
+        except KerntuneError:
+            args = None
+    sites = {}
+    for site in k.macro_launch_sites:
+        if k.template_params and _macro_site_other(site, args):
+            continue  # another instantiation: its use stays as it is
+        sites.setdefault(site.span.start, site)
+    if not sites:
+        return text, cf
+    data = text.encode("utf-8")
+    defs = M.scan_defines(data)
+    ex = M.Expander(defs, M.launching(defs))
+    found = {s: (name, s, e, a) for name, s, e, a in M.uses(data, set(ex.defs))}
+    edits = []
+    for at, site in sorted(sites.items()):
+
+        def refuse(why: str) -> KerntuneError:
+            return KerntuneError(f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; "
+                                 f"it expands to `{site.expansion}`): kerntune writes such a launch out at its use "
+                                 f"(the macro's expansion) to tune it, but {why}. Nothing was changed: write that "
+                                 "launch out at this use (or apply a configuration that keeps the kernel's launch)",
+                                 path, site.span.line, site.span.col)
+        use = found.get(at)
+        m = ex.macro_at(use[0], at) if use is not None else None
+        if m is None:
+            raise refuse("its use is not found in the file's code")
+        name, s, e, a = use
+        why = _macro_unfaithful(ex, m, a, s)
+        if why:
+            raise refuse(why)
+        expansion = ex.expand_use(_laid_out(m, data), a, s)
+        if expansion is None or expansion.split() != (ex.expand_use(m, a, s) or "").split():
+            raise refuse("its expansion cannot be written out exactly")
+        if not _balanced(expansion):
+            raise refuse("its expansion is not a complete statement at the use (its parentheses or braces are "
+                         "closed by the code around the use)")
+        ls = data.rfind(b"\n", 0, s) + 1
+        before = data[ls:s].decode("utf-8", "replace")
+        indent = before[:len(before) - len(before.lstrip())]
+        lead = ""
+        if before.strip():  # the use is not the first thing on its line: the expansion starts a line of its own
+            indent += "  "
+            lead = "\n" + indent
+        written = " ".join(f"{name}({a})".split()) if a is not None else name
+        body = ("\n" + indent).join(expansion.split("\n"))
+        after = re.match(rb"[ \t]*;", data[e:])
+        if after and expansion.rstrip().endswith(";"):  # `LAUNCH(4);` of a body ending in `;`: one `;`, not `;;`
+            e += after.end()
+        edits.append((s, e, f"{lead}// kerntune: {written} expanded to tune this launch\n{indent}{body}"))
+    new = apply_edits(text, edits)
+    ncf = parse_cuda(new, path)
+    nk = next((x for x in ncf.kernels if x.name == kernel), None)
+    if nk is None or len(nk.macro_launch_sites) > len(k.macro_launch_sites) - len(sites) \
+            or len(nk.launch_sites) < len(k.launch_sites) + len(sites):
+        site = next(iter(sites.values()))
+        raise KerntuneError(f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; it "
+                            f"expands to `{site.expansion}`): written out at its use, the expansion is not read "
+                            "back as a launch of the kernel (it is not a complete statement there). Nothing was "
+                            "changed: write that launch out at this use", path, site.span.line, site.span.col)
+    return new, ncf
 
 
 def _tuned_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
@@ -1409,6 +1565,10 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     # the text the rewrite edits: with a structural default, the file as applying that configuration writes it
     base = render(own, {**orig_values, **entries[0][1]}) if kinds[0] == "structural" else text
     bcf = cf if base == text else parse_cuda(base, path)
+    # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it
+    expanded, bcf = expand_macro_launches(base, path, kernel, spec if base == text else None, bcf)
+    if expanded != base:
+        base, spec = expanded, None
     bk = bcf.kernel(kernel)
     first = next(t for t, _ in entries if t is not None)  # two entries at least, one of them not the original
     spec, start, old_values = _in_place_context(base, path, bcf, bk, spec if base == text else None, first,
