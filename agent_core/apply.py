@@ -1086,7 +1086,14 @@ def _macro_unfaithful(ex, m, args_text: str | None, offset: int, seen: set[str] 
     if m.name in seen:
         return None
     seen.add(m.name)
-    for kind, t in M._tokens(m.body):
+    toks = [x for x in M._tokens(m.body) if x[0] != "ws"]
+    va = (m.params[-1][:-3].strip() or "__VA_ARGS__") if m.variadic else None
+    given = M.split_args(args_text) if args_text is not None else None
+    for i, (kind, t) in enumerate(toks):
+        # GNU's `, ## __VA_ARGS__` where the use gives variadic arguments: just `, <them>`
+        if kind == "paste" and va and given and len(given) >= len(m.params) and any(given[len(m.params) - 1:]) \
+                and 0 < i < len(toks) - 1 and toks[i - 1][1] == "," and toks[i + 1][1] == va:
+            continue
         if kind in ("hash", "paste"):
             return (f"the body of '{m.name}' uses `{t}` (stringizing or token pasting), which kerntune does not "
                     "write out")
@@ -1142,18 +1149,21 @@ def _laid_out(m, data: bytes):
 
 def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | None = None,
                           cf: CudaFile | None = None) -> tuple[str, CudaFile]:
-    """``text`` with each use of one of the file's own macros whose expansion holds a launch of ``kernel`` that
-    may make the instantiation the spec tunes (``Kernel.macro_launch_sites``) replaced by that expansion, exactly
-    as the preprocessor makes it there (the body with the use's arguments substituted, its line breaks kept),
-    under a ``// kerntune: LAUNCH_X(...) expanded to tune this launch`` line, so that the launch can be rewritten
-    like any launch written out. Other uses, and the ``#define``, stay. Returns (text, its parse); ``text``
-    unchanged where there is nothing to expand. KerntuneError (nothing is written) where the expansion would not
-    be the preprocessor's (``#``/``##``, ``__LINE__``, ``__VA_OPT__`` in the macro) or is not a complete
-    statement at the use (unbalanced, or its launch not read back as a launch of the kernel)."""
+    """``text`` with the uses of the file's own macros that hold a launch of ``kernel`` the rewrite must edit
+    written out: each use whose expansion holds a launch that may make the instantiation the spec tunes
+    (``Kernel.macro_launch_sites``), and each use whose argument holds a launch of a kernel template whose
+    instantiation the expansion decides (PaddlePaddle's ``FIXED_BLOCK_DIM_CASE(k<T, kBlockDim><<<...>>>(...))``,
+    ``kBlockDim`` a constant the macro's body declares). Such a use is replaced by its expansion, exactly as the
+    preprocessor makes it there (the body with the use's arguments substituted, its line breaks kept), under a
+    ``// kerntune: LAUNCH_X(...) expanded to tune this launch`` line, so that the launch can be rewritten like any
+    launch written out. Other uses, and the ``#define``s, stay. Returns (text, its parse); ``text`` unchanged where
+    there is nothing to expand. KerntuneError (nothing is written) where the expansion would not be the
+    preprocessor's (``#``/``##``, ``__LINE__``, ``__VA_OPT__`` in the macro) or is not a complete statement at the
+    use (unbalanced, or its launch not read back as a launch of the kernel)."""
     from agent_core.source import macros as M
     cf = cf if cf is not None else parse_cuda(text, path)
     k = next((x for x in cf.kernels if x.name == kernel), None)
-    if k is None or not k.macro_launch_sites:
+    if k is None or "define" not in text:
         return text, cf
     args = None
     if k.template_params:
@@ -1164,27 +1174,56 @@ def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | 
             args = inst.spec_instantiation(cf, k, sp) if sp is not None else None
         except KerntuneError:
             args = None
-    sites = {}
-    for site in k.macro_launch_sites:
-        if k.template_params and _macro_site_other(site, args):
-            continue  # another instantiation: its use stays as it is
-        sites.setdefault(site.span.start, site)
-    if not sites:
-        return text, cf
     data = text.encode("utf-8")
     defs = M.scan_defines(data)
-    ex = M.Expander(defs, M.launching(defs))
-    found = {s: (name, s, e, a) for name, s, e, a in M.uses(data, set(ex.defs))}
+    targets: dict[int, tuple] = {}  # use start -> (the use, its Expander, the site, the refusal's words)
+    if k.macro_launch_sites:
+        ex = M.Expander(defs, M.launching(defs))
+        found = {u[1]: u for u in M.uses(data, set(ex.defs))}
+        for site in k.macro_launch_sites:
+            if k.template_params and _macro_site_other(site, args):
+                continue  # another instantiation: its use stays as it is
+            where = (f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; it expands "
+                     f"to `{site.expansion}`)")
+            targets.setdefault(site.span.start, (found.get(site.span.start), ex, site, where))
+    if k.template_params and args is not None and k.launch_sites:
+        from agent_core.source.instantiation import site_instance
+        fn = {m.name for m in defs if m.params is not None}
+        arg_uses = M.uses(data, fn) if fn else []
+        for site in k.launch_sites:
+            use = next((u for u in arg_uses if u[3] is not None and u[1] < site.span.start
+                        and site.span.end <= u[2]), None)
+            if use is None or use[1] in targets:
+                continue
+            try:
+                if site_instance(cf, k, site, args).kind != "depends":
+                    continue  # the launch's instantiation is known where it is written: rewritten in place
+            except KerntuneError:
+                continue
+            if _launch_statement(text, site) is not None:
+                continue  # a statement of its own in the argument: an if/else between the launches goes there
+            # the macros the use's expansion goes through: the one used and those its body calls, transitively
+            names, todo = set(), [use[0]]
+            byname = {m.name: m for m in defs}
+            while todo:
+                n = todo.pop()
+                if n in names or n not in byname:
+                    continue
+                names.add(n)
+                todo += [t for kd, t in M._tokens(byname[n].body) if kd == "id" and t in byname]
+            where = (f"this launch of '{kernel}' is written in an argument of the macro '{use[0]}', whose expansion "
+                     "decides which instantiation it makes")
+            targets[use[1]] = (use, M.Expander(defs, names), site, where)
+    if not targets:
+        return text, cf
     edits = []
-    for at, site in sorted(sites.items()):
+    for at, (use, ex, site, where) in sorted(targets.items()):
 
         def refuse(why: str) -> KerntuneError:
-            return KerntuneError(f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; "
-                                 f"it expands to `{site.expansion}`): kerntune writes such a launch out at its use "
-                                 f"(the macro's expansion) to tune it, but {why}. Nothing was changed: write that "
-                                 "launch out at this use (or apply a configuration that keeps the kernel's launch)",
+            return KerntuneError(f"{where}: kerntune writes such a launch out at its use (the macro's expansion) to "
+                                 f"tune it, but {why}. Nothing was changed: write that launch out at this use (or "
+                                 "apply a configuration that keeps the kernel's launch)",
                                  path, site.span.line, site.span.col)
-        use = found.get(at)
         m = ex.macro_at(use[0], at) if use is not None else None
         if m is None:
             raise refuse("its use is not found in the file's code")
@@ -1192,9 +1231,14 @@ def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | 
         why = _macro_unfaithful(ex, m, a, s)
         if why:
             raise refuse(why)
-        expansion = ex.expand_use(_laid_out(m, data), a, s)
+        laid = M.Expander([_laid_out(d, data) for d in defs], set(ex.defs))
+        expansion = laid.expand_use(laid.macro_at(name, s), a, s)
         if expansion is None or expansion.split() != (ex.expand_use(m, a, s) or "").split():
             raise refuse("its expansion cannot be written out exactly")
+        again = sorted({t for kd, t in M._tokens(expansion) if kd == "id" and t in ex.defs})
+        if again:
+            raise refuse(f"its expansion names the macro '{again[0]}' again (the preprocessor would not expand it "
+                         "there, written out it would be)")
         if not _balanced(expansion):
             raise refuse("its expansion is not a complete statement at the use (its parentheses or braces are "
                          "closed by the code around the use)")
@@ -1206,6 +1250,8 @@ def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | 
             indent += "  "
             lead = "\n" + indent
         written = " ".join(f"{name}({a})".split()) if a is not None else name
+        if len(written) > 100:
+            written = written[:96] + " ...)"
         body = ("\n" + indent).join(expansion.split("\n"))
         after = re.match(rb"[ \t]*;", data[e:])
         if after and expansion.rstrip().endswith(";"):  # `LAUNCH(4);` of a body ending in `;`: one `;`, not `;;`
@@ -1214,15 +1260,16 @@ def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | 
     new = apply_edits(text, edits)
     ncf = parse_cuda(new, path)
     nk = next((x for x in ncf.kernels if x.name == kernel), None)
-    if nk is None or len(nk.macro_launch_sites) > len(k.macro_launch_sites) - len(sites) \
-            or len(nk.launch_sites) < len(k.launch_sites) + len(sites):
-        site = next(iter(sites.values()))
-        raise KerntuneError(f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; it "
-                            f"expands to `{site.expansion}`): written out at its use, the expansion is not read "
-                            "back as a launch of the kernel (it is not a complete statement there). Nothing was "
-                            "changed: write that launch out at this use", path, site.span.line, site.span.col)
+    shift = 0
+    for (s, e, rep), (use, ex, site, where) in zip(edits, [targets[t] for t in sorted(targets)]):
+        ns, ne = s + shift, s + shift + len(rep.encode("utf-8"))
+        shift += len(rep.encode("utf-8")) - (e - s)
+        if nk is None or any(ns <= x.span.start < ne for x in nk.macro_launch_sites) or \
+                not any(ns <= x.span.start and x.span.end <= ne for x in nk.launch_sites):
+            raise KerntuneError(f"{where}: written out at its use, the expansion is not read back as a launch of the "
+                                "kernel (it is not a complete statement there). Nothing was changed: write that "
+                                "launch out at this use", path, site.span.line, site.span.col)
     return new, ncf
-
 
 def _tuned_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
                   path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST, bool]:

@@ -4,8 +4,9 @@ by its expansion (what the preprocessor makes of it there) under a ``// kerntune
 launch is rewritten like any written-out launch; the other uses and the ``#define`` stay. Refused, with why, where
 the written-out expansion would not be the preprocessor's.
 
-The corpus winners come from the H200 recordings of 2026-11-28c/d (tests/data/stores/macro_*.sqlite, each holding
-only the kernel's sessions); nvcc checks that each applied file compiles, host code included (skipped without nvcc).
+The corpus winners come from the H200 recordings of 2026-11-28d (tests/data/stores/macro_*.sqlite, each holding only
+the kernel's sessions) and 2026-11-28c (gpu/results/2026-11-28c/corpus_b, corpus_c); nvcc checks that each applied
+file compiles, host code included (skipped without nvcc).
 """
 
 import shutil
@@ -23,6 +24,7 @@ from tests.dispatch_helpers import copy_with_recording
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "bench" / "corpus"
 STORES = ROOT / "tests" / "data" / "stores"
+RESULTS = ROOT / "gpu" / "results" / "2026-11-28c"
 
 # (file under bench/corpus, kernel, store, the uses expanded, the uses left as written)
 CORPUS_MACROS = [
@@ -39,13 +41,13 @@ CORPUS_MACROS = [
      ["LAUNCH_ROT_POS_EMB_HALF(4, alignment);", "LAUNCH_ROT_POS_EMB_HALF(8, alignment);",
       "LAUNCH_ROT_POS_EMB_HALF(32, alignment);"]),
     ("softmax/masked_softmax_alibi_fp32_in_fp16_out.cu", "softmax_kernel",
-     "macro_softmax_kernel_2026-11-28c.sqlite", ["LAUNCH_MASKED_SOFTMAX(4)"],
+     RESULTS / "corpus_b" / "results.sqlite", ["LAUNCH_MASKED_SOFTMAX(4)"],
      ["LAUNCH_MASKED_SOFTMAX(2);", "LAUNCH_MASKED_SOFTMAX(1);"]),
 ]
 
 
 def _applied(tmp_path, rel, kernel, store):
-    f, db = copy_with_recording(tmp_path, CORPUS / rel, STORES / store)
+    f, db = copy_with_recording(tmp_path, CORPUS / rel, STORES / store)  # (an absolute store stays as it is)
     text = f.read_text()
     st = Store(db)
     try:
@@ -73,6 +75,28 @@ def test_corpus_macro_launch_applied(tmp_path, rel, kernel, store, expanded, kep
     cf = parse_cuda(new, str(f))
     launched = {s.kernel for k in cf.kernels for s in k.launch_sites}
     assert any(n.startswith(kernel + "__") for n in launched), launched
+    if shutil.which("nvcc"):
+        check_compiles(new, f, host=True)
+
+
+def test_paddle_layer_norm_launch_in_a_macro_argument(tmp_path):
+    """PaddlePaddle's FIXED_BLOCK_DIM_CASE(k<__half, float, kBlockDim><<<...>>>(...)): the launch is written in the
+    macro's argument, and which instantiation it makes is decided by the expansion (each case declares its own
+    constexpr kBlockDim). The use is written out (GNU's `, ##__VA_ARGS__` with arguments given: `, <them>`): the
+    case whose kBlockDim is the spec's 512 gets the dispatch, the eight others keep their launch."""
+    f, text, rw = _applied(tmp_path, "layer_norm/layer_norm_fixed_block_dim_mean_var_fp16.cu", "LayerNormForward",
+                           RESULTS / "corpus_c" / "results.sqlite")
+    new = rw.text
+    assert "// kerntune: FIXED_BLOCK_DIM_CASE(LayerNormForward<__half, float, kBlockDim> <<<batch_size" in new
+    assert "#define FIXED_BLOCK_DIM_CASE(...)" in new and "#define FIXED_BLOCK_DIM_CASE_BASE(" in new
+    assert "    FIXED_BLOCK_DIM_CASE(LayerNormForward" not in new
+    for b in range(1, 10):
+        assert f"    case (1 << ({b})): {{\n      constexpr auto kBlockDim = (1 << ({b}));\n" in new
+    case9 = new.split("case (1 << (9)): {")[1].split("} break;")[0]
+    assert "LayerNormForward__" in case9  # the dispatch's kernels launched in the 512 case
+    for b in range(1, 9):
+        case = new.split(f"case (1 << ({b})): {{")[1].split("} break")[0]
+        assert "LayerNormForward__" not in case and "LayerNormForward<__half, float, kBlockDim>" in case
     if shutil.which("nvcc"):
         check_compiles(new, f, host=True)
 
@@ -171,6 +195,7 @@ void host(float* y, int n, cudaStream_t stream) {
     ("#define L(N, ...) k_a<<<N, 32, 0, stream>>>(y __VA_OPT__(,) __VA_ARGS__)", "L(4, 1);", "uses `__VA_OPT__`"),
     ("#define INNER(N) k_a<<<N, 32, 0, stream>>>(y, #N)\n#define L(N) INNER(N)", "L(4);", "uses `#`"),
     ("#define L(N) k_a<<<N, 32, 0, stream>>>(y, N)", "L(__LINE__);", "arguments hold `__LINE__`"),
+    ("#define L(N, ...) k_a<<<N, 32, 0, stream>>>(y, ##__VA_ARGS__)", "L(4);", "uses `##`"),  # no variadic args
 ])
 def test_expansion_refusals(define, use, why):
     src = ("#include <cuda_runtime.h>\n" + define + "\n__global__ void k_a(int* y, ...) { y[0] = 1; }\n"
