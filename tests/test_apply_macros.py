@@ -219,3 +219,14 @@ def test_expansion_not_a_complete_statement_refused():
     with pytest.raises(KerntuneError) as e:
         expand_macro_launches(src, "t.cu", "k_a")
     assert "not a complete statement" in str(e.value)
+
+
+def test_expansion_through_a_launching_macro_used_in_another_macros_body():
+    """A use inside another macro's body is not in the code: the outer macro's use is written out, both
+    expanded (the launch read at that use)."""
+    src = ("#include <cuda_runtime.h>\n#define INNER(N) k_a<<<N, 32, 0, stream>>>(y)\n#define OUTER(N) INNER(2 * N)\n"
+           "__global__ void k_a(int* y) { y[0] = 1; }\n"
+           "void host(int* y, cudaStream_t stream) {\n  OUTER(4);\n}\n")
+    new, cf = expand_macro_launches(src, "t.cu", "k_a")
+    assert ("  // kerntune: OUTER(4) expanded to tune this launch\n  k_a<<<2 * 4, 32, 0, stream>>>(y);\n}\n") in new
+    assert [s.config[0].text for s in cf.kernel("k_a").launch_sites] == ["2 * 4"]
