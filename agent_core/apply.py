@@ -889,6 +889,10 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if is_whole_file(template, cf):
         new = render(template, cfg)
         return _whole_file_rewrite(text, path, kernel, new, cf)
+    # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it
+    expanded, cf = expand_macro_launches(text, path, kernel, spec, cf)
+    if expanded != text:
+        text, spec, k = expanded, None, cf.kernel(kernel)
     if k.template_params:
         return _rewrite_specialization(text, path, cf, k, template, cfg, spec)
     spec, start, old_values = _in_place_context(text, path, cf, k, spec, template)
@@ -1067,6 +1071,205 @@ def macro_launch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None, path:
                             f"{needs}. Nothing was changed: write that launch out at this use (or apply a "
                             "configuration that keeps the kernel's launch)", path, site.span.line, site.span.col)
 
+
+# ------------------------------------------------------------------ launches written inside the file's own macros
+_UNFAITHFUL_IDS = {"__LINE__": "`__LINE__` (the line would change)", "__FILE__": "`__FILE__`",
+                   "__COUNTER__": "`__COUNTER__` (its value depends on the order of expansion)",
+                   "__VA_OPT__": "`__VA_OPT__`"}
+
+
+def _macro_unfaithful(ex, m, args_text: str | None, offset: int, seen: set[str] | None = None) -> str | None:
+    """Why the use of macro ``m`` (``args_text``: between its parentheses) cannot be written out as its expansion
+    exactly as the preprocessor makes it (None: it can). Checks ``m``'s body and every launching macro it calls."""
+    from agent_core.source import macros as M
+    seen = set() if seen is None else seen
+    if m.name in seen:
+        return None
+    seen.add(m.name)
+    toks = [x for x in M._tokens(m.body) if x[0] != "ws"]
+    va = (m.params[-1][:-3].strip() or "__VA_ARGS__") if m.variadic else None
+    given = M.split_args(args_text) if args_text is not None else None
+    for i, (kind, t) in enumerate(toks):
+        # GNU's `, ## __VA_ARGS__` where the use gives variadic arguments: just `, <them>`
+        if kind == "paste" and va and given and len(given) >= len(m.params) and any(given[len(m.params) - 1:]) \
+                and 0 < i < len(toks) - 1 and toks[i - 1][1] == "," and toks[i + 1][1] == va:
+            continue
+        if kind in ("hash", "paste"):
+            return (f"the body of '{m.name}' uses `{t}` (stringizing or token pasting), which kerntune does not "
+                    "write out")
+        if kind == "id" and t in _UNFAITHFUL_IDS:
+            return f"the body of '{m.name}' uses {_UNFAITHFUL_IDS[t]}"
+        if kind == "id" and t != m.name:
+            inner = ex.macro_at(t, offset)
+            if inner is not None:
+                why = _macro_unfaithful(ex, inner, None, offset, seen)
+                if why:
+                    return why
+    for kind, t in M._tokens(args_text or ""):
+        if kind == "id" and t in _UNFAITHFUL_IDS:
+            return f"the use's arguments hold {_UNFAITHFUL_IDS[t]}"
+    return None
+
+
+def _balanced(text: str) -> bool:
+    from agent_core.source import macros as M
+    stack = []
+    for kind, t in M._tokens(text):
+        if kind != "other":
+            continue
+        if t in "([{":
+            stack.append(t)
+        elif t in ")]}":
+            if not stack or stack.pop() != {")": "(", "]": "[", "}": "{"}[t]:
+                return False
+    return not stack
+
+
+def _laid_out(m, data: bytes):
+    """``m`` with its body keeping the ``#define``'s line breaks (continuations become newlines, the common
+    indentation removed), where that is the same body as the preprocessor's one line (no ``//`` comment that a
+    continuation extends); else ``m`` as it is."""
+    import textwrap
+    from agent_core.source import macros as M
+    got = M._DEFINE.match(data, m.start)
+    if got is None:
+        return m
+    raw = got.group(3).decode("utf-8", "replace")
+    multi = M._COMMENT.sub(" ", re.sub(r"\\\r?\n", "\n", raw))
+    if multi.split() != m.body.split():
+        return m
+    lines = [ln.rstrip() for ln in multi.split("\n")]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    body = textwrap.dedent("\n".join(lines))
+    return M.Macro(m.name, m.params, body, m.start, m.end)
+
+
+def expand_macro_launches(text: str, path: str, kernel: str, spec: TuningSpec | None = None,
+                          cf: CudaFile | None = None) -> tuple[str, CudaFile]:
+    """``text`` with the uses of the file's own macros that hold a launch of ``kernel`` the rewrite must edit
+    written out: each use whose expansion holds a launch that may make the instantiation the spec tunes
+    (``Kernel.macro_launch_sites``), and each use whose argument holds a launch of a kernel template whose
+    instantiation the expansion decides (PaddlePaddle's ``FIXED_BLOCK_DIM_CASE(k<T, kBlockDim><<<...>>>(...))``,
+    ``kBlockDim`` a constant the macro's body declares). Such a use is replaced by its expansion, exactly as the
+    preprocessor makes it there (the body with the use's arguments substituted, its line breaks kept), under a
+    ``// kerntune: LAUNCH_X(...) expanded to tune this launch`` line, so that the launch can be rewritten like any
+    launch written out. Other uses, and the ``#define``s, stay. Returns (text, its parse); ``text`` unchanged where
+    there is nothing to expand. KerntuneError (nothing is written) where the expansion would not be the
+    preprocessor's (``#``/``##``, ``__LINE__``, ``__VA_OPT__`` in the macro) or is not a complete statement at the
+    use (unbalanced, or its launch not read back as a launch of the kernel)."""
+    from agent_core.source import macros as M
+    cf = cf if cf is not None else parse_cuda(text, path)
+    k = next((x for x in cf.kernels if x.name == kernel), None)
+    if k is None or "define" not in text:
+        return text, cf
+    args = None
+    if k.template_params:
+        from agent_core.source import instantiation as inst
+        from agent_core.source import spec as spec_mod
+        sp = spec if spec is not None else spec_mod.find_spec(cf, kernel)
+        try:
+            args = inst.spec_instantiation(cf, k, sp) if sp is not None else None
+        except KerntuneError:
+            args = None
+    data = text.encode("utf-8")
+    defs = M.scan_defines(data)
+    targets: dict[int, tuple] = {}  # use start -> (the use, its Expander, the site, the refusal's words)
+    if k.macro_launch_sites:
+        ex = M.Expander(defs, M.launching(defs))
+        found = {u[1]: u for u in M.uses(data, set(ex.defs))}
+        for site in k.macro_launch_sites:
+            if k.template_params and _macro_site_other(site, args):
+                continue  # another instantiation: its use stays as it is
+            where = (f"this launch of '{kernel}' is written inside the macro '{site.macro}' (used here; it expands "
+                     f"to `{site.expansion}`)")
+            targets.setdefault(site.span.start, (found.get(site.span.start), ex, site, where))
+    if k.template_params and args is not None and k.launch_sites:
+        from agent_core.source.instantiation import site_instance
+        fn = {m.name for m in defs if m.params is not None}
+        arg_uses = M.uses(data, fn) if fn else []
+        for site in k.launch_sites:
+            use = next((u for u in arg_uses if u[3] is not None and u[1] < site.span.start
+                        and site.span.end <= u[2]), None)
+            if use is None or use[1] in targets:
+                continue
+            try:
+                if site_instance(cf, k, site, args).kind != "depends":
+                    continue  # the launch's instantiation is known where it is written: rewritten in place
+            except KerntuneError:
+                continue
+            if _launch_statement(text, site) is not None:
+                continue  # a statement of its own in the argument: an if/else between the launches goes there
+            # the macros the use's expansion goes through: the one used and those its body calls, transitively
+            names, todo = set(), [use[0]]
+            byname = {m.name: m for m in defs}
+            while todo:
+                n = todo.pop()
+                if n in names or n not in byname:
+                    continue
+                names.add(n)
+                todo += [t for kd, t in M._tokens(byname[n].body) if kd == "id" and t in byname]
+            where = (f"this launch of '{kernel}' is written in an argument of the macro '{use[0]}', whose expansion "
+                     "decides which instantiation it makes")
+            targets[use[1]] = (use, M.Expander(defs, names), site, where)
+    if not targets:
+        return text, cf
+    edits = []
+    for at, (use, ex, site, where) in sorted(targets.items()):
+
+        def refuse(why: str) -> KerntuneError:
+            return KerntuneError(f"{where}: kerntune writes such a launch out at its use (the macro's expansion) to "
+                                 f"tune it, but {why}. Nothing was changed: write that launch out at this use (or "
+                                 "apply a configuration that keeps the kernel's launch)",
+                                 path, site.span.line, site.span.col)
+        m = ex.macro_at(use[0], at) if use is not None else None
+        if m is None:
+            raise refuse("its use is not found in the file's code")
+        name, s, e, a = use
+        why = _macro_unfaithful(ex, m, a, s)
+        if why:
+            raise refuse(why)
+        laid = M.Expander([_laid_out(d, data) for d in defs], set(ex.defs))
+        expansion = laid.expand_use(laid.macro_at(name, s), a, s)
+        if expansion is None or expansion.split() != (ex.expand_use(m, a, s) or "").split():
+            raise refuse("its expansion cannot be written out exactly")
+        again = sorted({t for kd, t in M._tokens(expansion) if kd == "id" and t in ex.defs})
+        if again:
+            raise refuse(f"its expansion names the macro '{again[0]}' again (the preprocessor would not expand it "
+                         "there, written out it would be)")
+        if not _balanced(expansion):
+            raise refuse("its expansion is not a complete statement at the use (its parentheses or braces are "
+                         "closed by the code around the use)")
+        ls = data.rfind(b"\n", 0, s) + 1
+        before = data[ls:s].decode("utf-8", "replace")
+        indent = before[:len(before) - len(before.lstrip())]
+        lead = ""
+        if before.strip():  # the use is not the first thing on its line: the expansion starts a line of its own
+            indent += "  "
+            lead = "\n" + indent
+        written = " ".join(f"{name}({a})".split()) if a is not None else name
+        if len(written) > 100:
+            written = written[:96] + " ...)"
+        body = ("\n" + indent).join(expansion.split("\n"))
+        after = re.match(rb"[ \t]*;", data[e:])
+        if after and expansion.rstrip().endswith(";"):  # `LAUNCH(4);` of a body ending in `;`: one `;`, not `;;`
+            e += after.end()
+        edits.append((s, e, f"{lead}// kerntune: {written} expanded to tune this launch\n{indent}{body}"))
+    new = apply_edits(text, edits)
+    ncf = parse_cuda(new, path)
+    nk = next((x for x in ncf.kernels if x.name == kernel), None)
+    shift = 0
+    for (s, e, rep), (use, ex, site, where) in zip(edits, [targets[t] for t in sorted(targets)]):
+        ns, ne = s + shift, s + shift + len(rep.encode("utf-8"))
+        shift += len(rep.encode("utf-8")) - (e - s)
+        if nk is None or any(ns <= x.span.start < ne for x in nk.macro_launch_sites) or \
+                not any(ns <= x.span.start and x.span.end <= ne for x in nk.launch_sites):
+            raise KerntuneError(f"{where}: written out at its use, the expansion is not read back as a launch of the "
+                                "kernel (it is not a complete statement there). Nothing was changed: write that "
+                                "launch out at this use", path, site.span.line, site.span.col)
+    return new, ncf
 
 def _tuned_launch(template: KernelTemplate, params: dict[str, int], spec: TuningSpec, old_values: dict[str, int],
                   path: str, k: Kernel) -> tuple[list[ast.AST], list[ast.AST], ast.AST, bool]:
@@ -1409,6 +1612,10 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     # the text the rewrite edits: with a structural default, the file as applying that configuration writes it
     base = render(own, {**orig_values, **entries[0][1]}) if kinds[0] == "structural" else text
     bcf = cf if base == text else parse_cuda(base, path)
+    # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it
+    expanded, bcf = expand_macro_launches(base, path, kernel, spec if base == text else None, bcf)
+    if expanded != base:
+        base, spec = expanded, None
     bk = bcf.kernel(kernel)
     first = next(t for t, _ in entries if t is not None)  # two entries at least, one of them not the original
     spec, start, old_values = _in_place_context(base, path, bcf, bk, spec if base == text else None, first,
