@@ -383,16 +383,22 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                f"({params_words(best.summary['best_params'])}) is slower than the original on {where} beyond the "
                "noise")
         alt = _slower_nowhere(prep, backend, templates, same, d.winner, figures[d.winner.key], why, emit, cancel,
-                              originals)
+                              originals, original_params if own is not None and wt.template_hash == own.template_hash
+                              else None)
+        instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey, why,
+                                    record=False) if per_shape else None
+        if instead is not None and (alt is None or instead.speedup > alt.speedup):
+            # the other templates' dispatch gains more than any one configuration of the winner's template
+            if sid is not None:
+                data = instead.to_dict()
+                data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
+                store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}", data)
+            return instead
         if alt is not None:
             emit(TuneEvent("status", f"one configuration: {alt.instead}"))
             if sid is not None:
                 store.put_step(sid, "dispatch", f"one configuration: {alt.instead}", alt.to_dict())
             return alt
-        if per_shape:
-            instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey, why)
-            if instead is not None:
-                return instead
         confirmed = dsp.original_only(confirmed, original_params, why + ": the original kernel is kept")
     if confirmed.applies_nothing:
         head = "no regression: the original kernel is kept on every size set (nothing to apply)"
@@ -417,13 +423,13 @@ ALTERNATIVES = 2  # configurations confirmed, at most, in search of one that is 
 
 def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[KernelTemplate, TuneResult]],
                       backend: Backend, store: Store, emit: Callable[[TuneEvent], None], cancel: threading.Event,
-                      originals: dict | None, wkey: tuple, why: str) -> "Dispatch | None":
+                      originals: dict | None, wkey: tuple, why: str, record: bool = True) -> "Dispatch | None":
     """Where the search's winner can only be written as one configuration for every size (a templated kernel's own
     template), is slower than the original on some size set, and no other configuration of its template is slower
     nowhere: the per-shape dispatch over the other rounds' verified configurations that a rewrite can hold (an
     expert's, a rewrite's), the original kernel serving every size set none of them is faster on, confirmed like any
     dispatch. Recorded for the winner (``in_place_of``: apply and the result table find it under the winner's
-    result); None where no other template verified or the dispatch would apply nothing."""
+    result) unless ``record`` is False (the caller compares it first); None where no other template verified or the dispatch would apply nothing."""
     from agent_core.agent import dispatch as dsp
     from agent_core.templating.text_kind import can_dispatch
     rest = [(t, r) for t, r in verified if t.template_hash != wkey[0] and can_dispatch(t, prep.cf)]
@@ -438,7 +444,7 @@ def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[
         return None
     d = replace(d, instead=f"{why}: the configurations of the other templates serve instead")
     sid = result.rounds[-1].summary.get("session_id")
-    if sid is not None:
+    if record and sid is not None:
         data = d.to_dict()
         data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
         store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {d.instead}", data)
@@ -446,14 +452,19 @@ def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[
 
 
 def _slower_nowhere(prep: Prepared, backend: Backend, templates: dict, same: list, winner, winner_timed, why: str,
-                    emit: Callable[[TuneEvent], None], cancel: threading.Event, originals: dict | None):
+                    emit: Callable[[TuneEvent], None], cancel: threading.Event, originals: dict | None,
+                    original_params: dict | None = None):
     """Where one configuration must serve every size and the winner is slower than the original on some size set:
     the best other configuration of the winner's template that the search measured faster than the original on
     every size set, confirmed interleaved with the original (at most ``ALTERNATIVES`` tried, best geometric mean
-    first), as a one-configuration dispatch; None when none is slower nowhere under confirmation."""
+    first), as a one-configuration dispatch; None when none is, under confirmation, slower nowhere and faster
+    somewhere beyond the noise (a configuration that only ties the original, such as the original's own, gains
+    nothing and would stand in the way of ``_dispatch_instead``)."""
     from agent_core.agent import dispatch as dsp
     seen, pool = set(), []
     for c in sorted(same, key=lambda c: sum(math.log(r) for r in c.ratio)):
+        if c.params == original_params:
+            continue  # the kernel's own template at the file's values: the original kernel itself
         if c.key != winner.key and c.key not in seen and all(r < 1.0 for r in c.ratio):
             seen.add(c.key)
             pool.append(c)
@@ -465,8 +476,8 @@ def _slower_nowhere(prep: Prepared, backend: Backend, templates: dict, same: lis
                                       originals=originals)
         except KerntuneError:
             return None
-        if dsp.slower_anywhere(o, v):
-            continue
+        if dsp.slower_anywhere(o, v) or not any(dsp.faster(a, b) for a, b in zip(o, v)):
+            continue  # slower somewhere, or faster nowhere (e.g. the original configuration itself): no gain
         words = ", ".join(f"{dsp.size_label(s)} {b.median_us / a.median_us:.2f}" for s, a, b in
                           zip(prep.spec.sizes, o, v))
         return dsp.one_configuration(c, (o, v), winner, winner_timed, prep.spec.sizes, (
