@@ -111,6 +111,8 @@ def parse(text: str) -> ast.Expression:
     if len(src) > MAX_LENGTH:
         raise ExprError(f"expression too long: {len(src)} characters (at most {MAX_LENGTH}): "
                         f"'{src[:40]}...'")
+    if "\x00" in src:  # ast.parse raises ValueError (Python <= 3.11.3) or SyntaxError for it, by version
+        raise ExprError(f"cannot parse expression {src!r}: it contains a NUL character")
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError as e:

@@ -108,3 +108,11 @@ def test_values_at_the_bounds_still_evaluate():
     assert expr.evaluate("+".join(["n"] * 60), ENV) == 60 * 4099  # a long but sane expression
     with pytest.raises(ExprError, match="out of range"):
         expr.evaluate("n", {"n": 2 ** 80})
+
+
+def test_a_nul_character_is_an_expr_error_on_every_python():
+    """Hypothesis found it on CI's Python 3.11.2, where ast.parse raises ValueError (not SyntaxError) for a NUL."""
+    from agent_core.expr import ExprError, parse
+    for text in ("\x00", "a\x00b", "1 + \x00"):
+        with pytest.raises(ExprError, match="NUL character"):
+            parse(text)
