@@ -20,7 +20,7 @@ from typing import NamedTuple
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
                                                     feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.families.rotary.implicit_positions import _THREAD, _bare, _sites
+from agent_core.templating.experts.families.rotary.implicit_positions import _bare, _resolve, _sites
 from agent_core.templating.experts.families.rotary.indexing import _IDENT
 
 
@@ -47,26 +47,11 @@ def _text(ev: Evidence) -> str:
     return re.sub(r"\bsizeof\s*\(\s*([A-Za-z_]\w*)\s*\)", r"kt_sizeof_\1", text)
 
 
-def _resolve(text: str, once: dict[str, str], expr: str) -> str | None:
-    """``expr`` with every local assigned once replaced by its value, down to thread and block indices, loop
-    variables and arguments; None where it is not plain integer arithmetic."""
-    for _ in range(12):
-        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
-                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), expr))
-        if new == expr:
-            break
-        expr = new
-    expr = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", expr)
-    if not re.fullmatch(r"[\w\s()+\-*/%]+", expr) or len(expr) > 4000:
-        return None
-    return expr
-
-
 def _index(text: str, once: dict[str, str], name: str) -> str | None:
     sites = _sites(text, name)
     if not sites:
         return None
-    return _resolve(text, once, " + ".join(f"({t})" if s > 0 else f"-({t})" for s, t in sites[0]) or "0")
+    return _resolve(once, " + ".join(f"({t})" if s > 0 else f"-({t})" for s, t in sites[0]) or "0")
 
 
 def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, draws: int = 400) -> list[tuple]:
@@ -137,7 +122,7 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
         if qx is None or kx is None:
             continue
         for pname in cands:
-            px = _resolve(text, once, pname)
+            px = _resolve(once, pname)
             if px is None or not _IDENT.search(px):
                 continue
             samples = [_samples(ev, [qx, kx, px], [qi.counts, ki.counts], s) for s in range(n)]

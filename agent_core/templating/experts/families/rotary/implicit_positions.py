@@ -52,18 +52,22 @@ def _resolved(ev: Evidence, name: str) -> str | None:
     sites = _sites(text, name)
     if not sites:
         return None
-    once = _ONCE(text)
-    text = " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in sites[0]) or "0"
+    return _resolve(_ONCE(text), " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in sites[0]) or "0")
+
+
+def _resolve(once: dict[str, str], expr: str) -> str | None:
+    """``expr`` with every local assigned once (``once``) replaced by its value, down to thread and block indices,
+    loop variables and arguments; literal suffixes dropped. None where it is not plain integer arithmetic."""
     for _ in range(12):
         new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
-                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), text))
-        if new == text:
+                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), expr))
+        if new == expr:
             break
-        text = new
-    text = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", text)
-    if not re.fullmatch(r"[\w\s()+\-*/%]+", text) or len(text) > 4000:
+        expr = new
+    expr = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", expr)
+    if not re.fullmatch(r"[\w\s()+\-*/%]+", expr) or len(expr) > 4000:
         return None
-    return text
+    return expr
 
 
 def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
