@@ -233,6 +233,7 @@ class Run:
     retimed_speedup: float | None = None  # the best configuration, timed by kerntune's confirmation
     note: str = ""
     timeline: dict | None = None  # kerntune: where the run's wall time went (agent_core.measure.timeline report)
+    kt_phases: dict | None = None  # Kernel Tuner: its own per-configuration times summed (seconds, every size set)
 
     @property
     def per_minute(self) -> float | None:
@@ -254,6 +255,7 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
     from kernel_tuner import run_kernel, tune_kernel
     spec = case.prep.spec
     per_size, t_total = [], 0.0
+    phases = dict.fromkeys(KT_PHASES, 0.0)
     orig_params = {n: v for n, v in zip(case.block_names, case.original_block)}
     for si, sizes in enumerate(spec.sizes):
         args, outs = arguments(case, sizes, seed + si)
@@ -281,6 +283,9 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
         t_total += wall
         seen, order = {}, []
         for r in res:
+            for k in KT_PHASES:
+                v = r.get(k)
+                phases[k] += v / 1e3 if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
             key = tuple(r[n] for n in case.tune_params)
             if key in seen:
                 continue
@@ -323,7 +328,7 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
     return Run("Kernel Tuner", strategy, t_total, evaluated, failed, best, ok.get(best_key) if best_key else None,
                t5, [{"sizes": p["sizes"], "wall_s": p["wall_s"], "evaluated": len(p["results"]),
                      "best_ms": min((v for v in p["results"].values() if v is not None), default=None)}
-                    for p in per_size], note=note)
+                    for p in per_size], note=note, kt_phases=phases)
 
 
 # --------------------------------------------------------------------------------------------- kerntune
@@ -413,6 +418,8 @@ SHORT = {"prepare": "prepare", "worker_start": "worker start", "copy_bandwidth":
          "original": "original", "compile": "compile wait", "verify": "verify", "time": "timing",
          "worker_call": "round trips", "confirm": "confirmation", "strategy": "strategy", "store": "store",
          "other": "other"}
+# Kernel Tuner's own per-configuration records (milliseconds each; summed per run by run_kernel_tuner)
+KT_PHASES = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
 FIXED = ("prepare", "worker_start", "copy_bandwidth", "original", "confirm")  # paid once per run, not per evaluation
 
 
@@ -444,6 +451,18 @@ def breakdown(run: Run) -> str:
     return line
 
 
+def kt_breakdown(run: Run) -> str:
+    """One line: Kernel Tuner's own records of where a run's time went, summed over its configurations and size
+    sets, against the wall clock around its tune_kernel calls (the rest: context creation, its set-up)."""
+    ph = run.kt_phases or {}
+    total = sum(ph.values())
+    parts = ", ".join(f"{k.removesuffix('_time')} {v:.2f}" for k, v in ph.items())
+    n = max(1, run.evaluations) * max(1, len(run.per_size))
+    comp = ph.get("compile_time", 0.0)
+    return (f"Kernel Tuner {run.strategy}: {run.wall_s:.1f} s; its own records {total:.2f} s = {parts}; "
+            f"outside them {run.wall_s - total:.2f} s; compile {comp / n * 1e3:.0f} ms per configuration and size set")
+
+
 def retime(case: Case, runs: list[Run], backend) -> None:
     """Every run's best configuration timed by one method: kerntune's interleaved confirmation against the
     original on every size set (speedup = geometric mean over size sets of original / variant)."""
@@ -470,6 +489,9 @@ def report(case: Case, runs: list[Run]) -> str:
     if kn:
         L.append("")
         L += [breakdown(r) for r in kn]
+    kt = [r for r in runs if r.tool == "Kernel Tuner" and r.kt_phases]
+    if kt:
+        L += [kt_breakdown(r) for r in kt]
     pair = rate_pair(runs)
     if pair:
         a, b, same = pair

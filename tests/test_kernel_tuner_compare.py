@@ -90,6 +90,19 @@ def test_report_breakdown_and_the_overall_rate_ratio():
     assert (a.strategy, b.strategy, same) == ("auto", "random_sample", False)
 
 
+def test_kernel_tuner_breakdown_sums_its_own_records():
+    run = ktc.Run("Kernel Tuner", "brute_force", 2.0, 30, 0, {"A": 1}, 0.9, 1.0,
+                  per_size=[{"sizes": {}}, {"sizes": {}}],
+                  kt_phases={"compile_time": 1.2, "verification_time": 0.1, "benchmark_time": 0.3,
+                             "strategy_time": 0.0, "framework_time": 0.1})
+    line = ktc.kt_breakdown(run)
+    assert line.startswith("Kernel Tuner brute_force: 2.0 s; its own records 1.70 s = compile 1.20, verification "
+                           "0.10, benchmark 0.30, strategy 0.00, framework 0.10; outside them 0.30 s")
+    assert line.endswith("compile 20 ms per configuration and size set")  # 1.2 s over 30 configurations x 2 sets
+    case = ktc.make_case(str(ROOT / "examples" / "row_sum.cu"), "row_sum")
+    assert line in ktc.report(case, [run])
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None or importlib.util.find_spec("kernel_tuner") is None,
                     reason="needs nvcc and kernel_tuner")
