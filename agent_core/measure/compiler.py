@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from agent_core.measure import nvrtc
 from agent_core.measure.timeline import phase
 from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
 
@@ -29,7 +30,7 @@ DEFAULT_TIMEOUT_S = 300.0
 CACHE_FORMAT = 1  # bump when the cached JSON changes meaning
 
 # counts real nvcc compilations in this process (a cache hit does not add one)
-stats = {"nvcc_runs": 0}
+stats = {"nvcc_runs": 0, "nvrtc_runs": 0}
 _stats_lock = threading.Lock()
 
 
@@ -344,15 +345,85 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
     except OSError as e:
         raise KerntuneError(f"the compile cache {cache} cannot be used ({e.strerror or e}): set KERNTUNE_CACHE "
                             "to a writable folder", str(cache)) from None
+    refused = None
+    if not extra_flags:
+        got = _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cache, source_path, timeout)
+        if isinstance(got, Compiled):
+            return got
+        refused = got
     meta = _load_cached(cache, key)
     if meta is None:
         meta = _compile_uncached(nvcc, text, kernel, arch, flags, cache, key, timeout, source_path)
+    if refused is not None:
+        try:
+            _atomic_write(refused[0], refused[1].encode("utf-8", "replace"))
+        except OSError:
+            pass
     report = {s: Resources(**r) for s, r in meta["report"].items()}
     try:
         sym = select_symbol(report, meta["names"], kernel, template_args)
     except CompileError as e:
         e.path, e.log = source_path, meta["log"]
         raise
+    return Compiled(cubin_path=str(cache / f"{key}.cubin"), symbol=sym, resources=report[sym],
+                    source_hash=sha256_text(text), log=meta["log"])
+
+
+def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cache: Path, source_path,
+                    timeout: float) -> Compiled | tuple[Path, str] | None:
+    """The variant compiled by NVRTC (``nvrtc``), cached like nvcc's; else nvcc compiles it: None (no NVRTC, a text
+    it cannot take, or one it refused before) or (marker, NVRTC's log) when NVRTC failed on it now: the caller
+    writes the marker if nvcc compiles it (NVRTC's failure was NVRTC's, not the variant's: a configuration that
+    does not compile fails in both and marks nothing)."""
+    version = nvrtc.available(nvcc)
+    if version is None:
+        return None
+    try:
+        dev = nvrtc.device_only(text)
+    except nvrtc.Unsupported:
+        return None
+    except Exception:  # a parse the reduction did not expect: nvcc compiles the text as it is
+        return None
+    base = kernel.rsplit("::", 1)[-1]
+    qualified = dev.names.get(base)
+    if qualified is None or (base in dev.templates and not template_args):
+        return None
+    expr = f"&{qualified}" + (f"<{', '.join(template_args)}>" if base in dev.templates else "")
+    options = [f"-arch={arch}", "-lineinfo", "-Xptxas", "-v", "-default-device"]
+    options += [f"-D{k}={v}" for k, v in sorted(dev.defines.items())]
+    options += [f"-I{d}" for d in [*incs, *nvrtc.include_dirs(nvcc)]]
+    # a text NVRTC refused once (a host header its kernel needs, ...) goes to nvcc for every configuration: one
+    # marker per text, options and NVRTC version, whatever the configuration's -D values
+    refused = cache / ("nvrtc-refused-" + hashlib.sha256(json.dumps([dev.text, options, version, expr]).encode())
+                       .hexdigest()[:32])
+    if refused.exists():
+        return None
+    options += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    key = "r" + hashlib.sha256(json.dumps({"text": dev.text, "options": options, "nvrtc": version, "expr": expr,
+                                           "format": CACHE_FORMAT}, sort_keys=True).encode()).hexdigest()[:39]
+    meta = _load_cached(cache, key)
+    if meta is None:
+        scratch_name = Path(source_path).name if source_path else "kernel.cu"
+        with _stats_lock:
+            stats["nvrtc_runs"] += 1
+        try:
+            res = nvrtc.compile_cubin(nvcc, dev.text, scratch_name, options, [expr], timeout=timeout)
+        except nvrtc.TimedOut:
+            raise CompileError(f"NVRTC took longer than {timeout:.0f} s compiling kernel '{kernel}' for {arch}; "
+                               "the variant was abandoned", path=source_path) from None
+        except nvrtc.Unsupported:  # its process crashed: nvcc compiles it, in a process of its own
+            return None
+        report = parse_ptxas_report(res.log) if res.ok else {}
+        if not res.ok or res.lowered.get(expr) not in report:
+            return refused, res.log  # marked once nvcc compiles what NVRTC refused (not a variant's own error)
+        shown, _, _ = _diagnostics(res.log, scratch_name, source_path)
+        meta = {"format": CACHE_FORMAT, "arch": arch, "flags": options, "log": shown, "deps": {},
+                "report": {s: r.__dict__ for s, r in report.items()}, "names": demangle(list(report)),
+                "compiler": f"nvrtc {version}", "symbol": res.lowered[expr]}
+        _atomic_write(cache / f"{key}.cubin", res.cubin)
+        _atomic_write(cache / f"{key}.json", json.dumps(meta, indent=1).encode())
+    sym = meta["symbol"]
+    report = {s: Resources(**r) for s, r in meta["report"].items()}
     return Compiled(cubin_path=str(cache / f"{key}.cubin"), symbol=sym, resources=report[sym],
                     source_hash=sha256_text(text), log=meta["log"])
 
