@@ -82,11 +82,14 @@ NOT_LIKE_FOR_LIKE = [
     "configuration with the lowest geometric mean of time / the original configuration's time, where both size "
     "sets have it); kerntune evaluates every configuration on all size sets in one pass and ranks by that "
     "geometric mean.",
-    "compiling: Kernel Tuner compiles one configuration at a time, the kernel alone (pycuda's SourceModule with "
-    "cache_dir=False in Kernel Tuner 1.5's pycuda backend: every configuration of every run is compiled); kerntune "
-    "compiles the user's whole file per configuration (headers and host code included), a batch in parallel (one "
-    "nvcc per CPU core), the next batch while the GPU measures this one (exhaustive, random; an adaptive strategy "
-    "such as auto waits for its batch's compilation); each kerntune run here starts with an empty compile cache.",
+    "compiling: Kernel Tuner compiles one configuration at a time, the kernel alone, with the backend its "
+    "lang='CUDA' picks (the first installed of cuda-python, CuPy and PyCUDA: NVRTC in process for the first two, "
+    "nvcc for PyCUDA; printed beside its breakdown; on the GPU machine CuPy); no compile is cached. kerntune "
+    "compiles the user's whole file per configuration, by NVRTC in a pool of processes where the file's device "
+    "code can be taken apart from its host code (agent_core.measure.nvrtc), else by nvcc, a batch in parallel (one "
+    "compile per CPU core), the next batch while the GPU measures this one (exhaustive, random; an adaptive "
+    "strategy such as auto waits for its batch's compilation); each kerntune run here starts with an empty "
+    "compile cache.",
     "fixed costs per run: kerntune's wall is its whole `tune` call: a GPU worker started (a new process and CUDA "
     "context), the original compiled and timed, the search, the best confirmed against the original (5 "
     "interleaved rounds per size set); its one-time costs per installation (the worker's helper kernels compiled, "
@@ -234,6 +237,7 @@ class Run:
     note: str = ""
     timeline: dict | None = None  # kerntune: where the run's wall time went (agent_core.measure.timeline report)
     kt_phases: dict | None = None  # Kernel Tuner: its own per-configuration times summed (seconds, every size set)
+    backend: str = ""  # Kernel Tuner: the backend class its `lang` chose (CUDA: cuda-python, else CuPy, else PyCUDA)
 
     @property
     def per_minute(self) -> float | None:
@@ -249,6 +253,18 @@ def kt_verify(spec, outs: list[int]):
                 return False
         return True
     return verify
+
+
+def kt_backend(lang: str) -> str:
+    """The backend Kernel Tuner uses for ``lang``: for "CUDA" the first installed of cuda-python (NVRTC), CuPy
+    (NVRTC) and PyCUDA (nvcc), as kernel_tuner.core picks it."""
+    if lang.upper() != "CUDA":
+        return lang
+    try:
+        from kernel_tuner.core import _select_default_cuda_backend
+        return _select_default_cuda_backend().__name__
+    except Exception as e:  # noqa: BLE001 (another Kernel Tuner version: say so rather than guess)
+        return f"unknown ({type(e).__name__})"
 
 
 def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, lang: str = "CUDA") -> Run:
@@ -328,7 +344,7 @@ def run_kernel_tuner(case: Case, strategy: str, budget: int | None, seed: int, l
     return Run("Kernel Tuner", strategy, t_total, evaluated, failed, best, ok.get(best_key) if best_key else None,
                t5, [{"sizes": p["sizes"], "wall_s": p["wall_s"], "evaluated": len(p["results"]),
                      "best_ms": min((v for v in p["results"].values() if v is not None), default=None)}
-                    for p in per_size], note=note, kt_phases=phases)
+                    for p in per_size], note=note, kt_phases=phases, backend=kt_backend(lang))
 
 
 # --------------------------------------------------------------------------------------------- kerntune
@@ -459,7 +475,7 @@ def kt_breakdown(run: Run) -> str:
     parts = ", ".join(f"{k.removesuffix('_time')} {v:.2f}" for k, v in ph.items())
     n = max(1, run.evaluations) * max(1, len(run.per_size))
     comp = ph.get("compile_time", 0.0)
-    return (f"Kernel Tuner {run.strategy}: {run.wall_s:.1f} s; its own records {total:.2f} s = {parts}; "
+    return (f"Kernel Tuner {run.strategy}{f' ({run.backend})' if run.backend else ''}: {run.wall_s:.1f} s; its own records {total:.2f} s = {parts}; "
             f"outside them {run.wall_s - total:.2f} s; compile {comp / n * 1e3:.0f} ms per configuration and size set")
 
 
