@@ -420,7 +420,10 @@ def test_the_first_batch_compiles_while_the_worker_starts(tmp_path, monkeypatch)
     (tmp_path / "a").mkdir()
     r = _tune_row_sum(tmp_path / "a", be, TuneOptions(**opts))
     assert len(be.seen_during_start) == 3  # the original and the first batch of 2, before device() returned
-    assert runs() - before == 1 + 6  # each configuration compiled once
+    from agent_core.measure import nvrtc
+    # each configuration compiled once; where NVRTC compiles the search's variants, the best is compiled again by
+    # nvcc for its confirmation (the figure reported is of the binary the user's build makes)
+    assert runs() - before == 1 + 6 + (nvrtc.available(compiler.nvcc_path()) is not None)
     assert r.summary["counts"]["ok"] == 6 and be.batches == [2, 2, 2]
     # the same search without a hint (nothing compiled early): the same configurations in the same order
     monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache2"))

@@ -170,7 +170,8 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
         from agent_core.measure.compiler import compile_kernel
         reference = compile_kernel(prep.text, prep.kernel.name, arch=dev.arch, source_path=prep.path,
                                    include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir(),
-                                   template_args=spec_mod.instantiation(prep.spec, prep.kernel))
+                                   template_args=spec_mod.instantiation(prep.spec, prep.kernel),
+                                   exact=True)  # the original as the user builds it (shared with the search's)
     from agent_core.measure.replay import ReplayMiss
     started = None  # a backend that runs code is started once: the problem differs only in the template's hash,
     # a key for recorded answers; a replay is started per template (it looks the template up)

@@ -320,6 +320,7 @@ class Session:
             return None
         job = self._compile_job(self.prep.text, self.prep.kernel.name, None,
                                 spec_mod.instantiation(self.spec, self.prep.kernel), arch=arch)
+        job["exact"] = True  # the original, as the user builds it: the reference and every speedup's base
         timeline = tl.current()
 
         def run():
@@ -435,7 +436,7 @@ class Session:
         if self.runs_code and reference is None:
             self.emit("status", f"compiling the original {prep.kernel.name}")
             reference = compile_kernel(**self._compile_job(prep.text, prep.kernel.name, None,
-                                                           spec_mod.instantiation(self.spec, prep.kernel)))
+                                                           spec_mod.instantiation(self.spec, prep.kernel)), exact=True)
         self.problem = Problem(spec=self.spec, reference=reference, reference_launches=ref_launches,
                                original_hash=sha256_text(prep.text), template_hash=t.template_hash,
                                spec_hash=self.spec.spec_hash, seed=self.opt.seed)
@@ -698,7 +699,8 @@ class Session:
             t = self.template
             compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
                                                           {macro_name(n): v for n, v in cfg.items()},
-                                                          spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg)))
+                                                          spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg)),
+                                      exact=True)  # the figure reported: nvcc's binary, as the user builds it
         variant = Variant(params=cfg, compiled=compiled, launches=_launches(self.template, self.spec, cfg))
         self.best_variant = variant if compiled is not None else None
         return self.backend.confirm(variant, self.opt.confirm_rounds)
@@ -800,7 +802,7 @@ def confirm_configs(prep: Prepared, backend: Backend, configs: list[tuple[Kernel
     dev = backend.device()
     runs = backend.name != "replay"
     job = dict(arch=dev.arch, include_dirs=[str(Path(prep.path).parent)], cache_dir=cache_dir(),
-               source_path=prep.path)
+               source_path=prep.path, exact=True)  # confirmed figures are of nvcc's binaries, as the user builds
     reference = compile_kernel(prep.text, prep.kernel.name, template_args=spec_mod.instantiation(prep.spec, prep.kernel),
                                **job) if runs else None
     ref_launches = prep.original_launches()
@@ -936,7 +938,7 @@ def verify_kernels(path: str, kernel: str, old_text: str, new_text: str, backend
     backend.start(problem)
     out = []
     for name, new_spec, new_cfg, targs in checks:
-        new = compile_kernel(new_text, name, template_args=targs, **job)
+        new = compile_kernel(new_text, name, template_args=targs, exact=True, **job)
         variant = Variant(params=new_cfg, compiled=new,
                           launches=[spec_mod.launch(new_spec, s, new_cfg) for s in spec.sizes])
         ev = backend.evaluate(variant)
