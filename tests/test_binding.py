@@ -3759,3 +3759,22 @@ def test_every_binding_of_the_computed_position_rotary_kernels_compiles(lib):
     _compile_every_binding(lib, *_pos_half_variant())
     cf, k, spec = case("rotary_bhsd_key_cache_out_of_place_f16")
     _compile_every_binding(lib, cf, k, spec)
+
+
+def test_a_wrapper_spells_the_code_bases_own_type_names_as_the_specs_dtypes(lib):
+    """The expert's wrapper stands at file scope after the user's includes only: a typedef of the user's file
+    (llm.c's floatX) or a type of the kernel's namespace (CTranslate2's cuda::index_t) is spelled as the spec's
+    dtype of its argument; the types every file can name (uint, int64_t, __half, float4, ...) stay as written."""
+    from agent_core.templating.experts.render import wrapper_signature
+    cf, k, spec = case("rms_norm_own_type_names_bf16")
+    sig = wrapper_signature(k, cf, {a.name: a.dtype for a in spec.args})
+    assert sig == ("__nv_bfloat16* y, const __nv_bfloat16* x, const __nv_bfloat16* w, int width, float eps")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert {b.expert.family for b in bs} >= {"rms_norm"}
+    text = X.bind(bs[0], cf, spec).text
+    assert "act_t" not in text.split("extern \"C\"")[-1] and "dim_t" not in text.split("extern \"C\"")[-1]
+    path = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_attn_states_pack128_fp16.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    k2 = cf2.kernel("merge_attn_states_kernel")
+    spec2 = S.find_spec(cf2, k2.name)
+    assert "const uint num_tokens" in wrapper_signature(k2, cf2, {a.name: a.dtype for a in spec2.args})

@@ -65,9 +65,25 @@ def with_helpers(e: Expert, source: str | None = None) -> str:
     return src[:at] + text + src[at:]
 
 
+# type names a parameter may spell that the wrapper can spell too (the language's, <cstdint>'s, the CUDA headers')
+_KNOWN_TYPES = set("""void bool char short int long float double signed unsigned const volatile __restrict__ __restrict
+restrict size_t ptrdiff_t uint ushort ulong uchar int8_t uint8_t int16_t uint16_t int32_t uint32_t int64_t uint64_t intptr_t uintptr_t
+std::size_t std::int8_t std::uint8_t std::int16_t std::uint16_t std::int32_t std::uint32_t std::int64_t std::uint64_t
+half half2 __half __half2 nv_half nv_half2 __nv_bfloat16 __nv_bfloat162 nv_bfloat16 nv_bfloat162 __nv_fp8_e4m3
+__nv_fp8_e5m2 __nv_fp8x2_e4m3 __nv_fp8x2_e5m2 __nv_fp8x4_e4m3 __nv_fp8x4_e5m2 __nv_fp8_storage_t __nv_fp8x2_storage_t
+__nv_fp8_e8m0 char1 char2 char3 char4 uchar1 uchar2 uchar3 uchar4 short1 short2 short3 short4 ushort1 ushort2
+ushort3 ushort4 int1 int2 int3 int4 uint1 uint2 uint3 uint4 long1 long2 long3 long4 ulong1 ulong2 ulong3 ulong4
+longlong1 longlong2 longlong3 longlong4 ulonglong1 ulonglong2 ulonglong3 ulonglong4 float1 float2 float3 float4
+double1 double2 double3 double4 dim3""".split())
+_TYPE_NAME = re.compile(r"\b[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*\b")
+
+
 def wrapper_signature(k: Kernel, cf: CudaFile, spec_dtypes: dict[str, str]) -> str:
     """The kernel's parameter list as the wrapper declares it. A templated kernel's type parameters have no value
-    in a plain ``__global__`` function: they are replaced by the spec's dtype of the argument that uses them."""
+    in a plain ``__global__`` function: they are replaced by the spec's dtype of the argument that uses them. The
+    wrapper stands at file scope after the user's includes only, so a type the user's own code names (a typedef
+    such as llm.c's ``floatX``, a namespace's ``cuda::index_t``) is spelled as the spec's dtype of the argument
+    (the element type of a pointer, else the scalar's): the same type, spelled where the wrapper can."""
     types = {tp.name for tp in k.template_params if tp.kind == "type"}
     parts = []
     for p in k.params:
@@ -75,6 +91,10 @@ def wrapper_signature(k: Kernel, cf: CudaFile, spec_dtypes: dict[str, str]) -> s
         used = types & set(re.findall(r"\b[A-Za-z_]\w*\b", ty))
         if used and p.name in spec_dtypes:
             ty = re.sub(r"\b(" + "|".join(map(re.escape, used)) + r")\b", CTYPE[spec_dtypes[p.name]], ty)
+        own = [m for m in _TYPE_NAME.findall(ty) if re.sub(r"\s+", "", m) not in _KNOWN_TYPES]
+        if own and spec_dtypes.get(p.name) in CTYPE:
+            ty = _TYPE_NAME.sub(lambda m: m.group(0) if re.sub(r"\s+", "", m.group(0)) in _KNOWN_TYPES
+                                else CTYPE[spec_dtypes[p.name]], ty)
         parts.append(f"{ty} {p.name}")
     return ", ".join(parts)
 
