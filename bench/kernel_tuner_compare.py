@@ -84,7 +84,7 @@ NOT_LIKE_FOR_LIKE = [
     "geometric mean.",
     "compiling: Kernel Tuner compiles one configuration at a time, the kernel alone, with the backend its "
     "lang='CUDA' picks (the first installed of cuda-python, CuPy and PyCUDA: NVRTC in process for the first two, "
-    "nvcc for PyCUDA; printed beside its breakdown; on the GPU machine CuPy); no compile is cached. kerntune "
+    "nvcc for PyCUDA; printed beside its breakdown; on the GPU machine cuda-python's CudaFunctions); no compile is cached. kerntune "
     "compiles the user's whole file per configuration, by NVRTC in a pool of processes where the file's device "
     "code can be taken apart from its host code (agent_core.measure.nvrtc), else by nvcc, a batch in parallel (one "
     "compile per CPU core), the next batch while the GPU measures this one (exhaustive, random; an adaptive "
