@@ -107,6 +107,17 @@ def test_nvrtc_serves_a_kernel_with_host_code_and_nvcc_the_rest(tmp_path):
     n = compiler.stats["nvrtc_runs"]
     compiler.compile_kernel(src, "k", defines={"X": 1}, cache_dir=tmp_path)  # another configuration: nvcc at once
     assert compiler.stats["nvrtc_runs"] == n
+    # a template whose NVRTC compile is slow (heavy unrolled code: ptxas dominates, NVRTC saves little, the exact
+    # confirmation would pay nvcc again) sends its other configurations to nvcc
+    old = compiler.NVRTC_SLOW_S
+    compiler.NVRTC_SLOW_S = 0.0
+    try:
+        slow = "__global__ void s(float* x) { x[threadIdx.x] += SCALE; }\n"
+        first = compiler.compile_kernel(slow, "s", defines={"SCALE": 1}, cache_dir=tmp_path / "s")
+        second = compiler.compile_kernel(slow, "s", defines={"SCALE": 2}, cache_dir=tmp_path / "s")
+    finally:
+        compiler.NVRTC_SLOW_S = old
+    assert Path(first.cubin_path).name.startswith("r") and not Path(second.cubin_path).name.startswith("r")
     # a variant's own error fails in both and marks nothing: nvcc's message is the one reported
     bad = "__global__ void k(float* x) { x[0] = undefined_name; }\n"
     with pytest.raises(compiler.CompileError, match="undefined_name"):

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -27,6 +28,7 @@ from agent_core.measure.timeline import phase
 from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
 
 DEFAULT_TIMEOUT_S = 300.0
+NVRTC_SLOW_S = 1.0  # an NVRTC compile longer than this: the template's other configurations go to nvcc
 CACHE_FORMAT = 1  # bump when the cached JSON changes meaning
 
 # counts real nvcc compilations in this process (a cache hit does not add one)
@@ -399,9 +401,9 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
     options += [f"-I{d}" for d in [*incs, *nvrtc.include_dirs(nvcc)]]
     # a text NVRTC refused once (a host header its kernel needs, ...) goes to nvcc for every configuration: one
     # marker per text, options and NVRTC version, whatever the configuration's -D values
-    refused = cache / ("nvrtc-refused-" + hashlib.sha256(json.dumps([dev.text, options, version, expr]).encode())
-                       .hexdigest()[:32])
-    if refused.exists():
+    tag = hashlib.sha256(json.dumps([dev.text, options, version, expr]).encode()).hexdigest()[:32]
+    refused, slow = cache / f"nvrtc-refused-{tag}", cache / f"nvrtc-slow-{tag}"
+    if refused.exists() or slow.exists():
         return None
     options += [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key = "r" + hashlib.sha256(json.dumps({"text": dev.text, "options": options, "nvrtc": version, "expr": expr,
@@ -411,6 +413,7 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         scratch_name = Path(source_path).name if source_path else "kernel.cu"
         with _stats_lock:
             stats["nvrtc_runs"] += 1
+        t0 = time.perf_counter()
         try:
             res = nvrtc.compile_cubin(nvcc, dev.text, scratch_name, options, [expr], timeout=timeout)
         except nvrtc.TimedOut:
@@ -421,6 +424,13 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         report = parse_ptxas_report(res.log) if res.ok else {}
         if not res.ok or res.lowered.get(expr) not in report:
             return refused, res.log  # marked once nvcc compiles what NVRTC refused (not a variant's own error)
+        if time.perf_counter() - t0 > NVRTC_SLOW_S:
+            # a heavy template (unrolled expert code): ptxas and the optimizer dominate, NVRTC saves little, and
+            # the exact compile of the confirmation would pay nvcc again; its other configurations go to nvcc
+            try:
+                _atomic_write(slow, b"")
+            except OSError:
+                pass
         shown, _, _ = _diagnostics(res.log, scratch_name, source_path)
         meta = {"format": CACHE_FORMAT, "arch": arch, "flags": options, "log": shown, "deps": {},
                 "report": {s: r.__dict__ for s, r in report.items()}, "names": demangle(list(report)),
