@@ -3838,3 +3838,59 @@ def test_every_binding_of_the_llmc_fused_residual_rmsnorm_variant_compiles(lib):
     """The held-out llm.c fused residual RMSNorm's bindings (the residual read from its own buffer, rstd stored)
     compile for sm_90; the style kernel's with the other style kernels."""
     _compile_every_binding(lib, *_variant(LLMC_FUSED_RMS, "fused_residual_rmsnorm_forward_kernel5"))
+
+
+# ----------------------------------------------------------------- skip LayerNorm: no sum output, no epsilon
+TRT_SKIP_LN = ROOT / "bench/corpus/layer_norm/skip_layer_norm_kvp_half_math_no_eps_fp16.cu"
+
+
+def test_held_out_trt_skip_layer_norm_no_eps_no_sum_output(lib):
+    """TensorRT's skipLayerNorm (held out, T = half): val = T(T(input + skip) + bias) (half adds), the LayerNorm of val
+    with rsigma = rsqrt(E[x^2] - mu^2), no epsilon, the sum written to the output first and overwritten: the
+    layer_norm add form with the skip read from its own buffer and stored nowhere (a null residual), each add
+    rounded, eps 0. gamma and beta are handed whole to the layerNorm helper that takes the root: not added into
+    the sum; the bias is read before it. The mean is a sum of x times T(1) / T(ld)."""
+    cf, k, spec = _variant(TRT_SKIP_LN, "skipLayerNormKernel")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"layer_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "out=output, x=input, residual=skip, the sum not stored, gamma=gamma, beta=beta, hidden=`ld`, no eps (nothing "
+        "an eps could be), rows=the grid (no row-count argument), plus the bias `bias` (nullable), each add rounded to "
+        "f16, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_BIAS": 2,
+                                 "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args[4:] == ["0.f", "(int)gridDim.x", "(int)(ld)", "(__half*)nullptr", "(const __half*)(bias)",
+                                   "(const __half*)(skip)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "if (active && residual != nullptr) rows_store" in t.text
+    assert "const float u = round_t<T>(v[i][j] + r[j]) + b[j];" in t.text
+
+
+def test_skip_layer_norm_no_eps_helper_warp_rows_bf16(lib):
+    """Another style: bf16, outputs first, no bias, a warp a row, the mean as a sum times 1.f / float(n), the root
+    of the variance itself in a __device__ helper the kernel hands gamma and beta to: the add form with the sum stored
+    nowhere and no eps, gamma and beta not taken for a bias. Where a file constant could be the eps (#define'd,
+    added under the root) no such binding is offered."""
+    cf, k, spec = case("skip_layer_norm_no_eps_helper_warp_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "out=out, x=x, residual=skip, the sum not stored, gamma=gamma, beta=beta, hidden=`n`, no eps (nothing an eps "
+        "could be), rows=`rows`, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(x)", "(const __nv_bfloat16*)(gamma)",
+                               "(const __nv_bfloat16*)(beta)", "0.f", "(int)(rows)", "(int)(n)",
+                               "(__nv_bfloat16*)nullptr", "(const __nv_bfloat16*)nullptr",
+                               "(const __nv_bfloat16*)(skip)"]
+    src = (STYLES / "skip_layer_norm_no_eps_helper_warp_rows_bf16.cu").read_text()
+    eps = src.replace("#include <cuda_bf16.h>\n", "#include <cuda_bf16.h>\n#define LN_EPS 1e-5f\n").replace(
+        "rsqrtf(warp_sum(q) * inv_n)", "rsqrtf(warp_sum(q) * inv_n + LN_EPS)")
+    cf2 = parse_cuda(eps, "x.cu")
+    b2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert b2 and not any("no eps" in b.describe() for b in b2), words_of(b2)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_trt_skip_layer_norm_variant_compiles(lib):
+    """The held-out TensorRT skipLayerNorm's bindings (the sum stored nowhere, eps 0) compile for sm_90; the style
+    kernel's with the other style kernels."""
+    _compile_every_binding(lib, *_variant(TRT_SKIP_LN, "skipLayerNormKernel"))
