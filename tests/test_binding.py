@@ -3778,3 +3778,119 @@ def test_a_wrapper_spells_the_code_bases_own_type_names_as_the_specs_dtypes(lib)
     k2 = cf2.kernel("merge_attn_states_kernel")
     spec2 = S.find_spec(cf2, k2.name)
     assert "const uint num_tokens" in wrapper_signature(k2, cf2, {a.name: a.dtype for a in spec2.args})
+
+
+# ------------------------------------------------------------------------ fused add + RMSNorm with each row's rstd
+LLMC_FUSED_RMS = ROOT / "bench/corpus/fused_add_rms_norm/fused_residual_rmsnorm_smem_weight_rrms_bf16.cu"
+
+
+def test_held_out_llmc_fused_residual_rmsnorm_stores_rrms(lib):
+    """llm.c's fused residual RMSNorm (held out): residual = bf16(inp1 + inp2) written to a buffer of its own, normed
+    = bf16(s * residual * weight) in fp32, s = rsqrtf(mean(residual^2) + 1e-5f) stored to rrms[row] (fp32): the
+    general form with the residual read from its own buffer and KT_EXPERT_STATS, the one rounding first."""
+    cf, k, spec = _variant(LLMC_FUSED_RMS, "fused_residual_rmsnorm_forward_kernel5")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"fused_add_rms_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "x=inp1 (bf16), residual=inp2 (bf16), the sum into `residual`, out=normed (bf16), weight=weight, hidden=`C`, "
+        "eps=1e-5f, rows=`N`, eps inside the root, weight multiplied in fp32, one rounding to bf16, rstd=rrms (each "
+        "row's reciprocal RMS, fp32)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0,
+                                 "KT_EXPERT_GENERAL": 1, "KT_EXPERT_RESIDUAL_IN": 1, "KT_EXPERT_STATS": 1}
+    assert bs[0].call_args[-2:] == ["(const __nv_bfloat16*)(inp2)", "(float*)(rrms)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "kt:bind" not in t.text
+    assert "if (active && threadIdx.x == 0) rstd_out[row] = inv;" in t.text
+    assert "rows_load_item<0, KT_VEC, IT, P>(residual_in + off, hidden, i, r, lead);" in t.text
+    assert "v[i][j] = v[i][j] * inv * wv[j];" in t.text
+
+
+def test_fused_add_rms_norm_rstd_residual_in_place_block_tree_f16(lib):
+    """Another style: fp16, inputs first, the residual updated in place, the normalized row to its own buffer, eps an
+    argument, one block a row, the row's rstd stored by thread 0: KT_EXPERT_STATS without a residual of its own,
+    rounded to half before the weight."""
+    cf, k, spec = case("fused_add_rms_rstd_block_tree_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "x=x (f16), residual=residual (f16), out=y (f16), weight=gamma, hidden=`D`, eps=`eps`, rows=the grid (no "
+        "row-count argument), eps inside the root, rounded to f16 before the weight multiply, rstd=rstd (each row's "
+        "reciprocal RMS, fp32)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 1,
+                                 "KT_EXPERT_GENERAL": 1, "KT_EXPERT_STATS": 1}
+    assert bs[0].call_args == ["(const __half*)(x)", "(__half*)(residual)", "(const __half*)(gamma)", "(__half*)(y)",
+                               "(float)(eps)", "(int)gridDim.x", "(int)(D)", "(float*)(rstd)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "int hidden, float* __restrict__ rstd_out) {" in t.text and "rstd_out[row] = inv;" in t.text
+    assert "residual_in" not in t.text
+
+
+def test_fused_add_rms_norm_without_stats_renders_as_before(lib):
+    """KT_EXPERT_STATS left at 0 renders the general form as it was: no rstd_out anywhere."""
+    cf, k, spec = case("fused_add_residual_out_bf16")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "fused_add_rms_norm"]
+    assert bs and any(b.conventions.get("KT_EXPERT_RESIDUAL_IN") for b in bs), words_of(bs)
+    for b in bs:
+        assert "KT_EXPERT_STATS" not in b.conventions and "rstd_out" not in X.bind(b, cf, spec).text
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_llmc_fused_residual_rmsnorm_variant_compiles(lib):
+    """The held-out llm.c fused residual RMSNorm's bindings (the residual read from its own buffer, rstd stored)
+    compile for sm_90; the style kernel's with the other style kernels."""
+    _compile_every_binding(lib, *_variant(LLMC_FUSED_RMS, "fused_residual_rmsnorm_forward_kernel5"))
+
+
+# ----------------------------------------------------------------- skip LayerNorm: no sum output, no epsilon
+TRT_SKIP_LN = ROOT / "bench/corpus/layer_norm/skip_layer_norm_kvp_half_math_no_eps_fp16.cu"
+
+
+def test_held_out_trt_skip_layer_norm_no_eps_no_sum_output(lib):
+    """TensorRT's skipLayerNorm (held out, T = half): val = T(T(input + skip) + bias) (half adds), the LayerNorm of val
+    with rsigma = rsqrt(E[x^2] - mu^2), no epsilon, the sum written to the output first and overwritten: the
+    layer_norm add form with the skip read from its own buffer and stored nowhere (a null residual), each add
+    rounded, eps 0. gamma and beta are handed whole to the layerNorm helper that takes the root: not added into
+    the sum; the bias is read before it. The mean is a sum of x times T(1) / T(ld)."""
+    cf, k, spec = _variant(TRT_SKIP_LN, "skipLayerNormKernel")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"layer_norm"}, words_of(bs)
+    assert bs[0].describe() == (
+        "out=output, x=input, residual=skip, the sum not stored, gamma=gamma, beta=beta, hidden=`ld`, no eps (nothing "
+        "an eps could be), rows=the grid (no row-count argument), plus the bias `bias` (nullable), each add rounded to "
+        "f16, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_BIAS": 2,
+                                 "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args[4:] == ["0.f", "(int)gridDim.x", "(int)(ld)", "(__half*)nullptr", "(const __half*)(bias)",
+                                   "(const __half*)(skip)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "if (active && residual != nullptr) rows_store" in t.text
+    assert "const float u = round_t<T>(v[i][j] + r[j]) + b[j];" in t.text
+
+
+def test_skip_layer_norm_no_eps_helper_warp_rows_bf16(lib):
+    """Another style: bf16, outputs first, no bias, a warp a row, the mean as a sum times 1.f / float(n), the root
+    of the variance itself in a __device__ helper the kernel hands gamma and beta to: the add form with the sum stored
+    nowhere and no eps, gamma and beta not taken for a bias. Where a file constant could be the eps (#define'd,
+    added under the root) no such binding is offered."""
+    cf, k, spec = case("skip_layer_norm_no_eps_helper_warp_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "out=out, x=x, residual=skip, the sum not stored, gamma=gamma, beta=beta, hidden=`n`, no eps (nothing an eps "
+        "could be), rows=`rows`, the mean from the rounded sum, eps inside the root"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_RESIDUAL": 1, "KT_EXPERT_RESIDUAL_IN": 1}
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(x)", "(const __nv_bfloat16*)(gamma)",
+                               "(const __nv_bfloat16*)(beta)", "0.f", "(int)(rows)", "(int)(n)",
+                               "(__nv_bfloat16*)nullptr", "(const __nv_bfloat16*)nullptr",
+                               "(const __nv_bfloat16*)(skip)"]
+    src = (STYLES / "skip_layer_norm_no_eps_helper_warp_rows_bf16.cu").read_text()
+    eps = src.replace("#include <cuda_bf16.h>\n", "#include <cuda_bf16.h>\n#define LN_EPS 1e-5f\n").replace(
+        "rsqrtf(warp_sum(q) * inv_n)", "rsqrtf(warp_sum(q) * inv_n + LN_EPS)")
+    cf2 = parse_cuda(eps, "x.cu")
+    b2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert b2 and not any("no eps" in b.describe() for b in b2), words_of(b2)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_trt_skip_layer_norm_variant_compiles(lib):
+    """The held-out TensorRT skipLayerNorm's bindings (the sum stored nowhere, eps 0) compile for sm_90; the style
+    kernel's with the other style kernels."""
+    _compile_every_binding(lib, *_variant(TRT_SKIP_LN, "skipLayerNormKernel"))

@@ -20,12 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {  # batch 9's, on first sight (every family variant of batches 1-8 gets one)
-    "fused_add_rms_norm/fused_residual_rmsnorm_smem_weight_rrms_bf16.cu":
-        "llm.c fused residual RMSNorm: out of place (residual and normed outputs first), a warp a row over a 2-D "
-        "block, the weight and the rows cached in dynamic shared memory, an fp32 rrms output: no binder reads it",
-    "layer_norm/skip_layer_norm_kvp_half_math_no_eps_fp16.cu":
-        "TensorRT OSS skipLayerNorm: input + skip + bias with the statistics in half arithmetic, no epsilon "
-        "(rsigma = hrsqrt(E[x^2] - mu^2)), the sum written to the output then normalized in place",
     "merge_attn_states/splitk_reduce_ml_pairs_exp2_scale_split_cnt_fp16.cu":
         "TurboMind split-K reduce: N-way merge of unnormalized fp32 partials with (M, L) pairs of raw scores, "
         "base-2 exponentials by exp_scale, a split count per query: no binding of the merge expert reads it",

@@ -45,6 +45,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT = 0  (general form only, no weight offset or residual_in; 0: out holds the normalized row; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
 // kt:bind KT_EXPERT_BIAS = 0  (general form only, no weight offset or quant (residual_in allowed: it comes before `bias`); 0: x + residual; 1: plus a bias [hidden] of x's type (the argument `bias` after hidden; null adds nothing), added in fp32 with the one rounding to R: (x + residual) + bias (FasterTransformer / TensorRT-LLM add-bias-residual); 2: each add rounded to R: R(R(x + residual) + bias) (lmdeploy's 16-bit Array adds))
 // kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
+// kt:bind KT_EXPERT_STATS = 0  (general form only, no weight offset, quant, bias or inverse count (residual_in allowed: it comes before `rstd_out`); 0: the rows alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(z^2) + eps), or 1 / (sqrt(mean(z^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the last argument): the statistic the backward pass reads (llm.c's fused residual RMSNorm rrms, Liger's and flash-attn's fused add + RMSNorm rstd))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
@@ -86,6 +87,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden, float w_offset) {
+#elif KT_EXPERT_STATS  // kt:bind
+                                                        const W* __restrict__ w, O* out, float eps, int rows,
+                                                        int hidden, float* __restrict__ rstd_out) {
 #elif KT_EXPERT_QUANT  // kt:bind
                                                         const W* __restrict__ w, O* out, float eps, int rows,
                                                         int hidden, const float* __restrict__ scale) {
@@ -151,6 +155,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #else  // kt:bind
   const float inv = rsqrtf(ss / (float)hidden + eps);
 #endif  // kt:bind
+#if KT_EXPERT_STATS  // kt:bind
+  if (active && threadIdx.x == 0) rstd_out[row] = inv;  // the reciprocal RMS, fp32, once per row
+#endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
     float wv[KT_VEC];
@@ -188,7 +195,13 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 }
 
 template <typename T, typename R, typename W, typename O>
-#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * KT_EXPERT_STATS  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, const R* residual_in, float* rstd_out) {
+#elif KT_EXPERT_STATS  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
+                                                   int hidden, float* rstd_out) {
+#elif KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden, const R* residual_in, const T* bias, float inv_count) {
 #elif KT_EXPERT_RESIDUAL_IN == 1  // kt:bind
@@ -207,7 +220,14 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
 __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, const W* w, O* out, float eps, int rows,
                                                    int hidden) {
 #endif  // kt:bind
-#if KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
+#if KT_EXPERT_RESIDUAL_IN * KT_EXPERT_STATS  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
+                   vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual, residual_in) && vec_ok<O, KT_VEC>(0, out)),
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, residual_in, w, out, eps, rows, hidden,
+                                                              rstd_out)));
+#elif KT_EXPERT_RESIDUAL_IN * (KT_EXPERT_BIAS | KT_EXPERT_INV_COUNT)  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x, bias) && vec_ok<R, KT_VEC>(hidden, residual, residual_in) &&
                    vec_ok<W, KT_VEC>(hidden, w) && vec_ok<O, KT_VEC>(hidden, out)),
@@ -234,6 +254,8 @@ __device__ __forceinline__ void fused_add_rms_norm(const T* x, R* residual, cons
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<R, KT_VEC>(0, residual) && vec_ok<O, KT_VEC>(0, out)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, w_offset)));
+#elif KT_EXPERT_STATS  // kt:bind
+                  (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, rstd_out)));
 #elif KT_EXPERT_QUANT  // kt:bind
                   (fused_add_rms_norm_impl<IT, P, T, R, W, O>(x, residual, w, out, eps, rows, hidden, scale)));
 #else  // kt:bind

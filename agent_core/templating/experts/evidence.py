@@ -73,6 +73,7 @@ class Evidence:
     flat: str = ""  # the body without whitespace, for index shapes
     constants: dict[str, float] = field(default_factory=dict)  # identifiers the file sets to one number
     defs: dict[str, str] = field(default_factory=dict)  # identifiers the file sets to one arithmetic expression
+    own_end: int = -1  # where the kernel's own text ends in ``body`` (its inlined helpers follow); -1: all of it
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -225,12 +226,14 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
         prefix = "void kt_inlined_body() "
         raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
+        own_end = text.rstrip().rfind("}")  # the body starts at the kernel's `{`
         from agent_core.source.cuda_parse import parse_tree
         fn = parse_tree(raw).root_node.named_children[0]
         node = fn.child_by_field_name("body") or fn
         b0, b1 = node.start_byte, node.end_byte
     else:
         b0, b1 = kernel.body_span.start, kernel.body_span.end
+        own_end = -1
     body = raw[b0:b1].decode("utf-8", "replace")
     body = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), body, flags=re.S)
     pointers = {a.name for a in spec.args if a.role != "scalar"}
@@ -357,7 +360,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
-                    constant_exprs(cf.text))
+                    constant_exprs(cf.text), own_end)
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs

@@ -1,6 +1,6 @@
 """The add-then-normalize pattern of serving code (``_add_norm_general``): a fused add + RMSNorm with a bias inside
 the sum, or a LayerNorm of a residual sum; where each add is rounded, the mean from the rounded or unrounded
-sums, the normalized value rounded before the weight."""
+sums, the normalized value rounded before the weight; the sum stored or not (a skip LayerNorm)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     (weight, or gamma and beta); the family from whether a mean is taken off the row; where each add is rounded to the
     storage type (``_adds_in_storage_type``); the LayerNorm's mean from the unrounded sums (``_mean_before_rounding``);
     the mean of squares as a product with an inverse-count argument (a float argument that is 1 / hidden on every
-    size set). Only what the other row binders leave: a fused add + RMSNorm with a bias, or a LayerNorm with a
-    residual; the fused add + RMSNorm without a bias is theirs."""
+    size set). Two rows read and one written (a skip LayerNorm: TensorRT's skipLayerNorm, ONNX Runtime's SkipLayerNorm
+    without its sum output): the sum is normalized and not stored (a null residual; the LayerNorm only). Only what the
+    other row binders leave: a fused add + RMSNorm with a bias, or a LayerNorm with a residual; the fused add + RMSNorm
+    without a bias is theirs."""
     if not ev.has(*ROOTS):
         return []
     bufs = ev.bufs()
@@ -53,6 +55,10 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                    if r_in.dtype == r.dtype]
         if ins[0].dtype == ins[1].dtype:
             layouts = layouts[::2]
+    elif len(ins) == 2 and len(outs) == 1 and not ios and ins[0].dtype == ins[1].dtype:
+        # a skip LayerNorm: x + skip normalized into out, the sum stored nowhere (written to out first at most, then
+        # overwritten): x + skip is one sum either way
+        layouts = [(x, None, outs[0], r_in) for x, r_in in _fused_orders(ev, ins)][:1]
     else:
         return []
     pre = [a for a in small if _read_before_root(ev, a.name)]
@@ -101,6 +107,7 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
     hname = hidden.words.strip("`")
     if "KT_EXPERT_RESIDUAL_IN" not in e.conventions:
         layouts = [lay for lay in layouts if lay[3] is None]
+    layouts = [lay for lay in layouts if lay[1] is not None]  # the expert stores the sum
     for li, (x, r, o, r_in) in enumerate(layouts):
         T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
         if bias.dtype != T:
@@ -162,14 +169,14 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
     hname = hidden.words.strip("`")
     for li, (x, r, o, r_in) in enumerate(layouts):
         T, O, W = x.dtype, o.dtype, weights[0].dtype
-        if r.dtype != T or (bias is not None and bias.dtype != T):
+        if (r or r_in).dtype != T or (bias is not None and bias.dtype != T):
             continue  # the expert's residual and bias are of x's type
         if r_in is not None and "KT_EXPERT_RESIDUAL_IN" not in e.conventions:
             continue
         if O != T and NBYTES[O] > NBYTES[T]:
             continue  # an output wider than the rows: the expert's vector checks are made for the rows' type
         stats = [(2, "the mean from the unrounded sums"), (1, "the mean from the rounded sum")]
-        if not _mean_before_rounding(ev, r):
+        if not _mean_before_rounding(ev, r or o):  # the sum stored nowhere: where the body stores it first
             stats.reverse()
         for (oi, order), (ei, (eps_c, eps_words, eps_support)), (conv, conv_words, conv_support), \
                 (si, (st, st_words)), (fi, (form, form_words)) in itertools.product(
@@ -177,12 +184,14 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
                     enumerate(_bias_forms(bias, T, rounded_adds))):
             g, bb = order[0], (order[1] if len(order) == 2 else None)
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` into the "
-                        f"residual `{r.name}`{f' with the bias `{bias.name}`' if bias else ''}, mean and variance, "
+                        f"residual `{(r or r_in).name}`{f' with the bias `{bias.name}`' if bias else ''}, mean and "
+                        "variance, "
                         f"rsqrtf, {'gamma and beta' if bb else 'one weight (no shift)'}, the normalized row "
                         f"{'in place' if o is x else 'into `' + o.name + '`'} → add + LayerNorm", ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
             b.words = [f"out={o.name}" + (" (in place)" if o is x else f" ({O})" if O != T else ""),
                        f"x={x.name}", f"residual={r.name} (the sum stored)" if r_in is None else
+                       f"residual={r_in.name}, the sum not stored" if r is None else
                        f"residual={r_in.name}, the sum into `{r.name}` (unless null)", f"gamma={g.name}",
                        f"beta={bb.name}" if bb else "no beta", f"hidden={hidden.words}", eps_words]
             rows = _rows(ev, div(x.counts, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
@@ -190,7 +199,8 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
             b.template_args = [CTYPE[T], CTYPE[W]] + ([CTYPE[O]] if O != T else [])
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), _cast(W, g.name, True),
                            _cast(W, bb.name, True) if bb else f"(const {CTYPE[W]}*)nullptr", eps_c, rows, hidden.c,
-                           _cast(T, r.name, False), _cast(T, bias.name, True) if bias else f"(const {CTYPE[T]}*)nullptr"] \
+                           _cast(T, r.name, False) if r is not None else f"({CTYPE[T]}*)nullptr",
+                           _cast(T, bias.name, True) if bias else f"(const {CTYPE[T]}*)nullptr"] \
                 + ([_cast(T, r_in.name, True)] if r_in is not None else [])
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W], NBYTES[O])}
             b.conventions = dict(conv, KT_EXPERT_RESIDUAL=st)
@@ -210,13 +220,17 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
 def _subtracts_mean(ev: Evidence, hidden: SizeExpr) -> bool:
     """Whether the body subtracts a mean from something: a local assigned a quantity divided by the row length (or
     one computed from such a local: ``s_mean = mean / n``, ``const float mu = red[0] / dim``) is the right operand of
-    a subtraction. An RMSNorm divides its sum of squares by the row length too, but subtracts nothing of it."""
+    a subtraction. The row length may be converted to a float type first, the kernel's own template type too
+    (TensorRT's ``const T rld = T(1) / T(ld)``, the mean then a sum of ``rld * x``). An RMSNorm divides its sum of
+    squares by the row length too, but subtracts nothing of it."""
     names = re.findall(r"\(int\)\((\w+)\)", hidden.c)
     if not names:
         return False
     count = "|".join(map(re.escape, names))
+    types = "|".join(["float", "double", HALF_TYPES] + [re.escape(t) for t in instance_types(ev)])
     means = {t for t, value in assignments(ev.body)
-             if re.search(rf"/\s*(?:\(\s*float\s*\)\s*|static_cast<float>\s*)?\(?\s*(?:{count})\b", value)}
+             if re.search(rf"/\s*(?:\(\s*(?:{types})\s*\)\s*|static_cast<\s*(?:{types})\s*>\s*"
+                          rf"|(?<![\w:])(?:{types})\s*(?=\())?\(?\s*(?:{count})\b", value)}
     if not means:
         return False
     flow = flows(ev.body)
@@ -230,10 +244,20 @@ _ROOT_CALL = re.compile(r"\b(?:" + "|".join(ROOTS) + r")\s*\(")
 
 def _read_before_root(ev: Evidence, name: str) -> bool:
     """Whether the body names the buffer ``name`` before its first root call: an input used in the sum, before the
-    statistics, rather than a weight applied after them."""
+    statistics, rather than a weight applied after them. Where the root is taken in a helper the kernel calls (its
+    body read after the kernel's, ``callees``), the kernel handing the pointer on whole (``layerNorm(..., beta,
+    gamma, out)``, TensorRT's) reads nothing: the helpers' bodies, in the order they are called, tell where it is
+    read."""
     root = _ROOT_CALL.search(ev.body)
-    use = re.search(rf"(?<![\w.]){re.escape(name)}\b", ev.body)
-    return root is not None and use is not None and use.start() < root.start()
+    if root is None:
+        return False
+    handed = 0 <= ev.own_end <= root.start()
+    for use in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", ev.body[:root.start()]):
+        if handed and use.start() < ev.own_end and re.fullmatch(r"[(,]", ev.body[:use.start()].rstrip()[-1:]) \
+                and re.match(r"\s*[,)]", ev.body[use.end():]):
+            continue  # an argument of a call, whole: a helper's body reads it where it does
+        return True
+    return False
 
 
 def _half_locals(ev: Evidence) -> set[str]:

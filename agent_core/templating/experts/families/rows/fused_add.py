@@ -1,5 +1,5 @@
 """Fused add + RMSNorm in its general form (a residual of a type of its own, the normalized row to a buffer of its
-own, the sum to a buffer of its own), and what its add-then-normalize form shares with it: which of two rows
+own, the sum to a buffer of its own, each row's reciprocal RMS stored), and what its add-then-normalize form shares with it: which of two rows
 is the residual (``_fused_orders``), the buffers' words (``_fused_add_words``)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse
 from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
                                                                           _weight_offsets)
+from agent_core.templating.experts.families.rows.norm_stats import _stat_is_reciprocal_root
 from agent_core.templating.experts.library import Expert
 
 
@@ -28,8 +29,10 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Fused add + RMSNorm in its general form: the residual of a type of its own (an fp32 residual stream beside
     16-bit activations) and/or the normalized row written to a buffer of its own. Rows: x read (in, or in/out when
     normalized in place), the residual read and written, out written; one weight. The residual is the in/out row
-    (of two in/out rows: either, the one named so or written first before the other). The one-type in-place form is
-    bound with the other row families."""
+    (of two in/out rows: either, the one named so or written first before the other). Each row's reciprocal RMS may
+    be stored too, for the backward pass (llm.c's fused residual RMSNorm ``rrms``, Liger's and flash-attn's ``rstd``:
+    an fp32 output of one value per row whose stored value is computed from a reciprocal root; KT_EXPERT_STATS, no
+    weight offset). The one-type in-place form is bound with the other row families."""
     e = lib.get("fused_add_rms_norm")
     if e is None or "KT_EXPERT_GENERAL" not in e.conventions or not ev.has(*ROOTS):
         return []
@@ -39,8 +42,14 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     big = max(a.counts for a in bufs)
     rows_ = [a for a in bufs if a.counts == big]
     small = [a for a in bufs if a.counts != big]
-    if len(small) != 1 or small[0].role != "in" or div(big, small[0].counts) is None:
+    # each row's reciprocal RMS, where the expert can store it: an fp32 output the stored value of which is a
+    # reciprocal root (its count, one per row, is checked against each row length below)
+    stats = [a for a in small if a.role == "out" and a.dtype == "f32" and "KT_EXPERT_STATS" in e.conventions
+             and _stat_is_reciprocal_root(ev, a.name)]
+    small = [a for a in small if a not in stats]
+    if len(stats) > 1 or len(small) != 1 or small[0].role != "in" or div(big, small[0].counts) is None:
         return []
+    st = stats[0] if stats else None
     ins = [a for a in rows_ if a.role == "in"]
     ios = [a for a in rows_ if a.role == "inout"]
     outs = [a for a in rows_ if a.role == "out"]
@@ -61,11 +70,14 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
         hname = hidden.words.strip("`")
+        if st is not None and div(big, hfp) != st.counts:
+            continue  # the statistic is one value per row
         for fi, (x, r, o, r_in) in enumerate(forms):
             T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
             for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
                 for (conv, conv_words, conv_support), (off_c, off_words, off_support) in itertools.product(
-                        _norm_conventions(ev, e, O), _weight_offsets(ev, e) if r_in is None else [(None, "", 0)]):
+                        _norm_conventions(ev, e, O),
+                        _weight_offsets(ev, e) if r_in is None and st is None else [(None, "", 0)]):
                     if off_c == eps_c:
                         continue  # one argument is not both
                     b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` "
@@ -75,11 +87,13 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                     b.sizes["hidden"] = hidden.spec
                     b.words = _fused_add_words(x, T, r, R, r_in, o, O, w, hidden, eps_words)
                     rows = _rows(ev, div(big, hfp), f"({x.spec.size}) / ({hidden.spec})", hidden, b)
-                    b.words += conv_words + ([off_words] if off_c else [])
+                    b.words += conv_words + ([off_words] if off_c else []) + \
+                        ([f"rstd={st.name} (each row's reciprocal RMS, fp32)"] if st is not None else [])
                     b.template_args = [CTYPE[T], CTYPE[R], CTYPE[W], CTYPE[O]]
                     b.call_args = [_cast(T, x.name, True), _cast(R, r.name, False), _cast(W, w.name, True),
                                    _cast(O, o.name, False), eps_c, rows, hidden.c] + ([off_c] if off_c else []) + \
-                        ([_cast(R, r_in.name, True)] if r_in is not None else [])
+                        ([_cast(R, r_in.name, True)] if r_in is not None else []) + \
+                        ([f"(float*)({st.name})"] if st is not None else [])
                     # the 16-bit rows move 16 bytes a step; a wider residual takes two
                     b.consts = {"ESIZE": min(NBYTES[T], NBYTES[O])}
                     b.conventions = dict(conv, KT_EXPERT_GENERAL=1)
@@ -87,6 +101,8 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_RESIDUAL_IN"] = 1
                     if off_c:
                         b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
+                    if st is not None:
+                        b.conventions["KT_EXPERT_STATS"] = 1
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
     return out

@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
-from agent_core.templating.experts.evidence import ArgUse, Evidence, call_arguments, closing, feeding, flows, statements
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, call_arguments, closing, const_value, feeding,
+                                                    flows, statements)
 from agent_core.templating.experts.families.rows.common import ROOTS, _guarding_flag
 from agent_core.templating.experts.library import Expert
 
@@ -48,9 +49,41 @@ def _only_multiplies(flat: str, lit: str) -> bool:
     return bool(uses) and all(flat[max(m.start() - 1, 0)] == "*" or flat[m.end():m.end() + 1] == "*" for m in uses)
 
 
+def _top_level_sum(text: str) -> bool:
+    """Whether ``text`` (an expression) adds something at its top level (``ms + eps``; not inside a call or a
+    bracket, not ``++``)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "+" and depth == 0 and text[i + 1:i + 2] != "+" and text[i - 1:i] != "+":
+            return True
+    return False
+
+
+def _shows_no_eps(ev: Evidence) -> bool:
+    """Whether nothing in the kernel could be an eps: no float argument, no small float literal, no name the file sets
+    to a small number (``#define EPS 1e-5f``, ``constexpr float kEps = ...``) or a float limit in the body, and no
+    root call's argument a sum at its top level (``rsqrtf(var + EPS)``). TensorRT's ``rsqrt(sumKV.value - mu * mu)``
+    takes the root of the variance itself: no epsilon at all."""
+    if ev.floats() or ev.literals or re.search(r"epsilon\s*\(|FLT_EPSILON|FLT_MIN", ev.body):
+        return False
+    for n in set(re.findall(r"\b[A-Za-z_]\w*\b", ev.body)):
+        v = ev.constants.get(n)
+        if v is None and n in ev.defs:
+            cv = const_value(ev.defs[n], ev)
+            v = cv[1] if cv else None
+        if v is not None and 0 < abs(v) <= 1e-3:
+            return False
+    return not any(_top_level_sum(a) for _, args in call_arguments(ev.body, "|".join(ROOTS)) for a in args)
+
+
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     """(C expression, words, support) for eps: float arguments (those the root's statements use first), then small
-    float literals of the body; the usual defaults only when the kernel shows neither."""
+    float literals of the body; when the kernel shows neither, no eps at all where nothing could be one
+    (``_shows_no_eps``), then the usual defaults."""
     root = "".join(_root_statements(ev)[0])
     out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if re.search("eps", a.name, re.I) else 1)
             + (2 if re.search(rf"\b{re.escape(a.name)}\b", root) else 0)) for a in ev.floats()]
@@ -59,7 +92,10 @@ def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     # factor, not eps: after the literals something is added to (both verify at the tolerances: eps is too small
     # to show, so the order decides)
     lit.sort(key=lambda c: _only_multiplies(ev.flat, c[1][4:]))
-    return out + lit if out or lit else [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
+    if out or lit:
+        return out + lit
+    none = [("0.f", "no eps (nothing an eps could be)", 1)] if ev.has(*ROOTS) and _shows_no_eps(ev) else []
+    return none + [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
 
 
 def _weight_offsets(ev: Evidence, e: Expert | None) -> list[tuple[str | None, str, int]]:
