@@ -821,6 +821,78 @@ def test_causal_softmax_bottom_right_megatron_style(lib):
     assert not any("causal" in b.describe() for b in X.candidates(cf3, k3.name, spec3, lib))
 
 
+LLMC_CAUSAL = ROOT / "bench" / "corpus" / "softmax" / "softmax_autoregressive_online_warp_reverse_bf16.cu"
+KEEP_STORE = "rows_store<0, KT_VEC, IT, P == 0 ? 0 : 2>(out + off, seen, v, lead)"
+
+
+def test_causal_softmax_written_in_part_out_of_place(lib):
+    """An output declared inout that the body writes and never reads, beside an input of its length that it reads
+    (fp16 scores in, probabilities out, one block a row, top-left aligned, only the keys 0 .. q written: the rest of
+    the buffer keeps what it held): the out-of-place causal bindings with the masked keys not written
+    (KT_EXPERT_CAUSAL_KEEP), a reading of their own proposed first and capped apart, the in-place reading the spec's
+    role gives after them as before; the right one among the family's first 16; its store stops at the seen keys."""
+    cf, k, spec = case("causal_softmax_lower_out_of_place_f16")
+    ev = gather(cf, k, spec)
+    assert ev.arg("probs").written and not ev.arg("probs").read and ev.arg("x").read
+    bs = X.candidates(cf, k.name, spec, lib)
+    want = ("out=probs (f16), x=x (f16), hidden=`k_len`, rows=`bh * q_len`, logits times `scale`, causal mask, "
+            "top-left aligned: query row % `q_len` sees keys 0 .. query (the rest left as it is)")
+    assert want in [b.describe() for b in bs[:16]], words_of(bs)
+    b = next(b for b in bs if b.describe() == want)
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 3, "KT_EXPERT_CAUSAL_KEEP": 1}
+    assert b.call_args == ["(__half*)(probs)", "(const __half*)(x)", "(int)(bh) * (int)(q_len)", "(int)(k_len)",
+                           "(float)(scale)", "(const float*)nullptr", "(int)(q_len)"], b.call_args
+    # the kept reading first, its bindings all out of place and causal; the in-place reading after it
+    kept = [x for x in bs if x.reading]
+    assert bs[:len(kept)] == kept and 0 < len(kept) <= X.MAX_PER_FAMILY
+    assert all(x.conventions.get("KT_EXPERT_CAUSAL_KEEP") == 1 and x.conventions["KT_EXPERT_MASK"] in (2, 3)
+               and x.describe().startswith("out=probs (f16), x=x (f16)") for x in kept)
+    assert has(bs[len(kept):], "softmax", "out=x=probs (f16, in place)")
+    t = X.bind(b, cf, spec)
+    assert KEEP_STORE in t.text and "const int seen = min(hidden, q + 1);" in t.text and "kt:bind" not in t.text
+    assert "rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead)" not in t.text
+    by_name = {e.name: e for e in lib}
+    assert X.cluster_twin(b, by_name) is None and X.long_twin(b, by_name) is None
+    # an output the body reads (in place) or writes whole gets no such reading: the written-0 causal forms as before
+    cf2, k2, spec2 = case("causal_softmax_inplace_topleft_bf16")
+    bs2 = X.candidates(cf2, k2.name, spec2, lib)
+    assert not any(x.reading or x.conventions.get("KT_EXPERT_CAUSAL_KEEP") for x in bs2)
+    t2 = X.bind(next(x for x in bs2 if x.conventions.get("KT_EXPERT_MASK") == 3), cf2, spec2)
+    assert "rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead)" in t2.text and KEEP_STORE not in t2.text
+
+
+def test_llmc_causal_softmax_binds_out_of_place_keeping_the_upper_triangle(lib):
+    """The held-out llm.c causal attention softmax (a warp a row, blocks in reverse, online softmax in chunks of 4,
+    the scale inside expf, bf16; `out` inout only because the upper triangle is not written, and written with
+    __stcs): every binding read it in place and failed on the H200. The evidence reads the __stcs store as a write
+    of `out` and no read, so the out-of-place causal reading x=inp, out=out with the upper triangle kept comes
+    first, both alignments of the query count `T` (q_len == T: the same keys) with the scale among the first 16."""
+    cf = parse_cuda(LLMC_CAUSAL.read_text(), str(LLMC_CAUSAL))
+    k = cf.kernel("softmax_forward_kernel5")
+    spec = S.find_spec(cf, k.name)
+    ev = gather(cf, k, spec)
+    assert ev.arg("out").written and not ev.arg("out").read and ev.arg("inp").read
+    bs = X.candidates(cf, k.name, spec, lib)
+    firsts = [b.describe() for b in bs[:16]]
+    for align in ("bottom-right aligned: query row % `T` sees keys 0 .. query + keys - q_len",
+                  "top-left aligned: query row % `T` sees keys 0 .. query"):
+        assert ("out=out (bf16), x=inp (bf16), hidden=`T`, rows=`N * T`, logits times `inv_temperature`, causal "
+                f"mask, {align} (the rest left as it is)") in firsts, words_of(bs)
+    b = bs[0]
+    assert b.conventions["KT_EXPERT_CAUSAL_KEEP"] == 1 and b.call_args[:3] == [
+        "(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(inp)", "(int)(N) * (int)(T)"], b.call_args
+    assert KEEP_STORE in X.bind(b, cf, spec).text
+
+
+@pytest.mark.nvcc
+def test_every_causal_keep_binding_of_the_llmc_variant_compiles(lib):
+    """The held-out llm.c causal softmax's bindings (the out-of-place ones keeping the upper triangle, and the
+    in-place ones after them) compile for sm_90 (the fp16 style kernel's with the other style kernels)."""
+    cf = parse_cuda(LLMC_CAUSAL.read_text(), str(LLMC_CAUSAL))
+    k = cf.kernel("softmax_forward_kernel5")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
 def test_merge_flat_index_lse_token_major(lib):
     """The H100 case that failed from element 256: s[tokens, heads] with one flat index; that layout is a candidate."""
     cf, k, spec = case("merge_flat_token_major")

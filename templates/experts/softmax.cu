@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 // kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
+// kt:bind KT_EXPERT_CAUSAL_KEEP = 0  (causal mask (KT_EXPERT_MASK 2 or 3) only. 0: the masked keys written as 0; 1: the masked keys not written, the output keeping what it held there (llm.c's causal attention softmax writes the keys 0 .. query of each row of its (T, T) scores, the upper triangle left as it was); a row that sees no key is then not written at all)
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 // kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), batches], batch b = blockIdx.y; row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
@@ -158,7 +159,13 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   for (int i = 0; i < IT; ++i)
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv;
+#if KT_EXPERT_CAUSAL_KEEP  // kt:bind
+  // the seen keys only: the vector path stores as the peeled one at lead 0 (the same layout), so the vector that
+  // holds the last seen key is written an element at a time and nothing past `seen` is touched
+  if (active) rows_store<0, KT_VEC, IT, P == 0 ? 0 : 2>(out + off, seen, v, lead);
+#else  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
+#endif  // kt:bind
 }
 
 template <typename T, typename O>

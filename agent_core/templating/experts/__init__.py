@@ -38,7 +38,8 @@ def candidates(cf: CudaFile, kernel_name: str, spec: TuningSpec, library: list[E
                cap: int = MAX_PER_FAMILY) -> list[Binding]:
     """Every plausible binding of every family the kernel's computation fits, each family's best supported
     first (at most ``cap`` per family), the surer families first; no cluster twins (``cluster_twin`` gives
-    the twin of a binding that verified)."""
+    the twin of a binding that verified). A binding's reading of its own (``Binding.reading``: what the body shows
+    against the spec's roles) is capped apart and comes before the expert's other bindings."""
     ev = evidence_of(cf, kernel_name, spec)
     if ev is None:
         return []
@@ -46,7 +47,8 @@ def candidates(cf: CudaFile, kernel_name: str, spec: TuningSpec, library: list[E
     out: list[Binding] = []
     for binder in BINDERS:
         found = binder.enumerate_bindings(ev, lib)
-        for _, group in itertools.groupby(sorted(found, key=lambda b: b.expert.name), key=lambda b: b.expert.name):
+        readings = lambda b: (b.expert.name, not b.reading, b.reading)  # noqa: E731
+        for _, group in itertools.groupby(sorted(found, key=readings), key=readings):
             out += ranked(list(group), cap)
     return sorted(out, key=lambda b: -b.score)  # stable: each expert's bindings keep their order
 

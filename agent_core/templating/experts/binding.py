@@ -24,6 +24,10 @@ class Binding:
     fixed: dict[str, list[int]] = field(default_factory=dict)  # parameters whose domain the binding narrows
     words: list[str] = field(default_factory=list)  # the binding in words: role=argument, layout, conventions
     support: int = 0  # how much of the kernel's evidence supports this binding (orders the family's bindings)
+    # a reading of the kernel's arguments that the body shows against the spec's roles, capped apart from the
+    # expert's other bindings and proposed before them (an output declared inout that the body writes in part and
+    # never reads, read as out of place); "" for every other binding
+    reading: str = ""
 
     def describe(self) -> str:
         """``x=arg0 out=arg1 weight=arg2, eps outside sqrt, ...``: what the loop prints and records."""

@@ -24,6 +24,8 @@ CTYPE = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "doubl
 NBYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "i32": 4, "u32": 4, "i64": 8,
           "u64": 8}
 _ATOMIC = re.compile(r"atomic\w+")
+# CUDA's cache-hinted stores (`void __stcs(T* ptr, T value)`, ...): their first argument is the pointer written
+_STORE = re.compile(r"__st(?:cg|cs|wb|wt)")
 
 
 @dataclass
@@ -307,6 +309,12 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                     for r in roots(_bases(args.named_children[0])):
                         writes.setdefault(r, n.start_byte - b0)
                         reads.add(r)
+            elif _STORE.fullmatch(fname):  # a cache-hinted store (`__stcs(out + i, v)`): the pointer is written
+                args = n.child_by_field_name("arguments")
+                if args is not None and args.named_children:
+                    for r in roots(_bases(args.named_children[0])):
+                        writes.setdefault(r, n.start_byte - b0)
+                    not_reads(args.named_children[0])
         elif t == "assignment_expression":
             left, op = n.child_by_field_name("left"), n.child_by_field_name("operator")
             if left is not None and left.type == "identifier" and left.text.decode() in alias:

@@ -1,7 +1,8 @@
 """Softmax in its general form (``_softmax_general``): a scale or a temperature, a per-row divisor, an additive
-or keep mask, a causal mask, a sink logit per head, an output of a type of its own, the scaled logits rounded
-to the storage type (``_round_forms``); the log-probability and strided forms (``softmax_log``) and the key
-range forms (``softmax_keys``) are read first."""
+or keep mask, a causal mask (its masked keys written 0, or left as they were where the body writes an inout output
+in part and never reads it: out of place, a reading of its own), a sink logit per head, an output of a type of its
+own, the scaled logits rounded to the storage type (``_round_forms``); the log-probability and strided forms
+(``softmax_log``) and the key range forms (``softmax_keys``) are read first."""
 
 from __future__ import annotations
 
@@ -52,6 +53,14 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     x = xs[0]
     if keys:
         return _softmax_key_forms(ev, e, x, o, every_other, keys)
+    # an output declared inout that the body writes and never reads, with an input of its length that the body
+    # reads: the kernel reads that input and writes the output only in part, the rest left as it was (llm.c's
+    # causal attention softmax writes keys 0 .. query of each row): out of place, each causal form with the masked
+    # keys not written (KT_EXPERT_CAUSAL_KEEP), a reading of its own beside the in-place one the spec's role gives
+    keep = [a for a in ins if a.counts == big and a.read and a.dtype in FLOATS] \
+        if x is o and o.written and not o.read and "KT_EXPERT_CAUSAL_KEEP" in e.conventions else []
+    kept = _softmax_general_forms(ev, e, keep[0], o, every_other, keeps, None, None, keep=True) \
+        if len(keep) == 1 else []
     # a sink logit per head (an input the body reads as one value that joins the max and the sum): bound once as
     # what it is, after the readings of every input as before (a mask, a per-row divisor)
     sinks = [(a, h) for a in every_other if "KT_EXPERT_SINK" in e.conventions and a not in keeps
@@ -60,13 +69,15 @@ def _softmax_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     for sink, heads in [(None, None)] + sinks:
         others = [a for a in every_other if a is not sink]
         out += _softmax_general_forms(ev, e, x, o, others, keeps, sink, heads)
-    return out
+    return kept + out
 
 
 def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: list[ArgUse], keeps: list[ArgUse],
-                           sink: ArgUse | None, heads: SizeExpr | None) -> list[Binding]:
+                           sink: ArgUse | None, heads: SizeExpr | None, keep: bool = False) -> list[Binding]:
     """The general form's bindings with ``others`` (the inputs besides the logits) read as a per-row divisor and/or
-    a mask, and ``sink`` (None: none) as a sink logit per head, ``heads`` the argument its count is."""
+    a mask, and ``sink`` (None: none) as a sink logit per head, ``heads`` the argument its count is. ``keep``: the
+    causal forms only, their masked keys not written (``KT_EXPERT_CAUSAL_KEEP``), a reading of their own
+    (``Binding.reading``: capped apart from the in-place reading of the same output)."""
     big = o.counts
     T, O = x.dtype, o.dtype
     per_rows = [a for a in others if a.dtype == "f32"]
@@ -111,6 +122,8 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                     continue  # the rows of one head: a row within a head, the head count dividing the rows
                 sink_forms = _sink_inners(ev, sink, heads, rows_fp)
                 bounds = 4 if _bounds_a_loop(ev, hidden) else 0
+            if keep:  # the output written in part: the causal forms, nothing else leaves keys unwritten
+                forms = [f for f in forms if f[3]]
             for mi, ((mr, inner, inner_words, causal), (ni, sink_form)) in enumerate(
                     itertools.product(forms, enumerate(sink_forms))):
                 # a middle dimension whose inner extent the mask's own index reads
@@ -149,9 +162,13 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                         b.conventions["KT_EXPERT_MASK"] = 4 if mask in keeps else 1
                     if causal:
                         conv, q_len, q_words = causal
-                        b.words.append(q_words)
+                        b.words.append(q_words.replace("(the rest written 0)", "(the rest left as it is)")
+                                       if keep else q_words)
                         b.call_args.append(f"(int)({q_len})")
                         b.conventions["KT_EXPERT_MASK"] = conv
+                        if keep:
+                            b.conventions["KT_EXPERT_CAUSAL_KEEP"] = 1
+                            b.reading = "out of place, written in part"
                     if rv:
                         b.words.append(round_words)
                         b.conventions["KT_EXPERT_ROUND_SCALED"] = rv
