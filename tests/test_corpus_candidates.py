@@ -26,9 +26,6 @@ KNOWN_GAPS: dict[str, str] = {  # batch 9's, on first sight (every family varian
     "layer_norm/skip_layer_norm_kvp_half_math_no_eps_fp16.cu":
         "TensorRT OSS skipLayerNorm: input + skip + bias with the statistics in half arithmetic, no epsilon "
         "(rsigma = hrsqrt(E[x^2] - mu^2)), the sum written to the output then normalized in place",
-    "merge_attn_states/splitk_reduce_ml_pairs_exp2_scale_split_cnt_fp16.cu":
-        "TurboMind split-K reduce: N-way merge of unnormalized fp32 partials with (M, L) pairs of raw scores, "
-        "base-2 exponentials by exp_scale, a split count per query: no binding of the merge expert reads it",
     "rotary/rotary_element_per_thread_sin_cos_tables_transposed_f32.cu":
         "CTranslate2 rotary: no positions (sin/cos tables already sliced to the step, full width), one output "
         "element per thread reading its rotate_half partner",
