@@ -3702,6 +3702,98 @@ def test_every_binding_of_the_xformers_merge_compiles(lib):
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
 
 
+# ------------------------------------------------------------------ rotary: rows reached by moving the pointers
+CT2_ROTARY = ROOT / "bench" / "corpus" / "rotary" / "rotary_element_per_thread_sin_cos_tables_transposed_f32.cu"
+
+
+def test_held_out_ctranslate2_rotary_rows_of_moved_pointers_and_its_layout_flag(lib):
+    """CTranslate2's rotary (held-out batch 9, no candidate then): no positions, a block a row of one head reached by
+    moving the pointers (``x += blockIdx.x * depth``, ``sin += time * ndims``), the table row ``time = transpose ?
+    blockIdx.x % max_time : blockIdx.x / head_size``, full-width tables [max_time, ndims], one output element per
+    thread with its rotate_half partner, partial rotary copied through: the moves sampled over the block index and
+    fitted as r % max_time (the spec's transpose = 1) and r / head_size (the flag's other value, no wrap), bound as
+    KT_EXPERT_POSITIONS 3 with KT_EXPERT_POS_DIV, the flag choosing seq_len and pos_div at run time; CACHE 2 (each
+    half its own cos and sin) first, out of place, head_size `depth`, rot_dim `ndims`."""
+    cf = parse_cuda(CT2_ROTARY.read_text(), str(CT2_ROTARY))
+    spec = S.find_spec(cf, "rotary_kernel")
+    bs = X.candidates(cf, "rotary_kernel", spec, lib)
+    assert bs and all(b.expert.name == "rotary_neox" for b in bs) and len(bs) == 6, words_of(bs)
+    assert bs[0].describe() == (
+        "positions=row r of one head at r % `max_time` where `transpose`, else at r / `head_size`, query=x -> y, no "
+        "key, cos=cos, sin=sin, rows of rot_dim, each half for its element (Hugging Face), rot_dim=`ndims`, "
+        "num_heads=the constant 1, num_kv_heads=none (no key), head_size=`depth`, NeoX pairs, out of place"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                                 "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_POS_DIV": 1}
+    assert bs[0].call_args[-3:] == ["((transpose) ? (int)(max_time) : 0x7fffffff)", "0LL",
+                                    "((transpose) ? 1LL : (long long)((int)(head_size)))"]
+    assert all(b.conventions["KT_EXPERT_POS_DIV"] == 1 and b.call_args[-3:] == bs[0].call_args[-3:] for b in bs)
+    assert bs[0].fixed == {"THREADS": [32, 64]}  # a block a row of one head
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch == {"grid": ["((batch * heads * max_time * depth) / (depth))"], "block": ["THREADS"],
+                        "smem": "0"}
+    for frag in ("const long long pos = pos_offset + (token / pos_div) % seq_len;",
+                 "long long pos_offset, long long pos_div) {", "constexpr bool FULL = KT_EXPERT_CACHE == 2;",
+                 "copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);"):
+        assert frag.replace("KT_EXPERT_CACHE", "2") in t.text, frag
+    assert "kt:bind" not in t.text and "KT_EXPERT_POS_DIV" not in t.text
+
+
+def _rows_style(*edits: tuple[str, str]):
+    path = STYLES / "rotary_rows_moved_pointers_flag_layout_f16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("rope_rows_in_place_f16")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_rotary_rows_of_moved_pointers_in_another_style(lib):
+    """Another style than the held-out CTranslate2 kernel: fp16 in place, a thread a NeoX pair, the tables first, a
+    start position added, partial rotary, an int flag whose spec value is 0 (the spec's branch its false one): the
+    offset `start_pos`, r % seq_len where the flag is 0, r / num_heads (no wrap) where it is set. The flag's spec value
+    1 reads the same binding (its words the spec's branch first); without a flag, the plain KT_EXPERT_POSITIONS 3 (no
+    KT_EXPERT_POS_DIV: the expert's code as before); pointers moved inside the loop are no rows (no binding)."""
+    cf, k, spec = case("rotary_rows_moved_pointers_flag_layout_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rotary_neox" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "positions=`start_pos` + row r of one head at r / `num_heads` where `time_major`, else at r % `seq_len`, "
+        "query=x, no key, cos=cos_t, sin=sin_t, rows of rot_dim, each half for its element (Hugging Face), "
+        "rot_dim=`rot_dim`, num_heads=the constant 1, num_kv_heads=none (no key), head_size=`head_dim`, NeoX pairs, "
+        "in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_POS_DIV": 1}
+    assert bs[0].call_args[-3:] == ["((time_major) ? 0x7fffffff : (int)(seq_len))", "(long long)(start_pos)",
+                                    "((time_major) ? (long long)((int)(num_heads)) : 1LL)"]
+    cf, k, spec = _rows_style(('"time_major: i32 = 0"', '"time_major: i32 = 1"'),
+                              ("{ b = 2, h = 16, s = 512,", "{ b = 1, h = 16, s = 512,"),
+                              ("{ b = 3, h = 5, s = 37,", "{ b = 1, h = 5, s = 37,"))
+    got = X.candidates(cf, k.name, spec, lib)
+    assert got and got[0].call_args[-3:] == bs[0].call_args[-3:], words_of(got)
+    cf, k, spec = _rows_style(("time_major ? row / num_heads : row % seq_len", "row % seq_len"))
+    got = X.candidates(cf, k.name, spec, lib)
+    assert got and "KT_EXPERT_POS_DIV" not in got[0].conventions and got[0].conventions["KT_EXPERT_POSITIONS"] == 3
+    assert got[0].call_args[-2:] == ["(int)(seq_len)", "(long long)(start_pos)"], words_of(got)
+    assert got[0].describe().startswith("positions=`start_pos` + the token's index in its sequence of `seq_len` tokens")
+    cf, k, spec = _rows_style(("  for (int i = threadIdx.x; i < half; i += blockDim.x) {",
+                               "  for (int i = threadIdx.x; i < half; i += blockDim.x) {\n    x += 0;"))
+    assert not [b for b in X.candidates(cf, k.name, spec, lib) if b.conventions.get("KT_EXPERT_POS_DIV")]
+
+
+@pytest.mark.nvcc
+def test_every_moved_pointer_rotary_binding_compiles(lib):
+    """The held-out CTranslate2 rotary's bindings compile for sm_90 (the style kernel's with the other style kernels),
+    and the style kernel's plain form (no flag: KT_EXPERT_POSITIONS 3 alone)."""
+    cf = parse_cuda(CT2_ROTARY.read_text(), str(CT2_ROTARY))
+    _compile_every_binding(lib, cf, cf.kernel("rotary_kernel"), S.find_spec(cf, "rotary_kernel"))
+    _compile_every_binding(lib, *_rows_style(("time_major ? row / num_heads : row % seq_len", "row % seq_len")))
+
+
 # ------------------------------------------------------------------------------------------ rotary from angles
 TE_FUSED_ROPE = ROOT / "bench" / "corpus" / "rotary" / "fused_rope_sbhd_freqs_sincos_smem_strided_bf16.cu"
 

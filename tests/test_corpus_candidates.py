@@ -26,9 +26,6 @@ KNOWN_GAPS: dict[str, str] = {  # batch 9's, on first sight (every family varian
     "layer_norm/skip_layer_norm_kvp_half_math_no_eps_fp16.cu":
         "TensorRT OSS skipLayerNorm: input + skip + bias with the statistics in half arithmetic, no epsilon "
         "(rsigma = hrsqrt(E[x^2] - mu^2)), the sum written to the output then normalized in place",
-    "rotary/rotary_element_per_thread_sin_cos_tables_transposed_f32.cu":
-        "CTranslate2 rotary: no positions (sin/cos tables already sliced to the step, full width), one output "
-        "element per thread reading its rotate_half partner",
     "group_quant/quantize_blockwise_nf4_cub_load_store_fp16.cu":
         "bitsandbytes blockwise NF4: a 4-bit codebook (midpoint decision tree), two codes a byte, an fp32 absmax "
         "per flat block: the quantization expert has scales and rounding, no codebook format",
