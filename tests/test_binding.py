@@ -1491,7 +1491,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
-                                        "unnormalized")):
+                                        "unnormalized", "splitk_reduce", "splitk_scaled")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -3462,6 +3462,134 @@ def test_every_unnormalized_merge_binding_compiles(lib, tmp_path):
             (_FLUSHED[1][0], _FLUSHED[1][1].replace("dm < -15.0f ? 0.f : expf(dm)", f"dm {op} -15.0f ? expf(dm) : 0.f"))))
 
 
+# ----------------------------------------------------------------- N-way split-K reduce, a scale a state (TurboMind)
+TURBOMIND_REDUCE = ROOT / "bench" / "corpus" / "merge_attn_states" / "splitk_reduce_ml_pairs_exp2_scale_split_cnt_fp16.cu"
+
+
+def test_held_out_turbomind_splitk_reduce_scales_each_split(lib):
+    """LMDeploy TurboMind's split-K reduce (held-out batch 9, no candidate then): fp32 UNNORMALIZED partials [query,
+    head, split, 128] with (M, L) pairs of raw scores, w_k = exp2f((M_k - M) * exp_scale), each split's scale w_k / L
+    (L the xor-butterfly sum of w_k L_k), out = sum_k scale_k * O_k in fp16, the first split_cnt_[q] splits of query q
+    (nullptr: 1): KT_EXPERT_NWAY 3, KT_EXPERT_NWAY_ML 1 (M the pair's .x under the exponentials), KT_EXPERT_NWAY_ML_NORM
+    (the quotient's numerator an exponential of the max, its denominator fed by the sums, the values multiplied by
+    it), KT_EXPERT_NWAY_ML_ESCALE (exp_scale multiplies every exponential's argument), KT_EXPERT_NWAY_ML_COUNT
+    (split_cnt_ bounds the loops over the splits; max_split_cnt only their stride), KT_EXPERT_NWAY_ML_PARTS 4 (the
+    loop over the splits starts at the warp's index and steps by WarpCnt, 4: four partial sums and TurboMind's
+    halving tree, ITEMS fixed at 4), base 2 first: with at most 32 splits, TurboMind's numbers bit for bit."""
+    cf = parse_cuda(TURBOMIND_REDUCE.read_text(), str(TURBOMIND_REDUCE))
+    spec = S.find_spec(cf, "reduce")
+    bs = X.candidates(cf, "reduce", spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out (f16, the values f32), v=partial_O (unnormalized), m=.x, l=.y of partial_ML's pairs, "
+        "sets=`max_split_cnt`, token t's states the first `split_cnt_`[t] (at most sets; nullptr: 1), "
+        "tokens=`query_num`, heads=`head_num`, head_size=the constant 128, states [query_num, head_num, max_split_cnt, "
+        "head_size], base-2 m, exp2f(m - max), the exponent (m - max) * `exp_scale`, no flush, out = sum (w / L) v, "
+        "L = sum w l (a scale a state), the states in 4 partial sums (state k in sum k % 4), added by a halving tree"
+    ), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_ML": 1, "KT_EXPERT_LSE_BASE2": 1,
+                                 "KT_EXPERT_EXP2_LOG2E": 0, "KT_EXPERT_NWAY_ML_NORM": 1,
+                                 "KT_EXPERT_NWAY_ML_ESCALE": 1, "KT_EXPERT_NWAY_ML_COUNT": 1,
+                                 "KT_EXPERT_NWAY_ML_PARTS": 4}
+    assert bs[0].template_args == ["float", "__half", "int"] and bs[0].fixed == {"ITEMS": [4]}
+    assert bs[0].call_args == ["(__half*)(out)", "(const float*)(partial_O)", "(const float*)(partial_ML)",
+                               "(const float*)(partial_ML) + 1", "(int)(max_split_cnt)", "(int)(query_num)",
+                               "(int)(head_num)", "128", "0.f", "(float)(exp_scale)", "(const int*)(split_cnt_)", "1"]
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch == {"grid": ["cdiv((query_num) * (head_num), THREADS / 32)"], "block": ["THREADS"], "smem": "0"}
+    for frag in ("const long long s0 = (token * heads + head) * sets, sstep = 1;", "constexpr int MS = 2;",
+                 "const long long n = cnt != nullptr ? (long long)cnt[token] : (long long)none;",
+                 "const float diff = (mk - mx) * escale;", "float w = exp2f(diff);",
+                 "const float p = mk == -INFINITY ? 0.f : __fmul_rn(ml_weight(mk, mx, escale, ftz), vl[st * MS]);",
+                 "lsum = k == lane ? p : __fadd_rn(lsum, p);", "lsum += __shfl_xor_sync(0xffffffffu, lsum, off);",
+                 "const float s = mk[it] == -INFINITY ? 0.f : ml_weight(mk[it], mx, escale, ftz) / lsum;",
+                 "static_assert(IT == 4,", "op[it][j] = __fmaf_rn(to_f(x[it].v[j]), s, op[it][j]);",
+                 "for (int w = IT / 2; w > 0; w /= 2)", "op[p][j] += op[p + w][j];", "y.v[j] = from_f<O>(o[j]);"):
+        assert frag in t.text, frag
+    for gone in ("kt:bind", "KT_EXPERT_NWAY", "o[j] / d", "lk[it] = vl", "d = __fmaf_rn", "expf(", "ftz ?",
+                 "dynamic_smem_size", "merge_states_row", "o[j] = __fmaf_rn"):
+        assert gone not in t.text, gone
+    assert t.space.params["ITEMS"].values == [4]
+    # every binding reads the same conventions: the exponentials' base is what the screen decides
+    assert all({k: b.conventions[k] for k in ("KT_EXPERT_NWAY_ML_NORM", "KT_EXPERT_NWAY_ML_ESCALE",
+                                              "KT_EXPERT_NWAY_ML_COUNT")} == {k: 1 for k in (
+        "KT_EXPERT_NWAY_ML_NORM", "KT_EXPERT_NWAY_ML_ESCALE", "KT_EXPERT_NWAY_ML_COUNT")} for b in bs)
+
+
+def _splitk_style(*edits: tuple[str, str]):
+    path = STYLES / "merge_splitk_scaled_split_major_counts_i64_bf16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("splitk_scaled_combine")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_splitk_scaled_combine_in_another_style(lib):
+    """Another style than the held-out TurboMind reduce: bf16 partials into bf16, the metas two fp32 arrays,
+    split-major [splits, tokens, heads] (the values' index moves by tokens * heads rows a split), an int64 count a token
+    whose null default is the int argument max_splits, the exponent's scale written first (scale_log2 * (m - M)), the
+    scale a state through shared memory and a vector store through a cast of an address in the output: KT_EXPERT_NWAY
+    2, KT_EXPERT_NWAY_ML 2 with the three split-K conventions, the count's type int64_t, the default `max_splits`.
+    Without the count's read bounding the splits, no count; without the per-split quotient, no scaled form."""
+    cf, k, spec = case("merge_splitk_scaled_split_major_counts_i64_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out, v=part_out (unnormalized), m=part_max, l=part_sum, sets=`max_splits`, token t's states the first "
+        "`splits_per_token`[t] (at most sets; nullptr: `max_splits`), tokens=`num_tokens`, heads=`num_heads`, "
+        "head_size=`head_dim`, states [max_splits, num_tokens, num_heads, head_size], base-2 m, exp2f(m - max), the "
+        "exponent (m - max) * `scale_log2`, no flush, out = sum (w / L) v, L = sum w l (a scale a state)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 2, "KT_EXPERT_NWAY_ML": 2, "KT_EXPERT_LSE_BASE2": 1,
+                                 "KT_EXPERT_EXP2_LOG2E": 0, "KT_EXPERT_NWAY_ML_NORM": 1,
+                                 "KT_EXPERT_NWAY_ML_ESCALE": 1, "KT_EXPERT_NWAY_ML_COUNT": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "__nv_bfloat16", "int64_t"] and not bs[0].fixed  # one sum
+    assert bs[0].call_args[-3:] == ["(float)(scale_log2)", "(const int64_t*)(splits_per_token)", "(int)(max_splits)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long s0 = token * heads + head, sstep = (long long)tokens * heads;" in t.text
+    assert "constexpr int MS = 1;" in t.text and "kt:bind" not in t.text
+    # the output divided by the weighted sums instead (the quotient's numerator the values, element stores): the
+    # plain form
+    cf, k, spec = _splitk_style(
+        ("s_scale[threadIdx.y][lane] = mk == -INFINITY ? 0.f : w / lsum;",
+         "s_scale[threadIdx.y][lane] = w;\n  const float inv_l = lsum;"),
+        ("*reinterpret_cast<__nv_bfloat162*>(out + row * head_dim + c) = __floats2bfloat162_rn(acc0, acc1);",
+         "out[row * head_dim + c] = __float2bfloat16(acc0 / inv_l);\n"
+         "    out[row * head_dim + c + 1] = __float2bfloat16(acc1 / inv_l);"))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all("KT_EXPERT_NWAY_ML_NORM" not in b.conventions and
+                      b.conventions.get("KT_EXPERT_NWAY_ML_COUNT") == 1 for b in bs), words_of(bs)
+    assert "out = sum w v / sum w l" in bs[0].describe()
+    # no null test: every state where the count is a null pointer is no input it takes (the stride passed)
+    cf, k, spec = _splitk_style(("splits_per_token ? (int)splits_per_token[t] : max_splits",
+                                 "(int)splits_per_token[t]"))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].call_args[-1] == "(int)(max_splits)" and "no null test" in bs[0].describe()
+    # the weight's exponent without the scale argument: no KT_EXPERT_NWAY_ML_ESCALE (the argument passed as 1)
+    cf, k, spec = _splitk_style(("exp2f(scale_log2 * (mk - gmax))", "exp2f(mk - gmax)"))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and "KT_EXPERT_NWAY_ML_ESCALE" not in bs[0].conventions and bs[0].call_args[-3] == "1.f"
+
+
+@pytest.mark.nvcc
+def test_every_splitk_reduce_binding_compiles(lib):
+    """The held-out TurboMind reduce's bindings compile for sm_90 (the style kernel's with the other style kernels),
+    and the style kernel's plain (divided) form with a count and without the scale argument."""
+    cf = parse_cuda(TURBOMIND_REDUCE.read_text(), str(TURBOMIND_REDUCE))
+    _compile_every_binding(lib, cf, cf.kernel("reduce"), S.find_spec(cf, "reduce"))
+    _compile_every_binding(lib, *_splitk_style(
+        ("s_scale[threadIdx.y][lane] = mk == -INFINITY ? 0.f : w / lsum;",
+         "s_scale[threadIdx.y][lane] = w;\n  const float inv_l = lsum;"),
+        ("*reinterpret_cast<__nv_bfloat162*>(out + row * head_dim + c) = __floats2bfloat162_rn(acc0, acc1);",
+         "out[row * head_dim + c] = __float2bfloat16(acc0 / inv_l);\n"
+         "    out[row * head_dim + c + 1] = __float2bfloat16(acc1 / inv_l);"),
+        ("exp2f(scale_log2 * (mk - gmax))", "exp2f(mk - gmax)")))
+
+
 # ------------------------------------------------------------------------------------------------ norm statistics
 TE_RMSNORM = ROOT / "bench/corpus/rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu"
 PADDLE_LN = ROOT / "bench/corpus/layer_norm/layer_norm_fixed_block_dim_mean_var_fp16.cu"
@@ -3644,6 +3772,98 @@ def test_every_binding_of_the_xformers_merge_compiles(lib):
     cf = parse_cuda(XFORMERS_MERGE.read_text(), str(XFORMERS_MERGE))
     k = "merge_attentions_kernel"
     _compile_every_binding(lib, cf, cf.kernel(k), S.find_spec(cf, k))
+
+
+# ------------------------------------------------------------------ rotary: rows reached by moving the pointers
+CT2_ROTARY = ROOT / "bench" / "corpus" / "rotary" / "rotary_element_per_thread_sin_cos_tables_transposed_f32.cu"
+
+
+def test_held_out_ctranslate2_rotary_rows_of_moved_pointers_and_its_layout_flag(lib):
+    """CTranslate2's rotary (held-out batch 9, no candidate then): no positions, a block a row of one head reached by
+    moving the pointers (``x += blockIdx.x * depth``, ``sin += time * ndims``), the table row ``time = transpose ?
+    blockIdx.x % max_time : blockIdx.x / head_size``, full-width tables [max_time, ndims], one output element per
+    thread with its rotate_half partner, partial rotary copied through: the moves sampled over the block index and
+    fitted as r % max_time (the spec's transpose = 1) and r / head_size (the flag's other value, no wrap), bound as
+    KT_EXPERT_POSITIONS 3 with KT_EXPERT_POS_DIV, the flag choosing seq_len and pos_div at run time; CACHE 2 (each
+    half its own cos and sin) first, out of place, head_size `depth`, rot_dim `ndims`."""
+    cf = parse_cuda(CT2_ROTARY.read_text(), str(CT2_ROTARY))
+    spec = S.find_spec(cf, "rotary_kernel")
+    bs = X.candidates(cf, "rotary_kernel", spec, lib)
+    assert bs and all(b.expert.name == "rotary_neox" for b in bs) and len(bs) == 6, words_of(bs)
+    assert bs[0].describe() == (
+        "positions=row r of one head at r % `max_time` where `transpose`, else at r / `head_size`, query=x -> y, no "
+        "key, cos=cos, sin=sin, rows of rot_dim, each half for its element (Hugging Face), rot_dim=`ndims`, "
+        "num_heads=the constant 1, num_kv_heads=none (no key), head_size=`depth`, NeoX pairs, out of place"), \
+        words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                                 "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_POS_DIV": 1}
+    assert bs[0].call_args[-3:] == ["((transpose) ? (int)(max_time) : 0x7fffffff)", "0LL",
+                                    "((transpose) ? 1LL : (long long)((int)(head_size)))"]
+    assert all(b.conventions["KT_EXPERT_POS_DIV"] == 1 and b.call_args[-3:] == bs[0].call_args[-3:] for b in bs)
+    assert bs[0].fixed == {"THREADS": [32, 64]}  # a block a row of one head
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch == {"grid": ["((batch * heads * max_time * depth) / (depth))"], "block": ["THREADS"],
+                        "smem": "0"}
+    for frag in ("const long long pos = pos_offset + (token / pos_div) % seq_len;",
+                 "long long pos_offset, long long pos_div) {", "constexpr bool FULL = KT_EXPERT_CACHE == 2;",
+                 "copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);"):
+        assert frag.replace("KT_EXPERT_CACHE", "2") in t.text, frag
+    assert "kt:bind" not in t.text and "KT_EXPERT_POS_DIV" not in t.text
+
+
+def _rows_style(*edits: tuple[str, str]):
+    path = STYLES / "rotary_rows_moved_pointers_flag_layout_f16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("rope_rows_in_place_f16")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_rotary_rows_of_moved_pointers_in_another_style(lib):
+    """Another style than the held-out CTranslate2 kernel: fp16 in place, a thread a NeoX pair, the tables first, a
+    start position added, partial rotary, an int flag whose spec value is 0 (the spec's branch its false one): the
+    offset `start_pos`, r % seq_len where the flag is 0, r / num_heads (no wrap) where it is set. The flag's spec value
+    1 reads the same binding (its words the spec's branch first); without a flag, the plain KT_EXPERT_POSITIONS 3 (no
+    KT_EXPERT_POS_DIV: the expert's code as before); pointers moved inside the loop are no rows (no binding)."""
+    cf, k, spec = case("rotary_rows_moved_pointers_flag_layout_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rotary_neox" for b in bs), words_of(bs)
+    assert bs[0].describe() == (
+        "positions=`start_pos` + row r of one head at r / `num_heads` where `time_major`, else at r % `seq_len`, "
+        "query=x, no key, cos=cos_t, sin=sin_t, rows of rot_dim, each half for its element (Hugging Face), "
+        "rot_dim=`rot_dim`, num_heads=the constant 1, num_kv_heads=none (no key), head_size=`head_dim`, NeoX pairs, "
+        "in place"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                                 "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_POS_DIV": 1}
+    assert bs[0].call_args[-3:] == ["((time_major) ? 0x7fffffff : (int)(seq_len))", "(long long)(start_pos)",
+                                    "((time_major) ? (long long)((int)(num_heads)) : 1LL)"]
+    cf, k, spec = _rows_style(('"time_major: i32 = 0"', '"time_major: i32 = 1"'),
+                              ("{ b = 2, h = 16, s = 512,", "{ b = 1, h = 16, s = 512,"),
+                              ("{ b = 3, h = 5, s = 37,", "{ b = 1, h = 5, s = 37,"))
+    got = X.candidates(cf, k.name, spec, lib)
+    assert got and got[0].call_args[-3:] == bs[0].call_args[-3:], words_of(got)
+    cf, k, spec = _rows_style(("time_major ? row / num_heads : row % seq_len", "row % seq_len"))
+    got = X.candidates(cf, k.name, spec, lib)
+    assert got and "KT_EXPERT_POS_DIV" not in got[0].conventions and got[0].conventions["KT_EXPERT_POSITIONS"] == 3
+    assert got[0].call_args[-2:] == ["(int)(seq_len)", "(long long)(start_pos)"], words_of(got)
+    assert got[0].describe().startswith("positions=`start_pos` + the token's index in its sequence of `seq_len` tokens")
+    cf, k, spec = _rows_style(("  for (int i = threadIdx.x; i < half; i += blockDim.x) {",
+                               "  for (int i = threadIdx.x; i < half; i += blockDim.x) {\n    x += 0;"))
+    assert not [b for b in X.candidates(cf, k.name, spec, lib) if b.conventions.get("KT_EXPERT_POS_DIV")]
+
+
+@pytest.mark.nvcc
+def test_every_moved_pointer_rotary_binding_compiles(lib):
+    """The held-out CTranslate2 rotary's bindings compile for sm_90 (the style kernel's with the other style kernels),
+    and the style kernel's plain form (no flag: KT_EXPERT_POSITIONS 3 alone)."""
+    cf = parse_cuda(CT2_ROTARY.read_text(), str(CT2_ROTARY))
+    _compile_every_binding(lib, cf, cf.kernel("rotary_kernel"), S.find_spec(cf, "rotary_kernel"))
+    _compile_every_binding(lib, *_rows_style(("time_major ? row / num_heads : row % seq_len", "row % seq_len")))
 
 
 # ------------------------------------------------------------------------------------------ rotary from angles

@@ -20,12 +20,6 @@ EXPERT_FAMILIES = {
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
 KNOWN_GAPS: dict[str, str] = {  # batch 9's, on first sight (every family variant of batches 1-8 gets one)
-    "merge_attn_states/splitk_reduce_ml_pairs_exp2_scale_split_cnt_fp16.cu":
-        "TurboMind split-K reduce: N-way merge of unnormalized fp32 partials with (M, L) pairs of raw scores, "
-        "base-2 exponentials by exp_scale, a split count per query: no binding of the merge expert reads it",
-    "rotary/rotary_element_per_thread_sin_cos_tables_transposed_f32.cu":
-        "CTranslate2 rotary: no positions (sin/cos tables already sliced to the step, full width), one output "
-        "element per thread reading its rotate_half partner",
     "group_quant/quantize_blockwise_nf4_cub_load_store_fp16.cu":
         "bitsandbytes blockwise NF4: a 4-bit codebook (midpoint decision tree), two codes a byte, an fp32 absmax "
         "per flat block: the quantization expert has scales and rounding, no codebook format",

@@ -42,6 +42,10 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY_ML = 0  (with KT_EXPERT_NWAY (the states' layout, the (m, l) of state k where its lse would be): 0: each state a log-sum-exp; each state UNNORMALIZED values (sum_j e^(s_j - m) v_j, not divided by their own sum) with the running max m and row sum l of its scores (llama.cpp's flash_attn_combine_results with its float2 VKQ_meta, split-KV decode combines that keep the accumulator unnormalized): M = fmaxf of the row's maxima, w_k = e^(m_k - M) (expf / exp2f / exp2f of times log2(e) by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E), out = (sum_k w_k v_k) / (sum_k w_k l_k), both sums fused in state order (fma(w, v, o), fma(w, l, d), what nvcc makes of `o += w * v`), one IEEE division an element, rounded once to O; no state special-cased. 1: m and l the two floats of one pair (float2 metas: element stride 2, the call passes a pointer to each one's first), 2: two arrays. The function is then merge_attn_states<T, O>(out, v, m, l, sets, tokens, heads, head_size, ftz), one warp a row on a 1-D grid of cdiv(tokens * heads, THREADS / 32) blocks)
 // kt:bind KT_EXPERT_NWAY_FTZ = 0  (with KT_EXPERT_NWAY_ML: 0: no weight flushed; w_k = e^(diff), diff = m_k - M, flushed to +0 as the kernel writes the test: 1: kept where diff > ftz (ggml's SOFTMAX_FTZ_THRESHOLD mask, -20: a NaN difference flushed), 2: kept where diff >= ftz (a NaN flushed), 3: flushed where diff <= ftz (a NaN kept), 4: flushed where diff < ftz (a NaN kept))
 // kt:bind KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = 0  (with KT_EXPERT_NWAY_ML: 0: the rows are tokens * heads of the arguments; 1: the kernel has no row count (ggml's 3-D grid read back as its sizes): launched with cdiv(rows, THREADS / 32) blocks and the last block's rows (1 to THREADS / 32) as its dynamic shared memory size in bytes, memory it never uses; the rows come back exactly, (gridDim.x - 1) * THREADS / 32 + %dynamic_smem_size, and tokens = rows / heads)
+// kt:bind KT_EXPERT_NWAY_ML_NORM = 0  (with KT_EXPERT_NWAY_ML: 0: out = (sum_k w_k v_k) / (sum_k w_k l_k), one division an element; 1: each state's scale taken once, s_k = w_k / L with L = sum_k w_k l_k, and out = sum_k s_k v_k (LMDeploy TurboMind's split-K reduce: its s_scale): each product w_k l_k rounded, state k's in lane k % 32 (a lane's states summed in their order), then an xor butterfly over the lanes (16, 8, 4, 2, 1), which with at most 32 states is TurboMind's warp sum bit for bit; one IEEE division a state; out = fma(v_k, s_k, o) in state order, rounded once to O; a state whose m is -inf has weight and scale 0 (all of a row's: out 0), as TurboMind special-cases it)
+// kt:bind KT_EXPERT_NWAY_ML_ESCALE = 0  (with KT_EXPERT_NWAY_ML: 0: the weight's exponent is m_k - M; 1: (m_k - M) * escale, a float argument (TurboMind keeps the maxima as raw q.k scores and takes exp2f((m_k - M) * exp_scale), exp_scale = softmax_scale * log2(e)), the difference rounded, then the product; the flush (KT_EXPERT_NWAY_FTZ) compares that product)
+// kt:bind KT_EXPERT_NWAY_ML_COUNT = 0  (with KT_EXPERT_NWAY_ML: 0: every row merges `sets` states; 1: a count per token: the rows of token t merge the first cnt[t] states (TurboMind's split_cnt, SGLang's num_kv_splits), at most `sets` (then only the states' stride), none where it is <= 0; cnt an integer buffer [tokens] of type C that may be nullptr: then `none` states a row (TurboMind: 1). With any of KT_EXPERT_NWAY_ML_NORM, KT_EXPERT_NWAY_ML_ESCALE and this, the function is merge_attn_states<T, O, C>(out, v, m, l, sets, tokens, heads, head_size, ftz, escale, cnt, none))
+// kt:bind KT_EXPERT_NWAY_ML_PARTS = 0  (with KT_EXPERT_NWAY_ML_NORM: 0: out = sum_k s_k v_k, one fma chain in state order; P (a power of two, the binding's ITEMS): P partial sums, state k in sum k % P in its order, the sums added by a halving tree (sum p += sum p + w for w = P / 2, ..., 1): TurboMind's WarpCnt warps each taking splits w, w + WarpCnt, ... and their halving tree in shared memory, bit for bit)
 // kt:bind-grid KT_EXPERT_NWAY_ML = ["cdiv(tokens * heads, THREADS / 32)"]
 // kt:bind-smem KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = ["tokens * heads - (cdiv(tokens * heads, THREADS / 32) - 1) * (THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_NWAY_GRID = ["tokens", "heads"]
@@ -72,10 +76,48 @@ namespace kt {
 // elements at a time and, for each such chunk, runs over the states in their order: w = e^(m_k - M) (flushed to 0
 // below the threshold ftz where the kernel flushes), o = fma(w, v, o), d = fma(w, l_k, d); ITEMS states' metas and
 // vectors loaded before any of them is combined (ITEMS loads in flight); out = o / d rounded once to O.
+#if KT_EXPERT_NWAY_ML_NORM  // kt:bind
+// (Scaled by L once: a first pass over the row's states takes L = sum_k w_k l_k, each lane its states' products in
+// their order, then the lanes' sums by an xor butterfly; the chunks then add s_k v_k with s_k = w_k / L.)
+// The weight of a state whose max is mk in a row whose max is mx (mk not -inf): e^diff, flushed as the kernel does.
+__device__ __forceinline__ float ml_weight(float mk, float mx, float escale, float ftz) {
+#if KT_EXPERT_NWAY_ML_ESCALE  // kt:bind
+  const float diff = (mk - mx) * escale;  // raw-score maxima: the difference rounded, then scaled
+#else  // kt:bind
+  const float diff = mk - mx;
+#endif  // kt:bind
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+  float w = exp2f(diff);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+  float w = exp2f(diff * 1.4426950408889634f);
+#else  // kt:bind
+  float w = expf(diff);
+#endif  // kt:bind
+#if KT_EXPERT_NWAY_FTZ == 1  // kt:bind
+  w = diff > ftz ? w : 0.f;  // flushed to +0 where diff <= ftz (a NaN difference too)
+#elif KT_EXPERT_NWAY_FTZ == 2  // kt:bind
+  w = diff >= ftz ? w : 0.f;  // flushed to +0 where diff < ftz (a NaN difference too)
+#elif KT_EXPERT_NWAY_FTZ == 3  // kt:bind
+  w = diff <= ftz ? 0.f : w;  // flushed to +0 where diff <= ftz (a NaN difference kept)
+#elif KT_EXPERT_NWAY_FTZ == 4  // kt:bind
+  w = diff < ftz ? 0.f : w;  // flushed to +0 where diff < ftz (a NaN difference kept)
+#endif  // kt:bind
+  return w;
+}
+
+#endif  // kt:bind
+#if KT_EXPERT_NWAY_ML_NORM | KT_EXPERT_NWAY_ML_ESCALE | KT_EXPERT_NWAY_ML_COUNT  // kt:bind
+template <int VEC, int IT, typename T, typename O, typename C>
+__device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __restrict__ v,
+                                                const float* __restrict__ vm, const float* __restrict__ vl, int sets,
+                                                int tokens, int heads, int head_size, float ftz, float escale,
+                                                const C* __restrict__ cnt, int none) {
+#else  // kt:bind
 template <int VEC, int IT, typename T, typename O>
 __device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __restrict__ v,
                                                 const float* __restrict__ vm, const float* __restrict__ vl, int sets,
                                                 int tokens, int heads, int head_size, float ftz) {
+#endif  // kt:bind
   const long long r = (long long)blockIdx.x * (KT_THREADS / 32) + (long long)(threadIdx.x >> 5);
   if (r >= (long long)tokens * heads) return;  // the warp's row (the same for all its lanes)
   const int lane = threadIdx.x & 31;
@@ -93,15 +135,42 @@ __device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __
 #else  // kt:bind
   constexpr int MS = 1;  // two arrays
 #endif  // kt:bind
+#if KT_EXPERT_NWAY_ML_COUNT  // kt:bind
+  {  // this token's states: its count (nullptr: `none`), at most the `sets` allocated (from here on the bound)
+    const long long n = cnt != nullptr ? (long long)cnt[token] : (long long)none;
+    sets = n <= 0 ? 0 : (n < (long long)sets ? (int)n : sets);
+  }
+#endif  // kt:bind
   float mx = -INFINITY;
   for (int k = lane; k < sets; k += 32) mx = fmaxf(mx, vm[(s0 + (long long)k * sstep) * MS]);
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+#if KT_EXPERT_NWAY_ML_NORM  // kt:bind
+  // L = sum_k w_k l_k: each product rounded, a lane's states in their order, then the lanes by an xor butterfly (a
+  // lane without a state 0)
+  float lsum = 0.f;
+  for (int k = lane; k < sets; k += 32) {
+    const long long st = s0 + (long long)k * sstep;
+    const float mk = vm[st * MS];
+    const float p = mk == -INFINITY ? 0.f : __fmul_rn(ml_weight(mk, mx, escale, ftz), vl[st * MS]);
+    lsum = k == lane ? p : __fadd_rn(lsum, p);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, off);
+#endif  // kt:bind
   for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
     float o[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) o[j] = 0.f;
     float d = 0.f;
+#if KT_EXPERT_NWAY_ML_PARTS  // kt:bind
+    static_assert(IT == KT_EXPERT_NWAY_ML_PARTS, "one partial sum a state of a step");
+    float op[IT][VEC];  // state k0 + it into partial sum it: k % IT
+#pragma unroll
+    for (int it = 0; it < IT; ++it)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) op[it][j] = 0.f;
+#endif  // kt:bind
     for (int k0 = 0; k0 < sets; k0 += IT) {
       float mk[IT], lk[IT];
       Vec<T, VEC> x[IT];  // as stored: converted where they are combined
@@ -110,14 +179,31 @@ __device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __
         if (k0 + it < sets) {
           const long long st = s0 + (long long)(k0 + it) * sstep;
           mk[it] = vm[st * MS];
+#if KT_EXPERT_NWAY_ML_NORM == 0  // kt:bind
           lk[it] = vl[st * MS];
+#endif  // kt:bind
           x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
         }
       }
 #pragma unroll
       for (int it = 0; it < IT; ++it) {
         if (k0 + it < sets) {
+#if KT_EXPERT_NWAY_ML_NORM  // kt:bind
+          // the state's scale w / L (0 for an empty state), its values added fused: `o += v * s`
+          const float s = mk[it] == -INFINITY ? 0.f : ml_weight(mk[it], mx, escale, ftz) / lsum;
+#if KT_EXPERT_NWAY_ML_PARTS  // kt:bind
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) op[it][j] = __fmaf_rn(to_f(x[it].v[j]), s, op[it][j]);
+#else  // kt:bind
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o[j] = __fmaf_rn(to_f(x[it].v[j]), s, o[j]);
+#endif  // kt:bind
+#else  // kt:bind
+#if KT_EXPERT_NWAY_ML_ESCALE  // kt:bind
+          const float diff = (mk[it] - mx) * escale;  // raw-score maxima: the difference rounded, then scaled
+#else  // kt:bind
           const float diff = mk[it] - mx;
+#endif  // kt:bind
 #if KT_EXPERT_LSE_BASE2  // kt:bind
           float w = exp2f(diff);
 #elif KT_EXPERT_EXP2_LOG2E  // kt:bind
@@ -138,19 +224,43 @@ __device__ __forceinline__ void merge_parts_row(O* __restrict__ out, const T* __
           d = __fmaf_rn(w, lk[it], d);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) o[j] = __fmaf_rn(w, to_f(x[it].v[j]), o[j]);
+#endif  // kt:bind
         }
       }
     }
     Vec<O, VEC> y;
+#if KT_EXPERT_NWAY_ML_PARTS  // kt:bind
+    // the partial sums added by a halving tree: p += p + w for w = IT / 2, ..., 1
+#pragma unroll
+    for (int w = IT / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int p = 0; p < w; ++p)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) op[p][j] += op[p + w][j];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = op[0][j];
+#endif  // kt:bind
+#if KT_EXPERT_NWAY_ML_NORM  // kt:bind
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) y.v[j] = from_f<O>(o[j]);
+#else  // kt:bind
 #pragma unroll
     for (int j = 0; j < VEC; ++j) y.v[j] = from_f<O>(o[j] / d);
+#endif  // kt:bind
     *reinterpret_cast<Vec<O, VEC>*>(out + r * head_size + c) = y;
   }
 }
 
+#if KT_EXPERT_NWAY_ML_NORM | KT_EXPERT_NWAY_ML_ESCALE | KT_EXPERT_NWAY_ML_COUNT  // kt:bind
+template <typename T, typename O, typename C>
+__device__ __forceinline__ void merge_attn_states(O* out, const T* v, const float* vm, const float* vl, int sets,
+                                                  int tokens, int heads, int head_size, float ftz, float escale,
+                                                  const C* cnt, int none) {
+#else  // kt:bind
 template <typename T, typename O>
 __device__ __forceinline__ void merge_attn_states(O* out, const T* v, const float* vm, const float* vl, int sets,
                                                   int tokens, int heads, int head_size, float ftz) {
+#endif  // kt:bind
 #if KT_EXPERT_NWAY_ROWS_FROM_LAUNCH  // kt:bind
   {  // launched with cdiv(rows, THREADS / 32) blocks, the last block's rows its dynamic shared memory size
     unsigned last;
@@ -160,6 +270,16 @@ __device__ __forceinline__ void merge_attn_states(O* out, const T* v, const floa
 #endif  // kt:bind
   // the widest vector (VEC, then halves of it) that head_size and the pointers allow
   constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+#if KT_EXPERT_NWAY_ML_NORM | KT_EXPERT_NWAY_ML_ESCALE | KT_EXPERT_NWAY_ML_COUNT  // kt:bind
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_parts_row<KT_VEC, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz, escale, cnt, none);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_parts_row<V2, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz, escale, cnt, none);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_parts_row<V4, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz, escale, cnt, none);
+  else
+    merge_parts_row<1, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz, escale, cnt, none);
+#else  // kt:bind
   if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
     merge_parts_row<KT_VEC, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
   else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
@@ -168,6 +288,7 @@ __device__ __forceinline__ void merge_attn_states(O* out, const T* v, const floa
     merge_parts_row<V4, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
   else
     merge_parts_row<1, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
+#endif  // kt:bind
 }
 #elif KT_EXPERT_NWAY  // kt:bind
 // N-way (FlashInfer's MergeStates: the states of `sets` KV chunks of one (token, head) row merged into one): one

@@ -34,6 +34,7 @@ smem = "0"
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
 // kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 (a cos/sin cache, or none: angles computed), a token a row of one head (candle's head-major rope, DeepSpeed's head-major query): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
 // kt:bind KT_EXPERT_KEY_ROWS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: the key's token t is row t of [tokens, num_kv_heads * head_size], as the query's; 1: row (t / seq_len) * key_seq + t % seq_len (key_seq the argument after pos_offset): the keys rotated inside a KV cache of key_seq rows a sequence (a head's slice in head-major [batch * heads, key_seq, head_size]: DeepSpeed's max_out_tokens), the new tokens' rows at its start)
+// kt:bind KT_EXPERT_POS_DIV = 0  (with KT_EXPERT_POSITIONS 3 and a cos and a sin table (KT_EXPERT_CACHE 1, 2), a token a row of one head: 0: token t at pos_offset + t % seq_len; 1: at pos_offset + (t / pos_div) % seq_len, pos_div (long long, the last argument) the rows one position spans, both perhaps chosen at run time by a flag of the kernel: CTranslate2's rotary, one block a row, [batch, heads, time, depth] (pos_div 1, seq_len max_time) where `transpose`, else [time, heads, depth] (pos_div heads, seq_len 0x7fffffff: no wrap); candle's rope_thd rows (pos_div heads))
 // kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, THREADS / 32))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
@@ -251,8 +252,12 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
                                             int num_heads, int num_kv_heads, int head_size, int seq_len) {
 #elif KT_EXPERT_POSITIONS == 3  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int seq_len,
-#if KT_EXPERT_ROW_TOKENS  // kt:bind
+#if KT_EXPERT_ROW_TOKENS * KT_EXPERT_POS_DIV  // kt:bind
+                                            long long pos_offset, long long tokens, long long pos_div) {
+#elif KT_EXPERT_ROW_TOKENS  // kt:bind
                                             long long pos_offset, long long tokens) {
+#elif KT_EXPERT_POS_DIV  // kt:bind
+                                            long long pos_offset, long long pos_div) {
 #else  // kt:bind
                                             long long pos_offset) {
 #endif  // kt:bind
@@ -274,8 +279,13 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   // token t is index t % seq_len of sequence t / seq_len, whose positions start at that sequence's offset
   const long long pos = (long long)positions[token / seq_len] + token % seq_len;
 #elif KT_EXPERT_POSITIONS == 3  // kt:bind
+#if KT_EXPERT_POS_DIV  // kt:bind
+  // no positions: token t (a row of one head) at pos_offset + (t / pos_div) % seq_len (pos_div rows a position)
+  const long long pos = pos_offset + (token / pos_div) % seq_len;
+#else  // kt:bind
   // no positions: token t is index t % seq_len of its sequence, at that position (from pos_offset on)
   const long long pos = pos_offset + token % seq_len;
+#endif  // kt:bind
 #elif KT_EXPERT_POSITIONS == 4  // kt:bind
   // no positions, sequence-major [s, batch, ...]: token t is batch entry t % batch at position t / batch
   const long long pos = token / batch;

@@ -53,11 +53,11 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, assignments,
-                                                    call_arguments, closing, const_value, counts_of, div, feeding,
-                                                    flows,
-                                                    index_parts, index_stride, number, pointer_aliases, prod,
-                                                    uncast)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, Evidence, SizeExpr,
+                                                    additive_terms, assignments, call_arguments, closing,
+                                                    const_value, counts_of, div, feeding, flows, index_parts,
+                                                    index_stride, number, pointer_aliases, prod, statements, uncast,
+                                                    unparen)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -547,8 +547,10 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
         return []
     ins, outs = ev.bufs("in"), ev.bufs("out")
     lins = [a for a in ins if a is not vin]
-    if len(outs) == 1 and outs[0].counts and len(ev.bufs()) == len(ins) + 1 and len(lins) in (1, 2):
-        # unnormalized parts with (max, sum) metas: read from what the body computes, where it shows them
+    if len(outs) == 1 and outs[0].counts and len(ev.bufs()) == len(ins) + 1 and (
+            len(lins) in (1, 2) or (len(lins) == 3 and sum(a.dtype in INTS for a in lins) == 1)):
+        # unnormalized parts with (max, sum) metas (and perhaps a count of states per token): read from what the body
+        # computes, where it shows them
         ml = _nway_ml_bindings(ev, e, vin, lins, outs[0])
         if ml:
             return ml
@@ -820,12 +822,85 @@ def _ftz(ev: Evidence, args: list[str]) -> tuple[int, str, float] | None:
     return None
 
 
-def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple):
+def _written_from(body: str, pieces: list[tuple[str, str]], name: str) -> set[str]:
+    """``name`` and the locals the body points into it (``dst = out + row * D``, even where ``dst[i] = ...`` later
+    writes through it): the names through which the output is written."""
+    out = set(pointer_aliases(body, name))
+    for target, value in pieces:
+        if (1, name) in additive_terms(unparen(value)):
+            out.add(target)
+    return out
+
+
+def _exp_scale(ev: Evidence, exps: list[str]):
+    """The float argument every exponential's argument is multiplied by, as written or through the locals it is
+    computed from (TurboMind's ``exp2f((m - M) * exp_scale)``), or None."""
+    pieces = assignments(uncast(ev.body))
+    found = []
+    for a in ev.floats():
+        n = re.escape(a.name)
+        if all(re.search(rf"\*\s*\(?\s*{n}\b|\b{n}\s*\)?\s*\*", _closure(pieces, x)) for x in exps):
+            found.append(a)
+    return found[0] if len(found) == 1 else None
+
+
+def _state_parts(ev: Evidence, bound: str) -> int | None:
+    """P where a loop over the states that ``bound`` bounds starts at an index of the thread's own (a warp's, read
+    from threadIdx) and steps by a number P > 1 (a literal, a file constant or a value template argument): the states
+    taken P apart by P warps (TurboMind's ``for (k = warp_id; k < split_cnt; k += WarpCnt)``), each with a partial
+    sum of its own; None where no loop does."""
+    flow = flows(ev.body, declarators=True)
+    targs = list(ev.spec.template_args or [])
+    values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
+    for init, cond, incr in _for_headers(ev.body):
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\+=\s*([A-Za-z_]\w*|\d+)\s*", incr)
+        start = init.split("=", 1)[1] if "=" in init else ""
+        if m is None or bound not in feeding(flow, cond) or "threadIdx" not in feeding(flow, start):
+            continue
+        step = number(values.get(m.group(2), m.group(2)), ev.constants)
+        if step is not None and float(step).is_integer() and step > 1:
+            return int(step)
+    return None
+
+
+def _null_count(ev: Evidence, name: str) -> tuple[str | None, str]:
+    """The number of states a row merges where the count buffer ``name`` is a null pointer, as the body writes it
+    (``cnt != nullptr ? cnt[q] : 1``, ``cnt ? cnt[q] : max_splits``, ``cnt == nullptr ? 1 : cnt[q]``: a literal or
+    an int argument): (C, words); where the body never tests it, None (every state: the original reads it, a null
+    pointer is no input it takes)."""
+    text = re.sub(r"\s+", "", uncast(ev.body))
+    n, null, val = re.escape(name), r"(?:nullptr|NULL|0)", r"\(?(-?\d+|[A-Za-z_]\w*)\)?"
+    ints = {a.name for a in ev.ints()}
+    for pat in (rf"\(?{n}!={null}\)?\?[^:;?]*:{val}(?![\w.\[(])", rf"\(?{null}!={n}\)?\?[^:;?]*:{val}(?![\w.\[(])",
+                rf"\(?{n}=={null}\)?\?{val}:", rf"\(?{null}=={n}\)?\?{val}:", rf"!\(?{n}\)?\?{val}:",
+                rf"(?<![\w.])(?<![!=<>]=)\(?{n}\)?\?[^:;?]*:{val}(?![\w.\[(])"):
+        m = re.search(pat, text)
+        if m and (m.group(1)[0] in "-0123456789" or m.group(1) in ints):
+            c = m.group(1) if m.group(1) not in ints else f"(int)({m.group(1)})"
+            return c, f"nullptr: {m.group(1) if m.group(1) not in ints else '`' + m.group(1) + '`'}"
+    return None, "no null test"
+
+
+def _written_values(body: str, pieces: list[tuple[str, str]], name: str) -> list[str]:
+    """The values the body writes to the buffer ``name``: assigned through it or a local pointed into it
+    (``_written_from``), or through a cast of an address in it (``*reinterpret_cast<V*>(out + i) = v``)."""
+    wide = _written_from(body, pieces, name)
+    out = [v for t, v in pieces if t in wide]
+    for target, at, stmt in statements(body):
+        if at > 0 and target not in wide and stmt[at - 1] not in "+-*/%&|^<>!=" and \
+                set(re.findall(r"\b[A-Za-z_]\w*\b", stmt[:at])) & wide:
+            out.append(stmt[at + 1:])
+    return out
+
+
+def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple, scaled: bool = False):
     """The (m, l) metas of an unnormalized N-way merge, read from what the body computes: the max is what an
     exponential's argument is computed from (the pair's float, or the array), the sum the other; each value is
     multiplied by weights the sums do not feed (the values are unnormalized), and the output is a quotient whose
-    denominator the sums feed. Returns (KT_EXPERT_NWAY_ML, m call argument, l call argument, words, exp arguments)
-    or None."""
+    denominator the sums feed. With ``scaled`` (the expert has KT_EXPERT_NWAY_ML_NORM), where the output is no such
+    quotient: each state's scale a quotient of its weight (an exponential of its max, neither the values nor the sums
+    feeding it) over a sum the sums feed, the values multiplied by that scale (TurboMind's s_scale). Returns
+    (KT_EXPERT_NWAY_ML, m call argument, l call argument, words, exp arguments, KT_EXPERT_NWAY_ML_NORM) or None."""
     body = uncast(ev.body)
     pieces = assignments(body)
     flow = flows(ev.body, declarators=True)
@@ -836,6 +911,13 @@ def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple):
     outs = set(pointer_aliases(body, ov.name))
     written = [_closure(pieces, v) for t, v in pieces if t in outs]
     quots = [q for w in written for q in _quotients(w)]
+    # the scaled form: the quotients of what the output is written from, through a local pointed into it too
+    squots = [q for v in _written_values(body, pieces, ov.name) for q in _quotients(_closure(pieces, v))] \
+        if scaled else []
+
+    def weight(text: str) -> bool:  # an exponential's value, the values not feeding it
+        return vin.name not in feeding(flow, text) and re.search(rf"\b{EXP_CALL}\s*\(", _closure(pieces, text)) \
+            is not None
     if len(metas) == 1:  # pairs: which float of the pair the exponentials take
         meta = metas[0]
         param = next((p for p in ev.kernel.params if p.name == meta.name), None)
@@ -852,11 +934,15 @@ def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple):
             return None
         ok = any(vin.name in feeding(flow, n) and 1 - mi not in _pair_reads(_closure(pieces, n), fed)
                  and 1 - mi in _pair_reads(_closure(pieces, d), fed) for n, d in quots)
+        norm = 0
+        if not ok and any(weight(n) and _pair_reads(_closure(pieces, n), fed) == {mi} and vin.name not in
+                          feeding(flow, d) and 1 - mi in _pair_reads(_closure(pieces, d), fed) for n, d in squots):
+            ok, norm = True, 1
         if not ok:
             return None
         base = f"(const float*)({meta.name})"
         return (1, base if mi == 0 else f"{base} + 1", f"{base} + 1" if mi == 0 else base,
-                [f"m=.{'xy'[mi]}, l=.{'xy'[1 - mi]} of {meta.name}'s pairs"], exps)
+                [f"m=.{'xy'[mi]}, l=.{'xy'[1 - mi]} of {meta.name}'s pairs"], exps, norm)
     under = [a for a in metas if any(a.name in feeding(flow, x) for x in exps)]
     if len(under) != 1:
         return None
@@ -864,9 +950,13 @@ def _ml_metas(ev: Evidence, vin, ov, metas: list, sets_counts: tuple):
     l = next(a for a in metas if a is not m)
     ok = any(vin.name in feeding(flow, n) and l.name not in feeding(flow, n) and l.name in feeding(flow, d)
              for n, d in quots)
+    norm = 0
+    if not ok and any(weight(n) and m.name in feeding(flow, n) and l.name not in feeding(flow, n)
+                      and vin.name not in feeding(flow, d) and l.name in feeding(flow, d) for n, d in squots):
+        ok, norm = True, 1
     if not ok:
         return None
-    return 2, f"(const float*)({m.name})", f"(const float*)({l.name})", [f"m={m.name}, l={l.name}"], exps
+    return 2, f"(const float*)({m.name})", f"(const float*)({l.name})", [f"m={m.name}, l={l.name}"], exps, norm
 
 
 def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
@@ -876,9 +966,25 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
     two floats a state (pairs) or two fp32 inputs of one each; the state count an int argument (else a number the
     same on every size set) bounding a loop of the body; the states' layout from how far an index moves from one
     state to the next (the metas', else the values' over the head size); the rows from the arguments, else from the
-    expert's own launch (KT_EXPERT_NWAY_ROWS_FROM_LAUNCH)."""
-    if "KT_EXPERT_NWAY_ML" not in e.conventions or ov.dtype not in FLOATS or vin.dtype not in FLOATS \
-            or not all(a.dtype == "f32" and a.counts for a in lins) or len(lins) not in (1, 2):
+    expert's own launch (KT_EXPERT_NWAY_ROWS_FROM_LAUNCH).
+
+    TurboMind's split-K reduce (its conventions read where the body shows them): a count of states per token
+    (KT_EXPERT_NWAY_ML_COUNT: one integer input of one entry a token whose read bounds the loops over the states,
+    nullable where the body tests it: the number it takes then; the int argument of the state count is their stride),
+    each state's scale its weight over the weighted sum of the sums (KT_EXPERT_NWAY_ML_NORM, ``_ml_metas``), and the
+    weight's exponent scaled by a float argument (KT_EXPERT_NWAY_ML_ESCALE: a float argument every exponential's
+    argument is multiplied by, TurboMind's exp_scale of raw-score maxima)."""
+    if "KT_EXPERT_NWAY_ML" not in e.conventions or ov.dtype not in FLOATS or vin.dtype not in FLOATS:
+        return []
+    cnt = None  # a count of states per token
+    ibufs = [a for a in lins if a.dtype in INTS]
+    if ibufs:
+        if len(ibufs) != 1 or "KT_EXPERT_NWAY_ML_COUNT" not in e.conventions or not ibufs[0].counts \
+                or not _set_loops(ev, ibufs[0].name):
+            return []
+        cnt = ibufs[0]
+        lins = [a for a in lins if a is not cnt]
+    if not all(a.dtype == "f32" and a.counts for a in lins) or len(lins) not in (1, 2):
         return []
     if len(lins) == 2 and lins[0].counts != lins[1].counts:
         return []
@@ -889,20 +995,35 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
     rows = div(lins[0].counts, tuple(per * x for x in n))
     if rows is None or prod(n, rows, tuple(per for _ in n)) != lins[0].counts or div(ov.counts, rows) is None:
         return []
-    read = _ml_metas(ev, vin, ov, lins, n)
+    read = _ml_metas(ev, vin, ov, lins, n, "KT_EXPERT_NWAY_ML_NORM" in e.conventions)
     if read is None:
         return []
-    ml, mc, lc, mwords, exps = read
+    ml, mc, lc, mwords, exps, norm = read
     counts = []  # the state count and the variables of the loops it bounds
-    for a in ev.ints():
-        if a.counts == n and _set_loops(ev, a.name):
-            counts.append((SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"), _set_loops(ev, a.name),
-                           (a.name,)))
-    if not counts and len(set(n)) == 1 and _set_loops(ev, n[0]):
-        counts.append((SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), _set_loops(ev, n[0]), ()))
+    if cnt is None:
+        for a in ev.ints():
+            if a.counts == n and _set_loops(ev, a.name):
+                counts.append((SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`"),
+                               _set_loops(ev, a.name), (a.name,)))
+        if not counts and len(set(n)) == 1 and _set_loops(ev, n[0]):
+            counts.append((SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), _set_loops(ev, n[0]), ()))
+    else:  # the count bounds the loops; the int argument of the state count (else the number) is their stride
+        held = [a for a in ev.ints() if a.counts == n]
+        if held:
+            counts.append((SizeExpr(f"(int)({held[0].name})", str(held[0].spec.value), f"`{held[0].name}`"),
+                           _set_loops(ev, cnt.name), (held[0].name,)))
+        elif len(set(n)) == 1:
+            counts.append((SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}"), _set_loops(ev, cnt.name), ()))
     if not counts:
         return []
     sets, loop_vars, exclude = counts[0]
+    escale = _exp_scale(ev, exps) if "KT_EXPERT_NWAY_ML_ESCALE" in e.conventions else None
+    null = _null_count(ev, cnt.name) if cnt is not None else None
+    parts = None  # a scaled sum taken in P partial sums, P apart (TurboMind's warps), added by a halving tree
+    if norm and "KT_EXPERT_NWAY_ML_PARTS" in e.conventions:
+        parts = _state_parts(ev, cnt.name if cnt is not None else exclude[0] if exclude else "")
+        if parts is not None and (parts & (parts - 1) or parts not in e.params["ITEMS"].values):
+            parts = None
     rows_size = f"({lins[0].spec.size}) / (2 * ({sets.spec}))" if per == 2 else f"({lins[0].spec.size}) / ({sets.spec})"
     found = _tokens_heads(ev, ov.counts, rows, None, exclude, rows_size)
     hs_all = [x for x in ev.sizes(div(ov.counts, rows), exclude) if not x.c[0].isdigit()] or \
@@ -910,6 +1031,12 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
     if not hs_all:
         return []
     from_launch = 0
+    if cnt is not None:  # one count a token: the tokens are the count's length (read from the arguments)
+        if found is None or found[2]:
+            return []
+        found = (found[0], [(t, h) for t, h in found[1] if counts_of(t.spec, ev.spec) == cnt.counts], 0)
+        if not found[1]:
+            return []
     if found is None or found[2]:  # no row count among the arguments: the rows from the expert's launch
         if "KT_EXPERT_NWAY_ROWS_FROM_LAUNCH" not in e.conventions:
             return []
@@ -966,6 +1093,19 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
                 b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
                 b.call_args = [_cast(O, ov.name, False), _cast(T, vin.name, True), mc, lc, sets.c, tok.c, heads.c,
                                hs.c, ftz[1] if ftz is not None else "0.f"]
+                if norm or escale is not None or cnt is not None:  # TurboMind's conventions: three more arguments
+                    for name, on in (("KT_EXPERT_NWAY_ML_NORM", norm), ("KT_EXPERT_NWAY_ML_ESCALE", escale),
+                                     ("KT_EXPERT_NWAY_ML_COUNT", cnt)):
+                        if on:
+                            b.conventions[name] = 1
+                    if parts:  # one partial sum a state of a step: ITEMS states a step
+                        b.conventions["KT_EXPERT_NWAY_ML_PARTS"] = parts
+                        b.fixed["ITEMS"] = [parts]
+                    C = CTYPE[cnt.dtype] if cnt is not None else "int"
+                    b.template_args.append(C)
+                    b.call_args += [f"(float)({escale.name})" if escale is not None else "1.f",
+                                    _cast(cnt.dtype, cnt.name, True) if cnt is not None else f"(const {C}*)nullptr",
+                                    null[0] if null is not None and null[0] is not None else sets.c]
                 names = {"tokens": tname, "heads": hname, "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
                 if heads.c == "1":  # the rows flat: [rows, sets] or [sets, rows]
                     names.update(tokens="rows", heads="heads")
@@ -980,7 +1120,16 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
                              [f"tokens={tok.words}", f"heads={heads.words}"]),
                            f"head_size={hs.words}", f"states {lay[:-1]}, head_size]", exp,
                            f"weights flushed to 0 where m - max {('<=', '<')[ftz[0] % 2 == 0]} {ftz[1]}"
-                           + ("" if ftz[0] <= 2 else " (a NaN difference kept)") if ftz is not None else "no flush", "out = sum w v / sum w l"]
+                           + ("" if ftz[0] <= 2 else " (a NaN difference kept)") if ftz is not None else "no flush",
+                           "out = sum (w / L) v, L = sum w l (a scale a state)" if norm else "out = sum w v / sum w l"]
+                if parts:
+                    b.words.append(f"the states in {parts} partial sums (state k in sum k % {parts}), added by a "
+                                   "halving tree")
+                if escale is not None:
+                    b.words.insert(b.words.index(exp) + 1, f"the exponent (m - max) * `{escale.name}`")
+                if cnt is not None:
+                    b.words.insert(b.words.index(f"sets={sets.words}") + 1,
+                                   f"token t's states the first `{cnt.name}`[t] (at most sets; {null[1]})")
                 b.support = 100 - len(out)
                 out.append(b)
     return out

@@ -28,6 +28,13 @@ are sampled (thread and block indices, loop variables drawn at random) and each 
 argument or 0. Where exactly one such layout fits (and not the token-major gathered one), it replaces the gathered
 bindings; a 16-bit kernel that never converts to float then rotates in T's arithmetic (KT_EXPERT_STORAGE_MATH).
 
+Rows reached by moving the pointers (CTranslate2's rotary: ``x += blockIdx.x * depth; sin += time * ndims;``, then
+element i of the row with ``sin[i]``; KT_EXPERT_POSITIONS 3 with KT_EXPERT_POS_DIV): where the element indexing above
+reads no layout, the query's and the tables' moves (statements of their own at the body's top level) are sampled over
+the block indices and fitted as table row = offset + (query row / div) % seq; a flag argument that chooses the table
+row (``time = transpose ? r % max_time : r / heads``) is read on both of its values and the binding passes div and
+seq as the flag chooses them at run time (``_bumped_positions``).
+
 A tensor of angles (Transformer Engine's fused_rope and Megatron: fp32 ``freqs`` = position * inv_freq, no cos/sin
 cache, no positions): one float input whose values feed a sine or cosine (sincosf, __sincosf, sinf, ...). Its rows
 are the tokens, as many as the index multiplies the varying term by (rows of rot_dim / 2, one angle a pair:
@@ -52,7 +59,8 @@ from agent_core.templating.experts.families.rotary.angles import _angle_table
 from agent_core.templating.experts.families.rotary.bind import _bind
 from agent_core.templating.experts.families.rotary.buffers import _gathered_tokens, _pairs
 from agent_core.templating.experts.families.rotary.computed_positions import _computed_positions
-from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit, _implicit_positions
+from agent_core.templating.experts.families.rotary.implicit_positions import (_Implicit, _bumped_positions,
+                                                                               _implicit_positions)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
 
@@ -130,6 +138,12 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         if read and implicit:
             imp = implicit[0]
             return _bind(ev, e, None, imp.tokens, imp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp)
+        # the rows reached by moving the pointers themselves (CTranslate2), the table row perhaps a flag's choice
+        imp = _bumped_positions(ev, qi, q, caches) if e.conventions.get("KT_EXPERT_POS_DIV") is not None else None
+        if imp is not None:
+            got = _bind(ev, e, None, imp.tokens, imp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp)
+            if got:
+                return got
     out = []
     for tokens, spec in _gathered_tokens(ev, q, k, caches):
         out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches)

@@ -50,6 +50,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     if implicit:
         pos_words = (f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}the token's index in its "
                      f"sequence of {implicit.seq.words} tokens")
+        if implicit.div is not None:  # a row of one head a token, its position (row / div) % seq
+            pos_words = f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}{implicit.words}"
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
     if computed and angles and 2 in angles[3] and re.search(r"(?<![\w.])1\.0*\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body):
@@ -265,6 +267,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                 b.call_args.append(f"(long long)({n_c})")
                             else:
                                 b.fixed["THREADS"] = [t for t in e.params["THREADS"].values if t <= 64]
+                        if implicit.div is not None:  # the rows a position spans, last
+                            b.conventions["KT_EXPERT_POS_DIV"] = 1
+                            b.call_args.append(implicit.div)
                     if computed:  # positions computed in the body: the key's rows a sequence, a warp a row of one head
                         if computed.key_seq:
                             b.conventions["KT_EXPERT_KEY_ROWS"] = 1

@@ -1,6 +1,8 @@
 """No positions, each token's position its index in its sequence (KT_EXPERT_POSITIONS 3: candle's rope,
 FlashAttention's rotary with an int seqlen_offset): the query and cos indices the body computes, sampled and
-tried against each layout (``_implicit_positions``)."""
+tried against each layout (``_implicit_positions``); or, where the rows are reached by moving the pointers
+themselves, those moves sampled and fitted, a flag's choice of layout read on both its values
+(``_bumped_positions``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ class _Implicit(NamedTuple):
     offset: ArgUse | None
     stride: tuple
     adds: set
+    div: str | None = None  # KT_EXPERT_POS_DIV: the rows a position spans (C), the position (row / div) % seq
+    words: str | None = None  # the positions in words where they are so read
 
 
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
@@ -177,3 +181,226 @@ def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple
             if v is not None:
                 adds.add(v)
     return True, [imp._replace(adds=adds)]
+
+
+# ------------------------------------------------------------------------------ rows reached by moving the pointers
+_NO_WRAP = "0x7fffffff"  # a sequence length no row index reaches: the position is not wrapped
+
+
+def _bumps(text: str, name: str) -> list[str] | None:
+    """The offsets by which the body moves the pointer argument ``name`` itself, as statements of its own at the top
+    level of the body (``x += blockIdx.x * depth;``, ``x = x + off;``: CTranslate2's way to reach a block's row); None
+    where it is never so moved, or moved anywhere else too (in a loop, under a condition)."""
+    n = re.escape(name)
+    out = []
+    for m in re.finditer(rf"(?<![\w.>]){n}\s*(?:\+=|=\s*{n}\s*\+)(?!=)\s*([^;]+);", text):
+        before = text[:m.start()]
+        depth = before.count("{") - before.count("}")
+        parens = before.count("(") - before.count(")")
+        lead = before.rstrip()[-1:]
+        if depth != 1 or parens != 0 or lead not in (";", "{", "}"):
+            return None
+        out.append(m.group(1).strip())
+    if re.search(rf"(?<![\w.>]){n}\s*(?:-=|\+\+|--)|(?:\+\+|--)\s*{n}\b", text):
+        return None
+    return out or None
+
+
+def _flag_locals(ev: Evidence, once: dict[str, str]) -> tuple[str, bool, dict[str, tuple[str, str]]] | None:
+    """Locals set by one flag (a scalar argument whose spec value is the same on every size set) choosing between two
+    values (``time = transpose ? row % max_time : row / heads``): (the flag, its spec value's truth, local -> (its
+    value where the flag is set, where it is not)); None where there are none (or two flags)."""
+    scalars = {a.name: a for a in ev.args if a.role == "scalar" and a.counts and len(set(a.counts)) == 1}
+    found: dict[str, tuple[str, str]] = {}
+    flag = None
+    for local, value in once.items():
+        m = re.fullmatch(r"\s*\(?\s*(!?)\s*([A-Za-z_]\w*)\s*\)?\s*\?(.*)", value, re.S)
+        if m is None or m.group(2) not in scalars:
+            continue
+        rest, depth, cut = m.group(3), 0, -1
+        for i, ch in enumerate(rest):  # the `:` of this conditional (outside brackets and nested conditionals)
+            depth += ch in "([?"
+            depth -= ch in ")]" or (ch == ":" and depth > 0 and rest[:i].count("?") > rest[:i].count(":"))
+            if ch == ":" and depth == 0:
+                cut = i
+                break
+        if cut < 0 or (flag is not None and flag != m.group(2)):
+            return None
+        flag = m.group(2)
+        a, b = rest[:cut].strip(), rest[cut + 1:].strip()
+        found[local] = (b, a) if m.group(1) else (a, b)
+    if flag is None:
+        return None
+    return flag, bool(scalars[flag].counts[0]), found
+
+
+def _bump_samples(ev: Evidence, q: ArgUse, qexpr: str, cexpr: str, size: int, draws: int = 400
+                  ) -> list[tuple[int, int]] | None:
+    """(query offset, table offset) pairs the body's pointer moves give for the same block on size set ``size``: every
+    unknown (thread and block indices) drawn at random (fixed seed), only pairs inside the query kept."""
+    import random
+    from agent_core import expr as _expr
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+    try:
+        unknown = sorted((_expr.names(qexpr) | _expr.names(cexpr)) - set(env))
+    except Exception:  # noqa: BLE001
+        return None
+    rng = random.Random(4321 + size)
+    out = []
+    for _ in range(draws):
+        at = dict(env)
+        for n in unknown:
+            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768, 1 << 20)))
+        try:
+            qi, ci = _expr.evaluate_int(qexpr, at), _expr.evaluate_int(cexpr, at)
+        except Exception:  # noqa: BLE001
+            continue
+        if 0 <= qi < q.counts[size] and ci >= 0:
+            out.append((qi, ci))
+    return out
+
+
+def _row_adds(ev: Evidence, text: str, once: dict[str, str], qi: ArgUse) -> set:
+    """The values the query's indices add to a row (``x[i + middle]``: NeoX's half, ``x[i + 1]``: GPT-J's pair)."""
+    adds = set()
+    for site in _sites(text, qi.name):
+        for _, t in _expand(site, once):
+            v = term_values(ev, t)
+            if v is not None:
+                adds.add(v)
+    return adds
+
+
+def _bumped_positions(ev: Evidence, qi: ArgUse, q: ArgUse, caches: list[ArgUse]) -> _Implicit | None:
+    """No positions, the rows reached by moving the pointers (CTranslate2's rotary: ``x += blockIdx.x * depth; sin +=
+    time * ndims;``, then each element i of the row with ``sin[i]``): the query's (and the output's) moves and the
+    tables' (the same for both) are sampled over the block indices and fitted as table row = offset + ((query row) /
+    div) % seq, a query row of an argument's length (one head), div 1 or a size the arguments make, seq the tables'
+    rows, a size, or none (no wrap). Where a flag argument chooses the table row (CTranslate2's ``transpose``: row %
+    max_time of [b, h, t, d], else row / heads of [t, h, d]), each of its two values is fitted over the same rows
+    and the binding passes div and seq as the flag chooses them at run time (KT_EXPERT_POS_DIV); the spec's value
+    is the one verified. The elements the rows' indices add must be the same for the query and the tables."""
+    text = _bare(ev)
+    once = _ONCE(text)
+    qb, cb = _bumps(text, qi.name), [_bumps(text, c.name) for c in caches]
+    if qb is None or any(c is None for c in cb) or len({" + ".join(c) for c in cb}) != 1:
+        return None
+    if q is not qi and " + ".join(_bumps(text, q.name) or []) != " + ".join(qb):
+        return None
+    # the elements of a row: every table index (after the move) one the query is read at
+    q_sites = [sorted(t) for t in index_terms(text, qi.name) if t]
+    if not all(sorted(t) in q_sites for c in caches for t in index_terms(text, c.name) if t):
+        return None
+    flag = _flag_locals(ev, once)
+    branches = [(None, once)]
+    if flag is not None:
+        name, truth, chosen = flag
+        spec_once = {**once, **{n: v[0] if truth else v[1] for n, v in chosen.items()}}
+        other_once = {**once, **{n: v[1] if truth else v[0] for n, v in chosen.items()}}
+        branches = [(truth, spec_once), (not truth, other_once)]
+    c = caches[0]
+    n = len(ev.spec.sizes)
+    # sizes: the int arguments (not the flag), their products and quotients, all positive
+    ints = [a for a in ev.ints() if a.counts and all(v > 0 for v in a.counts) and (flag is None or a.name != flag[0])]
+    values = {}  # value tuple -> its SizeExpr (an int argument, a product or quotient of two)
+    for a in ints:
+        for s in ev.sizes(a.counts):
+            values.setdefault(a.counts, s)
+    for a in ints:
+        for b in ints:
+            if a is not b:
+                for t in (tuple(x * y for x, y in zip(a.counts, b.counts)),
+                          tuple(x // y if y and x % y == 0 else None for x, y in zip(a.counts, b.counts))):
+                    if None not in t and all(v > 0 for v in t) and t not in values:
+                        xs = ev.sizes(t)
+                        if xs:
+                            values[t] = xs[0]
+    strides = []
+    for a in ints:
+        for st in (tuple(v // 2 for v in a.counts if v % 2 == 0), a.counts):
+            if len(st) == n and all(v > 0 for v in st) and div(c.counts, st) and st not in strides:
+                strides.append(st)
+    offsets = [None] + [a for a in ints if all(v > 0 for v in a.counts)]
+    fitted = []
+    for truth, bonce in branches:
+        qx = _resolve(bonce, " + ".join(f"({t})" for t in qb))
+        cx = _resolve(bonce, " + ".join(f"({t})" for t in cb[0]))
+        if qx is None or cx is None:
+            return None
+        samples = []
+        for size in range(n):
+            got = _bump_samples(ev, q, qx, cx, size)
+            if not got or len(got) < 24:
+                return None
+            samples.append(got)
+        fitted.append(samples)
+
+    def fits(samples, row, stride, off, dv, seq) -> bool:
+        return all(ci % stride[i] == 0 and qx % row[i] == 0 and ci // stride[i] == (off.counts[i] if off else 0) + (
+            (qx // row[i]) // (dv[i] if dv else 1)) % (seq[i] if seq else 1 << 62)
+                   for i in range(n) for qx, ci in samples[i])
+
+    def first_fit(samples, row, stride, off):
+        rows_t = div(c.counts, stride)
+        for dv in [None] + list(values):
+            # the tables' rows (where the arguments make them), no wrap, a size
+            for seq in ([rows_t] if rows_t in values or ev.sizes(rows_t) else []) + [None] + [
+                    v for v in values if v != rows_t]:
+                if fits(samples, row, stride, off, dv, seq):
+                    return dv, seq
+        return None
+
+    found = []
+    for stride in strides:
+        for row in values:
+            if div(qi.counts, row) is None:
+                continue
+            for off in offsets:
+                got = first_fit(fitted[0], row, stride, off)
+                if got is None:
+                    continue
+                other = first_fit(fitted[1], row, stride, off) if len(fitted) > 1 else None
+                if len(fitted) > 1 and other is None:
+                    continue
+                found.append((row, stride, off, got, other))
+                break
+    # the reading with the fewest divisions (a row whose own index is the position's, not a part of one divided back
+    # by a size), and one reading only
+    def divisions(f) -> int:
+        return (f[3][0] is not None) + (f[4] is not None and f[4][0] is not None)
+    best = [f for f in found if divisions(f) == min(map(divisions, found))] if found else []
+    if len({(f[0], f[1]) for f in best}) != 1:
+        return None
+    row, stride, off, (dv, seq), other = best[0]
+    if other is None and dv is None and seq is not None and prod(row, seq) == qi.counts and off is None:
+        return None  # token-major, the tables' rows the tokens: gathered per token (not read here)
+
+    def c_of(x, wrap: bool) -> str:
+        if x is None:
+            return _NO_WRAP if wrap else "1LL"
+        s = values.get(x) or (ev.sizes(x) or [None])[0]
+        return s.c if wrap else f"(long long)({s.c})"
+
+    def words_of(dv, seq) -> str:
+        d = f"r / {(values.get(dv) or ev.sizes(dv)[0]).words}" if dv is not None else "r"
+        return d if seq is None else f"({d}) % {(values.get(seq) or ev.sizes(seq)[0]).words}" if dv is not None \
+            else f"r % {(values.get(seq) or ev.sizes(seq)[0]).words}"
+    tokens = div(qi.counts, row)
+    spec = f"({qi.spec.size}) / ({values[row].spec})"
+    if flag is None and dv is None and seq is not None:  # the plain form: the row's index in its sequence
+        s = values.get(seq) or ev.sizes(seq)[0]
+        return _Implicit(tokens, spec, s, off, stride, _row_adds(ev, text, once, qi))
+    name = flag[0] if flag is not None else None
+    if name is not None:  # (dv, seq) the spec's value's, other the other value's: in C and words by the flag's truth
+        (sd, ss), (od, os_) = (dv, seq), other
+        true_d, true_s, false_d, false_s = (sd, ss, od, os_) if flag[1] else (od, os_, sd, ss)
+        seq_c = f"(({name}) ? {c_of(true_s, True)} : {c_of(false_s, True)})"
+        div_c = f"(({name}) ? {c_of(true_d, False)} : {c_of(false_d, False)})"
+        words = (f"row r of one head at {words_of(true_d, true_s)} where `{name}`, else at "
+                 f"{words_of(false_d, false_s)}")
+    else:
+        seq_c, div_c = c_of(seq, True), c_of(dv, False)
+        words = f"row r of one head at {words_of(dv, seq)}"
+    return _Implicit(tokens, spec, SizeExpr(seq_c, "0", words), off, stride, _row_adds(ev, text, once, qi), div_c,
+                     words)
