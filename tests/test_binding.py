@@ -1585,6 +1585,25 @@ def test_rms_norm_of_rows_at_a_stride_of_their_own(lib):
     assert "x + (long long)(active ? row : 0) * x_stride" in t.text
 
 
+def test_fused_add_in_place_of_rows_at_a_stride_of_their_own(lib):
+    """vLLM's fused_add_rms_norm with an input_stride (FlashInfer's stride_input): x's rows the first H of every ld
+    elements, read and normalized in place, the residual contiguous (KT_EXPERT_X_STRIDE): x is the in/out row
+    longer than the residual by a whole factor per row, the stride the int argument that holds that factor."""
+    cf, k, spec = case("fused_add_rms_strided_rows_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "fused_add_rms_norm" and b.conventions["KT_EXPERT_X_STRIDE"] == 1
+                      for b in bs), words_of(bs)
+    assert has(bs, "fused_add_rms_norm", "x=h (rows `ld` apart, in place)", "residual=res", "weight=g", "hidden=`H`",
+               "eps=`eps`", "rows=`N`", "eps inside the root", "rounded to f16 before the weight multiply"), words_of(bs)
+    b = next(b for b in bs if b.conventions.get("KT_EXPERT_ROUND_BEFORE_WEIGHT") == 1
+             and b.conventions["KT_EXPERT_EPS_INSIDE"] == 1)
+    assert b.call_args[:2] == ["(__half*)(h)", "(__half*)(res)"] and b.call_args[-1] == "(long long)((ld))"
+    t = X.bind(b, cf, spec)
+    assert "T* const xr = x + (long long)(active ? row : 0) * x_stride;" in t.text
+    assert "rows_store<0, KT_VEC, IT, P>(xr, hidden, v, lead);" in t.text
+    assert "(x_stride - hidden) % KT_VEC == 0" in t.text
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""

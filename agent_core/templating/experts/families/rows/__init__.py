@@ -14,7 +14,8 @@ nullable upper bound of the scale read from the body: ``_dynamic_quant``).
 
 One module per job: ``common`` (what every row binder reads of the rows), ``norm_conventions`` (eps, the weight's
 offset and the numeric conventions of the normalizations), ``plain`` (the plain form of each family, read
-together), and the other forms of each family: ``rms_norm`` (strided input), ``fused_add`` (general form),
+together), and the other forms of each family: ``rms_norm`` (strided input), ``fused_add`` (general form; in
+place on a strided input),
 ``add_norm`` (add, then normalize), ``layer_norm`` (general forms), ``norm_quant`` (static and dynamic quant),
 ``norm_stats`` (per-row statistics), ``softmax`` (general form) with ``softmax_log``, ``softmax_keys``,
 ``softmax_masks`` and ``softmax_sinks``, and ``softmax_alibi``. ``enumerate_bindings`` composes them in one fixed
@@ -26,7 +27,7 @@ from __future__ import annotations
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import Evidence
 from agent_core.templating.experts.families.rows.add_norm import _add_norm_general
-from agent_core.templating.experts.families.rows.fused_add import _fused_add_general
+from agent_core.templating.experts.families.rows.fused_add import _fused_add_general, _strided_fused_add
 from agent_core.templating.experts.families.rows.layer_norm import _layer_norm_general
 from agent_core.templating.experts.families.rows.norm_quant import _dynamic_quant, _static_fp8
 from agent_core.templating.experts.families.rows.norm_stats import _rms_norm_stats
@@ -40,4 +41,5 @@ from agent_core.templating.experts.library import Expert
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
             + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
-            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib))
+            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib)
+            + _strided_fused_add(ev, lib))
