@@ -1604,6 +1604,52 @@ def test_fused_add_in_place_of_rows_at_a_stride_of_their_own(lib):
     assert "(x_stride - hidden) % KT_VEC == 0" in t.text
 
 
+def test_rms_norm_to_an_output_type_of_its_own(lib):
+    """An fp32 residual stream normalized into bf16 (ONNX Runtime's SimplifiedLayerNorm<float, float, bf16>,
+    Transformer Engine's itype / otype) and fp16 hidden states into an fp32 output (ExLlamaV2's output_fp32): one
+    row read, one written of another float type, one weight, no mean taken off the row -> RMSNorm with
+    KT_EXPERT_OUT_TYPE, the output's type the third template argument; a 16-bit output offers the rounding before the
+    weight multiply (to the output's type), an fp32 one rounds nothing."""
+    cf, k, spec = case("rms_norm_f32_stream_bf16_out_warp_rows")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions["KT_EXPERT_OUT_TYPE"] == 1 for b in bs), \
+        words_of(bs)
+    assert bs[0].describe().startswith("out=out (bf16, x f32), x=x, weight=weight, hidden=`cols`, eps=`eps`, "
+                                       "rows=`rows`, eps inside the root, weight multiplied in fp32, one rounding to "
+                                       "bf16"), words_of(bs)
+    assert bs[0].template_args == ["float", "float", "__nv_bfloat16"]
+    assert bs[0].call_args[:3] == ["(__nv_bfloat16*)(out)", "(const float*)(x)", "(const float*)(weight)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "v[i][j] = v[i][j] * inv * wv[j];" in t.text and "vec_ok<O, KT_VEC>(hidden, out)" in t.text
+    rounded = next(b for b in bs if b.conventions.get("KT_EXPERT_ROUND_BEFORE_WEIGHT") == 1)
+    assert "v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];" in X.bind(rounded, cf, spec).text
+
+    cf, k, spec = case("rms_norm_f16_in_f32_out_smem_tree")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert [b.describe() for b in bs] == [
+        "out=y (f32, x f16), x=x, weight=w, hidden=`n`, eps=`eps`, rows=the grid (no row-count argument), "
+        "eps inside the root",
+        "out=y (f32, x f16), x=x, weight=w, hidden=`n`, eps=`eps`, rows=the grid (no row-count argument), "
+        "eps outside the root (1 / (sqrt + eps))"]
+    assert bs[0].template_args == ["__half", "__half", "float"] and bs[0].consts["ESIZE"] == 4
+
+
+def test_rms_norm_out_type_is_no_layer_norm_and_needs_another_type(lib):
+    """A mean taken off the row is a LayerNorm (its gamma-only form binds it), and an output of the input's type is
+    the plain RMSNorm's: neither gets the RMSNorm out-type form."""
+    path = STYLES / "rms_norm_f32_stream_bf16_out_warp_rows.cu"
+    src = path.read_text()
+    centred = src.replace("ss = fmaf(xr[c], xr[c], ss);", "ss = fmaf(xr[c] - mean, xr[c] - mean, ss);").replace(
+        "  float ss = 0.f;\n", "  const float mean = xr[0] / cols;\n  float ss = 0.f;\n")
+    cf = parse_cuda(centred, str(path))
+    bs = X.candidates(cf, "rms_to_bf16", S.find_spec(cf, "rms_to_bf16"), lib)
+    assert not any(b.conventions.get("KT_EXPERT_OUT_TYPE") and b.expert.name == "rms_norm" for b in bs), words_of(bs)
+    same = src.replace("out: out bf16[", "out: out f32[").replace("__nv_bfloat16* __restrict__ out", "float* out")
+    cf = parse_cuda(same, str(path))
+    bs = X.candidates(cf, "rms_to_bf16", S.find_spec(cf, "rms_to_bf16"), lib)
+    assert bs and not any(b.conventions.get("KT_EXPERT_OUT_TYPE") for b in bs), words_of(bs)
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""

@@ -46,6 +46,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_QUANT_DYNAMIC = 0  (with KT_EXPERT_QUANT 1 or 2 (times 1 / scale taken once per row, divided by it); 0: the static scale; a dynamic scale per row instead (vLLM's rms_norm_dynamic_per_token_quant, fp8 or int8): out (type O) holds the row y (the weighted value, rounded as KT_EXPERT_QUANT_ROUND says) quantized by scale, stored to scales[row] (fp32, the second argument); qmax the largest value of O (448 e4m3, 57344 e5m2, 127 int8), ub a nullable one-element upper bound on the absmax, floor the least scale: 1 scale = max(min(absmax(y), *ub) / qmax, floor) (vLLM), 2 scale = max(min(absmax(y), *ub), floor) / qmax (the floor on the absmax); fp8 clamped to its finite range and converted with saturation, int8 (int8_t) converted by cvt.rni.sat.s8.f32 alone (to nearest even, saturated to [-128, 127], vLLM's float_to_int8_rn))
 // kt:bind KT_EXPERT_STATS = 0  (no quant or stride; 0: out alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(x^2) + eps), or 1 / (sqrt(mean(x^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the argument after hidden, before w_offset): the statistic the backward pass reads (Transformer Engine's rsigma, Apex's invvar, PyTorch's rstd))
+// kt:bind KT_EXPERT_OUT_TYPE = 0  (no quant, stride, weight offset or stats; 0: out of x's type T; 1: of a type of its own, O (fp32 activations in and 16-bit out, or 16-bit in and fp32 out: ONNX Runtime's SimplifiedLayerNorm<T, float, V>, Transformer Engine's itype / otype, ExLlamaV2's input_fp32 / output_fp32), the normalized value rounded to O where KT_EXPERT_ROUND_BEFORE_WEIGHT says so)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -170,7 +171,7 @@ __device__ __forceinline__ void rms_norm(O* out, float* scales, const T* x, cons
                   (rms_norm_dynamic_impl<IT, P, T, W, O>(out, scales, x, w, eps, rows, hidden, ub, floor_)));
 }
 #else  // kt:bind
-#if KT_EXPERT_QUANT  // kt:bind
+#if KT_EXPERT_QUANT | KT_EXPERT_OUT_TYPE  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W, typename O>
 __device__ __forceinline__ void rms_norm_impl(O* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
@@ -238,6 +239,8 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#elif KT_EXPERT_OUT_TYPE  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
@@ -269,6 +272,15 @@ __device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (rms_norm_impl<IT, P, T, W, O>(out, x, w, eps, rows, hidden, scale)));
+}
+#elif KT_EXPERT_OUT_TYPE  // kt:bind
+// out of a type of its own: every pointer checked for its own type's vectors (a wider out too)
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float eps, int rows, int hidden) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (rms_norm_impl<IT, P, T, W, O>(out, x, w, eps, rows, hidden)));
 }
 #else  // kt:bind
 template <typename T, typename W>
