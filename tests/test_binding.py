@@ -1650,6 +1650,37 @@ def test_rms_norm_out_type_is_no_layer_norm_and_needs_another_type(lib):
     assert bs and not any(b.conventions.get("KT_EXPERT_OUT_TYPE") for b in bs), words_of(bs)
 
 
+def test_rms_norm_static_int8_quant_smoothquant_style(lib):
+    """RMSNorm quantized to int8 by a static per-tensor scale on the device (TensorRT-LLM's generalRmsNorm with
+    scale_orig_quant_per_tensor, SmoothQuant W8A8): an int8 output of the rows' size where the body shows 127, one
+    one-element fp32 input, one weight -> the static quant form with KT_EXPERT_QUANT_INT8 (no fp8 clamp; the store's
+    cvt.rni.sat.s8.f32, which __float2int_rn and a clamp to [-128, 127] equal). The style kernel's own rounding:
+    weight multiplied in fp32, rounded to bf16 once, times *scale."""
+    cf, k, spec = case("rms_norm_static_int8_warp_gridstride_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions["KT_EXPERT_QUANT_INT8"] == 1 for b in bs), \
+        words_of(bs)
+    want = ("x=x, out=q (int8), weight=gamma, scale=scale (one fp32 value), hidden=`hidden`, eps=`eps`, rows=`rows`, "
+            "eps inside the root, weight multiplied in fp32, rounded to bf16, times *`scale`")
+    b = next((b for b in bs if b.describe() == want), None)
+    assert b is not None, words_of(bs)
+    assert b.conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_QUANT": 3,
+                             "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_QUANT_INT8": 1}
+    assert b.template_args == ["__nv_bfloat16", "__nv_bfloat16", "int8_t"] and b.call_args[0] == "(int8_t*)(q)"
+    t = X.bind(b, cf, spec)
+    assert 'asm("cvt.rni.sat.s8.f32 %0, %1;"' in t.text and "v[i][j] = q;" in t.text
+    assert "fminf(q, Fp8Max<O>::value)" not in t.text
+
+
+def test_static_int8_needs_the_int8_range_shown(lib):
+    """An int8 output whose body shows neither 127 nor a saturating conversion to s8 gets no static quant binding:
+    an int8 buffer alone is no evidence of the quantization's range."""
+    path = STYLES / "rms_norm_static_int8_warp_gridstride_bf16.cu"
+    src = path.read_text().replace("(int8_t)max(-128, min(127, v))", "(int8_t)v")
+    cf = parse_cuda(src, str(path))
+    assert not X.candidates(cf, "rms_int8_static", S.find_spec(cf, "rms_int8_static"), lib)
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""

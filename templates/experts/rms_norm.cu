@@ -47,6 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT_DYNAMIC = 0  (with KT_EXPERT_QUANT 1 or 2 (times 1 / scale taken once per row, divided by it); 0: the static scale; a dynamic scale per row instead (vLLM's rms_norm_dynamic_per_token_quant, fp8 or int8): out (type O) holds the row y (the weighted value, rounded as KT_EXPERT_QUANT_ROUND says) quantized by scale, stored to scales[row] (fp32, the second argument); qmax the largest value of O (448 e4m3, 57344 e5m2, 127 int8), ub a nullable one-element upper bound on the absmax, floor the least scale: 1 scale = max(min(absmax(y), *ub) / qmax, floor) (vLLM), 2 scale = max(min(absmax(y), *ub), floor) / qmax (the floor on the absmax); fp8 clamped to its finite range and converted with saturation, int8 (int8_t) converted by cvt.rni.sat.s8.f32 alone (to nearest even, saturated to [-128, 127], vLLM's float_to_int8_rn))
 // kt:bind KT_EXPERT_STATS = 0  (no quant or stride; 0: out alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(x^2) + eps), or 1 / (sqrt(mean(x^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the argument after hidden, before w_offset): the statistic the backward pass reads (Transformer Engine's rsigma, Apex's invvar, PyTorch's rstd))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (no quant, stride, weight offset or stats; 0: out of x's type T; 1: of a type of its own, O (fp32 activations in and 16-bit out, or 16-bit in and fp32 out: ONNX Runtime's SimplifiedLayerNorm<T, float, V>, Transformer Engine's itype / otype, ExLlamaV2's input_fp32 / output_fp32), the normalized value rounded to O where KT_EXPERT_ROUND_BEFORE_WEIGHT says so)
+// kt:bind KT_EXPERT_QUANT_INT8 = 0  (with the static KT_EXPERT_QUANT only; 0: out fp8, clamped to its finite range and converted with saturation; 1: out int8 (O int8_t), the scaled value converted by cvt.rni.sat.s8.f32 alone: to nearest even, saturated to [-128, 127] (TensorRT-LLM's SmoothQuant RMSNorm by a per-tensor scale, its cuda_cast<int8_t>))
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -73,6 +74,16 @@ template <> __device__ __forceinline__ __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float
 template <typename O> struct Fp8Max;
 template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
 template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
+
+#endif  // kt:bind
+#if KT_EXPERT_QUANT_INT8  // kt:bind
+// int8 output by the static scale: the scaled value converted by cvt.rni.sat.s8.f32 alone (to nearest even,
+// saturated to [-128, 127]), no clamp before it.
+template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
+  int r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return (int8_t)r;
+}
 
 #endif  // kt:bind
 #if KT_EXPERT_QUANT_DYNAMIC  // kt:bind
@@ -257,7 +268,11 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #else  // kt:bind
       const float q = y * qs;
 #endif  // kt:bind
+#if KT_EXPERT_QUANT_INT8  // kt:bind
+      v[i][j] = q;  // converted by the store (cvt.rni.sat.s8.f32)
+#else  // kt:bind
       v[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
+#endif  // kt:bind
     }
 #endif  // kt:bind
   }
