@@ -1681,6 +1681,63 @@ def test_static_int8_needs_the_int8_range_shown(lib):
     assert not X.candidates(cf, "rms_int8_static", S.find_spec(cf, "rms_int8_static"), lib)
 
 
+def test_rms_norm_with_a_residual_added_after_the_weight(lib):
+    """Post-norm residual adds (KT_EXPERT_POST_ADD): the row that feeds the root is x; a row that does not feed it
+    and is an operand of the sum after it is the addend. Written to a buffer of its own in fp32 with one rounding
+    (llama.cpp's fused rms_norm * mul + add; Gemma's post-norms), or added into the output itself with a 16-bit add
+    of the rounded value (ExLlamaV2's add_residual, __hadd2): the body's form first."""
+    cf, k, spec = case("rms_norm_post_residual_add_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions.get("KT_EXPERT_POST_ADD") for b in bs), \
+        words_of(bs)
+    assert bs[0].describe() == ("out=out, x=x, weight=w, addend=residual, hidden=`dim`, eps=`eps`, rows=`rows`, eps "
+                                "inside the root, weight multiplied in fp32, one rounding to bf16, added in fp32, one "
+                                "rounding"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_POST_ADD": 1}
+    assert bs[0].call_args[0] == "(__nv_bfloat16*)(out)" and bs[0].call_args[-1] == "(const __nv_bfloat16*)(residual)"
+    t = X.bind(bs[0], cf, spec)
+    assert "rows_load_item<0, KT_VEC, IT, P>(addend + off, hidden, i, a, lead);" in t.text
+    assert "v[i][j] = v[i][j] + a[j];" in t.text
+
+    cf, k, spec = case("rms_norm_accumulate_into_out_hadd2_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=y, x=x, weight=w, addend=y (out itself), hidden=`dim`, eps=`eps`, rows=`rows`, "
+                                "eps inside the root, weight multiplied in fp32, one rounding to f16, rounded to f16, "
+                                "then added in f16"), words_of(bs)
+    assert bs[0].call_args[0] == "(__half*)(y)" and bs[0].call_args[-1] == "(const __half*)(y)"
+    assert "v[i][j] = round_t<T>(v[i][j]) + a[j];" in X.bind(bs[0], cf, spec).text
+
+
+def test_rms_norm_with_a_bias_after_the_weight(lib):
+    """TensorRT-LLM's RMSNorm with a beta: two inputs of the row's length, the one added after the weight the bias
+    (KT_EXPERT_POST_ADD 3, read by column as the weight is), offered beside the LayerNorm the same buffers suggest
+    (no mean is taken off the row here: the screen decides)."""
+    cf, k, spec = case("rms_norm_bias_after_weight_gridstride_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    rms = [b for b in bs if b.expert.name == "rms_norm"]
+    assert [b.describe() for b in rms] == [
+        "out=y, x=x, weight=gamma, bias=beta, hidden=`n`, eps=`eps`, rows=`rows`, eps inside the root, added in fp32, "
+        "one rounding",
+        "out=y, x=x, weight=gamma, bias=beta, hidden=`n`, eps=`eps`, rows=`rows`, eps outside the root (1 / (sqrt + "
+        "eps)), added in fp32, one rounding"], words_of(bs)
+    assert rms[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_POST_ADD": 3}
+    t = X.bind(rms[0], cf, spec)
+    assert "rows_weight_item<0, KT_VEC, IT, P>(addend, hidden, i, a, lead);" in t.text
+
+
+def test_post_add_needs_an_add_and_no_mean(lib):
+    """A row read after the root that multiplies (a gate, not an add) gets no post-add binding, nor does a LayerNorm's
+    shift (a mean taken off the row)."""
+    path = STYLES / "rms_norm_post_residual_add_bf16.cu"
+    gated = path.read_text().replace("__bfloat162float(residual[base + i]) + n",
+                                     "__bfloat162float(residual[base + i]) * n")
+    cf = parse_cuda(gated, str(path))
+    assert not X.candidates(cf, "post_norm_add", S.find_spec(cf, "post_norm_add"), lib)
+    for name in ("layer_norm_beta_first", "layer_norm_stats"):
+        cf, k, spec = case(name)
+        assert not any(b.conventions.get("KT_EXPERT_POST_ADD") for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""

@@ -48,6 +48,7 @@ smem = "0"
 // kt:bind KT_EXPERT_STATS = 0  (no quant or stride; 0: out alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(x^2) + eps), or 1 / (sqrt(mean(x^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the argument after hidden, before w_offset): the statistic the backward pass reads (Transformer Engine's rsigma, Apex's invvar, PyTorch's rstd))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (no quant, stride, weight offset or stats; 0: out of x's type T; 1: of a type of its own, O (fp32 activations in and 16-bit out, or 16-bit in and fp32 out: ONNX Runtime's SimplifiedLayerNorm<T, float, V>, Transformer Engine's itype / otype, ExLlamaV2's input_fp32 / output_fp32), the normalized value rounded to O where KT_EXPERT_ROUND_BEFORE_WEIGHT says so)
 // kt:bind KT_EXPERT_QUANT_INT8 = 0  (with the static KT_EXPERT_QUANT only; 0: out fp8, clamped to its finite range and converted with saturation; 1: out int8 (O int8_t), the scaled value converted by cvt.rni.sat.s8.f32 alone: to nearest even, saturated to [-128, 127] (TensorRT-LLM's SmoothQuant RMSNorm by a per-tensor scale, its cuda_cast<int8_t>))
+// kt:bind KT_EXPERT_POST_ADD = 0  (no quant, stride, weight offset, stats or out type; 0: out = the weighted normalized row; a residual added after the weight (post-norm: llama.cpp's fused rms_norm * mul + add, ExLlamaV2's add_residual y += norm(x)), the last argument `addend` of type T (out itself where the kernel accumulates into it): 1 addend[row] added in fp32, one rounding to T at the store; 2 the weighted value rounded to T first, then added and rounded again (a 16-bit add, ExLlamaV2's __hadd2); 3 a bias of the row's length (addend[col], TensorRT-LLM's RMSNorm beta) added in fp32, one rounding)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -201,6 +202,8 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
                                          float eps, int rows, int hidden, float w_offset) {
 #elif KT_EXPERT_QUANT  // kt:bind
                                          float eps, int rows, int hidden, const float* __restrict__ scale) {
+#elif KT_EXPERT_POST_ADD  // kt:bind
+                                         float eps, int rows, int hidden, const T* addend) {
 #else  // kt:bind
                                          float eps, int rows, int hidden) {
 #endif  // kt:bind
@@ -254,6 +257,23 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
+#if KT_EXPERT_POST_ADD  // kt:bind
+    {
+      // the addend's element where this thread stores out's (out may be the addend: read before it is written)
+      float a[KT_VEC];
+#if KT_EXPERT_POST_ADD == 3  // kt:bind
+      rows_weight_item<0, KT_VEC, IT, P>(addend, hidden, i, a, lead);
+#else  // kt:bind
+      rows_load_item<0, KT_VEC, IT, P>(addend + off, hidden, i, a, lead);
+#endif  // kt:bind
+#pragma unroll
+#if KT_EXPERT_POST_ADD == 2  // kt:bind
+      for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j]) + a[j];
+#else  // kt:bind
+      for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] + a[j];
+#endif  // kt:bind
+    }
 #endif  // kt:bind
 #if KT_EXPERT_QUANT  // kt:bind
 #pragma unroll
@@ -322,6 +342,21 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out) && (x_stride - hidden) % KT_VEC == 0),
                   (rms_norm_impl<IT, P, T, W>(out, x, w, x_stride, eps, rows, hidden)));
 }
+#elif KT_EXPERT_POST_ADD  // kt:bind
+__device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
+                                         const T* addend) {
+#if KT_EXPERT_POST_ADD == 3  // kt:bind
+  // the bias indexed by column as the weight is: read an element at a time on the peeled path
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, addend) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden, addend)));
+#else  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, addend) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out, addend)),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden, addend)));
+#endif  // kt:bind
+}
 #elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
                                          float w_offset) {
@@ -329,7 +364,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
 #endif  // kt:bind
 #if KT_EXPERT_STATS == 0  // kt:bind
-#if KT_EXPERT_X_STRIDE == 0  // kt:bind
+#if KT_EXPERT_X_STRIDE + KT_EXPERT_POST_ADD == 0  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                   (vec_ok<T, KT_VEC>(0, x, out)),
