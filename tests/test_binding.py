@@ -1738,6 +1738,29 @@ def test_post_add_needs_an_add_and_no_mean(lib):
         assert not any(b.conventions.get("KT_EXPERT_POST_ADD") for b in X.candidates(cf, k.name, spec, lib))
 
 
+@pytest.mark.parametrize("name, first", [
+    # candle's reduce kernels: the block size an int argument (the loop stride), a nullable weight, extern "C"
+    ("rms_norm_block_size_arg_nullable_weight_bf16",
+     "rms_norm: out=dst, x=x, weight=alpha, hidden=`ncols`, eps=`eps`, rows=the grid (no row-count argument), eps "
+     "inside the root, weight multiplied in fp32, one rounding to bf16"),
+    # CTranslate2's port of PyTorch's LayerNorm: N first, one pass of sums, the variance clamped at 0
+    ("layer_norm_n_first_one_pass_clamped_bf16",
+     "layer_norm: out=Y, x=X, gamma=gamma, beta=beta, hidden=`N`, eps=`eps`, rows=the grid (no row-count argument), "
+     "eps inside the root"),
+    # FlashInfer's RMSNormQuant: row strides, a weight_bias argument (0 for this op), the scale's reciprocal once
+    ("rms_norm_fp8_weight_bias_strides_warps2d_bf16",
+     "rms_norm: x=input, out=output (e4m3 bytes), weight=weight, scale=scale (one fp32 value), hidden=`d`, eps=`eps`, "
+     "rows=the grid (no row-count argument), eps inside the root, weight multiplied in fp32, not rounded, times 1 / "
+     "*`scale` (taken once)"),
+])
+def test_norm_conventions_of_surveyed_code_bases_already_bound(lib, name, first):
+    """Conventions of the 2026-11-28 norm survey that the binders already read: each style kernel's first candidate is
+    the binding of its own conventions (a regression test)."""
+    cf, k, spec = case(name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and f"{bs[0].expert.name}: {bs[0].describe()}" == first, words_of(bs)
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""
