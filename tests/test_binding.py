@@ -1585,6 +1585,182 @@ def test_rms_norm_of_rows_at_a_stride_of_their_own(lib):
     assert "x + (long long)(active ? row : 0) * x_stride" in t.text
 
 
+def test_fused_add_in_place_of_rows_at_a_stride_of_their_own(lib):
+    """vLLM's fused_add_rms_norm with an input_stride (FlashInfer's stride_input): x's rows the first H of every ld
+    elements, read and normalized in place, the residual contiguous (KT_EXPERT_X_STRIDE): x is the in/out row
+    longer than the residual by a whole factor per row, the stride the int argument that holds that factor."""
+    cf, k, spec = case("fused_add_rms_strided_rows_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "fused_add_rms_norm" and b.conventions["KT_EXPERT_X_STRIDE"] == 1
+                      for b in bs), words_of(bs)
+    assert has(bs, "fused_add_rms_norm", "x=h (rows `ld` apart, in place)", "residual=res", "weight=g", "hidden=`H`",
+               "eps=`eps`", "rows=`N`", "eps inside the root", "rounded to f16 before the weight multiply"), words_of(bs)
+    b = next(b for b in bs if b.conventions.get("KT_EXPERT_ROUND_BEFORE_WEIGHT") == 1
+             and b.conventions["KT_EXPERT_EPS_INSIDE"] == 1)
+    assert b.call_args[:2] == ["(__half*)(h)", "(__half*)(res)"] and b.call_args[-1] == "(long long)((ld))"
+    t = X.bind(b, cf, spec)
+    assert "T* const xr = x + (long long)(active ? row : 0) * x_stride;" in t.text
+    assert "rows_store<0, KT_VEC, IT, P>(xr, hidden, v, lead);" in t.text
+    assert "(x_stride - hidden) % KT_VEC == 0" in t.text
+
+
+def test_rms_norm_to_an_output_type_of_its_own(lib):
+    """An fp32 residual stream normalized into bf16 (ONNX Runtime's SimplifiedLayerNorm<float, float, bf16>,
+    Transformer Engine's itype / otype) and fp16 hidden states into an fp32 output (ExLlamaV2's output_fp32): one
+    row read, one written of another float type, one weight, no mean taken off the row -> RMSNorm with
+    KT_EXPERT_OUT_TYPE, the output's type the third template argument; a 16-bit output offers the rounding before the
+    weight multiply (to the output's type), an fp32 one rounds nothing."""
+    cf, k, spec = case("rms_norm_f32_stream_bf16_out_warp_rows")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions["KT_EXPERT_OUT_TYPE"] == 1 for b in bs), \
+        words_of(bs)
+    assert bs[0].describe().startswith("out=out (bf16, x f32), x=x, weight=weight, hidden=`cols`, eps=`eps`, "
+                                       "rows=`rows`, eps inside the root, weight multiplied in fp32, one rounding to "
+                                       "bf16"), words_of(bs)
+    assert bs[0].template_args == ["float", "float", "__nv_bfloat16"]
+    assert bs[0].call_args[:3] == ["(__nv_bfloat16*)(out)", "(const float*)(x)", "(const float*)(weight)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "v[i][j] = v[i][j] * inv * wv[j];" in t.text and "vec_ok<O, KT_VEC>(hidden, out)" in t.text
+    rounded = next(b for b in bs if b.conventions.get("KT_EXPERT_ROUND_BEFORE_WEIGHT") == 1)
+    assert "v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];" in X.bind(rounded, cf, spec).text
+
+    cf, k, spec = case("rms_norm_f16_in_f32_out_smem_tree")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert [b.describe() for b in bs] == [
+        "out=y (f32, x f16), x=x, weight=w, hidden=`n`, eps=`eps`, rows=the grid (no row-count argument), "
+        "eps inside the root",
+        "out=y (f32, x f16), x=x, weight=w, hidden=`n`, eps=`eps`, rows=the grid (no row-count argument), "
+        "eps outside the root (1 / (sqrt + eps))"]
+    assert bs[0].template_args == ["__half", "__half", "float"] and bs[0].consts["ESIZE"] == 4
+
+
+def test_rms_norm_out_type_is_no_layer_norm_and_needs_another_type(lib):
+    """A mean taken off the row is a LayerNorm (its gamma-only form binds it), and an output of the input's type is
+    the plain RMSNorm's: neither gets the RMSNorm out-type form."""
+    path = STYLES / "rms_norm_f32_stream_bf16_out_warp_rows.cu"
+    src = path.read_text()
+    centred = src.replace("ss = fmaf(xr[c], xr[c], ss);", "ss = fmaf(xr[c] - mean, xr[c] - mean, ss);").replace(
+        "  float ss = 0.f;\n", "  const float mean = xr[0] / cols;\n  float ss = 0.f;\n")
+    cf = parse_cuda(centred, str(path))
+    bs = X.candidates(cf, "rms_to_bf16", S.find_spec(cf, "rms_to_bf16"), lib)
+    assert not any(b.conventions.get("KT_EXPERT_OUT_TYPE") and b.expert.name == "rms_norm" for b in bs), words_of(bs)
+    same = src.replace("out: out bf16[", "out: out f32[").replace("__nv_bfloat16* __restrict__ out", "float* out")
+    cf = parse_cuda(same, str(path))
+    bs = X.candidates(cf, "rms_to_bf16", S.find_spec(cf, "rms_to_bf16"), lib)
+    assert bs and not any(b.conventions.get("KT_EXPERT_OUT_TYPE") for b in bs), words_of(bs)
+
+
+def test_rms_norm_static_int8_quant_smoothquant_style(lib):
+    """RMSNorm quantized to int8 by a static per-tensor scale on the device (TensorRT-LLM's generalRmsNorm with
+    scale_orig_quant_per_tensor, SmoothQuant W8A8): an int8 output of the rows' size where the body shows 127, one
+    one-element fp32 input, one weight -> the static quant form with KT_EXPERT_QUANT_INT8 (no fp8 clamp; the store's
+    cvt.rni.sat.s8.f32, which __float2int_rn and a clamp to [-128, 127] equal). The style kernel's own rounding:
+    weight multiplied in fp32, rounded to bf16 once, times *scale."""
+    cf, k, spec = case("rms_norm_static_int8_warp_gridstride_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions["KT_EXPERT_QUANT_INT8"] == 1 for b in bs), \
+        words_of(bs)
+    want = ("x=x, out=q (int8), weight=gamma, scale=scale (one fp32 value), hidden=`hidden`, eps=`eps`, rows=`rows`, "
+            "eps inside the root, weight multiplied in fp32, rounded to bf16, times *`scale`")
+    b = next((b for b in bs if b.describe() == want), None)
+    assert b is not None, words_of(bs)
+    assert b.conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_QUANT": 3,
+                             "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_QUANT_INT8": 1}
+    assert b.template_args == ["__nv_bfloat16", "__nv_bfloat16", "int8_t"] and b.call_args[0] == "(int8_t*)(q)"
+    t = X.bind(b, cf, spec)
+    assert 'asm("cvt.rni.sat.s8.f32 %0, %1;"' in t.text and "v[i][j] = q;" in t.text
+    assert "fminf(q, Fp8Max<O>::value)" not in t.text
+
+
+def test_static_int8_needs_the_int8_range_shown(lib):
+    """An int8 output whose body shows neither 127 nor a saturating conversion to s8 gets no static quant binding:
+    an int8 buffer alone is no evidence of the quantization's range."""
+    path = STYLES / "rms_norm_static_int8_warp_gridstride_bf16.cu"
+    src = path.read_text().replace("(int8_t)max(-128, min(127, v))", "(int8_t)v")
+    cf = parse_cuda(src, str(path))
+    assert not X.candidates(cf, "rms_int8_static", S.find_spec(cf, "rms_int8_static"), lib)
+
+
+def test_rms_norm_with_a_residual_added_after_the_weight(lib):
+    """Post-norm residual adds (KT_EXPERT_POST_ADD): the row that feeds the root is x; a row that does not feed it
+    and is an operand of the sum after it is the addend. Written to a buffer of its own in fp32 with one rounding
+    (llama.cpp's fused rms_norm * mul + add; Gemma's post-norms), or added into the output itself with a 16-bit add
+    of the rounded value (ExLlamaV2's add_residual, __hadd2): the body's form first."""
+    cf, k, spec = case("rms_norm_post_residual_add_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "rms_norm" and b.conventions.get("KT_EXPERT_POST_ADD") for b in bs), \
+        words_of(bs)
+    assert bs[0].describe() == ("out=out, x=x, weight=w, addend=residual, hidden=`dim`, eps=`eps`, rows=`rows`, eps "
+                                "inside the root, weight multiplied in fp32, one rounding to bf16, added in fp32, one "
+                                "rounding"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_ROUND_BEFORE_WEIGHT": 0, "KT_EXPERT_POST_ADD": 1}
+    assert bs[0].call_args[0] == "(__nv_bfloat16*)(out)" and bs[0].call_args[-1] == "(const __nv_bfloat16*)(residual)"
+    t = X.bind(bs[0], cf, spec)
+    assert "rows_load_item<0, KT_VEC, IT, P>(addend + off, hidden, i, a, lead);" in t.text
+    assert "v[i][j] = v[i][j] + a[j];" in t.text
+
+    cf, k, spec = case("rms_norm_accumulate_into_out_hadd2_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=y, x=x, weight=w, addend=y (out itself), hidden=`dim`, eps=`eps`, rows=`rows`, "
+                                "eps inside the root, weight multiplied in fp32, one rounding to f16, rounded to f16, "
+                                "then added in f16"), words_of(bs)
+    assert bs[0].call_args[0] == "(__half*)(y)" and bs[0].call_args[-1] == "(const __half*)(y)"
+    assert "v[i][j] = round_t<T>(v[i][j]) + a[j];" in X.bind(bs[0], cf, spec).text
+
+
+def test_rms_norm_with_a_bias_after_the_weight(lib):
+    """TensorRT-LLM's RMSNorm with a beta: two inputs of the row's length, the one added after the weight the bias
+    (KT_EXPERT_POST_ADD 3, read by column as the weight is), offered beside the LayerNorm the same buffers suggest
+    (no mean is taken off the row here: the screen decides)."""
+    cf, k, spec = case("rms_norm_bias_after_weight_gridstride_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    rms = [b for b in bs if b.expert.name == "rms_norm"]
+    assert [b.describe() for b in rms] == [
+        "out=y, x=x, weight=gamma, bias=beta, hidden=`n`, eps=`eps`, rows=`rows`, eps inside the root, added in fp32, "
+        "one rounding",
+        "out=y, x=x, weight=gamma, bias=beta, hidden=`n`, eps=`eps`, rows=`rows`, eps outside the root (1 / (sqrt + "
+        "eps)), added in fp32, one rounding"], words_of(bs)
+    assert rms[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_POST_ADD": 3}
+    t = X.bind(rms[0], cf, spec)
+    assert "rows_weight_item<0, KT_VEC, IT, P>(addend, hidden, i, a, lead);" in t.text
+
+
+def test_post_add_needs_an_add_and_no_mean(lib):
+    """A row read after the root that multiplies (a gate, not an add) gets no post-add binding, nor does a LayerNorm's
+    shift (a mean taken off the row)."""
+    path = STYLES / "rms_norm_post_residual_add_bf16.cu"
+    gated = path.read_text().replace("__bfloat162float(residual[base + i]) + n",
+                                     "__bfloat162float(residual[base + i]) * n")
+    cf = parse_cuda(gated, str(path))
+    assert not X.candidates(cf, "post_norm_add", S.find_spec(cf, "post_norm_add"), lib)
+    for name in ("layer_norm_beta_first", "layer_norm_stats"):
+        cf, k, spec = case(name)
+        assert not any(b.conventions.get("KT_EXPERT_POST_ADD") for b in X.candidates(cf, k.name, spec, lib))
+
+
+@pytest.mark.parametrize("name, first", [
+    # candle's reduce kernels: the block size an int argument (the loop stride), a nullable weight, extern "C"
+    ("rms_norm_block_size_arg_nullable_weight_bf16",
+     "rms_norm: out=dst, x=x, weight=alpha, hidden=`ncols`, eps=`eps`, rows=the grid (no row-count argument), eps "
+     "inside the root, weight multiplied in fp32, one rounding to bf16"),
+    # CTranslate2's port of PyTorch's LayerNorm: N first, one pass of sums, the variance clamped at 0
+    ("layer_norm_n_first_one_pass_clamped_bf16",
+     "layer_norm: out=Y, x=X, gamma=gamma, beta=beta, hidden=`N`, eps=`eps`, rows=the grid (no row-count argument), "
+     "eps inside the root"),
+    # FlashInfer's RMSNormQuant: row strides, a weight_bias argument (0 for this op), the scale's reciprocal once
+    ("rms_norm_fp8_weight_bias_strides_warps2d_bf16",
+     "rms_norm: x=input, out=output (e4m3 bytes), weight=weight, scale=scale (one fp32 value), hidden=`d`, eps=`eps`, "
+     "rows=the grid (no row-count argument), eps inside the root, weight multiplied in fp32, not rounded, times 1 / "
+     "*`scale` (taken once)"),
+])
+def test_norm_conventions_of_surveyed_code_bases_already_bound(lib, name, first):
+    """Conventions of the 2026-11-28 norm survey that the binders already read: each style kernel's first candidate is
+    the binding of its own conventions (a regression test)."""
+    cf, k, spec = case(name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and f"{bs[0].expert.name}: {bs[0].describe()}" == first, words_of(bs)
+
+
 def test_quant_group_count_from_the_grid_with_several_groups_a_block(lib):
     """No argument counts all the groups, but `H` gives one token's: the expert reads the count back from its own
     grid (KT_EXPERT_GROUPS_FROM_GRID), so ROWS stays free up to a token's groups instead of fixed at 1."""

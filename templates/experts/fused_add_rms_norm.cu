@@ -47,6 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
 // kt:bind KT_EXPERT_STATS = 0  (general form only, no weight offset, quant, bias or inverse count (residual_in allowed: it comes before `rstd_out`); 0: the rows alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(z^2) + eps), or 1 / (sqrt(mean(z^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the last argument): the statistic the backward pass reads (llm.c's fused residual RMSNorm rrms, Liger's and flash-attn's fused add + RMSNorm rstd))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
+// kt:bind KT_EXPERT_X_STRIDE = 0  (one-type in-place form only, no weight offset; 0: x's rows hidden elements apart; 1: x_stride elements apart (the last argument): x a row of a wider buffer, read and normalized in place, the residual contiguous (vLLM's fused_add_rms_norm with input_stride, FlashInfer's stride_input))
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -270,6 +271,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                                                    const W* __restrict__ w, float eps, int rows, int hidden,
                                                    float w_offset) {
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+                                                   const W* __restrict__ w, float eps, int rows, int hidden,
+                                                   long long x_stride) {
 #else  // kt:bind
                                                    const W* __restrict__ w, float eps, int rows, int hidden) {
 #endif  // kt:bind
@@ -278,7 +282,13 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
   const long long off = (long long)(active ? row : 0) * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
+#if KT_EXPERT_X_STRIDE  // kt:bind
+  // x's row at its own stride: the dispatch gives the peeled path only where it keeps the residual's lead
+  T* const xr = x + (long long)(active ? row : 0) * x_stride;
+  rows_load<0, KT_VEC, IT, P>(xr, hidden, v, lead);
+#else  // kt:bind
   rows_load<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+#endif  // kt:bind
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
@@ -313,16 +323,30 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(T* __restrict__ x, T* __
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
 #endif  // kt:bind
   }
+#if KT_EXPERT_X_STRIDE  // kt:bind
+  if (active) rows_store<0, KT_VEC, IT, P>(xr, hidden, v, lead);
+#else  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(x + off, hidden, v, lead);
+#endif  // kt:bind
 }
 
 template <typename T, typename W>
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden,
                                                    float w_offset) {
+#elif KT_EXPERT_X_STRIDE  // kt:bind
+__device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden,
+                                                   long long x_stride) {
+  // vector rows need the stride a multiple of the vector; the peeled rows x's lead the same as the residual's
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, residual) && x_stride % KT_VEC == 0 && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, residual) && (x_stride - hidden) % KT_VEC == 0),
+                  (fused_add_rms_norm_impl<IT, P, T, W>(x, residual, w, eps, rows, hidden, x_stride)));
+}
 #else  // kt:bind
 __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w, float eps, int rows, int hidden) {
 #endif  // kt:bind
+#if KT_EXPERT_X_STRIDE == 0  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, residual) && vec_ok<W, KT_VEC>(hidden, w)),
                   (vec_ok<T, KT_VEC>(0, x, residual)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
@@ -331,6 +355,7 @@ __device__ __forceinline__ void fused_add_rms_norm(T* x, T* residual, const W* w
                   (fused_add_rms_norm_impl<IT, P, T, W>(x, residual, w, eps, rows, hidden)));
 #endif  // kt:bind
 }
+#endif  // kt:bind
 #endif  // kt:bind
 
 }  // namespace kt

@@ -46,6 +46,9 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_QUANT_DYNAMIC = 0  (with KT_EXPERT_QUANT 1 or 2 (times 1 / scale taken once per row, divided by it); 0: the static scale; a dynamic scale per row instead (vLLM's rms_norm_dynamic_per_token_quant, fp8 or int8): out (type O) holds the row y (the weighted value, rounded as KT_EXPERT_QUANT_ROUND says) quantized by scale, stored to scales[row] (fp32, the second argument); qmax the largest value of O (448 e4m3, 57344 e5m2, 127 int8), ub a nullable one-element upper bound on the absmax, floor the least scale: 1 scale = max(min(absmax(y), *ub) / qmax, floor) (vLLM), 2 scale = max(min(absmax(y), *ub), floor) / qmax (the floor on the absmax); fp8 clamped to its finite range and converted with saturation, int8 (int8_t) converted by cvt.rni.sat.s8.f32 alone (to nearest even, saturated to [-128, 127], vLLM's float_to_int8_rn))
 // kt:bind KT_EXPERT_STATS = 0  (no quant or stride; 0: out alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(x^2) + eps), or 1 / (sqrt(mean(x^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the argument after hidden, before w_offset): the statistic the backward pass reads (Transformer Engine's rsigma, Apex's invvar, PyTorch's rstd))
+// kt:bind KT_EXPERT_OUT_TYPE = 0  (no quant, stride, weight offset or stats; 0: out of x's type T; 1: of a type of its own, O (fp32 activations in and 16-bit out, or 16-bit in and fp32 out: ONNX Runtime's SimplifiedLayerNorm<T, float, V>, Transformer Engine's itype / otype, ExLlamaV2's input_fp32 / output_fp32), the normalized value rounded to O where KT_EXPERT_ROUND_BEFORE_WEIGHT says so)
+// kt:bind KT_EXPERT_QUANT_INT8 = 0  (with the static KT_EXPERT_QUANT only; 0: out fp8, clamped to its finite range and converted with saturation; 1: out int8 (O int8_t), the scaled value converted by cvt.rni.sat.s8.f32 alone: to nearest even, saturated to [-128, 127] (TensorRT-LLM's SmoothQuant RMSNorm by a per-tensor scale, its cuda_cast<int8_t>))
+// kt:bind KT_EXPERT_POST_ADD = 0  (no quant, stride, weight offset, stats or out type; 0: out = the weighted normalized row; a residual added after the weight (post-norm: llama.cpp's fused rms_norm * mul + add, ExLlamaV2's add_residual y += norm(x)), the last argument `addend` of type T (out itself where the kernel accumulates into it): 1 addend[row] added in fp32, one rounding to T at the store; 2 the weighted value rounded to T first, then added and rounded again (a 16-bit add, ExLlamaV2's __hadd2); 3 a bias of the row's length (addend[col], TensorRT-LLM's RMSNorm beta) added in fp32, one rounding)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -72,6 +75,16 @@ template <> __device__ __forceinline__ __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float
 template <typename O> struct Fp8Max;
 template <> struct Fp8Max<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
 template <> struct Fp8Max<__nv_fp8_e5m2> { static constexpr float value = 57344.f; };
+
+#endif  // kt:bind
+#if KT_EXPERT_QUANT_INT8  // kt:bind
+// int8 output by the static scale: the scaled value converted by cvt.rni.sat.s8.f32 alone (to nearest even,
+// saturated to [-128, 127]), no clamp before it.
+template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
+  int r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return (int8_t)r;
+}
 
 #endif  // kt:bind
 #if KT_EXPERT_QUANT_DYNAMIC  // kt:bind
@@ -170,7 +183,7 @@ __device__ __forceinline__ void rms_norm(O* out, float* scales, const T* x, cons
                   (rms_norm_dynamic_impl<IT, P, T, W, O>(out, scales, x, w, eps, rows, hidden, ub, floor_)));
 }
 #else  // kt:bind
-#if KT_EXPERT_QUANT  // kt:bind
+#if KT_EXPERT_QUANT | KT_EXPERT_OUT_TYPE  // kt:bind
 // P: the row path (scalar, vector, peeled: _rows.cuh), each compiled apart.
 template <int IT, int P, typename T, typename W, typename O>
 __device__ __forceinline__ void rms_norm_impl(O* __restrict__ out, const T* __restrict__ x, const W* __restrict__ w,
@@ -189,6 +202,8 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
                                          float eps, int rows, int hidden, float w_offset) {
 #elif KT_EXPERT_QUANT  // kt:bind
                                          float eps, int rows, int hidden, const float* __restrict__ scale) {
+#elif KT_EXPERT_POST_ADD  // kt:bind
+                                         float eps, int rows, int hidden, const T* addend) {
 #else  // kt:bind
                                          float eps, int rows, int hidden) {
 #endif  // kt:bind
@@ -238,8 +253,27 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #pragma unroll
 #if KT_EXPERT_ROUND_BEFORE_WEIGHT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] * inv * wv[j];
+#elif KT_EXPERT_OUT_TYPE  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<O>(v[i][j] * inv) * wv[j];
 #else  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j] * inv) * wv[j];
+#endif  // kt:bind
+#if KT_EXPERT_POST_ADD  // kt:bind
+    {
+      // the addend's element where this thread stores out's (out may be the addend: read before it is written)
+      float a[KT_VEC];
+#if KT_EXPERT_POST_ADD == 3  // kt:bind
+      rows_weight_item<0, KT_VEC, IT, P>(addend, hidden, i, a, lead);
+#else  // kt:bind
+      rows_load_item<0, KT_VEC, IT, P>(addend + off, hidden, i, a, lead);
+#endif  // kt:bind
+#pragma unroll
+#if KT_EXPERT_POST_ADD == 2  // kt:bind
+      for (int j = 0; j < KT_VEC; ++j) v[i][j] = round_t<T>(v[i][j]) + a[j];
+#else  // kt:bind
+      for (int j = 0; j < KT_VEC; ++j) v[i][j] = v[i][j] + a[j];
+#endif  // kt:bind
+    }
 #endif  // kt:bind
 #if KT_EXPERT_QUANT  // kt:bind
 #pragma unroll
@@ -254,7 +288,11 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #else  // kt:bind
       const float q = y * qs;
 #endif  // kt:bind
+#if KT_EXPERT_QUANT_INT8  // kt:bind
+      v[i][j] = q;  // converted by the store (cvt.rni.sat.s8.f32)
+#else  // kt:bind
       v[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
+#endif  // kt:bind
     }
 #endif  // kt:bind
   }
@@ -269,6 +307,15 @@ __device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (rms_norm_impl<IT, P, T, W, O>(out, x, w, eps, rows, hidden, scale)));
+}
+#elif KT_EXPERT_OUT_TYPE  // kt:bind
+// out of a type of its own: every pointer checked for its own type's vectors (a wider out too)
+template <typename T, typename W, typename O>
+__device__ __forceinline__ void rms_norm(O* out, const T* x, const W* w, float eps, int rows, int hidden) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (rms_norm_impl<IT, P, T, W, O>(out, x, w, eps, rows, hidden)));
 }
 #else  // kt:bind
 template <typename T, typename W>
@@ -295,6 +342,21 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
                   (vec_ok<T, KT_VEC>(0, x, out) && (x_stride - hidden) % KT_VEC == 0),
                   (rms_norm_impl<IT, P, T, W>(out, x, w, x_stride, eps, rows, hidden)));
 }
+#elif KT_EXPERT_POST_ADD  // kt:bind
+__device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
+                                         const T* addend) {
+#if KT_EXPERT_POST_ADD == 3  // kt:bind
+  // the bias indexed by column as the weight is: read an element at a time on the peeled path
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, addend) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out)), (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden, addend)));
+#else  // kt:bind
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x, out, addend) && vec_ok<W, KT_VEC>(hidden, w)),
+                  (vec_ok<T, KT_VEC>(0, x, out, addend)),
+                  (rms_norm_impl<IT, P, T, W>(out, x, w, eps, rows, hidden, addend)));
+#endif  // kt:bind
+}
 #elif KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
                                          float w_offset) {
@@ -302,7 +364,7 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden) {
 #endif  // kt:bind
 #if KT_EXPERT_STATS == 0  // kt:bind
-#if KT_EXPERT_X_STRIDE == 0  // kt:bind
+#if KT_EXPERT_X_STRIDE + KT_EXPERT_POST_ADD == 0  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x, out) && vec_ok<W, KT_VEC>(hidden, w)),
 #if KT_EXPERT_WEIGHT_OFFSET == 1  // kt:bind
                   (vec_ok<T, KT_VEC>(0, x, out)),

@@ -14,11 +14,13 @@ nullable upper bound of the scale read from the body: ``_dynamic_quant``).
 
 One module per job: ``common`` (what every row binder reads of the rows), ``norm_conventions`` (eps, the weight's
 offset and the numeric conventions of the normalizations), ``plain`` (the plain form of each family, read
-together), and the other forms of each family: ``rms_norm`` (strided input), ``fused_add`` (general form),
-``add_norm`` (add, then normalize), ``layer_norm`` (general forms), ``norm_quant`` (static and dynamic quant),
-``norm_stats`` (per-row statistics), ``softmax`` (general form) with ``softmax_log``, ``softmax_keys``,
-``softmax_masks`` and ``softmax_sinks``, and ``softmax_alibi``. ``enumerate_bindings`` composes them in one fixed
-order: the binder's order breaks ties between equally supported bindings.
+together), and the other forms of each family: ``rms_norm`` (strided input, an output type of its own, an add
+after the weight),
+``fused_add`` (general form; in place on a strided input), ``add_norm`` (add, then normalize), ``layer_norm``
+(general forms), ``norm_quant`` (static and dynamic quant), ``norm_stats`` (per-row statistics), ``softmax`` (general
+form) with ``softmax_log``, ``softmax_keys``, ``softmax_masks`` and ``softmax_sinks``, and ``softmax_alibi``.
+``enumerate_bindings`` composes them in one fixed order: the binder's order breaks ties between equally supported
+bindings.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from __future__ import annotations
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import Evidence
 from agent_core.templating.experts.families.rows.add_norm import _add_norm_general
-from agent_core.templating.experts.families.rows.fused_add import _fused_add_general
+from agent_core.templating.experts.families.rows.fused_add import _fused_add_general, _strided_fused_add
 from agent_core.templating.experts.families.rows.layer_norm import _layer_norm_general
 from agent_core.templating.experts.families.rows.norm_quant import _dynamic_quant, _static_fp8
 from agent_core.templating.experts.families.rows.norm_stats import _rms_norm_stats
 from agent_core.templating.experts.families.rows.plain import _row_bindings
-from agent_core.templating.experts.families.rows.rms_norm import _strided_rms
+from agent_core.templating.experts.families.rows.rms_norm import _rms_norm_out_type, _rms_norm_post_add, _strided_rms
 from agent_core.templating.experts.families.rows.softmax import _softmax_general
 from agent_core.templating.experts.families.rows.softmax_alibi import _softmax_alibi
 from agent_core.templating.experts.library import Expert
@@ -40,4 +42,5 @@ from agent_core.templating.experts.library import Expert
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _fused_add_general(ev, lib) + _strided_rms(ev, lib)
             + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
-            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib))
+            + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib)
+            + _strided_fused_add(ev, lib) + _rms_norm_out_type(ev, lib) + _rms_norm_post_add(ev, lib))

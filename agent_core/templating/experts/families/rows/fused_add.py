@@ -1,6 +1,7 @@
 """Fused add + RMSNorm in its general form (a residual of a type of its own, the normalized row to a buffer of its
-own, the sum to a buffer of its own, each row's reciprocal RMS stored), and what its add-then-normalize form shares with it: which of two rows
-is the residual (``_fused_orders``), the buffers' words (``_fused_add_words``)."""
+own, the sum to a buffer of its own, each row's reciprocal RMS stored), in place on rows at a stride of their own
+(``_strided_fused_add``), and what its add-then-normalize form shares with it: which of two rows is the residual
+(``_fused_orders``), the buffers' words (``_fused_add_words``)."""
 
 from __future__ import annotations
 
@@ -121,3 +122,56 @@ def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]
     else:
         first = (a, b)
     return [first, (first[1], first[0])]
+
+
+def _strided_fused_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Fused add + RMSNorm in place, x's rows at a stride of their own (vLLM's fused_add_rms_norm on a
+    non-contiguous input, FlashInfer's stride_input): two in/out rows of one type, x longer than the residual by a
+    whole factor per row (each row the first ``hidden`` elements of a wider one), the stride an int argument that
+    holds x's length over the rows; the residual contiguous; one weight of the row length (KT_EXPERT_X_STRIDE)."""
+    e = lib.get("fused_add_rms_norm")
+    if e is None or "KT_EXPERT_X_STRIDE" not in e.conventions or not ev.has(*ROOTS):
+        return []
+    bufs = ev.bufs()
+    if any(a.dtype not in FLOATS or not a.counts for a in bufs):
+        return []
+    ios, ins = ev.bufs("inout"), ev.bufs("in")
+    if len(ios) != 2 or len(ins) != 1 or ev.bufs("out") or ios[0].dtype != ios[1].dtype:
+        return []
+    xs = [a for a in ios if all(c > d for c, d in zip(a.counts, (ios[1] if a is ios[0] else ios[0]).counts))]
+    if len(xs) != 1:
+        return []
+    x = xs[0]
+    r = ios[1] if x is ios[0] else ios[0]
+    w = ins[0]
+    if div(r.counts, w.counts) is None:
+        return []
+    T, W = x.dtype, w.dtype
+    out = []
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, r.counts, [w])):
+        rows_fp = div(r.counts, hfp)
+        stride_fp = div(x.counts, rows_fp)
+        strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c] \
+            if stride_fp else []
+        if not strides or any(st < h for st, h in zip(stride_fp, hfp)):
+            continue
+        st = strides[0]
+        hname = hidden.words.strip("`")
+        for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+            for conv, conv_words, conv_support in _norm_conventions(ev, e, T):
+                b = Binding(e, 0.85, f"reads rows of `{hname}` elements {st.words} apart from `{x.name}`, "
+                            f"{ev.reduction_words()}, adds them into the contiguous residual `{r.name}` (both "
+                            "written), rsqrtf, one weight → fused add + RMSNorm of a strided input", ev.kernel.name)
+                b.sizes["hidden"] = hidden.spec
+                b.words = [f"x={x.name} (rows {st.words} apart, in place)", f"residual={r.name}", f"weight={w.name}",
+                           f"hidden={hidden.words}", eps_words]
+                rows = _rows(ev, rows_fp, f"({r.spec.size}) / ({hidden.spec})", hidden, b)
+                b.words += conv_words
+                b.template_args = [CTYPE[T], CTYPE[W]]
+                b.call_args = [_cast(T, x.name, False), _cast(T, r.name, False), _cast(W, w.name, True), eps_c, rows,
+                               hidden.c, f"(long long)({st.c.replace('(int)', '')})"]
+                b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W])}
+                b.conventions = dict(conv, KT_EXPERT_X_STRIDE=1)
+                b.support = 10 + 2 * ev.uses(hidden) - hi - ei + eps_support + conv_support
+                out.append(b)
+    return out

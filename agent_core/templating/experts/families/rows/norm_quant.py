@@ -1,5 +1,6 @@
-"""RMSNorm (and fused add + RMSNorm) with the normalized row quantized: by a static fp8 scale read from the device
-(``_static_fp8``), or by a scale per row it computes and stores, fp8 or int8 (``_dynamic_quant``)."""
+"""RMSNorm (and fused add + RMSNorm) with the normalized row quantized: by a static scale read from the device, to
+fp8 (or, RMSNorm, to int8) (``_static_fp8``), or by a scale per row it computes and stores, fp8 or int8
+(``_dynamic_quant``)."""
 
 from __future__ import annotations
 
@@ -50,13 +51,15 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     from the device (vLLM's rms_norm_static_fp8_quant and fused_add_rms_norm_static_fp8_quant; TensorRT-LLM's
     per-tensor scale): one byte output of the rows' size whose element type or conversion shows fp8, one
     one-element fp32 input (the scale), one weight of the row length; the rows read (x) or, fused, x read and the
-    residual read and rewritten with the sum (KT_EXPERT_QUANT on the general form)."""
+    residual read and rewritten with the sum (KT_EXPERT_QUANT on the general form). RMSNorm also to int8 by the
+    static scale (TensorRT-LLM's SmoothQuant RMSNorm: an int8 output where the body shows 127 or a saturating
+    conversion to s8; KT_EXPERT_QUANT_INT8)."""
     if not ev.has(*ROOTS):
         return []
     bufs = ev.bufs()
     if any(not a.counts for a in bufs):
         return []
-    outs = [a for a in bufs if a.role == "out" and a.dtype == "u8"]
+    outs = [a for a in bufs if a.role == "out" and a.dtype in ("u8", "i8")]
     scales = [a for a in bufs if a.role == "in" and a.dtype == "f32" and all(c == 1 for c in a.counts)]
     if len(outs) != 1 or len(scales) != 1:
         return []
@@ -75,7 +78,10 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("fused_add_rms_norm" if fused else "rms_norm")
     if e is None or "KT_EXPERT_QUANT" not in e.conventions or (fused and "KT_EXPERT_GENERAL" not in e.conventions):
         return []
-    formats = fp8_formats(ev, o)
+    if o.dtype == "i8":  # int8 by the static scale (TensorRT-LLM's SmoothQuant RMSNorm): RMSNorm's own convention
+        formats = ["int8_t"] if not fused and "KT_EXPERT_QUANT_INT8" in e.conventions and _int8_shown(ev) else []
+    else:
+        formats = fp8_formats(ev, o)
     if not formats:
         return []
     x, w = ins[0], small[0]
@@ -96,12 +102,16 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                                                  enumerate(rounds)):
             what = (f"adds `{x.name}` ({T}) into the residual `{r.name}` ({R}), rsqrtf, one weight" if fused else
                     "rsqrtf, one weight")
+            int8 = O == "int8_t"
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, {what}, the normalized "
-                        f"row quantized by the one-element `{scale.name}` into fp8 bytes `{o.name}` → "
-                        f"{'fused add + RMSNorm' if fused else 'RMSNorm'} with static fp8 quantization", ev.kernel.name)
+                        f"row quantized by the one-element `{scale.name}` into "
+                        f"{'int8' if int8 else 'fp8 bytes'} `{o.name}` → "
+                        f"{'fused add + RMSNorm' if fused else 'RMSNorm'} with static {'int8' if int8 else 'fp8'} "
+                        "quantization", ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
             b.words = ([f"x={x.name} ({T})", f"residual={r.name} ({R})"] if fused else [f"x={x.name}"]) + \
-                [f"out={o.name} ({O.removeprefix('__nv_fp8_')} bytes)", f"weight={w.name}",
+                [f"out={o.name} (int8)" if int8 else f"out={o.name} ({O.removeprefix('__nv_fp8_')} bytes)",
+                 f"weight={w.name}",
                  f"scale={scale.name} (one fp32 value)", f"hidden={hidden.words}", eps_words]
             rows = _rows(ev, div(big, hfp), f"({o.spec.size}) / ({hidden.spec})", hidden, b)
             b.words += [inside_words] + ([round_words] if round_words else []) + [op_words]
@@ -116,6 +126,8 @@ def _static_fp8(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                hidden.c, f"(const float*)({scale.name})"]
             b.conventions.update({"KT_EXPERT_EPS_INSIDE": inside, "KT_EXPERT_ROUND_BEFORE_WEIGHT": rbw,
                                   "KT_EXPERT_QUANT": op, "KT_EXPERT_QUANT_ROUND": qr})
+            if int8:
+                b.conventions["KT_EXPERT_QUANT_INT8"] = 1
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[R], NBYTES[W])}
             # the body's eps position, then the scale's use, then the rounding points
             b.support = 20 + 2 * ev.uses(hidden) - hi - 4 * fi - ei + eps_support - 8 * pi - 2 * oi - ri
