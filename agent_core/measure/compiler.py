@@ -403,12 +403,12 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
     # marker per text, options and NVRTC version, whatever the configuration's -D values
     tag = hashlib.sha256(json.dumps([dev.text, options, version, expr]).encode()).hexdigest()[:32]
     refused, slow = cache / f"nvrtc-refused-{tag}", cache / f"nvrtc-slow-{tag}"
-    if refused.exists() or slow.exists():
-        return None
     options += [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key = "r" + hashlib.sha256(json.dumps({"text": dev.text, "options": options, "nvrtc": version, "expr": expr,
                                            "format": CACHE_FORMAT}, sort_keys=True).encode()).hexdigest()[:39]
-    meta = _load_cached(cache, key)
+    meta = _load_cached(cache, key)  # a configuration NVRTC compiled before is served whatever was marked since
+    if meta is None and (refused.exists() or slow.exists()):
+        return None
     if meta is None:
         scratch_name = Path(source_path).name if source_path else "kernel.cu"
         with _stats_lock:
@@ -422,7 +422,11 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         except nvrtc.Unsupported:  # its process crashed: nvcc compiles it, in a process of its own
             return None
         report = parse_ptxas_report(res.log) if res.ok else {}
-        if not res.ok or res.lowered.get(expr) not in report:
+        if res.ok and res.lowered.get(expr) not in report:
+            # compiled, but no resource report: NVRTC 13 answers a program whose code it compiled before from a
+            # cache of its own without running ptxas again (seen on the H200); nvcc compiles this one, nothing marked
+            return None
+        if not res.ok:
             return refused, res.log  # marked once nvcc compiles what NVRTC refused (not a variant's own error)
         if time.perf_counter() - t0 > NVRTC_SLOW_S:
             # a heavy template (unrolled expert code): ptxas and the optimizer dominate, NVRTC saves little, and
