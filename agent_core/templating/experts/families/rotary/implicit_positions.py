@@ -33,6 +33,31 @@ class _Implicit(NamedTuple):
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
 
 
+def _size_terms(ev, ints, c, n: int):
+    """(values, strides, offsets) the position fits try: each int argument's value tuple and the products and
+    quotients of two (value tuple -> its SizeExpr), the row strides of the cache ``c`` (an argument or its half),
+    and the offsets (none, or a positive int argument)."""
+    values = {}  # value tuple -> its SizeExpr (an int argument, a product or quotient of two)
+    for a in ints:
+        for s in ev.sizes(a.counts):
+            values.setdefault(a.counts, s)
+    for a in ints:
+        for b in ints:
+            if a is not b:
+                for t in (tuple(x * y for x, y in zip(a.counts, b.counts)),
+                          tuple(x // y if y and x % y == 0 else None for x, y in zip(a.counts, b.counts))):
+                    if None not in t and all(v > 0 for v in t) and t not in values:
+                        xs = ev.sizes(t)
+                        if xs:
+                            values[t] = xs[0]
+    strides = []
+    for a in ints:
+        for st in (tuple(v // 2 for v in a.counts if v % 2 == 0), a.counts):
+            if len(st) == n and all(v > 0 for v in st) and div(c.counts, st) and st not in strides:
+                strides.append(st)
+    return values, strides, [None] + [a for a in ints if all(v > 0 for v in a.counts)]
+
+
 def _bare(ev: Evidence) -> str:
     """The body without casts, a called function's arguments without their parentheses (`(src)[i1]`)."""
     return re.sub(r"(?<![\w\])])\(\s*([A-Za-z_]\w*)\s*\)(?![\w(])", r"\1", uncast(ev.body))
@@ -122,25 +147,7 @@ def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple
             return False, []
         samples.append(got)
     ints = [a for a in ev.ints() if a.counts]
-    values = {}  # value tuple -> its SizeExpr
-    for a in ints:
-        for s in ev.sizes(a.counts):
-            values.setdefault(a.counts, s)
-    for a in ints:
-        for b in ints:
-            if a is not b:
-                for t in (tuple(x * y for x, y in zip(a.counts, b.counts)),
-                          tuple(x // y if y and x % y == 0 else None for x, y in zip(a.counts, b.counts))):
-                    if None not in t and all(v > 0 for v in t) and t not in values:
-                        xs = ev.sizes(t)
-                        if xs:
-                            values[t] = xs[0]
-    strides = []
-    for a in ints:
-        for st in (tuple(v // 2 for v in a.counts if v % 2 == 0), a.counts):
-            if len(st) == n and all(v > 0 for v in st) and div(c.counts, st) and st not in strides:
-                strides.append(st)
-    offsets = [None] + [a for a in ints if all(v > 0 for v in a.counts)]
+    values, strides, offsets = _size_terms(ev, ints, c, n)
 
     def fits(row, seq, stride, off) -> bool:
         return all((ci // stride[i]) == (off.counts[i] if off else 0) + (qx // row[i]) % seq[i]
@@ -303,25 +310,7 @@ def _bumped_positions(ev: Evidence, qi: ArgUse, q: ArgUse, caches: list[ArgUse])
     n = len(ev.spec.sizes)
     # sizes: the int arguments (not the flag), their products and quotients, all positive
     ints = [a for a in ev.ints() if a.counts and all(v > 0 for v in a.counts) and (flag is None or a.name != flag[0])]
-    values = {}  # value tuple -> its SizeExpr (an int argument, a product or quotient of two)
-    for a in ints:
-        for s in ev.sizes(a.counts):
-            values.setdefault(a.counts, s)
-    for a in ints:
-        for b in ints:
-            if a is not b:
-                for t in (tuple(x * y for x, y in zip(a.counts, b.counts)),
-                          tuple(x // y if y and x % y == 0 else None for x, y in zip(a.counts, b.counts))):
-                    if None not in t and all(v > 0 for v in t) and t not in values:
-                        xs = ev.sizes(t)
-                        if xs:
-                            values[t] = xs[0]
-    strides = []
-    for a in ints:
-        for st in (tuple(v // 2 for v in a.counts if v % 2 == 0), a.counts):
-            if len(st) == n and all(v > 0 for v in st) and div(c.counts, st) and st not in strides:
-                strides.append(st)
-    offsets = [None] + [a for a in ints if all(v > 0 for v in a.counts)]
+    values, strides, offsets = _size_terms(ev, ints, c, n)
     fitted = []
     for truth, bonce in branches:
         qx = _resolve(bonce, " + ".join(f"({t})" for t in qb))
