@@ -556,6 +556,57 @@ def test_gated_row_bias_geglu_bf16_gridstride_style(lib):
     assert "va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];" in t.text
 
 
+def test_gated_relu_family_read_by_evidence(lib):
+    """Activations with no transcendental (KT_EXPERT_GATE_FN): ReGLU as Transformer Engine writes it (input first,
+    64-bit m and n, a flat grid, fmaxf(a, 0) * b), the squared ReLU of Primer / TE's sreglu in half arithmetic (a
+    comparison with a zero local, __hmul(g, g)), vLLM's FATReLU (a value compared with a float argument, in a
+    helper): each gets its own activation first and no SiLU or GELU assumed; ReLU and FATReLU without rounding
+    variants (their value is a value of T)."""
+    cf, k, spec = case("gated_reglu_flat_rows_cols_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_GATE_FN") == 1 for b in bs), words_of(bs)
+    assert bs[0].describe() == "out=output, x=input, d=`n`, ReLU, gate and up halves [gate | up]", words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 1}
+    t = X.bind(bs[0], cf, spec)
+    assert "return fmaxf(v, 0.f);" in t.text and "expf" not in t.text.split("namespace kt {", 1)[1]
+
+    cf, k, spec = case("gated_squared_relu_rows2d_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert {b.conventions.get("KT_EXPERT_GATE_FN") for b in bs} == {1, 2}, words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 2, "KT_EXPERT_ROUND_ACT": 1}
+    assert bs[0].call_args == ["(__half*)(y)", "(const __half*)(x)", "(int)(hidden)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "return v > 0.f ? v * v : 0.f;" in t.text and "round_t<T>(gate_act(va[i][j])) * vg[i][j]" in t.text
+
+    cf, k, spec = case("gated_fatrelu_threshold_token_block_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 4}, words_of(bs)
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(input)", "(int)(d)",
+                               "(float)(threshold)"]
+    assert {b.conventions["KT_EXPERT_GATE_FN"] for b in bs} == {4, 1}
+    t = X.bind(bs[0], cf, spec)
+    assert "va[i][j] = (va[i][j] > threshold ? va[i][j] : 0.f) * vg[i][j];" in t.text
+    assert "int d, float threshold) {" in t.text
+
+
+def test_gated_quick_gelu_two_flat_tensors(lib):
+    """llama.cpp's GEGLU_QUICK over two fp32 tensors and an element count alone (no row length: one row of all of
+    them), the coefficient -1.702 a constant local in the exponential's input: quick GELU first (both orders of the
+    two tensors offered, the argument order first); SiLU and the GELUs still offered after it."""
+    cf, k, spec = case("gated_quick_gelu_two_tensors_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, gate=x, up=g, d=`k`, quick GELU (v * sigmoid(1.702 v)), gate and up as "
+                                "two tensors"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_GATE_FN": 3}
+    assert bs[0].sizes == {"rows": "(rows * cols) / (rows * cols)", "d": "rows * cols"}
+    t = X.bind(bs[0], cf, spec)
+    assert "return v / (1.f + expf(-1.702f * v));" in t.text
+    # a SiLU kernel gets no KT_EXPERT_GATE_FN binding
+    for name in ("gated_tokens_gridstride", "gated_two_tensors", "gated_interleaved"):
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_GATE_FN" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -1989,7 +2040,8 @@ def test_conventions_resolve_and_are_checked(tmp_path):
     assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_OUT_TYPE": 0,
                              "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0, "KT_EXPERT_QUANT": 0,
                              "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0, "KT_EXPERT_INPLACE": 0,
-                             "KT_EXPERT_BIAS": 0, "KT_EXPERT_GELU_FORM": 0, "KT_EXPERT_ERF_DIV": 0}
+                             "KT_EXPERT_BIAS": 0, "KT_EXPERT_GATE_FN": 0, "KT_EXPERT_GELU_FORM": 0,
+                             "KT_EXPERT_ERF_DIV": 0}
     default = resolve_conventions(src, e.conventions)
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
     inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
