@@ -214,9 +214,10 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
     if not (a.dtype == b.dtype == o.dtype) or not o.counts or a.counts != o.counts or b.counts != o.counts:
         return []
     ds = _row_lengths(ev, o)
-    if not ds and "KT_EXPERT_GATE_FN" in e.conventions:
+    if not ds and "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _gate_fns(ev)):
         # no row length: a flat elementwise kernel over the element count (ik_llama.cpp's fused_mul_silu(x, y, dst,
-        # k), llama.cpp's flat GLU): one row of all of them
+        # k), llama.cpp's flat GLU), with an activation's math (a plain product is no gated activation): one row of
+        # all of them
         ds = [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     if not ds:
         return []
