@@ -1884,6 +1884,79 @@ def test_quant_mx_floor_log2f_float_scales_half_lanes(lib):
     assert "floorf(log2f(m))" in t.text and "if (threadIdx.x == 0) scales[g] = scale;" in t.text
 
 
+def _long_twin_of(lib, name_or_path, kernel=None):
+    """A per-token quantizer's candidates, its first binding's long-row twin and the twin bound: a token of 2k-14k
+    values is longer than a warp segment of per_token_group_quant holds (NoConfiguration), the screening binds
+    per_token_group_quant_long with the same roles and conventions."""
+    if kernel is None:
+        cf, k, spec = case(name_or_path)
+    else:
+        cf = parse_cuda(Path(name_or_path).read_text(), str(name_or_path))
+        k, spec = cf.kernel(kernel), S.find_spec(cf, kernel)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    with pytest.raises(X.NoConfiguration):
+        X.bind(bs[0], cf, spec)
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert long is not None and long.expert.name == "per_token_group_quant_long"
+    assert long.conventions == bs[0].conventions and long.call_args == bs[0].call_args
+    return bs, long, X.bind(long, cf, spec)
+
+
+def test_quant_per_token_int8_factor_binds_the_long_twin(lib):
+    """vLLM's dynamic_scaled_int8_quant style (fp16, one token a block of min(hidden, 256), the factor 127 / absmax,
+    cvt.rni.sat.s8.f32 in inline asm read as rounding to nearest even): the factor first, to nearest even first, and
+    its long-row twin bound: one block a token, the launch's grid the tokens, the factor qmax / m."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_int8_factor_sat_cvt_f16")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_GROUPS_FROM_LAUNCH": 1} and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert t.launch == {"grid": ["(num_tokens)"], "block": ["min(THREADS, round_up(cdiv((hidden_size), VEC * ITEMS), "
+                                                              "32))"], "smem": "0"}
+    assert "const float rscale = qmax / m;" in t.text and "m = row_reduce<0, 1, 0>(m, Max(), 0.f);" in t.text
+    assert "kt:bind" not in t.text and "dynamic_smem_size" not in t.text
+    assert t.space.original_config() == {"THREADS": 256, "VEC": 8, "ITEMS": 8}
+
+
+def test_quant_per_token_fp8_warp_rows_and_the_corpus_row_quantizer_bind_the_long_twin(lib):
+    """SGLang's per_token_quant_fp8 style (a warp a token, int64 sizes, times 1 / scale, no floor) and the corpus's
+    per-row int8 quantizer (a shared tree, divided by the scale): both bind the long-row twin with their own
+    numerics, the tokens from the token-count argument where there is one."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_fp8_warp_rows_reciprocal_bf16")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0}
+    assert bs[0].call_args[:5] == ["(const __nv_bfloat16*)(input)", "(uint8_t*)(output_q)", "(float*)(output_s)",
+                                   "(int)(hidden_dim)", "(int)(num_tokens)"]
+    assert t.launch["grid"] == ["(num_tokens)"] and "const float rscale = 1.f / scale;" in t.text
+    assert "QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax))" in t.text
+    path = ROOT / "bench" / "corpus" / "other" / "absmax_int8_per_row_bf16.cu"
+    bs, long, t = _long_twin_of(lib, path, "dynamic_scaled_int8_quant_kernel")
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0 and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert "QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax))" in t.text and t.launch["grid"] == ["(tokens)"]
+
+
+def test_quant_per_token_azp_asymmetric_binds_the_long_twin(lib):
+    """vLLM's dynamic_scaled_int8_azp_quant style (fp32, a token a block, min and max shared trees, scale = (max -
+    min) / 255 with no floor, azp = nearbyintf(-128 - min / scale) an int32 output, rn(x * (1 / scale)) + azp
+    saturated): an asymmetric binding though the token is longer than a warp segment holds (the long-row twin's
+    capacity), its twin bound with the integer zero point and two stores."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_azp_int8_minmax_f32")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_ASYM": 2, "KT_EXPERT_ZERO_STORE": 1, "KT_EXPERT_GROUPS_FROM_LAUNCH": 1}
+    assert bs[0].defines == {"KT_EXPERT_ROUND": 0} and bs[0].template_args == ["float", "int8_t", "int"]
+    assert bs[0].call_args[3:] == ["(int*)(azp)", "(int)(hidden)", "0", "0.f", "-128.f", "127.f"]
+    assert "const float zero = asym_round(qmin - mn / scale);" in t.text and "zeros[g] = (Z)zero;" in t.text
+    assert "mn = row_reduce<0, 1, 1>(mn, Min(), __int_as_float(0x7f800000));" in t.text
+    assert "return fminf(fmaxf(asym_round(v * rscale) + zero, qmin), qmax);" in t.text
+
+
+def test_quant_long_twin_serves_no_packed_scales(lib):
+    """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
+    packed binding has no twin."""
+    cf, k, spec = case("quant_ue8m0_words_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    packed = [b for b in bs if b.conventions.get("KT_EXPERT_SCALE_PACKED")]
+    assert packed and X.long_twin(packed[0], {e.name: e for e in lib}) is None
+
+
 def test_quant_ue8m0_ceil_exponent_bytes_on_the_bits(lib):
     """UE8M0 scales rounded up on the bits (DeepGEMM's fast_log2_ceil) and stored as uint8 exponent bytes, fp32
     input, a warp per group of 128, the bytes before the values: KT_EXPERT_SCALE_BYTES 1 with KT_EXPERT_SCALE_POW2 2
@@ -2304,6 +2377,18 @@ def test_every_qrange_quant_binding_of_the_corpus_variant_compiles(lib):
     _compile_every_binding(lib, *_qrange_variant())
     _compile_every_binding(lib, *_qrange_variant(QRANGE_VARIANT.read_text().replace(
         "constexpr int32_t q_min = -(1 << (q_bits - 1));", "constexpr int32_t q_min = 1 - (1 << (q_bits - 1));")))
+
+
+@pytest.mark.nvcc
+def test_every_per_token_binding_of_the_corpus_row_quantizers_compiles_as_its_long_twin(lib):
+    """The corpus's per-row quantizers (int8 symmetric and asymmetric with an int32 zero point, tokens of 3k-14k
+    values): every binding compiles for sm_90 as the long-row twin the screening binds (the style kernels' with the
+    other style kernels)."""
+    for name, kernel in (("absmax_int8_per_row_bf16.cu", "dynamic_scaled_int8_quant_kernel"),
+                         ("asym_int8_quant_minmax_bf16.cu", "asym_int8_quant_kernel")):
+        path = ROOT / "bench" / "corpus" / "other" / name
+        cf = parse_cuda(path.read_text(), str(path))
+        _compile_every_binding(lib, cf, cf.kernel(kernel), S.find_spec(cf, kernel))
 
 
 def _compile_every_binding(lib, cf, k, spec):

@@ -190,7 +190,7 @@ def _numerics(ev: Evidence, q):
     Q = "int8_t" if q[0].dtype == "i8" else "uint8_t"
     kind = "int8" if Q == "int8_t" else "fp8 e4m3 (bytes)"
     if Q == "int8_t":
-        if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn"):
+        if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn") or ev.mentions(r"cvt\.rni"):
             rounds = [0, 2, 1]
         elif ev.has("roundf", "lroundf"):
             rounds = [2, 0, 1]
@@ -227,7 +227,9 @@ def _group_count(ev: Evidence, e, b: Binding, x, gs: SizeExpr, gs_v: tuple | Non
 
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
-    asym = _asym_bindings(ev, e) if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
+    long = lib.get("per_token_group_quant_long")
+    asym = _asym_bindings(ev, e, long if long is not None and "KT_EXPERT_ASYM" in long.conventions else None) \
+        if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
     return asym + _symmetric_bindings(ev, e)
 
 
@@ -640,7 +642,7 @@ def _levels(ev: Evidence) -> int | None:
     return None
 
 
-def _asym_bindings(ev: Evidence, e) -> list[Binding]:
+def _asym_bindings(ev: Evidence, e, long=None) -> list[Binding]:
     """Asymmetric (min/max, zero point) bindings (KT_EXPERT_ASYM), only where the body says so (``_asym_modes``)."""
     ins = ev.bufs("in", FLOATS)
     if len(ins) != 1 or not ins[0].counts:
@@ -690,6 +692,9 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
     out = []
     cap = max(e.params["LANES"].values) * max(e.params["ITEMS"].values) * \
         min(max(e.params["VEC"].values), 16 // NBYTES[x.dtype])
+    if long is not None:  # a longer group (a whole token: vLLM's per-token azp) is its long-row twin's
+        cap = max(cap, max(long.params["THREADS"].values) * max(long.params["ITEMS"].values) *
+                  min(max(long.params["VEC"].values), 16 // NBYTES[x.dtype]))
     Q = "uint8_t" if q.dtype == "u8" else "int8_t"
     levels = _levels(ev)
     fl = ev.floats()
