@@ -1948,6 +1948,31 @@ def test_quant_per_token_azp_asymmetric_binds_the_long_twin(lib):
     assert "return fminf(fmaxf(asym_round(v * rscale) + zero, qmin), qmax);" in t.text
 
 
+def test_quant_factor_stored_as_the_scale(lib):
+    """The quantization factor itself stored as the scale (KT_EXPERT_SCALE_RECIP 3): Transformer Engine's scale =
+    fp8_max / amax over groups of 64 (bf16, 8 lanes a group, amax floored at 1e-12 first, the scales first in the
+    arguments) on the base expert, and CTranslate2's per-row int8 scale = max != 0 ? 127 / max : 1 (no eps first:
+    the body compares the maximum with 0) on the long-row twin. A running maximum set to 0 before the reduction is
+    no constant: the division by it is the factor."""
+    cf, k, spec = case("quant_fp8_group64_factor_stored_lanes8_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 3, "KT_EXPERT_SCALE_POW2": 0,
+                                 "KT_EXPERT_SCALE_COLUMNS": 0}, words_of(bs)
+    assert bs[0].call_args[:6] == ["(const __nv_bfloat16*)(x)", "(uint8_t*)(data)", "(float*)(scale)", "64",
+                                   "(int)(n_groups)", "(float)(1e-12f)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const float scale = m == 0.f ? 1.f : qmax / m;" in t.text and "const float rscale = scale;" in t.text
+    assert "if (threadIdx.x == 0) scales[g] = scale;" in t.text
+    assert not any(b.conventions["KT_EXPERT_SCALE_RECIP"] == 3 and b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs)
+    bs, long, t = _long_twin_of(lib, "quant_per_row_int8_factor_stored_block_f32")
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 3 and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert bs[0].call_args[5] == "0.f" and "no eps" in bs[0].describe()
+    assert "const float scale = m == 0.f ? 1.f : qmax / m;" in t.text and "scales[g] = scale;" in t.text
+    # a kernel that stores absmax / qmax keeps the factor (2) first, no stored factor
+    cf, k, spec = case("quant_per_token_int8_factor_sat_cvt_f16")
+    assert not any(b.conventions.get("KT_EXPERT_SCALE_RECIP") == 3 for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_quant_long_twin_serves_no_packed_scales(lib):
     """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
     packed binding has no twin."""

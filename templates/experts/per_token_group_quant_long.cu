@@ -30,7 +30,7 @@ block = ["min(THREADS, round_up(cdiv(group_size, VEC * ITEMS), 32))"]
 bounds = "THREADS"
 smem = "0"
 */
-// kt:bind KT_EXPERT_SCALE_RECIP = 0  (as per_token_group_quant's: 0 divided by the scale, 1 times 1 / scale, 2 times the factor qmax / absmax computed directly, the stored scale still absmax / qmax)
+// kt:bind KT_EXPERT_SCALE_RECIP = 0  (as per_token_group_quant's: 0 divided by the scale, 1 times 1 / scale, 2 times the factor qmax / absmax computed directly, the stored scale still absmax / qmax; 3 times that factor, the factor stored (1 for an all-zero group))
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (as per_token_group_quant's: 0 absmax / qmax; 1 2^ceil(log2(absmax / qmax)); 2 the same on the bits; 3, 4 OCP MX floor scales (the exponent field, floorf(log2f)))
 // kt:bind KT_EXPERT_SCALE_QRANGE = 0  (as per_token_group_quant's: int8 times 2^bits / (2 * absmax), 1 for an all-zero group; 1 stored 1 / factor, 2 the factor stored)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (1: rows is no group count (one token's groups): one group a block, the count is the grid)
@@ -251,11 +251,15 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
   const float scale = __uint_as_float((((kt_bits >> 23) & 0xffu) + ((kt_bits & 0x7fffffu) != 0u ? 1u : 0u)) << 23);
 #elif KT_EXPERT_SCALE_POW2  // kt:bind
   const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
+#elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
+  const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
 #if KT_EXPERT_SCALE_QRANGE  // kt:bind
   const float rscale = kt_factor;  // the values multiplied by the factor
+#elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
+  const float rscale = scale;  // the values multiplied by the factor they store
 #elif KT_EXPERT_SCALE_RECIP == 2  // kt:bind
   const float rscale = qmax / m;  // the factor qmax / absmax, rounded once as computed (not 1 / scale)
 #elif KT_EXPERT_SCALE_RECIP  // kt:bind

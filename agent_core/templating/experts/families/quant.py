@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 
 from agent_core import expr
 from agent_core.templating.experts.binding import Binding
@@ -65,7 +66,8 @@ POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor fr
               # exponent bytes of scales rounded up (only these name the two apart)
               11: "scales rounded up to powers of two (exp2f(ceilf(log2f)))",
               12: "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"}
-RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
+RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax",
+          3: "multiplied by the factor qmax / absmax, the factor stored as the scale (1 for an all-zero group)"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
 
@@ -156,16 +158,36 @@ def _floors(ev: Evidence) -> list[tuple[str, str]]:
     return out
 
 
-def _factor(ev: Evidence, qmax, Q: str) -> bool:
-    """Whether the body divides the type's largest value (a literal, a named constant, or the qmax argument) by
-    something that is no constant, the group's maximum: the values are quantized by the factor qmax / absmax
-    (DeepGEMM's ``x * (448 / amax)``, vLLM's dynamic int8 ``127 / absmax``), not by the scale."""
+def _factor(ev: Evidence, qmax, Q: str, text: str | None = None) -> bool:
+    """Whether the body (or ``text`` of it) divides the type's largest value (a literal, a named constant, or the qmax
+    argument) by something that is no constant, the group's maximum: the values are quantized by the factor qmax /
+    absmax (DeepGEMM's ``x * (448 / amax)``, vLLM's dynamic int8 ``127 / absmax``), not by the scale."""
+    return bool(_factor_dens(ev, qmax, Q, text))
+
+
+def _factor_dens(ev: Evidence, qmax, Q: str, text: str | None = None) -> set[str]:
+    """What ``_factor`` finds the type's largest value divided by (the names)."""
+    dens = set()
     top = 127.0 if Q == "int8_t" else 448.0
+    again = Counter(t for t, _ in assignments(ev.body))  # a running maximum set to 0 first is no constant
     for num, den in re.findall(r"(?<![\w.])\(?((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)\)?/"
-                               r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat):
-        if den in ev.constants or (qmax is not None and den == qmax.name):
+                               r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat if text is None else text):
+        if (den in ev.constants and again[den] < 2) or (qmax is not None and den == qmax.name):
             continue
         if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
+            dens.add(den)
+    return dens
+
+
+def _factor_stored(ev: Evidence, sc, qmax, Q: str) -> bool:
+    """Whether what the body writes to the scales is the factor qmax / absmax itself (CTranslate2's ``scale = max !=
+    0 ? 127 / max : 1; scales[row] = scale``): a written value, or the value of the local written, that divides the
+    type's largest value by the group's maximum."""
+    values: dict[str, list[str]] = {}
+    for t, v in assignments(ev.body):
+        values.setdefault(t, []).append(re.sub(r"\s+", "", v))
+    for w in re.findall(rf"\b{re.escape(sc.name)}\)?\[[^\]]*\]=(?!=)([^;]*)", ev.flat):
+        if any(_factor(ev, qmax, Q, t) for t in [w] + values.get(unparen(w), [])):
             return True
     return False
 
@@ -287,6 +309,20 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     # maximum (offered to every kernel, it would add a binding to kernels whose recorded screenings CI replays)
     factor = _factor(ev, qmax, Q)
     recips = [2] + recips if factor else recips
+    if factor and _factor_stored(ev, sc[0], qmax, Q):
+        # the factor itself stored (KT_EXPERT_SCALE_RECIP 3): first; no eps first where the body compares the
+        # maximum with 0 (an all-zero group's factor 1)
+        recips = [3] + recips
+        flow = flows(ev.body)
+
+        def the_max(n: str) -> bool:  # the group's maximum: computed from an absolute value, or what qmax is divided by
+            return bool(feeding(flow, n) & ABS_CALLS) or n in _factor_dens(ev, qmax, Q)
+
+        if any(the_max(m.group(1) or m.group(2)) for m in re.finditer(
+                r"([A-Za-z_]\w*)(?:\[[^\]]*\])?\)?[!=]=\(?0(?:\.0*)?[fF]?\)?(?![\w.])|"
+                r"(?<![\w.])0(?:\.0*)?[fF]?[!=]=\(?([A-Za-z_]\w*)", ev.flat)):
+            eps_c = [("0.f", "no eps (an all-zero group: the factor 1)")] + \
+                [c for c in eps_c if not c[1].endswith("(assumed)")][:2]
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     # OCP MX floor scales where the body says so (fp8 only), with no eps but 0 (an all-zero group: the byte 0) first;
     # exponent bytes hold a power of two only: rounded up (on the bits first where the body reads a float's bits)
@@ -320,7 +356,7 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
             gs, groups, tokens, stride = pad
         elif gs is None:
             continue
-        if recip == 2 and pow2:
+        if recip >= 2 and pow2:
             continue  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
         store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
