@@ -1973,6 +1973,33 @@ def test_quant_factor_stored_as_the_scale(lib):
     assert not any(b.conventions.get("KT_EXPERT_SCALE_RECIP") == 3 for b in X.candidates(cf, k.name, spec, lib))
 
 
+def test_quant_fp8_e5m2_output_read_by_evidence(lib):
+    """An fp8 e5m2 output (KT_EXPERT_FP8_E5M2: Transformer Engine's E5M2 gradient casts, OCP MXFP8 E5M2) where only
+    e5m2 shows (the __nv_fp8_e5m2 type, __NV_E5M2, 57344): a 1 x 128 group per block of fp16 gradients divided by
+    max(amax, 1e-12) / 57344, and MX blocks of 32 with E8M0 bytes floored from the exponent field less emax 15; the
+    output typed __nv_fp8_e5m2, qmax 57344. e4m3 kernels keep their bytes."""
+    cf, k, spec = case("quant_fp8_e5m2_group128_block_per_group_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_FP8_E5M2") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0 and bs[0].template_args == ["__half", "__nv_fp8_e5m2"]
+    assert bs[0].call_args[:6] == ["(const __half*)(grad)", "(__nv_fp8_e5m2*)(grad_fp8)", "(float*)(scale_inv)", "128",
+                                   "0", "(float)(1e-12f)"]
+    assert bs[0].call_args[6:] == ["kt::QuantOut<__nv_fp8_e5m2>::qmin", "kt::QuantOut<__nv_fp8_e5m2>::qmax"]
+    t = X.bind(bs[0], cf, spec)
+    assert "static constexpr float qmax = 57344.f, qmin = -57344.f;" in t.text
+    assert "return __nv_fp8_e5m2(v); }" in t.text
+    cf, k, spec = case("quant_mxfp8_e5m2_e8m0_floor_bits_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 3, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_BYTES": 1, "KT_EXPERT_FP8_E5M2": 1}, words_of(bs)
+    assert bs[0].call_args[3:6] == ["32", "(int)(n_blocks)", "0.f"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const int kt_emax = (int)((__float_as_uint(qmax) >> 23) & 0xffu) - 127;" in t.text
+    for name in ("quant_fp8_bytes", "quant_fp8_factor_warp64_f16", "quant_mx_floor_log2f_half_lanes16"):
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_FP8_E5M2" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
 def test_quant_long_twin_serves_no_packed_scales(lib):
     """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
     packed binding has no twin."""

@@ -39,6 +39,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_BYTES = 0  (1: each power-of-two scale stored as its biased exponent byte (E8M0 / UE8M0))
 // kt:bind KT_EXPERT_ASYM = 0  (as per_token_group_quant's: 1 a float zero point, the minimum; 2 an integer zero point round(qmin - min / scale) (vLLM's dynamic_scaled_int8_azp_quant, per token))
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) fp32 pairs; 1: scales and zeros (of type Z) in two arrays)
+// kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -76,6 +77,12 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
   static constexpr float qmax = 448.f, qmin = -448.f;
   __device__ static uint8_t cvt(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
 };
+#if KT_EXPERT_FP8_E5M2  // kt:bind
+template <> struct QuantOut<__nv_fp8_e5m2> {
+  static constexpr float qmax = 57344.f, qmin = -57344.f;
+  __device__ static __nv_fp8_e5m2 cvt(float v) { return __nv_fp8_e5m2(v); }  // saturating, to nearest even
+};
+#endif  // kt:bind
 
 #if KT_EXPERT_ASYM  // kt:bind
 struct Min { __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); } };

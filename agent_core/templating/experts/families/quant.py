@@ -51,7 +51,7 @@ from collections import Counter
 from agent_core import expr
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, call_arguments, div,
-                                                    feeding, flows, number, prod, statements,
+                                                    feeding, flows, fp8_formats, number, prod, statements,
                                                     assignments, uncast, unparen)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
@@ -168,7 +168,7 @@ def _factor(ev: Evidence, qmax, Q: str, text: str | None = None) -> bool:
 def _factor_dens(ev: Evidence, qmax, Q: str, text: str | None = None) -> set[str]:
     """What ``_factor`` finds the type's largest value divided by (the names)."""
     dens = set()
-    top = 127.0 if Q == "int8_t" else 448.0
+    top = {"int8_t": 127.0, "__nv_fp8_e5m2": 57344.0}.get(Q, 448.0)
     again = Counter(t for t, _ in assignments(ev.body))  # a running maximum set to 0 first is no constant
     for num, den in re.findall(r"(?<![\w.])\(?((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)\)?/"
                                r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat if text is None else text):
@@ -211,6 +211,8 @@ def _numerics(ev: Evidence, q):
     eps_c = eps_c + _floors(ev) if eps_c else _floors(ev) + [("1e-10f", "eps=1e-10 (assumed)")]
     Q = "int8_t" if q[0].dtype == "i8" else "uint8_t"
     kind = "int8" if Q == "int8_t" else "fp8 e4m3 (bytes)"
+    if Q == "uint8_t" and fp8_formats(ev, q[0]) == ["__nv_fp8_e5m2"]:  # only e5m2 shows (KT_EXPERT_FP8_E5M2)
+        Q, kind = "__nv_fp8_e5m2", "fp8 e5m2"
     if Q == "int8_t":
         if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn") or ev.mentions(r"cvt\.rni"):
             rounds = [0, 2, 1]
@@ -326,7 +328,7 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     # OCP MX floor scales where the body says so (fp8 only), with no eps but 0 (an all-zero group: the byte 0) first;
     # exponent bytes hold a power of two only: rounded up (on the bits first where the body reads a float's bits)
-    floors = _floor_pow2(ev) if Q == "uint8_t" else []
+    floors = _floor_pow2(ev) if Q in ("uint8_t", "__nv_fp8_e5m2") else []
     if floors:
         pow2s = floors
         eps_c = [("0.f", "no eps (an all-zero group: the biased exponent 0)")] + \
@@ -377,6 +379,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
+        if Q == "__nv_fp8_e5m2":
+            b.conventions["KT_EXPERT_FP8_E5M2"] = 1
         if byte_scales:
             b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
         if from_grid:
@@ -958,6 +962,8 @@ def _packed_bindings(ev: Evidence, e, x, q) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2, "KT_EXPERT_SCALE_COLUMNS": 0,
                          "KT_EXPERT_SCALE_PACKED": mode}
+        if Q == "__nv_fp8_e5m2":
+            b.conventions["KT_EXPERT_FP8_E5M2"] = 1
         if from_grid:
             b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
         b.consts = {"ESIZE": NBYTES[x.dtype]}
