@@ -2000,6 +2000,49 @@ def test_quant_fp8_e5m2_output_read_by_evidence(lib):
         assert not any("KT_EXPERT_FP8_E5M2" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 
 
+def _scale_ub_style(short: bool = False):
+    path = STYLES / "quant_per_token_fp8_scale_ub_strided_bf16.cu"
+    src = path.read_text()
+    if short:  # tokens of 512 and 1000 values: the base expert's warp segments hold them
+        src = src.replace("hidden_size = 8192 }, { num_tokens = 5, hidden_size = 5120",
+                          "hidden_size = 512 }, { num_tokens = 5, hidden_size = 1000")
+    cf = parse_cuda(src, str(path))
+    return cf, cf.kernel("dynamic_per_token_fp8_quant"), S.find_spec(cf, "dynamic_per_token_fp8_quant")
+
+
+def test_quant_per_token_fp8_upper_bound_and_floor_on_the_scale(lib):
+    """vLLM's dynamic_per_token_scaled_fp8_quant with its nullable scale_ub (KT_EXPERT_SCALE_UB): a fourth buffer, one
+    fp32 value the body takes a minimum with, read as the upper bound on the absmax; the floor 1 / (448 * 512) read
+    from the body as the least scale (on the scale: 1); the values divided by the token's scale first (the body's
+    use of the local it stores, not the floor's 1.0f / ...). Long tokens bind the long-row twin, short ones the base
+    expert, both with the bound."""
+    cf, k, spec = case("quant_per_token_fp8_scale_ub_strided_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_SCALE_UB") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0
+    assert bs[0].call_args[5:] == ["(float)(1.0f / (448.0f * 512.f))", "kt::QuantOut<uint8_t>::qmin",
+                                   "kt::QuantOut<uint8_t>::qmax", "(const float*)(scale_ub)"]
+    bs, long, t = _long_twin_of(lib, "quant_per_token_fp8_scale_ub_strided_bf16")
+    assert "if (ub != nullptr) m = fminf(m, *ub);" in t.text and "const float scale = fmaxf(m / qmax, eps);" in t.text
+    assert "m = fmaxf(m, eps);" not in t.text
+    cf, k, spec = _scale_ub_style(short=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    t = X.bind(bs[0], cf, spec)
+    assert t.origin == "expert:per_token_group_quant"
+    assert "if (ub != nullptr) m = fminf(m, *ub);" in t.text and "const float scale = fmaxf(m / qmax, eps);" in t.text
+    assert "float qmin, float qmax, const float* ub) {" in t.text
+    # a one-element fp32 input no minimum takes is no upper bound: no binding reads it as one
+    cf = parse_cuda(_scale_ub_style()[0].text.replace("fminf(block_max, *scale_ub)", "block_max * *scale_ub"), "x.cu")
+    k = cf.kernel("dynamic_per_token_fp8_quant")
+    assert not X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+
+
+@pytest.mark.nvcc
+def test_every_upper_bound_binding_of_short_tokens_compiles(lib):
+    """The base expert's KT_EXPERT_SCALE_UB bindings (tokens its warp segments hold) compile for sm_90."""
+    _compile_every_binding(lib, *_scale_ub_style(short=True))
+
+
 def test_quant_long_twin_serves_no_packed_scales(lib):
     """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
     packed binding has no twin."""

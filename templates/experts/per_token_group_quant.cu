@@ -46,6 +46,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
+// kt:bind KT_EXPERT_SCALE_UB = 0  (symmetric row-major fp32 scales only (SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED); the scale as vLLM's dynamic_per_token_scaled_fp8_quant computes it: the group's absmax bounded from above by the value a nullable one-element fp32 input `ub` holds (the argument after qmax; null: no bound), with eps the least scale: 1 scale = max(min(absmax, *ub) / qmax, eps) (the floor on the scale: vLLM's min_scaling_factor, 1 / (448 * 512) for e4m3); 2 scale = max(min(absmax, *ub), eps) / qmax (the floor on the absmax))
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_LANES
@@ -216,6 +217,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
                                             int stride) {
 #elif KT_EXPERT_SCALE_COLUMNS  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax, int tokens) {
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+                                            int group_size, int rows, float eps, float qmin, float qmax,
+                                            const float* __restrict__ ub) {
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
 #endif  // kt:bind
@@ -247,7 +251,14 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = warp_reduce<KT_LANES>(m, Max());
+#if KT_EXPERT_SCALE_UB  // kt:bind
+  if (ub != nullptr) m = fminf(m, *ub);  // the upper bound on the absmax, where there is one
+#if KT_EXPERT_SCALE_UB == 2  // kt:bind
   m = fmaxf(m, eps);
+#endif  // kt:bind
+#else  // kt:bind
+  m = fmaxf(m, eps);
+#endif  // kt:bind
 #if KT_EXPERT_SCALE_QRANGE  // kt:bind
   // the quantization range 2^bits of the type over twice the group's maximum, in float as written (q_range / (2 *
   // absmax)); an all-zero group's factor 1
@@ -275,6 +286,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
 #elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
   const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
+#elif KT_EXPERT_SCALE_UB == 1  // kt:bind
+  const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
@@ -422,6 +435,21 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
                                             float qmin, float qmax, int tokens) {
   KT_DISPATCH_ITEMS(KT_LANES, group_size,
                     (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, tokens)));
+}
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, const float* ub) {
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows: one token's groups; gridDim.x * ROWS lies in [groups, groups + ROWS), so the token count is exact
+    const int per_token = rows;
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
+  }
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+  rows = groups_from_launch();
+#endif  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, ub)));
 }
 #else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {

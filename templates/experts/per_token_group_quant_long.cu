@@ -39,6 +39,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_BYTES = 0  (1: each power-of-two scale stored as its biased exponent byte (E8M0 / UE8M0))
 // kt:bind KT_EXPERT_ASYM = 0  (as per_token_group_quant's: 1 a float zero point, the minimum; 2 an integer zero point round(qmin - min / scale) (vLLM's dynamic_scaled_int8_azp_quant, per token))
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) fp32 pairs; 1: scales and zeros (of type Z) in two arrays)
+// kt:bind KT_EXPERT_SCALE_UB = 0  (as per_token_group_quant's: the absmax bounded by a nullable one-element `ub` after qmax, eps the least scale: 1 max(min(absmax, *ub) / qmax, eps) (vLLM's dynamic_per_token_scaled_fp8_quant), 2 max(min(absmax, *ub), eps) / qmax)
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_THREADS
@@ -216,6 +217,10 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
 __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __restrict__ q,
                                                  float* __restrict__ scales, int group_size, int rows, float eps,
                                                  float qmin, float qmax, int tokens) {
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+__device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __restrict__ q,
+                                                 float* __restrict__ scales, int group_size, float eps, float qmin,
+                                                 float qmax, const float* __restrict__ ub) {
 #else  // kt:bind
 __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __restrict__ q,
                                                  float* __restrict__ scales, int group_size, float eps, float qmin,
@@ -232,7 +237,14 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = row_reduce<0, 1, 0>(m, Max(), 0.f);
+#if KT_EXPERT_SCALE_UB  // kt:bind
+  if (ub != nullptr) m = fminf(m, *ub);  // the upper bound on the absmax, where there is one
+#if KT_EXPERT_SCALE_UB == 2  // kt:bind
   m = fmaxf(m, eps);
+#endif  // kt:bind
+#else  // kt:bind
+  m = fmaxf(m, eps);
+#endif  // kt:bind
 #if KT_EXPERT_SCALE_QRANGE  // kt:bind
   // the quantization range 2^bits of the type over twice the group's maximum, in float as written (q_range / (2 *
   // absmax)); an all-zero group's factor 1
@@ -260,6 +272,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
   const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
 #elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
   const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
+#elif KT_EXPERT_SCALE_UB == 1  // kt:bind
+  const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
@@ -330,6 +344,12 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
                                             float qmin, float qmax, int tokens) {
   KT_DISPATCH_ITEMS((int)blockDim.x, group_size,
                     (group_quant_long<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, tokens)));
+}
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, const float* ub) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, group_size,
+                    (group_quant_long<IT, T, Q>(x, q, scales, group_size, eps, qmin, qmax, ub)));
 }
 #else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,

@@ -50,8 +50,10 @@ from collections import Counter
 
 from agent_core import expr
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, call_arguments, div,
-                                                    feeding, flows, fp8_formats, number, prod, statements,
+# vLLM's least scale (min_scaling_factor) as the norm quantizers read it: the floor on the scale or on the absmax
+from agent_core.templating.experts.families.rows.norm_quant import _dynamic_floors, _dynamic_ops, _scale_names
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
+                                                    div, feeding, flows, fp8_formats, number, prod, statements,
                                                     assignments, uncast, unparen)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
@@ -274,6 +276,21 @@ def _floor_pow2(ev: Evidence) -> list[int]:
     return [4, 3] if logf else [3, 4] if bits else []
 
 
+def _upper_bound(ev: Evidence, e, ins) -> ArgUse | None:
+    """vLLM's scale_ub (dynamic_per_token_scaled_fp8_quant): one of the two float inputs a one-element fp32 input the
+    body takes a minimum with (``fminf(block_max, *scale_ub)``), where the expert has KT_EXPERT_SCALE_UB."""
+    if e is None or "KT_EXPERT_SCALE_UB" not in e.conventions:
+        return None
+    ones = [a for a in ins if a.dtype == "f32" and a.counts and all(c == 1 for c in a.counts)]
+    if len(ones) != 1 or len(ins) != 2:
+        return None
+    n = ones[0].name
+    for _, args in call_arguments(ev.body, r"(?:std::)?(?:fminf|fmin|min)"):
+        if len(args) == 2 and any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", a) for a in args):
+            return ones[0]
+    return None
+
+
 def _byte_scales(ev: Evidence, e, x, outs) -> tuple[list, list] | None:
     """(q, scales) where the kernel has two byte outputs: the quantized values (the input's count) and one uint8
     buffer of fewer elements, the biased exponent bytes of power-of-two scales (E8M0 / UE8M0, KT_EXPERT_SCALE_BYTES);
@@ -292,7 +309,10 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     byte_scales = False
     if not sc and len(ins) == 1 and (split := _byte_scales(ev, e, ins[0], q)) is not None:
         (q, sc), byte_scales = split, True
-    if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3:
+    ub = _upper_bound(ev, e, ins) if len(ins) == 2 else None  # vLLM's nullable scale_ub (KT_EXPERT_SCALE_UB)
+    if ub is not None:
+        ins = [a for a in ins if a is not ub]
+    if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3 + (ub is not None):
         return []
     x = ins[0]
     if not sc and "KT_EXPERT_SCALE_PACKED" in e.conventions:
@@ -337,21 +357,30 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         bits = ev.has("__uint_as_float", "__int_as_float", "__float_as_uint", "__float_as_int") or \
             ev.mentions(r"(?i)0x0*7fffff\b|8388607")
         pow2s = [2, 1] if bits else [1, 2]
-    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales else []
+    # (KT_EXPERT_SCALE_UB, the least scale's C, its words) per eps: the body's floor on the scale (vLLM's
+    # min_scaling_factor) or on the absmax where there is an upper bound; 0 (eps on the absmax) where there is none
+    modes = [(0, c, w) for c, w in eps_c[:3]]
+    if ub is not None:
+        O = "__nv_fp8_e4m3" if Q == "uint8_t" else Q
+        modes = [(mode, c, w) for mode, c, w, _ in _dynamic_floors(ev, O)]
+        # divided by the token's scale or times its reciprocal: the body's use of the local it stores, first
+        recips = [0 if op == 2 else 1 for op, _ in _dynamic_ops(ev, _scale_names(ev, sc[0]))]
+        pow2s, floors = [0], []
+    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales and ub is None else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
     # (support, column-major token count or None, padded columns or None)
     layouts = ([(-3 if columns and columns[0][0] == 0 else 0, None, None)] + [(sup, t, None) for sup, t in columns]
-               if gs_all else []) + [(0, None, pad) for pad in padded]
+               if gs_all else []) + [(0, None, pad) for pad in padded if ub is None]
     qm = f"kt::QuantOut<{Q}>"
     # the group count: an argument that holds it, else the elements over the group size, else the grid
     rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
     total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
     out = []
-    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_c[:3]), enumerate(rounds),
+    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(modes), enumerate(rounds),
                                enumerate(recips), enumerate(pow2s), layouts)
-    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
+    for (gi, gs), (ei, (ub_mode, eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
         if pad is not None:
             if gi:
                 continue  # a padded layout brings its own group size
@@ -381,6 +410,9 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
         if Q == "__nv_fp8_e5m2":
             b.conventions["KT_EXPERT_FP8_E5M2"] = 1
+        if ub_mode:
+            b.conventions["KT_EXPERT_SCALE_UB"] = ub_mode
+            b.call_args.append(f"(const float*)({ub.name})")
         if byte_scales:
             b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
         if from_grid:
@@ -394,7 +426,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.consts = {"ESIZE": NBYTES[x.dtype]}
         b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
                    f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
-                   f"group_size={gs.words}", rows_words, eps_words,
+                   f"group_size={gs.words}", rows_words] + (
+            [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words,
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
