@@ -2043,6 +2043,32 @@ def test_every_upper_bound_binding_of_short_tokens_compiles(lib):
     _compile_every_binding(lib, *_scale_ub_style(short=True))
 
 
+def test_quant_padded_columns_without_a_group_count_turbomind_style(lib):
+    """TurboMind's quant_symm_row: column-major scales with a leading dimension of their own (the tokens rounded up to
+    4) and no group-count argument (the token count, the row length and the leading dimensions; the group size a
+    constexpr 128; qmax a float argument): the tokens an argument the stride exceeds by less than 64, the group size
+    the constant, the count the input's elements over it (KT_EXPERT_SCALE_COLUMNS 2), the factor qmax / absmax
+    first; per_token_group_quant ranks before the 2-D tiles."""
+    cf, k, spec = case("quant_fp8_group128_token_block_colmajor_ld_qmax_arg_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "per_token_group_quant", words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 2}
+    assert bs[0].call_args == ["(const __half*)(src)", "(uint8_t*)(out)", "(float*)(scales)", "128",
+                               "(int)(((long long)(num) * (long long)(out_ld)) / (128))", "(float)(1e-8f)",
+                               "kt::QuantOut<uint8_t>::qmin", "(float)(qmax)", "(int)(num)", "(int)(scales_ld)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "scales[(long long)(g % per_token) * stride + g / per_token] = scale;" in t.text
+
+
+def test_gated_geglu_in_transformer_engines_gelu_form(lib):
+    """Already read (a regression): Transformer Engine's GEGLU (its GELU written x * (0.5 + 0.5 * tanhf(x * (0.79788456
+    + 0.03567741 x^2))), size_t m and n, a grid-stride loop) binds GELU (tanh) first, in fp32, [gate | up]."""
+    cf, k, spec = case("gated_geglu_te_gelu_form_gridstride_size_t_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=output, x=input, d=`n`, GELU (tanh), gate and up halves [gate | up], activation "
+                                "kept in fp32"), words_of(bs)
+
+
 def test_quant_long_twin_serves_no_packed_scales(lib):
     """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
     packed binding has no twin."""

@@ -122,6 +122,32 @@ def _padded_columns(ev: Evidence, x, scales) -> list[tuple[SizeExpr, SizeExpr, S
             if gs and ts:
                 out.append((gs[0], SizeExpr(f"(int)({g.name})", str(g.spec.value), f"`{g.name}`"), ts[0],
                             SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")))
+    if out:
+        return out
+    # no group-count argument (TurboMind's quant_symm_row: tokens, the row length and the scales' leading dimension,
+    # the group size a constant): the tokens an int argument the stride exceeds by less than 64, the group size the
+    # input over the tokens' groups (an argument or a constant), the group count the input's elements over it
+    totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
+    if not totals:
+        return out
+    total = totals[0].c.replace("(int)(", "(long long)(")
+    for st in ev.ints():
+        if not st.counts or st.counts == scales.counts or div(scales.counts, st.counts) is None:
+            continue
+        per_token = div(scales.counts, st.counts)
+        for t in ev.ints():
+            if t is st or not t.counts or t.counts == st.counts or \
+                    any(not 0 <= s - v < 64 for v, s in zip(t.counts, st.counts)):
+                continue
+            gs_v = div(x.counts, tuple(a * b for a, b in zip(t.counts, per_token)))
+            if not gs_v or any(v < 2 for v in gs_v):
+                continue
+            gs = [s for s in ev.sizes(gs_v) if not s.c[0].isdigit()] or ev.sizes(gs_v)
+            if gs:
+                groups = SizeExpr(f"(int)(({total}) / ({gs[0].c}))", f"({totals[0].spec}) / ({gs[0].spec})",
+                                  f"{totals[0].words} / {gs[0].words}")
+                out.append((gs[0], groups, SizeExpr(f"(int)({t.name})", str(t.spec.value), f"`{t.name}`"),
+                            SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")))
     return out
 
 
