@@ -1938,7 +1938,7 @@ def test_quant_per_token_azp_asymmetric_binds_the_long_twin(lib):
     min) / 255 with no floor, azp = nearbyintf(-128 - min / scale) an int32 output, rn(x * (1 / scale)) + azp
     saturated): an asymmetric binding though the token is longer than a warp segment holds (the long-row twin's
     capacity), its twin bound with the integer zero point and two stores."""
-    bs, long, t = _long_twin_of(lib, "quant_per_token_azp_int8_minmax_f32")
+    bs, long, t = _long_twin_of(lib, "quant_per_token_asym_azp_int8_minmax_f32")
     assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
                                  "KT_EXPERT_ASYM": 2, "KT_EXPERT_ZERO_STORE": 1, "KT_EXPERT_GROUPS_FROM_LAUNCH": 1}
     assert bs[0].defines == {"KT_EXPERT_ROUND": 0} and bs[0].template_args == ["float", "int8_t", "int"]

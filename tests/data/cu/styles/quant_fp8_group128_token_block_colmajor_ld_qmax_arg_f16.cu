@@ -10,7 +10,7 @@
 args  = ["out: out u8[num * dim]", "out_ld: i32 = dim", "scales: out f32[dim / 128 * round_up(num, 4)]",
          "scales_ld: i32 = round_up(num, 4)", "src: in f16[num * dim]", "src_ld: i32 = dim", "num: i32 = num",
          "dim: i32 = dim", "qmax: f32 = 448.0"]
-sizes = [{ num = 4096, dim = 7168 }, { num = 7, dim = 2048 }]
+sizes = [{ num = 4001, dim = 7168 }, { num = 9, dim = 2048 }]
 grid  = "num"
 block = "512"
 */
