@@ -587,6 +587,12 @@ def test_gated_relu_family_read_by_evidence(lib):
     t = X.bind(bs[0], cf, spec)
     assert "va[i][j] = (va[i][j] > threshold ? va[i][j] : 0.f) * vg[i][j];" in t.text
     assert "int d, float threshold) {" in t.text
+    # v >= threshold keeps v at the threshold, the expert's FATReLU does not: no such binding for it
+    path = STYLES / "gated_fatrelu_threshold_token_block_bf16.cu"
+    cf = parse_cuda(path.read_text().replace("f > threshold ?", "f >= threshold ?"), str(path))
+    k = cf.kernel("fatrelu_and_mul_kernel")
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert not any(b.conventions.get("KT_EXPERT_GATE_FN") == 4 for b in bs)
 
 
 def test_gated_quick_gelu_two_flat_tensors(lib):

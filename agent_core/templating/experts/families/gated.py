@@ -91,8 +91,8 @@ def _acts(ev: Evidence) -> list[tuple[int, str, int]]:
     return [(a, w, 4) for a, w in found] + [(a, w, 0) for a, w in rest]
 
 
-_TRANSCENDENTAL = ("erff", "erf", "normcdff", "erfcf", "tanhf", "tanh", "expf", "__expf", "exp", "exp2f", "hexp", "h2exp",
-                   "__frcp_rn", "h2rcp", "hrcp")
+_TRANSCENDENTAL = ("erff", "erf", "normcdff", "erfcf", "tanhf", "tanh", "expf", "__expf", "exp", "exp2f", "hexp",
+                   "h2exp", "__frcp_rn", "h2rcp", "hrcp")
 _ZERO = r"\(?(?:0(?:\.0*)?|\.0+)[fF]?\)?"
 QUICK_GELU = 1.702
 
@@ -138,14 +138,14 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     for _, args in call_arguments(ev.body, r"(?:std::)?(?:fmaxf|fmax|max|__hmax|__hmax2)"):
         if len(args) == 2 and any(_zero(ev, a, zeros) and fed(b) for a, b in (args, args[::-1])):
             relu = True
-    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)(?:>|>=)(\(?[\w.]+\)?)\?([^:;?]+):([^;)]+)", ev.flat):
-        v, bound, _, other = m.groups()
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)(>=?)(\(?[\w.]+\)?)\?([^:;?]+):([^;)]+)", ev.flat):
+        v, op, bound, _, other = m.groups()
         if not fed(v) or not _zero(ev, other, zeros):
             continue
         if _zero(ev, bound, zeros):
-            relu = True
-        elif unparen(bound) in floats:
-            threshold = True
+            relu = True  # v >= 0 ? v : 0 is the same ReLU
+        elif unparen(bound) in floats and op == ">":
+            threshold = True  # strictly above (vLLM's f > threshold): v == threshold gives 0
     for _, args in call_arguments(ev.body, r"__hgt|__hge|__hgt2|__hge2"):
         if len(args) == 2 and fed(args[0]) and _zero(ev, args[1], zeros):
             relu = True
@@ -165,7 +165,7 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
 
 def _thresholds(ev: Evidence) -> list[str]:
     """The float arguments a value is compared with (``v > threshold ? v : 0``): FATReLU's threshold."""
-    return [a.name for a in ev.floats() if re.search(rf">=?\(?{re.escape(a.name)}\)?\?", ev.flat)]
+    return [a.name for a in ev.floats() if re.search(rf">\(?{re.escape(a.name)}\)?\?", ev.flat)]
 
 
 def _binding_acts(ev: Evidence, plain: bool) -> list[tuple[int, str, int]]:
