@@ -556,6 +556,63 @@ def test_gated_row_bias_geglu_bf16_gridstride_style(lib):
     assert "va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];" in t.text
 
 
+def test_gated_relu_family_read_by_evidence(lib):
+    """Activations with no transcendental (KT_EXPERT_GATE_FN): ReGLU as Transformer Engine writes it (input first,
+    64-bit m and n, a flat grid, fmaxf(a, 0) * b), the squared ReLU of Primer / TE's sreglu in half arithmetic (a
+    comparison with a zero local, __hmul(g, g)), vLLM's FATReLU (a value compared with a float argument, in a
+    helper): each gets its own activation first and no SiLU or GELU assumed; ReLU and FATReLU without rounding
+    variants (their value is a value of T)."""
+    cf, k, spec = case("gated_reglu_flat_rows_cols_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_GATE_FN") == 1 for b in bs), words_of(bs)
+    assert bs[0].describe() == "out=output, x=input, d=`n`, ReLU, gate and up halves [gate | up]", words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 1}
+    t = X.bind(bs[0], cf, spec)
+    assert "return fmaxf(v, 0.f);" in t.text and "expf" not in t.text.split("namespace kt {", 1)[1]
+
+    cf, k, spec = case("gated_squared_relu_rows2d_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert {b.conventions.get("KT_EXPERT_GATE_FN") for b in bs} == {1, 2}, words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 2, "KT_EXPERT_ROUND_ACT": 1}
+    assert bs[0].call_args == ["(__half*)(y)", "(const __half*)(x)", "(int)(hidden)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "return v > 0.f ? v * v : 0.f;" in t.text and "round_t<T>(gate_act(va[i][j])) * vg[i][j]" in t.text
+
+    cf, k, spec = case("gated_fatrelu_threshold_token_block_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 4}, words_of(bs)
+    assert bs[0].call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(input)", "(int)(d)",
+                               "(float)(threshold)"]
+    assert {b.conventions["KT_EXPERT_GATE_FN"] for b in bs} == {4, 1}
+    t = X.bind(bs[0], cf, spec)
+    assert "va[i][j] = (va[i][j] > threshold ? va[i][j] : 0.f) * vg[i][j];" in t.text
+    assert "int d, float threshold) {" in t.text
+    # v >= threshold keeps v at the threshold, the expert's FATReLU does not: no such binding for it
+    path = STYLES / "gated_fatrelu_threshold_token_block_bf16.cu"
+    cf = parse_cuda(path.read_text().replace("f > threshold ?", "f >= threshold ?"), str(path))
+    k = cf.kernel("fatrelu_and_mul_kernel")
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert not any(b.conventions.get("KT_EXPERT_GATE_FN") == 4 for b in bs)
+
+
+def test_gated_quick_gelu_two_flat_tensors(lib):
+    """llama.cpp's GEGLU_QUICK over two fp32 tensors and an element count alone (no row length: one row of all of
+    them), the coefficient -1.702 a constant local in the exponential's input: quick GELU first (both orders of the
+    two tensors offered, the argument order first); SiLU and the GELUs still offered after it."""
+    cf, k, spec = case("gated_quick_gelu_two_tensors_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=dst, gate=x, up=g, d=`k`, quick GELU (v * sigmoid(1.702 v)), gate and up as "
+                                "two tensors"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_GATE_FN": 3}
+    assert bs[0].sizes == {"rows": "(rows * cols) / (rows * cols)", "d": "rows * cols"}
+    t = X.bind(bs[0], cf, spec)
+    assert "return v / (1.f + expf(-1.702f * v));" in t.text
+    # a SiLU kernel gets no KT_EXPERT_GATE_FN binding
+    for name in ("gated_tokens_gridstride", "gated_two_tensors", "gated_interleaved"):
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_GATE_FN" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -2081,6 +2138,200 @@ def test_quant_mx_floor_log2f_float_scales_half_lanes(lib):
     assert "floorf(log2f(m))" in t.text and "if (threadIdx.x == 0) scales[g] = scale;" in t.text
 
 
+def _long_twin_of(lib, name_or_path, kernel=None):
+    """A per-token quantizer's candidates, its first binding's long-row twin and the twin bound: a token of 2k-14k
+    values is longer than a warp segment of per_token_group_quant holds (NoConfiguration), the screening binds
+    per_token_group_quant_long with the same roles and conventions."""
+    if kernel is None:
+        cf, k, spec = case(name_or_path)
+    else:
+        cf = parse_cuda(Path(name_or_path).read_text(), str(name_or_path))
+        k, spec = cf.kernel(kernel), S.find_spec(cf, kernel)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "per_token_group_quant" for b in bs), words_of(bs)
+    with pytest.raises(X.NoConfiguration):
+        X.bind(bs[0], cf, spec)
+    long = X.long_twin(bs[0], {e.name: e for e in lib})
+    assert long is not None and long.expert.name == "per_token_group_quant_long"
+    assert long.conventions == bs[0].conventions and long.call_args == bs[0].call_args
+    return bs, long, X.bind(long, cf, spec)
+
+
+def test_quant_per_token_int8_factor_binds_the_long_twin(lib):
+    """vLLM's dynamic_scaled_int8_quant style (fp16, one token a block of min(hidden, 256), the factor 127 / absmax,
+    cvt.rni.sat.s8.f32 in inline asm read as rounding to nearest even): the factor first, to nearest even first, and
+    its long-row twin bound: one block a token, the launch's grid the tokens, the factor qmax / m."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_int8_factor_sat_cvt_f16")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_GROUPS_FROM_LAUNCH": 1} and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert t.launch == {"grid": ["(num_tokens)"], "block": ["min(THREADS, round_up(cdiv((hidden_size), VEC * ITEMS), "
+                                                              "32))"], "smem": "0"}
+    assert "const float rscale = qmax / m;" in t.text and "m = row_reduce<0, 1, 0>(m, Max(), 0.f);" in t.text
+    assert "kt:bind" not in t.text and "dynamic_smem_size" not in t.text
+    assert t.space.original_config() == {"THREADS": 256, "VEC": 8, "ITEMS": 8}
+
+
+def test_quant_per_token_fp8_warp_rows_and_the_corpus_row_quantizer_bind_the_long_twin(lib):
+    """SGLang's per_token_quant_fp8 style (a warp a token, int64 sizes, times 1 / scale, no floor) and the corpus's
+    per-row int8 quantizer (a shared tree, divided by the scale): both bind the long-row twin with their own
+    numerics, the tokens from the token-count argument where there is one."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_fp8_warp_rows_reciprocal_bf16")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0}
+    assert bs[0].call_args[:5] == ["(const __nv_bfloat16*)(input)", "(uint8_t*)(output_q)", "(float*)(output_s)",
+                                   "(int)(hidden_dim)", "(int)(num_tokens)"]
+    assert t.launch["grid"] == ["(num_tokens)"] and "const float rscale = 1.f / scale;" in t.text
+    assert "QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax))" in t.text
+    path = ROOT / "bench" / "corpus" / "other" / "absmax_int8_per_row_bf16.cu"
+    bs, long, t = _long_twin_of(lib, path, "dynamic_scaled_int8_quant_kernel")
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0 and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert "QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax))" in t.text and t.launch["grid"] == ["(tokens)"]
+
+
+def test_quant_per_token_azp_asymmetric_binds_the_long_twin(lib):
+    """vLLM's dynamic_scaled_int8_azp_quant style (fp32, a token a block, min and max shared trees, scale = (max -
+    min) / 255 with no floor, azp = nearbyintf(-128 - min / scale) an int32 output, rn(x * (1 / scale)) + azp
+    saturated): an asymmetric binding though the token is longer than a warp segment holds (the long-row twin's
+    capacity), its twin bound with the integer zero point and two stores."""
+    bs, long, t = _long_twin_of(lib, "quant_per_token_asym_azp_int8_minmax_f32")
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_ASYM": 2, "KT_EXPERT_ZERO_STORE": 1, "KT_EXPERT_GROUPS_FROM_LAUNCH": 1}
+    assert bs[0].defines == {"KT_EXPERT_ROUND": 0} and bs[0].template_args == ["float", "int8_t", "int"]
+    assert bs[0].call_args[3:] == ["(int*)(azp)", "(int)(hidden)", "0", "0.f", "-128.f", "127.f"]
+    assert "const float zero = asym_round(qmin - mn / scale);" in t.text and "zeros[g] = (Z)zero;" in t.text
+    assert "mn = row_reduce<0, 1, 1>(mn, Min(), __int_as_float(0x7f800000));" in t.text
+    assert "return fminf(fmaxf(asym_round(v * rscale) + zero, qmin), qmax);" in t.text
+
+
+def test_quant_factor_stored_as_the_scale(lib):
+    """The quantization factor itself stored as the scale (KT_EXPERT_SCALE_RECIP 3): Transformer Engine's scale =
+    fp8_max / amax over groups of 64 (bf16, 8 lanes a group, amax floored at 1e-12 first, the scales first in the
+    arguments) on the base expert, and CTranslate2's per-row int8 scale = max != 0 ? 127 / max : 1 (no eps first:
+    the body compares the maximum with 0) on the long-row twin. A running maximum set to 0 before the reduction is
+    no constant: the division by it is the factor."""
+    cf, k, spec = case("quant_fp8_group64_factor_stored_lanes8_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 3, "KT_EXPERT_SCALE_POW2": 0,
+                                 "KT_EXPERT_SCALE_COLUMNS": 0}, words_of(bs)
+    assert bs[0].call_args[:6] == ["(const __nv_bfloat16*)(x)", "(uint8_t*)(data)", "(float*)(scale)", "64",
+                                   "(int)(n_groups)", "(float)(1e-12f)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const float scale = m == 0.f ? 1.f : qmax / m;" in t.text and "const float rscale = scale;" in t.text
+    assert "if (threadIdx.x == 0) scales[g] = scale;" in t.text
+    assert not any(b.conventions["KT_EXPERT_SCALE_RECIP"] == 3 and b.conventions["KT_EXPERT_SCALE_POW2"] for b in bs)
+    bs, long, t = _long_twin_of(lib, "quant_per_row_int8_factor_stored_block_f32")
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 3 and bs[0].defines == {"KT_EXPERT_ROUND": 0}
+    assert bs[0].call_args[5] == "0.f" and "no eps" in bs[0].describe()
+    assert "const float scale = m == 0.f ? 1.f : qmax / m;" in t.text and "scales[g] = scale;" in t.text
+    # a kernel that stores absmax / qmax keeps the factor (2) first, no stored factor
+    cf, k, spec = case("quant_per_token_int8_factor_sat_cvt_f16")
+    assert not any(b.conventions.get("KT_EXPERT_SCALE_RECIP") == 3 for b in X.candidates(cf, k.name, spec, lib))
+
+
+def test_quant_fp8_e5m2_output_read_by_evidence(lib):
+    """An fp8 e5m2 output (KT_EXPERT_FP8_E5M2: Transformer Engine's E5M2 gradient casts, OCP MXFP8 E5M2) where only
+    e5m2 shows (the __nv_fp8_e5m2 type, __NV_E5M2, 57344): a 1 x 128 group per block of fp16 gradients divided by
+    max(amax, 1e-12) / 57344, and MX blocks of 32 with E8M0 bytes floored from the exponent field less emax 15; the
+    output typed __nv_fp8_e5m2, qmax 57344. e4m3 kernels keep their bytes."""
+    cf, k, spec = case("quant_fp8_e5m2_group128_block_per_group_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_FP8_E5M2") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0 and bs[0].template_args == ["__half", "__nv_fp8_e5m2"]
+    assert bs[0].call_args[:6] == ["(const __half*)(grad)", "(__nv_fp8_e5m2*)(grad_fp8)", "(float*)(scale_inv)", "128",
+                                   "0", "(float)(1e-12f)"]
+    assert bs[0].call_args[6:] == ["kt::QuantOut<__nv_fp8_e5m2>::qmin", "kt::QuantOut<__nv_fp8_e5m2>::qmax"]
+    t = X.bind(bs[0], cf, spec)
+    assert "static constexpr float qmax = 57344.f, qmin = -57344.f;" in t.text
+    assert "return __nv_fp8_e5m2(v); }" in t.text
+    cf, k, spec = case("quant_mxfp8_e5m2_e8m0_floor_bits_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 3, "KT_EXPERT_SCALE_COLUMNS": 0,
+                                 "KT_EXPERT_SCALE_BYTES": 1, "KT_EXPERT_FP8_E5M2": 1}, words_of(bs)
+    assert bs[0].call_args[3:6] == ["32", "(int)(n_blocks)", "0.f"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const int kt_emax = (int)((__float_as_uint(qmax) >> 23) & 0xffu) - 127;" in t.text
+    for name in ("quant_fp8_bytes", "quant_fp8_factor_warp64_f16", "quant_mx_floor_log2f_half_lanes16"):
+        cf, k, spec = case(name)
+        assert not any("KT_EXPERT_FP8_E5M2" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
+
+
+def _scale_ub_style(short: bool = False):
+    path = STYLES / "quant_per_token_fp8_scale_ub_strided_bf16.cu"
+    src = path.read_text()
+    if short:  # tokens of 512 and 1000 values: the base expert's warp segments hold them
+        src = src.replace("hidden_size = 8192 }, { num_tokens = 5, hidden_size = 5120",
+                          "hidden_size = 512 }, { num_tokens = 5, hidden_size = 1000")
+    cf = parse_cuda(src, str(path))
+    return cf, cf.kernel("dynamic_per_token_fp8_quant"), S.find_spec(cf, "dynamic_per_token_fp8_quant")
+
+
+def test_quant_per_token_fp8_upper_bound_and_floor_on_the_scale(lib):
+    """vLLM's dynamic_per_token_scaled_fp8_quant with its nullable scale_ub (KT_EXPERT_SCALE_UB): a fourth buffer, one
+    fp32 value the body takes a minimum with, read as the upper bound on the absmax; the floor 1 / (448 * 512) read
+    from the body as the least scale (on the scale: 1); the values divided by the token's scale first (the body's
+    use of the local it stores, not the floor's 1.0f / ...). Long tokens bind the long-row twin, short ones the base
+    expert, both with the bound."""
+    cf, k, spec = case("quant_per_token_fp8_scale_ub_strided_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.conventions.get("KT_EXPERT_SCALE_UB") == 1 for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 0
+    assert bs[0].call_args[5:] == ["(float)(1.0f / (448.0f * 512.f))", "kt::QuantOut<uint8_t>::qmin",
+                                   "kt::QuantOut<uint8_t>::qmax", "(const float*)(scale_ub)"]
+    bs, long, t = _long_twin_of(lib, "quant_per_token_fp8_scale_ub_strided_bf16")
+    assert "if (ub != nullptr) m = fminf(m, *ub);" in t.text and "const float scale = fmaxf(m / qmax, eps);" in t.text
+    assert "m = fmaxf(m, eps);" not in t.text
+    cf, k, spec = _scale_ub_style(short=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    t = X.bind(bs[0], cf, spec)
+    assert t.origin == "expert:per_token_group_quant"
+    assert "if (ub != nullptr) m = fminf(m, *ub);" in t.text and "const float scale = fmaxf(m / qmax, eps);" in t.text
+    assert "float qmin, float qmax, const float* ub) {" in t.text
+    # a one-element fp32 input no minimum takes is no upper bound: no binding reads it as one
+    cf = parse_cuda(_scale_ub_style()[0].text.replace("fminf(block_max, *scale_ub)", "block_max * *scale_ub"), "x.cu")
+    k = cf.kernel("dynamic_per_token_fp8_quant")
+    assert not X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+
+
+@pytest.mark.nvcc
+def test_every_upper_bound_binding_of_short_tokens_compiles(lib):
+    """The base expert's KT_EXPERT_SCALE_UB bindings (tokens its warp segments hold) compile for sm_90."""
+    _compile_every_binding(lib, *_scale_ub_style(short=True))
+
+
+def test_quant_padded_columns_without_a_group_count_turbomind_style(lib):
+    """TurboMind's quant_symm_row: column-major scales with a leading dimension of their own (the tokens rounded up to
+    4) and no group-count argument (the token count, the row length and the leading dimensions; the group size a
+    constexpr 128; qmax a float argument): the tokens an argument the stride exceeds by less than 64, the group size
+    the constant, the count the input's elements over it (KT_EXPERT_SCALE_COLUMNS 2), the factor qmax / absmax
+    first; per_token_group_quant ranks before the 2-D tiles."""
+    cf, k, spec = case("quant_fp8_group128_token_block_colmajor_ld_qmax_arg_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "per_token_group_quant", words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 2}
+    assert bs[0].call_args == ["(const __half*)(src)", "(uint8_t*)(out)", "(float*)(scales)", "128",
+                               "(int)(((long long)(num) * (long long)(out_ld)) / (128))", "(float)(1e-8f)",
+                               "kt::QuantOut<uint8_t>::qmin", "(float)(qmax)", "(int)(num)", "(int)(scales_ld)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "scales[(long long)(g % per_token) * stride + g / per_token] = scale;" in t.text
+
+
+def test_gated_geglu_in_transformer_engines_gelu_form(lib):
+    """Already read (a regression): Transformer Engine's GEGLU (its GELU written x * (0.5 + 0.5 * tanhf(x * (0.79788456
+    + 0.03567741 x^2))), size_t m and n, a grid-stride loop) binds GELU (tanh) first, in fp32, [gate | up]."""
+    cf, k, spec = case("gated_geglu_te_gelu_form_gridstride_size_t_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=output, x=input, d=`n`, GELU (tanh), gate and up halves [gate | up], activation "
+                                "kept in fp32"), words_of(bs)
+
+
+def test_quant_long_twin_serves_no_packed_scales(lib):
+    """Packed UE8M0 words need four groups a block: the long-row twin does not declare KT_EXPERT_SCALE_PACKED, so a
+    packed binding has no twin."""
+    cf, k, spec = case("quant_ue8m0_words_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    packed = [b for b in bs if b.conventions.get("KT_EXPERT_SCALE_PACKED")]
+    assert packed and X.long_twin(packed[0], {e.name: e for e in lib}) is None
+
+
 def test_quant_ue8m0_ceil_exponent_bytes_on_the_bits(lib):
     """UE8M0 scales rounded up on the bits (DeepGEMM's fast_log2_ceil) and stored as uint8 exponent bytes, fp32
     input, a warp per group of 128, the bytes before the values: KT_EXPERT_SCALE_BYTES 1 with KT_EXPERT_SCALE_POW2 2
@@ -2237,7 +2488,8 @@ def test_conventions_resolve_and_are_checked(tmp_path):
     assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_OUT_TYPE": 0,
                              "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0, "KT_EXPERT_QUANT": 0,
                              "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0, "KT_EXPERT_INPLACE": 0,
-                             "KT_EXPERT_BIAS": 0, "KT_EXPERT_GELU_FORM": 0, "KT_EXPERT_ERF_DIV": 0}
+                             "KT_EXPERT_BIAS": 0, "KT_EXPERT_GATE_FN": 0, "KT_EXPERT_GELU_FORM": 0,
+                             "KT_EXPERT_ERF_DIV": 0}
     default = resolve_conventions(src, e.conventions)
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
     inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
@@ -2500,6 +2752,18 @@ def test_every_qrange_quant_binding_of_the_corpus_variant_compiles(lib):
     _compile_every_binding(lib, *_qrange_variant())
     _compile_every_binding(lib, *_qrange_variant(QRANGE_VARIANT.read_text().replace(
         "constexpr int32_t q_min = -(1 << (q_bits - 1));", "constexpr int32_t q_min = 1 - (1 << (q_bits - 1));")))
+
+
+@pytest.mark.nvcc
+def test_every_per_token_binding_of_the_corpus_row_quantizers_compiles_as_its_long_twin(lib):
+    """The corpus's per-row quantizers (int8 symmetric and asymmetric with an int32 zero point, tokens of 3k-14k
+    values): every binding compiles for sm_90 as the long-row twin the screening binds (the style kernels' with the
+    other style kernels)."""
+    for name, kernel in (("absmax_int8_per_row_bf16.cu", "dynamic_scaled_int8_quant_kernel"),
+                         ("asym_int8_quant_minmax_bf16.cu", "asym_int8_quant_kernel")):
+        path = ROOT / "bench" / "corpus" / "other" / name
+        cf = parse_cuda(path.read_text(), str(path))
+        _compile_every_binding(lib, cf, cf.kernel(kernel), S.find_spec(cf, kernel))
 
 
 def _compile_every_binding(lib, cf, k, spec):

@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__)
 // kt:bind KT_EXPERT_BIAS = 0  (1: with KT_EXPERT_GATE_LAYOUT 4 only; bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product; 2: with KT_EXPERT_GATE_LAYOUT 0 or 1 only; one bias [2 * d] after x, laid out as the gated row (ONNX Runtime's BiasSplitGelu, the GEGLU of a diffusion UNet after a GEMM without its bias): bias[c] added to the first half's column c, bias[d + c] to the second's, each sum rounded to T before the activation and the product)
 // kt:bind KT_EXPERT_ERF_DIV = 0  (with KT_EXPERT_ACT 1; 0: erff(v * 0.70710678f); 1: erff(v / 1.41421356237f), the argument divided by the float nearest sqrt(2) (ONNX Runtime's BiasSplitGelu, BERT's x * 0.5 * (1 + erf(x / sqrt(2)))): the same erf GELU, its argument rounded otherwise)
+// kt:bind KT_EXPERT_GATE_FN = 0  (0: KT_EXPERT_ACT's activation (SiLU, GELU erf, GELU tanh); activations of no such transcendental, or of another, in fp32: 1 ReLU max(v, 0) (ReGLU: Transformer Engine's reglu, llama.cpp's GLU op REGLU); 2 squared ReLU v > 0 ? v * v : 0 (Transformer Engine's sreglu, Primer's relu^2 gate); 3 quick GELU v / (1 + expf(-1.702 v)), v * sigmoid(1.702 v) (Transformer Engine's qgeglu, llama.cpp's GEGLU_QUICK, CTranslate2's gelu_sigmoid, vLLM's gelu_quick); 4 FATReLU v > threshold ? v : 0 with the float `threshold` after d (vLLM's fatrelu_and_mul; one gated-row input of the output's type only))
 // kt:bind KT_EXPERT_GELU_FORM = 0  (with KT_EXPERT_ACT 2; 0: 0.5 v (1 + tanhf(0.79788456 (v + 0.044715 v^3))) in fp32; 1: FasterTransformer / TensorRT-LLM's GeluActivation of a packed 16-bit type: v^3 as two products each rounded to T, cdf = 0.5 (1 + tanh.approx.f32(0.79788456 (v + 0.044715 v^3))) in fp32 rounded to T, times v rounded to T; 2: the same with tanhf)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
@@ -98,6 +99,13 @@ __device__ __forceinline__ void pair_load(const T* __restrict__ r, int n, bool v
 
 #endif  // kt:bind
 __device__ __forceinline__ float gate_act(float v) {
+#if KT_EXPERT_GATE_FN == 1  // kt:bind
+  return fmaxf(v, 0.f);
+#elif KT_EXPERT_GATE_FN == 2  // kt:bind
+  return v > 0.f ? v * v : 0.f;
+#elif KT_EXPERT_GATE_FN == 3  // kt:bind
+  return v / (1.f + expf(-1.702f * v));
+#else  // kt:bind
 #if KT_EXPERT_ACT == 0
 #if KT_EXPERT_FAST_EXP  // kt:bind
   return v / (1.f + __expf(-v));
@@ -113,6 +121,7 @@ __device__ __forceinline__ float gate_act(float v) {
 #else
   return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #endif
+#endif  // kt:bind
 }
 #if KT_EXPERT_GELU_FORM  // kt:bind
 
@@ -189,6 +198,9 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ bias,
                                             int d) {
+#elif KT_EXPERT_GATE_FN == 4  // kt:bind
+template <typename T>
+__device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d, float threshold) {
 #else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
@@ -298,6 +310,8 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #else  // kt:bind
 #if KT_EXPERT_GELU_FORM  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gelu_packed<T>(va[i][j]) * vg[i][j];
+#elif KT_EXPERT_GATE_FN == 4  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) va[i][j] = (va[i][j] > threshold ? va[i][j] : 0.f) * vg[i][j];
 #elif KT_EXPERT_ROUND_ACT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gate_act(va[i][j]) * vg[i][j];
 #else  // kt:bind

@@ -35,7 +35,7 @@ grid = ["cdiv(rows, ROWS)"]
 block = ["LANES", "ROWS"]
 smem = "0"
 */
-// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; with KT_EXPERT_SCALE_POW2 0 only)
+// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; 3: multiplied by that factor and the factor stored as the scale (the quantization scale: CTranslate2's quantize, scale = 127 / amax; Transformer Engine's scale = fp8_max / amax), 1 for an all-zero group (absmax 0: eps 0); with KT_EXPERT_SCALE_POW2 0 only)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set; OCP MX scales, the power of two below absmax over the largest of the type (torchao to_mx FLOOR, Transformer Engine / TensorRT-LLM MXFP8 casts): biased exponent e = floor(log2(absmax)) - emax + 127 (emax = floor(log2(qmax)), 8 for e4m3) clamped to [0, 254], 0 for absmax 0 (eps 0), scale = exp2f(e - 127) (the byte 0 is 2^-127); 3: floor(log2(absmax)) exact, read from the exponent field (or ilogbf / frexpf: the same bytes, absmax below 2^-119 giving 0 either way); 4: floorf(log2f(absmax)), log2f's rounding kept)
 // kt:bind KT_EXPERT_SCALE_QRANGE = 0  (int8 only, with KT_EXPERT_SCALE_RECIP 1, KT_EXPERT_SCALE_POW2 0; 0: the scale absmax / qmax; the quantization range as a power of two (DeepSpeed's quantize::Params<Symmetric, q_bits>, ZeroQuant / ZeRO++ int8 groups): the factor 2^bits / (2 * absmax) (256 / (2 * absmax) = 128 / absmax for int8, the range from the type: +absmax maps to 128 and is clamped to qmax), an all-zero group (absmax 0: eps 0) given the factor 1, values multiplied by the factor, rounded (KT_EXPERT_ROUND) and clamped to [qmin, qmax]; 1: the stored scale 1 / factor (the dequantization scale, DeepSpeed's params); 2: the factor itself stored)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
@@ -46,6 +46,8 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_PACKED = 0  (0: fp32 scales; UE8M0 scales (KT_EXPERT_SCALE_POW2 1 or 2) as biased exponent bytes packed four to an int32 (DeepGEMM / SGLang / vLLM scale_ue8m0): byte k (bits 8k..8k+7) of a token's word w holds its group 4w + k, the bytes past its last group 0, each word stored whole by one thread; rows counts byte slots (4 a word), ROWS a multiple of 4. 1: words row-major [tokens, cdiv(per_token, 4)]; 2: words column-major, word w of token t at w * stride + t (SGLang's / vLLM's TMA-aligned int32 scales); token columns from `tokens` up to the slots' end are written 0)
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
+// kt:bind KT_EXPERT_SCALE_UB = 0  (symmetric row-major fp32 scales only (SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED); the scale as vLLM's dynamic_per_token_scaled_fp8_quant computes it: the group's absmax bounded from above by the value a nullable one-element fp32 input `ub` holds (the argument after qmax; null: no bound), with eps the least scale: 1 scale = max(min(absmax, *ub) / qmax, eps) (the floor on the scale: vLLM's min_scaling_factor, 1 / (448 * 512) for e4m3); 2 scale = max(min(absmax, *ub), eps) / qmax (the floor on the absmax))
+// kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -86,6 +88,12 @@ template <> struct QuantOut<uint8_t> {  // fp8 e4m3 stored as bytes
   static constexpr float qmax = 448.f, qmin = -448.f;
   __device__ static uint8_t cvt(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
 };
+#if KT_EXPERT_FP8_E5M2  // kt:bind
+template <> struct QuantOut<__nv_fp8_e5m2> {
+  static constexpr float qmax = 57344.f, qmin = -57344.f;
+  __device__ static __nv_fp8_e5m2 cvt(float v) { return __nv_fp8_e5m2(v); }  // saturating, to nearest even
+};
+#endif  // kt:bind
 
 #if KT_EXPERT_ASYM  // kt:bind
 struct Min { __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); } };
@@ -209,6 +217,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
                                             int stride) {
 #elif KT_EXPERT_SCALE_COLUMNS  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax, int tokens) {
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+                                            int group_size, int rows, float eps, float qmin, float qmax,
+                                            const float* __restrict__ ub) {
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
 #endif  // kt:bind
@@ -240,7 +251,14 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
     for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
   m = warp_reduce<KT_LANES>(m, Max());
+#if KT_EXPERT_SCALE_UB  // kt:bind
+  if (ub != nullptr) m = fminf(m, *ub);  // the upper bound on the absmax, where there is one
+#if KT_EXPERT_SCALE_UB == 2  // kt:bind
   m = fmaxf(m, eps);
+#endif  // kt:bind
+#else  // kt:bind
+  m = fmaxf(m, eps);
+#endif  // kt:bind
 #if KT_EXPERT_SCALE_QRANGE  // kt:bind
   // the quantization range 2^bits of the type over twice the group's maximum, in float as written (q_range / (2 *
   // absmax)); an all-zero group's factor 1
@@ -266,11 +284,17 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const float scale = __uint_as_float((((kt_bits >> 23) & 0xffu) + ((kt_bits & 0x7fffffu) != 0u ? 1u : 0u)) << 23);
 #elif KT_EXPERT_SCALE_POW2  // kt:bind
   const float scale = exp2f(ceilf(log2f(m / qmax)));  // a power of two: 1 / scale is exact
+#elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
+  const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
+#elif KT_EXPERT_SCALE_UB == 1  // kt:bind
+  const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
 #if KT_EXPERT_SCALE_QRANGE  // kt:bind
   const float rscale = kt_factor;  // the values multiplied by the factor
+#elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
+  const float rscale = scale;  // the values multiplied by the factor they store
 #elif KT_EXPERT_SCALE_RECIP == 2  // kt:bind
   const float rscale = qmax / m;  // the factor qmax / absmax, rounded once as computed (not 1 / scale)
 #elif KT_EXPERT_SCALE_RECIP  // kt:bind
@@ -411,6 +435,21 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
                                             float qmin, float qmax, int tokens) {
   KT_DISPATCH_ITEMS(KT_LANES, group_size,
                     (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, tokens)));
+}
+#elif KT_EXPERT_SCALE_UB  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, const float* ub) {
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows: one token's groups; gridDim.x * ROWS lies in [groups, groups + ROWS), so the token count is exact
+    const int per_token = rows;
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
+  }
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+  rows = groups_from_launch();
+#endif  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, ub)));
 }
 #else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {

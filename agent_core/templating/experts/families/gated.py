@@ -59,7 +59,10 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, N
                                                     scale_ops, unparen)
 from agent_core.templating.experts.library import Expert
 
-ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)"}
+ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)", 11: "ReLU", 12: "squared ReLU", 13: "quick GELU "
+        "(v * sigmoid(1.702 v))", 14: "FATReLU (v > threshold ? v : 0)"}
+# activations of KT_EXPERT_GATE_FN: their ids in ACTS less 10
+GATE_FNS = (11, 12, 13, 14)
 LAYOUTS = {0: "gate and up halves [gate | up]", 1: "halves [up | gate]", 2: "interleaved pairs (gate, up)",
            3: "interleaved pairs (up, gate)", 4: "gate and up as two tensors"}
 SIGMOIDS = {0: "g / (1 + expf(-alpha * g))", 1: "g * (1 / (1 + expf(-alpha * g)))", 2: "g / (1 + __expf(-alpha * g))",
@@ -86,6 +89,93 @@ def _acts(ev: Evidence) -> list[tuple[int, str, int]]:
     seen = {a for a, _ in found}
     rest = [(a, f"{ACTS[a]}-and-mul (assumed)") for a in (0, 1, 2) if a not in seen]
     return [(a, w, 4) for a, w in found] + [(a, w, 0) for a, w in rest]
+
+
+_TRANSCENDENTAL = ("erff", "erf", "normcdff", "erfcf", "tanhf", "tanh", "expf", "__expf", "exp", "exp2f", "hexp",
+                   "h2exp", "__frcp_rn", "h2rcp", "hrcp")
+_ZERO = r"\(?(?:0(?:\.0*)?|\.0+)[fF]?\)?"
+QUICK_GELU = 1.702
+
+
+def _zero(ev: Evidence, text: str, zeros: set[str]) -> bool:
+    """Whether ``text`` is a zero: a literal (``0``, ``0.f``, ``(T)0.0f``) or a local set to one (``zero``)."""
+    t = unparen(re.sub(r"\s+", "", text))
+    t = re.sub(r"^(?:\((?:const)?\w+\)|static_cast<\w+>)", "", t)
+    return re.fullmatch(_ZERO, t) is not None or unparen(t) in zeros
+
+
+def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
+    """The activations of KT_EXPERT_GATE_FN the body computes, as ``_acts`` gives them (ACTS id, words, support):
+    quick GELU where an exponential's input holds 1.702 (a literal, a named constant, a local set to it:
+    x * sigmoid(1.702 x)); where the body calls no transcendental at all, ReLU (a maximum with zero, or a value
+    compared with zero that chooses it or zero, of a value an input buffer feeds), squared where the body also
+    multiplies a value by itself, and FATReLU where the value is compared with a float argument instead. None
+    otherwise."""
+    fl = flows(ev.body, declarators=True)
+    values = assignments(ev.body)
+    once: dict[str, list[str]] = {}
+    for t, v in values:
+        once.setdefault(t, []).append(v)
+    if ev.has(*_TRANSCENDENTAL):
+        for _, args in call_arguments(ev.body, r"expf|__expf|exp|hexp"):
+            arg = re.sub(r"\s+", "", args[0]) if args else ""
+            texts = [arg] + [vs[0] for t, vs in once.items() if len(vs) == 1 and t in feeding(fl, arg)]
+            for t in texts:
+                for tok in re.findall(rf"(?<![\w.])(?:{FLOAT_LIT}|[A-Za-z_]\w*)(?![\w.(])", re.sub(r"\s+", "", t)):
+                    v = number(tok, ev.constants)
+                    if v is None and len(once.get(tok, ())) == 1:
+                        v = number(unparen(re.sub(r"\s+", "", once[tok][0])).lstrip("-"), ev.constants)
+                    if v is not None and abs(abs(v) - QUICK_GELU) < 1e-6:
+                        return [(13, "expf of 1.702 x → quick-GELU-and-mul", 5)]
+        return []
+    inputs = {a.name for a in ev.bufs("in", FLOATS)}
+    zeros = {t for t, vs in once.items() if len(vs) == 1 and _zero(ev, re.sub(
+        r"^(?:__float2half(?:_rn)?|__float2bfloat16(?:_rn)?|__int2half_rn)\((.*)\)$", r"\1",
+        re.sub(r"\s+", "", vs[0])), set())}
+    fed = lambda t: bool(feeding(fl, t) & inputs)  # noqa: E731
+    floats = {a.name for a in ev.floats()}
+    relu = threshold = False
+    for _, args in call_arguments(ev.body, r"(?:std::)?(?:fmaxf|fmax|max|__hmax|__hmax2)"):
+        if len(args) == 2 and any(_zero(ev, a, zeros) and fed(b) for a, b in (args, args[::-1])):
+            relu = True
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)(>=?)(\(?[\w.]+\)?)\?([^:;?]+):([^;)]+)", ev.flat):
+        v, op, bound, _, other = m.groups()
+        if not fed(v) or not _zero(ev, other, zeros):
+            continue
+        if _zero(ev, bound, zeros):
+            relu = True  # v >= 0 ? v : 0 is the same ReLU
+        elif unparen(bound) in floats and op == ">":
+            threshold = True  # strictly above (vLLM's f > threshold): v == threshold gives 0
+    for _, args in call_arguments(ev.body, r"__hgt|__hge|__hgt2|__hge2"):
+        if len(args) == 2 and fed(args[0]) and _zero(ev, args[1], zeros):
+            relu = True
+    if not (relu or threshold):
+        return []
+    squared = bool(re.search(r"(?<![\w.])([A-Za-z_]\w*)\*\1(?![\w(\[.])", ev.flat)) or any(
+        len(args) == 2 and unparen(re.sub(r"\s+", "", args[0])) == unparen(re.sub(r"\s+", "", args[1]))
+        for _, args in call_arguments(ev.body, r"__hmul|__hmul2|__hmul_rn|__hmul2_rn|powf|pow"))
+    out = []
+    if threshold and len(_thresholds(ev)) == 1:
+        out.append((14, "a value compared with a float argument, else 0 → FATReLU-and-mul", 5))
+    if squared:
+        out.append((12, "a maximum with 0, squared → squared-ReLU-and-mul", 5))
+    out.append((11, "a maximum with 0 → ReLU-and-mul (ReGLU)", 4 if out else 5))
+    return out
+
+
+def _thresholds(ev: Evidence) -> list[str]:
+    """The float arguments a value is compared with (``v > threshold ? v : 0``): FATReLU's threshold."""
+    return [a.name for a in ev.floats() if re.search(rf">\(?{re.escape(a.name)}\)?\?", ev.flat)]
+
+
+def _binding_acts(ev: Evidence, plain: bool) -> list[tuple[int, str, int]]:
+    """The activations ``_bindings`` enumerates: ``_acts``'s, after quick GELU where the body shows it, or the ReLU
+    family alone where the body computes one and no transcendental (FATReLU only for a ``plain`` kernel: one gated
+    row of the output's type)."""
+    fns = _gate_fns(ev)
+    if fns and fns[0][0] == 13:
+        return fns + _acts(ev)
+    return [f for f in fns if f[0] != 14 or plain] or _acts(ev)
 
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
@@ -124,6 +214,11 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
     if not (a.dtype == b.dtype == o.dtype) or not o.counts or a.counts != o.counts or b.counts != o.counts:
         return []
     ds = _row_lengths(ev, o)
+    if not ds and "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _gate_fns(ev)):
+        # no row length: a flat elementwise kernel over the element count (ik_llama.cpp's fused_mul_silu(x, y, dst,
+        # k), llama.cpp's flat GLU), with an activation's math (a plain product is no gated activation): one row of
+        # all of them
+        ds = [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     if not ds:
         return []
     return _bindings(ev, e, [a, b], o, ds, [4], o.dtype) + _bindings(ev, e, [b, a], o, ds, [4], o.dtype, -3)
@@ -170,21 +265,34 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
     mixed = O is not None and O != T
     rounds = _rounds(ev, T)
     out = []
+    gate_fn = "KT_EXPERT_GATE_FN" in e.conventions
+    acts = _binding_acts(ev, len(xs) == 1 and not mixed) if gate_fn else _acts(ev)
     for di, (d, dsup) in enumerate(ds):
         dname = d.words.strip("`")
-        for act, act_words, asup in _acts(ev):
+        for act, act_words, asup in acts:
+            # ReLU and FATReLU give a value of T itself: rounding it to T changes nothing
+            if act in (11, 14):
+                act_rounds = [(None, "")]
+            elif act in (12, 13) and ev.has(*_HALF_MULS):  # products in T: the activation's value rounded first
+                act_rounds = sorted(rounds, key=lambda r: r[0] != 1)
+            else:
+                act_rounds = rounds
             for li, layout in enumerate(layouts):
-                for ri, (rnd, rwords) in enumerate(rounds):
+                for ri, (rnd, rwords) in enumerate(act_rounds):
                     b = Binding(e, 0.85, (f"reads two halves of a `2 * {dname}` row and writes one of `{dname}`, "
                                           if len(xs) == 1 else f"reads a gate and an up row of `{dname}` and writes "
                                           "one, ") + act_words, ev.kernel.name)
                     b.sizes = {"rows": f"({o.spec.size}) / ({d.spec})", "d": d.spec}
-                    b.defines = {"KT_EXPERT_ACT": act}
+                    b.defines = {"KT_EXPERT_ACT": act if act < 10 else 0}
                     b.conventions = {"KT_EXPERT_GATE_LAYOUT": layout}
+                    if act >= 10:
+                        b.conventions["KT_EXPERT_GATE_FN"] = act - 10
                     if rnd is not None:
                         b.conventions["KT_EXPERT_ROUND_ACT"] = rnd
                     b.template_args = [CTYPE[T]]
                     b.call_args = [_cast(T, o.name, False)] + [_cast(T, a.name, True) for a in xs] + [d.c]
+                    if act == 14:
+                        b.call_args.append(f"(float)({_thresholds(ev)[0]})")
                     b.consts = {"ESIZE": NBYTES[T]}
                     if mixed:  # an output of a type of its own
                         b.conventions["KT_EXPERT_OUT_TYPE"] = 1
@@ -193,7 +301,8 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                         b.consts["ESIZE"] = max(NBYTES[T], NBYTES[O])
                     roles = [f"x={x.name}"] if len(xs) == 1 else [f"gate={xs[0].name}", f"up={xs[1].name}"]
                     b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), *roles, f"d={d.words}",
-                               ACTS[act], LAYOUTS[layout]] + ([rwords] if rwords else [])
+                               ACTS[act] + (f", threshold=`{_thresholds(ev)[0]}`" if act == 14 else ""),
+                               LAYOUTS[layout]] + ([rwords] if rwords else [])
                     b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra
                     out.append(b)
     return out

@@ -46,11 +46,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 
 from agent_core import expr
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, call_arguments, div,
-                                                    feeding, flows, number, prod, statements,
+# vLLM's least scale (min_scaling_factor) as the norm quantizers read it: the floor on the scale or on the absmax
+from agent_core.templating.experts.families.rows.norm_quant import _dynamic_floors, _dynamic_ops, _scale_names
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
+                                                    div, feeding, flows, fp8_formats, number, prod, statements,
                                                     assignments, uncast, unparen)
 
 ROUNDS = {0: "rounded to nearest even", 1: "rounded toward zero (a cast)", 2: "rounded half away from zero"}
@@ -65,7 +68,8 @@ POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor fr
               # exponent bytes of scales rounded up (only these name the two apart)
               11: "scales rounded up to powers of two (exp2f(ceilf(log2f)))",
               12: "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"}
-RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax"}
+RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax",
+          3: "multiplied by the factor qmax / absmax, the factor stored as the scale (1 for an all-zero group)"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
 
@@ -118,6 +122,32 @@ def _padded_columns(ev: Evidence, x, scales) -> list[tuple[SizeExpr, SizeExpr, S
             if gs and ts:
                 out.append((gs[0], SizeExpr(f"(int)({g.name})", str(g.spec.value), f"`{g.name}`"), ts[0],
                             SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")))
+    if out:
+        return out
+    # no group-count argument (TurboMind's quant_symm_row: tokens, the row length and the scales' leading dimension,
+    # the group size a constant): the tokens an int argument the stride exceeds by less than 64, the group size the
+    # input over the tokens' groups (an argument or a constant), the group count the input's elements over it
+    totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
+    if not totals:
+        return out
+    total = totals[0].c.replace("(int)(", "(long long)(")
+    for st in ev.ints():
+        if not st.counts or st.counts == scales.counts or div(scales.counts, st.counts) is None:
+            continue
+        per_token = div(scales.counts, st.counts)
+        for t in ev.ints():
+            if t is st or not t.counts or t.counts == st.counts or \
+                    any(not 0 <= s - v < 64 for v, s in zip(t.counts, st.counts)):
+                continue
+            gs_v = div(x.counts, tuple(a * b for a, b in zip(t.counts, per_token)))
+            if not gs_v or any(v < 2 for v in gs_v):
+                continue
+            gs = [s for s in ev.sizes(gs_v) if not s.c[0].isdigit()] or ev.sizes(gs_v)
+            if gs:
+                groups = SizeExpr(f"(int)(({total}) / ({gs[0].c}))", f"({totals[0].spec}) / ({gs[0].spec})",
+                                  f"{totals[0].words} / {gs[0].words}")
+                out.append((gs[0], groups, SizeExpr(f"(int)({t.name})", str(t.spec.value), f"`{t.name}`"),
+                            SizeExpr(f"(int)({st.name})", str(st.spec.value), f"`{st.name}`")))
     return out
 
 
@@ -156,16 +186,36 @@ def _floors(ev: Evidence) -> list[tuple[str, str]]:
     return out
 
 
-def _factor(ev: Evidence, qmax, Q: str) -> bool:
-    """Whether the body divides the type's largest value (a literal, a named constant, or the qmax argument) by
-    something that is no constant, the group's maximum: the values are quantized by the factor qmax / absmax
-    (DeepGEMM's ``x * (448 / amax)``, vLLM's dynamic int8 ``127 / absmax``), not by the scale."""
-    top = 127.0 if Q == "int8_t" else 448.0
+def _factor(ev: Evidence, qmax, Q: str, text: str | None = None) -> bool:
+    """Whether the body (or ``text`` of it) divides the type's largest value (a literal, a named constant, or the qmax
+    argument) by something that is no constant, the group's maximum: the values are quantized by the factor qmax /
+    absmax (DeepGEMM's ``x * (448 / amax)``, vLLM's dynamic int8 ``127 / absmax``), not by the scale."""
+    return bool(_factor_dens(ev, qmax, Q, text))
+
+
+def _factor_dens(ev: Evidence, qmax, Q: str, text: str | None = None) -> set[str]:
+    """What ``_factor`` finds the type's largest value divided by (the names)."""
+    dens = set()
+    top = {"int8_t": 127.0, "__nv_fp8_e5m2": 57344.0}.get(Q, 448.0)
+    again = Counter(t for t, _ in assignments(ev.body))  # a running maximum set to 0 first is no constant
     for num, den in re.findall(r"(?<![\w.])\(?((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)\)?/"
-                               r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat):
-        if den in ev.constants or (qmax is not None and den == qmax.name):
+                               r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat if text is None else text):
+        if (den in ev.constants and again[den] < 2) or (qmax is not None and den == qmax.name):
             continue
         if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
+            dens.add(den)
+    return dens
+
+
+def _factor_stored(ev: Evidence, sc, qmax, Q: str) -> bool:
+    """Whether what the body writes to the scales is the factor qmax / absmax itself (CTranslate2's ``scale = max !=
+    0 ? 127 / max : 1; scales[row] = scale``): a written value, or the value of the local written, that divides the
+    type's largest value by the group's maximum."""
+    values: dict[str, list[str]] = {}
+    for t, v in assignments(ev.body):
+        values.setdefault(t, []).append(re.sub(r"\s+", "", v))
+    for w in re.findall(rf"\b{re.escape(sc.name)}\)?\[[^\]]*\]=(?!=)([^;]*)", ev.flat):
+        if any(_factor(ev, qmax, Q, t) for t in [w] + values.get(unparen(w), [])):
             return True
     return False
 
@@ -189,8 +239,10 @@ def _numerics(ev: Evidence, q):
     eps_c = eps_c + _floors(ev) if eps_c else _floors(ev) + [("1e-10f", "eps=1e-10 (assumed)")]
     Q = "int8_t" if q[0].dtype == "i8" else "uint8_t"
     kind = "int8" if Q == "int8_t" else "fp8 e4m3 (bytes)"
+    if Q == "uint8_t" and fp8_formats(ev, q[0]) == ["__nv_fp8_e5m2"]:  # only e5m2 shows (KT_EXPERT_FP8_E5M2)
+        Q, kind = "__nv_fp8_e5m2", "fp8 e5m2"
     if Q == "int8_t":
-        if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn"):
+        if ev.has("__float2int_rn", "rintf", "lrintf", "nearbyintf", "__float2int_rn") or ev.mentions(r"cvt\.rni"):
             rounds = [0, 2, 1]
         elif ev.has("roundf", "lroundf"):
             rounds = [2, 0, 1]
@@ -227,7 +279,9 @@ def _group_count(ev: Evidence, e, b: Binding, x, gs: SizeExpr, gs_v: tuple | Non
 
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
-    asym = _asym_bindings(ev, e) if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
+    long = lib.get("per_token_group_quant_long")
+    asym = _asym_bindings(ev, e, long if long is not None and "KT_EXPERT_ASYM" in long.conventions else None) \
+        if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
     return asym + _symmetric_bindings(ev, e)
 
 
@@ -248,6 +302,21 @@ def _floor_pow2(ev: Evidence) -> list[int]:
     return [4, 3] if logf else [3, 4] if bits else []
 
 
+def _upper_bound(ev: Evidence, e, ins) -> ArgUse | None:
+    """vLLM's scale_ub (dynamic_per_token_scaled_fp8_quant): one of the two float inputs a one-element fp32 input the
+    body takes a minimum with (``fminf(block_max, *scale_ub)``), where the expert has KT_EXPERT_SCALE_UB."""
+    if e is None or "KT_EXPERT_SCALE_UB" not in e.conventions:
+        return None
+    ones = [a for a in ins if a.dtype == "f32" and a.counts and all(c == 1 for c in a.counts)]
+    if len(ones) != 1 or len(ins) != 2:
+        return None
+    n = ones[0].name
+    for _, args in call_arguments(ev.body, r"(?:std::)?(?:fminf|fmin|min)"):
+        if len(args) == 2 and any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", a) for a in args):
+            return ones[0]
+    return None
+
+
 def _byte_scales(ev: Evidence, e, x, outs) -> tuple[list, list] | None:
     """(q, scales) where the kernel has two byte outputs: the quantized values (the input's count) and one uint8
     buffer of fewer elements, the biased exponent bytes of power-of-two scales (E8M0 / UE8M0, KT_EXPERT_SCALE_BYTES);
@@ -266,7 +335,10 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     byte_scales = False
     if not sc and len(ins) == 1 and (split := _byte_scales(ev, e, ins[0], q)) is not None:
         (q, sc), byte_scales = split, True
-    if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3:
+    ub = _upper_bound(ev, e, ins) if len(ins) == 2 else None  # vLLM's nullable scale_ub (KT_EXPERT_SCALE_UB)
+    if ub is not None:
+        ins = [a for a in ins if a is not ub]
+    if e is None or len(ins) != 1 or len(q) != 1 or len(ev.bufs()) != 3 + (ub is not None):
         return []
     x = ins[0]
     if not sc and "KT_EXPERT_SCALE_PACKED" in e.conventions:
@@ -285,10 +357,24 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     # maximum (offered to every kernel, it would add a binding to kernels whose recorded screenings CI replays)
     factor = _factor(ev, qmax, Q)
     recips = [2] + recips if factor else recips
+    if factor and _factor_stored(ev, sc[0], qmax, Q):
+        # the factor itself stored (KT_EXPERT_SCALE_RECIP 3): first; no eps first where the body compares the
+        # maximum with 0 (an all-zero group's factor 1)
+        recips = [3] + recips
+        flow = flows(ev.body)
+
+        def the_max(n: str) -> bool:  # the group's maximum: computed from an absolute value, or what qmax is divided by
+            return bool(feeding(flow, n) & ABS_CALLS) or n in _factor_dens(ev, qmax, Q)
+
+        if any(the_max(m.group(1) or m.group(2)) for m in re.finditer(
+                r"([A-Za-z_]\w*)(?:\[[^\]]*\])?\)?[!=]=\(?0(?:\.0*)?[fF]?\)?(?![\w.])|"
+                r"(?<![\w.])0(?:\.0*)?[fF]?[!=]=\(?([A-Za-z_]\w*)", ev.flat)):
+            eps_c = [("0.f", "no eps (an all-zero group: the factor 1)")] + \
+                [c for c in eps_c if not c[1].endswith("(assumed)")][:2]
     pow2s = [1, 0] if ev.has("exp2f", "ldexpf", "exp2") and ev.has("ceilf", "log2f", "ilogbf", "frexpf") else [0, 1]
     # OCP MX floor scales where the body says so (fp8 only), with no eps but 0 (an all-zero group: the byte 0) first;
     # exponent bytes hold a power of two only: rounded up (on the bits first where the body reads a float's bits)
-    floors = _floor_pow2(ev) if Q == "uint8_t" else []
+    floors = _floor_pow2(ev) if Q in ("uint8_t", "__nv_fp8_e5m2") else []
     if floors:
         pow2s = floors
         eps_c = [("0.f", "no eps (an all-zero group: the biased exponent 0)")] + \
@@ -297,28 +383,37 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         bits = ev.has("__uint_as_float", "__int_as_float", "__float_as_uint", "__float_as_int") or \
             ev.mentions(r"(?i)0x0*7fffff\b|8388607")
         pow2s = [2, 1] if bits else [1, 2]
-    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales else []
+    # (KT_EXPERT_SCALE_UB, the least scale's C, its words) per eps: the body's floor on the scale (vLLM's
+    # min_scaling_factor) or on the absmax where there is an upper bound; 0 (eps on the absmax) where there is none
+    modes = [(0, c, w) for c, w in eps_c[:3]]
+    if ub is not None:
+        O = "__nv_fp8_e4m3" if Q == "uint8_t" else Q
+        modes = [(mode, c, w) for mode, c, w, _ in _dynamic_floors(ev, O)]
+        # divided by the token's scale or times its reciprocal: the body's use of the local it stores, first
+        recips = [0 if op == 2 else 1 for op, _ in _dynamic_ops(ev, _scale_names(ev, sc[0]))]
+        pow2s, floors = [0], []
+    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales and ub is None else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
     # (support, column-major token count or None, padded columns or None)
     layouts = ([(-3 if columns and columns[0][0] == 0 else 0, None, None)] + [(sup, t, None) for sup, t in columns]
-               if gs_all else []) + [(0, None, pad) for pad in padded]
+               if gs_all else []) + [(0, None, pad) for pad in padded if ub is None]
     qm = f"kt::QuantOut<{Q}>"
     # the group count: an argument that holds it, else the elements over the group size, else the grid
     rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
     total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
     out = []
-    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_c[:3]), enumerate(rounds),
+    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(modes), enumerate(rounds),
                                enumerate(recips), enumerate(pow2s), layouts)
-    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
+    for (gi, gs), (ei, (ub_mode, eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
         if pad is not None:
             if gi:
                 continue  # a padded layout brings its own group size
             gs, groups, tokens, stride = pad
         elif gs is None:
             continue
-        if recip == 2 and pow2:
+        if recip >= 2 and pow2:
             continue  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
         store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
         b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
@@ -339,6 +434,11 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
                          "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
+        if Q == "__nv_fp8_e5m2":
+            b.conventions["KT_EXPERT_FP8_E5M2"] = 1
+        if ub_mode:
+            b.conventions["KT_EXPERT_SCALE_UB"] = ub_mode
+            b.call_args.append(f"(const float*)({ub.name})")
         if byte_scales:
             b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
         if from_grid:
@@ -352,7 +452,8 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         b.consts = {"ESIZE": NBYTES[x.dtype]}
         b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
                    f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
-                   f"group_size={gs.words}", rows_words, eps_words,
+                   f"group_size={gs.words}", rows_words] + (
+            [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words,
                    f"qmin={qmin.name}" if qmin else "qmin of the type",
                    f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
             [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
@@ -640,7 +741,7 @@ def _levels(ev: Evidence) -> int | None:
     return None
 
 
-def _asym_bindings(ev: Evidence, e) -> list[Binding]:
+def _asym_bindings(ev: Evidence, e, long=None) -> list[Binding]:
     """Asymmetric (min/max, zero point) bindings (KT_EXPERT_ASYM), only where the body says so (``_asym_modes``)."""
     ins = ev.bufs("in", FLOATS)
     if len(ins) != 1 or not ins[0].counts:
@@ -690,6 +791,9 @@ def _asym_bindings(ev: Evidence, e) -> list[Binding]:
     out = []
     cap = max(e.params["LANES"].values) * max(e.params["ITEMS"].values) * \
         min(max(e.params["VEC"].values), 16 // NBYTES[x.dtype])
+    if long is not None:  # a longer group (a whole token: vLLM's per-token azp) is its long-row twin's
+        cap = max(cap, max(long.params["THREADS"].values) * max(long.params["ITEMS"].values) *
+                  min(max(long.params["VEC"].values), 16 // NBYTES[x.dtype]))
     Q = "uint8_t" if q.dtype == "u8" else "int8_t"
     levels = _levels(ev)
     fl = ev.floats()
@@ -917,6 +1021,8 @@ def _packed_bindings(ev: Evidence, e, x, q) -> list[Binding]:
         b.defines = {"KT_EXPERT_ROUND": rnd}
         b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2, "KT_EXPERT_SCALE_COLUMNS": 0,
                          "KT_EXPERT_SCALE_PACKED": mode}
+        if Q == "__nv_fp8_e5m2":
+            b.conventions["KT_EXPERT_FP8_E5M2"] = 1
         if from_grid:
             b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
         b.consts = {"ESIZE": NBYTES[x.dtype]}
