@@ -3966,3 +3966,36 @@ def test_every_binding_of_the_trt_skip_layer_norm_variant_compiles(lib):
     """The held-out TensorRT skipLayerNorm's bindings (the sum stored nowhere, eps 0) compile for sm_90; the style
     kernel's with the other style kernels."""
     _compile_every_binding(lib, *_variant(TRT_SKIP_LN, "skipLayerNormKernel"))
+
+
+# ------------------------------------------------------------------- survey of public code bases' attention kernels
+def _styled(name: str, *swaps: tuple[str, str]):
+    """A style kernel with text swapped (each swap must apply): the same kernel written another way."""
+    text = (STYLES / f"{name}.cu").read_text()
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, f"{name}_swapped.cu")
+    k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+    return cf, k, S.find_spec(cf, k.name)
+
+
+def test_softmax_keep_complement_times_minus_10000_without_slopes(lib):
+    """FasterTransformer's masked softmax before ALiBi (TensorRT-LLM's unfused attention with null linear-bias
+    slopes): qk * scale + (1 - m) * -10000 over a 0/1 fp16 mask [batch, q, k] shared by the heads, __expf, the sum
+    + 1e-6 inverted by __fdividef: the ALiBi form with null slopes, first; the scale written after the logit."""
+    cf, k, spec = case("softmax_keep_complement_minus_10000_no_alibi_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}, words_of(bs)
+    assert "hidden=`seq_len_k`" in b.describe() and "logits times `qk_scale`" in b.describe()
+    assert "plus (1 - `attr_mask`) * -10000 [`batch_size * seq_len_q` rows], broadcast over a middle dimension, " \
+           "inner extent `seq_len_q`" in b.describe()
+    assert b.call_args[-4:] == ["(const __half*)(attr_mask)", "(int)(batch_size) * (int)(seq_len_q)",
+                                "(int)(seq_len_q)", "(const __half*)nullptr"]
+    t = X.bind(b, cf, spec)
+    assert "mk[i][j] = bias + (1.f - mk[i][j]) * -10000.f;" in t.text and "__fdividef(1.f," in t.text
+    # the scale written before the logit reads the same
+    cf2, k2, spec2 = _styled("softmax_keep_complement_minus_10000_no_alibi_f16",
+                             ("__half2float(qk_src[row + ki]) * qk_scale", "qk_scale * __half2float(qk_src[row + ki])"))
+    assert X.candidates(cf2, k2.name, spec2, lib)[0].describe() == b.describe()
