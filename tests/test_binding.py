@@ -3999,3 +3999,45 @@ def test_softmax_keep_complement_times_minus_10000_without_slopes(lib):
     cf2, k2, spec2 = _styled("softmax_keep_complement_minus_10000_no_alibi_f16",
                              ("__half2float(qk_src[row + ki]) * qk_scale", "qk_scale * __half2float(qk_src[row + ki])"))
     assert X.candidates(cf2, k2.name, spec2, lib)[0].describe() == b.describe()
+
+
+def test_softmax_byte_mask_replacing_masked_logits_by_minus_10000(lib):
+    """Megatron's and Transformer Engine's scaled_masked_softmax: a nonzero mask byte REPLACES the scaled logit by
+    -10000 (the inverse of a keep-mask), a row whose max is -10000 written 0 where the body tests for it
+    (KT_EXPERT_MASK 5, then 6); the mask [batch, q, k] has no batch argument (the grid's z): its rows are the rows
+    over the heads."""
+    cf, k, spec = case("softmax_masked_fill_minus_10000_bytes_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 5}, words_of(bs)
+    assert b.describe() == (
+        "out=dst (f16), x=src (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        "the logits where the mask `mask` [rows / `heads` rows] is not 0 replaced by -10000 (masked_fill), a row with "
+        "every key masked written 0, broadcast over a middle dimension, inner extent `q_len`")
+    assert b.call_args[-3:] == ["(const uint8_t*)(mask)", "(int)gridDim.x / (int)(heads)", "(int)(q_len)"]
+    b6 = next(x for x in bs if x.conventions["KT_EXPERT_MASK"] == 6)
+    assert b6.call_args == b.call_args and "a row with every key masked uniform" in b6.describe()
+    assert not any(x.conventions.get("KT_EXPERT_MASK") == 4 for x in bs)  # not a keep-mask
+    t = X.bind(b, cf, spec)
+    assert "if (mk[i][j] != 0.f) v[i][j] = -10000.f;" in t.text and "m == -10000.f ? 0.f : 1.f / total" in t.text
+    t6 = X.bind(b6, cf, spec)
+    assert "1.f / row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f)" in t6.text and "m == -10000.f" not in t6.text
+    # Megatron's original kernel (no test of the max against the fill): the uniform form first
+    keep_all = ("const float keep = mx == -10000.0f ? 0.f : 1.f;", "const float keep = 1.f;")
+    cf2, k2, spec2 = _styled("softmax_masked_fill_minus_10000_bytes_f16", keep_all)
+    bs2 = X.candidates(cf2, k2.name, spec2, lib)
+    assert bs2[0].conventions["KT_EXPERT_MASK"] == 6 and bs2[0].call_args == b.call_args, words_of(bs2)
+    # written as Megatron writes it (keep where the byte is not 1, an if / else): the same reading
+    fill = "const float v = mk[j] != 0 ? -10000.0f : __half2float(x[j]) * scale;"
+    cf3, k3, spec3 = _styled("softmax_masked_fill_minus_10000_bytes_f16", (
+        f"    {fill}\n    mx = fmaxf(mx, v);",
+        "    float v;\n    if (mk[j] != 1) v = __half2float(x[j]) * scale;\n    else v = -10000.0f;\n"
+        "    mx = fmaxf(mx, v);"))
+    assert X.candidates(cf3, k3.name, spec3, lib)[0].conventions["KT_EXPERT_MASK"] == 5
+    # the fill where the byte is 0 is a keep-mask: no masked_fill reading
+    text = (STYLES / "softmax_masked_fill_minus_10000_bytes_f16.cu").read_text()
+    assert text.count(fill) == 3
+    cf4 = parse_cuda(text.replace(fill, fill.replace("!= 0", "== 0")), "keep.cu")
+    k4 = next(k for k in cf4.kernels if S.find_spec(cf4, k.name) is not None)
+    spec4 = S.find_spec(cf4, k4.name)
+    assert not any(x.conventions.get("KT_EXPERT_MASK", 0) >= 5 for x in X.candidates(cf4, k4.name, spec4, lib))
