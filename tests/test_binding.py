@@ -3095,8 +3095,8 @@ def test_held_out_mask_index_softmax_binds_first():
 def test_no_key_range_without_the_evidence(lib):
     """No other style kernel's softmax gets a key range: it takes int32 buffers that bound a loop's key index."""
     for name in STYLE_NAMES:
-        if name == "softmax_valid_keys_per_sequence_bf16":
-            continue
+        if name in ("softmax_valid_keys_per_sequence_bf16", "softmax_row_lengths_tail_zero_f32"):
+            continue  # the key ranges (CTranslate2's lengths per row: one row a batch)
         cf, k, spec = case(name)
         assert not any("KT_EXPERT_KEYS" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 
@@ -4041,3 +4041,12 @@ def test_softmax_byte_mask_replacing_masked_logits_by_minus_10000(lib):
     k4 = next(k for k in cf4.kernels if S.find_spec(cf4, k.name) is not None)
     spec4 = S.find_spec(cf4, k4.name)
     assert not any(x.conventions.get("KT_EXPERT_MASK", 0) >= 5 for x in X.candidates(cf4, k4.name, spec4, lib))
+
+
+def test_softmax_row_lengths_written_zero_past_them(lib):
+    """CTranslate2's masked softmax (PyTorch's cunn_SoftMaxForward with an int32 length per row, the columns past it
+    written 0): already read, the key range of one row a batch (KT_EXPERT_KEYS 2: an empty range kept empty)."""
+    cf, k, spec = case("softmax_row_lengths_tail_zero_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2}, words_of(bs)
+    assert "keys [0, `lengths`[b])" in bs[0].describe()
