@@ -4050,3 +4050,24 @@ def test_softmax_row_lengths_written_zero_past_them(lib):
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2}, words_of(bs)
     assert "keys [0, `lengths`[b])" in bs[0].describe()
+
+
+def test_rotary_offsets_per_sequence_from_a_2d_grid_of_tokens_and_sequences(lib):
+    """ExLlamaV2's rope: x [batch, seq, heads, head_dim] in place, the sin table before the cos table (fp16 [max_pos,
+    head_dim], Hugging Face's duplicated halves: the first half read), the position past_lens[b] + s on a grid (s,
+    b): the sequence length is the one the token's row index multiplies the offsets' subscript by
+    (KT_EXPERT_POSITIONS 2)."""
+    cf, k, spec = case("rotary_past_lens_sin_first_bshd_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    want = ("positions=past_lens[sequence] + the token's index in its sequence of `seq_len` tokens, query=x, no key, "
+            "cos=cos, sin=sin, rows of rot_dim, rot_dim=`head_dim`, num_heads=`num_heads`, num_kv_heads=none (no "
+            "key), head_size=`head_dim`, NeoX pairs, in place")
+    assert any(b.describe() == want for b in bs), words_of(bs)
+    b = next(b for b in bs if b.describe() == want)
+    assert b.conventions == {"KT_EXPERT_CACHE": 1, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 2}
+    assert b.call_args[5:8] == ["(const __half*)(cos)", "(const __half*)(sin)", "(int)(head_dim)"]
+    assert b.call_args[-1] == "(int)(seq_len)"
+    assert all(x.conventions.get("KT_EXPERT_POSITIONS") == 2 for x in bs[:4])  # no position per batch entry first
+    t = X.bind(b, cf, spec)
+    assert "const long long pos = (long long)positions[token / seq_len] + token % seq_len;" in t.text
