@@ -4071,3 +4071,32 @@ def test_rotary_offsets_per_sequence_from_a_2d_grid_of_tokens_and_sequences(lib)
     assert all(x.conventions.get("KT_EXPERT_POSITIONS") == 2 for x in bs[:4])  # no position per batch entry first
     t = X.bind(b, cf, spec)
     assert "const long long pos = (long long)positions[token / seq_len] + token % seq_len;" in t.text
+
+
+def test_rotary_llama31_smoothed_frequencies_computed_in_the_kernel(lib):
+    """FlashInfer's BatchQKApplyLlama31RotaryPosIds: the inverse frequency f = __powf(rcp_theta, 2i / rot), smoothed
+    by s = clamp(f * smooth_a + smooth_b, 0, 1) between f * rcp_scale and f, __sincosf of pos * f'
+    (KT_EXPERT_ANGLE_SMOOTH); the roles read from what the body computes, whatever the names."""
+    cf, k, spec = case("rotary_llama31_smooth_freqs_pos_ids_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                             "KT_EXPERT_ANGLE": 3, "KT_EXPERT_FAST_ANGLE": 1, "KT_EXPERT_ANGLE_SMOOTH": 1}, words_of(bs)
+    assert "rot_dim=`rotary_dim`" in b.describe() and "num_kv_heads=`num_kv_heads`" in b.describe()
+    assert b.call_args[5:8] == ["(float)(rope_rcp_theta)", "(float)(rope_rcp_scale)", "1.0f"]
+    assert b.call_args[-2:] == ["(float)(smooth_a)", "(float)(smooth_b)"]
+    t = X.bind(b, cf, spec)
+    assert "smooth = fmaxf(0.0f, fminf(1.0f, smooth));" in t.text and "__sincosf(theta, &s, &c);" in t.text
+    assert "f = (1 - smooth) * (f * scale) + smooth * f;" in t.text and "kt:bind" not in t.text
+    # the names changed and the terms of the smoothing swapped: the same roles
+    cf2, k2, spec2 = _styled("rotary_llama31_smooth_freqs_pos_ids_bf16", ("smooth_a", "ca"), ("smooth_b", "cb"),
+                             ("rope_rcp_scale", "lin"), ("rope_rcp_theta", "th"), ("freq * ca + cb", "cb + ca * freq"))
+    b2 = X.candidates(cf2, k2.name, spec2, lib)[0]
+    assert b2.conventions == b.conventions and b2.call_args[-2:] == ["(float)(ca)", "(float)(cb)"]
+    assert b2.call_args[5:7] == ["(float)(th)", "(float)(lin)"]
+    # FlashInfer's plain form (no smoothing) keeps its bindings
+    path = ROOT / "bench" / "corpus" / "rotary" / "rope_pos_ids_rcp_theta_interleave_bf16.cu"
+    cf3 = parse_cuda(path.read_text(), str(path))
+    k3 = next(k for k in cf3.kernels if S.find_spec(cf3, k.name) is not None)
+    assert not any("KT_EXPERT_ANGLE_SMOOTH" in x.conventions
+                   for x in X.candidates(cf3, k3.name, S.find_spec(cf3, k3.name), lib))
