@@ -1491,7 +1491,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
-                                        "unnormalized")):
+                                        "unnormalized", "partitions_max_expsum")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -4100,3 +4100,34 @@ def test_rotary_llama31_smoothed_frequencies_computed_in_the_kernel(lib):
     k3 = next(k for k in cf3.kernels if S.find_spec(cf3, k.name) is not None)
     assert not any("KT_EXPERT_ANGLE_SMOOTH" in x.conventions
                    for x in X.candidates(cf3, k3.name, S.find_spec(cf3, k3.name), lib))
+
+
+def test_nway_merge_of_normalized_parts_with_maxima_and_sums_apart(lib):
+    """vLLM's paged-attention v2 reduce: bf16 partitions tmp_out [seqs, heads, max_parts, head_size] each normalized
+    by its own sum, max_logits and exp_sums [seqs, heads, max_parts] apart, ceil(seq_lens[s] / PARTITION_SIZE) of
+    them a sequence, neither a sequence nor a head count among the arguments (the grid's); w = l * expf(m - M),
+    inv = __fdividef(1, W + 1e-6f): KT_EXPERT_NWAY_SUMS 2 over layout 3, the counts from the expert's grid."""
+    cf, k, spec = case("merge_partitions_max_expsum_reduce_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_SUMS": 2, "KT_EXPERT_LSE_BASE2": 0,
+                             "KT_EXPERT_NWAY_GRID": 1}, words_of(bs)
+    assert "v=tmp_out normalized, with maxima max_logits and sums exp_sums" in b.describe()
+    assert b.call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(tmp_out)", "(const float*)(max_logits)",
+                           "(const float*)(exp_sums)", "(int)(max_num_partitions)", "(int)gridDim.x",
+                           "(int)gridDim.y", "(int)(head_size)", "(const int*)(seq_lens)", "(long long)512",
+                           "(float)(1e-6f)"]
+    assert b.template_args == ["__nv_bfloat16", "__nv_bfloat16", "int"] and b.sizes["tokens"] == "seqs"
+    t = X.bind(b, cf, spec)
+    assert "const float inv = __fdividef(1.0f, total + eps);" in t.text and "w[it] = vl[st] * expf(vm[st] - mx);" in t.text
+    assert "o[j] += to_f(x[it].v[j]) * w[it] * inv;" in t.text and "kt:bind" not in t.text
+    # an IEEE inverse without eps: the same roles, the inverse as written
+    cf2, k2, spec2 = _styled("merge_partitions_max_expsum_reduce_bf16",
+                             ("__fdividef(1.0f, s + 1e-6f)", "1.0f / s"))
+    b2 = X.candidates(cf2, k2.name, spec2, lib)[0]
+    assert b2.conventions["KT_EXPERT_NWAY_SUMS"] == 1 and b2.call_args[-1] == "0.f"
+    # unnormalized parts (the sums only in the denominator) are not read as normalized ones
+    cf3, k3, spec3 = _styled("merge_partitions_max_expsum_reduce_bf16",
+                             ("const float r = es[p] * expf(ml[p] - m);\n    w[p] = r;\n    s += r;",
+                              "const float r = expf(ml[p] - m);\n    w[p] = r;\n    s += es[p] * r;"))
+    assert not any(x.conventions.get("KT_EXPERT_NWAY_SUMS") for x in X.candidates(cf3, k3.name, spec3, lib))
