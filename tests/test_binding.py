@@ -4131,3 +4131,22 @@ def test_nway_merge_of_normalized_parts_with_maxima_and_sums_apart(lib):
                              ("const float r = es[p] * expf(ml[p] - m);\n    w[p] = r;\n    s += r;",
                               "const float r = expf(ml[p] - m);\n    w[p] = r;\n    s += es[p] * r;"))
     assert not any(x.conventions.get("KT_EXPERT_NWAY_SUMS") for x in X.candidates(cf3, k3.name, spec3, lib))
+
+
+def test_rotary_fused_qkv_heads_with_angles_computed_in_the_kernel(lib):
+    """MLC-LLM's / TensorRT-LLM's fused-QKV rotary: q and k heads rotated in place inside one fused qkv row (v after
+    them untouched), no cos/sin cache: inv_freq = 1 / powf(theta, 2i / d), theta = pos * inv_freq * scale. The fused
+    views (KT_EXPERT_TOKEN_STRIDE) with the angles computed per token into shared memory (KT_EXPERT_CACHE 4)."""
+    cf, k, spec = case("rotary_fused_qkv_theta_on_the_fly_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_ANGLE": 2, "KT_EXPERT_FAST_ANGLE": 0, "KT_EXPERT_TOKEN_STRIDE": 1}, words_of(bs)
+    assert b.describe().startswith("positions=positions, query=qkv, key=qkv after the query heads, no cache: angles "
+                                   "from pos / rope_theta^(2i/rot) * scale, rot_dim=`head_dim`")
+    row = "(long long)((int)(num_q_heads) + 2 * (int)(num_kv_heads)) * ((int)(head_dim))"
+    assert b.call_args[2] == "(const __half*)(qkv) + (long long)((int)(num_q_heads)) * ((int)(head_dim))"
+    assert b.call_args[-2:] == [row, row]
+    t = X.bind(b, cf, spec)
+    assert "head_size, q_stride, k_stride);" in t.text and "const long long qo = blockIdx.x * q_stride" in t.text
+    assert "const float inv = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);" in t.text

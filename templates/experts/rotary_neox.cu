@@ -517,7 +517,11 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
                                             float base, float scale, float attn, int rot_dim, int num_heads,
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+                                            int num_kv_heads, int head_size, long long q_stride, long long k_stride) {
+#else  // kt:bind
                                             int num_kv_heads, int head_size) {
+#endif  // kt:bind
   __shared__ __align__(32) float cos_t[ANGLE_TABLE];
   __shared__ __align__(32) float sin_t[ANGLE_TABLE];
   const float pos = (float)positions[blockIdx.x];
@@ -525,12 +529,22 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   if (embed <= ANGLE_TABLE) {
     for (int j = threadIdx.x; j < embed; j += blockDim.x) rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j]);
     __syncthreads();
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+    // query and key heads as views of one fused row (tokens q_stride / k_stride apart): the cache path's strides
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size, q_stride, k_stride);
+#else  // kt:bind
     rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
                              head_size);
+#endif  // kt:bind
     return;
   }
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+  const long long qo = blockIdx.x * q_stride, ko = blockIdx.x * k_stride;
+#else  // kt:bind
   const long long qo = blockIdx.x * (long long)num_heads * head_size, ko = blockIdx.x * (long long)num_kv_heads * head_size;
+#endif  // kt:bind
   rotate_direct<GPTJ>(q_in + qo, q_out + qo, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
   rotate_direct<GPTJ>(k_in + ko, k_out + ko, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind

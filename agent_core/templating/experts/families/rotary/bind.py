@@ -169,8 +169,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                if (fused or row_len or view) and cache >= 4:
-                    continue  # a fused buffer's views take a cache
+                if (row_len or view) and cache >= 4 or fused and cache > 4:
+                    continue  # strided views take a cache (a fused buffer's heads angles computed in the kernel too)
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
                 if implicit and not computed and lay.stride_fp != implicit.stride:
@@ -216,6 +216,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                        f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                        if fused:  # views of one fused row: the key heads after the query heads, tokens a row apart
+                            buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                            kofs = f"(long long)({nh.c}) * ({hs.c})"
+                            row = f"(long long)({fused[2]}) * ({hs.c})"
+                            b.call_args[1:5] = [buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}"]
+                            b.call_args += [row, row]
+                            b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
                         if smooth:  # the smoothing's two coefficients last
                             b.conventions["KT_EXPERT_ANGLE_SMOOTH"] = 1
                             b.call_args += [f"(float)({smooth[0].name})", f"(float)({smooth[1].name})"]
