@@ -169,8 +169,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                if (row_len or view) and cache >= 4 or fused and cache > 4:
-                    continue  # strided views take a cache (a fused buffer's heads angles computed in the kernel too)
+                if (row_len or view) and cache >= 4 or fused and (cache > 4 or smooth):
+                    continue  # strided views take a cache (a fused buffer's heads angles computed in the kernel too,
+                    # not smoothed ones: the expert's smoothing takes a token's heads apart)
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
                 if implicit and not computed and lay.stride_fp != implicit.stride:
