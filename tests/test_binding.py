@@ -1548,7 +1548,8 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
     for path in paths:
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
-                                        "unnormalized", "splitk_reduce", "splitk_scaled")):
+                                        "unnormalized", "splitk_reduce", "splitk_scaled",
+                                        "partitions_max_expsum")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
@@ -3535,8 +3536,8 @@ def test_held_out_mask_index_softmax_binds_first():
 def test_no_key_range_without_the_evidence(lib):
     """No other style kernel's softmax gets a key range: it takes int32 buffers that bound a loop's key index."""
     for name in STYLE_NAMES:
-        if name == "softmax_valid_keys_per_sequence_bf16":
-            continue
+        if name in ("softmax_valid_keys_per_sequence_bf16", "softmax_row_lengths_tail_zero_f32"):
+            continue  # the key ranges (CTranslate2's lengths per row: one row a batch)
         cf, k, spec = case(name)
         assert not any("KT_EXPERT_KEYS" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 
@@ -4626,3 +4627,187 @@ def test_every_binding_of_the_trt_skip_layer_norm_variant_compiles(lib):
     """The held-out TensorRT skipLayerNorm's bindings (the sum stored nowhere, eps 0) compile for sm_90; the style
     kernel's with the other style kernels."""
     _compile_every_binding(lib, *_variant(TRT_SKIP_LN, "skipLayerNormKernel"))
+
+
+# ------------------------------------------------------------------- survey of public code bases' attention kernels
+def _styled(name: str, *swaps: tuple[str, str]):
+    """A style kernel with text swapped (each swap must apply): the same kernel written another way."""
+    text = (STYLES / f"{name}.cu").read_text()
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, f"{name}_swapped.cu")
+    k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+    return cf, k, S.find_spec(cf, k.name)
+
+
+def test_softmax_keep_complement_times_minus_10000_without_slopes(lib):
+    """FasterTransformer's masked softmax before ALiBi (TensorRT-LLM's unfused attention with null linear-bias
+    slopes): qk * scale + (1 - m) * -10000 over a 0/1 fp16 mask [batch, q, k] shared by the heads, __expf, the sum
+    + 1e-6 inverted by __fdividef: the ALiBi form with null slopes, first; the scale written after the logit."""
+    cf, k, spec = case("softmax_keep_complement_minus_10000_no_alibi_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}, words_of(bs)
+    assert "hidden=`seq_len_k`" in b.describe() and "logits times `qk_scale`" in b.describe()
+    assert "plus (1 - `attr_mask`) * -10000 [`batch_size * seq_len_q` rows], broadcast over a middle dimension, " \
+           "inner extent `seq_len_q`" in b.describe()
+    assert b.call_args[-4:] == ["(const __half*)(attr_mask)", "(int)(batch_size) * (int)(seq_len_q)",
+                                "(int)(seq_len_q)", "(const __half*)nullptr"]
+    t = X.bind(b, cf, spec)
+    assert "mk[i][j] = bias + (1.f - mk[i][j]) * -10000.f;" in t.text and "__fdividef(1.f," in t.text
+    # the scale written before the logit reads the same
+    cf2, k2, spec2 = _styled("softmax_keep_complement_minus_10000_no_alibi_f16",
+                             ("__half2float(qk_src[row + ki]) * qk_scale", "qk_scale * __half2float(qk_src[row + ki])"))
+    assert X.candidates(cf2, k2.name, spec2, lib)[0].describe() == b.describe()
+
+
+def test_softmax_byte_mask_replacing_masked_logits_by_minus_10000(lib):
+    """Megatron's and Transformer Engine's scaled_masked_softmax: a nonzero mask byte REPLACES the scaled logit by
+    -10000 (the inverse of a keep-mask), a row whose max is -10000 written 0 where the body tests for it
+    (KT_EXPERT_MASK 5, then 6); the mask [batch, q, k] has no batch argument (the grid's z): its rows are the rows
+    over the heads."""
+    cf, k, spec = case("softmax_masked_fill_minus_10000_bytes_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 5}, words_of(bs)
+    assert b.describe() == (
+        "out=dst (f16), x=src (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        "the logits where the mask `mask` [rows / `heads` rows] is not 0 replaced by -10000 (masked_fill), a row with "
+        "every key masked written 0, broadcast over a middle dimension, inner extent `q_len`")
+    assert b.call_args[-3:] == ["(const uint8_t*)(mask)", "(int)gridDim.x / (int)(heads)", "(int)(q_len)"]
+    b6 = next(x for x in bs if x.conventions["KT_EXPERT_MASK"] == 6)
+    assert b6.call_args == b.call_args and "a row with every key masked uniform" in b6.describe()
+    assert not any(x.conventions.get("KT_EXPERT_MASK") == 4 for x in bs)  # not a keep-mask
+    t = X.bind(b, cf, spec)
+    assert "if (mk[i][j] != 0.f) v[i][j] = -10000.f;" in t.text and "m == -10000.f ? 0.f : 1.f / total" in t.text
+    t6 = X.bind(b6, cf, spec)
+    assert "1.f / row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f)" in t6.text and "m == -10000.f" not in t6.text
+    # Megatron's original kernel (no test of the max against the fill): the uniform form first
+    keep_all = ("const float keep = mx == -10000.0f ? 0.f : 1.f;", "const float keep = 1.f;")
+    cf2, k2, spec2 = _styled("softmax_masked_fill_minus_10000_bytes_f16", keep_all)
+    bs2 = X.candidates(cf2, k2.name, spec2, lib)
+    assert bs2[0].conventions["KT_EXPERT_MASK"] == 6 and bs2[0].call_args == b.call_args, words_of(bs2)
+    # written as Megatron writes it (keep where the byte is not 1, an if / else): the same reading
+    fill = "const float v = mk[j] != 0 ? -10000.0f : __half2float(x[j]) * scale;"
+    cf3, k3, spec3 = _styled("softmax_masked_fill_minus_10000_bytes_f16", (
+        f"    {fill}\n    mx = fmaxf(mx, v);",
+        "    float v;\n    if (mk[j] != 1) v = __half2float(x[j]) * scale;\n    else v = -10000.0f;\n"
+        "    mx = fmaxf(mx, v);"))
+    assert X.candidates(cf3, k3.name, spec3, lib)[0].conventions["KT_EXPERT_MASK"] == 5
+    # the fill where the byte is 0 is a keep-mask: no masked_fill reading
+    text = (STYLES / "softmax_masked_fill_minus_10000_bytes_f16.cu").read_text()
+    assert text.count(fill) == 3
+    cf4 = parse_cuda(text.replace(fill, fill.replace("!= 0", "== 0")), "keep.cu")
+    k4 = next(k for k in cf4.kernels if S.find_spec(cf4, k.name) is not None)
+    spec4 = S.find_spec(cf4, k4.name)
+    assert not any(x.conventions.get("KT_EXPERT_MASK", 0) >= 5 for x in X.candidates(cf4, k4.name, spec4, lib))
+
+
+def test_softmax_row_lengths_written_zero_past_them(lib):
+    """CTranslate2's masked softmax (PyTorch's cunn_SoftMaxForward with an int32 length per row, the columns past it
+    written 0): already read, the key range of one row a batch (KT_EXPERT_KEYS 2: an empty range kept empty)."""
+    cf, k, spec = case("softmax_row_lengths_tail_zero_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2}, words_of(bs)
+    assert "keys [0, `lengths`[b])" in bs[0].describe()
+
+
+def test_rotary_offsets_per_sequence_from_a_2d_grid_of_tokens_and_sequences(lib):
+    """ExLlamaV2's rope: x [batch, seq, heads, head_dim] in place, the sin table before the cos table (fp16 [max_pos,
+    head_dim], Hugging Face's duplicated halves: the first half read), the position past_lens[b] + s on a grid (s,
+    b): the sequence length is the one the token's row index multiplies the offsets' subscript by
+    (KT_EXPERT_POSITIONS 2)."""
+    cf, k, spec = case("rotary_past_lens_sin_first_bshd_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    want = ("positions=past_lens[sequence] + the token's index in its sequence of `seq_len` tokens, query=x, no key, "
+            "cos=cos, sin=sin, rows of rot_dim, rot_dim=`head_dim`, num_heads=`num_heads`, num_kv_heads=none (no "
+            "key), head_size=`head_dim`, NeoX pairs, in place")
+    assert any(b.describe() == want for b in bs), words_of(bs)
+    b = next(b for b in bs if b.describe() == want)
+    assert b.conventions == {"KT_EXPERT_CACHE": 1, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 2}
+    assert b.call_args[5:8] == ["(const __half*)(cos)", "(const __half*)(sin)", "(int)(head_dim)"]
+    assert b.call_args[-1] == "(int)(seq_len)"
+    assert all(x.conventions.get("KT_EXPERT_POSITIONS") == 2 for x in bs[:4])  # no position per batch entry first
+    t = X.bind(b, cf, spec)
+    assert "const long long pos = (long long)positions[token / seq_len] + token % seq_len;" in t.text
+
+
+def test_rotary_llama31_smoothed_frequencies_computed_in_the_kernel(lib):
+    """FlashInfer's BatchQKApplyLlama31RotaryPosIds: the inverse frequency f = __powf(rcp_theta, 2i / rot), smoothed
+    by s = clamp(f * smooth_a + smooth_b, 0, 1) between f * rcp_scale and f, __sincosf of pos * f'
+    (KT_EXPERT_ANGLE_SMOOTH); the roles read from what the body computes, whatever the names."""
+    cf, k, spec = case("rotary_llama31_smooth_freqs_pos_ids_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1,
+                             "KT_EXPERT_ANGLE": 3, "KT_EXPERT_FAST_ANGLE": 1, "KT_EXPERT_ANGLE_SMOOTH": 1}, words_of(bs)
+    assert "rot_dim=`rotary_dim`" in b.describe() and "num_kv_heads=`num_kv_heads`" in b.describe()
+    assert b.call_args[5:8] == ["(float)(rope_rcp_theta)", "(float)(rope_rcp_scale)", "1.0f"]
+    assert b.call_args[-2:] == ["(float)(smooth_a)", "(float)(smooth_b)"]
+    t = X.bind(b, cf, spec)
+    assert "smooth = fmaxf(0.0f, fminf(1.0f, smooth));" in t.text and "__sincosf(theta, &s, &c);" in t.text
+    assert "f = (1 - smooth) * (f * scale) + smooth * f;" in t.text and "kt:bind" not in t.text
+    # the names changed and the terms of the smoothing swapped: the same roles
+    cf2, k2, spec2 = _styled("rotary_llama31_smooth_freqs_pos_ids_bf16", ("smooth_a", "ca"), ("smooth_b", "cb"),
+                             ("rope_rcp_scale", "lin"), ("rope_rcp_theta", "th"), ("freq * ca + cb", "cb + ca * freq"))
+    b2 = X.candidates(cf2, k2.name, spec2, lib)[0]
+    assert b2.conventions == b.conventions and b2.call_args[-2:] == ["(float)(ca)", "(float)(cb)"]
+    assert b2.call_args[5:7] == ["(float)(th)", "(float)(lin)"]
+    # FlashInfer's plain form (no smoothing) keeps its bindings
+    path = ROOT / "bench" / "corpus" / "rotary" / "rope_pos_ids_rcp_theta_interleave_bf16.cu"
+    cf3 = parse_cuda(path.read_text(), str(path))
+    k3 = next(k for k in cf3.kernels if S.find_spec(cf3, k.name) is not None)
+    assert not any("KT_EXPERT_ANGLE_SMOOTH" in x.conventions
+                   for x in X.candidates(cf3, k3.name, S.find_spec(cf3, k3.name), lib))
+
+
+def test_nway_merge_of_normalized_parts_with_maxima_and_sums_apart(lib):
+    """vLLM's paged-attention v2 reduce: bf16 partitions tmp_out [seqs, heads, max_parts, head_size] each normalized
+    by its own sum, max_logits and exp_sums [seqs, heads, max_parts] apart, ceil(seq_lens[s] / PARTITION_SIZE) of
+    them a sequence, neither a sequence nor a head count among the arguments (the grid's); w = l * expf(m - M),
+    inv = __fdividef(1, W + 1e-6f): KT_EXPERT_NWAY_SUMS 2 over layout 3, the counts from the expert's grid."""
+    cf, k, spec = case("merge_partitions_max_expsum_reduce_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_SUMS": 2, "KT_EXPERT_LSE_BASE2": 0,
+                             "KT_EXPERT_NWAY_GRID": 1}, words_of(bs)
+    assert "v=tmp_out normalized, with maxima max_logits and sums exp_sums" in b.describe()
+    assert b.call_args == ["(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(tmp_out)", "(const float*)(max_logits)",
+                           "(const float*)(exp_sums)", "(int)(max_num_partitions)", "(int)gridDim.x",
+                           "(int)gridDim.y", "(int)(head_size)", "(const int*)(seq_lens)", "(long long)512",
+                           "(float)(1e-6f)"]
+    assert b.template_args == ["__nv_bfloat16", "__nv_bfloat16", "int"] and b.sizes["tokens"] == "seqs"
+    t = X.bind(b, cf, spec)
+    assert "const float inv = __fdividef(1.0f, total + eps);" in t.text and "w[it] = vl[st] * expf(vm[st] - mx);" in t.text
+    assert "o[j] += to_f(x[it].v[j]) * w[it] * inv;" in t.text and "kt:bind" not in t.text
+    # an IEEE inverse without eps: the same roles, the inverse as written
+    cf2, k2, spec2 = _styled("merge_partitions_max_expsum_reduce_bf16",
+                             ("__fdividef(1.0f, s + 1e-6f)", "1.0f / s"))
+    b2 = X.candidates(cf2, k2.name, spec2, lib)[0]
+    assert b2.conventions["KT_EXPERT_NWAY_SUMS"] == 1 and b2.call_args[-1] == "0.f"
+    # unnormalized parts (the sums only in the denominator) are not read as normalized ones
+    cf3, k3, spec3 = _styled("merge_partitions_max_expsum_reduce_bf16",
+                             ("const float r = es[p] * expf(ml[p] - m);\n    w[p] = r;\n    s += r;",
+                              "const float r = expf(ml[p] - m);\n    w[p] = r;\n    s += es[p] * r;"))
+    assert not any(x.conventions.get("KT_EXPERT_NWAY_SUMS") for x in X.candidates(cf3, k3.name, spec3, lib))
+
+
+def test_rotary_fused_qkv_heads_with_angles_computed_in_the_kernel(lib):
+    """MLC-LLM's / TensorRT-LLM's fused-QKV rotary: q and k heads rotated in place inside one fused qkv row (v after
+    them untouched), no cos/sin cache: inv_freq = 1 / powf(theta, 2i / d), theta = pos * inv_freq * scale. The fused
+    views (KT_EXPERT_TOKEN_STRIDE) with the angles computed per token into shared memory (KT_EXPERT_CACHE 4)."""
+    cf, k, spec = case("rotary_fused_qkv_theta_on_the_fly_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_ANGLE": 2, "KT_EXPERT_FAST_ANGLE": 0, "KT_EXPERT_TOKEN_STRIDE": 1}, words_of(bs)
+    assert b.describe().startswith("positions=positions, query=qkv, key=qkv after the query heads, no cache: angles "
+                                   "from pos / rope_theta^(2i/rot) * scale, rot_dim=`head_dim`")
+    row = "(long long)((int)(num_q_heads) + 2 * (int)(num_kv_heads)) * ((int)(head_dim))"
+    assert b.call_args[2] == "(const __half*)(qkv) + (long long)((int)(num_q_heads)) * ((int)(head_dim))"
+    assert b.call_args[-2:] == [row, row]
+    t = X.bind(b, cf, spec)
+    assert "head_size, q_stride, k_stride);" in t.text and "const long long qo = blockIdx.x * q_stride" in t.text
+    assert "const float inv = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);" in t.text

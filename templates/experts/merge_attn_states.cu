@@ -40,6 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY_GRID = 0  (with KT_EXPERT_NWAY: 0: a block THREADS / 32 heads of one token; 1: the kernel has neither a token nor a head count: the expert is launched [tokens, heads] with one warp a block (lightllm's stage-2 grid (batch, head_num)), the counts read back from gridDim.x and gridDim.y)
 // kt:bind KT_EXPERT_NWAY_SEQ = 0  (with KT_EXPERT_NWAY 2 (split-major): 0: each state's lse laid out like its rows, [tokens, heads] or [heads, tokens]; 1: the lse of each state (and the merged lse) [batch, heads, seq] while the values are [batch, seq, heads, head_size], tokens = batch * seq: FlashAttention's softmax_lse layout [b, h, s] beside its [b, s, h, d] output (xFormers' merge_attentions: lse_split [splits, B, H, M], attn_split [splits, B, M, H, K]); the function then takes seq, the tokens of one batch, after head_size)
 // kt:bind KT_EXPERT_NWAY_ML = 0  (with KT_EXPERT_NWAY (the states' layout, the (m, l) of state k where its lse would be): 0: each state a log-sum-exp; each state UNNORMALIZED values (sum_j e^(s_j - m) v_j, not divided by their own sum) with the running max m and row sum l of its scores (llama.cpp's flash_attn_combine_results with its float2 VKQ_meta, split-KV decode combines that keep the accumulator unnormalized): M = fmaxf of the row's maxima, w_k = e^(m_k - M) (expf / exp2f / exp2f of times log2(e) by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E), out = (sum_k w_k v_k) / (sum_k w_k l_k), both sums fused in state order (fma(w, v, o), fma(w, l, d), what nvcc makes of `o += w * v`), one IEEE division an element, rounded once to O; no state special-cased. 1: m and l the two floats of one pair (float2 metas: element stride 2, the call passes a pointer to each one's first), 2: two arrays. The function is then merge_attn_states<T, O>(out, v, m, l, sets, tokens, heads, head_size, ftz), one warp a row on a 1-D grid of cdiv(tokens * heads, THREADS / 32) blocks)
+// kt:bind KT_EXPERT_NWAY_SUMS = 0  (with KT_EXPERT_NWAY (the states' layout, (m, l) of state k where its lse would be), not with KT_EXPERT_NWAY_ML: 0: each state a log-sum-exp; each state NORMALIZED values (divided by their own sum) with the max m and the sum l of its scores in two arrays (vLLM's paged-attention v2 reduce: max_logits, exp_sums beside tmp_out): M = the max of the row's maxima, w_k = l_k * e^(m_k - M) (expf / exp2f by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E), W = sum_k w_k, out = sum over the states in order of v_k * w_k * inv, inv = 1 / (W + eps) taken once, rounded once to O; 1: that inverse an IEEE division, 2: __fdividef(1, W + eps). The function is then merge_attn_states<T, O, L>(out, v, m, l, sets, tokens, heads, head_size, lens, split, eps): lens (nullptr: every row merges `sets` states) and split as KT_EXPERT_NWAY_COUNT reads them; launched as KT_EXPERT_NWAY (and KT_EXPERT_NWAY_GRID))
 // kt:bind KT_EXPERT_NWAY_FTZ = 0  (with KT_EXPERT_NWAY_ML: 0: no weight flushed; w_k = e^(diff), diff = m_k - M, flushed to +0 as the kernel writes the test: 1: kept where diff > ftz (ggml's SOFTMAX_FTZ_THRESHOLD mask, -20: a NaN difference flushed), 2: kept where diff >= ftz (a NaN flushed), 3: flushed where diff <= ftz (a NaN kept), 4: flushed where diff < ftz (a NaN kept))
 // kt:bind KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = 0  (with KT_EXPERT_NWAY_ML: 0: the rows are tokens * heads of the arguments; 1: the kernel has no row count (ggml's 3-D grid read back as its sizes): launched with cdiv(rows, THREADS / 32) blocks and the last block's rows (1 to THREADS / 32) as its dynamic shared memory size in bytes, memory it never uses; the rows come back exactly, (gridDim.x - 1) * THREADS / 32 + %dynamic_smem_size, and tokens = rows / heads)
 // kt:bind KT_EXPERT_NWAY_ML_NORM = 0  (with KT_EXPERT_NWAY_ML: 0: out = (sum_k w_k v_k) / (sum_k w_k l_k), one division an element; 1: each state's scale taken once, s_k = w_k / L with L = sum_k w_k l_k, and out = sum_k s_k v_k (LMDeploy TurboMind's split-K reduce: its s_scale): each product w_k l_k rounded, state k's in lane k % 32 (a lane's states summed in their order), then an xor butterfly over the lanes (16, 8, 4, 2, 1), which with at most 32 states is TurboMind's warp sum bit for bit; one IEEE division a state; out = fma(v_k, s_k, o) in state order, rounded once to O; a state whose m is -inf has weight and scale 0 (all of a row's: out 0), as TurboMind special-cases it)
@@ -289,6 +290,114 @@ __device__ __forceinline__ void merge_attn_states(O* out, const T* v, const floa
   else
     merge_parts_row<1, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, ftz);
 #endif  // kt:bind
+}
+#elif KT_EXPERT_NWAY_SUMS  // kt:bind
+// N-way combine of NORMALIZED partial values (each divided by its own sum of exponentials) with the max m and that
+// sum l of each state kept apart (vLLM's paged-attention v2 reduce over max_logits and exp_sums): one warp owns each
+// (token, head) row, a block THREADS / 32 heads of one token (or one warp a block on a [tokens, heads] grid). The
+// row's states: `sets`, or where the kernel counts them from its sequence's length ceil(lens[token] / split) of
+// them (at most `sets`). The warp takes the max M of the maxima (fmaxf: the same in any order), then W = sum_k w_k
+// with w_k = l_k * e^(m_k - M), and inv = 1 / (W + eps) once; each lane then owns VEC consecutive elements at a time
+// and runs over the states in their order: o += v * w_k * inv, ITEMS states loaded before any is combined, rounded
+// once to O.
+template <int VEC, int IT, typename T, typename O, typename L>
+__device__ __forceinline__ void merge_sums_row(O* __restrict__ out, const T* __restrict__ v,
+                                               const float* __restrict__ vm, const float* __restrict__ vl, int sets,
+                                               int tokens, int heads, int head_size, const L* __restrict__ lens,
+                                               long long split, float eps) {
+  const int token = blockIdx.x;
+#if KT_EXPERT_NWAY_GRID  // kt:bind
+  const int head = (int)blockIdx.y;  // one warp a block, the grid [tokens, heads]
+#else  // kt:bind
+  const int head = (int)blockIdx.y * (KT_THREADS / 32) + (int)(threadIdx.x >> 5);
+#endif  // kt:bind
+  if (head >= heads) return;  // the warp's row (the same for all its lanes)
+  const int lane = threadIdx.x & 31;
+  // state k of the row: its (m, l) at s0 + k * sstep, its values head_size times that
+#if KT_EXPERT_NWAY == 1  // kt:bind
+  const long long s0 = ((long long)token * sets) * heads + head, sstep = heads;
+#elif KT_EXPERT_NWAY == 2  // kt:bind
+  const long long s0 = (long long)token * heads + head, sstep = (long long)tokens * heads;
+#else  // kt:bind
+  const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;
+#endif  // kt:bind
+  const long long row = (long long)token * heads + head;
+  if (lens != nullptr) {  // this sequence's states: ceil(lens[token] / split) of them, at most the `sets` allocated
+    const long long len = (long long)lens[token];
+    sets = len <= 0 ? 0 : (int)min((long long)sets, (len + split - 1) / split);
+  }
+  float mx = -INFINITY;
+  for (int k = lane; k < sets; k += 32) mx = fmaxf(mx, vm[s0 + (long long)k * sstep]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float total = 0.f;
+  for (int k = lane; k < sets; k += 32) {
+    const long long st = s0 + (long long)k * sstep;
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+    total += vl[st] * exp2f(vm[st] - mx);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+    total += vl[st] * exp2f((vm[st] - mx) * 1.4426950408889634f);
+#else  // kt:bind
+    total += vl[st] * expf(vm[st] - mx);
+#endif  // kt:bind
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+#if KT_EXPERT_NWAY_SUMS == 2  // kt:bind
+  const float inv = __fdividef(1.0f, total + eps);
+#else  // kt:bind
+  const float inv = 1.0f / (total + eps);
+#endif  // kt:bind
+  for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
+    float o[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = 0.f;
+    for (int k0 = 0; k0 < sets; k0 += IT) {
+      float w[IT];
+      Vec<T, VEC> x[IT];  // as stored: converted where they are combined
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < sets) {
+          const long long st = s0 + (long long)(k0 + it) * sstep;
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+          w[it] = vl[st] * exp2f(vm[st] - mx);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+          w[it] = vl[st] * exp2f((vm[st] - mx) * 1.4426950408889634f);
+#else  // kt:bind
+          w[it] = vl[st] * expf(vm[st] - mx);
+#endif  // kt:bind
+          x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < sets) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o[j] += to_f(x[it].v[j]) * w[it] * inv;
+        }
+      }
+    }
+    Vec<O, VEC> y;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) y.v[j] = from_f<O>(o[j]);
+    *reinterpret_cast<Vec<O, VEC>*>(out + row * head_size + c) = y;
+  }
+}
+
+template <typename T, typename O, typename L>
+__device__ __forceinline__ void merge_attn_states(O* out, const T* v, const float* vm, const float* vl, int sets,
+                                                  int tokens, int heads, int head_size, const L* lens,
+                                                  long long split, float eps) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v) && vec_ok<O, KT_VEC>(head_size, out))
+    merge_sums_row<KT_VEC, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, lens, split, eps);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v) && vec_ok<O, V2>(head_size, out))
+    merge_sums_row<V2, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, lens, split, eps);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v) && vec_ok<O, V4>(head_size, out))
+    merge_sums_row<V4, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, lens, split, eps);
+  else
+    merge_sums_row<1, KT_ITEMS>(out, v, vm, vl, sets, tokens, heads, head_size, lens, split, eps);
 }
 #elif KT_EXPERT_NWAY  // kt:bind
 // N-way (FlashInfer's MergeStates: the states of `sets` KV chunks of one (token, head) row merged into one): one

@@ -26,6 +26,7 @@ smem = "0"
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
 // kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE); 5: an fp32 tensor of angles [max_position, rot_dim / 2] (position * inv_freq, one a pair: freqs), cos and sin of the token's row computed once per block into shared memory by sincosf (KT_EXPERT_FAST_ANGLE: __sincosf); 6: the same with rows of rot_dim, each element of a NeoX pair its own angle (Transformer Engine's and Megatron's freqs [s, 1, 1, rot_dim], the two halves duplicated))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta); 4: 1.0 / powf(base, 2i / rot_dim) with the reciprocal and its product with pos in double, rounded to float once, then * scale (DeepSpeed's apply_rotary_pos_half))
+// kt:bind KT_EXPERT_ANGLE_SMOOTH = 0  (no cache, positions given: 0: theta = pos * inv * scale as above; 1: Llama 3.1's frequency rescaling computed in the kernel (FlashInfer's BatchQKApplyLlama31Rotary: smooth_a, smooth_b the last two arguments): f the inverse frequency, s = clamp(f * smooth_a + smooth_b, 0, 1), f' = (1 - s) * (f * scale) + s * f, theta = pos * f')
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them; an angles tensor: 0: sincosf, 1: __sincosf)
 // kt:bind KT_EXPERT_POSITIONS = 1  (1: token t's cos and sin are the cache's row positions[t]; 0: there are no positions, the caller gathered each token's cos and sin: row t (Hugging Face's apply_rotary_pos_emb(q, k, cos, sin)); 2: tokens are sequences of seq_len (the last argument), positions one offset per sequence: token t's row is positions[t / seq_len] + t % seq_len (flash-attn's seqlen_offsets, a KV cache's length per sequence while decoding); 3: no positions, each token's position its index in its sequence: tokens are sequences of seq_len (the second to last argument), token t's row is pos_offset (the last argument, a start position shared by every sequence, 0 where there is none) + t % seq_len: [batch, seq, heads, head_size] with its heads (candle's rope_thd, FlashAttention's rotary with an int seqlen_offset), or head-major [batch, heads, seq, head_size] with each (batch, head, seq) row a token of one head (candle's rope and rope_i); 4: no positions, sequence-major [s, batch, heads, head_size] (Megatron's and Transformer Engine's SBHD): token t is batch entry t % batch at position t / batch (batch the last argument))
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
@@ -526,7 +527,11 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 template <typename P, typename T, typename C>
 __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
                                             float base, float scale, float attn, int rot_dim, int num_heads,
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+                                            int num_kv_heads, int head_size, long long q_stride, long long k_stride) {
+#else  // kt:bind
                                             int num_kv_heads, int head_size) {
+#endif  // kt:bind
   __shared__ __align__(32) float cos_t[ANGLE_TABLE];
   __shared__ __align__(32) float sin_t[ANGLE_TABLE];
   const float pos = (float)positions[blockIdx.x];
@@ -534,12 +539,22 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   if (embed <= ANGLE_TABLE) {
     for (int j = threadIdx.x; j < embed; j += blockDim.x) rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j]);
     __syncthreads();
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+    // query and key heads as views of one fused row (tokens q_stride / k_stride apart): the cache path's strides
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size, q_stride, k_stride);
+#else  // kt:bind
     rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
                              head_size);
+#endif  // kt:bind
     return;
   }
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+  const long long qo = blockIdx.x * q_stride, ko = blockIdx.x * k_stride;
+#else  // kt:bind
   const long long qo = blockIdx.x * (long long)num_heads * head_size, ko = blockIdx.x * (long long)num_kv_heads * head_size;
+#endif  // kt:bind
   rotate_direct<GPTJ>(q_in + qo, q_out + qo, pos, num_heads, head_size, embed, rot_dim, base, scale, attn);
   rotate_direct<GPTJ>(k_in + ko, k_out + ko, pos, num_kv_heads, head_size, embed, rot_dim, base, scale, attn);
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
@@ -549,6 +564,76 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   }
 #endif  // kt:bind
 }
+#if KT_EXPERT_ANGLE_SMOOTH  // kt:bind
+
+// Llama 3.1's frequency rescaling computed in the kernel (FlashInfer's BatchQKApplyLlama31Rotary*): pair i's inverse
+// frequency f (as the kernel forms it), s = clamp(f * smooth_a + smooth_b, 0, 1), f' = (1 - s) * (f * scale) + s * f
+// (interpolated by scale where s is 0, kept where it is 1), theta = pos * f'; each of cos and sin times attn.
+__device__ __forceinline__ void rope_angle_smooth(float pos, int i, int rot_dim, float base, float scale, float attn,
+                                                  float smooth_a, float smooth_b, float& c, float& s) {
+#if KT_EXPERT_ANGLE == 0  // kt:bind
+  float f = rope_pow(base, -(float)(2 * i) / (float)rot_dim);
+#elif KT_EXPERT_ANGLE == 1  // kt:bind
+  float f = rope_pow(base, (float)i);
+#elif KT_EXPERT_ANGLE == 2  // kt:bind
+  float f = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);
+#else  // kt:bind
+  float f = rope_pow(base, (float)(2 * i) / (float)rot_dim);
+#endif  // kt:bind
+  float smooth = f * smooth_a + smooth_b;
+  smooth = fmaxf(0.0f, fminf(1.0f, smooth));
+  f = (1 - smooth) * (f * scale) + smooth * f;
+  const float theta = pos * f;
+#if KT_EXPERT_FAST_ANGLE  // kt:bind
+  __sincosf(theta, &s, &c);
+#else  // kt:bind
+  c = cosf(theta);
+  s = sinf(theta);
+#endif  // kt:bind
+  c *= attn;
+  s *= attn;
+}
+
+// The token's rot_dim / 2 smoothed angles computed once into shared memory, every head rotated by them (as above);
+// a rotary wider than the table rotates each pair where its angle is computed.
+template <typename P, typename T, typename C>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            float base, float scale, float attn, int rot_dim, int num_heads,
+                                            int num_kv_heads, int head_size, float smooth_a, float smooth_b) {
+  __shared__ __align__(32) float cos_t[ANGLE_TABLE];
+  __shared__ __align__(32) float sin_t[ANGLE_TABLE];
+  const float pos = (float)positions[blockIdx.x];
+  const int embed = rot_dim / 2;
+  if (embed <= ANGLE_TABLE) {
+    for (int j = threadIdx.x; j < embed; j += blockDim.x)
+      rope_angle_smooth(pos, j, rot_dim, base, scale, attn, smooth_a, smooth_b, cos_t[j], sin_t[j]);
+    __syncthreads();
+    rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
+                             head_size);
+    return;
+  }
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  for (int part = 0; part < 2; ++part) {  // the query heads, then the key heads
+    const int nheads = part == 0 ? num_heads : num_kv_heads;
+    const long long o = blockIdx.x * (long long)nheads * head_size;
+    const T* src = (part == 0 ? q_in : k_in) + o;
+    T* dst = (part == 0 ? q_out : k_out) + o;
+    for (int i = threadIdx.x; i < nheads * embed; i += blockDim.x) {
+      const int head = i / embed, j = i - head * embed;
+      float c, s;
+      rope_angle_smooth(pos, j, rot_dim, base, scale, attn, smooth_a, smooth_b, c, s);
+      const long long h = (long long)head * head_size;
+      const int lo = GPTJ ? 2 * j : j, hi = GPTJ ? 2 * j + 1 : embed + j;
+      const float x = to_f(src[h + lo]), y = to_f(src[h + hi]);
+      dst[h + lo] = from_f<T>(x * c - y * s);
+      dst[h + hi] = from_f<T>(y * c + x * s);
+    }
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+    if (rot_dim < head_size) copy_tail(src, dst, nheads, head_size, rot_dim, threadIdx.x, blockDim.x);
+#endif  // kt:bind
+  }
+}
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_CACHE >= 5  // kt:bind

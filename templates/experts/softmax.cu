@@ -39,7 +39,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
-// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0)
+// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0; 5: a byte mask [mask_rows, hidden] broadcast as 1 whose NONZERO bytes mask the key out, its logit (after the scale) replaced by -10000 (Megatron's and Transformer Engine's scaled_masked_softmax: masked_fill(mask, -10000)), a row whose max is -10000 (every key masked) written as 0 (their scale_value); 6: the same without that: a row with every key masked is the softmax of its -10000s, uniform (Megatron's and Apex's original kernel))
 // kt:bind KT_EXPERT_CAUSAL_KEEP = 0  (causal mask (KT_EXPERT_MASK 2 or 3) only. 0: the masked keys written as 0; 1: the masked keys not written, the output keeping what it held there (llm.c's causal attention softmax writes the keys 0 .. query of each row of its (T, T) scores, the upper triangle left as it was); a row that sees no key is then not written at all)
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
@@ -280,6 +280,12 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
     for (int j = 0; j < KT_VEC; ++j)
       mk[i][j] = rows_in(rows_elem<0, KT_VEC, IT, P>(i, j, lead), hidden) && mk[i][j] == 0.f ? -INFINITY : 0.f;
   }
+#elif KT_EXPERT_MASK >= 5  // kt:bind
+  float mk[IT][KT_VEC];  // the mask's bytes, read as the row is: nonzero for a key masked out
+  const int r = active ? row : 0;
+  const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
+#pragma unroll
+  for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
 #elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
@@ -325,7 +331,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_ROUND_SCALED  // kt:bind
       v[i][j] = round_t<T>(v[i][j]);  // the scaled logit rounded to the scores' type before the mask is added
 #endif  // kt:bind
-#if KT_EXPERT_MASK  // kt:bind
+#if KT_EXPERT_MASK >= 5  // kt:bind
+      if (mk[i][j] != 0.f) v[i][j] = -10000.f;  // a masked key's logit replaced by the fill value
+#elif KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
 #endif  // kt:bind
 #if KT_EXPERT_ROUND_SCALED == 2  // kt:bind
@@ -373,6 +381,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #else  // kt:bind
   const float inv = 1.f / total;  // one division per row, not per element
 #endif  // kt:bind
+#elif KT_EXPERT_MASK == 5  // kt:bind
+  // every key masked: the row's max is the fill value itself, and the row is written as 0
+  const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
+  const float inv = m == -10000.f ? 0.f : 1.f / total;
 #elif KT_EXPERT_MASK == 4 or KT_EXPERT_KEYS  // kt:bind
   const float total = row_reduce<0, KT_ROWS, 1>(s, Sum(), 0.f);
   const float inv = total > 0.f ? 1.f / total : 0.f;

@@ -511,7 +511,7 @@ def _set_loops(ev: Evidence, bound) -> list[str]:
     return direct + through  # the loops whose condition names the count itself first
 
 
-_CEIL_FORMS = (r"\(\s*(?P<x>\w+)\s*\+\s*(?P<s>\w+)\s*-\s*1\s*\)\s*/\s*(?P=s)\b",
+_CEIL_FORMS = (r"\(\s*(?P<x>\w+(?:\s*\[[^\]\[]*\])?)\s*\+\s*(?P<s>\w+)\s*-\s*1\s*\)\s*/\s*(?P=s)\b",
                r"\b\w*(?:cdiv|ceil_?div|div_?up|DIVIDE_ROUND_UP|ceildiv|CEIL_DIV|DIV_UP)\w*\s*\(\s*(?P<x>\w+)\s*,\s*(?P<s>\w+)\s*\)")
 
 
@@ -533,6 +533,57 @@ def _split_size(ev: Evidence, lens) -> tuple[str, str | None, str] | None:
             if v is not None and float(v).is_integer() and v > 0:
                 return f"(long long){int(v)}", None, f"{s} = {int(v)}" if not s.isdigit() else s
     return None
+
+
+def _sums_roles(ev: Evidence, vin, arrays: list) -> tuple | None:
+    """Two fp32 arrays of one entry a state beside NORMALIZED partial values (vLLM's paged-attention v2 reduce:
+    max_logits and exp_sums): (the maxima, the sums, eps as C, __fdividef), or None. Read by evidence: the maxima
+    are the array an exponential's argument reads (through a local it alone feeds), the sums the other; the values
+    are normalized where the statement that reads them takes a sum times an exponential (inline, or through the
+    locals and arrays that hold such a product: vLLM's ``rescaled_exp_sum`` kept in ``shared_exp_sums``): each
+    weighted by its own sum, not by the exponential alone (llama.cpp's unnormalized parts are
+    ``KT_EXPERT_NWAY_ML``, their sums only in the denominator); eps a literal added to a value the sums feed
+    (``global_exp_sum + 1e-6f``), __fdividef where the body takes the inverse so."""
+    flow = flows(ev.body, declarators=True)
+    names = {a.name for a in arrays}
+    under = set()
+    for _, args in call_arguments(ev.body, EXP_CALL):
+        if args:
+            under |= _singly(flow, args[0], names)
+    maxima = [a for a in arrays if a.name in under]
+    sums = [a for a in arrays if a.name not in under]
+    if len(maxima) != 1 or len(sums) != 1:
+        return None
+    mx, sm = maxima[0], sums[0]
+    text = uncast(ev.body)
+
+    def reads(a, t: str) -> bool:  # a direct read of the array or of a local pointer into it
+        return any(re.search(rf"\b{re.escape(n)}\s*\[", t) for n in set(pointer_aliases(text, a.name)) | {a.name})
+
+    def weighted(t: str) -> bool:  # a sum times an exponential
+        return reads(sm, t) and bool(call_arguments(t, EXP_CALL))
+
+    held = set()  # the locals (and arrays) that hold a sum times an exponential, and their copies
+    pieces = assignments(text)
+    for target, value in pieces:
+        if weighted(value):
+            held.add(target)
+    for _ in range(3):
+        for target, value in pieces:
+            ident = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*", value)
+            if ident and ident.group(1) in held:
+                held.add(target)
+    value_reads = [stmt for _, _, stmt in statements(text) if reads(vin, stmt)]
+    if not any(weighted(stmt) or set(re.findall(r"\b[A-Za-z_]\w*\b", stmt)) & held for stmt in value_reads):
+        return None
+    eps = "0.f"
+    for m in re.finditer(r"([A-Za-z_]\w*)\+((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?)(?![\w.])", ev.flat):
+        v = number(m.group(2), ev.constants)
+        if v is not None and 0 < v < 1e-2 and m.group(1) in held:
+            eps = f"(float)({m.group(2)})"
+            break
+    fast = "__fdividef(" in ev.flat
+    return mx, sm, eps, fast
 
 
 def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
@@ -561,6 +612,14 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
     if len(ibufs) == 1 and "KT_EXPERT_NWAY_COUNT" in e.conventions:
         lens = ibufs[0]
         lins = [a for a in lins if a is not lens]
+    # normalized parts with their maxima and sums in two arrays (vLLM's paged-attention v2 reduce)
+    sums = None
+    if len(lins) == 2 and len(outs) == 1 and "KT_EXPERT_NWAY_SUMS" in e.conventions \
+            and all(a.dtype == "f32" and a.counts for a in lins) and lins[0].counts == lins[1].counts:
+        sums = _sums_roles(ev, vin, lins)
+        if sums is None:
+            return []
+        lins = [sums[0]]
     if len(lins) != 1 or lins[0].dtype != "f32" or not lins[0].counts or len(outs) not in (1, 2) \
             or len(ev.bufs()) != len(ins) + len(outs) or not all(a.counts for a in outs):
         return []
@@ -596,6 +655,8 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
     T, O = vin.dtype, ov.dtype
     base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
     bases = [1, 0] if base2_first else [0, 1]
+    if sums is not None:  # (KT_EXPERT_LSE_BASE2, KT_EXPERT_EXP2_LOG2E) as the kernel takes its exponentials
+        bases = _exp_forms(ev)
     out = []
     for sets, var, exclude in counts:
         rows = olse.counts if olse is not None else div(lin.counts, n)
@@ -641,7 +702,13 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                         b.defines = {"KT_EXPERT_LSE_TOKEN_MAJOR": tm}
                         b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_LSE_BASE2": base}
                         b.template_args = [CTYPE[T], CTYPE[O]]
-                        if lens is not None:
+                        if sums is not None:
+                            b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_NWAY_SUMS": 2 if sums[3] else 1,
+                                             "KT_EXPERT_LSE_BASE2": base[0]}
+                            if base[1]:
+                                b.conventions["KT_EXPERT_EXP2_LOG2E"] = 1
+                            b.template_args.append(CTYPE[lens.dtype] if lens is not None else "int")
+                        elif lens is not None:
                             b.conventions["KT_EXPERT_NWAY_COUNT"] = 1
                             b.template_args.append(CTYPE[lens.dtype])
                         if nway_grid:
@@ -653,24 +720,36 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
                                        f"(float*)({olse.name})" if olse is not None else "(float*)nullptr",
                                        _cast(T, vin.name, True), f"(const float*)({lin.name})", sets.c, tok.c,
                                        heads.c, hs.c]
-                        if lens is not None:
+                        if sums is not None:  # values, maxima, sums; the lengths (or none), the split, eps
+                            b.call_args = [_cast(O, ov.name, False), _cast(T, vin.name, True),
+                                           f"(const float*)({sums[0].name})", f"(const float*)({sums[1].name})",
+                                           sets.c, tok.c, heads.c, hs.c,
+                                           _cast(lens.dtype, lens.name, True) if lens is not None
+                                           else "(const int*)nullptr", split[0] if lens is not None else "1LL",
+                                           sums[2]]
+                        elif lens is not None:
                             b.call_args += [_cast(lens.dtype, lens.name, True), split[0]]
                         names = {"tokens": tname, "heads": hname,
                                  "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
                         lay = re.sub(r"\w+", lambda m: names.get(m.group(0), m.group(0)), NWAY_LAYOUTS[layout])
                         b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else "")] + (
                             [f"out_lse={olse.name}"] if olse is not None else []) + [
-                            f"v={vin.name} with v_lse={lin.name}", f"sets={sets.words}", f"tokens={tok.words}",
+                            f"v={vin.name} with v_lse={lin.name}" if sums is None else
+                            f"v={vin.name} normalized, with maxima {sums[0].name} and sums {sums[1].name}",
+                            f"sets={sets.words}", f"tokens={tok.words}",
                             f"heads={heads.words}", f"head_size={hs.words}",
                             f"states {lay[:-1]}, head_size]"] + (
                             [f"merged lse [{tname}, {hname}]" if tm else f"merged lse [{hname}, {tname}]"]
-                            if olse is not None else []) + ["base-2 lse" if base else "natural lse",
-                                                             "merged online"]
+                            if olse is not None else []) + (["base-2 lse" if base else "natural lse", "merged online"]
+                                                            if sums is None else [
+                            ("exp2f" if base[0] else "exp2f(x * log2 e)" if base[1] else "expf")
+                            + f" weights times the sums, out = sum v * w * inv, inv = "
+                            + ("__fdividef(1, W + " if sums[3] else "1 / (W + ") + f"{sums[2]})"])
                         if lens is not None:
                             b.words.insert(4, f"token b's states ceil({lens.name}[b] / {split[2]}), at most sets")
                         b.support = 100 - len(out)
                         out.append(b)
-        if lens is None and not nway_grid and 2 in layouts and "KT_EXPERT_NWAY_SEQ" in e.conventions:
+        if lens is None and sums is None and not nway_grid and 2 in layouts and "KT_EXPERT_NWAY_SEQ" in e.conventions:
             out += _nway_seq_bindings(ev, e, vin, lin, ov, olse, sets, exclude, hs, rows, bases)
     return out
 

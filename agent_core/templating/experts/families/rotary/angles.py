@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from agent_core.templating.experts.evidence import ArgUse, Evidence, call_arguments, feeding, flows
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, feeding,
+                                                    flows, unparen)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 
 
@@ -68,3 +69,62 @@ def _angle_table(ev: Evidence, c: ArgUse) -> _AngleTable | None:
     if not fed:
         return None
     return _AngleTable(all(n.startswith("__") for n in fed), _index_strides(ev, c.name))
+
+
+_CLAMP_LOW = re.compile(r"\b(?:fmaxf|fmax|max)\((?:0(?:\.0*)?[fF]?,|[^,()]+,0(?:\.0*)?[fF]?\))")
+_CLAMP_HIGH = re.compile(r"\b(?:fminf|fmin|min)\((?:1(?:\.0*)?[fF]?,|[^,()]+,1(?:\.0*)?[fF]?\))")
+
+
+def _smooth_angles(ev: Evidence) -> tuple[ArgUse, ArgUse, ArgUse | None, list[int], bool, ArgUse, ArgUse] | None:
+    """Llama 3.1's frequency rescaling computed in the kernel (FlashInfer's BatchQKApplyLlama31Rotary*): (base,
+    frequency scale, attention factor or None, the inverse-frequency forms, fast intrinsics, smooth_a, smooth_b), or
+    None. Read by evidence: a local assigned ``f * a + b`` (either order) where ``f`` is computed from the power of
+    the base and ``a``, ``b`` are float arguments, the body clamping a value to [0, 1] (a max with 0 and a min with
+    1, or ``__saturatef``); the one other float argument that feeds the angle is the frequency scale (the
+    interpolation ``(1 - s) * (f * scale) + s * f``)."""
+    trig = call_arguments(ev.body, _TRIG)
+    pows = call_arguments(ev.body, _POW)
+    if not trig or not pows:
+        return None
+    if not ((_CLAMP_LOW.search(ev.flat) and _CLAMP_HIGH.search(ev.flat)) or "__saturatef(" in ev.flat):
+        return None
+    flow = flows(ev.body)
+    floats = {a.name: a for a in ev.floats() if re.search(rf"\b{re.escape(a.name)}\b", ev.body)}
+    fed = set().union(*(feeding(flow, args[0]) for _, args in trig if args and args[0]))
+    base = exponent = None
+    for fname, args in pows:
+        src = feeding(flow, args[0]) & set(floats) if len(args) == 2 else set()
+        if fname in fed and len(src) == 1:
+            base, exponent = floats[src.pop()], args[1]
+            break
+    if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
+        return None
+    roles = [n for n in floats if n in fed and n != base.name]
+    attn = [a for n, a in floats.items() if n not in fed and a is not base]
+    if len(roles) != 3 or len(attn) > 1:
+        return None
+    smooth = None
+    for _, value in assignments(ev.body):
+        terms = additive_terms(unparen(value.strip()))
+        if len(terms) != 2 or any(sign < 0 for sign, _ in terms):
+            continue
+        for (_, prod_t), (_, add_t) in (terms, terms[::-1]):
+            factors = [unparen(f) for f in re.split(r"\*", prod_t)]
+            add_t = unparen(add_t)
+            if len(factors) != 2 or add_t not in roles:
+                continue
+            for f, a in (factors, factors[::-1]):
+                if a in roles and a != add_t and base.name in feeding(flow, f):
+                    smooth = (floats[a], floats[add_t])
+    if smooth is None:
+        return None
+    scale = [floats[n] for n in roles if n not in (smooth[0].name, smooth[1].name)]
+    if all(v > 1 for v in base.counts):
+        inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
+        forms = [2, 0] if inverse else [0, 2]
+    elif all(0 < v < 1 for v in base.counts):
+        forms = [3, 1] if "/" in exponent else [1, 3]
+    else:
+        return None
+    fast = any(n.startswith("__") for n, _ in trig)
+    return base, scale[0], attn[0] if attn else None, forms, fast, smooth[0], smooth[1]

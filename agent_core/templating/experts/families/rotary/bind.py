@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, counts_of, div, prod
-from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles
+from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles, _smooth_angles
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
                                                                    _pairs_type)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
@@ -54,6 +54,12 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             pos_words = f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}{implicit.words}"
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
+    smooth = None  # Llama 3.1's smoothed frequencies (smooth_a, smooth_b), read where no other angle reading fits
+    if angles is None and not caches and p is not None and not (seq or implicit or computed) \
+            and e.conventions.get("KT_EXPERT_ANGLE_SMOOTH") is not None:
+        got = _smooth_angles(ev)
+        if got is not None:
+            angles, smooth = got[:5], got[5:]
     if computed and angles and 2 in angles[3] and re.search(r"(?<![\w.])1\.0*\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body):
         # a double literal over the power (no f suffix): the reciprocal and the angle in double, rounded once
         angles = (*angles[:3], [4] + angles[3], angles[4])
@@ -105,7 +111,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 for fi, form in enumerate(forms):
                     layouts.append(_Layout(4, "", "", "", [
                         "no cache: angles from " + _ANGLE_WORDS[form].format(b=base.name)
-                        + f" * {scale.name if scale else 1}" + (f", cos and sin * {attn.name}" if attn else "")
+                        + (f" smoothed by clamp(f * {smooth[0].name} + {smooth[1].name}, 0, 1) between f * {scale.name}"
+                           " and f (Llama 3.1)" if smooth else f" * {scale.name if scale else 1}")
+                        + (f", cos and sin * {attn.name}" if attn else "")
                         + (" (fast intrinsics)" if fast else "")], None, -fi, form, fast))
             elif table is not None:  # a tensor of angles: rows of rot_dim / 2 (a pair's), or of rot_dim (NeoX halves)
                 c = caches[0]
@@ -163,8 +171,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
-                if (fused or row_len or view) and cache >= 4:
-                    continue  # a fused buffer's views take a cache
+                if (row_len or view) and cache >= 4 or fused and (cache > 4 or smooth):
+                    continue  # strided views take a cache (a fused buffer's heads angles computed in the kernel too,
+                    # not smoothed ones: the expert's smoothing takes a token's heads apart)
                 if seq and seq.strides is not None and lay.stride_fp != seq.strides:
                     continue  # the tables' rows are as long as the position is multiplied by
                 if implicit and not computed and lay.stride_fp != implicit.stride:
@@ -210,6 +219,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        f"(float)({base.name})", f"(float)({scale.name})" if scale else "1.0f",
                                        f"(float)({attn.name})" if attn else "1.0f", rot.c, nh.c, kv.c, hs.c]
+                        if fused:  # views of one fused row: the key heads after the query heads, tokens a row apart
+                            buf_c, buf = _cast(T, q.name, True), _cast(T, q.name, False)
+                            kofs = f"(long long)({nh.c}) * ({hs.c})"
+                            row = f"(long long)({fused[2]}) * ({hs.c})"
+                            b.call_args[1:5] = [buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}"]
+                            b.call_args += [row, row]
+                            b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                        if smooth:  # the smoothing's two coefficients last
+                            b.conventions["KT_EXPERT_ANGLE_SMOOTH"] = 1
+                            b.call_args += [f"(float)({smooth[0].name})", f"(float)({smooth[1].name})"]
                     elif cache >= 5:  # a tensor of angles and its row length
                         b.conventions["KT_EXPERT_FAST_ANGLE"] = int(lay.fast)
                         b.call_args = [pos_arg, _cast(T, qi.name, True),

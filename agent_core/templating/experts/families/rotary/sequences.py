@@ -85,6 +85,18 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     for n in list(idents) + [x for sub in subscripts for x in _IDENT.findall(_MEMBER.sub("", sub))]:
         near |= direct.get(n, set()) | {n}
     ints = {a.name: a for a in ev.ints() if a.counts}
+    # or one that multiplies the offsets' subscript in a sum that adds the index in the sequence: the token's own
+    # index `b * seq_len + s` (a 2-D grid (position in the sequence, sequence), ExLlamaV2's past_lens)
+    squash = lambda t: re.sub(r"\s+", "", unparen(t))  # noqa: E731
+    subs, adds_in_seq = {squash(x) for x in subscripts}, {squash(t) for _, t in others}
+    for expr_text in [v for _, v in values] + _groups(text):
+        terms = [squash(t) for sign, t in additive_terms(unparen(expr_text)) if sign > 0]
+        if len(terms) < 2 or not set(terms) & adds_in_seq:
+            continue
+        for t in terms:
+            factors = [squash(f) for f in _factors(t)]
+            if len(factors) == 2 and set(factors) & subs:
+                near |= {f for f in factors if f in ints}
     compared = set()
     for n in idents:
         for m in re.finditer(rf"\b{re.escape(n)}\s*(?:<=|>=|<|>)\s*\(?\s*(\w+)\b|\b(\w+)\s*\)?\s*(?:<=|>=|<|>)\s*"

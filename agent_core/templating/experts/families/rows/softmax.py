@@ -6,6 +6,7 @@ own, the scaled logits rounded to the storage type (``_round_forms``); the log-p
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
@@ -15,7 +16,8 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUs
 from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.softmax_keys import _key_bounds, _softmax_key_forms
 from agent_core.templating.experts.families.rows.softmax_log import _softmax_log_strided
-from agent_core.templating.experts.families.rows.softmax_masks import _causal_forms, _mask_index_names, _mask_inners
+from agent_core.templating.experts.families.rows.softmax_masks import (_causal_forms, _mask_index_names, _mask_inners,
+                                                                   _masked_fill_forms)
 from agent_core.templating.experts.families.rows.softmax_sinks import _sink_heads, _sink_inners
 from agent_core.templating.experts.library import Expert
 
@@ -109,6 +111,16 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
             if mask and (mask_rows is None or div(rows_fp, mask_rows) is None or mask_rows == rows_fp):
                 continue
             mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows) if mask else [None]
+            if mask and not mrs and _bounds_a_loop(ev, hidden):  # no argument holds the mask's rows (its batch only
+                # in the grid), the row a loop walks: the rows over a count they are a multiple of (scores [batch,
+                # heads, q, k] over a mask [batch, q, k]: rows / heads)
+                mrs = [SizeExpr(f"{{rows}} / (int)({a.name})", "", f"rows / `{a.name}`") for a in ev.ints()
+                       if a.counts and div(rows_fp, a.counts) == mask_rows]
+            # a byte mask whose nonzero values replace the logit by -10000 (Megatron's scaled_masked_softmax)
+            fills = _masked_fill_forms(ev, mask) if mask in keeps and "masked_fill(mask, -10000)" in \
+                e.convention_words.get("KT_EXPERT_MASK", "") else []
+            if fills and sink is not None:
+                continue
             # (mask rows, inner extent, words, causal form): an additive mask's ways of broadcasting; without one,
             # no mask and then each causal mask
             forms = [(mr, inner, words, None) for mr, (inner, words) in
@@ -157,7 +169,8 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                                        f"`{mask.name}` [{mr.words} rows]{' is not 0' if mask in keeps else ''}, "
                                        f"{inner_words}")
                         b.template_args.append(CTYPE[mask.dtype])
-                        b.call_args += [_cast(mask.dtype, mask.name, True), mr.c, mr.c if inner is None else inner]
+                        mr_c = mr.c.replace("{rows}", rows)
+                        b.call_args += [_cast(mask.dtype, mask.name, True), mr_c, mr_c if inner is None else inner]
                         b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
                         b.conventions["KT_EXPERT_MASK"] = 4 if mask in keeps else 1
                     if causal:
@@ -190,6 +203,19 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                                 inner == "1" and any(a.counts == shared and a.name in index_names
                                                      for a in ev.ints())) else 0
                     out.append(b)
+                    keep_words = list(b.words)
+                    for fi, fill in enumerate(fills):  # the byte mask read as Megatron's masked_fill instead
+                        c = b if fi == 0 else dataclasses.replace(
+                            b, call_args=list(b.call_args), template_args=list(b.template_args), sizes=dict(b.sizes),
+                            consts=dict(b.consts), conventions=dict(b.conventions), fixed=dict(b.fixed),
+                            support=b.support - fi)
+                        c.conventions["KT_EXPERT_MASK"] = fill
+                        c.words = [w.replace(" is not 0, ", " is not 0 replaced by -10000 (masked_fill), " + (
+                            "a row with every key masked written 0, " if fill == 5 else
+                            "a row with every key masked uniform, ")).replace("keeping the keys where", "the logits where")
+                                   for w in keep_words]
+                        if fi:
+                            out.append(c)
     return out
 
 

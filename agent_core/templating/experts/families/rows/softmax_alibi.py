@@ -27,12 +27,16 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     a value by -10000 is fed by the mask; one that multiplies a value by the difference of two indices is fed by
     the slopes (one value per head), the key index first (from the lanes, not the block), the query (from the
     block's row, or the grid's stride over rows) second. The mask's rows broadcast over the
-    heads as the general form's middle dimension (inner extent q_len, an int argument)."""
+    heads as the general form's middle dimension (inner extent q_len, an int argument).
+
+    Without a slopes input (FasterTransformer's masked softmax before ALiBi, TensorRT-LLM's unfused attention with
+    null linear-bias slopes: BERT / GPT encoders) the same keep-mask complement times -10000 is read alone: the
+    expert's slopes are null (no bias term), the heads any count the mask's rows divide the rows by."""
     e = lib.get("softmax")
     if e is None or "KT_EXPERT_ALIBI" not in e.conventions or not ev.has("__expf"):  # the family's exponential
         return []
     ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
-    if len(outs) != 1 or len(ins) != 3 or len(ev.bufs()) != 4 or not outs[0].counts:
+    if len(outs) != 1 or len(ins) not in (2, 3) or len(ev.bufs()) != len(ins) + 1 or not outs[0].counts:
         return []
     o = outs[0]
     big = o.counts
@@ -50,12 +54,19 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     others = [a for a in ins if a is not x]
     masks = [a for a in others if any(a.name in f for f in keep_feeds)]
     slopes = [a for a in others if a.counts and div(big, a.counts) is not None and any(a.name in f for f in slope_feeds)]
-    if len(masks) != 1 or len(slopes) != 1 or masks[0] is slopes[0] or masks[0].dtype != slopes[0].dtype:
+    if len(ins) == 2:  # no slopes: the keep-mask alone (FasterTransformer's softmax before ALiBi)
+        if len(masks) != 1 or slopes:
+            return []
+        slopes = [None]
+    elif len(masks) != 1 or len(slopes) != 1 or masks[0] is slopes[0] or masks[0].dtype != slopes[0].dtype:
         return []
     mask, slope = masks[0], slopes[0]
     T, O = x.dtype, o.dtype
     scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
               if re.search(rf"\b{re.escape(a.name)}\s*\*", ev.body)]
+    if not scales:  # the scale written after the logit (`qk * qk_scale + mask_val`)
+        scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
+                  if re.search(rf"\*\s*{re.escape(a.name)}\b", ev.body)]
     if len(scales) > 1:
         return []
     scale, scale_words = scales[0] if scales else ("1.f", "")
@@ -70,7 +81,7 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         if rows_fp is None or mask_rows is None or mask_rows == rows_fp or div(rows_fp, mask_rows) is None:
             continue
         heads = div(rows_fp, mask_rows)
-        if heads != slope.counts:  # one slope per head: the rows of a batch over the mask's
+        if slope is not None and heads != slope.counts:  # one slope per head: the rows of a batch over the mask's
             continue
         mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows)
         # the query count: the middle dimension's inner extent, an argument the mask's index is computed from
@@ -80,18 +91,20 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         for mi, (mr, (inner, inner_words)) in enumerate(itertools.product(mrs[:1], inners)):
             hname = hidden.words.strip("`")
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of exponentials over the "
-                        "row → softmax, plus a per-head ALiBi bias and a 0/1 keep-mask as -10000", ev.kernel.name)
+                        f"row → softmax, plus {'a per-head ALiBi bias and ' if slope else ''}a 0/1 keep-mask as -10000",
+                        ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
             b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
             rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
             if scale_words:
                 b.words.append(scale_words)
-            b.words.append(f"plus `{slope.name}`[head] * (k - q) and (1 - `{mask.name}`) * -10000 [{mr.words} rows], "
-                           f"{inner_words} (q the row within it); __expf, the sum + 1e-6 inverted by __fdividef")
+            b.words.append((f"plus `{slope.name}`[head] * (k - q) and " if slope else "plus ")
+                           + f"(1 - `{mask.name}`) * -10000 [{mr.words} rows], {inner_words} (q the row within it); "
+                           "__expf, the sum + 1e-6 inverted by __fdividef")
             b.template_args = [CTYPE[T], CTYPE[O], CTYPE[mask.dtype]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
                            "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr.c, inner,
-                           _cast(slope.dtype, slope.name, True)]
+                           _cast(slope.dtype, slope.name, True) if slope else f"(const {CTYPE[mask.dtype]}*)nullptr"]
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[mask.dtype])}
             b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}
             b.support = 14 + 2 * ev.uses(hidden) - hi - mi

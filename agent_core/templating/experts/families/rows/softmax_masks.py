@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, div, feeding, flows, statements
+from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, closing, div, feeding, flows, statements
 
 
 def _causal_forms(ev: Evidence, rows_fp: tuple, hfp: tuple) -> list[tuple[int, str, str]]:
@@ -55,3 +55,84 @@ def _mask_index_names(ev: Evidence, mask: ArgUse) -> set[str]:
     name = re.compile(rf"\b{re.escape(mask.name)}\b")
     flow = flows(ev.body)
     return {n for _, _, stmt in statements(ev.body) if name.search(stmt) for n in feeding(flow, stmt)}
+
+
+# the fill value of Megatron's / Transformer Engine's masked_fill(mask, -10000): a literal not multiplied by anything
+_FILL = r"-\s*10000(?:\.0*)?[fF]?(?![\w.])"
+
+
+def _condition_polarity(cond: str, names: set[str]) -> int | None:
+    """Whether a condition on a mask value holds where the value is nonzero (1) or where it is zero (-1), for 0/1
+    values: ``m``, ``m != 0``, ``m == 1``, ``m > 0`` hold where it is nonzero; ``!m``, ``m == 0``, ``m != 1`` where it
+    is zero. None where ``cond`` is not one comparison of one name of ``names`` (a local the mask's value is read
+    into, or a read of the mask) with 0 or 1."""
+    c = re.sub(r"\s+", "", cond)
+    while c.startswith("(") and closing_paren(c) == len(c) - 1:
+        c = c[1:-1]
+    neg = c.startswith("!") and not c.startswith("!=")
+    c = c[1:] if neg else c
+    while c.startswith("(") and closing_paren(c) == len(c) - 1:
+        c = c[1:-1]
+    m = re.fullmatch(r"(?:\(\w+\))?(.+?)(?:(==|!=|>)(0|1)(?:\.0*)?[fF]?)?", c)
+    if m is None:
+        return None
+    subject = re.sub(r"^(?:static_cast<\w+>|\(\w+\))", "", m.group(1))
+    if not any(re.fullmatch(rf"\(?{re.escape(n)}(?:\[[^\]]+\])*\)?", subject) for n in names):
+        return None
+    op, val = m.group(2), m.group(3)
+    nonzero = op is None or (op == "!=" and val == "0") or (op == "==" and val == "1") or (op == ">" and val == "0")
+    if op is not None and not nonzero and not ((op == "==" and val == "0") or (op == "!=" and val == "1")):
+        return None
+    return -1 if nonzero == neg else 1
+
+
+def closing_paren(text: str) -> int:
+    """The index of the parenthesis that closes ``text``'s first one (-1 where none does)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and ch == ")":
+            return i
+    return -1
+
+
+def _masked_fill_forms(ev: Evidence, mask: ArgUse) -> list[int]:
+    """Megatron's and Transformer Engine's scaled_masked_softmax reading of a byte mask: the logit REPLACED by the
+    literal -10000 where the mask's value is nonzero (``m != 0 ? -10000.f : x * scale``, ``if (m != 1) v = x *
+    scale; else v = -10000.0;``): the softmax expert's KT_EXPERT_MASK forms, the one that writes a row whose max is
+    the fill value as 0 (5) first where the body compares a value with -10000 (their scale_value), else the one that
+    does not (6) first; empty where the body shows no such replacement, or shows the fill where the value is zero (a
+    keep-mask: the expert's 4)."""
+    flow = flows(ev.body)
+    names = {mask.name} | {t for t, _, stmt in statements(ev.body)
+                           if t is not None and mask.name in feeding(flow, stmt) and not re.search(_FILL, stmt)}
+    seen = set()
+    for _, at, stmt in statements(ev.body):
+        if not re.search(_FILL, stmt) or re.search(r"\*\s*" + _FILL, stmt):
+            continue
+        # a conditional expression: the fill in its true or false branch
+        m = re.search(r"=\s*(.+?)\?(.+?):(.+)$", stmt[max(at, 0):].strip().rstrip(";"), re.S)
+        if m and mask.name in feeding(flow, m.group(1)):
+            pol = _condition_polarity(m.group(1), names)
+            where = 1 if re.search(_FILL, m.group(2)) else -1 if re.search(_FILL, m.group(3)) else 0
+            if pol is not None and where:
+                seen.add(pol * where)
+    # an if / else whose one branch assigns the fill
+    for m in re.finditer(r"\bif\s*\(", ev.body):
+        i = closing(ev.body, m.end())
+        cond = ev.body[m.end():i - 1]
+        if mask.name not in feeding(flow, cond):
+            continue
+        pol = _condition_polarity(cond, names)
+        rest = ev.body[i:]
+        branch = re.match(r"\s*(\{[^{}]*\}|[^;{}]*;)\s*(?:else\s*(\{[^{}]*\}|[^;{}]*;))?", rest)
+        if pol is None or branch is None:
+            continue
+        if re.search(r"=\s*" + _FILL, branch.group(1)):
+            seen.add(pol)
+        elif branch.group(2) and re.search(r"=\s*" + _FILL, branch.group(2)):
+            seen.add(-pol)
+    if seen != {1}:
+        return []
+    return [5, 6] if re.search(r"==\s*" + _FILL, ev.flat) or re.search(_FILL + r"\s*==", ev.flat) else [6, 5]
