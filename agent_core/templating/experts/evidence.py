@@ -125,13 +125,16 @@ class Evidence:
             return []
         ints = [a for a in self.ints() if a.counts and a.name not in exclude]
         out = [SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`") for a in ints if a.counts == target]
-        for a in ints:
-            for b in ints:
+        for i, a in enumerate(ints):
+            for j, b in enumerate(ints):
                 if a is b:
                     continue
-                if a.name < b.name and tuple(x * y for x, y in zip(a.counts, b.counts)) == target:
-                    out.append(SizeExpr(f"(int)({a.name}) * (int)({b.name})", f"({a.spec.value}) * ({b.spec.value})",
-                                        f"`{a.name} * {b.name}`"))
+                if i < j and tuple(x * y for x, y in zip(a.counts, b.counts)) == target:
+                    # a product's place is its first factor's (the arguments' order); its factors are written in
+                    # the order of their names, which is only how it reads
+                    f, g = (a, b) if a.name < b.name else (b, a)
+                    out.append(SizeExpr(f"(int)({f.name}) * (int)({g.name})", f"({f.spec.value}) * ({g.spec.value})",
+                                        f"`{f.name} * {g.name}`"))
                 if all(y and x % y == 0 and x // y == t for x, y, t in zip(a.counts, b.counts, target)):
                     out.append(SizeExpr(f"(int)({a.name}) / (int)({b.name})",
                                         f"({a.spec.value}) / ({b.spec.value})", f"`{a.name} / {b.name}`"))
