@@ -6,7 +6,6 @@ own, the sum to a buffer of its own, each row's reciprocal RMS stored), in place
 from __future__ import annotations
 
 import itertools
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
@@ -110,14 +109,10 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
 
 def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
-    """(x, residual) both ways, the likelier first: the residual is the one named so, else the one the body
-    writes first (the sum is stored before the normalized row)."""
+    """(x, residual) both ways, the likelier first: the residual is the one the body writes first (the sum is stored
+    before the normalized row), else the later argument; not what either is called."""
     a, b = io
-    if re.search(r"resid", a.name, re.I) and not re.search(r"resid", b.name, re.I):
-        first = (b, a)
-    elif re.search(r"resid", b.name, re.I):
-        first = (a, b)
-    elif 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
+    if 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
         first = (b, a)
     else:
         first = (a, b)
