@@ -50,7 +50,7 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         layouts = [(ins[0], ios[0], outs[0], None)]  # x read, the residual updated, the normalized row to out
     elif len(ins) == 2 and len(outs) == 2 and not ios:
         # the sum to a buffer of its own (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out): the
-        # one written first (or named so); x + residual is one sum either way where the two read are of one type
+        # one written first; x + residual is one sum either way where the two read are of one type
         layouts = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
                    if r_in.dtype == r.dtype]
         if ins[0].dtype == ins[1].dtype:
