@@ -76,6 +76,7 @@ class Evidence:
     constants: dict[str, float] = field(default_factory=dict)  # identifiers the file sets to one number
     defs: dict[str, str] = field(default_factory=dict)  # identifiers the file sets to one arithmetic expression
     own_end: int = -1  # where the kernel's own text ends in ``body`` (its inlined helpers follow); -1: all of it
+    aliases: dict[str, set[str]] = field(default_factory=dict)  # local pointer -> the arguments it is made from
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -371,7 +372,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
-                    constant_exprs(cf.text), own_end)
+                    constant_exprs(cf.text), own_end, alias)
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs

@@ -12,7 +12,8 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, N
                                                     assignments, closing, div, flows, instance_types, statements)
 from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_add_words, _fused_orders
-from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
+from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
+                                                                          _shift_first)
 from agent_core.templating.experts.library import Expert
 
 
@@ -162,8 +163,7 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
             or len({a.dtype for a in weights}) != 1:
         return []
     orders = [weights] if len(weights) == 1 else [weights, weights[::-1]]
-    if len(weights) == 2 and re.search(r"beta|bias|shift", weights[0].name, re.I) and not re.search(
-            r"beta|bias|shift", weights[1].name, re.I):
+    if len(weights) == 2 and _shift_first(ev, weights[0], weights[1]):  # the shift added, the scale multiplied
         orders.reverse()
     out = []
     hname = hidden.words.strip("`")

@@ -12,7 +12,7 @@ from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Eviden
 from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
-                                                                          _norm_conventions)
+                                                                          _norm_conventions, _shift_first)
 from agent_core.templating.experts.families.rows.norm_stats import _layer_norm_stats
 from agent_core.templating.experts.families.rows.softmax_log import _log_probs_out
 from agent_core.templating.experts.library import Expert
@@ -99,7 +99,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             o, x = out_main[0], in_main[0]
             g, bb = small
             orders = [(g, bb), (bb, g)]
-            if re.search(r"beta|bias|shift", g.name, re.I) and not re.search(r"beta|bias|shift", bb.name, re.I):
+            if _shift_first(ev, g, bb):  # the shift added, the scale multiplied: gamma second
                 orders.reverse()
             stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
             if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
