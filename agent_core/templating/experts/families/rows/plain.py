@@ -13,7 +13,8 @@ from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cas
 from agent_core.templating.experts.families.rows.fused_add import _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
                                                                           _norm_conventions, _shift_first)
-from agent_core.templating.experts.families.rows.norm_stats import _layer_norm_stats
+from agent_core.templating.experts.families.rows.norm_stats import (_layer_norm_stats, _stat_is_reciprocal_root,
+                                                                     _stat_is_variance)
 from agent_core.templating.experts.families.rows.softmax_log import _log_probs_out
 from agent_core.templating.experts.library import Expert
 
@@ -102,9 +103,8 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             if _shift_first(ev, g, bb):  # the shift added, the scale multiplied: gamma second
                 orders.reverse()
             stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
-            if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
-                    not re.search(r"var|rstd|std|inv", stats[1].name, re.I):
-                stat_orders.reverse()
+            if stats and _spread(ev, stats[0]) and not _spread(ev, stats[1]):
+                stat_orders.reverse()  # the mean first: the other stores a reciprocal root or the variance
             norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
                           "→ LayerNorm",
                           [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
@@ -164,6 +164,12 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 b.support = 10 + hsup
                 out.append(b)
     return out
+
+
+def _spread(ev: Evidence, a) -> bool:
+    """The per-row statistic ``a`` stores the spread (a reciprocal root, or the variance eps is added to), not the
+    mean."""
+    return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
 
 
 def _centred(ev: Evidence) -> bool:
