@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
@@ -34,8 +33,7 @@ def _layer_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []  # an output wider than the input: the expert's vector checks are made for the input's type
     if len(ws) == 2 and not mixed:
         return []  # gamma and beta of one type in and out: the row families' LayerNorm
-    if len(ws) == 1 and not re.search(r"-\(?\w*(mean|mu)\b", ev.flat, re.I) \
-            and not any(_subtracts_mean(ev, h) for h, _ in _hidden_candidates(ev, o.counts, ws)):
+    if len(ws) == 1 and not any(_subtracts_mean(ev, h) for h, _ in _hidden_candidates(ev, o.counts, ws)):
         return []  # one weight and no mean subtracted (x - mean, whatever the mean's name): an RMSNorm (the row
         # families bind it)
     T, O, W = x.dtype, o.dtype, ws[0].dtype

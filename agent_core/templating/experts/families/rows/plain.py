@@ -5,10 +5,10 @@ neither gamma nor beta), fused add + RMSNorm of one type in place, softmax of on
 from __future__ import annotations
 
 import itertools
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
 from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
@@ -144,7 +144,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                             b.conventions = dict(b.conventions, KT_EXPERT_WEIGHT_OFFSET=1)
                         b.support = 10 + hsup - ri - ei + eps_support + conv_support + off_support
                         if no_weight or no_affine:  # a mean taken off the row tells a LayerNorm
-                            b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
+                            b.support += 3 if (expert == "layer_norm") == _subtracts_mean(ev, hidden) else 0
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
                                   or (len(io_main) == 1 and not in_main and not out_main)) \
@@ -171,7 +171,3 @@ def _spread(ev: Evidence, a) -> bool:
     mean."""
     return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
 
-
-def _centred(ev: Evidence) -> bool:
-    """The kernel takes a mean off the row (``x - mean``, a variance): a LayerNorm rather than an RMSNorm."""
-    return re.search(r"-\s*\(?\s*\w*mean|\bvar\b|variance|mean_var|\bmu\b", ev.flat, re.I) is not None
