@@ -180,9 +180,8 @@ def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state, exclude: tuple[str,
     if not pairs:
         return None
 
-    def tokish(s) -> bool:
-        return bool(re.search("tok|seq|len|batch|^n$|num_tokens", s.words.strip("`"), re.I))
-    pairs.sort(key=lambda p: (not tokish(p[0]), tokish(p[1])))
+    # in the arguments' order (what the two are called says nothing; the lse's layout tells them apart:
+    # ``_token_major_first``)
     return hs, pairs, from_grid
 
 
