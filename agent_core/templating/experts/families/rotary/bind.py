@@ -10,7 +10,7 @@ from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, counts_of, div, prod
 from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
-                                                                   _pairs_type)
+                                                                   _pairs_type, _sine)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
@@ -136,7 +136,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
-                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                if _sine(ev, c0) and not _sine(ev, c1):  # the table the rotation subtracts a product of is sin
                     orders.reverse()
                 for oi, (cc, ss) in enumerate(orders):
                     for si, words in enumerate(("rot_dim / 2", "rot_dim")):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
-from agent_core.templating.experts.evidence import (ArgUse, Evidence, assignments, call_arguments, closing,
-                                                    const_value, feeding, flows, statements, uncast)
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, call_arguments, closing, const_value, feeding,
+                                                    flows, statements, value_operands)
 from agent_core.templating.experts.families.rows.common import ROOTS, _guarding_flag
 from agent_core.templating.experts.library import Expert
 
@@ -221,81 +221,13 @@ def _flagged_offsets(ev: Evidence, e: Expert | None, weights: list[ArgUse]) -> l
     return [o for o in base if not (flagged and o[0] == "1.f")] + flagged
 
 
-# conversions a value is read through (``__half2float(w[i])``, ``static_cast<float>(b[i])``), and the arithmetic
-# intrinsics that multiply, add, or multiply then add their arguments
-_WIDEN_CALLS = re.compile(r"(?:__half2float|__bfloat162float|__low2float|__high2float|__ldg|float|to_float|"
-                          r"static_cast<float>|float\()\(")
-_MULS = r"__hmul|__hmul2|__hmul_rn|__hmul2_rn|__fmul_rn|__fmul_rz|__fmul_ru|__fmul_rd"
-_ADDS = r"__hadd|__hadd2|__hadd_rn|__hadd2_rn|__fadd_rn|__fadd_rz|__fadd_ru|__fadd_rd"
-_FMAS = r"fmaf|fma|__fmaf_rn|__fmaf_rz|__fmaf_ru|__fmaf_rd|__fmaf_ieee_rn|__hfma|__hfma2"
-_INDEX = r"(?:\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]|\.[A-Za-z_]\w*)*"
-
-
-def _plain(text: str) -> str:
-    """``text`` without whitespace, casts or widening conversions: the values as they are combined."""
-    return _WIDEN_CALLS.sub("(", re.sub(r"\s+", "", uncast(text)))
-
-
 def _value_ops(ev: Evidence, name: str) -> tuple[bool, bool]:
-    """(added, multiplied): whether the values of the buffer ``name`` (read directly or through a local pointer made
-    from it alone, converted, or through a local that holds one read as it is) are an operand of an addition (a
-    shift: ``* rs * g[i] + b[i]``, the addend of a fused multiply-add) and whether of a multiplication (a scale:
-    ``* g[i]``). What the buffer is called says nothing."""
-    flat = _plain(ev.body)
-    pointers = {name} | {p for p, src in ev.aliases.items() if src == {name}}
-    held: set[str] = set()
-    ptr = "|".join(map(re.escape, sorted(pointers)))
-    # a pointer's value read: subscripted, or dereferenced at an offset (``*reinterpret_cast<const uint4*>(w + i)``)
-    read = rf"[(]*(?:{ptr})\b\[|\*[(]*(?:{ptr})\b\+"
-    grew = True
-    while grew:  # locals assigned one read of it (or of such a local), nothing computed from it; or a constant
-        # where it is null (``w == nullptr ? T(1) : w[j]``)
-        grew = False
-        alt = "|".join(map(re.escape, sorted(pointers | held)))
-        one = rf"[(*]*(?:{alt})\b{_INDEX}(?:\+[\w()*+]+)?[)]*{_INDEX}"
-        const = r"[(]*\w*\(?-?[\d.]+[fF]?\)?[)]*"
-        for _, at, stmt in statements(ev.body):
-            if at <= 0 or stmt[at - 1] in "+-*/%&|^<>!=":
-                continue
-            lhs = re.sub(r"\[[^\]]*\]|\.\s*[A-Za-z_]\w*", "", stmt[:at])
-            names = re.findall(r"\b[A-Za-z_]\w*\b", lhs)
-            target = names[-1] if names else None
-            if target is None or target in held or target in pointers:
-                continue
-            v = _plain(stmt[at + 1:])
-            if re.fullmatch(one, v) and (re.match(read, v) or not re.match(rf"[(*]*(?:{ptr})\b", v)) \
-                    or re.fullmatch(rf"[^?]*\?(?:{one}:{const}|{const}:{one})", v):
-                held.add(target)
-                grew = True
-    alt = "|".join(map(re.escape, sorted(pointers | held)))
-    whole = re.compile(rf"[(*]*(?:{alt})\b{_INDEX}[)]*")
-    added = multiplied = False
-    for m in re.finditer(rf"(?<![\w.])(?:{alt})\b{_INDEX}", flat):
-        if m.group(0).split("[")[0].split(".")[0] in pointers and "[" not in m.group(0):
-            continue  # the pointer itself (an offset, a declaration, a test against null): no value
-        i, j = m.start(), m.end()
-        while i > 0 and flat[i - 1] == "(" and not (i > 1 and (flat[i - 2].isalnum() or flat[i - 2] == "_")):
-            i -= 1  # a parenthesis around it, not a call's
-        while j < len(flat) and flat[j] == ")" and flat.count("(", i, m.start()) > flat.count(")", m.end(), j):
-            j += 1
-        before, after = flat[i - 1:i], flat[j:j + 1]
-        if before == "*" and not re.match(r"[\w)\]]", flat[i - 2:i - 1]):
-            before = ""  # a dereference (``*(w + off)``), not a product
-        if before in ("*", "/") or after in ("*", "/"):
-            multiplied = True
-        elif (before == "+" and flat[i - 2:i - 1] != "+") or (after == "+" and flat[j + 1:j + 2] not in ("+", "=")):
-            added = True
-    for fname, args in call_arguments(flat, f"{_MULS}|{_ADDS}|{_FMAS}"):
-        hit = [whole.fullmatch(a) is not None for a in args]
-        if re.fullmatch(_MULS, fname):
-            multiplied |= any(hit)
-        elif re.fullmatch(_ADDS, fname):
-            added |= any(hit)
-        elif len(args) == 3:
-            multiplied |= hit[0] or hit[1]
-            added |= hit[2]
-    return added, multiplied
-
+    """(added, multiplied): whether the values of the buffer ``name`` (``value_operands``: read directly or through a
+    local pointer made from it alone, converted, or through a local that holds one read as it is) are an operand of an
+    addition (a shift: ``* rs * g[i] + b[i]``, the addend of a fused multiply-add, ``__hadd``) and whether of a
+    multiplication (a scale: ``* g[i]``). What the buffer is called says nothing."""
+    ops = [op for op, _ in value_operands(ev, name)]
+    return "+" in ops, "*" in ops
 
 def _shift_first(ev: Evidence, first: ArgUse, second: ArgUse) -> bool:
     """Whether of two weights the first is the shift (beta: its values only ever added) and the second the scale
