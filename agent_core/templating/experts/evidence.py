@@ -962,7 +962,6 @@ _WIDEN_CALLS = re.compile(r"(?:__half2float|__bfloat162float|__low2float|__high2
 _MULS = r"__hmul|__hmul2|__hmul_rn|__hmul2_rn|__fmul_rn|__fmul_rz|__fmul_ru|__fmul_rd"
 _ADDS = r"__hadd|__hadd2|__hadd_rn|__hadd2_rn|__fadd_rn|__fadd_rz|__fadd_ru|__fadd_rd"
 _FMAS = r"fmaf|fma|__fmaf_rn|__fmaf_rz|__fmaf_ru|__fmaf_rd|__fmaf_ieee_rn|__hfma|__hfma2"
-_MATH = re.compile(r"exp|log|sqrt|sin|cos|tan|erf|pow|abs|max|min|floor|ceil|round|rint|rcp|sigmoid|silu|gelu", re.I)
 _SUFFIX = r"(?:\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]|\.[A-Za-z_]\w*)*"  # subscripts and members
 
 
@@ -976,6 +975,12 @@ def _stores(body: str) -> list[tuple[str, str]]:
     y[i];``), a member's assignment given to its local (``g.raw = ...`` assigns ``g``)."""
     out = []
     for _, at, stmt in statements(body):
+        # a direct initialization (``const R g(gamma[i]);``, ``float b{beta[i]};``): a type, the local, one value
+        init = re.fullmatch(r"\s*(?:const\s+)?[A-Za-z_][\w:]*(?:\s*<[^;<>]*>)?\s+([A-Za-z_]\w*)\s*([({])(.*)[)}]\s*",
+                            stmt, re.S)
+        if at < 0 and init and init.group(1) not in ("return", "else") and "," not in init.group(3):
+            out.append((init.group(1), init.group(3)))
+            continue
         if at <= 0 or stmt[at - 1] in "+-*/%&|^<>!=":
             continue
         lhs = re.sub(r"\[[^\]]*\]|\.\s*[A-Za-z_]\w*", "", stmt[:at])
@@ -1067,6 +1072,8 @@ def value_operands(ev: "Evidence", name: str) -> list[tuple[str, str]]:
     it (``-y*s``, ``+(c?-a:b)*s``). Add, multiply and fused multiply-add intrinsics count as their operators."""
     pointers, held = value_holders(ev, name)
     flat = plain(ev.body)
+    types = {tp.name for tp in ev.kernel.template_params if tp.kind == "type"} | set(
+        re.findall(r"\busing\s+([A-Za-z_]\w*)\s*=", ev.body)) | set(re.findall(r"\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;", ev.body))
     alt = "|".join(map(re.escape, sorted(pointers | held)))
     whole = re.compile(rf"[(*]*(?:{alt})\b{_SUFFIX}[)]*")
     out = []
@@ -1075,9 +1082,10 @@ def value_operands(ev: "Evidence", name: str) -> list[tuple[str, str]]:
             continue  # the pointer itself (an offset, a declaration, a test against null): no value
         i, j = m.start(), m.end()
         while i > 0 and flat[i - 1] == "(" and j < len(flat) and flat[j] == ")":
-            # a parenthesis around it, or a call of one argument that converts it (``C(w[i])``; not math on it)
+            # a parenthesis around it, or a functional cast to a type (``C(w[i])``, C a type alias or a template
+            # parameter); not a call of a function
             call = re.search(r"[A-Za-z_][\w:]*(?:<[^<>()]*>)?$", flat[:i - 1])
-            if call and _MATH.search(call.group(0)):
+            if call and call.group(0).split("<")[0].split("::")[-1] not in types:
                 break
             i, j = (call.start() if call else i - 1), j + 1
         before, after = flat[i - 1:i], flat[j:j + 1]
