@@ -230,6 +230,18 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         ([], set())
     if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
         text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
+        # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
+        # only forwards its parameters to a function the file does not define (``rsqrt(x) { return rsqrtf(x); }``)
+        # as a call of that function; the others under names of their own, in the order they are first called
+        # (their blocks say what they compute)
+        called = r"(?<![\w.:>~])({})(?=\s*(?:<[^;(){{}}]*>)?\s*\()"
+        pattern = re.compile(called.format("|".join(map(re.escape, sorted(inlined, key=len, reverse=True)))))
+        forward = callees.forwarding(_root(node))
+        order = list(dict.fromkeys(m.group(1) for t in [text] + blocks for m in pattern.finditer(t)))
+        neutral = {n: forward.get(n) or f"kt_helper{i}" for i, n in enumerate(order)}
+        text = pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), text)
+        blocks = [pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), t) for t in blocks]
+        inlined = {neutral.get(n, n) for n in inlined}
         prefix = "void kt_inlined_body() "
         raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
         own_end = text.rstrip().rfind("}")  # the body starts at the kernel's `{`
@@ -966,8 +978,10 @@ _SUFFIX = r"(?:\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]|\.[A-Za-z_]\w*)*"  # subscr
 
 
 def plain(text: str) -> str:
-    """``text`` without whitespace, casts or widening conversions: values as they are combined."""
-    return _WIDEN_CALLS.sub("(", re.sub(r"\s+", "", uncast(text)))
+    """``text`` without whitespace, casts or widening conversions, a parenthesized name before its subscript or member
+    unwrapped (``(w)[i]``, as a helper's inlined body reads its argument): values as they are combined."""
+    flat = _WIDEN_CALLS.sub("(", re.sub(r"\s+", "", uncast(text)))
+    return re.sub(r"(?<![\w)\]])\(([A-Za-z_]\w*)\)(?=[\[.])", r"\1", flat)
 
 
 def _stores(body: str) -> list[tuple[str, str]]:
