@@ -180,8 +180,14 @@ def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state, exclude: tuple[str,
     if not pairs:
         return None
 
-    # in the arguments' order (what the two are called says nothing; the lse's layout tells them apart:
-    # ``_token_major_first``)
+    # the pairs whose head count the values' index multiplies a token's index by first (``(t * H + h) * D``: the
+    # values [tokens, heads, head_size]), else in the arguments' order; what the two are called says nothing
+    parts = [p for v in ev.bufs() if v.counts == big for p in index_parts(ev, v.name)]
+
+    def inner(s) -> bool:
+        return any(re.search(rf"\*\(?{re.escape(n)}\)?\+", p) for n in re.findall(r"\(int\)\((\w+)\)", s.c)
+                   for p in parts)
+    pairs.sort(key=lambda p: not inner(p[1]))
     return hs, pairs, from_grid
 
 
