@@ -317,10 +317,11 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     exponent = {n for t in exps + [v for n, v in assignments(ev.body) if n in fed]
                 for n in re.findall(r"/[(]*([A-Za-z_]\w*)\b", plain(t))}  # what the exponent divides by
 
-    def _table_row(rot: SizeExpr, rot_fp: tuple) -> bool:
+    def _table_row(rot: SizeExpr, rot_fp: tuple) -> int:
+        """0: the tables' rows are as long (or the exponent divides by it); 1: half as long; 2: neither."""
         if caches:
-            return rot_fp in table_strides or tuple(r // 2 for r in rot_fp) in table_strides
-        return bool(set(re.findall(r"\(int\)\((\w+)\)", rot.c)) & exponent)
+            return 0 if rot_fp in table_strides else 1 if tuple(r // 2 for r in rot_fp) in table_strides else 2
+        return 0 if set(re.findall(r"\(int\)\((\w+)\)", rot.c)) & exponent else 2
 
     for hi, (hs, hs_fp) in enumerate(hss):
         nh0 = _heads(ev, q_tok, hs, hs_fp)
@@ -348,7 +349,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     rots.append((ev.sizes(a.counts)[0], a.counts))
             if not any(r[1] == hs_fp for r in rots):
                 rots.append((hs, hs_fp))
-            rots.sort(key=lambda r: (not _table_row(*r), r[1] != hs_fp))
+            rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
     if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
         for vi, (hs, hs_fp, nh, kv, rots, view) in enumerate(_views(ev, q, k, q_tok, k_tok)):
