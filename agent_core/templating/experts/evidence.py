@@ -234,14 +234,16 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         # only forwards its parameters to a function the file does not define (``rsqrt(x) { return rsqrtf(x); }``)
         # as a call of that function; the others under names of their own, in the order they are first called
         # (their blocks say what they compute)
-        called = r"(?<![\w.:>~])({})(?=\s*(?:<[^;(){{}}]*>)?\s*\()"
-        pattern = re.compile(called.format("|".join(map(re.escape, sorted(inlined, key=len, reverse=True)))))
-        forward = callees.forwarding(_root(node))
-        order = list(dict.fromkeys(m.group(1) for t in [text] + blocks for m in pattern.finditer(t)))
-        neutral = {n: forward.get(n) or f"kt_helper{i}" for i, n in enumerate(order)}
-        text = pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), text)
-        blocks = [pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), t) for t in blocks]
-        inlined = {neutral.get(n, n) for n in inlined}
+        names = sorted((n for n in inlined if n), key=len, reverse=True)
+        if names:
+            called = r"(?<![\w.:>~])({})(?=\s*(?:<[^;(){{}}]*>)?\s*\()"
+            pattern = re.compile(called.format("|".join(map(re.escape, names))))
+            forward = callees.forwarding(_root(node))
+            order = list(dict.fromkeys(m.group(1) for t in [text] + blocks for m in pattern.finditer(t)))
+            neutral = {n: forward.get(n) or f"kt_helper{i}" for i, n in enumerate(order)}
+            text = pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), text)
+            blocks = [pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), t) for t in blocks]
+            inlined = {neutral.get(n, n) for n in inlined}
         prefix = "void kt_inlined_body() "
         raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
         own_end = text.rstrip().rfind("}")  # the body starts at the kernel's `{`
@@ -1024,7 +1026,8 @@ def value_holders(ev: "Evidence", name: str) -> tuple[set[str], set[str]]:
     pointers made from it alone; the locals that hold one value read from those as it is (subscripted, or
     dereferenced at an offset: ``*reinterpret_cast<const uint4*>(w + i)``; converted or cast; read from such a local),
     or a constant where the pointer is null (``w == nullptr ? T(1) : w[j]``). Nothing computed from it."""
-    pointers = {name} | {p for p, src in ev.aliases.items() if src == {name}} | set(pointer_aliases(uncast(ev.body), name))
+    pointers = {name} | {p for p, src in ev.aliases.items() if src == {name}} | set(
+        pointer_aliases(uncast(ev.body), name))
     ptr = "|".join(map(re.escape, sorted(pointers)))
     read = rf"[(]*(?:{ptr})\b\[|\*[(]*(?:{ptr})\b\+"
     const = r"[(]*\w*\(?-?[\d.]+[fF]?\)?[)]*"
@@ -1086,8 +1089,9 @@ def value_operands(ev: "Evidence", name: str) -> list[tuple[str, str]]:
     it (``-y*s``, ``+(c?-a:b)*s``). Add, multiply and fused multiply-add intrinsics count as their operators."""
     pointers, held = value_holders(ev, name)
     flat = plain(ev.body)
-    types = {tp.name for tp in ev.kernel.template_params if tp.kind == "type"} | set(
-        re.findall(r"\busing\s+([A-Za-z_]\w*)\s*=", ev.body)) | set(re.findall(r"\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;", ev.body))
+    types = {tp.name for tp in ev.kernel.template_params if tp.kind == "type"} \
+        | set(re.findall(r"\busing\s+([A-Za-z_]\w*)\s*=", ev.body)) \
+        | set(re.findall(r"\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;", ev.body))
     alt = "|".join(map(re.escape, sorted(pointers | held)))
     whole = re.compile(rf"[(*]*(?:{alt})\b{_SUFFIX}[)]*")
     out = []

@@ -255,7 +255,8 @@ def _centres_row(ev: Evidence, name: str) -> bool:
             continue
         left = flat[:m.start()]
         lm = re.search(r"(?<![\w.])([A-Za-z_]\w*)(?:\[[^\[\]]*\])?\)*$", left)
-        if lm and lm.group(1) not in right and (lm.group(1) in held or (lm.group(1) in pointers and "[" in lm.group(0))):
+        value = lm is not None and (lm.group(1) in held or (lm.group(1) in pointers and "[" in lm.group(0)))
+        if value and lm.group(1) not in right:
             return True  # a value of the row, less something computed from the row
     return False
 
