@@ -70,6 +70,30 @@ def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
     return out
 
 
+def forwarding(root: Node) -> dict[str, str]:
+    """Name → the function it forwards to, of the file's ``__device__`` functions whose body only returns a call of a
+    function the file does not define with their own parameters in order (``rsqrt(const float& x) { return
+    rsqrtf(x); }``): a call of one is a call of that function. Of overloads, the first defined (the one
+    ``inlined_blocks`` reads)."""
+    fns = device_functions(root)
+    out: dict[str, str] = {}
+    for name, defs in fns.items():
+        params, body = defs[0]
+        stmts = [c for c in body.named_children if c.type != "comment"]
+        if len(stmts) != 1 or stmts[0].type != "return_statement" or not stmts[0].named_children:
+            continue
+        call = stmts[0].named_children[0]
+        if call.type != "call_expression":
+            continue
+        callee = _callee_name(call)
+        args = call.child_by_field_name("arguments")
+        given = [a.text.decode("utf-8", "replace").strip() for a in args.named_children if a.type != "comment"] \
+            if args is not None else []
+        if callee and callee not in fns and params and given == params:
+            out[name] = callee
+    return out
+
+
 def _norm(text: str) -> str:
     return "".join(text.split())
 
@@ -124,12 +148,14 @@ def _member(members: dict, types: dict[str, str], scope: str, name: str) -> list
 
 
 def _substituted(src: bytes, node: Node, names: dict[str, str]) -> str:
-    """``node``'s text with every identifier named in ``names`` replaced by its text."""
+    """``node``'s text with every identifier named in ``names`` replaced by its text. A name the parser took for a
+    type is one too (``const R g(gamma[i]);`` parses as a function declaration whose parameter's type is ``gamma``:
+    inside the helper a parameter's name hides any type of that name)."""
     if not names:
         return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
     parts, at = [], node.start_byte
     for x in _walk(node):
-        if x.type == "identifier" and x.text.decode("utf-8", "replace") in names:
+        if x.type in ("identifier", "type_identifier") and x.text.decode("utf-8", "replace") in names:
             parts.append(src[at:x.start_byte].decode("utf-8", "replace"))
             parts.append(names[x.text.decode("utf-8", "replace")])
             at = x.end_byte

@@ -76,6 +76,7 @@ class Evidence:
     constants: dict[str, float] = field(default_factory=dict)  # identifiers the file sets to one number
     defs: dict[str, str] = field(default_factory=dict)  # identifiers the file sets to one arithmetic expression
     own_end: int = -1  # where the kernel's own text ends in ``body`` (its inlined helpers follow); -1: all of it
+    aliases: dict[str, set[str]] = field(default_factory=dict)  # local pointer -> the arguments it is made from
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -125,13 +126,16 @@ class Evidence:
             return []
         ints = [a for a in self.ints() if a.counts and a.name not in exclude]
         out = [SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`") for a in ints if a.counts == target]
-        for a in ints:
-            for b in ints:
+        for i, a in enumerate(ints):
+            for j, b in enumerate(ints):
                 if a is b:
                     continue
-                if a.name < b.name and tuple(x * y for x, y in zip(a.counts, b.counts)) == target:
-                    out.append(SizeExpr(f"(int)({a.name}) * (int)({b.name})", f"({a.spec.value}) * ({b.spec.value})",
-                                        f"`{a.name} * {b.name}`"))
+                if i < j and tuple(x * y for x, y in zip(a.counts, b.counts)) == target:
+                    # a product's place is its first factor's (the arguments' order); its factors are written in
+                    # the order of their names, which is only how it reads
+                    f, g = (a, b) if a.name < b.name else (b, a)
+                    out.append(SizeExpr(f"(int)({f.name}) * (int)({g.name})", f"({f.spec.value}) * ({g.spec.value})",
+                                        f"`{f.name} * {g.name}`"))
                 if all(y and x % y == 0 and x // y == t for x, y, t in zip(a.counts, b.counts, target)):
                     out.append(SizeExpr(f"(int)({a.name}) / (int)({b.name})",
                                         f"({a.spec.value}) / ({b.spec.value})", f"`{a.name} / {b.name}`"))
@@ -226,6 +230,20 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         ([], set())
     if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
         text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
+        # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
+        # only forwards its parameters to a function the file does not define (``rsqrt(x) { return rsqrtf(x); }``)
+        # as a call of that function; the others under names of their own, in the order they are first called
+        # (their blocks say what they compute)
+        names = sorted((n for n in inlined if n), key=len, reverse=True)
+        if names:
+            called = r"(?<![\w.:>~])({})(?=\s*(?:<[^;(){{}}]*>)?\s*\()"
+            pattern = re.compile(called.format("|".join(map(re.escape, names))))
+            forward = callees.forwarding(_root(node))
+            order = list(dict.fromkeys(m.group(1) for t in [text] + blocks for m in pattern.finditer(t)))
+            neutral = {n: forward.get(n) or f"kt_helper{i}" for i, n in enumerate(order)}
+            text = pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), text)
+            blocks = [pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), t) for t in blocks]
+            inlined = {neutral.get(n, n) for n in inlined}
         prefix = "void kt_inlined_body() "
         raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
         own_end = text.rstrip().rfind("}")  # the body starts at the kernel's `{`
@@ -368,7 +386,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
-                    constant_exprs(cf.text), own_end)
+                    constant_exprs(cf.text), own_end, alias)
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs
@@ -948,3 +966,168 @@ def index_stride(ev: "Evidence", name: str, var: str, known: dict[str, int] | No
             per.append(steps.pop())
         found.add(tuple(per))
     return found.pop() if len(found) == 1 else None
+
+
+# ----------------------------------------------------------------------------------------------- values of a buffer
+# conversions a value is read through (``__half2float(w[i])``, ``static_cast<float>(b[i])``), and the arithmetic
+# intrinsics that multiply, add, or multiply then add their arguments
+_WIDEN_CALLS = re.compile(r"(?:__half2float|__bfloat162float|__low2float|__high2float|__ldg|float|to_float|"
+                          r"static_cast<float>)\(")
+_MULS = r"__hmul|__hmul2|__hmul_rn|__hmul2_rn|__fmul_rn|__fmul_rz|__fmul_ru|__fmul_rd"
+_ADDS = r"__hadd|__hadd2|__hadd_rn|__hadd2_rn|__fadd_rn|__fadd_rz|__fadd_ru|__fadd_rd"
+_FMAS = r"fmaf|fma|__fmaf_rn|__fmaf_rz|__fmaf_ru|__fmaf_rd|__fmaf_ieee_rn|__hfma|__hfma2"
+_SUFFIX = r"(?:\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]|\.[A-Za-z_]\w*)*"  # subscripts and members
+
+
+def plain(text: str) -> str:
+    """``text`` without whitespace, casts or widening conversions, a parenthesized name before its subscript or member
+    unwrapped (``(w)[i]``, as a helper's inlined body reads its argument): values as they are combined."""
+    flat = _WIDEN_CALLS.sub("(", re.sub(r"\s+", "", uncast(text)))
+    return re.sub(r"(?<![\w)\]])\(([A-Za-z_]\w*)\)(?=[\[.])", r"\1", flat)
+
+
+def _stores(body: str) -> list[tuple[str, str]]:
+    """(the local assigned, the value's text) of every plain assignment, one per declarator (``float a = x[i], b =
+    y[i];``), a member's assignment given to its local (``g.raw = ...`` assigns ``g``)."""
+    out = []
+    for _, at, stmt in statements(body):
+        # a direct initialization (``const R g(gamma[i]);``, ``float b{beta[i]};``): a type, the local, one value
+        init = re.fullmatch(r"\s*(?:const\s+)?[A-Za-z_][\w:]*(?:\s*<[^;<>]*>)?\s+([A-Za-z_]\w*)\s*([({])(.*)[)}]\s*",
+                            stmt, re.S)
+        if at < 0 and init and init.group(1) not in ("return", "else") and "," not in init.group(3):
+            out.append((init.group(1), init.group(3)))
+            continue
+        if at <= 0 or stmt[at - 1] in "+-*/%&|^<>!=":
+            continue
+        lhs = re.sub(r"\[[^\]]*\]|\.\s*[A-Za-z_]\w*", "", stmt[:at])
+        names = _IDENT.findall(lhs)
+        if not names:
+            continue
+        parts, depth, cur = [], 0, ""
+        for ch in stmt[at + 1:]:
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        out.append((names[-1], parts[0] if parts else cur))
+        for part in (parts[1:] + [cur]) if parts else []:
+            j = _top_level_assign(part)
+            more = _IDENT.findall(part[:j]) if j > 0 else []
+            if more:
+                out.append((more[-1], part[j + 1:]))
+    return out
+
+
+def value_holders(ev: "Evidence", name: str) -> tuple[set[str], set[str]]:
+    """(pointers, locals) through which the body reads the values of the buffer ``name``: the buffer and the local
+    pointers made from it alone; the locals that hold one value read from those as it is (subscripted, or
+    dereferenced at an offset: ``*reinterpret_cast<const uint4*>(w + i)``; converted or cast; read from such a local),
+    or a constant where the pointer is null (``w == nullptr ? T(1) : w[j]``). Nothing computed from it."""
+    pointers = {name} | {p for p, src in ev.aliases.items() if src == {name}} | set(
+        pointer_aliases(uncast(ev.body), name))
+    ptr = "|".join(map(re.escape, sorted(pointers)))
+    read = rf"[(]*(?:{ptr})\b\[|\*[(]*(?:{ptr})\b\+"
+    const = r"[(]*\w*\(?-?[\d.]+[fF]?\)?[)]*"
+    stores = [(t, plain(v)) for t, v in _stores(ev.body)]
+    held: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        alt = "|".join(map(re.escape, sorted(pointers | held)))
+        one = rf"[(*]*(?:{alt})\b{_SUFFIX}(?:\+[\w()*+]+)?[)]*{_SUFFIX}"
+        for target, v in stores:
+            if target in held or target in pointers:
+                continue
+            if re.fullmatch(one, v) and (re.match(read, v) or not re.match(rf"[(*]*(?:{ptr})\b", v)) \
+                    or re.fullmatch(rf"[^?]*\?(?:{one}:{const}|{const}:{one})", v):
+                held.add(target)
+                grew = True
+    return pointers, held
+
+
+def _left_factor(flat: str, i: int) -> int:
+    """The start of the factor that ends just before ``i`` (an identifier, a subscript or member chain, a call, a
+    parenthesized group)."""
+    while i > 0:
+        ch = flat[i - 1]
+        if ch in ")]":
+            depth, k = 0, i - 1
+            while k >= 0:
+                depth += flat[k] in ")]"
+                depth -= flat[k] in "(["
+                if depth == 0:
+                    break
+                k -= 1
+            i = max(k, 0)
+        elif ch.isalnum() or ch in "_.":
+            i -= 1
+        else:
+            break
+    return i
+
+
+def _right_factor(flat: str, j: int) -> int:
+    """The end of the factor that starts at ``j``."""
+    while j < len(flat):
+        ch = flat[j]
+        if ch in "([":
+            j = closing(flat, j + 1, "([", ")]")
+        elif ch.isalnum() or ch in "_.":
+            j += 1
+        else:
+            break
+    return j
+
+
+def value_operands(ev: "Evidence", name: str) -> list[tuple[str, str]]:
+    """How the body combines each value of the buffer ``name`` it reads (``value_holders``): ("*", term) where the
+    value is a factor of a product (a division's too), ("+", term) where it is an operand of an addition or
+    subtraction as it is, ("", term) otherwise; each with the whole product term it is part of, from the sign before
+    it (``-y*s``, ``+(c?-a:b)*s``). Add, multiply and fused multiply-add intrinsics count as their operators."""
+    pointers, held = value_holders(ev, name)
+    flat = plain(ev.body)
+    types = {tp.name for tp in ev.kernel.template_params if tp.kind == "type"} \
+        | set(re.findall(r"\busing\s+([A-Za-z_]\w*)\s*=", ev.body)) \
+        | set(re.findall(r"\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;", ev.body))
+    alt = "|".join(map(re.escape, sorted(pointers | held)))
+    whole = re.compile(rf"[(*]*(?:{alt})\b{_SUFFIX}[)]*")
+    out = []
+    for m in re.finditer(rf"(?<![\w.])(?:{alt})\b{_SUFFIX}", flat):
+        if m.group(0).split("[")[0].split(".")[0] in pointers and "[" not in m.group(0):
+            continue  # the pointer itself (an offset, a declaration, a test against null): no value
+        i, j = m.start(), m.end()
+        while i > 0 and flat[i - 1] == "(" and j < len(flat) and flat[j] == ")":
+            # a parenthesis around it, or a functional cast to a type (``C(w[i])``, C a type alias or a template
+            # parameter); not a call of a function
+            call = re.search(r"[A-Za-z_][\w:]*(?:<[^<>()]*>)?$", flat[:i - 1])
+            if call and call.group(0).split("<")[0].split("::")[-1] not in types:
+                break
+            i, j = (call.start() if call else i - 1), j + 1
+        before, after = flat[i - 1:i], flat[j:j + 1]
+        if before == "*" and not re.match(r"[\w)\]]", flat[i - 2:i - 1]):
+            before = ""  # a dereference (``*(w + off)``), not a product
+        s, e = i, j
+        while s > 1 and flat[s - 1] in "*/" and re.match(r"[\w)\]]", flat[s - 2]):
+            s = _left_factor(flat, s - 1)
+        while e < len(flat) - 1 and flat[e] in "*/" and flat[e + 1] != "=":
+            e = _right_factor(flat, e + 1)
+        term = flat[max(s - 1, 0):e] if s > 0 and flat[s - 1] in "+-" else flat[s:e]
+        if before in ("*", "/") or after in ("*", "/"):
+            out.append(("*", term))
+        elif (before in "+-" and before and flat[i - 2:i - 1] not in ("+", "-")) \
+                or (after in ("+", "-") and flat[j + 1:j + 2] not in ("+", "-", "=")):
+            out.append(("+", term))
+        else:
+            out.append(("", term))
+    for fname, args in call_arguments(flat, f"{_MULS}|{_ADDS}|{_FMAS}"):
+        hit = [whole.fullmatch(a) is not None for a in args]
+        if re.fullmatch(_MULS, fname):
+            out += [("*", fname)] if any(hit) else []
+        elif re.fullmatch(_ADDS, fname):
+            out += [("+", fname)] if any(hit) else []
+        elif len(args) == 3:
+            out += ([("*", fname)] if hit[0] or hit[1] else []) + ([("+", fname)] if hit[2] else [])
+    return out

@@ -56,8 +56,8 @@ from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, Evidence, SizeExpr,
                                                     additive_terms, assignments, call_arguments, closing,
                                                     const_value, counts_of, div, feeding, flows, index_parts,
-                                                    index_stride, number, pointer_aliases, prod, statements, uncast,
-                                                    unparen)
+                                                    index_stride, number, plain, pointer_aliases, prod, statements,
+                                                    uncast, unparen)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
 EXP_CALL = r"(?:__)?exp2?f?"
@@ -121,7 +121,7 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     out = []
     for pi, (tok, heads) in enumerate(pairs):
         tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
-        token_major_first = _token_major_first(ev, tname, hname)
+        token_major_first = _token_major_first(ev, tname, hname, from_grid)
         for gi, ((pa, pl), (sa, sl)) in enumerate(pairings):
             for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
                 for bi, base in enumerate(bases):
@@ -180,16 +180,26 @@ def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state, exclude: tuple[str,
     if not pairs:
         return None
 
-    def tokish(s) -> bool:
-        return bool(re.search("tok|seq|len|batch|^n$|num_tokens", s.words.strip("`"), re.I))
-    pairs.sort(key=lambda p: (not tokish(p[0]), tokish(p[1])))
+    # the pairs whose head count the values' index multiplies a token's index by first (``(t * H + h) * D``: the
+    # values [tokens, heads, head_size]), else in the arguments' order; what the two are called says nothing
+    parts = [p for v in ev.bufs() if v.counts == big for p in index_parts(ev, v.name)]
+
+    def inner(s) -> bool:
+        return any(re.search(rf"\*\(?{re.escape(n)}\)?\+", p) for n in re.findall(r"\(int\)\((\w+)\)", s.c)
+                   for p in parts)
+    pairs.sort(key=lambda p: not inner(p[1]))
     return hs, pairs, from_grid
 
 
-def _token_major_first(ev: Evidence, tname: str, hname: str) -> int:
-    """1 where the body indexes the states token-major (``token * heads + head``) and nowhere head-major."""
-    head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or \
-        ev.mentions(rf"\*{re.escape(tname)}\+")
+def _token_major_first(ev: Evidence, tname: str, hname: str, from_grid: int = 0) -> int:
+    """1 where the body indexes the states token-major (``token * heads + head``) and nowhere head-major. A token
+    count from the grid is ``gridDim.x`` or a local that holds it (whatever the local is called)."""
+    t = re.escape(tname)
+    if from_grid:
+        held = [n for n, v in assignments(ev.body) if re.fullmatch(r"\(*gridDim\.x\)*", plain(v))]
+        t = "|".join([r"gridDim\.x"] + [re.escape(n) for n in sorted(set(held))])
+        t = rf"(?:{t})(?![\w.])"
+    head_major = ev.mentions(rf"\b{re.escape(hname)}\*{t}\+") or ev.mentions(rf"\*{t}\+")
     return 0 if head_major or not ev.mentions(rf"\*{re.escape(hname)}\+") else 1
 
 
@@ -314,7 +324,7 @@ def _max_sum_bindings(ev: Evidence, e, pv: list, states: list, ov, outs: list, h
     out = []
     for pi, (tok, heads) in enumerate(pairs):
         tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
-        token_major_first = _token_major_first(ev, tname, hname)
+        token_major_first = _token_major_first(ev, tname, hname, from_grid)
         for li, (sa, sb) in enumerate(states_of):
             pairings = [((p0, sa), (p1, sb)), ((p0, sb), (p1, sa))]
             near = dist(p0, sa[0]) + dist(p0, sa[1]) + dist(p1, sb[0]) + dist(p1, sb[1])
@@ -428,7 +438,7 @@ def _in_place_bindings(ev: Evidence, e) -> list[Binding]:
     out = []
     for pi, (tok, heads) in enumerate(pairs):
         tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
-        token_major_first = _token_major_first(ev, tname, hname)
+        token_major_first = _token_major_first(ev, tname, hname, from_grid)
         for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
             for bi, base in enumerate(bases):
                 b = Binding(e, 0.9, "two value buffers and two fp32 log-sum-exps of "
@@ -689,7 +699,7 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
             hcounts = counts_of(heads.spec, ev.spec)
             layouts = [1, 2, 3] if not stride or not any(stride) else \
                 [k for k, want in ((1, hcounts), (2, rows), (3, tuple(1 for _ in rows))) if stride == want]
-            token_major_first = _token_major_first(ev, tname, hname)
+            token_major_first = _token_major_first(ev, tname, hname, from_grid)
             majors = [token_major_first, 1 - token_major_first] if olse is not None else [token_major_first]
             for layout in layouts:
                 for base in bases:

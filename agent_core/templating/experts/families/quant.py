@@ -77,12 +77,27 @@ def _cast(dtype: str, name: str, const: bool) -> str:
     return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
 
 
-def _named(args, *patterns: str, exclude: str | None = None):
-    for pat in patterns:
-        for a in args:
-            if re.search(pat, a.name, re.I) and not (exclude and re.search(exclude, a.name, re.I)):
-                return a
-    return None
+_MIN_CALLS = r"(?:std::)?(?:fminf|fmin|min|__hmin)"
+_MAX_CALLS = r"(?:std::)?(?:fmaxf|fmax|max|__hmax)"
+
+
+def _bound_of(ev: Evidence, args, calls: str):
+    """The first of ``args`` (float arguments) the body passes whole to one of ``calls`` (a clamp's bound: the lower
+    one to a max, the upper one to a min), else the first of them; None where there is none. Which argument is
+    which is read from what the body does with it, never from its name."""
+    passed = {re.sub(r"\s+", "", uncast(a)).strip("()") for _, xs in call_arguments(ev.body, calls) for a in xs}
+    return next((a for a in args if a.name in passed), args[0] if args else None)
+
+
+def _eps_first(ev: Evidence, args) -> list:
+    """Float arguments for eps, those the body floors a maximum with (``fmaxf(absmax, eps)``) or adds (``absmax +
+    eps``) first, else in the arguments' order; never by their names."""
+    flow = flows(ev.body)
+    floors = {re.sub(r"\s+", "", uncast(k)).strip("()")
+              for _, xs in call_arguments(ev.body, _MAX_CALLS) if len(xs) == 2
+              for k, other in (xs, xs[::-1]) if feeding(flow, other) & ABS_CALLS}
+    return sorted(args, key=lambda a: not (a.name in floors or re.search(
+        rf"(?<![\w.+])\+\(*{re.escape(a.name)}\b(?![\[(])|(?<![\w.]){re.escape(a.name)}\)*\+(?![+=])", ev.flat)))
 
 
 def _token_counts(ev: Evidence, scales, group_size) -> list[tuple[int, SizeExpr]]:
@@ -226,13 +241,13 @@ def _numerics(ev: Evidence, q):
     type, the int8 roundings in order, divided by the scale or multiplied by 1 / scale in order."""
     fl = ev.floats()
     # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
-    # (a name only orders arguments of one kind)
+    # (among arguments of one kind, the one a clamp or a floor takes first, else the first)
     neg = [a for a in fl if a.counts and all(v is not None and v < 0 for v in a.counts)]
     big = [a for a in fl if a.counts and all(v is not None and v >= 1 for v in a.counts)]
-    qmin = _named(neg, "min") or (neg[0] if neg else None)
-    qmax = _named(big, "max") or (big[0] if big else None)
+    qmin = _bound_of(ev, neg, _MAX_CALLS)
+    qmax = _bound_of(ev, big, _MIN_CALLS)
     rest = [a for a in fl if a not in (qmin, qmax)]
-    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(rest, key=lambda a: "eps" not in a.name.lower())]
+    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in _eps_first(ev, rest)]
     eps_c += [(f"(float)({v if v[-1] in 'fF' else v + 'f'})", f"eps={v}") for v in ev.literals]
     # a named constant the group's maximum is floored at: after the arguments and literals (their bindings keep
     # their places), before the assumed eps where there is none
@@ -800,7 +815,7 @@ def _asym_bindings(ev: Evidence, e, long=None) -> list[Binding]:
     small = [a for a in fl if a.counts and all(v is not None and 0 < v < 1 for v in a.counts)]
     big = [a for a in fl if a.counts and all(v is not None and v >= 1 for v in a.counts)]
     low = [a for a in fl if a.counts and all(v is not None and v <= 0 for v in a.counts)]
-    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in sorted(small, key=lambda a: "eps" not in a.name.lower())]
+    eps_c = [(f"(float)({a.name})", f"eps=`{a.name}`") for a in _eps_first(ev, small)]
     eps_c += _range_floors(ev, flow, mins, maxs)
     eps_c = eps_c or [("0.f", "no eps (the range as it is)")]
     if Q == "uint8_t":

@@ -7,13 +7,15 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, counts_of, div, prod
-from agent_core.templating.experts.families.rotary.angles import _ANGLE_WORDS, _AngleTable, _angles, _smooth_angles
+from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, assignments,
+                                                    call_arguments, counts_of, div, feeding, flows, plain, prod)
+from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angles,
+                                                                  _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
-                                                                   _pairs_type)
+                                                                   _pairs_type, _sine)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
-from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
 from agent_core.templating.experts.families.rotary.sequences import _Sequences
 from agent_core.templating.experts.families.rotary.views import _views
 
@@ -81,7 +83,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     for a in ev.ints():
         if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
             hss.append((ev.sizes(a.counts)[0], a.counts))
-    hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
     # or a constant (a head size the kernel has at compile time): a token's elements over a head-count argument
     for a in ev.ints():
         c = div(q_tok, a.counts) if a.counts else None
@@ -144,7 +146,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
-                if re.search("sin", c0.name, re.I) and not re.search("sin", c1.name, re.I):
+                if _sine(ev, c0) and not _sine(ev, c1):  # the table the rotation subtracts a product of is sin
                     orders.reverse()
                 for oi, (cc, ss) in enumerate(orders):
                     for si, words in enumerate(("rot_dim / 2", "rot_dim")):
@@ -325,6 +327,22 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.support += 10 - seq.rank
                     out.append(b)
 
+    # the rotary widths the tables' rows are as long as (their index strides: rot_dim, or rot_dim / 2 a table of
+    # each), or with the angles computed, those the power's exponent is computed from (2i / rot_dim), first; then
+    # the head size, then in the arguments' order
+    table_strides = set().union(*(_index_strides(ev, c.name, True) for c in caches)) if caches else set()
+    flow = flows(ev.body)
+    exps = [args[1] for _, args in call_arguments(ev.body, _POW) if len(args) == 2]
+    fed = set().union(*(feeding(flow, x) for x in exps))
+    exponent = {n for t in exps + [v for n, v in assignments(ev.body) if n in fed]
+                for n in re.findall(r"/[(]*([A-Za-z_]\w*)\b", plain(t))}  # what the exponent divides by
+
+    def _table_row(rot: SizeExpr, rot_fp: tuple) -> int:
+        """0: the tables' rows are as long (or the exponent divides by it); 1: half as long; 2: neither."""
+        if caches:
+            return 0 if rot_fp in table_strides else 1 if tuple(r // 2 for r in rot_fp) in table_strides else 2
+        return 0 if set(re.findall(r"\(int\)\((\w+)\)", rot.c)) & exponent else 2
+
     for hi, (hs, hs_fp) in enumerate(hss):
         nh0 = _heads(ev, q_tok, hs, hs_fp)
         kv0 = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
@@ -351,7 +369,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     rots.append((ev.sizes(a.counts)[0], a.counts))
             if not any(r[1] == hs_fp for r in rots):
                 rots.append((hs, hs_fp))
-            rots.sort(key=lambda r: (not re.search("rot", r[0].words, re.I), r[1] != hs_fp))
+            rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
     if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
         for vi, (hs, hs_fp, nh, kv, rots, view) in enumerate(_views(ev, q, k, q_tok, k_tok)):

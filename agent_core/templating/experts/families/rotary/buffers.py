@@ -1,14 +1,16 @@
 """The rotary kernel's buffers and the sizes read from them: the query and key, in place or out of place
 (``_pairs``), the heads (``_heads``; q and kv heads of one fused buffer: ``_fused_heads``; heads only the launch
-counts: ``_launch_heads``), the token counts of cos and sin gathered per token (``_gathered_tokens``), a count
-as C (``_count_c``), a cache declared as two-element vectors (``_pairs_type``)."""
+counts: ``_launch_heads``), which of two tables is the sine (``_sine``), the token counts of cos and sin gathered
+per token (``_gathered_tokens``), a count as C (``_count_c``), a cache declared as two-element vectors
+(``_pairs_type``)."""
 
 from __future__ import annotations
 
 import itertools
 import re
 
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, counts_of, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, counts_of, div,
+                                                    value_operands)
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -22,6 +24,14 @@ def _pairs_type(ev: Evidence, name: str) -> bool:
     """Whether the kernel declares the cache a buffer of two-element vectors (``const float2*``): evidence that
     each cos sits beside its sin."""
     return any(p.name == name and _VEC2.search(p.type) for p in ev.kernel.params)
+
+
+def _sine(ev: Evidence, c: ArgUse) -> bool:
+    """Whether the values of the table ``c`` multiply what the rotation subtracts: a product taken with a minus (``x *
+    cos - y * sin``) or with a negated partner (``(i % 2 == 0 ? -x[i + 1] : x[i - 1]) * sin[i]``): the sine. Read from
+    the arithmetic, never from the table's name."""
+    return any(op == "*" and (term.startswith("-") or re.search(r"[?:(,]-", term))
+               for op, term in value_operands(ev, c.name))
 
 
 def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeExpr | None:

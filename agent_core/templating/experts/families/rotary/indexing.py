@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import re
 
-from agent_core.templating.experts.evidence import Evidence, index_sites, term_values, unparen
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, index_sites, modified,
+                                                    term_values, uncast, unparen)
 
 
-def _index_strides(ev: Evidence, name: str) -> set:
+def _index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
     """The strides (values on every size set) by which the indices of ``name`` multiply a varying term (a thread,
-    block or loop index): ``s_id * d2`` gives the values of ``d2``."""
+    block or loop index): ``s_id * d2`` gives the values of ``d2``. ``every_value``: a local the body assigns more
+    than once (``token_head`` of the query's loop and of the key's) stands for each of its values in turn."""
+    values: dict[str, list[str]] = {}
+    if every_value:
+        text = uncast(ev.body)
+        for target, value in assignments(text):
+            values.setdefault(target, []).append(value)
+        moved = modified(text)
+        values = {n: v for n, v in values.items() if len(v) > 1 and n not in moved}
     strides = set()
     for site in index_sites(ev, name):
+        site, seen = list(site), set()
+        while any(unparen(t) in values and unparen(t) not in seen for _, t in site):
+            t = next(unparen(t) for _, t in site if unparen(t) in values and unparen(t) not in seen)
+            seen.add(t)
+            site = [x for x in site if unparen(x[1]) != t] + [x for v in values[t] for x in additive_terms(unparen(v))]
         for _, t in site:
             factors = _factors(unparen(t))
             known = [f for f in factors if term_values(ev, f) is not None]
@@ -22,6 +36,17 @@ def _index_strides(ev: Evidence, name: str) -> set:
                 if v is not None:
                     strides.add(v)
     return strides
+
+
+def _head_sizes_first(ev: Evidence, hss: list, q, k, q_tok: tuple, k_tok: tuple) -> None:
+    """Sorts head-size candidates (SizeExpr, values) in place: first those the query's (and the key's) index
+    multiplies a varying term by (a head stride: not a token's whole row, unless a token is one head), then the
+    others, a token's whole row last, each kind in the arguments' order. What an argument is called says nothing."""
+    strides = _index_strides(ev, q.name, True)
+    if k is not None:
+        strides &= _index_strides(ev, k.name, True)
+    heads = strides - {q_tok, k_tok} or strides
+    hss.sort(key=lambda h: 0 if h[1] in heads else 2 if h[1] in strides else 1)
 
 
 def _factors(term: str) -> list[str]:

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, div, offset_values, pointer_offsets
 from agent_core.templating.experts.families.rotary.buffers import _heads
+from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
 
 
 class _View(NamedTuple):
@@ -69,8 +70,8 @@ def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
         c = div(q_tok, a.counts) if a.counts else None
         if c and len(set(c)) == 1 and c[0] > max(2, *q_off) and all(h[1] != c for h in hss):
             hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
-    # the head size the query's index multiplies first (its head stride), then by the likelier names
-    hss.sort(key=lambda h: not re.search(r"head_?(size|dim)|hs|dim", h[0].words, re.I))
+    # the head size the query's index multiplies first (its head stride), then in the arguments' order
+    _head_sizes_first(ev, hss, q, k, q_tok, k_tok)
     q_stride = next((f"(long long)({a.name})" for a in ev.ints() if a.counts == q_tok), None)
     k_stride = None
     if k:

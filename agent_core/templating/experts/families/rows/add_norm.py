@@ -9,10 +9,12 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, ArgUse, Evidence, SizeExpr,
-                                                    assignments, closing, div, flows, instance_types, statements)
+                                                    assignments, closing, div, flows, instance_types, plain,
+                                                    statements, value_holders)
 from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_add_words, _fused_orders
-from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
+from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
+                                                                          _shift_first)
 from agent_core.templating.experts.library import Expert
 
 
@@ -50,7 +52,7 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         layouts = [(ins[0], ios[0], outs[0], None)]  # x read, the residual updated, the normalized row to out
     elif len(ins) == 2 and len(outs) == 2 and not ios:
         # the sum to a buffer of its own (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out): the
-        # one written first (or named so); x + residual is one sum either way where the two read are of one type
+        # one written first; x + residual is one sum either way where the two read are of one type
         layouts = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
                    if r_in.dtype == r.dtype]
         if ins[0].dtype == ins[1].dtype:
@@ -162,8 +164,7 @@ def _add_layer_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp:
             or len({a.dtype for a in weights}) != 1:
         return []
     orders = [weights] if len(weights) == 1 else [weights, weights[::-1]]
-    if len(weights) == 2 and re.search(r"beta|bias|shift", weights[0].name, re.I) and not re.search(
-            r"beta|bias|shift", weights[1].name, re.I):
+    if len(weights) == 2 and _shift_first(ev, weights[0], weights[1]):  # the shift added, the scale multiplied
         orders.reverse()
     out = []
     hname = hidden.words.strip("`")
@@ -237,6 +238,34 @@ def _subtracts_mean(ev: Evidence, hidden: SizeExpr) -> bool:
     means |= {n for n, deps in flow.items() if deps & means}
     alt = "|".join(map(re.escape, sorted(means)))
     return re.search(rf"-\(*(?:{alt})\b(?!\[)", ev.flat) is not None
+
+
+def _centres_row(ev: Evidence, name: str) -> bool:
+    """Whether the body subtracts from the row's values (read from the buffer ``name``, or a local holding one) a
+    local computed from them (a running mean: Welford's ``v - mean`` where the mean is updated as ``mean += delta /
+    count``, whatever the locals are called). An RMSNorm subtracts nothing computed from its row."""
+    pointers, held = value_holders(ev, name)
+    src = pointers | held
+    flow = flows(ev.body)
+    fed = {n for n, deps in flow.items() if deps & src} - src
+    flat = plain(ev.body)
+    for m in re.finditer(r"(?<=[\w)\]])\)*-\(*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?![\w(\[.])", flat):
+        right = m.group(1).split(".")
+        if not any(p in fed for p in right):
+            continue
+        left = flat[:m.start()]
+        lm = re.search(r"(?<![\w.])([A-Za-z_]\w*)(?:\[[^\[\]]*\])?\)*$", left)
+        value = lm is not None and (lm.group(1) in held or (lm.group(1) in pointers and "[" in lm.group(0)))
+        if value and lm.group(1) not in right:
+            return True  # a value of the row, less something computed from the row
+    return False
+
+
+def _takes_mean_off(ev: Evidence, x: ArgUse, hiddens) -> bool:
+    """A mean taken off the row (a LayerNorm, not an RMSNorm): ``_subtracts_mean`` for one of the row lengths, or the
+    row's values less something computed from them (``_centres_row``). Read from what the body computes, never from
+    what a local is called."""
+    return any(_subtracts_mean(ev, h) for h, _ in hiddens) or _centres_row(ev, x.name)
 
 
 _ROOT_CALL = re.compile(r"\b(?:" + "|".join(ROOTS) + r")\s*\(")

@@ -6,7 +6,6 @@ own, the sum to a buffer of its own, each row's reciprocal RMS stored), in place
 from __future__ import annotations
 
 import itertools
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
@@ -30,7 +29,7 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Fused add + RMSNorm in its general form: the residual of a type of its own (an fp32 residual stream beside
     16-bit activations) and/or the normalized row written to a buffer of its own. Rows: x read (in, or in/out when
     normalized in place), the residual read and written, out written; one weight. The residual is the in/out row
-    (of two in/out rows: either, the one named so or written first before the other). Each row's reciprocal RMS may
+    (of two in/out rows: either, the one written first before the other). Each row's reciprocal RMS may
     be stored too, for the backward pass (llm.c's fused residual RMSNorm ``rrms``, Liger's and flash-attn's ``rstd``:
     an fp32 output of one value per row whose stored value is computed from a reciprocal root; KT_EXPERT_STATS, no
     weight offset). The one-type in-place form is bound with the other row families."""
@@ -60,7 +59,7 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         forms = [(x, r, x, None) for x, r in _fused_orders(ev, ios)]  # in place, two types
     elif len(ins) == 2 and len(outs) == 2 and not ios and "KT_EXPERT_RESIDUAL_IN" in e.conventions:
         # out of place (TensorRT-LLM's residual out): x and the residual read, their sum written to a buffer of its
-        # own and the normalized row to another; the sum's buffer is the one written first (or named so)
+        # own and the normalized row to another; the sum's buffer is the one written first
         forms = [(x, r, o, r_in) for o, r in _fused_orders(ev, outs) for x, r_in in _fused_orders(ev, ins)
                  if r_in.dtype == r.dtype]
         if ins[0].dtype == ins[1].dtype:
@@ -110,14 +109,10 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
 
 def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
-    """(x, residual) both ways, the likelier first: the residual is the one named so, else the one the body
-    writes first (the sum is stored before the normalized row)."""
+    """(x, residual) both ways, the likelier first: the residual is the one the body writes first (the sum is stored
+    before the normalized row), else the later argument; not what either is called."""
     a, b = io
-    if re.search(r"resid", a.name, re.I) and not re.search(r"resid", b.name, re.I):
-        first = (b, a)
-    elif re.search(r"resid", b.name, re.I):
-        first = (a, b)
-    elif 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
+    if 0 <= a.first_write and (b.first_write < 0 or a.first_write < b.first_write):
         first = (b, a)
     else:
         first = (a, b)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
-from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
+from agent_core.templating.experts.families.rows.add_norm import _takes_mean_off
 from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
-from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
+from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
+                                                                          _shift_first)
 from agent_core.templating.experts.library import Expert
 
 
@@ -33,14 +33,12 @@ def _layer_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []  # an output wider than the input: the expert's vector checks are made for the input's type
     if len(ws) == 2 and not mixed:
         return []  # gamma and beta of one type in and out: the row families' LayerNorm
-    if len(ws) == 1 and not re.search(r"-\(?\w*(mean|mu)\b", ev.flat, re.I) \
-            and not any(_subtracts_mean(ev, h) for h, _ in _hidden_candidates(ev, o.counts, ws)):
+    if len(ws) == 1 and not _takes_mean_off(ev, x, _hidden_candidates(ev, o.counts, ws)):
         return []  # one weight and no mean subtracted (x - mean, whatever the mean's name): an RMSNorm (the row
         # families bind it)
     T, O, W = x.dtype, o.dtype, ws[0].dtype
     orders = [ws] if len(ws) == 1 else [ws, ws[::-1]]
-    if len(ws) == 2 and re.search(r"beta|bias|shift", ws[0].name, re.I) and not re.search(r"beta|bias|shift",
-                                                                                           ws[1].name, re.I):
+    if len(ws) == 2 and _shift_first(ev, ws[0], ws[1]):  # the shift added, the scale multiplied: gamma second
         orders.reverse()
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, o.counts, ws)):

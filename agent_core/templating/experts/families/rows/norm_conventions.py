@@ -9,7 +9,7 @@ import functools
 import re
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, call_arguments, closing, const_value, feeding,
-                                                    flows, statements)
+                                                    flows, statements, value_operands)
 from agent_core.templating.experts.families.rows.common import ROOTS, _guarding_flag
 from agent_core.templating.experts.library import Expert
 
@@ -80,12 +80,21 @@ def _shows_no_eps(ev: Evidence) -> bool:
     return not any(_top_level_sum(a) for _, args in call_arguments(ev.body, "|".join(ROOTS)) for a in args)
 
 
+def _added(flat: str, name: str) -> bool:
+    """Whether ``name`` is an operand of an addition in the (whitespace-free) text: ``+eps``, ``eps+``, ``+=eps``,
+    widened or parenthesized (``+(float)eps``, ``(eps)+``), or an argument of an add intrinsic."""
+    n = re.escape(name)
+    return re.search(rf"(?<!\+)\+=?[(]*(?:\((?:float|double)\))?[(]*{n}\b(?![\[(.])"
+                     rf"|(?<![\w.]){n}[)]*\+(?![+=])|__fadd_r[nzud]\([^;]*\b{n}\b", flat) is not None
+
+
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
-    """(C expression, words, support) for eps: float arguments (those the root's statements use first), then small
-    float literals of the body; when the kernel shows neither, no eps at all where nothing could be one
-    (``_shows_no_eps``), then the usual defaults."""
-    root = "".join(_root_statements(ev)[0])
-    out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if re.search("eps", a.name, re.I) else 1)
+    """(C expression, words, support) for eps: float arguments (those the root's statements use first, those they
+    add first of all: ``rsqrtf(ms / n + eps)``, ``var = ms + eps``), then small float literals of the body; when the
+    kernel shows neither, no eps at all where nothing could be one (``_shows_no_eps``), then the usual defaults. What
+    an argument is called says nothing."""
+    root = "\n".join(_root_statements(ev)[0])
+    out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if _added(root, a.name) else 1)
             + (2 if re.search(rf"\b{re.escape(a.name)}\b", root) else 0)) for a in ev.floats()]
     lit = [(f"(float)({x if x[-1] in 'fF' else x + 'f'})", f"eps={x}", 1) for x in ev.literals]
     # a literal that only ever multiplies (TVM's `sum * 2.441406e-04f`, the mean as a product by 1 / hidden) is a
@@ -210,3 +219,19 @@ def _flagged_offsets(ev: Evidence, e: Expert | None, weights: list[ArgUse]) -> l
         # which _flag_offsets reads through the weight's data flow
         return [(None, "", 0)] + flagged
     return [o for o in base if not (flagged and o[0] == "1.f")] + flagged
+
+
+def _value_ops(ev: Evidence, name: str) -> tuple[bool, bool]:
+    """(added, multiplied): whether the values of the buffer ``name`` (``value_operands``: read directly or through a
+    local pointer made from it alone, converted, or through a local that holds one read as it is) are an operand of an
+    addition (a shift: ``* rs * g[i] + b[i]``, the addend of a fused multiply-add, ``__hadd``) and whether of a
+    multiplication (a scale: ``* g[i]``). What the buffer is called says nothing."""
+    ops = [op for op, _ in value_operands(ev, name)]
+    return "+" in ops, "*" in ops
+
+def _shift_first(ev: Evidence, first: ArgUse, second: ArgUse) -> bool:
+    """Whether of two weights the first is the shift (beta: its values only ever added) and the second the scale
+    (gamma: multiplied, never only added): then gamma is the second argument."""
+    a_add, a_mul = _value_ops(ev, first.name)
+    b_add, b_mul = _value_ops(ev, second.name)
+    return a_add and not a_mul and b_mul and not (b_add and not b_mul)

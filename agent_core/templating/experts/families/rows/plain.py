@@ -5,15 +5,16 @@ neither gamma nor beta), fused add + RMSNorm of one type in place, softmax of on
 from __future__ import annotations
 
 import itertools
-import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
+from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
 from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
-                                                                          _norm_conventions)
-from agent_core.templating.experts.families.rows.norm_stats import _layer_norm_stats
+                                                                          _norm_conventions, _shift_first)
+from agent_core.templating.experts.families.rows.norm_stats import (_layer_norm_stats, _stat_is_reciprocal_root,
+                                                                     _stat_is_variance)
 from agent_core.templating.experts.families.rows.softmax_log import _log_probs_out
 from agent_core.templating.experts.library import Expert
 
@@ -99,12 +100,11 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             o, x = out_main[0], in_main[0]
             g, bb = small
             orders = [(g, bb), (bb, g)]
-            if re.search(r"beta|bias|shift", g.name, re.I) and not re.search(r"beta|bias|shift", bb.name, re.I):
+            if _shift_first(ev, g, bb):  # the shift added, the scale multiplied: gamma second
                 orders.reverse()
             stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
-            if stats and re.search(r"var|rstd|std|inv", stats[0].name, re.I) and \
-                    not re.search(r"var|rstd|std|inv", stats[1].name, re.I):
-                stat_orders.reverse()
+            if stats and _spread(ev, stats[0]) and not _spread(ev, stats[1]):
+                stat_orders.reverse()  # the mean first: the other stores a reciprocal root or the variance
             norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
                           "→ LayerNorm",
                           [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
@@ -144,7 +144,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                             b.conventions = dict(b.conventions, KT_EXPERT_WEIGHT_OFFSET=1)
                         b.support = 10 + hsup - ri - ei + eps_support + conv_support + off_support
                         if no_weight or no_affine:  # a mean taken off the row tells a LayerNorm
-                            b.support += 3 if (expert == "layer_norm") == _centred(ev) else 0
+                            b.support += 3 if (expert == "layer_norm") == _subtracts_mean(ev, hidden) else 0
                         out.append(b)
         if exp and not small and ((len(in_main) == 1 and len(out_main) == 1 and not io_main)
                                   or (len(io_main) == 1 and not in_main and not out_main)) \
@@ -166,6 +166,8 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return out
 
 
-def _centred(ev: Evidence) -> bool:
-    """The kernel takes a mean off the row (``x - mean``, a variance): a LayerNorm rather than an RMSNorm."""
-    return re.search(r"-\s*\(?\s*\w*mean|\bvar\b|variance|mean_var|\bmu\b", ev.flat, re.I) is not None
+def _spread(ev: Evidence, a) -> bool:
+    """The per-row statistic ``a`` stores the spread (a reciprocal root, or the variance eps is added to), not the
+    mean."""
+    return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
+

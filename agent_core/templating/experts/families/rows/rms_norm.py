@@ -68,7 +68,7 @@ def _rms_norm_out_type(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     otype, ExLlamaV2's input_fp32 / output_fp32). One row read (x), one row written of another float type (out), one
     weight of the row length, nothing else; no mean taken off the row (a LayerNorm: ``_layer_norm_general`` binds
     that). Where the output is 16-bit, the normalized value rounded to it before the weight multiply or not."""
-    from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
+    from agent_core.templating.experts.families.rows.add_norm import _takes_mean_off
     e = lib.get("rms_norm")
     if e is None or "KT_EXPERT_OUT_TYPE" not in e.conventions or not ev.has(*ROOTS):
         return []
@@ -83,7 +83,7 @@ def _rms_norm_out_type(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []
     x, w = xs[0], ws[0]
     hiddens = _hidden_candidates(ev, o.counts, [w])
-    if re.search(r"-\(?\w*(mean|mu)\b", ev.flat, re.I) or any(_subtracts_mean(ev, h) for h, _ in hiddens):
+    if _takes_mean_off(ev, x, hiddens):
         return []  # a mean taken off the row: a LayerNorm without a shift
     T, W, O = x.dtype, w.dtype, o.dtype
     out = []
@@ -197,8 +197,7 @@ def _rms_norm_post_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     addend is a row or a [hidden] input that does not feed it and is an operand of an addition after it; the weight
     the [hidden] input that is not added. No mean taken off the row (a LayerNorm). 16-bit rows: the add in fp32 with
     one rounding, or of the rounded weighted value (a 16-bit add: ``__hadd``), the body's form first."""
-    from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
-    from agent_core.templating.experts.families.rows.plain import _centred
+    from agent_core.templating.experts.families.rows.add_norm import _takes_mean_off
     e = lib.get("rms_norm")
     if e is None or "KT_EXPERT_POST_ADD" not in e.conventions or not ev.has(*ROOTS):
         return []
@@ -209,7 +208,7 @@ def _rms_norm_post_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     rows_ = [a for a in bufs if a.counts == big]
     small = [a for a in bufs if a.counts != big]
     if not 1 <= len(small) <= 2 or any(a.role != "in" for a in small) or len({a.counts for a in small}) != 1 \
-            or div(big, small[0].counts) is None or len({a.dtype for a in rows_}) != 1 or _centred(ev):
+            or div(big, small[0].counts) is None or len({a.dtype for a in rows_}) != 1:
         return []
     feeders = _root_feeders(ev)
     ins = [a for a in rows_ if a.role == "in"]
@@ -235,8 +234,8 @@ def _rms_norm_post_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     else:
         return []
     hiddens = _hidden_candidates(ev, big, [w])
-    if any(_subtracts_mean(ev, h) for h, _ in hiddens):
-        return []
+    if _takes_mean_off(ev, x, hiddens):
+        return []  # a mean taken off the row: a LayerNorm
     T, W = x.dtype, w.dtype
     out = []
     for hi, (hidden, hfp) in enumerate(hiddens):
