@@ -308,6 +308,17 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _store_entry(cache: Path, key: str, cubin: bytes, arch: str, flags: list[str], log: str,
+                 deps: dict[str, str | None], report: dict[str, Resources], **extra) -> dict:
+    """Write ``key``'s cubin and its metadata (``extra``'s fields after the common ones) to the cache; returns
+    the metadata as ``_load_cached`` will read it back."""
+    meta = {"format": CACHE_FORMAT, "arch": arch, "flags": flags, "log": log, "deps": deps,
+            "report": {s: r.__dict__ for s, r in report.items()}, "names": demangle(list(report)), **extra}
+    _atomic_write(cache / f"{key}.cubin", cubin)
+    _atomic_write(cache / f"{key}.json", json.dumps(meta, indent=1).encode())
+    return meta
+
+
 # --------------------------------------------------------------------------------------------- compile
 def compile_kernel(text: str, kernel: str, arch: str = "sm_90", defines: dict[str, int] | None = None,
                    include_dirs: list[str] = (), cache_dir: Path | None = None, extra_flags: tuple = (),
@@ -436,11 +447,8 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
             except OSError:
                 pass
         shown, _, _ = _diagnostics(res.log, scratch_name, source_path)
-        meta = {"format": CACHE_FORMAT, "arch": arch, "flags": options, "log": shown, "deps": {},
-                "report": {s: r.__dict__ for s, r in report.items()}, "names": demangle(list(report)),
-                "compiler": f"nvrtc {version}", "symbol": res.lowered[expr]}
-        _atomic_write(cache / f"{key}.cubin", res.cubin)
-        _atomic_write(cache / f"{key}.json", json.dumps(meta, indent=1).encode())
+        meta = _store_entry(cache, key, res.cubin, arch, options, shown, {}, report,
+                            compiler=f"nvrtc {version}", symbol=res.lowered[expr])
     sym = meta["symbol"]
     report = {s: Resources(**r) for s, r in meta["report"].items()}
     return Compiled(cubin_path=str(cache / f"{key}.cubin"), symbol=sym, resources=report[sym],
@@ -476,10 +484,7 @@ def _compile_uncached(nvcc: str, text: str, kernel: str, arch: str, flags: list[
         report = parse_ptxas_report(log)
         root = _toolkit_root(nvcc)
         deps = _read_deps(work / "deps.d", work, (root, "/usr/include", "/usr/lib", "/usr/local/cuda"))
-        meta = {"format": CACHE_FORMAT, "arch": arch, "flags": flags, "log": shown, "deps": deps,
-                "report": {s: r.__dict__ for s, r in report.items()}, "names": demangle(list(report))}
-        _atomic_write(cache / f"{key}.cubin", (work / "out.cubin").read_bytes())
-        _atomic_write(cache / f"{key}.json", json.dumps(meta, indent=1).encode())
+        meta = _store_entry(cache, key, (work / "out.cubin").read_bytes(), arch, flags, shown, deps, report)
     return meta
 
 

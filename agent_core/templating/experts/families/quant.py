@@ -418,67 +418,73 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
     total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
-    out = []
-    combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(modes), enumerate(rounds),
-                               enumerate(recips), enumerate(pow2s), layouts)
-    for (gi, gs), (ei, (ub_mode, eps, eps_words)), (ri, rnd), (ci, recip), (pi, pow2), (lsup, tokens, pad) in combos:
-        if pad is not None:
-            if gi:
-                continue  # a padded layout brings its own group size
-            gs, groups, tokens, stride = pad
-        elif gs is None:
-            continue
-        if recip >= 2 and pow2:
-            continue  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
-        store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
-        b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
-                    f"max reduction), {store}, {kind} output → per-token-group "
-                    "quantization", ev.kernel.name)
-        from_grid = from_launch = False
-        b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
-        if pad is not None:
-            rows, rows_words = groups.c, f"groups={groups.words}"
-        else:
-            rows, rows_words, from_grid, from_launch = _group_count(
-                ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
-        b.template_args = [CTYPE[x.dtype], Q]
-        b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
-                       gs.c, rows, eps,
-                       f"(float)({qmin.name})" if qmin else f"{qm}::qmin",
-                       f"(float)({qmax.name})" if qmax else f"{qm}::qmax"]
-        b.defines = {"KT_EXPERT_ROUND": rnd}
-        b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
-                         "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None)}
-        if Q == "__nv_fp8_e5m2":
-            b.conventions["KT_EXPERT_FP8_E5M2"] = 1
-        if ub_mode:
-            b.conventions["KT_EXPERT_SCALE_UB"] = ub_mode
-            b.call_args.append(f"(const float*)({ub.name})")
-        if byte_scales:
-            b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
-        if from_grid:
-            b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
-        if from_launch:
-            b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
-        if tokens is not None:
-            b.call_args.append(tokens.c)
-        if pad is not None:
-            b.call_args.append(stride.c)
-        b.consts = {"ESIZE": NBYTES[x.dtype]}
-        b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
-                   f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
-                   f"group_size={gs.words}", rows_words] + (
-            [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words,
-                   f"qmin={qmin.name}" if qmin else "qmin of the type",
-                   f"qmax={qmax.name}" if qmax else "qmax of the type"] + (
-            [ROUNDS[rnd]] if Q == "int8_t" else []) + [RECIPS[recip]] + (
-            [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, UE8M0_WORDS))] if pow2 else []) + (
-            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
-            [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
-        b.support = 20 - 4 * gi - 3 * ei - 2 * ri - ci - 2 * pi + lsup
-        out.append(b)
+    # the scale's encodings: (support, KT_EXPERT_SCALE_RECIP, KT_EXPERT_SCALE_POW2, further conventions, words)
+    encodings = [(-ci - 2 * pi, recip, pow2, {}, [RECIPS[recip]] + (
+        [POW2_WORDS.get(pow2 + 10 * byte_scales, POW2_WORDS.get(pow2, UE8M0_WORDS))] if pow2 else []))
+        for (ci, recip), (pi, pow2) in itertools.product(enumerate(recips), enumerate(pow2s))
+        if not (recip >= 2 and pow2)]  # a power-of-two scale is not absmax / qmax: its values take 1 / scale (exact)
+    # readings: (support, the reason's words before the store, eps modes, encodings, qmin and qmax as (C, words));
+    # DeepSpeed's quantization range (KT_EXPERT_SCALE_QRANGE) first where the body computes it
+    readings = [(20, "", modes, encodings,
+                 (f"(float)({qmin.name})", f"qmin={qmin.name}") if qmin else (f"{qm}::qmin", "qmin of the type"),
+                 (f"(float)({qmax.name})", f"qmax={qmax.name}") if qmax else (f"{qm}::qmax", "qmax of the type"))]
     if Q == "int8_t" and not byte_scales and "KT_EXPERT_SCALE_QRANGE" in e.conventions:
-        out = _qrange_bindings(ev, e, x, q[0], sc[0], gs_all, layouts, rows_xs, totals, total, eps_c, rounds) + out
+        readings = _qrange_readings(ev, sc[0], eps_c) + readings
+    store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
+    out = []
+    for base, what, eps_modes, encs, (qmin_c, qmin_w), (qmax_c, qmax_w) in readings:
+        combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_modes), enumerate(rounds), encs,
+                                   layouts)
+        for (gi, gs), (ei, (ub_mode, eps, eps_words)), (ri, rnd), (csup, recip, pow2, conv, enc_words), \
+                (lsup, tokens, pad) in combos:
+            if pad is not None:
+                if gi:
+                    continue  # a padded layout brings its own group size
+                gs, groups, tokens, stride = pad
+            elif gs is None:
+                continue
+            b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, "
+                        f"max reduction), {what}{store}, {kind} output → per-token-group "
+                        "quantization", ev.kernel.name)
+            from_grid = from_launch = False
+            b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
+            if pad is not None:
+                rows, rows_words = groups.c, f"groups={groups.words}"
+            else:
+                rows, rows_words, from_grid, from_launch = _group_count(
+                    ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
+            b.template_args = [CTYPE[x.dtype], Q]
+            b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
+                           gs.c, rows, eps, qmin_c, qmax_c]
+            b.defines = {"KT_EXPERT_ROUND": rnd}
+            b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
+                             "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None), **conv}
+            if Q == "__nv_fp8_e5m2":
+                b.conventions["KT_EXPERT_FP8_E5M2"] = 1
+            if ub_mode:
+                b.conventions["KT_EXPERT_SCALE_UB"] = ub_mode
+                b.call_args.append(f"(const float*)({ub.name})")
+            if byte_scales:
+                b.conventions["KT_EXPERT_SCALE_BYTES"] = 1
+            if from_grid:
+                b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
+            if from_launch:
+                b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
+            if tokens is not None:
+                b.call_args.append(tokens.c)
+            if pad is not None:
+                b.call_args.append(stride.c)
+            b.consts = {"ESIZE": NBYTES[x.dtype]}
+            b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
+                       f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
+                       f"group_size={gs.words}", rows_words] + (
+                [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words, qmin_w, qmax_w] + (
+                [ROUNDS[rnd]] if Q == "int8_t" else []) + enc_words + (
+                [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
+                [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"]
+                if pad else [])
+            b.support = base - 4 * gi - 3 * ei - 2 * ri + csup + lsup
+            out.append(b)
     return out
 
 
@@ -595,8 +601,9 @@ def _clamp_low(ev: Evidence, vals: dict[str, float]) -> float | None:
     return -127.0 if lows == {-127.0} else None
 
 
-def _qrange_bindings(ev: Evidence, e, x, q, sc, gs_all, layouts, rows_xs, totals, total, eps_c, rounds) -> list:
-    """KT_EXPERT_SCALE_QRANGE bindings (int8): where ``_qrange`` reads the factor 2^bits / (2 * absmax)."""
+def _qrange_readings(ev: Evidence, sc, eps_c) -> list:
+    """KT_EXPERT_SCALE_QRANGE's reading (int8) for ``_symmetric_bindings``, where ``_qrange`` reads the factor
+    2^bits / (2 * absmax): [(support, words, eps modes, encodings, qmin, qmax)], else []."""
     vals = _body_values(ev)
     if not _qrange(ev, vals):
         return []
@@ -608,50 +615,12 @@ def _qrange_bindings(ev: Evidence, e, x, q, sc, gs_all, layouts, rows_xs, totals
     none = ("0.f", "no eps (an all-zero group: the factor 1)")
     epss = ([none] + floors[:1]) if ev.mentions(_CMP_ZERO) or not floors else (floors[:1] + [none])
     low = _clamp_low(ev, vals)
-    qmin_c, qmin_w = ("-127.f", "qmin=-127 (the body's clamp)") if low is not None else \
+    qmin = ("-127.f", "qmin=-127 (the body's clamp)") if low is not None else \
         ("kt::QuantOut<int8_t>::qmin", "qmin of the type")
-    out = []
-    for (gi, gs), (ei, (eps, eps_words)), (ri, rnd), (si, store), (lsup, tokens, pad) in itertools.product(
-            enumerate(gs_all[:2] or [None]), enumerate(epss), enumerate(rounds), enumerate(stores), layouts):
-        if pad is not None:
-            if gi:
-                continue
-            gs, groups, tokens, stride = pad
-        elif gs is None:
-            continue
-        b = Binding(e, 0.85, f"groups of `{gs.words.strip('`')}` elements: absolute maximum (fabsf, max reduction), "
-                    "the range 2^8 over twice the maximum, one fp32 scale per group, int8 output → per-token-group "
-                    "quantization", ev.kernel.name)
-        from_grid = from_launch = False
-        b.sizes = {"group_size": gs.spec, "rows": sc.spec.size if pad is None else groups.spec}
-        if pad is not None:
-            rows, rows_words = groups.c, f"groups={groups.words}"
-        else:
-            rows, rows_words, from_grid, from_launch = _group_count(
-                ev, e, b, x, gs, div(x.counts, sc.counts), rows_xs, totals, total, tokens is None)
-        b.template_args = [CTYPE[x.dtype], "int8_t"]
-        b.call_args = [_cast(x.dtype, x.name, True), f"(int8_t*)({q.name})", f"(float*)({sc.name})", gs.c, rows,
-                       eps, qmin_c, "kt::QuantOut<int8_t>::qmax"]
-        b.defines = {"KT_EXPERT_ROUND": rnd}
-        b.conventions = {"KT_EXPERT_SCALE_RECIP": 1, "KT_EXPERT_SCALE_POW2": 0,
-                         "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None),
-                         "KT_EXPERT_SCALE_QRANGE": store}
-        if from_grid:
-            b.conventions["KT_EXPERT_GROUPS_FROM_GRID"] = 1
-        if from_launch:
-            b.conventions["KT_EXPERT_GROUPS_FROM_LAUNCH"] = 1
-        if tokens is not None:
-            b.call_args.append(tokens.c)
-        if pad is not None:
-            b.call_args.append(stride.c)
-        b.consts = {"ESIZE": NBYTES[x.dtype]}
-        b.words = [f"x={x.name}", f"q={q.name} (int8)", f"scales={sc.name}", f"group_size={gs.words}", rows_words,
-                   eps_words, qmin_w, "qmax of the type", ROUNDS[rnd], QRANGE_WORDS[store]] + (
-            [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
-            [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"] if pad else [])
-        b.support = 30 - 4 * gi - 3 * ei - 2 * ri - 3 * si + lsup
-        out.append(b)
-    return out
+    encodings = [(-3 * si, 1, 0, {"KT_EXPERT_SCALE_QRANGE": store}, [QRANGE_WORDS[store]])
+                 for si, store in enumerate(stores)]
+    return [(30, "the range 2^8 over twice the maximum, ", [(0, eps, words) for eps, words in epss], encodings, qmin,
+             ("kt::QuantOut<int8_t>::qmax", "qmax of the type"))]
 
 
 # ----------------------------------------------------------------------------------------- asymmetric (min/max)

@@ -1,7 +1,7 @@
 """What every row binder reads of a kernel's rows: the root and exponential calls that tell the families, the
 row length (``_hidden_candidates``; whether a loop walks it: ``_bounds_a_loop``), the row count inside the
-wrapper (``_rows``), a buffer cast to the expert's element type (``_cast``), the scalar flag that guards a
-statement (``_guarding_flag``)."""
+wrapper (``_rows``), the stride of rows read at a stride of their own (``_row_stride``), a buffer cast to the
+expert's element type (``_cast``), the scalar flag that guards a statement (``_guarding_flag``)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,18 @@ def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Bin
     b.fixed["ROWS"] = [1]
     b.words.append("rows=the grid (no row-count argument)")
     return "(int)gridDim.x"
+
+
+def _row_stride(ev: Evidence, counts: tuple, rows_fp: tuple, hfp: tuple) -> SizeExpr | None:
+    """The stride of rows read at a stride of their own (each row the first ``hidden`` elements of a wider one): an
+    int argument that holds the strided buffer's length (``counts``) over the rows, never less than the row length
+    (``hfp``); None where there is none."""
+    stride_fp = div(counts, rows_fp)
+    strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c] \
+        if stride_fp else []
+    if not strides or any(st < h for st, h in zip(stride_fp, hfp)):
+        return None
+    return strides[0]
 
 
 def _guarding_flag(ev: Evidence, stmt: str) -> str | None:

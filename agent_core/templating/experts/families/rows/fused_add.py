@@ -9,7 +9,8 @@ import itertools
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
-from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
+                                                                _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
                                                                           _weight_offsets)
 from agent_core.templating.experts.families.rows.norm_stats import _stat_is_reciprocal_root
@@ -145,12 +146,9 @@ def _strided_fused_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, r.counts, [w])):
         rows_fp = div(r.counts, hfp)
-        stride_fp = div(x.counts, rows_fp)
-        strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c] \
-            if stride_fp else []
-        if not strides or any(st < h for st, h in zip(stride_fp, hfp)):
+        st = _row_stride(ev, x.counts, rows_fp, hfp)
+        if st is None:
             continue
-        st = strides[0]
         hname = hidden.words.strip("`")
         for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
             for conv, conv_words, conv_support in _norm_conventions(ev, e, T):

@@ -10,7 +10,8 @@ import re
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, additive_terms, call_arguments,
                                                     closing, div, feeding, flows, statements, uncast, unparen)
-from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
+                                                                _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
 from agent_core.templating.experts.library import Expert
 
@@ -36,12 +37,9 @@ def _strided_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     out = []
     for hidden, hfp in _hidden_candidates(ev, o.counts, [w]):
         rows_fp = div(o.counts, hfp)
-        stride_fp = div(x.counts, rows_fp)
-        strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c] \
-            if stride_fp else []
-        if not strides or any(st < h for st, h in zip(stride_fp, hfp)):
+        st = _row_stride(ev, x.counts, rows_fp, hfp)
+        if st is None:
             continue
-        st = strides[0]
         for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
             for conv, conv_words, conv_support in _norm_conventions(ev, e, T):
                 b = Binding(e, 0.85, f"reads rows of `{hidden.words.strip('`')}` elements {st.words} apart from "
