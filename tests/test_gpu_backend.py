@@ -17,6 +17,7 @@ from agent_core.source import spec as spec_mod
 from agent_core.measure.backend import Launch, Problem, Variant
 from agent_core.measure.compiler import compile_kernel
 from agent_core.measure.gpu_backend import GpuBackend
+from agent_core.measure.gpu_worker import MIN_REPS, RACE_FACTOR, WARMUP_REPS
 from agent_core.model import ArgSpec, Status, TuningSpec
 
 pytestmark = pytest.mark.gpu
@@ -55,6 +56,14 @@ __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n,
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     while (clock64() >= 0) { }
     if (i < n) y[i] = a * x[i];
+}
+"""
+
+SCALE_READS_X_THRICE = r"""
+__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    /* the same values, twice the traffic of the original: x read three times (0 * a finite value adds a zero) */
+    if (i < n) y[i] = a * x[i] + 0.0f * x[n - 1 - i] + 0.0f * x[(i + n / 2) % n];
 }
 """
 
@@ -127,6 +136,21 @@ def test_correct_variant_is_ok(session):
     assert len(ev.timings) == 3 and [t.batch for t in ev.timings] == [t.batch for t in original]
     assert 0.5 < ev.objective < 2.0
     assert all(g > 0 for g in ev.gbps) and ev.resources is not None and ev.resources.registers > 0
+
+
+def test_a_variant_far_behind_the_fastest_is_timed_no_further(session):
+    """The race (gpu_worker.race_limit): a variant whose warm-up median is RACE_FACTOR times the fastest timed on a
+    size set so far (the original's median bounds that) is timed no further there; the others get their full count."""
+    be, spec, original, tmp = session
+    ev = be.evaluate(build(be, spec, SCALE_READS_X_THRICE, "scale", {"BLOCK": 256}, tmp))
+    show("x read three times", ev)
+    assert ev.status == Status.OK, ev.error
+    for t, o in zip(ev.timings, original):
+        assert t.reps <= WARMUP_REPS or t.reps >= MIN_REPS
+        if t.median_us > 1.5 * RACE_FACTOR * o.median_us:
+            assert t.reps <= WARMUP_REPS, (t, o)
+    big, first = ev.timings[0], original[0]
+    assert big.median_us > 1.5 * first.median_us and big.reps <= WARMUP_REPS  # twice the traffic of 1 GiB
 
 
 def test_wrong_variant_fails_verification(session):

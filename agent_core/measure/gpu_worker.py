@@ -47,6 +47,7 @@ MIN_REPS, MAX_REPS, WARMUP_REPS = 20, 100, 3
 CONFIRM_MIN_REPS = 10  # per interleaved round of a confirmation (5 rounds: at least 50 repetitions a side)
 MEDIAN_PRECISION = 0.002  # stop repeating once the median's standard error is below this fraction of it
 SLOW_FACTOR = 4.0  # a variant this many times slower than the original after the warm-up is timed no further
+RACE_FACTOR = 1.25  # nor one this much slower than the fastest timed on that size set so far: it cannot win there
 MAX_COPIES = 256  # buffer copies a batch rotates through, so that its launches find a cold L2
 
 
@@ -190,6 +191,15 @@ def median_is_precise(samples_us: list[float], precision: float = MEDIAN_PRECISI
     return med > 0 and 0.93 * (q3 - q1) / math.sqrt(len(samples_us)) <= precision * med
 
 
+def race_limit(ss: "_SizeSet") -> float | None:
+    """The median per launch above which a variant's warm-up ends its timing on ``ss``: ``SLOW_FACTOR`` times the
+    original's (a variant that much slower cannot win), or ``RACE_FACTOR`` times the fastest timed there so far
+    (nor can one that much slower than it), whichever is lower. Only the search's evaluations race; the original,
+    the confirmations and ``time`` are timed in full."""
+    limits = [f * us for f, us in ((SLOW_FACTOR, ss.reference_us), (RACE_FACTOR, ss.best_us)) if us]
+    return min(limits) if limits else None
+
+
 def choose_batch(reference_us: float) -> int:
     """Launches per timed repetition for a kernel that takes ``reference_us`` on its own."""
     if reference_us >= BATCH_SINGLE_US:
@@ -222,6 +232,7 @@ class _SizeSet:
     names: dict[str, _Buf] = field(default_factory=dict)
     copies: list[list[Any]] = field(default_factory=list)  # extra copies of every buffer, for batches
     reference_us: float | None = None  # the original's median per launch here, once known
+    best_us: float | None = None  # the fastest median per launch timed here so far (the original's included)
     arg_sets: list[list] = field(default_factory=list)  # kernel arguments of the original and each copy
 
     def where(self) -> str:
@@ -343,6 +354,7 @@ class GpuWorker:
                 ss.reference_us = timings[-1].median_us
             elif reference_us is not None and ss.index < len(reference_us):
                 ss.reference_us = reference_us[ss.index]
+            ss.best_us = ss.reference_us
             self.beat()
         return timings, out_batches
 
@@ -660,12 +672,13 @@ class GpuWorker:
             return ev
         for ss in self.sets:
             try:
-                slow = SLOW_FACTOR * ss.reference_us if ss.reference_us else None
-                samples = self._time(fn, ss, variant.launches[ss.index], ss.batch, slow_us=slow)
+                samples = self._time(fn, ss, variant.launches[ss.index], ss.batch, slow_us=race_limit(ss))
             except CudaFault as e:
                 ev.status, ev.error = Status.CRASHED, f"{e} (while timing, {ss.where()})"
                 return ev
-            ev.timings.append(summarize(samples, ss.batch, ss.l2))
+            t = summarize(samples, ss.batch, ss.l2)
+            ev.timings.append(t)
+            ss.best_us = min(ss.best_us or math.inf, t.median_us)
         return ev
 
     def evaluate_many(self, variants: list[Variant], counters: list[int]) -> list[Evaluation]:
