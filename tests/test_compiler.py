@@ -169,6 +169,29 @@ def test_compile_entries_and_resources(tmp_path):
     assert "Compiling entry function" in e.value.log
 
 
+NAMED_BY_CONSTANTS = r"""
+#define ACT_SILU 0
+#define ACT_GELU (ACT_SILU + 1)
+typedef enum Fmt_t { FP4 = 1, NF4 } Fmt_t;
+template <int ACT, int FMT>
+__global__ void act(float* x) { x[threadIdx.x] *= ACT == ACT_GELU ? 0.5f : (FMT == NF4 ? 2.f : 1.f); }
+void launch(float* x, bool gelu) {
+  if (gelu) act<ACT_GELU, NF4><<<1, 32>>>(x); else act<ACT_SILU, FP4><<<1, 32>>>(x);
+}
+"""
+
+
+@pytest.mark.nvcc
+def test_template_arguments_named_by_the_files_constants(tmp_path):
+    """A spec names the instantiation as the host code does (<ACT_GELU, NF4>): a macro and an enumerator, read as
+    their values where the compiled entries spell values (act<1, 2>)."""
+    a = compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["ACT_GELU", "NF4"])
+    b = compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["ACT_SILU", "Fmt_t::FP4"])
+    assert (a.symbol, b.symbol) == ("_Z3actILi1ELi2EEvPf", "_Z3actILi0ELi1EEvPf")
+    with pytest.raises(CompileError, match=r"none match template arguments <2, 2>"):  # nvcc: the file's own two
+        compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["NF4", "NF4"], exact=True)
+
+
 @pytest.mark.nvcc
 def test_cache_hit_skips_nvcc(tmp_path):
     src = "#include \"consts.h\"\n__global__ void k(float* x) { x[threadIdx.x] *= SCALE * K; }\n"

@@ -26,6 +26,7 @@ from typing import Callable
 from agent_core.measure import nvrtc
 from agent_core.measure.timeline import phase
 from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
+from agent_core.source.constants import valued
 
 DEFAULT_TIMEOUT_S = 300.0
 NVRTC_SLOW_S = 1.0  # an NVRTC compile longer than this: the template's other configurations go to nvcc
@@ -65,8 +66,21 @@ def nvcc_version() -> str:
     return _nvcc_version(path)
 
 
-def _toolkit_root(nvcc: str) -> str:
-    return str(Path(os.path.realpath(nvcc)).parent.parent)
+@functools.lru_cache(maxsize=None)
+def toolkit_root(nvcc: str) -> str:
+    """The CUDA toolkit ``nvcc`` belongs to: the folder above its ``bin/`` (symbolic links followed); where ``nvcc``
+    is a wrapper script elsewhere (``/usr/local/bin/nvcc`` exec'ing the toolkit's), the ``TOP`` nvcc reports for
+    itself (``--dryrun``), so that its headers and its NVRTC are found."""
+    root = Path(os.path.realpath(nvcc)).parent.parent
+    if (root / "include" / "cuda_runtime.h").is_file():
+        return str(root)
+    try:
+        _, out = _run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], None, 60)
+    except OSError:
+        return str(root)
+    m = re.search(r"^#\$ TOP=(.+?)\s*$", out, re.M)
+    top = Path(os.path.realpath(m.group(1))) if m else None
+    return str(top) if top is not None and (top / "include" / "cuda_runtime.h").is_file() else str(root)
 
 
 def _run(cmd: list[str], cwd: str | None, timeout: float) -> tuple[int, str]:
@@ -333,7 +347,11 @@ def compile_kernel(text: str, kernel: str, arch: str = "sm_90", defines: dict[st
     NVRTC compiles it where it can (``agent_core.measure.nvrtc``: the search's many variants, in milliseconds);
     ``exact`` asks for nvcc's binary, the one the user's build makes from the file: NVRTC's code can differ in
     places (shared-memory addresses computed in 64 bits where nvcc's hidden device symbols allow 32), so the
-    figures a result reports (the confirmation of the best, the applied file's check) are nvcc's."""
+    figures a result reports (the confirmation of the best, the applied file's check) are nvcc's.
+
+    Template arguments that name the file's integer constants (``<ACT_GELU>``, an enumerator) are read as their
+    values (``source.constants``): the compiled instantiation's name spells values."""
+    template_args = valued(template_args, text)
     with phase("compile"):
         return _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir,
                                tuple(extra_flags), template_args, source_path, timeout, exact)
@@ -482,7 +500,7 @@ def _compile_uncached(nvcc: str, text: str, kernel: str, arch: str, flags: list[
             raise CompileError(f"nvcc could not compile kernel '{kernel}' for {arch}:\n{errs}",
                                log=shown, path=epath, line=eline)
         report = parse_ptxas_report(log)
-        root = _toolkit_root(nvcc)
+        root = toolkit_root(nvcc)
         deps = _read_deps(work / "deps.d", work, (root, "/usr/include", "/usr/lib", "/usr/local/cuda"))
         meta = _store_entry(cache, key, (work / "out.cubin").read_bytes(), arch, flags, shown, deps, report)
     return meta

@@ -193,7 +193,8 @@ def _library(nvcc: str | None) -> tuple[str, str] | None:
         want = m.group(1) if m else None
     paths = [env] if env else []
     if nvcc:
-        root = Path(os.path.realpath(nvcc)).parent.parent
+        from agent_core.measure.compiler import toolkit_root
+        root = Path(toolkit_root(nvcc))
         for pat in ("lib64/libnvrtc.so*", "targets/*/lib/libnvrtc.so*", "lib/libnvrtc.so*"):
             paths += sorted(glob.glob(str(root / pat)))
     try:
@@ -230,7 +231,8 @@ def include_dirs(nvcc: str | None) -> list[str]:
     """The toolkit's include folders (CUDA 13 keeps CCCL's headers in include/cccl)."""
     if not nvcc:
         return []
-    root = Path(os.path.realpath(nvcc)).parent.parent / "include"
+    from agent_core.measure.compiler import toolkit_root
+    root = Path(toolkit_root(nvcc)) / "include"
     return [str(d) for d in (root, root / "cccl") if d.is_dir()]
 
 

@@ -1,0 +1,69 @@
+"""The integer constants a .cu file names at file scope: object-like ``#define``s whose body is an integer
+expression (``#define ACT_GELU 1``, ``#define THREADS (4 * 32)``) and enumerators (``enum DataType { FP4, NF4 = 2 }``,
+``enum class Act : int { SILU, GELU }`` as ``Act::GELU`` and ``GELU``), each as its value.
+
+A templated kernel's instantiation is named by values (``act_kernel<1>``, ``kQuantize<__half, 256, 2>``) where the
+spec and the host code name it by these constants (``<ACT_GELU>``, ``<half, 256, NF4>``): the compiler's choice of
+the entry to tune (``measure.compiler``) reads the spec's template arguments through them. Text only: no header is
+read, a constant defined there stays a name."""
+
+from __future__ import annotations
+
+import re
+
+from agent_core import expr
+from agent_core.source.macros import scan_defines
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ENUM = re.compile(r"\benum\s+(?:(?:class|struct)\s+)?(?:(\w+)\s*)?(?::\s*[\w\s:]+?)?\{([^{}]*)\}", re.S)
+_ENUMERATOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:=\s*(.+?))?\s*$", re.S)
+_INT_SUFFIX = re.compile(r"(?<=\d)[uUlL]+\b")
+
+
+def _value(text: str, env: dict[str, int]) -> int | None:
+    if text.strip() in env:  # also a scoped enumerator (Act::GELU), which no expression parser reads
+        return env[text.strip()]
+    try:
+        return expr.evaluate_int(_INT_SUFFIX.sub("", text.strip()), env)
+    except Exception:  # noqa: BLE001 - not an integer expression of known constants
+        return None
+
+
+def int_constants(text: str) -> dict[str, int]:
+    """Name -> value of the file's integer macros and enumerators (a macro naming another is resolved through it,
+    in any order; an enumerator without ``=`` is one more than the one before it, the first 0)."""
+    out: dict[str, int] = {}
+    pending = {m.name: m.body for m in scan_defines(text.encode()) if m.params is None and m.body}
+    while pending:  # a macro may name one defined after it
+        done = {n: v for n, b in pending.items() if (v := _value(b, out)) is not None}
+        if not done:
+            break
+        out.update(done)
+        pending = {n: b for n, b in pending.items() if n not in done}
+    for m in _ENUM.finditer(_COMMENT.sub(" ", text)):
+        scope, nxt = m.group(1), 0
+        for item in m.group(2).split(","):
+            e = _ENUMERATOR.match(item)
+            if e is None:
+                continue
+            v = nxt if e.group(2) is None else _value(e.group(2), out)
+            if v is None:
+                break  # its value is not known here: neither are the ones after it
+            out[e.group(1)] = v
+            if scope:
+                out[f"{scope}::{e.group(1)}"] = v
+            nxt = v + 1
+    return out
+
+
+def valued(args: list[str] | None, text: str) -> list[str] | None:
+    """``args`` (template arguments as C++ text) with each one that names the file's integer constants written as
+    its value; the others (types, literals, what the file does not define) as they are."""
+    if not args or not any(re.search(r"[A-Za-z_]", a) for a in args):
+        return args
+    consts = int_constants(text)
+    out = []
+    for a in args:
+        v = _value(a, consts) if re.search(r"[A-Za-z_]", a) and a.strip() not in ("true", "false") else None
+        out.append(str(v) if v is not None else a)
+    return out
