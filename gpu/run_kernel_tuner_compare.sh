@@ -5,7 +5,8 @@
 # JSON (every run, kerntune's timelines included) under $OUT/kt_compare.
 # Kernel Tuner and the dependencies the GPU machine lacks come as wheels in .gpu/wheels-extra, the rest in
 # .gpu/wheels (carry .gpu/wheels, .gpu/wheels-extra and .gpu/gpu-setup.sh).
-#   usage: bash gpu/run_kernel_tuner_compare.sh [bench/kernel_tuner_compare.py options...]
+#   usage: [SITE=DIR] bash gpu/run_kernel_tuner_compare.sh [bench/kernel_tuner_compare.py options...]   (SITE: the
+#   wheels' folder, default /tmp/site)
 #   e.g.   bash gpu/run_kernel_tuner_compare.sh                      (row_sum, budget 20, KT brute force + 3 strategies)
 #          bash gpu/run_kernel_tuner_compare.sh --kernel examples/row_sum.cu:row_sum \
 #               --kernel examples/scale_rows.cu:scale_rows         (both kernels, 30 and 160 configurations, in one
@@ -13,8 +14,8 @@
 #          bash gpu/run_kernel_tuner_compare.sh --kernel examples/silu.cu:silu --budget 50 \
 #               --kt-strategies random_sample genetic_algorithm bayes_opt --kerntune-strategies auto random
 set -o pipefail
-source .gpu/gpu-setup.sh /tmp/site >/dev/null || exit 1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+source .gpu/gpu-setup.sh ${SITE:-/tmp/site} >/dev/null || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target ${SITE:-/tmp/site} \
     .gpu/wheels-extra/*.whl || exit 1
 export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 KERNTUNE_CACHE=/tmp/ktcache COLUMNS=160
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/kt_compare"
