@@ -4811,3 +4811,62 @@ def test_rotary_fused_qkv_heads_with_angles_computed_in_the_kernel(lib):
     t = X.bind(b, cf, spec)
     assert "head_size, q_stride, k_stride);" in t.text and "const long long qo = blockIdx.x * q_stride" in t.text
     assert "const float inv = 1.0f / rope_pow(base, (float)(2 * i) / (float)rot_dim);" in t.text
+
+
+INPLACE_LN_VARIANT = ROOT / "bench" / "corpus" / "layer_norm" / "norm_layer_inplace_three_pass_eps1e12_f32_lightseq.cu"
+
+
+def test_layer_norm_in_place_with_eps_a_constant_of_the_file(lib):
+    """LightSeq's ker_norm_layer: an fp32 LayerNorm written over its rows (gamma and beta [hidden], no buffer of its
+    own for the output), eps a namespace constant (1e-12) that the root's statement adds (no argument, no literal in
+    the body), the rows the grid's: the layer_norm expert in place (out = x), eps the constant's value. The fp16 style
+    kernel (weights first, a warp per row, a row-count argument, eps a constexpr of an anonymous namespace) reads
+    the same way. Without a mean taken off the row no such LayerNorm; a #define reads as the constexpr does."""
+    cf, k, spec = _variant(INPLACE_LN_VARIANT, "ker_norm_layer")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.expert.name == "layer_norm" and b.describe() == (
+        "out=x=matrix (in place), gamma=scale, beta=bias, hidden=`hidden_size`, eps=`epsilon` (1e-12f), rows=the grid "
+        "(no row-count argument), eps inside the root"), words_of(bs)
+    assert b.call_args == ["(float*)(matrix)", "(const float*)(matrix)", "(const float*)(scale)",
+                           "(const float*)(bias)", "(float)(1e-12f)", "(int)gridDim.x", "(int)(hidden_size)"]
+    assert b.conventions == {"KT_EXPERT_EPS_INSIDE": 1} and b.fixed["ROWS"] == [1]
+    assert {x.expert.name for x in bs} == {"layer_norm"}
+    t = X.bind(b, cf, spec)
+    assert "const float inv = rsqrtf(var + eps);" in t.text and "(v[i][j] - mean) * inv * g[j] + b[j];" in t.text
+    assert "kt:bind" not in t.text and "KT_EXPERT" not in t.text
+    twin = X.cluster_twin(b, {e.name: e for e in lib})
+    assert twin is not None and twin.call_args[5] == "(int)(gridDim.x / KT_CLUSTER)"
+
+    cf, k, spec = case("layer_norm_inplace_warp_rows_file_eps_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=x=data (in place), gamma=weight, beta=shift, hidden=`cols`, "
+                                "eps=`kLayerNormEpsilon` (1e-05f), rows=`rows`, eps inside the root"), words_of(bs)
+    assert bs[0].call_args == ["(__half*)(data)", "(const __half*)(data)", "(const __half*)(weight)",
+                               "(const __half*)(shift)", "(float)(1e-05f)", "(int)(rows)", "(int)(cols)"]
+    assert bs[0].template_args == ["__half", "__half"] and bs[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1}
+
+    cf, k, spec = _styled("layer_norm_inplace_warp_rows_file_eps_f16",
+                          ("constexpr float kLayerNormEpsilon = 1e-5f;", "#define LN_EPS 1e-6f"),
+                          ("+ kLayerNormEpsilon);", "+ LN_EPS);"))
+    assert X.candidates(cf, k.name, spec, lib)[0].call_args[4] == "(float)(1e-06f)"
+    cf, k, spec = _styled("layer_norm_inplace_warp_rows_file_eps_f16",
+                          ("const float d = __half2float(row[c]) - mu;", "const float d = __half2float(row[c]);"),
+                          ("(__half2float(row[c]) - mu) * rstd", "__half2float(row[c]) * rstd"))
+    assert not has(X.candidates(cf, k.name, spec, lib), "layer_norm")
+
+
+@pytest.mark.nvcc
+def test_every_in_place_layer_norm_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out LightSeq in-place LayerNorm's bindings compile for sm_90, and its first binding's cluster twin
+    (the fp16 style kernel's with the other style kernels)."""
+    cf, k, spec = _variant(INPLACE_LN_VARIANT, "ker_norm_layer")
+    _compile_every_binding(lib, cf, k, spec)
+    from agent_core.measure.compiler import compile_many
+    from agent_core.workspace import cache_dir
+    twin = X.cluster_twin(X.candidates(cf, k.name, spec, lib)[0], {e.name: e for e in lib})
+    t = X.bind(twin, cf, spec)
+    job = dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
+               defines={macro_name(n): v for n, v in t.space.original_config().items()})
+    bad = [r for r in compile_many([job], workers=1) if isinstance(r, BaseException)]
+    assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]

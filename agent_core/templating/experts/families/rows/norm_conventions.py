@@ -1,6 +1,6 @@
-"""What every normalization binder reads besides the buffers: eps (an argument or a literal: ``_eps_candidates``),
-what the weight is offset by (``_weight_offsets``; under a flag: ``_flagged_offsets``), and the numeric
-conventions (eps inside or outside the root, the normalized value rounded before the weight multiply or not:
+"""What every normalization binder reads besides the buffers: eps (an argument, a literal or a constant of the file:
+``_eps_candidates``), what the weight is offset by (``_weight_offsets``; under a flag: ``_flagged_offsets``), and the
+numeric conventions (eps inside or outside the root, the normalized value rounded before the weight multiply or not:
 ``_norm_conventions``)."""
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ def _added(flat: str, name: str) -> bool:
 
 def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     """(C expression, words, support) for eps: float arguments (those the root's statements use first, those they
-    add first of all: ``rsqrtf(ms / n + eps)``, ``var = ms + eps``), then small float literals of the body; when the
-    kernel shows neither, no eps at all where nothing could be one (``_shows_no_eps``), then the usual defaults. What
-    an argument is called says nothing."""
+    add first of all: ``rsqrtf(ms / n + eps)``, ``var = ms + eps``), then small float literals of the body, then the
+    file's small constants the root's statements use (``_named_eps``); when the kernel shows none of them, no eps at
+    all where nothing could be one (``_shows_no_eps``), then the usual defaults. What an argument is called says
+    nothing."""
     root = "\n".join(_root_statements(ev)[0])
     out = [(f"(float)({a.name})", f"eps=`{a.name}`", (2 if _added(root, a.name) else 1)
             + (2 if re.search(rf"\b{re.escape(a.name)}\b", root) else 0)) for a in ev.floats()]
@@ -101,10 +102,31 @@ def _eps_candidates(ev: Evidence) -> list[tuple[str, str, int]]:
     # factor, not eps: after the literals something is added to (both verify at the tolerances: eps is too small
     # to show, so the order decides)
     lit.sort(key=lambda c: _only_multiplies(ev.flat, c[1][4:]))
-    if out or lit:
-        return out + lit
+    named = _named_eps(ev, root, {c[0] for c in lit})
+    if out or lit or named:
+        return out + lit + named
     none = [("0.f", "no eps (nothing an eps could be)", 1)] if ev.has(*ROOTS) and _shows_no_eps(ev) else []
     return none + [("1e-5f", "eps=1e-5 (assumed)", 0), ("1e-6f", "eps=1e-6 (assumed)", 0)]
+
+
+def _named_eps(ev: Evidence, root: str, seen: set[str]) -> list[tuple[str, str, int]]:
+    """(C expression, words, support) for eps held by a name the file sets to a small number outside the kernel
+    (LightSeq's namespace ``const float epsilon = 0.000000000001;``, a ``#define EPS 1e-5f``, a ``constexpr float``)
+    that the root's statements use (``rsqrtf(var / n + epsilon)``): its value, written into the wrapper as a float
+    (the wrapper cannot see the file's namespaces). A name the body assigns is a local: its literal is the body's."""
+    out = []
+    for n in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", root)):
+        if re.search(rf"(?<![\w.]){re.escape(n)}\s*=(?!=)", ev.body):
+            continue
+        cv = const_value(n, ev) if n in ev.constants or n in ev.defs else None
+        if cv is None or not 0 < abs(cv[1]) <= 1e-3:
+            continue
+        c = f"(float)({cv[0]})"
+        if c in seen:
+            continue
+        seen.add(c)
+        out.append((c, f"eps=`{n}` ({cv[0]})", 1 + (2 if _added(root, n) else 0) + 2))
+    return out
 
 
 def _weight_offsets(ev: Evidence, e: Expert | None) -> list[tuple[str | None, str, int]]:

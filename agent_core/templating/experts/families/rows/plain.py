@@ -1,6 +1,7 @@
 """The plain form of each row family, read together from one layout of the buffers (``_row_bindings``): RMSNorm
-(out of place, in place, without a weight), LayerNorm (gamma and beta, with per-row statistics or without;
-neither gamma nor beta), fused add + RMSNorm of one type in place, softmax of one type."""
+(out of place, in place, without a weight), LayerNorm (gamma and beta, with per-row statistics or without,
+in place where the body takes a mean off the row; neither gamma nor beta), fused add + RMSNorm of one type in place,
+softmax of one type."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, Evidence, div
-from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean
+from agent_core.templating.experts.families.rows.add_norm import _subtracts_mean, _takes_mean_off
 from agent_core.templating.experts.families.rows.common import EXPS, ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _flagged_offsets,
@@ -111,6 +112,21 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                             + ([f"mean={st[0].name}", f"rstd={st[1].name}"] if st else []),
                             [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
                              _cast(W, b2.name, True)], st) for gg, b2 in orders for st in stat_orders]))
+        if root and len(small) == 2 and len(io_main) == 1 and not in_main and not out_main and not stats \
+                and small[0].dtype == small[1].dtype and _takes_mean_off(ev, io_main[0], [(hidden, hfp)]):
+            # in place (LightSeq's ker_norm_layer: a post-norm's hidden states normalized where they are): out is x,
+            # the expert holds the row in registers before it writes it; offered where the body takes a mean off the
+            # row (two weights and a root of one in/out row are no evidence of a LayerNorm by themselves)
+            x = io_main[0]
+            g, bb = small
+            orders = [(g, bb), (bb, g)]
+            if _shift_first(ev, g, bb):
+                orders.reverse()
+            norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}`, "
+                          "in place → LayerNorm",
+                          [([f"out=x={x.name} (in place)", f"gamma={gg.name}", f"beta={b2.name}"],
+                            [_cast(T, x.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
+                             _cast(W, b2.name, True)]) for gg, b2 in orders]))
         for expert, score, reason, role_sets in norms:
             for ri, role_set in enumerate(role_sets):
                 role_words, args = role_set[0], role_set[1]
