@@ -2308,9 +2308,14 @@ def _ppl_quant(src: str | None = None):
     return cf, cf.kernel("minmax_quantize_fp16_kernel"), S.find_spec(cf, "minmax_quantize_fp16_kernel")
 
 
-def _scale_out_style(short: bool = False):
+def _scale_out_style(short: bool = False, f32: bool = False):
     path = STYLES / "quant_per_token_int8_bf16_scale_times_factor_warp2d.cu"
     src = path.read_text()
+    if f32:  # fp32 scales times the factor
+        for a, b in (("__nv_bfloat16* __restrict__ scales", "float* __restrict__ scales"),
+                     ("scales: out bf16", "scales: out f32"), ("__float2bfloat16_rn(stored)", "stored"),
+                     ("__nv_bfloat16* scales, const", "float* scales, const")):
+            src = src.replace(a, b)
     if short:  # tokens of 512 and 1000 values: the base expert's warp segments hold them
         src = src.replace("hidden = 4096 }, { num_tokens = 9, hidden = 5120 }, { num_tokens = 333, hidden = 1536",
                           "hidden = 512 }, { num_tokens = 9, hidden = 1000 }, { num_tokens = 333, hidden = 512")
@@ -2369,14 +2374,21 @@ def test_quant_scale_out_and_floor_read_by_evidence(lib):
     bs = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
     assert bs and not any("KT_EXPERT_SCALE_FLOOR" in b.conventions for b in bs), words_of(bs)
     assert bs[0].conventions["KT_EXPERT_SCALE_OUT"] == 1
+    # fp32 scales times the factor: the scales' type float, the factor's bindings first
+    cf, k, spec = _scale_out_style(short=True, f32=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == SCALE_OUT_FIRST and bs[0].template_args[2] == "float", words_of(bs)
+    assert bs[0].call_args[2] == "(float*)(scales)" and bs[0].call_args[-1] == "(float)(scale_factor)"
+    assert all(b.conventions.get("KT_EXPERT_SCALE_OUT") == 1 for b in bs[:8]), words_of(bs)
 
 
 @pytest.mark.nvcc
 def test_every_scale_out_binding_compiles(lib):
     """Every binding of OpenPPL's per-token quantizer (the long-row twin) and of the style kernel's short tokens
-    (the base expert) compiles for sm_90: fp16 and bf16 scales, a factor argument."""
+    (the base expert) compiles for sm_90: fp16, bf16 and fp32 scales, a factor argument."""
     _compile_every_binding(lib, *_ppl_quant())
     _compile_every_binding(lib, *_scale_out_style(short=True))
+    _compile_every_binding(lib, *_scale_out_style(short=True, f32=True))
 
 
 def test_quant_padded_columns_without_a_group_count_turbomind_style(lib):

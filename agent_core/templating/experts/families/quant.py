@@ -11,6 +11,13 @@ divides qmax by the group's maximum), the scale as computed or rounded up to a p
 layout: one per group in order, or column-major [groups per token, tokens] (SGLang's column-major scales: first
 where the body's write of the scales multiplies by an int argument, which is then the token count).
 
+The stored scale's own type and factor (KT_EXPERT_SCALE_OUT: OpenPPL's i8i8 minmax_quantize, half(scale * up_scale)):
+scales of a 16-bit float output the body writes, or fp32 scales the body's write multiplies by a float argument used
+nowhere else; that argument is then the factor (no bound, no eps), 1 where there is none, and the values are still
+quantized by the unmultiplied scale (row-major scales, divided or times 1 / scale, no power of two). The floor on the
+scale (KT_EXPERT_SCALE_FLOOR: max(absmax / qmax, eps), OpenPPL's QTHRESHOLD) first where the body takes a maximum of
+the absmax over the type's largest value and a small constant or a float argument below 1; only there.
+
 UE8M0 scales packed four to an int32 (DeepGEMM / SGLang / vLLM ``scale_ue8m0``): instead of the fp32 scales, one
 int32 output the body builds with shifts (or writes through a byte pointer), whose count is the tokens times a
 token's words, cdiv(groups per token, 4) (row-major, or column-major with the tokens as columns), or the words
@@ -407,8 +414,11 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
         scale_out = True if sc else None
     mult = _scale_factor(ev, sc[0]) if len(sc) == 1 and e is not None and "KT_EXPERT_SCALE_OUT" in e.conventions \
         else None
-    if scale_out is None and mult is not None and not byte_scales:  # fp32 scales times a factor
-        return _symmetric_bindings(ev, e, True) + _symmetric_bindings(ev, e, False)
+    if scale_out is None and mult is not None and not byte_scales:  # fp32 scales times a factor: the factor first
+        rest = _symmetric_bindings(ev, e, False)
+        for b in rest:
+            b.support -= 10
+        return _symmetric_bindings(ev, e, True) + rest
     if not scale_out or byte_scales:
         scale_out, mult = False, None
     skip = (mult.name,) if mult is not None else ()
