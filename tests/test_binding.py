@@ -2298,6 +2298,99 @@ def test_every_upper_bound_binding_of_short_tokens_compiles(lib):
     _compile_every_binding(lib, *_scale_ub_style(short=True))
 
 
+PPL_QUANT = ROOT / "bench" / "corpus" / "group_quant" / "minmax_quantize_per_token_int8_half_scale_ppl.cu"
+SCALE_OUT_FIRST = {"KT_EXPERT_SCALE_RECIP": 0, "KT_EXPERT_SCALE_POW2": 0, "KT_EXPERT_SCALE_COLUMNS": 0,
+                   "KT_EXPERT_SCALE_FLOOR": 1, "KT_EXPERT_SCALE_OUT": 1}
+
+
+def _ppl_quant(src: str | None = None):
+    cf = parse_cuda(PPL_QUANT.read_text() if src is None else src, str(PPL_QUANT))
+    return cf, cf.kernel("minmax_quantize_fp16_kernel"), S.find_spec(cf, "minmax_quantize_fp16_kernel")
+
+
+def _scale_out_style(short: bool = False, f32: bool = False):
+    path = STYLES / "quant_per_token_int8_bf16_scale_times_factor_warp2d.cu"
+    src = path.read_text()
+    if f32:  # fp32 scales times the factor
+        for a, b in (("__nv_bfloat16* __restrict__ scales", "float* __restrict__ scales"),
+                     ("scales: out bf16", "scales: out f32"), ("__float2bfloat16_rn(stored)", "stored"),
+                     ("__nv_bfloat16* scales, const", "float* scales, const")):
+            src = src.replace(a, b)
+    if short:  # tokens of 512 and 1000 values: the base expert's warp segments hold them
+        src = src.replace("hidden = 4096 }, { num_tokens = 9, hidden = 5120 }, { num_tokens = 333, hidden = 1536",
+                          "hidden = 512 }, { num_tokens = 9, hidden = 1000 }, { num_tokens = 333, hidden = 512")
+    cf = parse_cuda(src, str(path))
+    return cf, cf.kernel("act_quant_per_token_int8"), S.find_spec(cf, "act_quant_per_token_int8")
+
+
+def test_quant_per_token_int8_half_scale_times_factor_ppl(lib):
+    """OpenPPL's minmax_quantize_fp16 (held out, batch 10): scale = max(absmax / 127, QTHRESHOLD) (the floor on the
+    scale: KT_EXPERT_SCALE_FLOOR 1, from the maximum of absmax over the type's 127 and a named constant), q =
+    __float2int_rn(x / scale) (divided, to nearest even), the fp16 scale output written half(scale * up_scale)
+    (KT_EXPERT_SCALE_OUT 1: the scales' own type, the float argument only that write multiplies by, no bound and
+    no eps). First binding exactly that; tokens of 4k-11k values bind the long-row twin."""
+    bs, long, t = _long_twin_of(lib, PPL_QUANT, "minmax_quantize_fp16_kernel")
+    assert bs[0].conventions == SCALE_OUT_FIRST and bs[0].defines == {"KT_EXPERT_ROUND": 0}, words_of(bs)
+    assert bs[0].template_args == ["__half", "int8_t", "__half"]
+    assert bs[0].call_args == ["(const __half*)(input)", "(int8_t*)(output)", "(__half*)(scale_output)",
+                               "(int)(quant_dim)", "(int)(batch)", "(float)(1e-07f)", "kt::QuantOut<int8_t>::qmin",
+                               "kt::QuantOut<int8_t>::qmax", "(float)(up_scale)"]
+    assert all(b.conventions.get("KT_EXPERT_SCALE_OUT") == 1 and b.call_args[-1] == "(float)(up_scale)" for b in bs)
+    assert "const float scale = fmaxf(m / qmax, eps);" in t.text and "m = fmaxf(m, eps);" not in t.text
+    assert "scales[g] = from_f<S>(scale * mult);" in t.text
+    assert "t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));" in t.text
+    assert "kt::group_quant<__half, int8_t, __half>(" in t.text and "kt:bind" not in t.text
+    assert t.launch["grid"] == ["(batch)"]
+
+
+def test_quant_scale_out_and_floor_read_by_evidence(lib):
+    """The style kernel in another style (bf16 in, bf16 scales times a factor through a local, a warp a token on
+    threadIdx.y, int sizes, the outputs first, a literal floor): the same first binding; tokens its warp segments
+    hold bind the base expert. A factor the values are quantized by too is no factor of the stored scale (no
+    binding takes it as one), and a floor of the absmax (max(absmax, eps) / 127) reads no KT_EXPERT_SCALE_FLOOR."""
+    cf, k, spec = _scale_out_style()
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].expert.name == "per_token_group_quant", words_of(bs)
+    assert bs[0].conventions == SCALE_OUT_FIRST and bs[0].defines == {"KT_EXPERT_ROUND": 0}, words_of(bs)
+    assert bs[0].template_args == ["__nv_bfloat16", "int8_t", "__nv_bfloat16"]
+    assert bs[0].call_args == ["(const __nv_bfloat16*)(x)", "(int8_t*)(q_out)", "(__nv_bfloat16*)(scales)",
+                               "(int)(hidden)", "(int)(num_tokens)", "(float)(1e-6f)", "kt::QuantOut<int8_t>::qmin",
+                               "kt::QuantOut<int8_t>::qmax", "(float)(scale_factor)"]
+    cf, k, spec = _scale_out_style(short=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    t = X.bind(bs[0], cf, spec)
+    assert t.origin == "expert:per_token_group_quant"
+    assert "const float scale = fmaxf(m / qmax, eps);" in t.text and "m = fmaxf(m, eps);" not in t.text
+    assert "if (threadIdx.x == 0) scales[g] = from_f<S>(scale * mult);" in t.text
+    assert "int group_size, int rows, float eps, float qmin, float qmax, float mult) {" in t.text
+    # the factor also scales the values: not the stored scale's factor
+    src = cf.text.replace("rintf(v.x / s)", "rintf(v.x / s * scale_factor)")
+    cf2 = parse_cuda(src, "x.cu")
+    bs = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert not any(b.call_args[-1] == "(float)(scale_factor)" for b in bs), words_of(bs)
+    # the floor of the absmax: no floor on the scale
+    src = cf.text.replace("fmaxf(amax / 127.0f, 1e-6f)", "fmaxf(amax, 1e-6f) / 127.0f")
+    cf2 = parse_cuda(src, "x.cu")
+    bs = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert bs and not any("KT_EXPERT_SCALE_FLOOR" in b.conventions for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_SCALE_OUT"] == 1
+    # fp32 scales times the factor: the scales' type float, the factor's bindings first
+    cf, k, spec = _scale_out_style(short=True, f32=True)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == SCALE_OUT_FIRST and bs[0].template_args[2] == "float", words_of(bs)
+    assert bs[0].call_args[2] == "(float*)(scales)" and bs[0].call_args[-1] == "(float)(scale_factor)"
+    assert all(b.conventions.get("KT_EXPERT_SCALE_OUT") == 1 for b in bs[:8]), words_of(bs)
+
+
+@pytest.mark.nvcc
+def test_every_scale_out_binding_compiles(lib):
+    """Every binding of OpenPPL's per-token quantizer (the long-row twin) and of the style kernel's short tokens
+    (the base expert) compiles for sm_90: fp16, bf16 and fp32 scales, a factor argument."""
+    _compile_every_binding(lib, *_ppl_quant())
+    _compile_every_binding(lib, *_scale_out_style(short=True))
+    _compile_every_binding(lib, *_scale_out_style(short=True, f32=True))
+
+
 def test_quant_padded_columns_without_a_group_count_turbomind_style(lib):
     """TurboMind's quant_symm_row: column-major scales with a leading dimension of their own (the tokens rounded up to
     4) and no group-count argument (the token count, the row length and the leading dimensions; the group size a

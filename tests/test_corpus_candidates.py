@@ -29,8 +29,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every fami
         "PaddleNLP merge_multi_chunks: N-way fold of unnormalized bf16 partials with fp32 (m, d), bf16 arithmetic",
     "rotary/rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu":
         "MNN ropeC4: partial NeoX rotary, per-token cos/sin rows, q/k norm behind run-time flags (off)",
-    "group_quant/minmax_quantize_per_token_int8_half_scale_ppl.cu":
-        "OpenPPL minmax_quantize_fp16: per-token int8 by a true division, an fp16 scale times up_scale",
 }
 
 

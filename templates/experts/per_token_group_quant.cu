@@ -47,6 +47,8 @@ smem = "0"
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
 // kt:bind KT_EXPERT_SCALE_UB = 0  (symmetric row-major fp32 scales only (SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED); the scale as vLLM's dynamic_per_token_scaled_fp8_quant computes it: the group's absmax bounded from above by the value a nullable one-element fp32 input `ub` holds (the argument after qmax; null: no bound), with eps the least scale: 1 scale = max(min(absmax, *ub) / qmax, eps) (the floor on the scale: vLLM's min_scaling_factor, 1 / (448 * 512) for e4m3); 2 scale = max(min(absmax, *ub), eps) / qmax (the floor on the absmax))
+// kt:bind KT_EXPERT_SCALE_FLOOR = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE or SCALE_UB (whose floor is its own); 0: eps floors the group's absmax, scale = max(absmax, eps) / qmax; 1: eps floors the scale, scale = max(absmax / qmax, eps) (OpenPPL's min_max_range_to_scale with its QTHRESHOLD 1e-7; vLLM's min_scaling_factor where there is no scale_ub))
+// kt:bind KT_EXPERT_SCALE_OUT = 0  (symmetric row-major scales, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED or SCALE_UB; 0: fp32 scales, the scale as computed; 1: the scales of the type S (the function's third template argument: __half, __nv_bfloat16 or float), each the fp32 scale times a float factor `mult` (the argument after qmax: OpenPPL's up_scale "for precision"; 1.f where the kernel has none) converted to S to nearest even (half(scale * mult)); the values still divided by (or multiplied by 1 / of) the fp32 scale, unmultiplied)
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_LANES
@@ -202,6 +204,11 @@ __device__ __forceinline__ void group_quant_asym_impl(const T* __restrict__ x, Q
   }
 }
 #else  // kt:bind
+#if KT_EXPERT_SCALE_OUT  // kt:bind
+template <int IT, typename T, typename Q, typename S>
+__device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, S* __restrict__ scales,
+                                            int group_size, int rows, float eps, float qmin, float qmax, float mult) {
+#else  // kt:bind
 template <int IT, typename T, typename Q>
 #if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
 __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __restrict__ q, int* __restrict__ scales,
@@ -222,6 +229,7 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
                                             const float* __restrict__ ub) {
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_SCALE_PACKED  // kt:bind
@@ -256,6 +264,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #if KT_EXPERT_SCALE_UB == 2  // kt:bind
   m = fmaxf(m, eps);
 #endif  // kt:bind
+#elif KT_EXPERT_SCALE_FLOOR  // kt:bind
+  // eps floors the scale below, not the absmax
 #else  // kt:bind
   m = fmaxf(m, eps);
 #endif  // kt:bind
@@ -287,6 +297,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #elif KT_EXPERT_SCALE_RECIP == 3  // kt:bind
   const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
 #elif KT_EXPERT_SCALE_UB == 1  // kt:bind
+  const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
+#elif KT_EXPERT_SCALE_FLOOR  // kt:bind
   const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
 #else  // kt:bind
   const float scale = m / qmax;
@@ -331,6 +343,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   // the biased exponent byte of the power-of-two scale (the byte buffer came as the scales pointer)
   if (threadIdx.x == 0)
     reinterpret_cast<unsigned char*>(scales)[g] = (unsigned char)((__float_as_uint(scale) >> 23) & 0xffu);
+#elif KT_EXPERT_SCALE_OUT  // kt:bind
+  // the fp32 scale times the factor, stored in the scales' own type (to nearest even)
+  if (threadIdx.x == 0) scales[g] = from_f<S>(scale * mult);
 #else  // kt:bind
   if (threadIdx.x == 0) scales[g] = scale;
 #endif  // kt:bind
@@ -405,6 +420,23 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 #endif  // kt:bind
 }
 #else  // kt:bind
+#if KT_EXPERT_SCALE_OUT  // kt:bind
+template <typename T, typename Q, typename S>
+__device__ __forceinline__ void group_quant(const T* x, Q* q, S* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, float mult) {
+#if KT_EXPERT_GROUPS_FROM_GRID  // kt:bind
+  {  // rows: one token's groups; gridDim.x * ROWS lies in [groups, groups + ROWS), so the token count is exact
+    const int per_token = rows;
+    rows = (int)(((long long)gridDim.x * KT_ROWS) / per_token) * per_token;
+  }
+#endif  // kt:bind
+#if KT_EXPERT_GROUPS_FROM_LAUNCH  // kt:bind
+  rows = groups_from_launch();
+#endif  // kt:bind
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q, S>(x, q, scales, group_size, rows, eps, qmin, qmax, mult)));
+}
+#else  // kt:bind
 template <typename T, typename Q>
 #if KT_EXPERT_SCALE_PACKED == 2  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, int* scales, int group_size, int rows, float eps,
@@ -464,6 +496,7 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 #endif  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax)));
 }
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 

@@ -40,6 +40,8 @@ smem = "0"
 // kt:bind KT_EXPERT_ASYM = 0  (as per_token_group_quant's: 1 a float zero point, the minimum; 2 an integer zero point round(qmin - min / scale) (vLLM's dynamic_scaled_int8_azp_quant, per token))
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) fp32 pairs; 1: scales and zeros (of type Z) in two arrays)
 // kt:bind KT_EXPERT_SCALE_UB = 0  (as per_token_group_quant's: the absmax bounded by a nullable one-element `ub` after qmax, eps the least scale: 1 max(min(absmax, *ub) / qmax, eps) (vLLM's dynamic_per_token_scaled_fp8_quant), 2 max(min(absmax, *ub), eps) / qmax)
+// kt:bind KT_EXPERT_SCALE_FLOOR = 0  (as per_token_group_quant's: 0 eps floors the absmax, max(absmax, eps) / qmax; 1 eps floors the scale, max(absmax / qmax, eps) (OpenPPL's QTHRESHOLD))
+// kt:bind KT_EXPERT_SCALE_OUT = 0  (as per_token_group_quant's: 1 the scales of the type S (third template argument: __half, __nv_bfloat16, float), each S(scale * mult) to nearest even, `mult` a float argument after qmax (OpenPPL's up_scale); the values still quantized by the fp32 scale)
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_THREADS
@@ -208,6 +210,11 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 // One group of group_size values per block (group blockIdx.x; the launch has one block per group, so the group count
 // is the grid whatever `rows` holds), held in registers: its absolute maximum by a block reduction, its scale as
 // per_token_group_quant computes it, the values quantized and stored VEC at a time.
+#if KT_EXPERT_SCALE_OUT  // kt:bind
+template <int IT, typename T, typename Q, typename S>
+__device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __restrict__ q, S* __restrict__ scales,
+                                                 int group_size, float eps, float qmin, float qmax, float mult) {
+#else  // kt:bind
 template <int IT, typename T, typename Q>
 #if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
 __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __restrict__ q,
@@ -226,6 +233,7 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
                                                  float* __restrict__ scales, int group_size, float eps, float qmin,
                                                  float qmax) {
 #endif  // kt:bind
+#endif  // kt:bind
   const long long g = blockIdx.x;
   const long long off = g * group_size;
   const bool vec = vec_ok<T, KT_VEC>(group_size, x);
@@ -242,6 +250,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
 #if KT_EXPERT_SCALE_UB == 2  // kt:bind
   m = fmaxf(m, eps);
 #endif  // kt:bind
+#elif KT_EXPERT_SCALE_FLOOR  // kt:bind
+  // eps floors the scale below, not the absmax
 #else  // kt:bind
   m = fmaxf(m, eps);
 #endif  // kt:bind
@@ -274,6 +284,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
   const float scale = m == 0.f ? 1.f : qmax / m;  // stored: the factor qmax / absmax itself (1 for an all-zero group)
 #elif KT_EXPERT_SCALE_UB == 1  // kt:bind
   const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
+#elif KT_EXPERT_SCALE_FLOOR  // kt:bind
+  const float scale = fmaxf(m / qmax, eps);  // the floor on the scale
 #else  // kt:bind
   const float scale = m / qmax;
 #endif  // kt:bind
@@ -296,6 +308,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
 #elif KT_EXPERT_SCALE_BYTES  // kt:bind
     // the biased exponent byte of the power-of-two scale (the byte buffer came as the scales pointer)
     reinterpret_cast<unsigned char*>(scales)[g] = (unsigned char)((__float_as_uint(scale) >> 23) & 0xffu);
+#elif KT_EXPERT_SCALE_OUT  // kt:bind
+    scales[g] = from_f<S>(scale * mult);  // the fp32 scale times the factor, in the scales' own type (to nearest even)
 #else  // kt:bind
     scales[g] = scale;
 #endif  // kt:bind
@@ -332,6 +346,14 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
   }
 }
 
+#if KT_EXPERT_SCALE_OUT  // kt:bind
+template <typename T, typename Q, typename S>
+__device__ __forceinline__ void group_quant(const T* x, Q* q, S* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, float mult) {
+  KT_DISPATCH_ITEMS((int)blockDim.x, group_size,
+                    (group_quant_long<IT, T, Q, S>(x, q, scales, group_size, eps, qmin, qmax, mult)));
+}
+#else  // kt:bind
 template <typename T, typename Q>
 #if KT_EXPERT_SCALE_COLUMNS == 2  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
@@ -357,6 +379,7 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
   KT_DISPATCH_ITEMS((int)blockDim.x, group_size,
                     (group_quant_long<IT, T, Q>(x, q, scales, group_size, eps, qmin, qmax)));
 }
+#endif  // kt:bind
 #endif  // kt:bind
 #endif  // kt:bind
 

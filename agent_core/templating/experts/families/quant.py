@@ -11,6 +11,13 @@ divides qmax by the group's maximum), the scale as computed or rounded up to a p
 layout: one per group in order, or column-major [groups per token, tokens] (SGLang's column-major scales: first
 where the body's write of the scales multiplies by an int argument, which is then the token count).
 
+The stored scale's own type and factor (KT_EXPERT_SCALE_OUT: OpenPPL's i8i8 minmax_quantize, half(scale * up_scale)):
+scales of a 16-bit float output the body writes, or fp32 scales the body's write multiplies by a float argument used
+nowhere else; that argument is then the factor (no bound, no eps), 1 where there is none, and the values are still
+quantized by the unmultiplied scale (row-major scales, divided or times 1 / scale, no power of two). The floor on the
+scale (KT_EXPERT_SCALE_FLOOR: max(absmax / qmax, eps), OpenPPL's QTHRESHOLD) first where the body takes a maximum of
+the absmax over the type's largest value and a small constant or a float argument below 1; only there.
+
 UE8M0 scales packed four to an int32 (DeepGEMM / SGLang / vLLM ``scale_ue8m0``): instead of the fp32 scales, one
 int32 output the body builds with shifts (or writes through a byte pointer), whose count is the tokens times a
 token's words, cdiv(groups per token, 4) (row-major, or column-major with the tokens as columns), or the words
@@ -235,11 +242,12 @@ def _factor_stored(ev: Evidence, sc, qmax, Q: str) -> bool:
     return False
 
 
-def _numerics(ev: Evidence, q):
+def _numerics(ev: Evidence, q, skip: tuple[str, ...] = ()):
     """What both scale kinds read alike: qmin and qmax (arguments or the type's), eps (arguments, then the body's
     small literals, then named floors; the floors before an assumed 1e-10 where there is none of those), the output
-    type, the int8 roundings in order, divided by the scale or multiplied by 1 / scale in order."""
-    fl = ev.floats()
+    type, the int8 roundings in order, divided by the scale or multiplied by 1 / scale in order. The float arguments
+    named in ``skip`` (the stored scale's factor) are none of these."""
+    fl = [a for a in ev.floats() if a.name not in skip]
     # a float argument's values say what it is: negative, the lower bound; at least 1, the upper bound; else eps
     # (among arguments of one kind, the one a clamp or a floor takes first, else the first)
     neg = [a for a in fl if a.counts and all(v is not None and v < 0 for v in a.counts)]
@@ -343,13 +351,77 @@ def _byte_scales(ev: Evidence, e, x, outs) -> tuple[list, list] | None:
     return (full, rest) if len(full) == 1 and len(rest) == 1 else None
 
 
-def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
+def _scale_factor(ev: Evidence, sc) -> ArgUse | None:
+    """KT_EXPERT_SCALE_OUT's factor: the float argument the value the body writes to the scales is multiplied by
+    (``scale_output[row] = __float2half(scale * up_scale)``: OpenPPL's up_scale "for precision"), directly or through
+    a local it writes, and that the body uses nowhere else (no bound, no eps, nothing the values are quantized by).
+    None where there is none."""
+    values: dict[str, list[str]] = {}
+    for t, v in assignments(ev.body):
+        values.setdefault(t, []).append(re.sub(r"\s+", "", v))
+    texts = []
+    for w in re.findall(rf"\b{re.escape(sc.name)}\)?\[[^\]]*\]=(?!=)([^;]*)", ev.flat):
+        texts.append(w)
+        for n in set(re.findall(r"\b[A-Za-z_]\w*\b", w)):
+            texts += values.get(n, [])
+    for a in ev.floats():
+        n = re.escape(a.name)
+        use = rf"(?<![\w.]){n}(?![\w\[(])"
+        times = rf"\*\(*(?:\(float\))?{n}(?![\w\[(])|(?<![\w.]){n}\)*\*(?![*=])"
+        if any(re.search(times, t) for t in texts) and \
+                len(re.findall(use, ev.flat)) <= sum(len(re.findall(use, t)) for t in texts):
+            return a
+    return None
+
+
+def _scale_floor(ev: Evidence, qmax, Q: str, skip: tuple[str, ...] = ()) -> bool:
+    """KT_EXPERT_SCALE_FLOOR's reading: eps floors the scale, not the absmax. A maximum (fmaxf, fmax, max) of a value
+    of the group's absolute maximum divided by the type's largest value (a literal, a named constant, the qmax
+    argument) and a small positive constant or a float argument below 1 (``max(absmax / INT8_QLEVEL, QTHRESHOLD)``)."""
+    flow = flows(ev.body)
+    top = {"int8_t": 127.0, "__nv_fp8_e5m2": 57344.0}.get(Q, 448.0)
+    small = {a.name for a in ev.floats() if a.name not in skip and a.counts and
+             all(v is not None and 0 < v < 1 for v in a.counts)}
+    for _, args in call_arguments(ev.body, _MAX_CALLS):
+        if len(args) != 2:
+            continue
+        for k, other in (args, args[::-1]):
+            k = unparen(uncast(re.sub(r"\s+", "", k)))
+            c = number(k, ev.constants) if re.fullmatch(r"[\w.+-]+", k) and not flow.get(k) else None
+            if not (k in small or (c is not None and 0 < c <= 1e-3)):
+                continue
+            m = re.fullmatch(r"\(*(.+?)\)*/\(*(?:\(float\))?([\w.]+)\)*", unparen(uncast(re.sub(r"\s+", "", other))))
+            if m is None or not feeding(flow, m.group(1)) & ABS_CALLS:
+                continue
+            if number(m.group(2), ev.constants) == top or (qmax is not None and m.group(2) == qmax.name):
+                return True
+    return False
+
+
+def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[Binding]:
+    """The symmetric bindings. ``scale_out`` (KT_EXPERT_SCALE_OUT): None reads it from the body (16-bit scales, or
+    fp32 scales the body multiplies by a factor argument: those bindings first, then the fp32 ones without the
+    factor); True or False binds with or without it."""
     ins = ev.bufs("in", FLOATS)
     q = [a for a in ev.bufs("out") if a.dtype in ("i8", "u8")]
     sc = ev.bufs("out", ("f32",))
     byte_scales = False
     if not sc and len(ins) == 1 and (split := _byte_scales(ev, e, ins[0], q)) is not None:
         (q, sc), byte_scales = split, True
+    # scales stored in a 16-bit float type (KT_EXPERT_SCALE_OUT), written by the body
+    if not sc and e is not None and "KT_EXPERT_SCALE_OUT" in e.conventions and scale_out is not False:
+        sc = [a for a in ev.bufs("out", ("f16", "bf16")) if a.written]
+        scale_out = True if sc else None
+    mult = _scale_factor(ev, sc[0]) if len(sc) == 1 and e is not None and "KT_EXPERT_SCALE_OUT" in e.conventions \
+        else None
+    if scale_out is None and mult is not None and not byte_scales:  # fp32 scales times a factor: the factor first
+        rest = _symmetric_bindings(ev, e, False)
+        for b in rest:
+            b.support -= 10
+        return _symmetric_bindings(ev, e, True) + rest
+    if not scale_out or byte_scales:
+        scale_out, mult = False, None
+    skip = (mult.name,) if mult is not None else ()
     ub = _upper_bound(ev, e, ins) if len(ins) == 2 else None  # vLLM's nullable scale_ub (KT_EXPERT_SCALE_UB)
     if ub is not None:
         ins = [a for a in ins if a is not ub]
@@ -367,7 +439,9 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions and not byte_scales else []
     if not gs_all and not padded:
         return []
-    qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q)
+    if scale_out and (len(ins) != 1 or len(ev.bufs()) != 3):
+        return []  # a 16-bit or multiplied scale: symmetric row-major scales only (no upper bound)
+    qmin, qmax, eps_c, Q, kind, rounds, recips = _numerics(ev, q, skip)
     # the factor qmax / absmax (KT_EXPERT_SCALE_RECIP 2): first, and only, where the body divides qmax by the group's
     # maximum (offered to every kernel, it would add a binding to kernels whose recorded screenings CI replays)
     factor = _factor(ev, qmax, Q)
@@ -407,7 +481,16 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
         # divided by the token's scale or times its reciprocal: the body's use of the local it stores, first
         recips = [0 if op == 2 else 1 for op, _ in _dynamic_ops(ev, _scale_names(ev, sc[0]))]
         pow2s, floors = [0], []
-    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales and ub is None else []
+    # eps on the scale (KT_EXPERT_SCALE_FLOOR 1: max(absmax / qmax, eps)) first where the body floors the absmax over
+    # qmax, then on the absmax; only there (offered to every kernel, it would add bindings to kernels whose recorded
+    # screenings CI replays)
+    eps_on = [1, 0] if ub is None and not byte_scales and not floors and "KT_EXPERT_SCALE_FLOOR" in e.conventions \
+        and _scale_floor(ev, qmax, Q, skip) else [0]
+    if scale_out:  # symmetric row-major scales, the scale absmax / qmax as computed
+        recips = [r for r in recips if r < 2] or [0]
+        pow2s, padded = [0], []
+    columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales and ub is None and not scale_out \
+        else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
     # (support, column-major token count or None, padded columns or None)
@@ -428,15 +511,21 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
     readings = [(20, "", modes, encodings,
                  (f"(float)({qmin.name})", f"qmin={qmin.name}") if qmin else (f"{qm}::qmin", "qmin of the type"),
                  (f"(float)({qmax.name})", f"qmax={qmax.name}") if qmax else (f"{qm}::qmax", "qmax of the type"))]
-    if Q == "int8_t" and not byte_scales and "KT_EXPERT_SCALE_QRANGE" in e.conventions:
+    if Q == "int8_t" and not byte_scales and "KT_EXPERT_SCALE_QRANGE" in e.conventions and not scale_out:
         readings = _qrange_readings(ev, sc[0], eps_c) + readings
-    store = "one biased exponent byte per group" if byte_scales else "one fp32 scale per group"
+    S = CTYPE[sc[0].dtype]
+    store = "one biased exponent byte per group" if byte_scales else \
+        f"one {'fp32' if S == 'float' else 'fp16' if sc[0].dtype == 'f16' else 'bf16'} scale per group"
+    if scale_out and mult is not None:
+        store += f" times `{mult.name}`"
     out = []
     for base, what, eps_modes, encs, (qmin_c, qmin_w), (qmax_c, qmax_w) in readings:
         combos = itertools.product(enumerate(gs_all[:2] or [None]), enumerate(eps_modes), enumerate(rounds), encs,
-                                   layouts)
+                                   layouts, enumerate(eps_on))
         for (gi, gs), (ei, (ub_mode, eps, eps_words)), (ri, rnd), (csup, recip, pow2, conv, enc_words), \
-                (lsup, tokens, pad) in combos:
+                (lsup, tokens, pad), (fi, on_scale) in combos:
+            if on_scale and (what or recip >= 2 or pow2):
+                continue  # the floor on the scale: of the scale absmax / qmax only
             if pad is not None:
                 if gi:
                     continue  # a padded layout brings its own group size
@@ -453,12 +542,17 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
             else:
                 rows, rows_words, from_grid, from_launch = _group_count(
                     ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
-            b.template_args = [CTYPE[x.dtype], Q]
-            b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})", f"(float*)({sc[0].name})",
-                           gs.c, rows, eps, qmin_c, qmax_c]
+            b.template_args = [CTYPE[x.dtype], Q] + ([S] if scale_out else [])
+            b.call_args = [_cast(x.dtype, x.name, True), f"({Q}*)({q[0].name})",
+                           f"({S if scale_out else 'float'}*)({sc[0].name})", gs.c, rows, eps, qmin_c, qmax_c]
             b.defines = {"KT_EXPERT_ROUND": rnd}
             b.conventions = {"KT_EXPERT_SCALE_RECIP": recip, "KT_EXPERT_SCALE_POW2": pow2,
                              "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None), **conv}
+            if on_scale:
+                b.conventions["KT_EXPERT_SCALE_FLOOR"] = 1
+            if scale_out:
+                b.conventions["KT_EXPERT_SCALE_OUT"] = 1
+                b.call_args.append(f"(float)({mult.name})" if mult is not None else "1.f")
             if Q == "__nv_fp8_e5m2":
                 b.conventions["KT_EXPERT_FP8_E5M2"] = 1
             if ub_mode:
@@ -476,14 +570,17 @@ def _symmetric_bindings(ev: Evidence, e) -> list[Binding]:
                 b.call_args.append(stride.c)
             b.consts = {"ESIZE": NBYTES[x.dtype]}
             b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
-                       f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else ""),
+                       f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else "") + (
+                           f" ({S}(scale * {mult.name if mult is not None else '1'}), to nearest even)"
+                           if scale_out else ""),
                        f"group_size={gs.words}", rows_words] + (
-                [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words, qmin_w, qmax_w] + (
+                [f"absmax bounded by *{ub.name} (nullable)"] if ub_mode else []) + [eps_words] + (
+                ["eps floors the scale: max(absmax / qmax, eps)"] if on_scale else []) + [qmin_w, qmax_w] + (
                 [ROUNDS[rnd]] if Q == "int8_t" else []) + enc_words + (
                 [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
                 [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"]
                 if pad else [])
-            b.support = base - 4 * gi - 3 * ei - 2 * ri + csup + lsup
+            b.support = base - 4 * gi - 3 * ei - 2 * ri + csup + lsup - 5 * fi
             out.append(b)
     return out
 
