@@ -296,7 +296,8 @@ def _blank(raw: bytes, ranges: list[tuple[int, int, bytes]]) -> bytes:
 
 def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str):
     """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
-    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number);
+    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number,
+    ``ns::kName`` as ``kName``);
     as they were where it leaves none out."""
     values = {"true": 1.0, "false": 0.0}
     values.update(constants(text))
@@ -304,7 +305,7 @@ def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str)
     for tp, a in zip(kernel.template_params, targs):
         if tp.kind != "value":
             continue
-        v = number(a.strip(), values) if a.strip() not in ("true", "false") else values[a.strip()]
+        v = number(a.strip().split("::")[-1].strip(), values)  # a constant named in its namespace: by its name
         if v is None:
             try:
                 v = float(expr.evaluate(a, {}))
