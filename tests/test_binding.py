@@ -623,6 +623,15 @@ def test_evidence_reads_the_if_constexpr_branch_the_instantiation_takes(lib):
                                                               'template_args = ["ACT_RELU"]'),))
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].conventions.get("KT_EXPERT_GATE_FN") == 1, words_of(bs)  # fmaxf(0.0f, x): ReLU, no SiLU assumed
+    # the constants as enumerators, unscoped or of an enum class named in the condition and the argument
+    defs = "#define ACT_SILU 0\n#define ACT_GELU 1\n#define ACT_RELU2 2\n#define ACT_RELU 4\n"
+    scoped = [(defs, "enum class Act : int { SILU, GELU, RELU2, RELU = 4 };\n"),
+              ("template <int activation_type>", "template <Act activation_type>"),
+              ('template_args = ["ACT_GELU"]', 'template_args = ["Act::GELU"]')]
+    scoped += [(f"== ACT_{n})", f"== Act::{n})") for n in ("SILU", "GELU", "RELU2", "RELU")]
+    for edits in ([(defs, "enum { ACT_SILU, ACT_RELU2, ACT_RELU, ACT_GELU };\n")], scoped):
+        ev = gather(*_edited(EXL3_ACT_MUL, "act_mul_kernel_f", edits))
+        assert "tanh.approx" in ev.body and not ev.has("__expf", "fmaxf"), edits
 
 
 GATED_ASM_LIMIT = STYLES / "gated_gelu_tanh_asm_act_limit_token_rows_f32_to_f16.cu"

@@ -216,7 +216,17 @@ def _root(n):
 
 
 # ------------------------------------------------------------------------- branches the instantiation decides
-_COND_TOKEN = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?[fFuUlL]*)|([A-Za-z_]\w*)|(==|!=|<=|>=|&&|\|\||[<>!()+\-*]))")
+_COND_TOKEN = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?[fFuUlL]*)|([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)|"
+                         r"(==|!=|<=|>=|&&|\|\||[<>!()+\-*]))")
+
+
+def _named(name: str, values: dict[str, float]) -> float | None:
+    """The value of a name in ``values``: as written (``Act::GELU``), else by its last part (``ffn::kGeluTanhAct``,
+    a constant named in its namespace)."""
+    name = re.sub(r"\s+", "", name)
+    if name in values:
+        return values[name]
+    return values.get(name.split("::")[-1]) if "::" in name else None
 
 
 def _decide(cond: str, values: dict[str, float]) -> bool | None:
@@ -230,10 +240,11 @@ def _decide(cond: str, values: dict[str, float]) -> bool | None:
             return None
         at = m.end()
         num, name, op = m.groups()
-        if name is not None and name not in values:
+        named = _named(name, values) if name is not None else None
+        if name is not None and named is None:
             return None
         if num is not None or name is not None:
-            v = float(num.rstrip("fFuUlL")) if num is not None else float(values[name])
+            v = float(num.rstrip("fFuUlL")) if num is not None else float(named)
             out.append(repr(float(not v) if negate else v))
             negate = False
         elif negate:
@@ -296,16 +307,18 @@ def _blank(raw: bytes, ranges: list[tuple[int, int, bytes]]) -> bytes:
 
 def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str):
     """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
-    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number,
-    ``ns::kName`` as ``kName``);
-    as they were where it leaves none out."""
+    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
+    a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
+    1;``), ``ns::kName`` as ``kName``); as they were where it leaves none out."""
+    from agent_core.source.constants import int_constants
     values = {"true": 1.0, "false": 0.0}
     values.update(constants(text))
+    values.update({n: float(v) for n, v in int_constants(text).items()})
     params = set()
     for tp, a in zip(kernel.template_params, targs):
         if tp.kind != "value":
             continue
-        v = number(a.strip().split("::")[-1].strip(), values)  # a constant named in its namespace: by its name
+        v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
         if v is None:
             try:
                 v = float(expr.evaluate(a, {}))
