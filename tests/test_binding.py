@@ -556,6 +556,117 @@ def test_gated_row_bias_geglu_bf16_gridstride_style(lib):
     assert "va[i][j] = round_t<T>(gate_act(va[i][j])) * vg[i][j];" in t.text
 
 
+EXL3_ACT_MUL = ROOT / "bench" / "corpus" / "gated_act" / "act_mul_gelu_f32_in_half_out_float2_exl3.cu"
+_EXL3_FIRST = {"KT_EXPERT_GATE_LAYOUT": 4, "KT_EXPERT_OUT_TYPE": 1, "KT_EXPERT_TANH": 2, "KT_EXPERT_ACT_LIMIT": 1,
+               "KT_EXPERT_SATURATE": 1}
+_EXL3_WORDS = ("GELU (tanh), gate and up as two tensors, tanh.approx.f32, 1 + t and its product with 0.5 v in double "
+               "(the double literal 1.0), act_limit=`{}` (0: off; up clamped to [-limit, limit], the activation from "
+               "above), the result clamped to f16's finite range")
+
+
+def _edited(path: Path, kernel: str, edits=()):
+    """A kernel file with text edits (each must apply): the case, its kernel and spec."""
+    src = path.read_text()
+    for a, b in edits:
+        assert a in src, a
+        src = src.replace(a, b)
+    cf = parse_cuda(src, str(path))
+    return cf, cf.kernel(kernel), S.find_spec(cf, kernel)
+
+
+def test_gated_exllama3_act_mul_fp32_in_fp16_out_tanh_approx_act_limit(lib):
+    """ExLlamaV3's act_mul_kernel_f (the held-out variant): gate x and up y two fp32 tensors, z fp16, the GELU's tanh
+    one tanh.approx.f32 of inline asm with the double literal 1.0 in 0.5 x (1.0 + t), a run-time act_limit (0: off)
+    clamping y both ways and act(x) from above, the fp16 result clamped to +-65504, one float2 pair per thread over
+    numel. The first binding is that convention exactly: the flat count the row, the limit passed on, the expert's
+    GELU the same PTX operations as the original's (the cube's fma, the double add and product, one rounding)."""
+    cf, k, spec = _edited(EXL3_ACT_MUL, "act_mul_kernel_f")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and {b.expert.name for b in bs} == {"act_and_mul"}, words_of(bs)
+    assert bs[0].describe() == "out=z (f16, x f32), gate=x, up=y, d=`numel`, " + _EXL3_WORDS.format("act_limit"), \
+        words_of(bs)
+    assert bs[0].conventions == _EXL3_FIRST
+    assert bs[0].template_args == ["float", "__half"]
+    assert bs[0].call_args == ["(__half*)(z)", "(const float*)(x)", "(const float*)(y)", "(int)(numel)",
+                               "(float)(act_limit)"]
+    assert has(bs, "act_and_mul", "gate=y, up=x")  # the other order is still checked
+    assert has(bs, "act_and_mul", "gate=x", "tanh.approx.f32, 0.5 v (1 + t) in fp32")
+    code = X.bind(bs[0], cf, spec).text.split("namespace kt {")[-1]
+    for line in ('asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.79788456080286536f * (v + 0.044715f * v * v * v)));',
+                 "return 0.5f * v * (1.0 + t);", "if (limit != 0.f) {", "if (up < -limit) up = -limit;",
+                 "if (up > limit) up = limit;", "if (act > limit) act = limit;", "va[i][j] = act * up;",
+                 "saturate(o, va);", "int d, float limit) {",
+                 "kt::act_and_mul<float, __half>((__half*)(z), (const float*)(x), (const float*)(y), (int)(numel), "
+                 "(float)(act_limit));"):
+        assert line in code, line
+    assert "tanhf(" not in code  # the GELU (tanh) as the convention has it; SiLU and erf stay behind KT_EXPERT_ACT
+
+
+def test_evidence_reads_the_if_constexpr_branch_the_instantiation_takes(lib):
+    """ExLlamaV3's template <int activation_type> chooses the activation with if constexpr against #define'd ACT_*
+    constants: the evidence reads the branch the spec's template argument takes, through the argument's value, never
+    its name (ACT_GELU set to the value the SiLU branch tests selects SiLU; a literal argument works as well), and
+    the discarded branches' math is not read."""
+    cf, k, spec = _edited(EXL3_ACT_MUL, "act_mul_kernel_f")
+    ev = gather(cf, k, spec)
+    assert "tanh.approx" in ev.body and not ev.has("__expf", "__fdividef", "fmaxf")
+    silu = (('template_args = ["ACT_GELU"]', 'template_args = ["ACT_SILU"]'),)
+    same_value = (("#define ACT_GELU 1", "#define ACT_GELU 0"),)  # ACT_GELU now the value the SiLU branch tests
+    for edits in (silu, same_value, (('template_args = ["ACT_GELU"]', 'template_args = ["0"]'),)):
+        cf, k, spec = _edited(EXL3_ACT_MUL, "act_mul_kernel_f", edits)
+        ev = gather(cf, k, spec)
+        assert ev.has("__expf") and "tanh.approx" not in ev.body, edits
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert "SiLU" in bs[0].describe() and "KT_EXPERT_TANH" not in bs[0].conventions, words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_ACT_LIMIT"] == 1 and bs[0].conventions["KT_EXPERT_SATURATE"] == 1
+    cf, k, spec = _edited(EXL3_ACT_MUL, "act_mul_kernel_f", (('template_args = ["ACT_GELU"]',
+                                                              'template_args = ["ACT_RELU"]'),))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions.get("KT_EXPERT_GATE_FN") == 1, words_of(bs)  # fmaxf(0.0f, x): ReLU, no SiLU assumed
+    # the constants as enumerators, unscoped or of an enum class named in the condition and the argument
+    defs = "#define ACT_SILU 0\n#define ACT_GELU 1\n#define ACT_RELU2 2\n#define ACT_RELU 4\n"
+    scoped = [(defs, "enum class Act : int { SILU, GELU, RELU2, RELU = 4 };\n"),
+              ("template <int activation_type>", "template <Act activation_type>"),
+              ('template_args = ["ACT_GELU"]', 'template_args = ["Act::GELU"]')]
+    scoped += [(f"== ACT_{n})", f"== Act::{n})") for n in ("SILU", "GELU", "RELU2", "RELU")]
+    for edits in ([(defs, "enum { ACT_SILU, ACT_RELU2, ACT_RELU, ACT_GELU };\n")], scoped):
+        ev = gather(*_edited(EXL3_ACT_MUL, "act_mul_kernel_f", edits))
+        assert "tanh.approx" in ev.body and not ev.has("__expf", "fmaxf"), edits
+
+
+GATED_ASM_LIMIT = STYLES / "gated_gelu_tanh_asm_act_limit_token_rows_f32_to_f16.cu"
+
+
+def test_gated_tanh_asm_act_limit_style_kernel(lib):
+    """The same conventions in another style (tests/data/cu/styles): the output first and the up tensor before the
+    gate, one block per token walking its columns, if constexpr ... else against constexpr int constants named in
+    their namespace, the limit's clamps as conditional expressions, the fp16 range by fminf / fmaxf of a named
+    constant before the rounding: the gate read from what the tanh's input is computed from, the exact binding
+    first."""
+    cf, k, spec = case(GATED_ASM_LIMIT.stem)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == "out=out (f16, x f32), gate=gate, up=up, d=`width`, " + _EXL3_WORDS.format("limit"), \
+        words_of(bs)
+    assert bs[0].conventions == _EXL3_FIRST
+    assert bs[0].call_args == ["(__half*)(out)", "(const float*)(gate)", "(const float*)(up)", "(int)(width)",
+                               "(float)(limit)"]
+    assert bs[0].sizes["d"] == "width"
+    assert not gather(cf, k, spec).has("__expf")  # the SiLU branch the instantiation discards
+
+
+@pytest.mark.parametrize("edit", [
+    ("      u = u < -limit ? -limit : u;\n", ""),  # up bounded from above only: no two-sided clamp
+    ("    if (limit != 0.0f) {", "    {"),  # no off switch at 0 (gpt-oss's clamp has none)
+])
+def test_gated_act_limit_needs_both_clamps_and_the_off_switch(lib, edit):
+    """The act_limit convention is read only where a float argument compared with zero bounds one value both ways and
+    another from above only."""
+    cf, k, spec = _edited(GATED_ASM_LIMIT, "gated_rows_kernel", (edit,))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and not any("KT_EXPERT_ACT_LIMIT" in b.conventions for b in bs), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_TANH"] == 2 and bs[0].conventions["KT_EXPERT_SATURATE"] == 1
+
+
 def test_gated_relu_family_read_by_evidence(lib):
     """Activations with no transcendental (KT_EXPERT_GATE_FN): ReGLU as Transformer Engine writes it (input first,
     64-bit m and n, a flat grid, fmaxf(a, 0) * b), the squared ReLU of Primer / TE's sreglu in half arithmetic (a
@@ -2735,6 +2846,16 @@ def test_every_row_bias_gated_binding_of_the_corpus_variant_compiles(lib):
              "float>(input[index_input] + bias[index_bias]);\n\n"),
             ("@LEFT@", "float>(input[index_input + HHS] + bias[index_bias + HHS])"))
     _compile_every_binding(lib, *_bias_split_gelu(swap))
+
+@pytest.mark.nvcc
+def test_every_exllama3_act_mul_binding_compiles(lib):
+    """The held-out ExLlamaV3 act_mul_kernel_f's bindings (fp32 gate and up, fp16 out, the tanh forms, act_limit, the
+    finite clamp) compile for sm_90, and so do those of its SiLU instantiation; the style kernel's with the other
+    style kernels."""
+    _compile_every_binding(lib, *_edited(EXL3_ACT_MUL, "act_mul_kernel_f"))
+    _compile_every_binding(lib, *_edited(EXL3_ACT_MUL, "act_mul_kernel_f", (('template_args = ["ACT_GELU"]',
+                                                                              'template_args = ["ACT_SILU"]'),)))
+
 
 @pytest.mark.nvcc
 def test_every_dynamic_quant_rms_norm_binding_of_the_corpus_variant_compiles(lib):

@@ -23,8 +23,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every fami
     "group_quant/quantize_blockwise_nf4_cub_load_store_fp16.cu":
         "bitsandbytes blockwise NF4: a 4-bit codebook (midpoint decision tree), two codes a byte, an fp32 absmax "
         "per flat block: the quantization expert has scales and rounding, no codebook format",
-    "gated_act/act_mul_gelu_f32_in_half_out_float2_exl3.cu":
-        "ExLlamaV3 act_mul: fp32 gate and up tensors, fp16 out, GELU-tanh by tanh.approx inline PTX, act_limit",
     "merge_attn_states/merge_multi_chunks_md_bf16_math_paddlenlp.cu":
         "PaddleNLP merge_multi_chunks: N-way fold of unnormalized bf16 partials with fp32 (m, d), bf16 arithmetic",
     "rotary/rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu":

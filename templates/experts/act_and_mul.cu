@@ -42,6 +42,9 @@ smem = "0"
 // kt:bind KT_EXPERT_ERF_DIV = 0  (with KT_EXPERT_ACT 1; 0: erff(v * 0.70710678f); 1: erff(v / 1.41421356237f), the argument divided by the float nearest sqrt(2) (ONNX Runtime's BiasSplitGelu, BERT's x * 0.5 * (1 + erf(x / sqrt(2)))): the same erf GELU, its argument rounded otherwise)
 // kt:bind KT_EXPERT_GATE_FN = 0  (0: KT_EXPERT_ACT's activation (SiLU, GELU erf, GELU tanh); activations of no such transcendental, or of another, in fp32: 1 ReLU max(v, 0) (ReGLU: Transformer Engine's reglu, llama.cpp's GLU op REGLU); 2 squared ReLU v > 0 ? v * v : 0 (Transformer Engine's sreglu, Primer's relu^2 gate); 3 quick GELU v / (1 + expf(-1.702 v)), v * sigmoid(1.702 v) (Transformer Engine's qgeglu, llama.cpp's GEGLU_QUICK, CTranslate2's gelu_sigmoid, vLLM's gelu_quick); 4 FATReLU v > threshold ? v : 0 with the float `threshold` after d (vLLM's fatrelu_and_mul; one gated-row input of the output's type only))
 // kt:bind KT_EXPERT_GELU_FORM = 0  (with KT_EXPERT_ACT 2; 0: 0.5 v (1 + tanhf(0.79788456 (v + 0.044715 v^3))) in fp32; 1: FasterTransformer / TensorRT-LLM's GeluActivation of a packed 16-bit type: v^3 as two products each rounded to T, cdf = 0.5 (1 + tanh.approx.f32(0.79788456 (v + 0.044715 v^3))) in fp32 rounded to T, times v rounded to T; 2: the same with tanhf)
+// kt:bind KT_EXPERT_TANH = 0  (with KT_EXPERT_ACT 2 and no KT_EXPERT_GELU_FORM: the fp32 GELU's tanh; 0: tanhf; 1: tanh.approx.f32, one PTX instruction (ExLlamaV2 / V3's tanh_opt, FasterTransformer's fp32 GELU): 0.5 v (1 + t) in fp32; 2: tanh.approx.f32 with 1 + t and its product with 0.5 v taken in double, rounded to fp32 once (ExLlamaV2 / V3's `0.5f * x * (1.0 + tanh_opt(...))`: the double literal 1.0))
+// kt:bind KT_EXPERT_ACT_LIMIT = 0  (1: ExLlamaV3's act_limit, the float `limit` after d (0: off): up clamped to [-limit, limit] and act(gate) from above at limit before the product, by comparisons as the original's (a NaN passes))
+// kt:bind KT_EXPERT_SATURATE = 0  (1: each result clamped to the 16-bit output type's finite range before it is stored (ExLlamaV3's clamp_half2_to_finite, +-65504 for fp16): the store's rounding is monotonic, so clamping the fp32 value first is the same; a NaN is stored as the largest finite value, as __hmin2 and fminf both return the other operand)
 #if KT_EXPERT_QUANT  // kt:bind
 #include <cuda_fp8.h>
 #endif  // kt:bind
@@ -119,7 +122,17 @@ __device__ __forceinline__ float gate_act(float v) {
   return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
 #endif  // kt:bind
 #else
+#if KT_EXPERT_TANH  // kt:bind
+  float t;  // tanh.approx.f32: one PTX instruction (tanh_opt)
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#if KT_EXPERT_TANH == 2  // kt:bind
+  return 0.5f * v * (1.0 + t);  // 1 + t and the product in double (the double literal 1.0), rounded to fp32 once
+#else  // kt:bind
+  return 0.5f * v * (1.f + t);
+#endif  // kt:bind
+#else  // kt:bind
   return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#endif  // kt:bind
 #endif
 #endif  // kt:bind
 }
@@ -141,6 +154,21 @@ __device__ __forceinline__ float gelu_packed(float v) {
 }
 #endif  // kt:bind
 
+#if KT_EXPERT_SATURATE  // kt:bind
+// The 16-bit output's largest finite value; every result clamped to it before the store rounds (ExLlamaV3's
+// clamp_half2_to_finite clamps the rounded half2: rounding is monotonic and the bound representable, so the same).
+template <typename S> struct Finite;
+template <> struct Finite<__half> { static constexpr float value = 65504.f; };
+template <> struct Finite<__nv_bfloat16> { static constexpr float value = 3.3895313892515355e38f; };
+template <typename S, int ITEMS, int VEC>
+__device__ __forceinline__ void saturate(const S*, float (&v)[ITEMS][VEC]) {
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[i][j] = fmaxf(-Finite<S>::value, fminf(v[i][j], Finite<S>::value));
+}
+
+#endif  // kt:bind
 #if KT_EXPERT_CLAMP  // kt:bind
 // gpt-oss's clamped gate: min(gate, limit) (from above only), then gate * sigmoid(alpha * gate) in fp32.
 __device__ __forceinline__ float clamped_glu(float g, float alpha, float limit) {
@@ -179,6 +207,8 @@ __device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __rest
                                             int d, float alpha, float beta, float limit) {
 #elif KT_EXPERT_QUANT  // kt:bind
                                             int d, float scale) {
+#elif KT_EXPERT_ACT_LIMIT  // kt:bind
+                                            int d, float limit) {
 #else  // kt:bind
                                             int d) {
 #endif  // kt:bind
@@ -191,6 +221,8 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #endif  // kt:bind
 #if KT_EXPERT_BIAS  // kt:bind
                                             const T* __restrict__ bx, const T* __restrict__ by, int d) {
+#elif KT_EXPERT_ACT_LIMIT  // kt:bind
+                                            int d, float limit) {
 #else  // kt:bind
                                             int d) {
 #endif  // kt:bind
@@ -201,6 +233,9 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #elif KT_EXPERT_GATE_FN == 4  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d, float threshold) {
+#elif KT_EXPERT_ACT_LIMIT  // kt:bind
+template <typename T>
+__device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d, float limit) {
 #else  // kt:bind
 template <typename T>
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, int d) {
@@ -312,6 +347,20 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gelu_packed<T>(va[i][j]) * vg[i][j];
 #elif KT_EXPERT_GATE_FN == 4  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = (va[i][j] > threshold ? va[i][j] : 0.f) * vg[i][j];
+#elif KT_EXPERT_ACT_LIMIT  // kt:bind
+    for (int j = 0; j < KT_VEC; ++j) {
+#if KT_EXPERT_ROUND_ACT == 0  // kt:bind
+      float act = gate_act(va[i][j]), up = vg[i][j];
+#else  // kt:bind
+      float act = round_t<T>(gate_act(va[i][j])), up = vg[i][j];
+#endif  // kt:bind
+      if (limit != 0.f) {  // act_limit (0: off): up to [-limit, limit], the activation from above
+        if (up < -limit) up = -limit;
+        if (up > limit) up = limit;
+        if (act > limit) act = limit;
+      }
+      va[i][j] = act * up;
+    }
 #elif KT_EXPERT_ROUND_ACT == 0  // kt:bind
     for (int j = 0; j < KT_VEC; ++j) va[i][j] = gate_act(va[i][j]) * vg[i][j];
 #else  // kt:bind
@@ -340,6 +389,9 @@ __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __rest
 #endif  // kt:bind
       va[i][j] = fmaxf(-Fp8Max<O>::value, fminf(q, Fp8Max<O>::value));  // then converted by the store
     }
+#endif  // kt:bind
+#if KT_EXPERT_SATURATE  // kt:bind
+  saturate(o, va);
 #endif  // kt:bind
   row_store<KT_THREADS, KT_VEC, KT_ITEMS>(o, n, vec, va);
 }

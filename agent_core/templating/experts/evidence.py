@@ -215,6 +215,129 @@ def _root(n):
     return n
 
 
+# ------------------------------------------------------------------------- branches the instantiation decides
+_COND_TOKEN = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?[fFuUlL]*)|([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)|"
+                         r"(==|!=|<=|>=|&&|\|\||[<>!()+\-*]))")
+
+
+def _named(name: str, values: dict[str, float]) -> float | None:
+    """The value of a name in ``values``: as written (``Act::GELU``), else by its last part (``ffn::kGeluTanhAct``,
+    a constant named in its namespace)."""
+    name = re.sub(r"\s+", "", name)
+    if name in values:
+        return values[name]
+    return values.get(name.split("::")[-1]) if "::" in name else None
+
+
+def _decide(cond: str, values: dict[str, float]) -> bool | None:
+    """The value of an ``if``'s condition made only of numbers, the names in ``values`` (the instantiation's
+    template arguments, the file's numeric constants, ``true`` / ``false``), comparisons, ``&&``, ``||``, ``!`` and
+    + - *; None where any part is something else (a run-time value, a call, a division)."""
+    out, at, text, negate = [], 0, cond.strip(), False
+    while at < len(text):
+        m = _COND_TOKEN.match(text, at)
+        if m is None or m.end() == at:
+            return None
+        at = m.end()
+        num, name, op = m.groups()
+        named = _named(name, values) if name is not None else None
+        if name is not None and named is None:
+            return None
+        if num is not None or name is not None:
+            v = float(num.rstrip("fFuUlL")) if num is not None else float(named)
+            out.append(repr(float(not v) if negate else v))
+            negate = False
+        elif negate:
+            return None  # `!` of more than one operand: C's precedence is not Python's
+        elif op == "!":
+            negate = True
+        else:
+            out.append({"&&": " and ", "||": " or "}.get(op, op))
+    if negate:
+        return None
+    try:
+        return bool(eval("".join(out), {"__builtins__": {}}, {}))  # numbers, comparisons and logic only
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _decided_blanks(node, params: set[str], values: dict[str, float]) -> list[tuple[int, int, bytes]]:
+    """The text of the branches an instantiation discards: every ``if constexpr`` whose condition names a value
+    template parameter of the kernel and is decided by the instantiation's arguments (``if constexpr
+    (activation_type == ACT_GELU)`` with ``activation_type`` = ACT_GELU, ``#define ACT_GELU 1``): the condition and
+    the branch not taken (C++ does not even instantiate it), as (start, end, filler) ranges; the branch taken stays
+    a statement, an ``if`` with nothing taken becomes an empty statement. A plain ``if`` is left as it is (both of
+    its branches are compiled; the evidence reads both, as it always has)."""
+    out = []
+    for n in _walk(node):
+        if n.type != "if_statement" or not any(c.type == "constexpr" for c in n.children):
+            continue
+        cond, then = n.child_by_field_name("condition"), n.child_by_field_name("consequence")
+        if cond is None or then is None:
+            continue
+        text = cond.text.decode("utf-8", "replace")
+        if not set(re.findall(r"[A-Za-z_]\w*", text)) & params:
+            continue
+        v = _decide(text, values)
+        if v is None:
+            continue
+        alt = n.child_by_field_name("alternative")
+        stmt = next((c for c in alt.named_children if c.type != "comment"), None) if alt is not None else None
+        if v:
+            out.append((n.start_byte, then.start_byte, b""))
+            if alt is not None:
+                out.append((alt.start_byte, alt.end_byte, b""))
+        elif stmt is not None:
+            out.append((n.start_byte, stmt.start_byte, b""))
+        else:
+            out.append((n.start_byte, n.end_byte, b";"))
+    return out
+
+
+def _blank(raw: bytes, ranges: list[tuple[int, int, bytes]]) -> bytes:
+    """``raw`` with each range replaced by its filler and spaces (newlines kept): every offset stays where it was."""
+    buf = bytearray(raw)
+    for s, e, fill in ranges:
+        for i in range(s, e):
+            if buf[i] not in b"\n\r":
+                buf[i] = 0x20
+        buf[s:s + len(fill)] = fill
+    return bytes(buf)
+
+
+def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str):
+    """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
+    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
+    a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
+    1;``), ``ns::kName`` as ``kName``); as they were where it leaves none out."""
+    from agent_core.source.constants import int_constants
+    values = {"true": 1.0, "false": 0.0}
+    values.update(constants(text))
+    values.update({n: float(v) for n, v in int_constants(text).items()})
+    params = set()
+    for tp, a in zip(kernel.template_params, targs):
+        if tp.kind != "value":
+            continue
+        v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
+        if v is None:
+            try:
+                v = float(expr.evaluate(a, {}))
+            except Exception:  # noqa: BLE001
+                continue
+        values[tp.name] = v
+        params.add(tp.name)
+    ranges = _decided_blanks(node, params, values) if params and node is not None else []
+    if not ranges:
+        return raw, node
+    from agent_core.source.cuda_parse import parse_tree
+    raw = _blank(raw, ranges)
+    s, e = kernel.body_span.start, kernel.body_span.end
+    new = parse_tree(raw).root_node.descendant_for_byte_range(s, e)
+    while new is not None and not (new.start_byte <= s and new.end_byte >= e):
+        new = new.parent
+    return raw, new
+
+
 def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     """The evidence of one kernel with its (validated) spec: spec args in the kernel's parameter order."""
     raw = cf.text.encode("utf-8")
@@ -223,6 +346,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     if not targs:  # else the template arguments its launches name, where they agree
         named = {tuple(a.text for a in site.template_args) for site in kernel.launch_sites if site.template_args}
         targs = list(next(iter(named))) if len(named) == 1 else []
+    raw, node = _instantiated(raw, node, kernel, targs, cf.text)
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
     types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}

@@ -77,13 +77,22 @@ def _cast(dtype: str, name: str, const: bool) -> str:
     return f"({'const ' if const else ''}{CTYPE[dtype]}*)({name})"
 
 
+def _asm_tanh(ev: Evidence) -> bool:
+    """Whether the body (its helpers too) computes a tanh as the PTX instruction tanh.approx.f32 in inline asm
+    (ExLlamaV2 / V3's and FasterTransformer's tanh_opt)."""
+    return re.search(r"tanh\.approx", ev.body) is not None
+
+
 def _acts(ev: Evidence) -> list[tuple[int, str, int]]:
-    """(KT_EXPERT_ACT, words of the old reason, support): what the body's math calls say first."""
+    """(KT_EXPERT_ACT, words of the old reason, support): what the body's math calls say first (a tanh.approx.f32
+    of inline asm is a tanh)."""
     found = []
     if ev.has("erff", "erf", "normcdff", "erfcf"):
         found.append((1, "erff → GELU-and-mul"))
     if ev.has("tanhf", "tanh"):
         found.append((2, "tanhf → GELU(tanh)-and-mul"))
+    elif _asm_tanh(ev):
+        found.append((2, "tanh.approx.f32 → GELU(tanh)-and-mul"))
     if ev.has("expf", "__expf", "exp", "exp2f", "hexp", "__frcp_rn"):
         found.append((0, "x / (1 + expf(-x)) → SiLU-and-mul"))
     seen = {a for a, _ in found}
@@ -116,7 +125,7 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     once: dict[str, list[str]] = {}
     for t, v in values:
         once.setdefault(t, []).append(v)
-    if ev.has(*_TRANSCENDENTAL):
+    if ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev):
         for _, args in call_arguments(ev.body, r"expf|__expf|exp|hexp"):
             arg = re.sub(r"\s+", "", args[0]) if args else ""
             texts = [arg] + [vs[0] for t, vs in once.items() if len(vs) == 1 and t in feeding(fl, arg)]
@@ -210,17 +219,29 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
 
 def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
+    """Gate and up as two tensors of the output's shape (KT_EXPERT_GATE_LAYOUT 4), the output of x's type or, where
+    the expert has KT_EXPERT_OUT_TYPE, of a type of its own (ExLlamaV3's fp32 GEMM outputs in, fp16 out); the gate
+    first as the arguments come, after it the other way round, unless the activation's math reads only the
+    second."""
     a, b = ins
-    if not (a.dtype == b.dtype == o.dtype) or not o.counts or a.counts != o.counts or b.counts != o.counts:
+    if a.dtype != b.dtype or not o.counts or a.counts != o.counts or b.counts != o.counts:
+        return []
+    if o.dtype != a.dtype and ("KT_EXPERT_OUT_TYPE" not in e.conventions or o.dtype not in FLOATS):
         return []
     ds = _row_lengths(ev, o)
-    if not ds and "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _gate_fns(ev)):
+    if not ds and "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev)
+                                                              or _gate_fns(ev)):
         # no row length: a flat elementwise kernel over the element count (ik_llama.cpp's fused_mul_silu(x, y, dst,
         # k), llama.cpp's flat GLU), with an activation's math (a plain product is no gated activation): one row of
         # all of them
         ds = [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
     if not ds:
         return []
+    if a.dtype != o.dtype:  # an output of a type of its own: the activation's math tells the gate where it can
+        if _act_fed(ev, {a.name, b.name}) == {b.name}:
+            a, b = b, a
+        return _bindings(ev, e, [a, b], o, ds, [4], a.dtype, O=o.dtype) + \
+            _bindings(ev, e, [b, a], o, ds, [4], a.dtype, -3, O=o.dtype)
     return _bindings(ev, e, [a, b], o, ds, [4], o.dtype) + _bindings(ev, e, [b, a], o, ds, [4], o.dtype, -3)
 
 
@@ -267,6 +288,9 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
     out = []
     gate_fn = "KT_EXPERT_GATE_FN" in e.conventions
     acts = _binding_acts(ev, len(xs) == 1 and not mixed) if gate_fn else _acts(ev)
+    limit = _act_limit(ev) if "KT_EXPERT_ACT_LIMIT" in e.conventions else None
+    saturate = "KT_EXPERT_SATURATE" in e.conventions and _saturates(ev, O or T)
+    tanhs = _tanh_forms(ev) if "KT_EXPERT_TANH" in e.conventions else [None]
     for di, (d, dsup) in enumerate(ds):
         dname = d.words.strip("`")
         for act, act_words, asup in acts:
@@ -277,8 +301,9 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                 act_rounds = sorted(rounds, key=lambda r: r[0] != 1)
             else:
                 act_rounds = rounds
-            for li, layout in enumerate(layouts):
-                for ri, (rnd, rwords) in enumerate(act_rounds):
+            for (li, layout), (ri, (rnd, rwords)), (ti, tanh) in itertools.product(
+                    enumerate(layouts), enumerate(act_rounds), enumerate(tanhs if act == 2 else [None])):
+                if True:  # one binding
                     b = Binding(e, 0.85, (f"reads two halves of a `2 * {dname}` row and writes one of `{dname}`, "
                                           if len(xs) == 1 else f"reads a gate and an up row of `{dname}` and writes "
                                           "one, ") + act_words, ev.kernel.name)
@@ -303,9 +328,123 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                     b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), *roles, f"d={d.words}",
                                ACTS[act] + (f", threshold=`{_thresholds(ev)[0]}`" if act == 14 else ""),
                                LAYOUTS[layout]] + ([rwords] if rwords else [])
-                    b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra
+                    if tanh is not None:
+                        b.conventions["KT_EXPERT_TANH"] = tanh
+                        b.words.append(TANHS[tanh])
+                    if limit is not None and act != 14:
+                        b.conventions["KT_EXPERT_ACT_LIMIT"] = 1
+                        b.call_args.append(f"(float)({limit})")
+                        b.words.append(f"act_limit=`{limit}` (0: off; up clamped to [-limit, limit], the activation "
+                                       "from above)")
+                    if saturate:
+                        b.conventions["KT_EXPERT_SATURATE"] = 1
+                        b.words.append(f"the result clamped to {O or T}'s finite range")
+                    b.support = dsup + asup + (2 if li == 0 else 0) + (1 if ri == 0 else 0) - di + extra - ti
                     out.append(b)
     return out
+
+
+TANHS = {0: "tanhf", 1: "tanh.approx.f32, 0.5 v (1 + t) in fp32",
+         2: "tanh.approx.f32, 1 + t and its product with 0.5 v in double (the double literal 1.0)"}
+
+
+def _tanh_forms(ev: Evidence) -> list[int | None]:
+    """KT_EXPERT_TANH for the fp32 GELU (tanh), the body's first: where the body's inline asm computes tanh.approx.f32,
+    1 + t in double first where the body adds a double literal 1 (``1.0 + t``, no f suffix: ExLlamaV2 / V3's
+    ``0.5f * x * (1.0 + tanh_opt(...))``), else in fp32 first; tanhf last. [None] without such asm (the expert's
+    tanhf, as it always was)."""
+    if not _asm_tanh(ev):
+        return [None]
+    one = r"(?<![\w.])1\.0*(?![\w.])"
+    double = re.search(rf"{one}\+|\+\(?{one}", ev.flat) is not None
+    return [2, 1, 0] if double else [1, 2, 0]
+
+
+def _bound(text: str, name: str) -> int:
+    """+1 where ``text`` is the float argument ``name`` (casts and parentheses aside), -1 where it is its negation,
+    else 0."""
+    t = _operand(text)
+    if t == name:
+        return 1
+    if t.startswith("-") and _operand(t[1:]) == name:
+        return -1
+    return 0
+
+
+def _clamp_target(text: str, name: str) -> str:
+    """The value a min / max call bounds, without the calls around it that bound it by ``name`` too."""
+    t = _operand(text)
+    while True:
+        m = re.fullmatch(rf"(?:std::)?(?:{CLAMP_CALLS})\((.*)\)", t)
+        if m is None:
+            return t
+        args = [a for _, args in call_arguments(t, rf"(?:{CLAMP_CALLS})") for a in args][:2]
+        rest = [a for a in args if not _bound(a, name)]
+        if len(args) != 2 or len(rest) != 1:
+            return t
+        t = _operand(rest[0])
+
+
+def _act_limit(ev: Evidence) -> str | None:
+    """ExLlamaV3's act_limit: the float argument L the body compares with zero (the clamps are off at 0) and bounds
+    values by, from above at L and from below at -L, one value both ways (the up half) and another from above only
+    (the activation): as statements (``if (v > L) v = L;``), conditionals (``v > L ? L : v``) or min / max calls
+    (``fminf(v, L)``). None where no float argument does (gpt-oss's clamp has no off switch)."""
+    flat = ev.flat
+    for a in ev.floats():
+        n = re.escape(a.name)
+        if not re.search(rf"(?<![\w.]){n}\)?(?:!=|>)\(?{_ZERO}(?![\w.])|(?<![\w.]){_ZERO}\)?(?:!=|<)\(?{n}(?![\w.])",
+                         flat):
+            continue
+        lim = rf"\(?(?:\(float\))?(-?)\(?{n}\)?"
+        sides: dict[str, set[int]] = {}
+        for m in re.finditer(rf"if\(([\w.\[\]]+)([<>])=?{lim}\)\1={lim};", flat):  # if (v > L) v = L;
+            v, op, s1, s2 = m.groups()
+            if s1 == s2 and (op, s1) in ((">", ""), ("<", "-")):
+                sides.setdefault(v, set()).add(1 if op == ">" else -1)
+        for m in re.finditer(rf"([\w.\[\]]+)([<>])=?{lim}\?{lim}:\1(?![\w.\[])", flat):  # v > L ? L : v
+            v, op, s1, s2 = m.groups()
+            if s1 == s2 and (op, s1) in ((">", ""), ("<", "-")):
+                sides.setdefault(v, set()).add(1 if op == ">" else -1)
+        for fn, args in call_arguments(ev.body, rf"(?:{CLAMP_CALLS})"):
+            if len(args) != 2:
+                continue
+            for x, y in (args, args[::-1]):
+                sign = _bound(y, a.name)
+                if sign and not _bound(x, a.name) and (sign > 0) == ("min" in fn):
+                    sides.setdefault(_clamp_target(x, a.name), set()).add(sign)
+        both = [v for v, ss in sides.items() if ss == {1, -1}]
+        above = [v for v, ss in sides.items() if ss == {1}]
+        if both and above:
+            return a.name
+    return None
+
+
+_FINITE = {"f16": 65504.0, "bf16": 3.3895313892515355e38}  # the largest finite value of each 16-bit type
+
+
+def _saturates(ev: Evidence, O: str) -> bool:
+    """Whether the body clamps a value to the 16-bit output type ``O``'s finite range: a min / max call (16-bit ones
+    too) bounding it by that type's largest finite value, given as a literal, a named constant or a local set to a
+    conversion of one (ExLlamaV3's clamp_half2_to_finite: ``__hmin2(v, __float2half2_rn(65504.0f))``)."""
+    top = _FINITE.get(O)
+    if top is None:
+        return False
+    once: dict[str, list[str]] = {}
+    for t, v in assignments(ev.body):
+        once.setdefault(t, []).append(v)
+
+    def holds(text: str, depth: int = 0) -> bool:
+        for tok in re.findall(rf"(?<![\w.])(?:{FLOAT_LIT}|\d+|[A-Za-z_]\w*)(?![\w.(])", re.sub(r"\s+", "", text)):
+            v = number(tok, ev.constants)
+            if v is not None and abs(abs(v) - top) <= top * 1e-6:
+                return True
+            if v is None and depth < 2 and len(once.get(tok, ())) == 1 and holds(once[tok][0], depth + 1):
+                return True
+        return False
+
+    return any(holds(a) for _, args in call_arguments(ev.body, rf"(?:std::)?(?:{CLAMP_CALLS}|__hmin2|__hmax2)")
+               for a in args)
 
 
 # ----------------------------------------------------------------------------------- a bias of the gated row
