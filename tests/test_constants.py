@@ -14,6 +14,13 @@ typedef enum Fmt_t {
   NF4
 } Fmt_t;
 enum { UNKNOWN = SOMETHING_ELSE, AFTER };
+namespace ffn {
+constexpr int kGelu = 7;
+namespace {
+static const unsigned kWarps = A / 2;
+}
+__global__ void k(float* x) { constexpr int kLocal = 3; x[0] = kLocal; }
+}  // namespace ffn
 """
 
 
@@ -24,6 +31,8 @@ def test_macros_and_enumerators_with_their_values():
     assert (c["FP4"], c["NF4"], c["Fmt_t::NF4"]) == (8, 9, 9)
     assert "F" not in c and "NAME_ONLY" not in c  # function-like, not an integer
     assert "UNKNOWN" not in c and "AFTER" not in c  # a value the file does not give, and what follows it
+    assert (c["kGelu"], c["ffn::kGelu"], c["kWarps"], c["ffn::kWarps"]) == (7, 7, 4, 4)
+    assert "kLocal" not in c  # a kernel's local
 
 
 def test_template_arguments_through_the_constants():

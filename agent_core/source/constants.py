@@ -1,6 +1,7 @@
 """The integer constants a .cu file names at file scope: object-like ``#define``s whose body is an integer
-expression (``#define ACT_GELU 1``, ``#define THREADS (4 * 32)``) and enumerators (``enum DataType { FP4, NF4 = 2 }``,
-``enum class Act : int { SILU, GELU }`` as ``Act::GELU`` and ``GELU``), each as its value.
+expression (``#define ACT_GELU 1``, ``#define THREADS (4 * 32)``), enumerators (``enum DataType { FP4, NF4 = 2 }``,
+``enum class Act : int { SILU, GELU }`` as ``Act::GELU`` and ``GELU``) and integer constants outside functions
+(``constexpr int kGelu = 7;`` in ``namespace ffn`` as ``ffn::kGelu`` and ``kGelu``), each as its value.
 
 A templated kernel's instantiation is named by values (``act_kernel<1>``, ``kQuantize<__half, 256, 2>``) where the
 spec and the host code name it by these constants (``<ACT_GELU>``, ``<half, 256, NF4>``): the compiler's choice of
@@ -9,6 +10,7 @@ read, a constant defined there stays a name."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from agent_core import expr
@@ -18,6 +20,26 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENUM = re.compile(r"\benum\s+(?:(?:class|struct)\s+)?(?:(\w+)\s*)?(?::\s*[\w\s:]+?)?\{([^{}]*)\}", re.S)
 _ENUMERATOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:=\s*(.+?))?\s*$", re.S)
 _INT_SUFFIX = re.compile(r"(?<=\d)[uUlL]+\b")
+_CONST = re.compile(r"\b(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:(?:unsigned|signed|long|short)\s+)*"
+                    r"(?:int|char|long|short|unsigned|size_t|u?int(?:8|16|32|64)_t|bool)?\s*([A-Za-z_]\w*)\s*=\s*"
+                    r"([^;{}]+);")
+_NAMESPACE = re.compile(r"\bnamespace\s+([A-Za-z_][\w:]*)?\s*\{")
+
+
+def _scopes(text: str) -> list[tuple[int, str]]:
+    """(offset, the namespace path there, "" at file scope or None inside anything else) at each brace."""
+    out, stack = [(0, "")], []
+    opens = {m.end() - 1: m.group(1) or "" for m in _NAMESPACE.finditer(text)}
+    for i, c in enumerate(text):
+        if c == "{":
+            stack.append(opens.get(i))  # a namespace's name ("" anonymous), else None: a function, a class, ...
+        elif c == "}" and stack:
+            stack.pop()
+        else:
+            continue
+        path = None if None in stack else "::".join(n for n in stack if n)
+        out.append((i, path))
+    return out
 
 
 def _value(text: str, env: dict[str, int]) -> int | None:
@@ -30,8 +52,13 @@ def _value(text: str, env: dict[str, int]) -> int | None:
 
 
 def int_constants(text: str) -> dict[str, int]:
-    """Name -> value of the file's integer macros and enumerators (a macro naming another is resolved through it,
-    in any order; an enumerator without ``=`` is one more than the one before it, the first 0)."""
+    """Name -> value of the file's integer macros, enumerators and constants (a macro naming another is resolved
+    through it, in any order; an enumerator without ``=`` is one more than the one before it, the first 0)."""
+    return dict(_int_constants(text))
+
+
+@functools.lru_cache(maxsize=32)
+def _int_constants(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     pending = {m.name: m.body for m in scan_defines(text.encode()) if m.params is None and m.body}
     while pending:  # a macro may name one defined after it
@@ -40,7 +67,16 @@ def int_constants(text: str) -> dict[str, int]:
             break
         out.update(done)
         pending = {n: b for n, b in pending.items() if n not in done}
-    for m in _ENUM.finditer(_COMMENT.sub(" ", text)):
+    clean = _COMMENT.sub(lambda m: " " * len(m.group(0)), text)
+    scopes = _scopes(clean)
+    for m in _CONST.finditer(clean):
+        path = next((p for at, p in reversed(scopes) if at < m.start()), "")
+        v = _value(m.group(2), out) if path is not None else None  # a function's local is not the file's
+        if v is not None:
+            out.setdefault(m.group(1), v)
+            if path:
+                out[f"{path}::{m.group(1)}"] = v
+    for m in _ENUM.finditer(clean):
         scope, nxt = m.group(1), 0
         for item in m.group(2).split(","):
             e = _ENUMERATOR.match(item)
