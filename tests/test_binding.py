@@ -5084,3 +5084,103 @@ def test_every_in_place_layer_norm_binding_of_the_corpus_variant_compiles(lib):
                defines={macro_name(n): v for n, v in t.space.original_config().items()})
     bad = [r for r in compile_many([job], workers=1) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------ rotary: q/k norm
+MNN_ROPE = ROOT / "bench" / "corpus" / "rotary" / "rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu"
+_NORM_TAIL = ["(const float*)(qGamma)", "(const float*)(kGamma)", "(float)(qEps)", "(float)(kEps)", "(qNorm) != 0",
+              "(kNorm) != 0"]
+
+
+def _mnn_rope(*swaps: tuple[str, str]):
+    text = MNN_ROPE.read_text()
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(MNN_ROPE))
+    return cf, cf.kernel("ropeC4Kernel"), S.find_spec(cf, "ropeC4Kernel")
+
+
+def test_rotary_qk_norm_behind_flags_of_the_mnn_variant_binds_first(lib):
+    """The held-out MNN ropeC4 (fp16, out of place, partial NeoX over 2 * ropeHalfDim channels, cos / sin gathered per
+    token as rows of the rotary width, each half its own entry; Qwen3's q / k RMSNorm behind run-time flags, off in the
+    spec): the expert with KT_EXPERT_QK_NORM, its weights, eps and flags paired with the query and the key by the
+    condition that picks them, the flags passed through (checked at run time, never assumed from the spec), the token
+    rows MNN's packed hidden sizes (KT_EXPERT_TOKEN_STRIDE), first. No binding drops the norm."""
+    cf, k, spec = _variant(MNN_ROPE, "ropeC4Kernel")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.expert.name == "rotary_neox" and b.conventions == {
+        "KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 1, "KT_EXPERT_POSITIONS": 0,
+        "KT_EXPERT_QK_NORM": 1, "KT_EXPERT_TOKEN_STRIDE": 1}, words_of(bs)
+    assert b.describe() == (
+        "positions=the token index (cos and sin gathered per token), query=q -> qOut, key=k -> kOut, cos=cos, sin=sin, "
+        "rows of rot_dim, each half for its element (Hugging Face), rot_dim=`2 * ropeHalfDim`, num_heads=`numHead`, "
+        "num_kv_heads=`kvNumHead`, head_size=`headDim`, NeoX pairs, out of place, q/k RMSNorm before the rotation "
+        "(gamma=qGamma / kGamma, eps=qEps / kEps, x * (rsqrt(sum / `headDim` + eps) * gamma), where `qNorm` / `kNorm` "
+        "(checked at run time)), token rows of `qHiddenPack` / `kHiddenPack` elements")
+    assert b.call_args[8] == "2 * (int)(ropeHalfDim)" and b.call_args[7] == "2 * (int)(ropeHalfDim)"
+    assert b.call_args[-8:] == ["(long long)(qHiddenPack)", "(long long)(kHiddenPack)"] + _NORM_TAIL
+    assert b.template_args == ["int", "__half", "__half", "float"]
+    assert all(x.conventions.get("KT_EXPERT_QK_NORM") == 1 for x in bs if x.expert.name == "rotary_neox")
+    t = X.bind(b, cf, spec)
+    assert "if (!q_norm && !k_norm) {" in t.text and "r = rsqrtf(ss / (float)head_size + eps);" in t.text
+    assert "x *= r * to_f(gamma[lo]);" in t.text and "v *= r * to_f(gamma[d]);" in t.text
+    assert "dst[h + d] = src[h + d];  // out of place: copied" in t.text and "kt:bind" not in t.text
+    assert t.launch["grid"] == ["((seq_len * 2 * rope_half) / (2 * (rope_half)))"]
+
+
+def test_rotary_qk_norm_style_kernel_in_place_one_flag_bf16_weights(lib):
+    """The same convention written as serving engines' fused qk-norm + rope kernels write it (a warp per (token,
+    head), bf16, in place, the rotary width an argument, bf16 weights, one eps and one int flag for both, on in its
+    spec): the expert's norm binding first, the one flag and eps passed for both parts."""
+    cf, k, spec = case("rotary_qk_rmsnorm_warp_per_head_in_place_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CACHE": 2, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 0, "KT_EXPERT_QK_NORM": 1}, words_of(bs)
+    assert "rot_dim=`rotary_dim`" in b.describe() and "head_size=`head_dim`" in b.describe()
+    assert b.call_args[-6:] == ["(const __nv_bfloat16*)(q_weight)", "(const __nv_bfloat16*)(k_weight)", "(float)(eps)",
+                                "(float)(eps)", "(apply_qk_norm) != 0", "(apply_qk_norm) != 0"]
+    assert b.template_args[-1] == "__nv_bfloat16"
+    t = X.bind(b, cf, spec)
+    assert "out of place: copied" not in t.text  # in place: the tail is written only where it is normalized
+    # the flag's other polarity, and a norm with no flag at all (always on: true for both)
+    name = "rotary_qk_rmsnorm_warp_per_head_in_place_bf16"
+    sum_guard = ("if (apply_qk_norm) {\n    for (int d = lane", "if (!apply_qk_norm) {\n    for (int d = lane")
+    mul_guards = (("if (apply_qk_norm) {\n      x1", "if (!apply_qk_norm) {\n      x1"),
+                  ("if (apply_qk_norm) {\n    for (int d = rotary_dim",
+                   "if (!apply_qk_norm) {\n    for (int d = rotary_dim"))
+    cf2, k2, spec2 = _styled(name, sum_guard, *mul_guards)
+    assert X.candidates(cf2, k2.name, spec2, lib)[0].call_args[-2:] == ["(apply_qk_norm) == 0"] * 2
+    cf3, k3, spec3 = _styled(name, *((old, "{" + new.partition("{")[2]) for old, new in (sum_guard, *mul_guards)))
+    assert X.candidates(cf3, k3.name, spec3, lib)[0].call_args[-2:] == ["true", "true"]
+    # the multiplies always, the sum of squares behind the flag (off: times rsqrt(eps)): not read, not bound
+    cf4, k4, spec4 = _styled(name, *((old, "{" + new.partition("{")[2]) for old, new in mul_guards))
+    assert not [b for b in X.candidates(cf4, k4.name, spec4, lib) if b.expert.name == "rotary_neox"]
+
+
+@pytest.mark.parametrize("swaps", [
+    # the weight multiplied whatever the flag while the root is behind it: not this convention
+    (("        if (useNorm) {\n            even *= scale * gamma[d];\n"
+      "            odd *= scale * gamma[d + ropeHalfDim];\n        }",
+      "        even *= scale * gamma[d];\n        odd *= scale * gamma[d + ropeHalfDim];"),),
+    # (x * r) * w: another rounding
+    (("even *= scale * gamma[d];", "even = even * scale * gamma[d];"),),
+    # the weights picked by a condition other than the one that picks the query
+    (("const float* gamma = isQ ? qGamma : kGamma;", "const float* gamma = head == 0 ? qGamma : kGamma;"),),
+    # a flag that is not one of the kernel's scalars
+    (("const bool useNorm = isQ ? qNorm : kNorm;", "const bool useNorm = isQ ? qNorm : (kNorm && head > 0);"),),
+])
+def test_rotary_qk_norm_not_read_is_not_dropped(lib, swaps):
+    """A norm this reading cannot tell exactly gets no rotary binding at all: none that silently drops or misreads it
+    (the spec's flags are off, so the check on the GPU could not tell)."""
+    cf, k, spec = _mnn_rope(*swaps)
+    assert not [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "rotary_neox"]
+
+
+@pytest.mark.nvcc
+def test_every_qk_norm_rotary_binding_of_the_corpus_variant_compiles(lib):
+    """The held-out MNN ropeC4's bindings (KT_EXPERT_QK_NORM, its flags checked at run time) compile for sm_90; the
+    style kernel's with the other style kernels."""
+    _compile_every_binding(lib, *_variant(MNN_ROPE, "ropeC4Kernel"))

@@ -25,8 +25,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every fami
         "per flat block: the quantization expert has scales and rounding, no codebook format",
     "merge_attn_states/merge_multi_chunks_md_bf16_math_paddlenlp.cu":
         "PaddleNLP merge_multi_chunks: N-way fold of unnormalized bf16 partials with fp32 (m, d), bf16 arithmetic",
-    "rotary/rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu":
-        "MNN ropeC4: partial NeoX rotary, per-token cos/sin rows, q/k norm behind run-time flags (off)",
 }
 
 

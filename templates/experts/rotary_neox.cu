@@ -36,6 +36,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 (a cos/sin cache, or none: angles computed), a token a row of one head (candle's head-major rope, DeepSpeed's head-major query): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
 // kt:bind KT_EXPERT_KEY_ROWS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: the key's token t is row t of [tokens, num_kv_heads * head_size], as the query's; 1: row (t / seq_len) * key_seq + t % seq_len (key_seq the argument after pos_offset): the keys rotated inside a KV cache of key_seq rows a sequence (a head's slice in head-major [batch * heads, key_seq, head_size]: DeepSpeed's max_out_tokens), the new tokens' rows at its start)
 // kt:bind KT_EXPERT_POS_DIV = 0  (with KT_EXPERT_POSITIONS 3 and a cos and a sin table (KT_EXPERT_CACHE 1, 2), a token a row of one head: 0: token t at pos_offset + t % seq_len; 1: at pos_offset + (t / pos_div) % seq_len, pos_div (long long, the last argument) the rows one position spans, both perhaps chosen at run time by a flag of the kernel: CTranslate2's rotary, one block a row, [batch, heads, time, depth] (pos_div 1, seq_len max_time) where `transpose`, else [time, heads, depth] (pos_div heads, seq_len 0x7fffffff: no wrap); candle's rope_thd rows (pos_div heads))
+// kt:bind KT_EXPERT_QK_NORM = 0  (0: the heads rotated as they are; 1: each query and key head RMS-normalized before the rotation (Qwen3's q_norm / k_norm fused into the rope: vLLM's and SGLang's fused_qk_norm_rope, TensorRT-LLM's fusedQKNormRope, MNN's ropeC4): r = rsqrtf(sum of the head's squares / head_size + eps), each element times (r * gamma[d]) in fp32, then rotated (the channels past rot_dim written normalized), one rounding to T; a cache or gathered cos and sin (KT_EXPERT_CACHE 0-3, positions or none), a block of whole warps; the last six arguments q_gamma, k_gamma (G, head_size each), q_eps, k_eps, q_norm, k_norm: each part normalized only where its flag is true at run time (the kernel's own flags, or true where its norm has none); neither: the plain vectorized rotation)
 // kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, THREADS / 32))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
@@ -48,7 +49,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) + KT_EXPERT_STORAGE_MATH == 0  // kt:bind
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) + KT_EXPERT_STORAGE_MATH + KT_EXPERT_QK_NORM == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -344,6 +345,106 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   }
 #endif  // kt:bind
 }
+#if KT_EXPERT_QK_NORM  // kt:bind
+
+// One warp a head (each part's flag is uniform over the block): the head's sum of squares over the warp (lanes
+// strided, then shuffles), r = rsqrtf(sum / head_size + eps), each element read times (r * gamma[d]) in fp32 and
+// rotated as rotate_pairs does (NeoX or GPT-J pairs, one cache, two, or (cos, sin) pairs), one rounding to T; the
+// channels past rot_dim written normalized. Without the norm (norm false) the same rotation, the tail copied out of
+// place (in place: left as it is).
+template <bool GPTJ, bool FULL, typename T, typename C, typename G>
+__device__ __forceinline__ void norm_rotate_heads(const T* src, T* dst, const C* __restrict__ cosp,
+                                                  const C* __restrict__ sinp, int nheads, int head_size, int rot_dim,
+                                                  const G* gamma, float eps, bool norm) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int embed = rot_dim / 2;
+  for (int head = threadIdx.x >> 5; head < nheads; head += warps) {
+    const long long h = (long long)head * head_size;
+    float r = 1.0f;
+    if (norm) {
+      float ss = 0.0f;
+      for (int d = lane; d < head_size; d += 32) {
+        const float v = to_f(src[h + d]);
+        ss += v * v;
+      }
+      ss = warp_reduce<32>(ss, Sum());  // every lane has read its elements before any lane writes (in place)
+      r = rsqrtf(ss / (float)head_size + eps);
+    }
+    for (int i = lane; i < embed; i += 32) {
+      const int lo = GPTJ ? 2 * i : i, hi = GPTJ ? 2 * i + 1 : embed + i;
+      float x = to_f(src[h + lo]), y = to_f(src[h + hi]);
+      if (norm) {
+        x *= r * to_f(gamma[lo]);
+        y *= r * to_f(gamma[hi]);
+      }
+#if KT_EXPERT_CACHE == 3  // kt:bind
+      const float c = to_f(cosp[2 * i]), s = to_f(cosp[2 * i + 1]);
+#else  // kt:bind
+      const float c = to_f(cosp[i]), s = to_f(sinp[i]);
+#endif  // kt:bind
+      const float c2 = FULL ? to_f(cosp[embed + i]) : c, s2 = FULL ? to_f(sinp[embed + i]) : s;
+      const float nx = x * c - y * s;
+      const float ny = y * c2 + x * s2;
+      dst[h + lo] = from_f<T>(nx);
+      dst[h + hi] = from_f<T>(ny);
+    }
+    for (int d = rot_dim + lane; d < head_size; d += 32) {
+      if (norm) {
+        float v = to_f(src[h + d]);
+        v *= r * to_f(gamma[d]);
+        dst[h + d] = from_f<T>(v);
+      }
+#if KT_EXPERT_OUT_OF_PLACE  // kt:bind
+      else {
+        dst[h + d] = src[h + d];  // out of place: copied
+      }
+#endif  // kt:bind
+    }
+  }
+}
+
+// The rotation above with each part's RMSNorm behind its run-time flag (true where the kernel's norm has none).
+// Neither flag set: the plain vectorized rotation (the rotary_neox above).
+template <typename P, typename T, typename C, typename G>
+__device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, const T* k_in, T* q_out, T* k_out,
+                                            const C* cos_cache, const C* sin_cache, int cache_stride, int rot_dim,
+                                            int num_heads, int num_kv_heads, int head_size,
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+                                            long long q_stride, long long k_stride,
+#endif  // kt:bind
+                                            const G* q_gamma, const G* k_gamma, float q_eps, float k_eps,
+                                            bool q_norm, bool k_norm) {
+  if (!q_norm && !k_norm) {
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+    rotary_neox<P, T, C>(positions, q_in, k_in, q_out, k_out, cos_cache, sin_cache, cache_stride, rot_dim, num_heads,
+                         num_kv_heads, head_size, q_stride, k_stride);
+#else  // kt:bind
+    rotary_neox<P, T, C>(positions, q_in, k_in, q_out, k_out, cos_cache, sin_cache, cache_stride, rot_dim, num_heads,
+                         num_kv_heads, head_size);
+#endif  // kt:bind
+    return;
+  }
+  constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
+  constexpr bool FULL = KT_EXPERT_CACHE == 2;
+  const long long token = blockIdx.x;
+#if KT_EXPERT_POSITIONS == 0  // kt:bind
+  const long long pos = token;
+#else  // kt:bind
+  const long long pos = (long long)positions[token];
+#endif  // kt:bind
+  const C* cosp = cos_cache + pos * cache_stride;
+  const C* sinp = sin_cache + pos * cache_stride;
+#if KT_EXPERT_TOKEN_STRIDE  // kt:bind
+  const long long qo = token * q_stride, ko = token * k_stride;
+#else  // kt:bind
+  const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
+#endif  // kt:bind
+  norm_rotate_heads<GPTJ, FULL>(q_in + qo, q_out + qo, cosp, sinp, num_heads, head_size, rot_dim, q_gamma, q_eps,
+                                q_norm);
+  norm_rotate_heads<GPTJ, FULL>(k_in + ko, k_out + ko, cosp, sinp, num_kv_heads, head_size, rot_dim, k_gamma, k_eps,
+                                k_norm);
+}
+#endif  // kt:bind
 #if KT_EXPERT_CACHE == 4  // kt:bind
 
 // No cache: cos and sin of pair i (of rot_dim / 2) of a token at `pos`, as the kernel computes them: theta = pos *

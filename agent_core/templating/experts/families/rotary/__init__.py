@@ -44,10 +44,20 @@ intrinsic where the kernel calls it (KT_EXPERT_FAST_ANGLE), GPT-J first where an
 query's index also steps inside a position's row by a stride that divides it (SBHD's stride_b: one batch entry's
 heads), each such part is a token at position token / batch (KT_EXPERT_POSITIONS 4, sequence-major), offered first.
 
+A q / k RMSNorm before the rotation (Qwen3's q_norm / k_norm fused into the rope: vLLM's and SGLang's
+fused_qk_norm_rope, TensorRT-LLM's fusedQKNormRope, MNN's ropeC4 behind run-time flags; KT_EXPERT_QK_NORM): where
+more float inputs than a cos and a sin cache are read, two of them may be the weights of a norm the body shows
+(``qk_norm``: one rsqrt of sum / n + eps, each value read multiplied in place by the root times a weight element, a
+sum of squares feeding the root); the weights, eps and flags paired with the query and the key by the condition that
+picks them. The kernel's flags are passed to the expert, which checks them at run time: nothing is assumed of their
+values in the spec, and a norm that cannot be read exactly gets no binding (never one that drops it). A rotary width
+that is twice an int argument (the pair offset the tables' index adds) and a token count from the tables' index
+stride are read for it.
+
 One module per job: ``buffers`` (which buffers are the query, key and caches, their heads and token counts),
 ``indexing`` (the index arithmetic the others read), ``angles`` (angles computed in the kernel, or read from a
 tensor of them), ``views`` (strided views), ``sequences`` (one position offset per sequence), ``implicit_positions``
-(no positions: each token's index in its sequence), ``bind`` (the bindings for one token count);
+(no positions: each token's index in its sequence), ``qk_norm`` (a q / k RMSNorm before the rotation), ``bind`` (the bindings for one token count);
 ``enumerate_bindings`` here reads which of those forms the kernel has.
 """
 
@@ -62,6 +72,7 @@ from agent_core.templating.experts.families.rotary.computed_positions import _co
 from agent_core.templating.experts.families.rotary.implicit_positions import (_Implicit, _bumped_positions,
                                                                                _implicit_positions)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.families.rotary.qk_norm import _qk_norm
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
 
 
@@ -78,7 +89,14 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         return []
     (qi, q), kpair, oop, caches = found
     ki, k = kpair if kpair else (None, None)
-    n_bufs = (1 if p else 0) + len(caches) + (2 if oop else 1) * (1 + (k is not None))
+    norm = None
+    if len(caches) > 2 and e.conventions.get("KT_EXPERT_QK_NORM") is not None:
+        # more float inputs than a cos and a sin cache: the weights of a q / k RMSNorm before the rotation, where the
+        # body shows one (the caches are the others)
+        got = _qk_norm(ev, qi, ki, q, k, caches)
+        if got is not None:
+            norm, caches = got
+    n_bufs = (1 if p else 0) + len(caches) + (2 if oop else 1) * (1 + (k is not None)) + (2 if norm else 0)
     if len(caches) > 2 or len(ev.bufs()) != n_bufs:
         return []
     if len(caches) == 2 and (caches[0].counts != caches[1].counts or caches[0].dtype != caches[1].dtype):
@@ -86,12 +104,15 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
         return []
     if p is not None:
-        out = _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches)
-        if e.conventions.get("KT_EXPERT_POSITIONS") is not None:  # one offset per sequence: first where it reads so
+        out = _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches, norm=norm)
+        if e.conventions.get("KT_EXPERT_POSITIONS") is not None and norm is None:  # one offset per sequence: first
+            # where it reads so
             names = [qi.name] + ([q.name] if q is not qi else [])
             for seq in _sequence_offsets(ev, p, names, q, k, caches):
                 out += _bind(ev, e, p, seq.tokens, seq.tokens_spec, qi, q, ki, k, oop, caches, seq)
         return out
+    if norm is not None and len(caches) != 2:
+        return []  # a norm with a cos and a sin gathered per token (one table of angles or none: not read)
     if len(caches) == 1 and "KT_EXPERT_POSITIONS" in e.conventions and "KT_EXPERT_CACHE" in e.conventions:
         # no positions and one float input of angles (Transformer Engine's fused_rope: freqs [s, rot_dim]): a row of
         # angles per token (a token: every head at one position)
@@ -146,5 +167,5 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                 return got
     out = []
     for tokens, spec in _gathered_tokens(ev, q, k, caches):
-        out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches)
+        out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, norm=norm)
     return out

@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, assignments,
-                                                    call_arguments, counts_of, div, feeding, flows, plain, prod)
+                                                    call_arguments, counts_of, div, feeding, flows, index_sites, plain,
+                                                    prod, unparen)
 from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angles,
                                                                   _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
@@ -16,6 +17,7 @@ from agent_core.templating.experts.families.rotary.buffers import (_cast, _count
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
+from agent_core.templating.experts.families.rotary.qk_norm import _Norm, _row_strides
 from agent_core.templating.experts.families.rotary.sequences import _Sequences
 from agent_core.templating.experts.families.rotary.views import _views
 
@@ -39,9 +41,12 @@ class _Layout(NamedTuple):
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
           caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
           table: _AngleTable | None = None, batch: SizeExpr | None = None,
-          batch_fp: tuple | None = None, computed: "_Computed | None" = None) -> list[Binding]:
+          batch_fp: tuple | None = None, computed: "_Computed | None" = None, norm: "_Norm | None" = None
+          ) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
-    ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows)."""
+    ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows;
+    with ``norm``, each query and key head RMS-normalized first (KT_EXPERT_QK_NORM): the head sizes its weights and its
+    divisor are, a token's rows as the index shows them (``_row_strides``))."""
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
     if table and not p:
         pos_words = "the token index (a row of angles a token)"
@@ -84,6 +89,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
             hss.append((ev.sizes(a.counts)[0], a.counts))
     _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
+    strides = None
+    if norm is not None:  # the head size the norm's weights and divisor are; a token's rows as the index shows them
+        hss = [h for h in hss if h[1] == norm.q_gamma.counts == norm.divisor.counts]
+        strides = _row_strides(ev, qi, ki, q_tok, k_tok)
     # or a constant (a head size the kernel has at compile time): a token's elements over a head-count argument
     for a in ev.ints():
         c = div(q_tok, a.counts) if a.counts else None
@@ -212,6 +221,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     elif seq:
                         b.conventions["KT_EXPERT_POSITIONS"] = 2
                     b.template_args = [CTYPE[P], CTYPE[T], CTYPE[C]]
+                    if norm is not None:  # the weights' type too
+                        b.template_args.append(CTYPE[norm.q_gamma.dtype])
                     null = f"({CTYPE[T]}*)nullptr"
                     if cache == 4:  # no cache: the angle's form and calls instead
                         del b.sizes["max_position"]
@@ -262,7 +273,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.call_args = [pos_arg, buf_c, f"{buf_c} + {kofs}", buf, f"{buf} + {kofs}",
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
                         b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
-                    elif cache == 0 and pairing == 0 and not oop and not seq and not implicit and not storage:
+                    elif cache == 0 and pairing == 0 and not oop and not seq and not implicit and not storage \
+                            and norm is None:
                         # the expert's default code
                         b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
@@ -271,6 +283,15 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
                                        _cast(T, q.name, False), _cast(T, k.name, False) if k else null,
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c]
+                    if norm is not None:  # the token strides the index shows, then the norm's weights, eps and
+                        # flags (each checked at run time by the expert), last
+                        b.conventions["KT_EXPERT_QK_NORM"] = 1
+                        if strides:
+                            b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
+                            b.call_args += [strides[0], strides[1]]
+                        G = norm.q_gamma.dtype
+                        b.call_args += [_cast(G, norm.q_gamma.name, True), _cast(G, norm.k_gamma.name, True),
+                                        norm.q_eps, norm.k_eps, norm.q_flag, norm.k_flag]
                     if batch:  # the batch last
                         b.call_args.append(batch.c)
                         if all(v == 1 for v in counts_of(nh.spec, ev.spec) or ()):  # a token of one head
@@ -313,6 +334,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         *cache_words, f"rot_dim={rot.words}", f"num_heads={nh.words}",
                         f"num_kv_heads={kv.words}", f"head_size={hs.words}", f"{style} pairs",
                         "out of place" if oop else "in place"] + ([fused[3]] if fused else []) + (
+                        (norm.words + ([strides[2]] if strides else [])) if norm is not None else []) + (
                         [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
                          "rest untouched"] if row_len else []) + (view.words if view else [])
                     if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
@@ -331,6 +353,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     # each), or with the angles computed, those the power's exponent is computed from (2i / rot_dim), first; then
     # the head size, then in the arguments' order
     table_strides = set().union(*(_index_strides(ev, c.name, True) for c in caches)) if caches else set()
+    pair_offsets = {unparen(t) for c in caches for site in index_sites(ev, c.name) for sign, t in site if sign > 0}
     flow = flows(ev.body)
     exps = [args[1] for _, args in call_arguments(ev.body, _POW) if len(args) == 2]
     fed = set().union(*(feeding(flow, x) for x in exps))
@@ -369,9 +392,16 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     rots.append((ev.sizes(a.counts)[0], a.counts))
             if not any(r[1] == hs_fp for r in rots):
                 rots.append((hs, hs_fp))
+            # or twice an int argument (the rotary half an argument: MNN's ropeHalfDim) that the tables' index adds (a
+            # pair's second element) where their rows are that long (their index strides) and no argument holds it
+            for a in ev.ints():
+                twice = tuple(2 * v for v in a.counts) if a.counts else None
+                if twice and twice in table_strides and all(r <= h for r, h in zip(twice, hs_fp)) \
+                        and not any(x.counts == twice for x in ev.ints()) and a.name in pair_offsets:
+                    rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
             rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
-    if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None:
+    if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None and norm is None:
         for vi, (hs, hs_fp, nh, kv, rots, view) in enumerate(_views(ev, q, k, q_tok, k_tok)):
             emit(vi, hs, hs_fp, nh, kv, None, None, rots, view)
     return out

@@ -11,6 +11,7 @@ import re
 
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, counts_of, div,
                                                     value_operands)
+from agent_core.templating.experts.families.rotary.indexing import _index_strides
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -123,6 +124,14 @@ def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[Arg
             if t and t not in seen and div(q.counts, t) and (k is None or div(k.counts, t)):
                 seen.add(t)
                 out.append((t, f"({caches[0].spec.size}) / ({stride_spec})"))
+    # or rows as long as the cache's index multiplies a varying term by, twice an int argument (the rotary half an
+    # argument, the rows of rot_dim: MNN's ropeHalfDim), where neither reading above gives that count
+    for stride in sorted(_index_strides(ev, caches[0].name, True)):
+        half = next((a for a in ev.ints() if a.counts and all(2 * v == s for v, s in zip(a.counts, stride))), None)
+        t = div(caches[0].counts, stride)
+        if half and t and t not in seen and div(q.counts, t) and (k is None or div(k.counts, t)):
+            seen.add(t)
+            out.append((t, f"({caches[0].spec.size}) / (2 * ({half.spec.value}))"))
     return out
 
 
