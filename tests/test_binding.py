@@ -2694,7 +2694,8 @@ def test_conventions_resolve_and_are_checked(tmp_path):
                              "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0, "KT_EXPERT_QUANT": 0,
                              "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0, "KT_EXPERT_INPLACE": 0,
                              "KT_EXPERT_BIAS": 0, "KT_EXPERT_GATE_FN": 0, "KT_EXPERT_GELU_FORM": 0,
-                             "KT_EXPERT_ERF_DIV": 0}
+                             "KT_EXPERT_ERF_DIV": 0, "KT_EXPERT_TANH": 0, "KT_EXPERT_ACT_LIMIT": 0,
+                             "KT_EXPERT_SATURATE": 0}
     default = resolve_conventions(src, e.conventions)
     assert "kt:bind" not in default and "pair_load" not in default and "round_t<T>(gate_act(" in default
     inter = resolve_conventions(src, {**e.conventions, "KT_EXPERT_GATE_LAYOUT": 3, "KT_EXPERT_ROUND_ACT": 0})
