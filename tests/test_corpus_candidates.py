@@ -27,8 +27,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every fami
         "ExLlamaV3 act_mul: fp32 gate and up tensors, fp16 out, GELU-tanh by tanh.approx inline PTX, act_limit",
     "layer_norm/norm_layer_inplace_three_pass_eps1e12_f32_lightseq.cu":
         "LightSeq ker_norm_layer: in place, three passes, eps 1e-12 a literal, block size a run-time argument",
-    "merge_attn_states/merge_multi_chunks_md_bf16_math_paddlenlp.cu":
-        "PaddleNLP merge_multi_chunks: N-way fold of unnormalized bf16 partials with fp32 (m, d), bf16 arithmetic",
     "rotary/rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu":
         "MNN ropeC4: partial NeoX rotary, per-token cos/sin rows, q/k norm behind run-time flags (off)",
     "group_quant/minmax_quantize_per_token_int8_half_scale_ppl.cu":

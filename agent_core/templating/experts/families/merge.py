@@ -45,6 +45,18 @@ output is a quotient whose denominator the sums feed. The flush of small weights
 body compares an exponential's argument with a negative constant, the threshold as written; the states' layout from
 a meta index, else the values' (a value template argument known: ggml's D); the rows from the arguments, else from
 the expert's launch (``KT_EXPERT_NWAY_ROWS_FROM_LAUNCH``).
+
+Unnormalized parts folded in their own 16-bit type (``KT_EXPERT_NWAY_FOLD``: PaddleNLP's and FastDeploy's
+append-attention merge_multi_chunks): one 16-bit values input, two fp32 arrays (the max under the exponentials, the
+sum the other), a running max set to a max the maxima feed, a running accumulator of the values' type updated as
+``o * T(s1) + v * T(s2)`` (T's operators or ``__hadd(__hmul(..), __hmul(..))``; each scale an exponential rounded to
+T to nearest, s1 of the previous max less the new one, s2 of the state's) and a running fp32 sum ``d * s1 + d_k * s2``
+(each with its running term first), the accumulator divided by the sum in T's division; the constants both start
+at, as the instantiation compiles them (``if constexpr (std::is_same<T, half>::value)``). The count of a row's states
+a ceiling division of a per-request length, the request of a token through its padding offsets
+(``(t + offsets[t]) / seq``), the rows of a request whose guards are <= 0 left as they are. Any other rounding (an
+explicit ``__hfma``, values widened to fp32, another order of the terms, a conversion toward zero) gets no such
+binding.
 """
 
 from __future__ import annotations
