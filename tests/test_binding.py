@@ -5185,3 +5185,162 @@ def test_every_qk_norm_rotary_binding_of_the_corpus_variant_compiles(lib):
     """The held-out MNN ropeC4's bindings (KT_EXPERT_QK_NORM, its flags checked at run time) compile for sm_90; the
     style kernel's with the other style kernels."""
     _compile_every_binding(lib, *_variant(MNN_ROPE, "ropeC4Kernel"))
+# -------------------------------------------------------------- N-way, folded in the values' own type (PaddleNLP)
+PADDLE_FOLD = ROOT / "bench" / "corpus" / "merge_attn_states" / "merge_multi_chunks_md_bf16_math_paddlenlp.cu"
+
+
+def _paddle_fold(*edits: tuple[str, str]):
+    """The held-out PaddleNLP merge_multi_chunks variant with each ``old`` replaced by ``new``."""
+    text = PADDLE_FOLD.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(PADDLE_FOLD))
+    k = cf.kernel("merge_multi_chunks_kernel")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def _fold_style(*edits: tuple[str, str]):
+    """The fp16 fold style kernel with each ``old`` replaced by ``new``."""
+    path = STYLES / "merge_split_fold_half_ops_kv_lens_warp_f16.cu"
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    cf = parse_cuda(text, str(path))
+    k = cf.kernel("fold_splits_half")
+    spec = S.find_spec(cf, k.name)
+    S.validate_spec(spec, k, set())
+    return cf, k, spec
+
+
+def test_held_out_paddlenlp_merge_multi_chunks_folds_in_bf16_operators(lib):
+    """PaddleNLP's append-attention merge_multi_chunks (held-out batch 10, no candidate then): bf16 UNNORMALIZED
+    partials [token, chunk, head, head_dim] with fp32 (m, d) arrays, folded in chunk order with every value operation
+    a bf16 operator (the scales rounded to bf16 first), out = o / bf16(d); the chunk count ceil(seq_lens_kv[b] /
+    chunk_size) of the token's request b = (t + padding_offsets[t]) / max_seq_len, the rows of a request with
+    seq_lens_q or seq_lens_kv <= 0 left as they are, m from -3.0e+30f (the bf16 branch of its if constexpr) and d
+    from 1; its helpers declared with PaddleNLP's HOSTDEVICE macro. KT_EXPERT_NWAY 1 (the `offset` of the metas moves
+    by the heads from one chunk to the next, read before the same local is computed anew for the values), the
+    expert's own grid [tokens, head groups] (no token count among the arguments: the grid's x), __expf first."""
+    cf = parse_cuda(PADDLE_FOLD.read_text(), str(PADDLE_FOLD))
+    k = "merge_multi_chunks_kernel"
+    spec = S.find_spec(cf, k)
+    assert cf.errors == []  # `HOSTDEVICE inline void Load(...)`: read as __host__ __device__
+    bs = X.candidates(cf, k, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out, v=multi_out (unnormalized), m=multi_m, d=multi_d, sets=`num_chunks`, tokens=the grid, "
+        "heads=`num_heads`, head_size=`head_dim`, states [tokens, num_chunks, num_heads, head_size], request b = (t + "
+        "padding_offsets[t]) / `max_seq_len`, its states ceil(seq_lens_kv[b] / `chunk_size`), at most sets, rows left "
+        "as they are where seq_lens_q[b] <= 0 or seq_lens_kv[b] <= 0, natural m, exp2f((m - max) * log2e), folded in "
+        "state order from m = -3.0e+30f, d = 1.f: d = d * s1 + d_k * s2, o = o * bf16(s1) + v * bf16(s2) in bf16 "
+        "operators, out = o / bf16(d)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 1, "KT_EXPERT_NWAY_FOLD": 1, "KT_EXPERT_LSE_BASE2": 0,
+                                 "KT_EXPERT_EXP2_LOG2E": 1}
+    assert bs[0].template_args == ["__nv_bfloat16", "int", "int"] and bs[0].consts == {"ESIZE": 2}
+    assert bs[0].call_args == [
+        "(__nv_bfloat16*)(out)", "(const __nv_bfloat16*)(multi_out)", "(const float*)(multi_m)",
+        "(const float*)(multi_d)", "(int)(num_chunks)", "(int)gridDim.x", "(int)(num_heads)", "(int)(head_dim)",
+        "(const int*)(seq_lens_kv)", "(long long)(chunk_size)", "(const int*)(seq_lens_q)", "(const int*)(seq_lens_kv)",
+        "(const int*)(padding_offsets)", "(long long)(max_seq_len)", "(float)(-3.0e+30f)", "(float)(1.f)"]
+    assert {b.conventions["KT_EXPERT_NWAY"] for b in bs} == {1}
+    t = X.bind(bs[0], cf, spec)
+    tokens = "(((bsz * max_seq_len * num_chunks * num_heads) / (num_chunks)) / (num_heads))"
+    assert t.launch == {"grid": [tokens, "cdiv((num_heads), THREADS / 32)"], "block": ["THREADS"], "smem": "0"}
+    for frag in ("const long long s0 = ((long long)token * sets) * heads + head, sstep = heads;",
+                 "const long long b = ((long long)token + (offsets != nullptr ? (long long)offsets[token] : 0LL)) / seq;",
+                 "if ((g1 != nullptr && g1[b] <= 0) || (g2 != nullptr && g2[b] <= 0)) return;",
+                 "m = fmaxf(mp, mk[it]);", "const float s1 = exp2f((mp - m) * 1.4426950408889634f)",
+                 "const T s1t = from_f<T>(s1), s2t = from_f<T>(s2);", "d = d * s1 + dk[it] * s2;",
+                 "o.v[j] = o.v[j] * s1t + x[it].v[j] * s2t;", "o.v[j] = o.v[j] / dt;"):
+        assert frag in t.text, frag
+    for gone in ("merge_parts_row", "merge_states_row", "merge_sums_row", "merge_slots", "kt:bind", "KT_EXPERT_NWAY"):
+        assert gone not in t.text, gone
+
+
+def test_nway_fold_in_half_intrinsics_from_per_token_lengths(lib):
+    """The fold in another style: fp16 with __hadd(__hmul(acc, half(s1)), __hmul(v, half(s2))) (the operations T's
+    operators are), __hdiv(acc, __float2half(l)), [tokens, heads, splits] read through local pointers to the row's
+    metas (stride 1: KT_EXPERT_NWAY 3), the lengths one a token (no offsets: b = t), the split size a file constant,
+    the only guard the lengths themselves, m from -INFINITY and l from 0."""
+    cf, k, spec = case("merge_split_fold_half_ops_kv_lens_warp_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "merge_attn_states" for b in bs) and len(bs) == 3, words_of(bs)
+    assert bs[0].describe() == (
+        "out=out, v=partial (unnormalized), m=split_max, d=split_sum, sets=`max_splits`, tokens=the grid, "
+        "heads=`num_heads`, head_size=`head_dim`, states [tokens, num_heads, max_splits, head_size], request b = t, "
+        "its states ceil(kv_lens[b] / kSplitSize = 256), at most sets, rows left as they are where kv_lens[b] <= 0, "
+        "natural m, exp2f((m - max) * log2e), folded in state order from m = -INFINITY, d = 0.f: d = d * s1 + d_k * "
+        "s2, o = o * f16(s1) + v * f16(s2) in f16 operators, out = o / f16(d)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_NWAY": 3, "KT_EXPERT_NWAY_FOLD": 1, "KT_EXPERT_LSE_BASE2": 0,
+                                 "KT_EXPERT_EXP2_LOG2E": 1}
+    assert bs[0].template_args == ["__half", "int", "int"]
+    assert bs[0].call_args[4:] == ["(int)(max_splits)", "(int)gridDim.x", "(int)(num_heads)", "(int)(head_dim)",
+                                   "(const int*)(kv_lens)", "(long long)256", "(const int*)(kv_lens)",
+                                   "(const int*)nullptr", "(const int*)nullptr", "1LL", "-INFINITY", "(float)(0.f)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;" in t.text
+    assert t.launch["grid"] == ["(((tokens * heads * splits) / (splits)) / (heads))", "cdiv((heads), THREADS / 32)"]
+
+
+def test_nway_fold_reads_the_starting_max_of_the_instantiation(lib):
+    """The running max starts at what the instantiation compiles: PaddleNLP's `if constexpr (std::is_same<T,
+    half>::value) m = -5e4f; else if constexpr (... __nv_bfloat16 ...) m = -3.0e+30f;` gives -5e4f to the half
+    instantiation, whose scales are then rounded to half; a start the body sets without a test is taken as written
+    (-FLT_MAX)."""
+    half = [("bf16[", "f16["), ('template_args = ["__nv_bfloat16", "8"]', 'template_args = ["half", "8"]')]
+    cf, k, spec = _paddle_fold(*half)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].conventions.get("KT_EXPERT_NWAY_FOLD") == 1, words_of(bs)
+    assert bs[0].template_args[0] == "__half" and bs[0].call_args[-2:] == ["(float)(-5e4f)", "(float)(1.f)"]
+    assert "o = o * f16(s1) + v * f16(s2) in f16 operators" in bs[0].describe()
+    cf, k, spec = _fold_style(("float m_run = -INFINITY, l_run = 0.f;", "float m_run = -FLT_MAX, l_run = 0.f;"))
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].call_args[-2:] == ["-3.40282346638528859812e+38f", "(float)(0.f)"], words_of(bs)
+
+
+def test_nway_fold_is_not_offered_where_the_rounding_differs(lib):
+    """The fold is the kernel's own rounding or nothing: no fold binding for the style kernel's accumulator fused by
+    an explicit __hfma (what T's operators become on sm_90 only), widened to fp32, its new state's product first, its
+    scales rounded toward zero, its running sum's new term first, or the output divided in fp32; nor for a
+    PaddleNLP kernel with a guard the expert cannot test (a request read at another index)."""
+    def fold(cf, k, spec):
+        return [b for b in X.candidates(cf, k.name, spec, lib) if b.conventions.get("KT_EXPERT_NWAY_FOLD")]
+    acc = "acc = __hadd(__hmul(acc, s1h), __hmul(src[(size_t)s * head_dim + c], s2h));"
+    for edits in ([(acc, "acc = __hfma(acc, s1h, __hmul(src[(size_t)s * head_dim + c], s2h));")],
+                  [(acc, "acc = __float2half(__half2float(acc) * s1 + __half2float(src[(size_t)s * head_dim + c]) * s2);")],
+                  [(acc, "acc = __hadd(__hmul(src[(size_t)s * head_dim + c], s2h), __hmul(acc, s1h));")],
+                  [("const __half s1h = __float2half(s1);", "const __half s1h = __float2half_rz(s1);")],
+                  [("l_run = l_run * s1 + ls[s] * s2;", "l_run = ls[s] * s2 + l_run * s1;")],
+                  [("out[row * head_dim + c] = __hdiv(acc, __float2half(l_run));",
+                    "out[row * head_dim + c] = __float2half(__half2float(acc) / l_run);")]):
+        assert not fold(*_fold_style(*edits)), edits
+    assert fold(*_fold_style())  # the kernel as it is
+    assert not fold(*_paddle_fold(("if (seq_lens_q[bid] <= 0 ||", "if (seq_lens_q[qid] <= 0 ||")))
+    assert fold(*_paddle_fold())
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_paddlenlp_fold_compiles(lib, tmp_path):
+    """The PaddleNLP fold's bindings compile for sm_90, and its first at every corner of its space (the style kernel's
+    with the other style kernels); so do the half instantiation's."""
+    import itertools
+    import shutil
+    import subprocess
+    cf = parse_cuda(PADDLE_FOLD.read_text(), str(PADDLE_FOLD))
+    k = cf.kernel("merge_multi_chunks_kernel")
+    spec = S.find_spec(cf, k.name)
+    _compile_every_binding(lib, cf, k, spec)
+    t = X.bind(X.candidates(cf, k.name, spec, lib)[0], cf, spec)
+    (tmp_path / "t.cu").write_text(t.text)
+    ps = t.space.params
+    for cfg in itertools.product(*([min(p.values), max(p.values)] for p in ps.values())):
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+                            *[f"-D{macro_name(n)}={v}" for n, v in zip(ps, cfg)], str(tmp_path / "t.cu")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (cfg, r.stderr[-3000:])
+    _compile_every_binding(lib, *_paddle_fold(("bf16[", "f16["), ('template_args = ["__nv_bfloat16", "8"]',
+                                                                  'template_args = ["half", "8"]')))

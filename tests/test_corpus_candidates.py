@@ -23,8 +23,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every fami
     "group_quant/quantize_blockwise_nf4_cub_load_store_fp16.cu":
         "bitsandbytes blockwise NF4: a 4-bit codebook (midpoint decision tree), two codes a byte, an fp32 absmax "
         "per flat block: the quantization expert has scales and rounding, no codebook format",
-    "merge_attn_states/merge_multi_chunks_md_bf16_math_paddlenlp.cu":
-        "PaddleNLP merge_multi_chunks: N-way fold of unnormalized bf16 partials with fp32 (m, d), bf16 arithmetic",
 }
 
 

@@ -124,6 +124,67 @@ def test_parse_errors_and_kernel_has_errors():
     assert cf.kernel("via_macro").signature.startswith("KERNEL void")
 
 
+
+QUALIFIER_MACROS = """#include <cuda_runtime.h>
+#ifdef __CUDACC__
+#define HOSTDEVICE __host__ __device__
+#else
+#define HOSTDEVICE
+#endif
+#define HD __host__ __device__
+#define DINLINE __device__ __forceinline__
+#define HDI HD inline
+#define KERNEL __global__
+#define CAP 4
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec {
+  T val[N];
+  HOSTDEVICE inline T& operator[](int i) { return val[i]; }
+};
+template <typename T> inline HOSTDEVICE T div_up(T a, T b) { return (a + b - 1) / b; }
+HD float twice(float x) { return 2.f * x; }
+DINLINE float thrice(float x) { return 3.f * x; }
+template <typename T> HDI T half_of(T x) { return x / 2; }
+__global__ void k(float* y, const float* x, int n, int s) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;  // HOSTDEVICE in a comment stays
+  if (i < div_up(n, s)) y[i] = twice(x[i]) + thrice(x[i]) + half_of(x[i]) * CAP;
+}
+"""
+
+
+def test_function_qualifier_macros_are_read_as_the_qualifiers_they_stand_for():
+    """PaddleNLP declares its helpers with `#define HOSTDEVICE __host__ __device__` (vLLM's custom all-reduce with
+    `#define DINLINE __device__ __forceinline__`): tree-sitter read a use as a type followed by broken syntax
+    ("cannot parse 'T'"). A macro of the file whose body is only function qualifiers (or such macros; a second,
+    empty definition for the host compiler alike) is read as those qualifiers: the parse has no error, every byte
+    offset is the file's, and the helpers declared with it are device functions the kernel's evidence reads (a
+    name too short to hold `__device__`, `HD`, too). `__global__` is no such qualifier (a macro standing for it
+    defines kernels), nor is a constant."""
+    from agent_core.source.macros import device_head, mask_qualifier_macros, qualifier_macros
+    from agent_core.templating.experts import callees
+    data = QUALIFIER_MACROS.encode()
+    macros = qualifier_macros(data)
+    assert macros == {"HOSTDEVICE": ["__host__", "__device__"], "HD": ["__host__", "__device__"],
+                      "DINLINE": ["__device__", "__forceinline__"], "HDI": ["__host__", "__device__", "inline"]}
+    masked = mask_qualifier_macros(data)
+    assert len(masked) == len(data) and masked.count(b"\n") == data.count(b"\n")
+    assert b"template <typename T> inline __device__ T div_up(T a, T b)" in masked  # HOSTDEVICE: 10 bytes
+    assert b"  __device__ inline T& operator[](int i)" in masked
+    assert b"\n   float twice(float x)" in masked  # HD: too short for any qualifier, blanked
+    assert b"\n        float thrice(" in masked  # DINLINE: neither of its two fits in 7 bytes
+    assert b"#define HOSTDEVICE __host__ __device__" in masked and b"// HOSTDEVICE in a comment" in masked
+    cf = parse_cuda(QUALIFIER_MACROS, "q.cu")
+    assert cf.errors == [] and [k.name for k in cf.kernels] == ["k"]
+    assert _b(QUALIFIER_MACROS, cf.kernel("k").name_span) == "k"
+    root = parse_tree(data).root_node
+    fns = callees.device_functions(root, data)
+    assert {"div_up", "twice", "thrice", "half_of"} <= set(fns)
+    assert device_head(b"HD float twice(float x) ", macros) and not device_head(b"KERNEL void f() ", macros)
+    assert not device_head(b"float host_only(float x) ", macros)
+    # without the macros' definitions nothing is masked (an unknown name is left to the grammar)
+    plain = b"template <typename T> inline HOSTDEVICE T div_up(T a, T b) { return (a + b - 1) / b; }\n"
+    assert mask_qualifier_macros(plain) is plain
+
+
 def test_unknown_kernel_raises(cf):
     with pytest.raises(KerntuneError, match="no __global__ kernel named 'nope'.*copy_vec, scale"):
         cf.kernel("nope")

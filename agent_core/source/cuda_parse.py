@@ -90,14 +90,17 @@ def mask_newer_attributes(source: bytes) -> bytes:
 def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
     """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
     Every call returns a tree of its own (safe to edit; trees are not shared between threads). Attributes the
-    grammar does not know are masked first (``mask_newer_attributes``); a source that has any is parsed whole."""
+    grammar does not know are masked first (``mask_newer_attributes``), and so are the uses of the file's launching
+    macros (``macros.mask_launch_macro_uses``) and of its function-qualifier macros, written as the qualifiers they
+    stand for (``macros.mask_qualifier_macros``: ``HOSTDEVICE`` for ``__host__ __device__``); a source that has any is
+    parsed whole."""
     source = bytes(source)
     with _tree_lock:
         hit = _TREE_CACHE.get(source)
         if hit is not None:
             return hit.copy()
-    from agent_core.source.macros import mask_launch_macro_uses
-    masked = mask_launch_macro_uses(mask_newer_attributes(source))
+    from agent_core.source.macros import mask_launch_macro_uses, mask_qualifier_macros
+    masked = mask_qualifier_macros(mask_launch_macro_uses(mask_newer_attributes(source)))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)

@@ -173,6 +173,103 @@ def mask_launch_macro_uses(source: bytes) -> bytes:
     return bytes(out)
 
 
+
+# The qualifiers a function's declaration may start with, in the order a use of a macro standing for some of them
+# writes them where it is too short for all (``__device__`` first: what tells a helper of the device code).
+QUALIFIERS = ("__device__", "__forceinline__", "__host__", "__noinline__", "__inline__", "inline", "static",
+              "constexpr")
+
+
+def qualifier_macros(data: bytes) -> dict[str, list[str]]:
+    """The object-like macros of the file whose body is only function qualifiers (``QUALIFIERS``) or such macros:
+    PaddleNLP's ``#define HOSTDEVICE __host__ __device__``, vLLM's ``#define DINLINE __device__ __forceinline__``;
+    name → the qualifiers it stands for (of every definition of the name, one under ``#ifdef __CUDACC__`` and an
+    empty one for the host compiler alike). ``__global__`` is no such qualifier: a macro standing for it defines
+    kernels (``cuda_parse``'s ``macro_globals``). A name one of whose definitions is anything else is left out, and
+    so is one that stands for no qualifier at all."""
+    if b"define" not in data:
+        return {}
+    defs = [m for m in scan_defines(data) if m.params is None]
+    bodies: dict[str, list[list[str]]] = {}
+    for m in defs:
+        bodies.setdefault(m.name, []).append(m.body.split())
+    known: dict[str, list[str]] = {}
+    bad: set[str] = set()
+    changed = True
+    while changed:  # a macro whose body names another such macro (``#define HDI HOSTDEVICE inline``)
+        changed = False
+        for name, forms in bodies.items():
+            if name in known or name in bad:
+                continue
+            quals: list[str] = []
+            state = "ok"
+            for t in (t for toks in forms for t in toks):
+                if t in QUALIFIERS:
+                    quals.append(t)
+                elif t in known:
+                    quals += known[t]
+                elif t in bodies and t not in bad and t != name:
+                    state = "wait" if state == "ok" else state  # a macro not read yet: the next round
+                else:
+                    state = "bad"
+            if state == "wait":
+                continue
+            if state == "bad" or not quals:
+                bad.add(name)
+            else:
+                known[name] = list(dict.fromkeys(quals))
+                changed = True
+    return known
+
+
+def mask_qualifier_macros(source: bytes) -> bytes:
+    """``source`` with each use of a function-qualifier macro of the file (``qualifier_macros``) written as the
+    qualifiers it stands for, for the parse only: tree-sitter reads ``HOSTDEVICE inline T div_up(T a, T b)`` as a
+    type ``HOSTDEVICE`` followed by broken syntax. Every byte offset stays that of ``source``, so a use is written
+    in its own width: as many of its qualifiers as fit, in ``QUALIFIERS``' order (``HOSTDEVICE``: ``__device__``),
+    the rest blanked (consumers that read a head from the text itself expand the macros: ``device_head``)."""
+    macros = qualifier_macros(source)
+    if not macros:
+        return source
+    found = uses(source, set(macros))
+    if not found:
+        return source
+    out = bytearray(source)
+    for name, start, _, _ in found:
+        width, words = len(name), []
+        for q in QUALIFIERS:
+            if q in macros[name] and sum(len(w) + 1 for w in words) + len(q) <= width:
+                words.append(q)
+        out[start:start + width] = " ".join(words).ljust(width).encode()
+    return bytes(out)
+
+
+def function_head(src: bytes, start: int, body: int, macros: dict[str, list[str]]) -> bytes:
+    """The head of the function whose node spans ``start`` to its body at ``body`` in ``src``, with the uses of
+    qualifier macros just before it (``HD float f(...)``: a use too short to hold a qualifier is blank in the parsed
+    text, so the function's node starts after it)."""
+    i = start
+    while macros:
+        j = i
+        while j > 0 and src[j - 1:j] in (b" ", b"\t", b"\r", b"\n"):
+            j -= 1
+        m = re.search(rb"(?<![\w.])([A-Za-z_]\w*)$", src[max(0, j - 64):j])
+        if m is None or m.group(1).decode() not in macros:
+            break
+        i = j - len(m.group(1))
+    return src[i:body]
+
+
+def device_head(head: bytes, macros: dict[str, list[str]]) -> bool:
+    """Whether a function's head (its text before the body) declares device code: ``__device__`` written, or a
+    qualifier macro of the file (``qualifier_macros``) that stands for it; not a ``__global__`` kernel."""
+    if b"__global__" in head:
+        return False
+    if b"__device__" in head:
+        return True
+    return any(q == "__device__" for w in re.findall(rb"[A-Za-z_]\w*", head)
+               for q in macros.get(w.decode(), ()))
+
 _GLOBAL_NAME = re.compile(r"\b__global__\b[^;{}()]*?\b([A-Za-z_]\w*)\s*\(")
 
 

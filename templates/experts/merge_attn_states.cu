@@ -47,6 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_NWAY_ML_ESCALE = 0  (with KT_EXPERT_NWAY_ML: 0: the weight's exponent is m_k - M; 1: (m_k - M) * escale, a float argument (TurboMind keeps the maxima as raw q.k scores and takes exp2f((m_k - M) * exp_scale), exp_scale = softmax_scale * log2(e)), the difference rounded, then the product; the flush (KT_EXPERT_NWAY_FTZ) compares that product)
 // kt:bind KT_EXPERT_NWAY_ML_COUNT = 0  (with KT_EXPERT_NWAY_ML: 0: every row merges `sets` states; 1: a count per token: the rows of token t merge the first cnt[t] states (TurboMind's split_cnt, SGLang's num_kv_splits), at most `sets` (then only the states' stride), none where it is <= 0; cnt an integer buffer [tokens] of type C that may be nullptr: then `none` states a row (TurboMind: 1). With any of KT_EXPERT_NWAY_ML_NORM, KT_EXPERT_NWAY_ML_ESCALE and this, the function is merge_attn_states<T, O, C>(out, v, m, l, sets, tokens, heads, head_size, ftz, escale, cnt, none))
 // kt:bind KT_EXPERT_NWAY_ML_PARTS = 0  (with KT_EXPERT_NWAY_ML_NORM: 0: out = sum_k s_k v_k, one fma chain in state order; P (a power of two, the binding's ITEMS): P partial sums, state k in sum k % P in its order, the sums added by a halving tree (sum p += sum p + w for w = P / 2, ..., 1): TurboMind's WarpCnt warps each taking splits w, w + WarpCnt, ... and their halving tree in shared memory, bit for bit)
+// kt:bind KT_EXPERT_NWAY_FOLD = 0  (with KT_EXPERT_NWAY (the states' layout, (m, d) of state k where its lse would be): 0: each state a log-sum-exp; 1: each state UNNORMALIZED values with the max m and the sum d of its scores in two fp32 arrays, FOLDED in state order into one running state whose values are a 16-bit T and whose arithmetic is T's own operators, as PaddleNLP's (now FastDeploy's) append-attention merge_multi_chunks kernels write it: from m = m0, d = d0 (the kernel's starting values: PaddleNLP's -3.0e+30f for bf16, -5e4f for half, and 1) and o = 0, for each state k: m' = max(m, m_k), s1 = e^(m - m'), s2 = e^(m_k - m') (expf / exp2f / exp2f of times log2(e) by KT_EXPERT_LSE_BASE2 and KT_EXPERT_EXP2_LOG2E; __expf is the last), d = d * s1 + d_k * s2 (fp32, as written: nvcc fuses the first product), o = o * T(s1) + v_k * T(s2) (T's operators as written, the scales rounded to T first: what ptxas makes of them), m = m'; out = o / T(d), T's division; no state special-cased. Token t's row belongs to the request b = (t + offsets[t]) / seq (offsets nullptr: t / seq; PaddleNLP's padding_offsets and max_seq_len), is left as it is where g1[b] <= 0 or g2[b] <= 0 (nullptr: no such test; PaddleNLP's seq_lens_q and seq_lens_kv) and merges min(sets, ceil(lens[b] / split)) states, none where lens[b] <= 0 (lens nullptr: `sets`; PaddleNLP's seq_lens_kv over chunk_size); lens, g1 and g2 of the integer type L, offsets of P. The function is then merge_attn_states<T, L, P>(out, v, m, d, sets, tokens, heads, head_size, lens, split, g1, g2, offsets, seq, m0, d0), launched as KT_EXPERT_NWAY)
 // kt:bind-grid KT_EXPERT_NWAY_ML = ["cdiv(tokens * heads, THREADS / 32)"]
 // kt:bind-smem KT_EXPERT_NWAY_ROWS_FROM_LAUNCH = ["tokens * heads - (cdiv(tokens * heads, THREADS / 32) - 1) * (THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_NWAY_GRID = ["tokens", "heads"]
@@ -69,7 +70,109 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_NWAY_ML  // kt:bind
+#if KT_EXPERT_NWAY_FOLD  // kt:bind
+// N-way FOLD of UNNORMALIZED partial values with their (max, sum) states in two fp32 arrays, the values' arithmetic
+// in their own 16-bit type (PaddleNLP's and FastDeploy's append-attention merge_multi_chunks): one warp owns each
+// (token, head) row, a block THREADS / 32 heads of one token (the grid [tokens, head groups]). The row's request b
+// is (token + offsets[token]) / seq; the row is left as it is where a guard of b is <= 0, and merges the first
+// min(sets, ceil(lens[b] / split)) of its states. Each lane owns VEC consecutive elements at a time and folds the
+// states in their order into a running state, each step as the kernel writes it: m' = max(m, m_k), s1 = e^(m - m'),
+// s2 = e^(m_k - m'), d = d * s1 + d_k * s2 in fp32, o = o * T(s1) + v_k * T(s2) in T's operators; ITEMS states
+// loaded before any is combined (the fold's order unchanged); out = o / T(d) in T's division.
+template <int VEC, int IT, typename T, typename L, typename P>
+__device__ __forceinline__ void merge_fold_row(T* __restrict__ out, const T* __restrict__ v,
+                                               const float* __restrict__ vm, const float* __restrict__ vd, int sets,
+                                               int tokens, int heads, int head_size, const L* __restrict__ lens,
+                                               long long split, const L* __restrict__ g1, const L* __restrict__ g2,
+                                               const P* __restrict__ offsets, long long seq, float m0, float d0) {
+  const int token = blockIdx.x;
+  const int head = (int)blockIdx.y * (KT_THREADS / 32) + (int)(threadIdx.x >> 5);
+  if (head >= heads) return;  // the warp's row (the same for all its lanes)
+  const int lane = threadIdx.x & 31;
+  // state k of the row: its (m, d) at s0 + k * sstep, its values head_size times that (`sets` the stride)
+#if KT_EXPERT_NWAY == 1  // kt:bind
+  const long long s0 = ((long long)token * sets) * heads + head, sstep = heads;
+#elif KT_EXPERT_NWAY == 2  // kt:bind
+  const long long s0 = (long long)token * heads + head, sstep = (long long)tokens * heads;
+#else  // kt:bind
+  const long long s0 = ((long long)token * heads + head) * sets, sstep = 1;
+#endif  // kt:bind
+  const long long row = (long long)token * heads + head;
+  // the token's request: the row left as it is where a guard of it is <= 0; its states ceil(lens[b] / split), at
+  // most the `sets` allocated
+  const long long b = ((long long)token + (offsets != nullptr ? (long long)offsets[token] : 0LL)) / seq;
+  if ((g1 != nullptr && g1[b] <= 0) || (g2 != nullptr && g2[b] <= 0)) return;
+  int n = sets;
+  if (lens != nullptr) {
+    const long long len = (long long)lens[b];
+    n = len <= 0 ? 0 : (int)min((long long)sets, (len + split - 1) / split);
+  }
+  for (int c = lane * VEC; c < head_size; c += 32 * VEC) {
+    Vec<T, VEC> o;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o.v[j] = from_f<T>(0.f);
+    float m = m0, d = d0;
+    for (int k0 = 0; k0 < n; k0 += IT) {
+      float mk[IT], dk[IT];
+      Vec<T, VEC> x[IT];  // as stored: the fold's arithmetic is T's
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < n) {
+          const long long st = s0 + (long long)(k0 + it) * sstep;
+          mk[it] = vm[st];
+          dk[it] = vd[st];
+          x[it] = *reinterpret_cast<const Vec<T, VEC>*>(v + st * head_size + c);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < IT; ++it) {
+        if (k0 + it < n) {
+          const float mp = m;
+          m = fmaxf(mp, mk[it]);
+#if KT_EXPERT_LSE_BASE2  // kt:bind
+          const float s1 = exp2f(mp - m), s2 = exp2f(mk[it] - m);
+#elif KT_EXPERT_EXP2_LOG2E  // kt:bind
+          const float s1 = exp2f((mp - m) * 1.4426950408889634f), s2 = exp2f((mk[it] - m) * 1.4426950408889634f);
+#else  // kt:bind
+          const float s1 = expf(mp - m), s2 = expf(mk[it] - m);
+#endif  // kt:bind
+          const T s1t = from_f<T>(s1), s2t = from_f<T>(s2);  // the scales rounded to T first
+          // as the kernel writes them: fp32 (nvcc fuses the first product), then T's own operators (on sm_90
+          // ptxas fuses the first product of the two: o * s1 in one rounding, v * s2 rounded before the add)
+          d = d * s1 + dk[it] * s2;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = o.v[j] * s1t + x[it].v[j] * s2t;
+        }
+      }
+    }
+    const T dt = from_f<T>(d);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o.v[j] = o.v[j] / dt;  // T's division (bf16: __hdiv)
+    *reinterpret_cast<Vec<T, VEC>*>(out + row * head_size + c) = o;
+  }
+}
+
+template <typename T, typename L, typename P>
+__device__ __forceinline__ void merge_attn_states(T* out, const T* v, const float* vm, const float* vd, int sets,
+                                                  int tokens, int heads, int head_size, const L* lens,
+                                                  long long split, const L* g1, const L* g2, const P* offsets,
+                                                  long long seq, float m0, float d0) {
+  // the widest vector (VEC, then halves of it) that head_size and the pointers allow
+  constexpr int V2 = KT_VEC >= 4 ? KT_VEC / 2 : 1, V4 = KT_VEC >= 8 ? KT_VEC / 4 : 1;
+  if (vec_ok<T, KT_VEC>(head_size, v, out))
+    merge_fold_row<KT_VEC, KT_ITEMS>(out, v, vm, vd, sets, tokens, heads, head_size, lens, split, g1, g2, offsets,
+                                     seq, m0, d0);
+  else if (KT_VEC >= 4 && vec_ok<T, V2>(head_size, v, out))
+    merge_fold_row<V2, KT_ITEMS>(out, v, vm, vd, sets, tokens, heads, head_size, lens, split, g1, g2, offsets, seq,
+                                 m0, d0);
+  else if (KT_VEC >= 8 && vec_ok<T, V4>(head_size, v, out))
+    merge_fold_row<V4, KT_ITEMS>(out, v, vm, vd, sets, tokens, heads, head_size, lens, split, g1, g2, offsets, seq,
+                                 m0, d0);
+  else
+    merge_fold_row<1, KT_ITEMS>(out, v, vm, vd, sets, tokens, heads, head_size, lens, split, g1, g2, offsets, seq,
+                                m0, d0);
+}
+#elif KT_EXPERT_NWAY_ML  // kt:bind
 // N-way combine of UNNORMALIZED partial values with their (max, sum) metas (llama.cpp's flash_attn_combine_results;
 // split-KV decode combines that keep each split's accumulator unnormalized): one warp owns each (token, head) row,
 // the rows on a 1-D grid, THREADS / 32 rows a block. The warp first takes the max M of the row's maxima (each lane a

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
+from agent_core.source.macros import device_head, function_head, qualifier_macros
+
 MAX_DEPTH = 4  # helpers of helpers of ...: deeper calls are left as calls
 MAX_CHARS = 60_000  # the inlined text of one kernel at most (a helper called in a loop of unrolled calls)
 
@@ -44,10 +46,12 @@ def _function_declarator(fn: Node) -> Node | None:
     return d
 
 
-def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
+def device_functions(root: Node, src: bytes | None = None) -> dict[str, list[tuple[list[str], Node]]]:
     """Name → (parameter names, body) of every ``__device__`` function defined in the file (in namespaces and
-    templates too; not ``__global__`` ones, not class members)."""
+    templates too; not ``__global__`` ones, not class members). ``src``: the file's text, whose function-qualifier
+    macros (``HOSTDEVICE`` for ``__host__ __device__``) declare device functions too."""
     out: dict[str, list[tuple[list[str], Node]]] = {}
+    macros = qualifier_macros(src) if src is not None else {}
     for n in _walk(root):
         if n.type != "function_definition":
             continue
@@ -55,8 +59,9 @@ def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
         fd = _function_declarator(n)
         if body is None or fd is None:
             continue
-        head = n.text[:body.start_byte - n.start_byte]
-        if b"__device__" not in head or b"__global__" in head:
+        head = function_head(src, n.start_byte, body.start_byte, macros) if src is not None \
+            else n.text[:body.start_byte - n.start_byte]
+        if not device_head(head, macros):
             continue
         name = _declarator_name(fd.child_by_field_name("declarator"))
         plist = fd.child_by_field_name("parameters")
@@ -70,12 +75,12 @@ def device_functions(root: Node) -> dict[str, list[tuple[list[str], Node]]]:
     return out
 
 
-def forwarding(root: Node) -> dict[str, str]:
+def forwarding(root: Node, src: bytes | None = None) -> dict[str, str]:
     """Name → the function it forwards to, of the file's ``__device__`` functions whose body only returns a call of a
     function the file does not define with their own parameters in order (``rsqrt(const float& x) { return
     rsqrtf(x); }``): a call of one is a call of that function. Of overloads, the first defined (the one
     ``inlined_blocks`` reads)."""
-    fns = device_functions(root)
+    fns = device_functions(root, src)
     out: dict[str, str] = {}
     for name, defs in fns.items():
         params, body = defs[0]
@@ -98,12 +103,13 @@ def _norm(text: str) -> str:
     return "".join(text.split())
 
 
-def member_functions(root: Node) -> dict[tuple[str, str | None], dict[str, tuple[list[str], Node]]]:
+def member_functions(root: Node, src: bytes | None = None) -> dict[tuple[str, str | None], dict[str, tuple[list[str], Node]]]:
     """(struct name, its specialization's template arguments without whitespace, None for the primary template)
     → member name → (parameter names, body) of the ``__device__`` member functions defined in a struct or class of
     the file: the activation functors passed as a type (``GeluActivation<half2>::apply``, FasterTransformer's
-    ``template <typename> class Activation``)."""
+    ``template <typename> class Activation``); ``src`` as ``device_functions`` reads it."""
     out: dict[tuple[str, str | None], dict[str, tuple[list[str], Node]]] = {}
+    macros = qualifier_macros(src) if src is not None else {}
     for n in _walk(root):
         if n.type not in ("struct_specifier", "class_specifier"):
             continue
@@ -121,7 +127,10 @@ def member_functions(root: Node) -> dict[tuple[str, str | None], dict[str, tuple
             if f.type != "function_definition":
                 continue
             fb, fd = f.child_by_field_name("body"), _function_declarator(f)
-            if fb is None or fd is None or b"__device__" not in f.text[:fb.start_byte - f.start_byte]:
+            if fb is None or fd is None or not device_head(
+                    function_head(src, f.start_byte, fb.start_byte, macros) if src is not None
+                    else f.text[:fb.start_byte - f.start_byte],
+                    macros):
                 continue
             d = fd.child_by_field_name("declarator")
             plist = fd.child_by_field_name("parameters")
@@ -190,9 +199,9 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     the instantiation gives them: a static member call of one (``Activation::apply(v)``) is a call of that struct's
     member (its specialization for those arguments, else the primary template's); so is one of a struct named
     in the call (``GeluActivation<half2>::apply(v)``)."""
-    fns = device_functions(root)
+    fns = device_functions(root, src)
     functions = functions or {}
-    members = member_functions(root) if types is not None else {}
+    members = member_functions(root, src) if types is not None else {}
     if not fns and not members:
         return [], set()
     blocks: list[str] = []

@@ -362,7 +362,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         if names:
             called = r"(?<![\w.:>~])({})(?=\s*(?:<[^;(){{}}]*>)?\s*\()"
             pattern = re.compile(called.format("|".join(map(re.escape, names))))
-            forward = callees.forwarding(_root(node))
+            forward = callees.forwarding(_root(node), cf.text.encode("utf-8"))
             order = list(dict.fromkeys(m.group(1) for t in [text] + blocks for m in pattern.finditer(t)))
             neutral = {n: forward.get(n) or f"kt_helper{i}" for i, n in enumerate(order)}
             text = pattern.sub(lambda m: neutral.get(m.group(1), m.group(1)), text)

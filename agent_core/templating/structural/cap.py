@@ -25,6 +25,7 @@ import re
 from tree_sitter import Node
 
 from agent_core.model import LaunchSite
+from agent_core.source.macros import device_head, function_head, qualifier_macros
 from agent_core.templating.structural.source import Resolver, dim3_components
 from agent_core.templating.structural.state import Analysis
 from agent_core.templating.structural.syntax import strip_comments, walk
@@ -118,6 +119,7 @@ def _reads_block(a: Analysis, keys: set[tuple[int, int]]) -> bool:
 def _callee_texts(a: Analysis, depth: int = 4) -> list[str]:
     """The bodies of the file's ``__device__`` functions the kernel calls, a few calls deep."""
     fns: dict[str, list[Node]] = {}
+    macros = qualifier_macros(a.f.data)  # `#define HOSTDEVICE __host__ __device__` declares device functions too
     for n in walk(a.f.root):
         if n.type != "function_definition":
             continue
@@ -125,7 +127,8 @@ def _callee_texts(a: Analysis, depth: int = 4) -> list[str]:
         while d is not None and d.type != "function_declarator":
             d = d.child_by_field_name("declarator")
         name = d.child_by_field_name("declarator") if d is not None else None
-        if body is None or name is None or b"__device__" not in a.f.data[n.start_byte:body.start_byte]:
+        head = function_head(a.f.data, n.start_byte, body.start_byte, macros) if body is not None else b""
+        if body is None or name is None or (b"__device__" not in head and not device_head(head, macros)):
             continue
         fns.setdefault(a.f.t(name).split("::")[-1], []).append(body)
     out, seen, todo = [], set(), [a.body]

@@ -24,31 +24,33 @@
 #include <cstdint>
 #include <type_traits>
 
-// helpers of PaddleNLP's helper.h (there declared with its HOSTDEVICE macro for __host__ __device__)
+#define HOSTDEVICE __host__ __device__
+
+// helpers of PaddleNLP's helper.h, declared with its HOSTDEVICE macro
 template <typename T, int Size>
 struct alignas(sizeof(T) * Size) AlignedVector {
   T val[Size];
 
-  __host__ __device__ inline const T& operator[](int i) const { return val[i]; }
-  __host__ __device__ inline T& operator[](int i) { return val[i]; }
+  HOSTDEVICE inline const T& operator[](int i) const { return val[i]; }
+  HOSTDEVICE inline T& operator[](int i) { return val[i]; }
 };
 
 template <typename T, int Size>
-__host__ __device__ inline void Load(const T* addr, AlignedVector<T, Size>* vec) {
+HOSTDEVICE inline void Load(const T* addr, AlignedVector<T, Size>* vec) {
   const AlignedVector<T, Size>* addr_vec =
       reinterpret_cast<const AlignedVector<T, Size>*>(addr);
   *vec = *addr_vec;
 }
 
 template <typename T, int Size>
-__host__ __device__ inline void Store(const AlignedVector<T, Size>& vec, T* addr) {
+HOSTDEVICE inline void Store(const AlignedVector<T, Size>& vec, T* addr) {
   AlignedVector<T, Size>* addr_vec =
       reinterpret_cast<AlignedVector<T, Size>*>(addr);
   *addr_vec = vec;
 }
 
 template <typename T>
-inline __host__ __device__ T div_up(T a, T b) {
+inline HOSTDEVICE T div_up(T a, T b) {
   return (a + b - 1) / b;
 }
 

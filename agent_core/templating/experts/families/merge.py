@@ -45,6 +45,18 @@ output is a quotient whose denominator the sums feed. The flush of small weights
 body compares an exponential's argument with a negative constant, the threshold as written; the states' layout from
 a meta index, else the values' (a value template argument known: ggml's D); the rows from the arguments, else from
 the expert's launch (``KT_EXPERT_NWAY_ROWS_FROM_LAUNCH``).
+
+Unnormalized parts folded in their own 16-bit type (``KT_EXPERT_NWAY_FOLD``: PaddleNLP's and FastDeploy's
+append-attention merge_multi_chunks): one 16-bit values input, two fp32 arrays (the max under the exponentials, the
+sum the other), a running max set to a max the maxima feed, a running accumulator of the values' type updated as
+``o * T(s1) + v * T(s2)`` (T's operators or ``__hadd(__hmul(..), __hmul(..))``; each scale an exponential rounded to
+T to nearest, s1 of the previous max less the new one, s2 of the state's) and a running fp32 sum ``d * s1 + d_k * s2``
+(each with its running term first), the accumulator divided by the sum in T's division; the constants both start
+at, as the instantiation compiles them (``if constexpr (std::is_same<T, half>::value)``). The count of a row's states
+a ceiling division of a per-request length, the request of a token through its padding offsets
+(``(t + offsets[t]) / seq``), the rows of a request whose guards are <= 0 left as they are. Any other rounding (an
+explicit ``__hfma``, values widened to fp32, another order of the terms, a conversion toward zero) gets no such
+binding.
 """
 
 from __future__ import annotations
@@ -53,10 +65,11 @@ import itertools
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, Evidence, SizeExpr,
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, Evidence, SizeExpr, _once,
                                                     additive_terms, assignments, call_arguments, closing,
                                                     const_value, counts_of, div, feeding, flows, index_parts,
-                                                    index_stride, number, plain, pointer_aliases, prod, statements,
+                                                    index_stride, instance_types, number, plain, pointer_aliases,
+                                                    modified, prod, statements,
                                                     uncast, unparen)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
@@ -608,6 +621,12 @@ def _nway_bindings(ev: Evidence, e, vin) -> list[Binding]:
         return []
     ins, outs = ev.bufs("in"), ev.bufs("out")
     lins = [a for a in ins if a is not vin]
+    if "KT_EXPERT_NWAY_FOLD" in e.conventions:
+        # unnormalized parts folded in their own 16-bit type (PaddleNLP's merge_multi_chunks): read where the body
+        # computes that fold, every rounding point of it
+        fold = _nway_fold_bindings(ev, e, vin, lins, outs)
+        if fold:
+            return fold
     if len(outs) == 1 and outs[0].counts and len(ev.bufs()) == len(ins) + 1 and (
             len(lins) in (1, 2) or (len(lins) == 3 and sum(a.dtype in INTS for a in lins) == 1)):
         # unnormalized parts with (max, sum) metas (and perhaps a count of states per token): read from what the body
@@ -1223,3 +1242,558 @@ def _nway_ml_bindings(ev: Evidence, e, vin, lins: list, ov) -> list[Binding]:
                 out.append(b)
     return out
 
+
+
+# ------------------------------------------------------------------------- N-way, folded in the values' own type
+# the 16-bit types a type name of the kernel may stand for (its instantiation's, or written)
+_HALF_NAMES = {"f16": ("__half", "half", "nv_half", "c10::Half", "at::Half"),
+               "bf16": ("__nv_bfloat16", "nv_bfloat16", "c10::BFloat16", "at::BFloat16")}
+# the conversions of a float to a 16-bit type that round to nearest, as a kernel writes them
+_RN_CALLS = {"__float2bfloat16": "bf16", "__float2bfloat16_rn": "bf16", "__float2half": "f16", "__float2half_rn": "f16"}
+_INFINITE = {"INFINITY": float("inf"), "HUGE_VALF": float("inf"), "CUDART_INF_F": float("inf"),
+             "std::numeric_limits<float>::infinity()": float("inf"),
+             "FLT_MAX": 3.4028234663852886e38, "std::numeric_limits<float>::max()": 3.4028234663852886e38}
+
+
+def _dtype_of(ev: Evidence, name: str) -> str | None:
+    """The dtype a type name of the kernel stands for (a type template parameter as the instantiation gives it)."""
+    t = re.sub(r"\s+", "", name).removeprefix("const")
+    t = re.sub(r"\s+", "", instance_types(ev).get(t, t))
+    for dt, names in _HALF_NAMES.items():
+        if t in names:
+            return dt
+    return "f32" if t == "float" else None
+
+
+def _rounded_to(ev: Evidence, text: str) -> tuple[str, str] | None:
+    """(dtype, the converted expression) where ``text`` is a whole conversion of a float to a 16-bit type that rounds
+    to nearest: ``static_cast<T>(x)``, ``T(x)``, ``(T)x``, ``__float2bfloat16(x)``, ``__float2half_rn(x)``."""
+    t = text.strip()
+    m = re.match(r"static_cast\s*<\s*([\w:\s]+?)\s*>\s*\(", t) or re.match(r"([A-Za-z_][\w:]*)\s*\(", t)
+    if m is not None:
+        if closing(t, m.end()) != len(t):
+            return None  # `f(a) + g(b)`: no one call
+        ty, inner = m.group(1), t[m.end():-1]
+    else:
+        m = re.fullmatch(r"\(\s*([A-Za-z_][\w:]*)\s*\)\s*(.+)", t, re.S)
+        if m is None:
+            return None
+        ty, inner = m.group(1), m.group(2)
+    dt = _RN_CALLS.get(ty.strip()) or _dtype_of(ev, ty)
+    return (dt, inner.strip()) if dt in _HALF_NAMES else None
+
+
+def _top_split(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == sep and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
+def _two_products(value: str, intrinsics: bool) -> list[list[str]] | None:
+    """The factors of ``a * b + c * d`` (two products added, as written: the first product first), or with
+    ``intrinsics`` of ``__hadd(__hmul(a, b), __hmul(c, d))`` (the same operations: what T's operators call)."""
+    v = unparen(value.strip())
+    if intrinsics:
+        m = re.fullmatch(r"__hadd\s*\((.*)\)", v, re.S)
+        if m and closing(v, v.index("(") + 1) == len(v):
+            args = _top_split(m.group(1), ",")
+            out = []
+            for a in args:
+                k = re.fullmatch(r"\s*__hmul\s*\((.*)\)\s*", a, re.S)
+                if k is None:
+                    break
+                out.append([x.strip() for x in _top_split(k.group(1), ",")])
+            if len(args) == 2 and len(out) == 2 and all(len(f) == 2 for f in out):
+                return out
+    terms = additive_terms(v)
+    if len(terms) != 2 or any(sign < 0 for sign, _ in terms):
+        return None
+    out = [[x.strip() for x in _top_split(t, "*")] for _, t in terms]
+    return out if all(len(f) == 2 and all(f) for f in out) else None
+
+
+def _is(name: str, text: str) -> bool:
+    """``text`` is ``name`` or an element or member of it (``acc[j]``, ``acc.v[j]``)."""
+    return re.fullmatch(rf"\(?\s*{re.escape(name)}\s*(?:\[[^\]]*\]|\.\s*\w+)*\s*\)?", text.strip()) is not None
+
+
+def _norm_expr(text: str) -> str:
+    return re.sub(r"\s+", "", unparen(text.strip()))
+
+
+def _declared_type(body: str, name: str) -> str | None:
+    """The type ``name`` is declared with in ``body`` (a ``using`` or ``typedef`` of the body's resolved), or None."""
+    m = re.search(rf"(?:^|[;{{}}(])\s*(?:const\s+)?([A-Za-z_][\w:]*(?:\s*<[^;{{}}()]*>)?)\s+{re.escape(name)}\s*(?:\[|;|=|,|\{{)",
+                  body, re.M)
+    if m is None:
+        return None
+    ty = m.group(1)
+    alias = re.search(rf"\busing\s+{re.escape(ty)}\s*=\s*([^;]+);", body) or \
+        re.search(rf"\btypedef\s+([^;]+?)\s+{re.escape(ty)}\s*;", body)
+    return alias.group(1) if alias else ty
+
+
+def _float_starts(ev: Evidence, names: set[str]) -> list[tuple[str, str]]:
+    """The constant a running value starts at: the constant assignments to ``names`` that hold for the kernel's
+    instantiation (those under ``if constexpr (std::is_same<T, X>::value)`` whose T is not X left out; the last
+    that holds first, those whose condition cannot be read after it): [(C float text, as written)]."""
+    body = ev.body
+    held, unknown = [], []
+    for n in sorted(names):
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(n)}\s*=(?!=)\s*([^;,{{}}]+?)\s*[;,]", body):
+            c = _float_const(ev, m.group(1))
+            if c is None:
+                continue
+            truth = _constexpr_truth(ev, body, m.start())
+            if truth is False:
+                continue
+            (held if truth else unknown).append((m.start(), c, m.group(1).strip()))
+    held.sort()
+    return [(c, w) for _, c, w in held[::-1][:1] + sorted(unknown)]
+
+
+def _float_const(ev: Evidence, text: str) -> str | None:
+    """A float constant as C text (``-3.0e+30f``, ``-INFINITY``, ``-FLT_MAX``, a name the file sets to a number)."""
+    t = re.sub(r"\s+", "", text)
+    t = re.sub(r"^\(float\)|^static_cast<float>", "", t)
+    t = unparen(t)
+    sign = "-" if t.startswith("-") else ""
+    bare = t.lstrip("-+")
+    if bare in _INFINITE:
+        return f"{sign}INFINITY" if _INFINITE[bare] == float("inf") else f"{sign}3.40282346638528859812e+38f"
+    got = const_value(t, ev)
+    return f"(float)({got[0]})" if got is not None else None
+
+
+def _angle_args(text: str, start: int) -> tuple[list[str], int] | None:
+    """The comma-separated arguments of the ``<...>`` opened just before ``start``, and the index past its ``>``."""
+    depth, cur, out = 1, "", []
+    for i in range(start, len(text)):
+        ch = text[i]
+        depth += ch in "<(["
+        depth -= ch in ">)]"
+        if depth == 0:
+            return out + [cur.strip()], i + 1
+        if ch == "," and depth == 1:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return None
+
+
+def _is_same(ev: Evidence, cond: str) -> bool | None:
+    """The value of ``std::is_same<A, B>::value`` (``std::is_same_v<A, B>``, negated with ``!``) for the kernel's
+    instantiation; None where it is no such test or a side is not known."""
+    c = cond.strip()
+    neg = False
+    while c.startswith("!"):
+        neg, c = not neg, unparen(c[1:].strip())
+    m = re.match(r"(?:std\s*::\s*)?is_same(_v)?\s*<", c)
+    got = _angle_args(c, m.end()) if m else None
+    if got is None or len(got[0]) != 2:
+        return None
+    rest = re.sub(r"\s+", "", c[got[1]:])
+    if rest not in (("",) if m.group(1) else ("::value", "{}", "()", "{}()", "()()")):
+        return None
+    a, b = (_dtype_of(ev, x) for x in got[0])
+    if a is None or b is None:
+        return None
+    return (a == b) != neg
+
+
+def _constexpr_truth(ev: Evidence, body: str, pos: int) -> bool | None:
+    """Whether the code at ``pos`` is compiled for the kernel's instantiation as far as the ``if constexpr`` chains
+    around it tell (an ``else`` block where every test before it is false): True, False, or None where a test
+    cannot be read."""
+    truth: bool | None = True
+    for m in re.finditer(r"\bif\s+constexpr\s*\(", body):
+        if re.search(r"\belse\s*$", body[:m.start()]):
+            continue  # read as part of its chain
+        tests: list[bool | None] = []
+        at = m.start()
+        while True:
+            k = re.compile(r"\bif\s+constexpr\s*\(").match(body, at)
+            if k is None:
+                break
+            c_end = closing(body, k.end())
+            tests.append(_is_same(ev, body[k.end():c_end - 1]))
+            b = re.compile(r"\s*\{").match(body, c_end)
+            if b is None:
+                return None
+            b_end = closing(body, b.end(), "{", "}")
+            if b.end() <= pos < b_end:
+                here = tests[-1] if all(t is False for t in tests[:-1]) else \
+                    (False if any(t is True for t in tests[:-1]) else None)
+                truth = False if here is False or truth is False else (None if here is None or truth is None else True)
+                break
+            e = re.compile(r"\s*else\s*").match(body, b_end)
+            if e is None:
+                break
+            at = e.end()
+            if re.compile(r"\{").match(body, at):
+                e_end = closing(body, at + 1, "{", "}")
+                if at < pos < e_end:
+                    here = False if any(t is True for t in tests) else (True if all(t is False for t in tests) else None)
+                    truth = False if here is False or truth is False else (None if here is None or truth is None else True)
+                break
+    return truth
+
+
+def _fold_reading(ev: Evidence, vin, arrays: list, T: str):
+    """The fold of a kernel whose values' running sum is kept in their own 16-bit type (PaddleNLP's
+    merge_multi_chunks), read from what the body computes: the maxima (the array under the exponentials), the sums
+    (the other), a running max (a local set to a max the maxima feed), the accumulator updated as ``o * T(s1) + v *
+    T(s2)`` (T's operators, or ``__hadd(__hmul(..), __hmul(..))``, the running one first; each scale a conversion of
+    an exponential to T that rounds to nearest, s1 of the previous max less the new, s2 of the state's), declared of
+    a 16-bit type that is T, the running sum ``d * s1 + d_k * s2`` (fp32, the running one first, the same s1 and s2),
+    the accumulator divided by it (T's division: by the sum, or by its conversion to T), and the constants both
+    running values start at. None where the body shows anything else (another order of the terms, a fused
+    ``__hfma``, the values widened to fp32: other rounding points). (maxima, sums, m0 alternatives, d0)."""
+    body = ev.body
+    pieces = assignments(body)
+    flow = flows(body, declarators=True)
+    values: dict[str, list[str]] = {}
+    for t, v in pieces:
+        values.setdefault(t, []).append(v)
+
+    def one(name: str) -> str:  # a local's one value, else the text itself
+        got = values.get(name.strip(), [])
+        return got[0] if len(got) == 1 and re.fullmatch(r"\s*[A-Za-z_]\w*\s*", name) else name
+    exps = [args[0] for _, args in call_arguments(body, EXP_CALL) if args]
+    under = [a for a in arrays if any(a.name in feeding(flow, x) for x in exps)]
+    if len(under) != 1:
+        return None
+    mx = under[0]
+    sm = next(a for a in arrays if a is not mx)
+    maxes = {t for t, v in pieces if re.fullmatch(r"\s*(?:std::|::)?(?:fmaxf|fmax|max)\s*\(.*\)\s*", v, re.S)
+             and mx.name in feeding(flow, v)}
+    held = maxes | {t for t, v in pieces if v.strip() in maxes}  # the running max and its copies
+    if not maxes:
+        return None
+
+    def exp_of(text: str) -> tuple[str, str] | None:  # (a, b) of an exponential of a - b
+        calls = call_arguments(one(text), EXP_CALL)
+        if len(calls) != 1 or not calls[0][1] or _norm_expr(one(text)) != _norm_expr(
+                f"{calls[0][0]}({calls[0][1][0]})"):
+            return None
+        terms = additive_terms(unparen(calls[0][1][0].strip()))
+        if len(terms) != 2 or terms[0][0] < 0 or terms[1][0] > 0:
+            return None
+        return terms[0][1].strip(), terms[1][1].strip()
+    acc = None
+    for t, v in pieces:
+        prods = _two_products(v, True)
+        if prods is None or not any(_is(t, f) for f in prods[0]):
+            continue
+        s1 = next(f for f in prods[0] if not _is(t, f))
+        x = [f for f in prods[1] if vin.name in feeding(flow, f)]
+        if len(x) != 1:
+            continue
+        s2 = next(f for f in prods[1] if f is not x[0])
+        r1, r2 = _rounded_to(ev, one(s1)), _rounded_to(ev, one(s2))
+        if r1 is None or r2 is None or r1[0] != T or r2[0] != T:
+            continue
+        e1, e2 = exp_of(r1[1]), exp_of(r2[1])
+        if e1 is None or e2 is None or e1[1] != e2[1] or not (e1[0] in held and e1[1] in held) \
+                or e2[0] in held or mx.name not in feeding(flow, e2[0]) or e2[1] not in held:
+            continue
+        acc = (t, r1[1], r2[1])
+        break
+    if acc is None:
+        return None
+    o, i1, i2 = acc
+    decl = _declared_type(body, o)
+    if decl is None or not any(_dtype_of(ev, w) == T for w in re.findall(r"[A-Za-z_][\w:]*", decl)) \
+            or re.search(r"\b(?:float|double)\b", decl):
+        return None
+    d = None
+    for t, v in pieces:
+        prods = _two_products(v, False)
+        if prods is None or t == o or not any(_is(t, f) for f in prods[0]):
+            continue
+        f1 = next(f for f in prods[0] if not _is(t, f))
+        if _norm_expr(f1) != _norm_expr(i1) or not any(_norm_expr(f) == _norm_expr(i2) for f in prods[1]):
+            continue
+        dk = next((f for f in prods[1] if _norm_expr(f) != _norm_expr(i2)), prods[1][0])
+        if sm.name in feeding(flow, dk) and mx.name not in feeding(flow, dk):
+            d = t
+            break
+    if d is None:
+        return None
+    # out = o / T(d): a division of the accumulator by the running sum (T's: by the sum itself or its conversion)
+    den = [m.group(1) for m in re.finditer(rf"(?<![\w.]){re.escape(o)}\s*(?:\[[^\]]*\]|\.\s*\w+)*\s*/=\s*([^;]+);", body)]
+    den += [q for n, q in _quotients(body) if _is(o, n)]
+    den += [a[1] for _, a in call_arguments(body, r"__hdiv") if len(a) == 2 and _is(o, a[0])]
+    if not den or not all(_is(d, x) or ((r := _rounded_to(ev, x)) is not None and r[0] == T and _is(d, r[1]))
+                          for x in den):
+        return None
+    m0 = _float_starts(ev, held)
+    d0 = _float_starts(ev, {d})
+    if not m0 or not d0:
+        return None
+    return mx, sm, m0, d0[0]
+
+
+def _versioned(body: str, names: set[str]) -> str:
+    """``body`` with each of ``names`` (locals assigned more than once) renamed at each assignment (``offset__1``,
+    ``offset__2``, ...) and at the reads that follow it, up to the next (the reads in an assignment's own value
+    name the one before): the order of the text, enough for an index computed anew (PaddleNLP's ``offset`` of the
+    metas, then of the values)."""
+    for n in sorted(names):
+        found = list(re.finditer(rf"(?<![\w.>]){re.escape(n)}\b", body))
+        ends = []  # (where the assignment's value ends, the target's start)
+        for m in found:
+            if re.match(r"\s*=(?!=)", body[m.end():]):
+                ends.append((body.find(";", m.end()), m.start()))
+        if len(ends) < 2:
+            continue
+        out, at = [], 0
+        for m in found:
+            k = next((i + 1 for i, (_, s) in enumerate(ends) if s == m.start()), None)
+            if k is None:
+                k = sum(1 for e, _ in ends if e < m.start())
+            out.append(body[at:m.start()] + (f"{n}__{k}" if k else n))
+            at = m.end()
+        body = "".join(out) + body[at:]
+    return body
+
+
+def _request_of(ev: Evidence, idx: str, once: dict[str, str], ibufs: dict[str, object], ints: set[str]):
+    """How a token's request is computed where a per-request buffer is read at ``idx``: (offsets buffer or None,
+    the tokens a request holds as an int argument's name or None) for ``(t + offsets[t]) / seq`` (PaddleNLP's
+    padding offsets), ``t / seq`` or ``t`` (one entry a token); None for anything else."""
+    text = idx
+    for _ in range(8):
+        new = re.sub(r"(?<![\w.>])[A-Za-z_]\w*\b(?!\s*\()",
+                     lambda m: f"({once[m.group(0)]})" if m.group(0) in once and m.group(0) not in ints
+                     and m.group(0) not in ibufs else m.group(0), text)
+        if new == text:
+            break
+        text = new
+    text = _norm_expr(re.sub(r"\(\s*([\w.]+)\s*\)", r"\1", text))
+    for _ in range(4):
+        text = re.sub(r"\(([\w.]+)\)", r"\1", text)
+    parts = _top_split(unparen(text), "/")
+    seq = None
+    if len(parts) == 2:
+        seq = unparen(parts[1])
+        if seq not in ints:
+            return None
+        text = unparen(parts[0])
+    elif len(parts) != 1:
+        return None
+    terms = additive_terms(text)
+    if len(terms) == 1:
+        return (None, seq) if re.fullmatch(r"[\w.]+", terms[0][1].strip()) else None
+    if len(terms) != 2 or any(s < 0 for s, _ in terms):
+        return None
+    for a, b in (terms, terms[::-1]):
+        m = re.fullmatch(r"([A-Za-z_]\w*)\[(.+)\]", b[1].strip())
+        if m and m.group(1) in ibufs and _norm_expr(m.group(2)) == _norm_expr(a[1]):
+            return ibufs[m.group(1)], seq
+    return None
+
+
+def _fold_requests(ev: Evidence, ibufs: list):
+    """The per-request reading of a fold (PaddleNLP's merge_multi_chunks): the state count a ceiling division of a
+    value read from an integer buffer (the lengths) by the keys a state covers (an int argument or a constant), the
+    loops over the states bounded by it; the request of a token as that read's index shows it (``_request_of``);
+    the guards: the integer buffers read at the same index and compared ``<= 0`` (or ``< 1``) in a condition whose
+    statement returns (the row left as it is), nothing else read there. Every integer buffer one of those. (lens,
+    split (C, argument name or None, words), loop variables, guards, offsets, seq argument) or None."""
+    text = uncast(ev.body)
+    bare = text
+    for _ in range(4):
+        bare = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)", r"\1", bare)
+    once = _once(text)
+    names = {a.name: a for a in ibufs}
+    ints = {a.name for a in ev.ints()}
+
+    def read_of(x: str) -> tuple[object, str] | None:  # (buffer, index) of `B[i]`, or of a local set once to it
+        x = x.strip()
+        for t in (x, once.get(x, "")):
+            m = re.fullmatch(r"\s*\(?\s*([A-Za-z_]\w*)\s*\[(.+)\]\s*\)?\s*", t or "", re.S)
+            if m and m.group(1) in names:
+                return names[m.group(1)], m.group(2)
+        return None
+    found = None
+    for form in _CEIL_FORMS[:1]:
+        for m in re.finditer(form, bare):
+            got = read_of(m.group("x"))
+            if got is None:
+                continue
+            s = m.group("s")
+            if s in ints:
+                split = (f"(long long)({s})", s, f"`{s}`")
+            else:
+                v = number(s, ev.constants)
+                if v is None or not float(v).is_integer() or v <= 0:
+                    continue
+                split = (f"(long long){int(v)}", None, f"{s} = {int(v)}" if not s.isdigit() else s)
+            found = (got[0], got[1], split)
+            break
+        if found:
+            break
+    if found is None:
+        return None
+    lens, idx, split = found
+    loops = _set_loops(ev, lens.name)
+    if not loops:
+        return None
+    req = _request_of(ev, idx, once, names, ints)
+    if req is None:
+        return None
+    offsets, seq = req
+    key = _norm_expr(idx)
+    guards = []
+    for m in re.finditer(r"\bif\s*\(", text):
+        c_end = closing(text, m.end())
+        if not re.match(r"\s*(?:\{\s*)?return\s*;", text[c_end:]):
+            continue
+        cond = text[m.end():c_end - 1]
+        if not any(re.search(rf"\b{re.escape(n)}\b", " ".join([cond] + [once.get(w, "") for w in
+                   re.findall(r"[A-Za-z_]\w*", cond)])) for n in names):
+            continue  # a bound of the row (`head >= heads`): no request's
+        for part in _top_split(unparen(cond.strip()), "|"):
+            part = part.strip()
+            if not part:
+                continue
+            g = re.fullmatch(r"(.+?)\s*(<=\s*0|<\s*1)", part)
+            got = read_of(g.group(1)) if g else None
+            if got is None or _norm_expr(got[1]) != key:
+                return None
+            if got[0] not in guards:
+                guards.append(got[0])
+    if len(guards) > 2 or any(a is not lens and a is not offsets and a not in guards for a in ibufs):
+        return None
+    if any(g.dtype != lens.dtype for g in guards):
+        return None
+    return lens, split, loops, guards, offsets, seq
+
+
+def _nway_fold_bindings(ev: Evidence, e, vin, lins: list, outs: list) -> list[Binding]:
+    """An N-way fold of UNNORMALIZED partial values in their own 16-bit type with fp32 (m, d) states in two arrays
+    (PaddleNLP's and FastDeploy's append-attention merge_multi_chunks): the fold as the body computes it
+    (``_fold_reading``: the rounding points, the starting values), the count of a row's states from a per-request
+    length and the request of a token through its padding offsets, the rows left as they are where a request's
+    guard is <= 0 (``_fold_requests``); the states' layout from how far the maxima's index moves from one state to
+    the next (a local index computed anew read in the order of the text), all three where the body does not tell.
+    The expert folds as the kernel does (KT_EXPERT_NWAY_FOLD): every rounding the kernel's."""
+    T = vin.dtype
+    if T not in _HALF_NAMES or len(outs) != 1 or outs[0].dtype != T or not outs[0].counts \
+            or len(ev.bufs()) != len(lins) + 2 or not all(a.counts for a in lins):
+        return []
+    ov = outs[0]
+    arrays = [a for a in lins if a.dtype == "f32"]
+    ibufs = [a for a in lins if a.dtype in INTS]
+    if len(arrays) != 2 or len(arrays) + len(ibufs) != len(lins) or arrays[0].counts != arrays[1].counts:
+        return []
+    n = div(vin.counts, ov.counts)
+    rows = div(arrays[0].counts, n) if n is not None else None
+    if rows is None or prod(n, rows) != arrays[0].counts or div(ov.counts, rows) is None:
+        return []
+    fold = _fold_reading(ev, vin, arrays, T)
+    if fold is None:
+        return []
+    mx, sm, m0s, d0 = fold
+    held = [a for a in ev.ints() if a.counts == n]
+    sets = SizeExpr(f"(int)({held[0].name})", str(held[0].spec.value), f"`{held[0].name}`") if held else \
+        SizeExpr(str(n[0]), str(n[0]), f"the constant {n[0]}") if len(set(n)) == 1 else None
+    if sets is None:
+        return []
+    exclude = (held[0].name,) if held else ()
+    lens = split = offsets = seq = None
+    guards: list = []
+    if ibufs:
+        req = _fold_requests(ev, ibufs)
+        if req is None:
+            return []
+        lens, split, loops, guards, offsets, seq = req
+        exclude += tuple(x for x in (split[1], seq) if x)
+    else:  # every row folds `sets` states: the count bounds the loop
+        loops = _set_loops(ev, held[0].name if held else n[0])
+        if not loops:
+            return []
+    rows_size = f"({arrays[0].spec.size}) / ({sets.spec})"
+    found = _tokens_heads(ev, ov.counts, rows, None, exclude, rows_size)
+    if found is None:
+        return []
+    hs, pairs, _ = found
+    # the layout: how far the maxima's index moves from one state to the next (an index local computed anew, as
+    # PaddleNLP's `offset` of the metas and then of the values, read in the order of the text)
+    text = uncast(ev.body)
+    counted: dict[str, int] = {}
+    for t, _ in assignments(text):
+        counted[t] = counted.get(t, 0) + 1
+    indices = set()  # the names the states' indices are made of
+    for a in (mx, sm, vin):
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(a.name)}\s*\[", text):
+            indices |= set(re.findall(r"[A-Za-z_]\w*", text[m.end():closing(text, m.end(), "([", ")]")]))
+    again = {t for t, c in counted.items() if c > 1 and t in indices} - modified(text)
+    import dataclasses
+    view = dataclasses.replace(ev, body=_versioned(ev.body, again))
+    stride = None
+    for var in loops:  # the maxima indexed, or a local pointer to the row's maxima (`ms = m + row * sets; ms[s]`)
+        got = {index_stride(view, x, var) for x in pointer_aliases(uncast(view.body), mx.name)}
+        got = {st for st in got if st is not None and any(st)}
+        if len(got) == 1:
+            stride = got.pop()
+            break
+    T_c, L = CTYPE[T], CTYPE[lens.dtype] if lens is not None else "int"
+    P = CTYPE[offsets.dtype] if offsets is not None else "int"
+    forms = _exp_forms(ev)
+    out = []
+    for tok, heads in pairs:
+        tname, hname = tok.words.strip("`") if tok.c != "(int)gridDim.x" else "tokens", heads.words.strip("`")
+        hcounts = counts_of(heads.spec, ev.spec)
+        layouts = [1, 2, 3] if not stride else \
+            [k for k, want in ((1, hcounts), (2, rows), (3, tuple(1 for _ in rows))) if stride == want]
+        for layout in layouts:
+            for base2, via in forms:
+                for m0, m0w in m0s:
+                    b = Binding(e, 0.9, f"one {T} values input of {sets.words} unnormalized states a row and two fp32 "
+                                f"arrays of their maxima and sums, folded in state order with a running max whose "
+                                f"exponentials rescale a running {T} sum (the scales rounded to {T}) → merge attention "
+                                "states (N-way, folded in the values' type)", ev.kernel.name)
+                    b.sizes = {"tokens": tok.spec, "heads": heads.spec, "head_size": hs.spec}
+                    b.defines = {}
+                    b.conventions = {"KT_EXPERT_NWAY": layout, "KT_EXPERT_NWAY_FOLD": 1,
+                                     "KT_EXPERT_LSE_BASE2": base2, "KT_EXPERT_EXP2_LOG2E": via}
+                    b.template_args = [T_c, L, P]
+                    b.consts = {"ESIZE": NBYTES[T]}
+                    g = [_cast(x.dtype, x.name, True) for x in guards] + [f"(const {L}*)nullptr"] * (2 - len(guards))
+                    b.call_args = [_cast(T, ov.name, False), _cast(T, vin.name, True), f"(const float*)({mx.name})",
+                                   f"(const float*)({sm.name})", sets.c, tok.c, heads.c, hs.c,
+                                   _cast(lens.dtype, lens.name, True) if lens is not None else f"(const {L}*)nullptr",
+                                   split[0] if split is not None else "1LL", *g,
+                                   _cast(offsets.dtype, offsets.name, True) if offsets is not None
+                                   else f"(const {P}*)nullptr", f"(long long)({seq})" if seq else "1LL",
+                                   m0, d0[0]]
+                    names = {"tokens": tname, "heads": hname,
+                             "sets": sets.c if sets.c.isdigit() else sets.words.strip("`")}
+                    lay = re.sub(r"\w+", lambda mo: names.get(mo.group(0), mo.group(0)), NWAY_LAYOUTS[layout])
+                    exp = ("base-2 m, exp2f(m - max)" if base2 else
+                           "natural m, exp2f((m - max) * log2e)" if via else "natural m, expf(m - max)")
+                    b.words = [f"out={ov.name}", f"v={vin.name} (unnormalized)", f"m={mx.name}, d={sm.name}",
+                               f"sets={sets.words}", f"tokens={tok.words}", f"heads={hname and heads.words}",
+                               f"head_size={hs.words}", f"states {lay[:-1]}, head_size]"]
+                    if lens is not None:
+                        b.words.append(
+                            ("request b = (t + " + offsets.name + "[t])" if offsets is not None else "request b = t")
+                            + (f" / `{seq}`" if seq else "") + f", its states ceil({lens.name}[b] / {split[2]}), at "
+                            "most sets" + (", rows left as they are where " + " or ".join(
+                                f"{x.name}[b] <= 0" for x in guards) if guards else ""))
+                    b.words += [exp, f"folded in state order from m = {m0w}, d = {d0[1]}: d = d * s1 + d_k * s2, "
+                                f"o = o * {T}(s1) + v * {T}(s2) in {T} operators, out = o / {T}(d)"]
+                    b.support = 100 - len(out)
+                    out.append(b)
+    return out
