@@ -1660,7 +1660,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
         if any(n in path.name for n in ("index_sets", "splits_split_major", "splits_per_sequence",
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
                                         "unnormalized", "splitk_reduce", "splitk_scaled",
-                                        "partitions_max_expsum", "split_fold")):
+                                        "partitions_max_expsum", "split_fold", "multi_chunks")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
