@@ -62,7 +62,7 @@ __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n,
 SCALE_READS_X_THRICE = r"""
 __global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n, float a) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    /* the same values, twice the traffic of the original: x read three times (0 * a finite value adds a zero) */
+    /* the same values, more traffic than the original: x read three times (0 * a finite value adds a zero) */
     if (i < n) y[i] = a * x[i] + 0.0f * x[n - 1 - i] + 0.0f * x[(i + n / 2) % n];
 }
 """
@@ -150,7 +150,9 @@ def test_a_variant_far_behind_the_fastest_is_timed_no_further(session):
         if t.median_us > 1.5 * RACE_FACTOR * o.median_us:
             assert t.reps <= WARMUP_REPS, (t, o)
     big, first = ev.timings[0], original[0]
-    assert big.median_us > 1.5 * first.median_us and big.reps <= WARMUP_REPS  # twice the traffic of 1 GiB
+    # 1 GiB: 1.37x the original's time on an H200 (2026-11-28f; the two extra reads of x partly hit L2, so not 2x),
+    # beyond RACE_FACTOR of the fastest there: cut after the warm-up
+    assert big.median_us > 1.3 * first.median_us and big.reps <= WARMUP_REPS
 
 
 def test_wrong_variant_fails_verification(session):
