@@ -61,6 +61,7 @@ binding.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
@@ -1739,7 +1740,6 @@ def _nway_fold_bindings(ev: Evidence, e, vin, lins: list, outs: list) -> list[Bi
         for m in re.finditer(rf"(?<![\w.>]){re.escape(a.name)}\s*\[", text):
             indices |= set(re.findall(r"[A-Za-z_]\w*", text[m.end():closing(text, m.end(), "([", ")]")]))
     again = {t for t, c in counted.items() if c > 1 and t in indices} - modified(text)
-    import dataclasses
     view = dataclasses.replace(ev, body=_versioned(ev.body, again))
     stride = None
     for var in loops:  # the maxima indexed, or a local pointer to the row's maxima (`ms = m + row * sets; ms[s]`)
@@ -1784,7 +1784,7 @@ def _nway_fold_bindings(ev: Evidence, e, vin, lins: list, outs: list) -> list[Bi
                     exp = ("base-2 m, exp2f(m - max)" if base2 else
                            "natural m, exp2f((m - max) * log2e)" if via else "natural m, expf(m - max)")
                     b.words = [f"out={ov.name}", f"v={vin.name} (unnormalized)", f"m={mx.name}, d={sm.name}",
-                               f"sets={sets.words}", f"tokens={tok.words}", f"heads={hname and heads.words}",
+                               f"sets={sets.words}", f"tokens={tok.words}", f"heads={heads.words}",
                                f"head_size={hs.words}", f"states {lay[:-1]}, head_size]"]
                     if lens is not None:
                         b.words.append(
