@@ -181,6 +181,29 @@ void launch(float* x, bool gelu) {
 """
 
 
+ENUM_TYPED = r"""
+enum DataType_t { FP4 = 1, NF4 = 2 };
+template <typename T, DataType_t DT>
+__global__ void quant(T* x) { x[threadIdx.x] *= DT == NF4 ? T(2) : T(1); }
+void launch(float* x, bool nf4) { if (nf4) quant<float, NF4><<<1, 32>>>(x); else quant<float, FP4><<<1, 32>>>(x); }
+"""
+
+
+@pytest.mark.nvcc
+def test_an_enumerator_of_an_enum_typed_template_parameter(tmp_path):
+    """bitsandbytes' <half, 256, 2, 0, NF4> with DATA_TYPE of an enum type: nvcc's entry chosen by the value (the
+    demangled name spells 2), NVRTC's name expression keeps the enumerator (an int is no argument of an enum type)."""
+    from agent_core.measure import compiler
+    before = dict(compiler.stats)
+    c = compile_kernel(ENUM_TYPED, "quant", cache_dir=tmp_path, template_args=["float", "NF4"])
+    assert c.symbol == "_Z5quantIfL10DataType_t2EEvPT_"
+    assert not list(tmp_path.glob("nvrtc-refused-*"))  # NVRTC, where it is here, served it (or nvcc did, unmarked)
+    if compiler.stats["nvrtc_runs"] > before["nvrtc_runs"]:
+        assert compiler.stats["nvcc_runs"] == before["nvcc_runs"]
+    assert compile_kernel(ENUM_TYPED, "quant", cache_dir=tmp_path, template_args=["float", "FP4"],
+                          exact=True).symbol == "_Z5quantIfL10DataType_t1EEvPT_"
+
+
 @pytest.mark.nvcc
 def test_template_arguments_named_by_the_files_constants(tmp_path):
     """A spec names the instantiation as the host code does (<ACT_GELU, NF4>): a macro and an enumerator, read as

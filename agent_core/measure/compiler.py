@@ -351,7 +351,6 @@ def compile_kernel(text: str, kernel: str, arch: str = "sm_90", defines: dict[st
 
     Template arguments that name the file's integer constants (``<ACT_GELU>``, an enumerator) are read as their
     values (``source.constants``): the compiled instantiation's name spells values."""
-    template_args = valued(template_args, text)
     with phase("compile"):
         return _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir,
                                tuple(extra_flags), template_args, source_path, timeout, exact)
@@ -382,8 +381,9 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
         raise KerntuneError(f"the compile cache {cache} cannot be used ({e.strerror or e}): set KERNTUNE_CACHE "
                             "to a writable folder", str(cache)) from None
     refused = None
-    if not extra_flags and not exact:
-        got = _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cache, source_path, timeout)
+    if not extra_flags and not exact:  # NVRTC's name expression sees the file's enumerators and constants, not its macros
+        got = _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, valued(template_args, text, macros_only=True),
+                              cache, source_path, timeout)
         if isinstance(got, Compiled):
             return got
         refused = got
@@ -397,7 +397,7 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
             pass
     report = {s: Resources(**r) for s, r in meta["report"].items()}
     try:
-        sym = select_symbol(report, meta["names"], kernel, template_args)
+        sym = select_symbol(report, meta["names"], kernel, valued(template_args, text))
     except CompileError as e:
         e.path, e.log = source_path, meta["log"]
         raise

@@ -58,7 +58,7 @@ def int_constants(text: str) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=32)
-def _int_constants(text: str) -> dict[str, int]:
+def _macro_constants(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     pending = {m.name: m.body for m in scan_defines(text.encode()) if m.params is None and m.body}
     while pending:  # a macro may name one defined after it
@@ -67,6 +67,12 @@ def _int_constants(text: str) -> dict[str, int]:
             break
         out.update(done)
         pending = {n: b for n, b in pending.items() if n not in done}
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _int_constants(text: str) -> dict[str, int]:
+    out = dict(_macro_constants(text))
     clean = _COMMENT.sub(lambda m: " " * len(m.group(0)), text)
     scopes = _scopes(clean)
     for m in _CONST.finditer(clean):
@@ -92,12 +98,20 @@ def _int_constants(text: str) -> dict[str, int]:
     return out
 
 
-def valued(args: list[str] | None, text: str) -> list[str] | None:
+def valued(args: list[str] | None, text: str, macros_only: bool = False) -> list[str] | None:
     """``args`` (template arguments as C++ text) with each one that names the file's integer constants written as
-    its value; the others (types, literals, what the file does not define) as they are."""
+    its value; the others (types, literals, what the file does not define) as they are. ``macros_only``: only the
+    ones that name macros, for C++ that sees the file's other names (an NVRTC name expression: an enumerator stays
+    a name there, as a template parameter of its enum type needs)."""
     if not args or not any(re.search(r"[A-Za-z_]", a) for a in args):
         return args
-    consts = int_constants(text)
+    if macros_only:
+        consts = dict(_macro_constants(text))
+        if not any(re.search(r"[A-Za-z_]\w*", a) and set(re.findall(r"[A-Za-z_]\w*", a)) & set(consts)
+                   for a in args):
+            return args
+    else:
+        consts = int_constants(text)
     out = []
     for a in args:
         v = _value(a, consts) if re.search(r"[A-Za-z_]", a) and a.strip() not in ("true", "false") else None
