@@ -19,6 +19,34 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
     """(base, frequency scale or None, attention factor or None, the inverse-frequency forms to try (the rotary
     expert's KT_EXPERT_ANGLE), fast intrinsics) of a kernel that computes its angles; None when it does not (no
     sine or cosine fed by a ``pow`` of a float argument) or its float arguments have no one reading."""
+    p = _powered(ev)
+    if p is None:
+        return None
+    scale = [a for n, a in p.floats.items() if n in p.fed and a is not p.base]
+    attn = [a for n, a in p.floats.items() if n not in p.fed and a is not p.base]
+    if len(scale) > 1 or len(attn) > 1:
+        return None  # more float arguments than the expert's angle has roles for
+    forms = _forms(ev, p)
+    if forms is None:
+        return None
+    return p.base, scale[0] if scale else None, attn[0] if attn else None, forms, p.fast
+
+
+class _Powered(NamedTuple):
+    """A kernel's angle computed from the power of a float argument: the body's data flow, its float arguments in
+    use, the names a sine or cosine's argument is fed by, the base (the argument the power raises) and the power's
+    exponent, and whether the sine or cosine is the fast intrinsic."""
+    flow: dict
+    floats: dict
+    fed: set
+    base: ArgUse
+    exponent: str
+    fast: bool
+
+
+def _powered(ev: Evidence) -> _Powered | None:
+    """The angle's power of a float argument (``_Powered``); None without a sine or cosine fed by a ``pow`` of one
+    float argument whose values are known numbers."""
     trig = call_arguments(ev.body, _TRIG)
     pows = call_arguments(ev.body, _POW)
     if not trig or not pows:
@@ -34,19 +62,18 @@ def _angles(ev: Evidence) -> tuple[ArgUse, ArgUse | None, ArgUse | None, list[in
             break
     if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
         return None
-    scale = [a for n, a in floats.items() if n in fed and a is not base]
-    attn = [a for n, a in floats.items() if n not in fed and a is not base]
-    if len(scale) > 1 or len(attn) > 1:
-        return None  # more float arguments than the expert's angle has roles for
-    if all(v > 1 for v in base.counts):
+    return _Powered(flow, floats, fed, base, exponent, any(n.startswith("__") for n, _ in trig))
+
+
+def _forms(ev: Evidence, p: _Powered) -> list[int] | None:
+    """The inverse-frequency forms to try, the one the body shows first: a base above 1 raised to minus, or divided
+    by, its power; a base below 1 raised to ``i`` or to ``2i/rot``. None for a base on both sides of 1."""
+    if all(v > 1 for v in p.base.counts):
         inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
-        forms = [2, 0] if inverse else [0, 2]
-    elif all(0 < v < 1 for v in base.counts):
-        forms = [3, 1] if "/" in exponent else [1, 3]
-    else:
-        return None
-    fast = any(n.startswith("__") for n, _ in trig)
-    return base, scale[0] if scale else None, attn[0] if attn else None, forms, fast
+        return [2, 0] if inverse else [0, 2]
+    if all(0 < v < 1 for v in p.base.counts):
+        return [3, 1] if "/" in p.exponent else [1, 3]
+    return None
 
 
 _ANGLE_WORDS = {0: "pos * {b}^(-2i/rot)", 1: "pos * {b}^i", 2: "pos / {b}^(2i/rot)", 3: "pos * {b}^(2i/rot)",
@@ -82,25 +109,14 @@ def _smooth_angles(ev: Evidence) -> tuple[ArgUse, ArgUse, ArgUse | None, list[in
     the base and ``a``, ``b`` are float arguments, the body clamping a value to [0, 1] (a max with 0 and a min with
     1, or ``__saturatef``); the one other float argument that feeds the angle is the frequency scale (the
     interpolation ``(1 - s) * (f * scale) + s * f``)."""
-    trig = call_arguments(ev.body, _TRIG)
-    pows = call_arguments(ev.body, _POW)
-    if not trig or not pows:
-        return None
     if not ((_CLAMP_LOW.search(ev.flat) and _CLAMP_HIGH.search(ev.flat)) or "__saturatef(" in ev.flat):
         return None
-    flow = flows(ev.body)
-    floats = {a.name: a for a in ev.floats() if re.search(rf"\b{re.escape(a.name)}\b", ev.body)}
-    fed = set().union(*(feeding(flow, args[0]) for _, args in trig if args and args[0]))
-    base = exponent = None
-    for fname, args in pows:
-        src = feeding(flow, args[0]) & set(floats) if len(args) == 2 else set()
-        if fname in fed and len(src) == 1:
-            base, exponent = floats[src.pop()], args[1]
-            break
-    if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
+    p = _powered(ev)
+    if p is None:
         return None
-    roles = [n for n in floats if n in fed and n != base.name]
-    attn = [a for n, a in floats.items() if n not in fed and a is not base]
+    flow, floats, base = p.flow, p.floats, p.base
+    roles = [n for n in floats if n in p.fed and n != base.name]
+    attn = [a for n, a in floats.items() if n not in p.fed and a is not base]
     if len(roles) != 3 or len(attn) > 1:
         return None
     smooth = None
@@ -119,12 +135,7 @@ def _smooth_angles(ev: Evidence) -> tuple[ArgUse, ArgUse, ArgUse | None, list[in
     if smooth is None:
         return None
     scale = [floats[n] for n in roles if n not in (smooth[0].name, smooth[1].name)]
-    if all(v > 1 for v in base.counts):
-        inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
-        forms = [2, 0] if inverse else [0, 2]
-    elif all(0 < v < 1 for v in base.counts):
-        forms = [3, 1] if "/" in exponent else [1, 3]
-    else:
+    forms = _forms(ev, p)
+    if forms is None:
         return None
-    fast = any(n.startswith("__") for n, _ in trig)
-    return base, scale[0], attn[0] if attn else None, forms, fast, smooth[0], smooth[1]
+    return base, scale[0], attn[0] if attn else None, forms, p.fast, smooth[0], smooth[1]
