@@ -21,6 +21,7 @@ from agent_core.search.tuner import TuneEvent, TuneOptions, open_backend, prepar
 from agent_core.workspace import store_path_for
 
 from .results import Live, Results
+from .warm_backend import WarmBackends
 
 log = logging.getLogger(__name__)
 UPDATE_EVERY_S = 0.2  # at most this often: diagnostics / lens / hint refreshes while tuning
@@ -110,6 +111,7 @@ class TuningJobs:
         self.on_update = on_update  # (uri, final) -> republish diagnostics, refresh lenses and hints
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kerntune-tune")
         self.tasks: set[asyncio.Task] = set()
+        self.backends = WarmBackends()  # the GPU worker kept warm between runs ($KERNTUNE_WARM_S)
 
     def message(self, text: str, kind=lsp.MessageType.Info) -> None:
         self.ls.window_show_message(lsp.ShowMessageParams(type=kind, message=text))
@@ -135,7 +137,8 @@ class TuningJobs:
             self.message(f"kerntune: cannot tune '{kernel}': {e}", lsp.MessageType.Error)
             return {"status": "error", "message": str(e), "line": e.line, "field": e.field_name}
         try:
-            backend = await loop.run_in_executor(self.executor, open_backend, None, None, None)
+            backend = await loop.run_in_executor(self.executor, self.backends.acquire,
+                                                 lambda: open_backend(None, None, None))
             delay = _env_seconds("KERNTUNE_REPLAY_DELAY_S")
             if delay > 0 and backend.name == "replay":
                 backend = PacedReplay(backend, delay)
@@ -216,7 +219,7 @@ class TuningJobs:
                     "llm": hooks.spend.line() if hooks and hasattr(hooks.spend, "line") else None}
         finally:
             try:
-                backend.close()
+                self.backends.release(backend)  # kept warm for the next run, or closed
             finally:
                 store.close()
 
@@ -310,3 +313,4 @@ class TuningJobs:
         for live in list(self.results.live.values()):
             live.cancel.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.backends.close()

@@ -400,3 +400,60 @@ def test_the_small_magnitude_check_tells_eps_apart(tmp_path):
         assert results[("right", 1.0)].status == Status.OK and results[("right", 2.0 ** -10)].status == Status.OK
         assert results[("wrong", 1.0)].status == Status.OK
         assert results[("wrong", 2.0 ** -10)].status == Status.VERIFY_FAILED
+
+
+def test_a_released_backend_keeps_its_worker_and_starts_the_next_problem_on_it(tmp_path):
+    """The language server's warm worker (server/warm_backend.py): after ``release`` the worker process and its
+    context stay, its buffers are freed (device memory back to about what a fresh context holds), and the next
+    problem starts and measures on the same process with no worker start."""
+    from agent_core.measure.timeline import run_scope
+    be = GpuBackend(watchdog_s=8.0)
+    try:
+        spec = scale_spec()
+        ref = build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp_path)
+        problem = Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                          template_hash="t", spec_hash=spec.spec_hash, seed=7)
+        be.start(problem)
+        pid = be.sup.worker.proc.pid
+        held = _process_gpu_mib(pid)
+        be.release()
+        assert be.warm and be.sup.worker.proc.pid == pid and be.problem is None
+        after = _process_gpu_mib(pid)
+        show("worker's device memory before / after release (MiB; None: nvidia-smi does not list the process)",
+             (held, after))
+        if held is not None and after is not None:
+            assert held - after > 1200, "the 1 GiB size set's buffers (x, y, reference, pristine) were not freed"
+        with pytest.raises(Exception, match="start"):
+            be.evaluate(build(be, spec, SCALE, "scale", {"BLOCK": 128}, tmp_path))
+        with run_scope() as (tl, _):
+            small = replace(spec, sizes=[{"n": 1_000_003}])
+            ref2 = build(be, small, SCALE, "scale", {"BLOCK": 256}, tmp_path)
+            be.start(Problem(spec=small, reference=ref2.compiled, reference_launches=ref2.launches,
+                             original_hash="o2", template_hash="t2", spec_hash=small.spec_hash, seed=8))
+            ev = be.evaluate(build(be, small, SCALE_GRID_STRIDE, "scale", {"BLOCK": 512}, tmp_path))
+        show("after release", ev)
+        assert ev.status == Status.OK, ev.error
+        assert be.sup.worker.proc.pid == pid and be.restarts == 0
+        assert tl.seconds.get("worker_start", 0.0) == 0.0
+    finally:
+        be.close()
+    assert not be.warm
+
+
+def _process_gpu_mib(pid: int) -> int | None:
+    """Device memory nvidia-smi lists for ``pid`` (MiB), or None where it does not (no nvidia-smi; another PID
+    namespace)."""
+    import subprocess
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0] == str(pid) and parts[1].isdigit():
+            return int(parts[1])
+    return None

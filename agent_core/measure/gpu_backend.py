@@ -432,6 +432,25 @@ class GpuBackend:
             return {"error": f"ncu gave no metrics (exit status {r.returncode}): {tail}"}
         return prof
 
+    def release(self) -> None:
+        """Back to how a fresh backend is, the worker kept: the problem's buffers freed in the worker (where one is
+        running; none is started for it), the problem and the setup a fresh worker would redo forgotten. The next
+        run calls ``start`` on it and pays no worker start (the language server keeps one warm between runs)."""
+        self.sup.remember_setup(None)
+        self.problem, self.original, self.batches = None, None, None
+        w = self.sup.worker
+        if w is not None and w.alive:
+            try:
+                w.call("release")
+            except WorkerFailure as e:
+                self.log(f"the GPU worker did not release its buffers ({e.message}); stopping it")
+                self.sup.close()
+
+    @property
+    def warm(self) -> bool:
+        """Whether a worker (its process and CUDA context) is running."""
+        return self.sup.worker is not None and self.sup.worker.alive
+
     def close(self) -> None:
         self.sup.close()
 

@@ -787,6 +787,12 @@ class GpuWorker:
         self._launch(fn, ss, variant.launches[size_index])
         self._sync()
 
+    def release(self) -> None:
+        """Free the problem's buffers and forget it; the context stays (a worker kept warm between runs holds no
+        more device memory than its context)."""
+        self._free()
+        self.problem = None
+
     def close(self) -> None:
         self._free()
         self.ctx.pop()
