@@ -102,29 +102,38 @@ def _resolve(once: dict[str, str], expr: str) -> str | None:
 def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
     """(query index, cos index) pairs the body computes for the same thread on size set ``size``: every unknown
     (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept."""
-    import random
     qt, ct = _resolved(ev, q.name), _resolved(ev, c.name)
     if qt is None or ct is None:
         return None
+    return _draw_pairs(ev, qt, ct, size, 1234, (2, 8, 64, 512, 4096, 32768), draws,
+                       lambda qi, ci: 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size])
+
+
+def _draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
+                keep) -> list[tuple[int, int]] | None:
+    """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
+    integer constants), every other name drawn below a range chosen at random from ``ranges`` (``seed + size``
+    seeds it); the pairs ``keep`` accepts. None where the names cannot be read."""
+    import random
     from agent_core import expr as _expr
     env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+    env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
     try:
-        unknown = sorted((_expr.names(qt) | _expr.names(ct)) - set(env))
+        unknown = sorted((_expr.names(a) | _expr.names(b)) - set(env))
     except Exception:  # noqa: BLE001
         return None
-    rng = random.Random(1234 + size)
+    rng = random.Random(seed + size)
     out = []
     for _ in range(draws):
         at = dict(env)
         for n in unknown:
-            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768)))
+            at[n] = rng.randrange(rng.choice(ranges))
         try:
-            qi, ci = _expr.evaluate_int(qt, at), _expr.evaluate_int(ct, at)
+            ai, bi = _expr.evaluate_int(a, at), _expr.evaluate_int(b, at)
         except Exception:  # noqa: BLE001
             continue
-        if 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size]:
-            out.append((qi, ci))
+        if keep(ai, bi):
+            out.append((ai, bi))
     return out
 
 
@@ -245,27 +254,8 @@ def _bump_samples(ev: Evidence, q: ArgUse, qexpr: str, cexpr: str, size: int, dr
                   ) -> list[tuple[int, int]] | None:
     """(query offset, table offset) pairs the body's pointer moves give for the same block on size set ``size``: every
     unknown (thread and block indices) drawn at random (fixed seed), only pairs inside the query kept."""
-    import random
-    from agent_core import expr as _expr
-    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
-    try:
-        unknown = sorted((_expr.names(qexpr) | _expr.names(cexpr)) - set(env))
-    except Exception:  # noqa: BLE001
-        return None
-    rng = random.Random(4321 + size)
-    out = []
-    for _ in range(draws):
-        at = dict(env)
-        for n in unknown:
-            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768, 1 << 20)))
-        try:
-            qi, ci = _expr.evaluate_int(qexpr, at), _expr.evaluate_int(cexpr, at)
-        except Exception:  # noqa: BLE001
-            continue
-        if 0 <= qi < q.counts[size] and ci >= 0:
-            out.append((qi, ci))
-    return out
+    return _draw_pairs(ev, qexpr, cexpr, size, 4321, (2, 8, 64, 512, 4096, 32768, 1 << 20), draws,
+                       lambda qi, ci: 0 <= qi < q.counts[size] and ci >= 0)
 
 
 def _row_adds(ev: Evidence, text: str, once: dict[str, str], qi: ArgUse) -> set:
