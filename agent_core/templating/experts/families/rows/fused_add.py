@@ -9,11 +9,11 @@ import itertools
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
-from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
-                                                                _rows)
+from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
                                                                           _weight_offsets)
 from agent_core.templating.experts.families.rows.norm_stats import _stat_is_reciprocal_root
+from agent_core.templating.experts.families.rows.rms_norm import _strided_row_bindings
 from agent_core.templating.experts.library import Expert
 
 
@@ -143,28 +143,13 @@ def _strided_fused_add(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if div(r.counts, w.counts) is None:
         return []
     T, W = x.dtype, w.dtype
-    out = []
-    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, r.counts, [w])):
-        rows_fp = div(r.counts, hfp)
-        st = _row_stride(ev, x.counts, rows_fp, hfp)
-        if st is None:
-            continue
-        hname = hidden.words.strip("`")
-        for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
-            for conv, conv_words, conv_support in _norm_conventions(ev, e, T):
-                b = Binding(e, 0.85, f"reads rows of `{hname}` elements {st.words} apart from `{x.name}`, "
+    return _strided_row_bindings(
+        ev, e, r, x, w, T, W,
+        lambda hidden, st: (f"reads rows of `{hidden.words.strip('`')}` elements {st.words} apart from `{x.name}`, "
                             f"{ev.reduction_words()}, adds them into the contiguous residual `{r.name}` (both "
-                            "written), rsqrtf, one weight → fused add + RMSNorm of a strided input", ev.kernel.name)
-                b.sizes["hidden"] = hidden.spec
-                b.words = [f"x={x.name} (rows {st.words} apart, in place)", f"residual={r.name}", f"weight={w.name}",
-                           f"hidden={hidden.words}", eps_words]
-                rows = _rows(ev, rows_fp, f"({r.spec.size}) / ({hidden.spec})", hidden, b)
-                b.words += conv_words
-                b.template_args = [CTYPE[T], CTYPE[W]]
-                b.call_args = [_cast(T, x.name, False), _cast(T, r.name, False), _cast(W, w.name, True), eps_c, rows,
-                               hidden.c, f"(long long)({st.c.replace('(int)', '')})"]
-                b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W])}
-                b.conventions = dict(conv, KT_EXPERT_X_STRIDE=1)
-                b.support = 10 + 2 * ev.uses(hidden) - hi - ei + eps_support + conv_support
-                out.append(b)
-    return out
+                            "written), rsqrtf, one weight → fused add + RMSNorm of a strided input"),
+        lambda hidden, st, eps_words: [f"x={x.name} (rows {st.words} apart, in place)", f"residual={r.name}",
+                                       f"weight={w.name}", f"hidden={hidden.words}", eps_words],
+        lambda eps_c, rows, hidden, stride: [_cast(T, x.name, False), _cast(T, r.name, False), _cast(W, w.name, True),
+                                             eps_c, rows, hidden.c, stride],
+        rank_hidden=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Callable
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, additive_terms, call_arguments,
-                                                    closing, div, feeding, flows, statements, uncast, unparen)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, additive_terms,
+                                                    call_arguments, closing, div, feeding, flows, statements, uncast,
+                                                    unparen)
 from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
                                                                 _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
@@ -34,28 +36,43 @@ def _strided_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []
     x, w = xs[0], ws[0]
     T, W = o.dtype, w.dtype
+    return _strided_row_bindings(
+        ev, e, o, x, w, T, W,
+        lambda hidden, st: (f"reads rows of `{hidden.words.strip('`')}` elements {st.words} apart from `{x.name}`, "
+                            f"{ev.reduction_words()}, rsqrtf, one weight, contiguous rows out → RMSNorm of a strided "
+                            "input"),
+        lambda hidden, st, eps_words: [f"out={o.name}", f"x={x.name} (rows {st.words} apart)", f"weight={w.name}",
+                                       f"hidden={hidden.words}", eps_words],
+        lambda eps_c, rows, hidden, stride: [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True),
+                                             eps_c, rows, hidden.c, stride])
+
+
+def _strided_row_bindings(ev: Evidence, e: Expert, contiguous: ArgUse, x: ArgUse, w: ArgUse, T: str, W: str,
+                          what: Callable, words: Callable, call_args: Callable,
+                          rank_hidden: bool = False) -> list[Binding]:
+    """The bindings of a norm over rows of ``x`` at a stride of their own (``KT_EXPERT_X_STRIDE``) beside the
+    ``contiguous`` rows the row count is read from: one per row length, eps and numeric convention. ``what(hidden,
+    st)`` says what the kernel does, ``words(hidden, st, eps_words)`` names the buffers, ``call_args(eps_c, rows,
+    hidden, stride)`` is the expert's call; ``rank_hidden``: a later row-length candidate has less support."""
     out = []
-    for hidden, hfp in _hidden_candidates(ev, o.counts, [w]):
-        rows_fp = div(o.counts, hfp)
+    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, contiguous.counts, [w])):
+        rows_fp = div(contiguous.counts, hfp)
         st = _row_stride(ev, x.counts, rows_fp, hfp)
         if st is None:
             continue
         for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
             for conv, conv_words, conv_support in _norm_conventions(ev, e, T):
-                b = Binding(e, 0.85, f"reads rows of `{hidden.words.strip('`')}` elements {st.words} apart from "
-                            f"`{x.name}`, {ev.reduction_words()}, rsqrtf, one weight, contiguous rows out → RMSNorm "
-                            "of a strided input", ev.kernel.name)
+                b = Binding(e, 0.85, what(hidden, st), ev.kernel.name)
                 b.sizes["hidden"] = hidden.spec
-                b.words = [f"out={o.name}", f"x={x.name} (rows {st.words} apart)", f"weight={w.name}",
-                           f"hidden={hidden.words}", eps_words]
-                rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({hidden.spec})", hidden, b)
+                b.words = words(hidden, st, eps_words)
+                rows = _rows(ev, rows_fp, f"({contiguous.spec.size}) / ({hidden.spec})", hidden, b)
                 b.words += conv_words
                 b.template_args = [CTYPE[T], CTYPE[W]]
-                b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True), eps_c, rows,
-                               hidden.c, f"(long long)({st.c.replace('(int)', '')})"]
+                b.call_args = call_args(eps_c, rows, hidden, f"(long long)({st.c.replace('(int)', '')})")
                 b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W])}
                 b.conventions = dict(conv, KT_EXPERT_X_STRIDE=1)
-                b.support = 10 + 2 * ev.uses(hidden) - ei + eps_support + conv_support
+                b.support = (10 + 2 * ev.uses(hidden) - (hi if rank_hidden else 0) - ei + eps_support
+                             + conv_support)
                 out.append(b)
     return out
 
