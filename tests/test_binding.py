@@ -4647,6 +4647,46 @@ def test_alibi_masked_softmax_gets_the_alibi_binding(lib):
     assert not any(b.conventions.get("KT_EXPERT_ALIBI") for b in X.candidates(cf2, k.name, S.find_spec(cf2, k.name)))
 
 
+def test_alibi_softmax_with_the_accurate_exponential(lib):
+    """The same ALiBi softmax taking its exponentials with expf (an eager BLOOM / MPT port; the corpus variant with
+    its __expf swapped, the numerics mutation that used to lose the family): KT_EXPERT_ALIBI 2, which renders expf
+    where 1 renders __expf. The style kernel strides its keys with the loop's own variable (`for (int k =
+    threadIdx.x; ...)`): a for loop's init-statement is a statement of the data flow, so k is read as the lanes'."""
+    cf, k, spec = case("softmax_alibi_expf_3d_grid_warps_f32_to_f16")
+    got = X.candidates(cf, k.name, spec)
+    alibi = [b for b in got if b.conventions.get("KT_EXPERT_ALIBI")]
+    assert [b.conventions["KT_EXPERT_ALIBI"] for b in alibi] == [2], words_of(got)
+    assert has(alibi, "softmax", "out=probs (f16)", "x=scores (f32)", "hidden=`k_len`", "logits times `scale`",
+               "`slopes`[head] * (k - q)", "(1 - `keep`) * -10000", "inner extent `q_len`", "expf, the sum + 1e-6")
+    text = X.bind(alibi[0], cf, spec).text
+    assert "? expf(v[i][j] - m)" in text and "__expf(v[i][j] - m)" not in text
+    # the FasterTransformer variant with expf for __expf: the same binding as before but for the exponential
+    from tests import style_mutations as SM
+    mutated = SM.accurate_expf(SM.Source(ALIBI_VARIANT.read_text(), "softmax_kernel"))
+    assert mutated is not None and "__expf(" not in mutated.text
+    cf2 = parse_cuda(mutated.text, "x.cu")
+    got2 = X.candidates(cf2, "softmax_kernel", S.find_spec(cf2, "softmax_kernel"))
+    assert [b.conventions.get("KT_EXPERT_ALIBI") for b in got2 if b.expert.name == "softmax"] == [2], words_of(got2)
+    cf3 = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))
+    b1 = [b for b in X.candidates(cf3, "softmax_kernel", S.find_spec(cf3, "softmax_kernel"))
+          if b.conventions.get("KT_EXPERT_ALIBI")]
+    assert "__expf(v[i][j] - m)" in X.bind(b1[0], cf3, S.find_spec(cf3, "softmax_kernel")).text
+
+
+def test_a_for_loops_init_statement_is_read_as_an_assignment():
+    from agent_core.templating.experts.evidence import flows, statements
+    body = "{ for (int k = threadIdx.x; k < n; k += 32) { s += x[k]; } for(size_t i=blockIdx.x*4;i<n;++i) y[i]=0; }"
+    assert ("k", "int k = threadIdx.x") in [(t, st.strip()) for t, _, st in statements(body) if t == "k"][:1]
+    f = flows(body)
+    assert "threadIdx" in f["k"] and {"blockIdx"} <= f["i"]
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_expf_alibi_style_kernel_compiles(lib):
+    cf, k, spec = case("softmax_alibi_expf_3d_grid_warps_f32_to_f16")
+    _compile_every_binding(lib, cf, k, spec)
+
+
 @pytest.mark.nvcc
 def test_every_alibi_softmax_binding_of_the_corpus_variant_compiles(lib):
     cf = parse_cuda(ALIBI_VARIANT.read_text(), str(ALIBI_VARIANT))

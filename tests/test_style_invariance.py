@@ -28,11 +28,7 @@ KNOWN_STYLE_GAPS: dict[tuple[str, str], str] = {}
 KNOWN_COUNT_CHANGES: dict[tuple[str, str], str] = {}
 # (numerics mutation, case path) -> why: the family set changes once the math intrinsics are swapped (not
 # semantics-preserving: the expert must bind with the matching convention, or not at all)
-KNOWN_NUMERICS_GAPS: dict[tuple[str, str], str] = {
-    ("accurate_expf", "bench/corpus/softmax/masked_softmax_alibi_fp32_in_fp16_out.cu"):
-        "families/rows/softmax_alibi.py returns no binding unless the body calls __expf (the expert's ALiBi form "
-        "exponentiates with __expf only); with expf the kernel gets no softmax candidate at all",
-}
+KNOWN_NUMERICS_GAPS: dict[tuple[str, str], str] = {}
 
 _STRIDE = 23  # each mutation runs on the kernels whose index is its own index modulo this: ~5 kernels each
 

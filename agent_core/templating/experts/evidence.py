@@ -685,11 +685,16 @@ def _top_level_assign(stmt: str) -> int:
     return -1
 
 
+_FOR_INIT = re.compile(r"^\s*for\s*\(")
+
+
 def statements(body: str) -> list[tuple[str | None, int, str]]:
     """The body's statements (split at ``;``, ``{``, ``}``) as (the local or indexed local it assigns, or None;
     the index of its assignment operator, -1 when none; its text)."""
     out = []
     for stmt in re.split(r"[;{}]", body):
+        # a for loop's init-statement is a statement of its own (`for (int k = threadIdx.x` → `int k = threadIdx.x`)
+        stmt = _FOR_INIT.sub("", stmt, count=1)
         at = _top_level_assign(stmt)
         names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) if at >= 0 else []
         out.append((names[-1] if names else None, at, stmt))

@@ -33,7 +33,9 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     null linear-bias slopes: BERT / GPT encoders) the same keep-mask complement times -10000 is read alone: the
     expert's slopes are null (no bias term), the heads any count the mask's rows divide the rows by."""
     e = lib.get("softmax")
-    if e is None or "KT_EXPERT_ALIBI" not in e.conventions or not ev.has("__expf"):  # the family's exponential
+    # the exponential the kernel takes: FasterTransformer's __expf (1), or the accurate expf (2)
+    exp_fn = "__expf" if ev.has("__expf") else "expf" if ev.has("expf") else None
+    if e is None or "KT_EXPERT_ALIBI" not in e.conventions or exp_fn is None:
         return []
     ins, outs = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS)
     if len(outs) != 1 or len(ins) not in (2, 3) or len(ev.bufs()) != len(ins) + 1 or not outs[0].counts:
@@ -100,13 +102,14 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 b.words.append(scale_words)
             b.words.append((f"plus `{slope.name}`[head] * (k - q) and " if slope else "plus ")
                            + f"(1 - `{mask.name}`) * -10000 [{mr.words} rows], {inner_words} (q the row within it); "
-                           "__expf, the sum + 1e-6 inverted by __fdividef")
+                           f"{exp_fn}, the sum + 1e-6 inverted by __fdividef")
             b.template_args = [CTYPE[T], CTYPE[O], CTYPE[mask.dtype]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
                            "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr.c, inner,
                            _cast(slope.dtype, slope.name, True) if slope else f"(const {CTYPE[mask.dtype]}*)nullptr"]
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[mask.dtype])}
-            b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": 1}
+            b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1,
+                             "KT_EXPERT_ALIBI": 1 if exp_fn == "__expf" else 2}
             b.support = 14 + 2 * ev.uses(hidden) - hi - mi
             out.append(b)
     return out
