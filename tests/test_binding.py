@@ -4673,6 +4673,19 @@ def test_alibi_softmax_with_the_accurate_exponential(lib):
     assert "__expf(v[i][j] - m)" in X.bind(b1[0], cf3, S.find_spec(cf3, "softmax_kernel")).text
 
 
+def test_alibi_softmax_with_its_logit_in_a_helper_and_no_batch_argument(lib):
+    """All fp16, the logit computed by a __device__ helper the three passes call (its body read with the call's
+    arguments: `(slope) * (float)((k) - (q))`), reductions in helpers of their own, a block a row on a 3-D grid and
+    no batch argument: the keep-mask's rows are the rows over the heads (one slope each), `gridDim.x / heads` in the
+    wrapper where the rows are the grid."""
+    cf, k, spec = case("softmax_alibi_logit_helper_block_rows_f16")
+    got = [b for b in X.candidates(cf, k.name, spec) if b.conventions.get("KT_EXPERT_ALIBI")]
+    assert len(got) == 1 and got[0].conventions["KT_EXPERT_ALIBI"] == 2, words_of(got)
+    assert has(got, "softmax", "out=probs (f16)", "x=scores (f16)", "hidden=`k_len`", "logits times `scale`",
+               "`slopes`[head] * (k - q)", "(1 - `keep`) * -10000 [rows / `heads` rows]", "inner extent `q_len`")
+    assert got[0].call_args[2] == "(int)gridDim.x" and got[0].call_args[7] == "((int)gridDim.x) / (int)(heads)"
+
+
 def test_a_for_loops_init_statement_is_read_as_an_assignment():
     from agent_core.templating.experts.evidence import flows, statements
     body = "{ for (int k = threadIdx.x; k < n; k += 32) { s += x[k]; } for(size_t i=blockIdx.x*4;i<n;++i) y[i]=0; }"
@@ -4684,6 +4697,8 @@ def test_a_for_loops_init_statement_is_read_as_an_assignment():
 @pytest.mark.nvcc
 def test_every_binding_of_the_expf_alibi_style_kernel_compiles(lib):
     cf, k, spec = case("softmax_alibi_expf_3d_grid_warps_f32_to_f16")
+    _compile_every_binding(lib, cf, k, spec)
+    cf, k, spec = case("softmax_alibi_logit_helper_block_rows_f16")
     _compile_every_binding(lib, cf, k, spec)
 
 

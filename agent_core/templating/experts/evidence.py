@@ -692,13 +692,28 @@ def statements(body: str) -> list[tuple[str | None, int, str]]:
     """The body's statements (split at ``;``, ``{``, ``}``) as (the local or indexed local it assigns, or None;
     the index of its assignment operator, -1 when none; its text)."""
     out = []
-    for stmt in re.split(r"[;{}]", body):
-        # a for loop's init-statement is a statement of its own (`for (int k = threadIdx.x` → `int k = threadIdx.x`)
-        stmt = _FOR_INIT.sub("", stmt, count=1)
-        at = _top_level_assign(stmt)
-        names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) if at >= 0 else []
-        out.append((names[-1] if names else None, at, stmt))
+    for piece in re.split(r"[;{}]", body):
+        # a for loop's init-statement is a statement of its own (`for (int k = threadIdx.x` → `int k = threadIdx.x`),
+        # and so is the body of a loop without braces after its increment (`k += 32) s += x[k]`: two statements)
+        for stmt in _split_header_end(_FOR_INIT.sub("", piece, count=1)):
+            at = _top_level_assign(stmt)
+            names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) if at >= 0 else []
+            out.append((names[-1] if names else None, at, stmt))
     return out
+
+
+def _split_header_end(stmt: str) -> list[str]:
+    """``stmt`` cut after a ``)`` that closes no ``(`` of its own (a for header's end: what follows is the loop's
+    body); the statement whole where its parentheses balance."""
+    depth = 0
+    for i, ch in enumerate(stmt):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return [stmt[:i], stmt[i + 1:]]
+    return [stmt]
 
 
 def assignments(body: str) -> list[tuple[str, str]]:

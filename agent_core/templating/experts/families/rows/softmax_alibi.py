@@ -19,6 +19,19 @@ _KEEP_TIMES_MINUS_10000 = re.compile(
 _TIMES_INDEX_DIFFERENCE = re.compile(
     r"(\w+)\s*\*\s*(?:static_cast<float>|\(\s*float\s*\))?\s*\(\s*(\w+)\s*-\s*(\w+)\s*\)")
 
+_TYPE_NAMES = {"float", "double", "int", "long", "unsigned", "size_t", "int64_t", "int32_t", "half"}
+
+
+def _bare_names(stmt: str) -> str:
+    """``stmt`` with the parentheses around a lone name dropped (``(slope) * (float)((k) - (q))`` → ``slope *
+    (float)(k - q)``: a helper's body with the call's arguments for its parameters), casts and calls kept."""
+    while True:
+        new = re.sub(r"(?<![\w\]])\(\s*(\w+)\s*\)",
+                     lambda m: m.group(0) if m.group(1) in _TYPE_NAMES else m.group(1), stmt)
+        if new == stmt:
+            return stmt
+        stmt = new
+
 
 def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT; ``KT_EXPERT_ALIBI``): scores x
@@ -50,7 +63,7 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     stmts = [stmt for _, _, stmt in statements(ev.body)]
     # what the complement times -10000 is computed from, and what multiplies an index difference (key - query)
     keep_feeds = [feeding(flow, m.group(0)) for st in stmts for m in _KEEP_TIMES_MINUS_10000.finditer(st)]
-    slope_feeds = [feeding(flow, d.group(1)) for st in stmts for d in _TIMES_INDEX_DIFFERENCE.finditer(st)
+    slope_feeds = [feeding(flow, d.group(1)) for st in stmts for d in _TIMES_INDEX_DIFFERENCE.finditer(_bare_names(st))
                    if "threadIdx" in feeding(flow, d.group(2)) and "blockIdx" not in feeding(flow, d.group(2))
                    and {"blockIdx", "gridDim"} & feeding(flow, d.group(3))]
     others = [a for a in ins if a is not x]
@@ -64,11 +77,12 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []
     mask, slope = masks[0], slopes[0]
     T, O = x.dtype, o.dtype
+    body = _bare_names(ev.body)
     scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
-              if re.search(rf"\b{re.escape(a.name)}\s*\*", ev.body)]
+              if re.search(rf"\b{re.escape(a.name)}\s*\*", body)]
     if not scales:  # the scale written after the logit (`qk * qk_scale + mask_val`)
         scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()
-                  if re.search(rf"\*\s*{re.escape(a.name)}\b", ev.body)]
+                  if re.search(rf"\*\s*{re.escape(a.name)}\b", body)]
     if len(scales) > 1:
         return []
     scale, scale_words = scales[0] if scales else ("1.f", "")
@@ -86,11 +100,13 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         if slope is not None and heads != slope.counts:  # one slope per head: the rows of a batch over the mask's
             continue
         mrs = [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()] or ev.sizes(mask_rows)
+        # no argument holds the mask's rows (the batch only in the grid): the rows over the heads, one slope each
+        per_head = [h for h in ev.sizes(heads) if not h.c[0].isdigit()][:1] if not mrs and slope is not None else []
         # the query count: the middle dimension's inner extent, an argument the mask's index is computed from
         inners = [(inner, words) for inner, words in _mask_inners(ev, mask_rows)
                   if re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
                   and re.fullmatch(r"\(int\)\((\w+)\)", inner).group(1) in index_names]
-        for mi, (mr, (inner, inner_words)) in enumerate(itertools.product(mrs[:1], inners)):
+        for mi, (mr, (inner, inner_words)) in enumerate(itertools.product(mrs[:1] or per_head, inners)):
             hname = hidden.words.strip("`")
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of exponentials over the "
                         f"row → softmax, plus {'a per-head ALiBi bias and ' if slope else ''}a 0/1 keep-mask as -10000",
@@ -98,14 +114,15 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             b.sizes["hidden"] = hidden.spec
             b.words = [f"out={o.name} ({O})", f"x={x.name} ({T})", f"hidden={hidden.words}"]
             rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
+            mr_c, mr_words = (mr.c, mr.words) if mrs else (f"({rows}) / {mr.c}", f"rows / {mr.words}")
             if scale_words:
                 b.words.append(scale_words)
             b.words.append((f"plus `{slope.name}`[head] * (k - q) and " if slope else "plus ")
-                           + f"(1 - `{mask.name}`) * -10000 [{mr.words} rows], {inner_words} (q the row within it); "
+                           + f"(1 - `{mask.name}`) * -10000 [{mr_words} rows], {inner_words} (q the row within it); "
                            f"{exp_fn}, the sum + 1e-6 inverted by __fdividef")
             b.template_args = [CTYPE[T], CTYPE[O], CTYPE[mask.dtype]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
-                           "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr.c, inner,
+                           "(const float*)nullptr", _cast(mask.dtype, mask.name, True), mr_c, inner,
                            _cast(slope.dtype, slope.name, True) if slope else f"(const {CTYPE[mask.dtype]}*)nullptr"]
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[mask.dtype])}
             b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1,
