@@ -723,6 +723,59 @@ def block_index_local(src: Source) -> Source | None:
     return _builtin_to_local(src, "blockIdx.x", "kt_bx")
 
 
+# ------------------------------------------------------------------------------------------- (7b) loop spellings
+def _pragma_before(f: _File, n) -> bool:
+    """Whether a ``#pragma`` (``unroll``) stands right before ``n``: it must stay next to its loop."""
+    before = f.data[:n.start_byte].rstrip()
+    line = before[before.rfind(b"\n") + 1:]
+    return line.lstrip().startswith(b"#pragma")
+
+
+def hoist_for_init(src: Source) -> Source | None:
+    """``for (int i = a; c; u) s`` -> ``{ int i = a; for (; c; u) s }`` (the loop variable declared before its loop)."""
+    f = _File(src)
+    edits = []
+    for n in f.nodes(f.body, ("for_statement",)):
+        init = n.child_by_field_name("initializer")
+        if init is None or init.type != "declaration" or _in_preproc(n) or _pragma_before(f, n):
+            continue
+        decl = f.t(init).strip()
+        edits += [(n.start_byte, n.start_byte, b"{ " + decl.encode() + b" "), (init.start_byte, init.end_byte, b";"),
+                  (n.end_byte, n.end_byte, b" }")]
+    return f.done(edits)
+
+
+def _loop_bodies(f: _File):
+    for n in f.nodes(f.body, ("for_statement", "while_statement")):
+        body = n.child_by_field_name("body")
+        if body is not None and not _in_preproc(n):
+            yield n, body
+
+
+def add_loop_braces(src: Source) -> Source | None:
+    """A loop's body of one statement written without braces gets them (``for (...) s += x[i];`` -> ``{ ... }``)."""
+    f = _File(src)
+    return f.done([(b.start_byte, b.end_byte, b"{ " + f.t(b).encode() + b" }") for _, b in _loop_bodies(f)
+                   if b.type != "compound_statement"])
+
+
+def drop_loop_braces(src: Source) -> Source | None:
+    """A loop's body of braces around one expression statement loses them (``{ s += x[i]; }`` -> ``s += x[i];``)."""
+    f = _File(src)
+    edits = []
+    for _, b in _loop_bodies(f):
+        inner = [c for c in b.named_children if c.type != "comment"]
+        if b.type == "compound_statement" and len(inner) == 1 and inner[0].type == "expression_statement":
+            edits.append((b.start_byte, b.end_byte, f.t(inner[0]).encode()))
+    # an edit inside another one's range would overlap: keep the outermost of nested bodies only
+    edits.sort(key=lambda e: (e[0], -e[1]))
+    kept = []
+    for e in edits:
+        if not kept or e[0] >= kept[-1][1]:
+            kept.append(e)
+    return f.done(kept)
+
+
 # ------------------------------------------------------------------------------------------- (8) numerics
 def _calls(f: _File, name: str):
     for n in f.nodes(None, ("call_expression",)):
@@ -781,6 +834,7 @@ _ALL = [
     (widen_int_locals, False), (widen_int_params, False), (narrow_index_locals, False),
     (reverse_params, False), (rotate_params, False), (outputs_last, False),
     (global_index_helper, False), (thread_index_local, False), (block_index_local, False),
+    (hoist_for_init, False), (add_loop_braces, False), (drop_loop_braces, False),
     (fast_expf, True), (accurate_expf, True), (rsqrt_to_div_sqrt, True), (div_sqrt_to_rsqrt, True),
 ]
 MUTATIONS: dict[str, Mutation] = {fn.__name__: Mutation(fn.__name__, fn, (fn.__doc__ or "").strip(), num)

@@ -4694,6 +4694,19 @@ def test_a_for_loops_init_statement_is_read_as_an_assignment():
     assert "threadIdx" in f["k"] and {"blockIdx"} <= f["i"]
 
 
+def test_a_loops_variable_is_read_from_its_init_or_from_its_increment():
+    """``for (int k = warp; ...)`` and ``int k = warp; for (; k < n; k += W)`` name the same loop variable (found by
+    the hoist_for_init style mutation: the N-way merge and the ONNX Runtime key-range softmax lost their family when
+    the variable was declared before its loop; the increment's last name, the stride, had been taken for it)."""
+    from agent_core.templating.experts.evidence import loop_variable, loop_variables, modified
+    assert loop_variable("int k = warp_id", "k += WarpCnt") == "k"
+    assert loop_variable("", "k += WarpCnt") == "k" and loop_variable("", "++i") == "i"
+    assert loop_variable("", "j++") == "j" and loop_variable("", "s >>= 1") == "s"
+    assert loop_variable("", "") is None
+    body = "{ int k = w; for (; k < n; k += W) acc += x[k]; for (int i = 0, j = 2; i < j; ++i) y[i] = 0; }"
+    assert loop_variables(body) == {"k", "j"} and {"k", "i", "acc"} <= modified(body)
+
+
 @pytest.mark.nvcc
 def test_every_binding_of_the_expf_alibi_style_kernel_compiles(lib):
     cf, k, spec = case("softmax_alibi_expf_3d_grid_warps_f32_to_f16")

@@ -913,11 +913,47 @@ def _segment(text: str, start: int, end: int) -> str:
 
 def modified(body: str) -> set[str]:
     """The names the body changes other than by one plain assignment: incremented (``++i``, ``i += s``) or
-    declared as a loop's variable (``for (int i = ...``)."""
+    a loop's variable (``for (int i = ...``, ``for (; i < n; i += s)``)."""
     out = set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)=(?!=)", body))
     out |= set(re.findall(r"(?:\+\+|--)\s*([A-Za-z_]\w*)", body)) | set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:\+\+|--)", body))
-    out |= set(re.findall(r"\bfor\s*\(\s*[^;]*?\b([A-Za-z_]\w*)\s*=(?!=)", body))
+    out |= loop_variables(body)
     return out
+
+
+def for_headers(body: str) -> list[tuple[str, str, str]]:
+    """The (init, condition, increment) of every ``for`` statement of the body."""
+    out = []
+    for m in re.finditer(r"\bfor\s*\(", body):
+        i = closing(body, m.end())
+        parts, depth, cur = [], 0, ""
+        for ch in body[m.end():i - 1]:
+            depth += ch in "(["
+            depth -= ch in ")]"
+            if ch == ";" and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def loop_variable(init: str, incr: str) -> str | None:
+    """A ``for`` loop's variable: the name its init-statement assigns last (``int i = 0``, ``i = start``), else the
+    one its increment changes (``for (; i < n; i += stride)``: i, not the stride)."""
+    named = re.findall(r"([A-Za-z_]\w*)\s*=(?!=)", init)
+    if named:
+        return named[-1]
+    changed = re.findall(r"\b([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)", incr) or \
+        re.findall(r"(?:\+\+|--)\s*([A-Za-z_]\w*)", incr)
+    return changed[0] if changed else None
+
+
+def loop_variables(body: str) -> set[str]:
+    """The variables of the body's ``for`` loops (``loop_variable``)."""
+    return {v for init, _, incr in for_headers(body) if (v := loop_variable(init, incr))}
 
 
 def index_terms(text: str, name: str) -> list[list[tuple[int, str]]]:

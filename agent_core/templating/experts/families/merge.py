@@ -70,7 +70,7 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES,
                                                     additive_terms, assignments, call_arguments, closing,
                                                     const_value, counts_of, div, feeding, flows, index_parts,
                                                     index_stride, instance_types, number, plain, pointer_aliases,
-                                                    modified, prod, statements,
+                                                    for_headers, loop_variable, modified, prod, statements,
                                                     uncast, unparen)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
@@ -484,26 +484,6 @@ def _in_place_bindings(ev: Evidence, e) -> list[Binding]:
 NWAY_LAYOUTS = {1: "[tokens, sets, heads]", 2: "[sets, tokens, heads]", 3: "[tokens, heads, sets]"}
 
 
-def _for_headers(body: str) -> list[tuple[str, str, str]]:
-    """The (init, condition, increment) of every ``for`` statement of the body."""
-    out = []
-    for m in re.finditer(r"\bfor\s*\(", body):
-        i = closing(body, m.end())
-        parts, depth, cur = [], 0, ""
-        for ch in body[m.end():i - 1]:
-            depth += ch in "(["
-            depth -= ch in ")]"
-            if ch == ";" and depth == 0:
-                parts.append(cur)
-                cur = ""
-            else:
-                cur += ch
-        parts.append(cur)
-        if len(parts) == 3:
-            out.append((parts[0], parts[1], parts[2]))
-    return out
-
-
 def _set_loops(ev: Evidence, bound) -> list[str]:
     """The variables of the body's ``for`` loops that the state count bounds: their condition compares the variable
     with ``bound`` (an int argument, through the locals computed from it) or, ``bound`` a number, with a literal, a
@@ -519,7 +499,7 @@ def _set_loops(ev: Evidence, bound) -> list[str]:
         values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
     direct: list[str] = []
     through: list[str] = []
-    for init, cond, incr in _for_headers(ev.body):
+    for init, cond, incr in for_headers(ev.body):
         if not re.search(r"<|>|!=", cond):
             continue
         if isinstance(bound, str):
@@ -528,10 +508,10 @@ def _set_loops(ev: Evidence, bound) -> list[str]:
         elif not any(number(values.get(t, t), ev.constants) == bound
                      for t in re.findall(r"[A-Za-z_]\w*|\d+", re.sub(r"(\d)[uUlL]+\b", r"\1", cond))):
             continue
-        var = re.findall(r"([A-Za-z_]\w*)\s*=(?!=)", init) or re.findall(r"[A-Za-z_]\w*", incr)
-        if var and var[-1] in re.findall(r"[A-Za-z_]\w*", cond) and var[-1] not in direct + through:
+        var = loop_variable(init, incr)
+        if var and var in re.findall(r"[A-Za-z_]\w*", cond) and var not in direct + through:
             named = not isinstance(bound, str) or re.search(rf"\b{re.escape(bound)}\b", cond) is not None
-            (direct if named else through).append(var[-1])
+            (direct if named else through).append(var)
     return direct + through  # the loops whose condition names the count itself first
 
 
@@ -961,9 +941,10 @@ def _state_parts(ev: Evidence, bound: str) -> int | None:
     flow = flows(ev.body, declarators=True)
     targs = list(ev.spec.template_args or [])
     values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
-    for init, cond, incr in _for_headers(ev.body):
+    for init, cond, incr in for_headers(ev.body):
         m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\+=\s*([A-Za-z_]\w*|\d+)\s*", incr)
-        start = init.split("=", 1)[1] if "=" in init else ""
+        # the loop variable's start: its init-statement's value, or (declared before the loop) what feeds it
+        start = init.split("=", 1)[1] if "=" in init else (m.group(1) if m is not None else "")
         if m is None or bound not in feeding(flow, cond) or "threadIdx" not in feeding(flow, start):
             continue
         step = number(values.get(m.group(2), m.group(2)), ev.constants)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, ArgUse, Evidence, SizeExpr,
-                                                    assignments, div, feeding, flows, statements, unparen)
+                                                    assignments, div, feeding, flows, loop_variables, statements,
+                                                    unparen)
 from agent_core.templating.experts.families.rows.common import (_bounds_a_loop, _cast, _guarding_flag,
                                                                 _hidden_candidates, _rows)
 from agent_core.templating.experts.families.rows.softmax_masks import _mask_inners
@@ -43,7 +44,7 @@ def _key_bounds(ev: Evidence) -> KeyBounds | None:
     flow = flows(ev.body)
     names = {a.name for a in ibufs}
     upper, lower = set(), set()
-    for v in set(re.findall(r"\bfor\s*\(\s*[^;]*?\b([A-Za-z_]\w*)\s*=(?!=)", ev.body)):
+    for v in loop_variables(ev.body):
         var = re.escape(v)
         for pattern, side in ((rf"(?<![\w.]){var}<(?![<=])({_OPERAND})", upper),
                               (rf"({_OPERAND})>(?![>=]){var}(?![\w.\[])", upper),
