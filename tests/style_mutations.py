@@ -776,6 +776,52 @@ def drop_loop_braces(src: Source) -> Source | None:
     return f.done(kept)
 
 
+def for_to_while(src: Source) -> Source | None:
+    """``for (init; c; u) s`` -> ``{ init; while (c) { s u; } }`` (loops without ``continue``: it would skip u)."""
+    f = _File(src)
+    edits = []
+    for n in f.nodes(f.body, ("for_statement",)):
+        init, cond = n.child_by_field_name("initializer"), n.child_by_field_name("condition")
+        upd, body = n.child_by_field_name("update"), n.child_by_field_name("body")
+        if None in (cond, upd, body) or _in_preproc(n) or _pragma_before(f, n) or "continue" in f.t(body) \
+                or any(m.type == "for_statement" for m in f.nodes(body)):
+            continue  # innermost loops only: an edit inside another's range would overlap
+        head = (f.t(init).strip() if init is not None else "")
+        head = head if head.endswith(";") or not head else head + ";"
+        inner = f.t(body)[1:-1] if body.type == "compound_statement" else f.t(body)
+        edits.append((n.start_byte, n.end_byte,
+                      f"{{ {head} while ({f.t(cond)}) {{ {inner} {f.t(upd)}; }} }}".encode()))
+    return f.done(edits)
+
+
+def split_compound_assign(src: Source) -> Source | None:
+    """``a += b`` -> ``a = a + (b)`` for a plain local (``+=``, ``*=``, ``-=``; not in a for's update)."""
+    f = _File(src)
+    edits = []
+    for n in f.nodes(f.body, ("assignment_expression",)):
+        op, left, right = n.child_by_field_name("operator"), n.child_by_field_name("left"), n.child_by_field_name("right")
+        if op is None or f.t(op) not in ("+=", "-=", "*=") or left is None or left.type != "identifier" \
+                or right is None or _in_preproc(n) or (n.parent is not None and n.parent.type == "for_statement"):
+            continue
+        edits.append((n.start_byte, n.end_byte, f"{f.t(left)} = {f.t(left)} {f.t(op)[0]} ({f.t(right)})".encode()))
+    return f.done(edits)
+
+
+def c_casts_to_static(src: Source) -> Source | None:
+    """``(float)e`` / ``(int)e`` -> ``static_cast<float>(e)`` in the kernel's body."""
+    f = _File(src)
+    edits = []
+    for n in f.nodes(f.body, ("cast_expression",)):
+        ty, val = n.child_by_field_name("type"), n.child_by_field_name("value")
+        if ty is None or val is None or _in_preproc(n) or f.t(ty).strip() not in ("float", "int", "double",
+                                                                                   "long long", "int64_t", "size_t"):
+            continue
+        if any(m.type == "cast_expression" for m in f.nodes(val)):
+            continue  # a cast inside another's value would overlap
+        edits.append((n.start_byte, n.end_byte, f"static_cast<{f.t(ty).strip()}>({f.t(val)})".encode()))
+    return f.done(edits)
+
+
 # ------------------------------------------------------------------------------------------- (8) numerics
 def _calls(f: _File, name: str):
     for n in f.nodes(None, ("call_expression",)):
@@ -834,7 +880,8 @@ _ALL = [
     (widen_int_locals, False), (widen_int_params, False), (narrow_index_locals, False),
     (reverse_params, False), (rotate_params, False), (outputs_last, False),
     (global_index_helper, False), (thread_index_local, False), (block_index_local, False),
-    (hoist_for_init, False), (add_loop_braces, False), (drop_loop_braces, False),
+    (hoist_for_init, False), (add_loop_braces, False), (drop_loop_braces, False), (for_to_while, False),
+    (split_compound_assign, False), (c_casts_to_static, False),
     (fast_expf, True), (accurate_expf, True), (rsqrt_to_div_sqrt, True), (div_sqrt_to_rsqrt, True),
 ]
 MUTATIONS: dict[str, Mutation] = {fn.__name__: Mutation(fn.__name__, fn, (fn.__doc__ or "").strip(), num)

@@ -951,9 +951,35 @@ def loop_variable(init: str, incr: str) -> str | None:
     return changed[0] if changed else None
 
 
+def while_headers(body: str) -> list[tuple[str, str, str]]:
+    """``while (c) { ...; i += s; }`` read as a for loop's (init, condition, increment): no init, its condition,
+    and the last statement of its body that changes a name of the condition (none: not a counted loop, left out)."""
+    out = []
+    for m in re.finditer(r"\bwhile\s*\(", body):  # a do-while's `while (c);` has no body: no step, left out
+        i = closing(body, m.end())
+        cond = body[m.end():i - 1]
+        rest = body[i:]
+        j = len(rest) - len(rest.lstrip())
+        if rest[j:j + 1] == "{":
+            inner = rest[j + 1:closing(rest, j + 1, "{", "}") - 1]
+        else:
+            inner = rest[j:].split(";", 1)[0]
+        names = set(re.findall(r"[A-Za-z_]\w*", cond))
+        steps = [st.strip() for st in re.split(r"[;{}]", inner)
+                 if (v := loop_variable("", st.strip())) is not None and v in names]
+        if steps:
+            out.append(("", cond, steps[-1]))
+    return out
+
+
+def loop_headers(body: str) -> list[tuple[str, str, str]]:
+    """(init, condition, increment) of the body's counted loops: its ``for`` loops, then its ``while`` loops."""
+    return for_headers(body) + while_headers(body)
+
+
 def loop_variables(body: str) -> set[str]:
-    """The variables of the body's ``for`` loops (``loop_variable``)."""
-    return {v for init, _, incr in for_headers(body) if (v := loop_variable(init, incr))}
+    """The variables of the body's counted loops (``loop_variable``)."""
+    return {v for init, _, incr in loop_headers(body) if (v := loop_variable(init, incr))}
 
 
 def index_terms(text: str, name: str) -> list[list[tuple[int, str]]]:

@@ -70,7 +70,7 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES,
                                                     additive_terms, assignments, call_arguments, closing,
                                                     const_value, counts_of, div, feeding, flows, index_parts,
                                                     index_stride, instance_types, number, plain, pointer_aliases,
-                                                    for_headers, loop_variable, modified, prod, statements,
+                                                    loop_headers, loop_variable, modified, prod, statements,
                                                     uncast, unparen)
 
 EXPS = ("expf", "__expf", "exp", "exp2f", "exp2", "__exp2f")
@@ -499,7 +499,7 @@ def _set_loops(ev: Evidence, bound) -> list[str]:
         values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
     direct: list[str] = []
     through: list[str] = []
-    for init, cond, incr in for_headers(ev.body):
+    for init, cond, incr in loop_headers(ev.body):
         if not re.search(r"<|>|!=", cond):
             continue
         if isinstance(bound, str):
@@ -941,7 +941,7 @@ def _state_parts(ev: Evidence, bound: str) -> int | None:
     flow = flows(ev.body, declarators=True)
     targs = list(ev.spec.template_args or [])
     values = {tp.name: a.strip() for tp, a in zip(ev.kernel.template_params, targs) if tp.kind != "type"}
-    for init, cond, incr in for_headers(ev.body):
+    for init, cond, incr in loop_headers(ev.body):
         m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\+=\s*([A-Za-z_]\w*|\d+)\s*", incr)
         # the loop variable's start: its init-statement's value, or (declared before the loop) what feeds it
         start = init.split("=", 1)[1] if "=" in init else (m.group(1) if m is not None else "")
