@@ -26,6 +26,9 @@ KNOWN_GAPS: dict[str, str] = {  # batches 9, 10 and 11's, on first sight (every 
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
         "its work in a __device__ rmsnormBlock it calls, over [batch, nhead, dim] rows addressed by stride arguments",
+    "fused_add_rms_norm/residual_rms_norm_x_out_rms_y_outputs_half_flexflow.cu":
+        "FlexFlow ResidualRMSNorm: four outputs, the per-row inverse rms (rounded to half) and the unweighted "
+        "normalized rows written to their own buffers beside the residual sum, the output weighted from those rows",
 }
 
 
