@@ -457,3 +457,26 @@ def _process_gpu_mib(pid: int) -> int | None:
         if len(parts) == 2 and parts[0] == str(pid) and parts[1].isdigit():
             return int(parts[1])
     return None
+
+
+def test_a_hung_variant_is_stopped_by_the_problems_hang_limit_not_the_whole_watchdog(tmp_path):
+    """With a 60 s watchdog, a variant that never finishes is stopped after ``hang_limit`` (8 s for an original of
+    well under a millisecond a launch), and the next variant runs on a fresh worker."""
+    import time
+    from agent_core.measure.gpu_backend import HANG_FLOOR_S
+    be = GpuBackend(watchdog_s=60.0)
+    try:
+        spec = replace(scale_spec(), sizes=[{"n": 12_582_917}, {"n": 1_000_003}])
+        ref = build(be, spec, SCALE, "scale", {"BLOCK": 256}, tmp_path)
+        be.start(Problem(spec=spec, reference=ref.compiled, reference_launches=ref.launches, original_hash="o",
+                         template_hash="t", spec_hash=spec.spec_hash, seed=3))
+        t0 = time.monotonic()
+        ev = be.evaluate(build(be, spec, SCALE_HANG, "scale", {"BLOCK": 256}, tmp_path))
+        took = time.monotonic() - t0
+        show("hung variant stopped after (s)", round(took, 1))
+        assert ev.status == Status.TIMEOUT and f"no progress for {HANG_FLOOR_S:g} s" in ev.error, ev.error
+        assert took < 30
+        ok = be.evaluate(build(be, spec, SCALE_GRID_STRIDE, "scale", {"BLOCK": 512}, tmp_path))
+        assert ok.status == Status.OK, ok.error
+    finally:
+        be.close()

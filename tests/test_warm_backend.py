@@ -166,3 +166,18 @@ def test_releasing_a_gpu_backend_whose_worker_never_started_starts_none():
     be.release()
     assert not be.warm and be.sup.worker is None and be.problem is None
     be.close()
+
+
+def test_the_hang_limit_follows_the_original():
+    """A variant's request beats after each launch it times: no progress for 2000x the original's slowest timed
+    launch (a batch counted whole), at least 8 s, is a hang; never more than the watchdog itself."""
+    from agent_core.measure.gpu_backend import HANG_FACTOR, HANG_FLOOR_S, hang_limit
+    from agent_core.model import Timing
+
+    def t(us, batch=1):
+        return Timing(median_us=us, min_us=us, max_us=us, iqr_us=0.0, reps=10, batch=batch, l2="flushed")
+    assert hang_limit([t(324.0), t(9.9, 24)], 30.0) == HANG_FLOOR_S
+    assert hang_limit([t(20_000.0)], 300.0) == HANG_FACTOR * 0.02  # a 20 ms kernel: 40 s
+    assert hang_limit([t(20_000.0)], 30.0) == 30.0
+    assert hang_limit([t(500.0, 40)], 300.0) == HANG_FACTOR * 0.02
+    assert hang_limit([], 30.0) == HANG_FLOOR_S

@@ -188,6 +188,12 @@ class Supervisor:
         self.setup: tuple[str, tuple, dict] | None = None
         self.restarts = 0
 
+    def set_watchdog(self, seconds: float) -> None:
+        """The no-progress limit of the requests from now on (the running worker's and the next one's)."""
+        self.watchdog_s = seconds
+        if self.worker is not None:
+            self.worker.watchdog_s = seconds
+
     def remember_setup(self, op: str | None, *args: Any, **kwargs: Any) -> None:
         """The request a fresh worker must run first (the current worker has already run it)."""
         self.setup = (op, args, kwargs) if op else None
@@ -235,6 +241,19 @@ class Supervisor:
 PROFILE_METRICS = ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
                    "sm__warps_active.avg.pct_of_peak_sustained_active",
                    "launch__registers_per_thread", "gpu__time_duration.sum")
+
+
+HANG_FLOOR_S = 8.0  # a variant's request with no progress this long is hung, however fast the original
+HANG_FACTOR = 2000  # ... or this many times the original's slowest timed launch (a batch of them), if longer
+
+
+def hang_limit(original: list[Timing], most_s: float) -> float:
+    """The no-progress limit for the variants of a problem whose original took ``original``: a variant's request
+    beats after every launch it times and every size set it verifies, so no progress for ``HANG_FACTOR`` times the
+    original's slowest launch (at least ``HANG_FLOOR_S``) is a kernel that does not finish, found in seconds rather
+    than the whole watchdog (``most_s``, which stays the limit where that is shorter)."""
+    slowest_s = max((t.median_us * max(1, t.batch) for t in original), default=0.0) * 1e-6
+    return min(most_s, max(HANG_FLOOR_S, HANG_FACTOR * slowest_s))
 
 
 class GpuBackend:
@@ -303,6 +322,7 @@ class GpuBackend:
         made, with the batches of those timings, and ``original`` is returned."""
         if problem.reference is None:
             raise KerntuneError("the GPU backend needs the compiled original kernel (problem.reference)")
+        self.sup.set_watchdog(self.watchdog_s)  # the whole limit while the problem is set up
         self.sup.remember_setup(None)
         self.problem, self.original, self.batches = None, None, None
         if original is not None:
@@ -316,6 +336,7 @@ class GpuBackend:
         self.problem, self.original, self.batches = problem, timings, batches
         self._counter = 0
         self.sup.remember_setup("start", problem, batches, False, [t.median_us for t in timings])
+        self.sup.set_watchdog(hang_limit(timings, self.watchdog_s))
         return timings
 
     def _need_problem(self) -> Problem:
