@@ -191,6 +191,35 @@ def _bases(n) -> set[str]:
     return set()
 
 
+def _auto_declared(init_declarator) -> bool:
+    """Whether the declaration an init-declarator belongs to declares its type as ``auto``."""
+    decl = init_declarator.parent
+    ty = decl.child_by_field_name("type") if decl is not None and decl.type == "declaration" else None
+    return ty is not None and ty.text.decode("utf-8", "replace").strip() == "auto"
+
+
+def _pointer_valued(v) -> bool:
+    """Whether an expression is a pointer as written (``x``, ``x + off``, ``(x + off)``, ``&x[i]``, a cast to a
+    pointer type), not a value read through one (``x[i]``, ``*p``)."""
+    t = v.type
+    if t == "identifier":
+        return True
+    if t == "parenthesized_expression":
+        return len(v.named_children) == 1 and _pointer_valued(v.named_children[0])
+    if t == "binary_expression":
+        op = v.child_by_field_name("operator")
+        left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
+        return op is not None and op.text in (b"+", b"-") and (
+            (left is not None and _pointer_valued(left)) or (right is not None and _pointer_valued(right)))
+    if t == "pointer_expression":
+        op = v.child_by_field_name("operator")
+        return op is not None and op.text == b"&"
+    if t == "cast_expression":
+        ty = v.child_by_field_name("type")
+        return ty is not None and b"*" in ty.text
+    return False
+
+
 def _walk(n):
     stack = [n]
     while stack:
@@ -416,8 +445,11 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                 skip.add((ident.start_byte, ident.end_byte))
         if n.type == "init_declarator":
             d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
-            if d is None or v is None or d.type not in ("pointer_declarator", "reference_declarator"):
+            if d is None or v is None:
                 continue
+            if d.type not in ("pointer_declarator", "reference_declarator") and not (
+                    d.type == "identifier" and _auto_declared(n) and _pointer_valued(v)):
+                continue  # (`auto row = x + off;` is a pointer made from x too)
             name = next((x.text.decode() for x in _walk(d) if x.type == "identifier"), None)
             src = roots(_bases(v))
             if name and src:
