@@ -5412,3 +5412,20 @@ def test_every_binding_of_the_paddlenlp_fold_compiles(lib, tmp_path):
         assert r.returncode == 0, (cfg, r.stderr[-3000:])
     _compile_every_binding(lib, *_paddle_fold(("bf16[", "f16["), ('template_args = ["__nv_bfloat16", "8"]',
                                                                   'template_args = ["half", "8"]')))
+
+
+# ------------------------------------------------------------------------------------------------ 4-bit codebooks
+NF4_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "quantize_blockwise_nf4_cub_load_store_fp16.cu"
+
+
+def _nf4_variant():
+    cf = parse_cuda(NF4_VARIANT.read_text(), str(NF4_VARIANT))
+    return cf, cf.kernel("kQuantizeBlockwise"), S.find_spec(cf, "kQuantizeBlockwise")
+
+
+def test_evidence_reads_a_collective_store_as_a_write_of_its_pointer():
+    """CUB's ``BlockStore<...>(temp).Store(&(out[i / 2]), qvals, valid)`` writes ``out`` (and reads nothing of it)."""
+    cf, k, spec = _nf4_variant()
+    ev = gather(cf, k, spec)
+    assert ev.arg("out").written and not ev.arg("out").read
+    assert ev.arg("A").read and not ev.arg("code").read and not ev.arg("rand").read

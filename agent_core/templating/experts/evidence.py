@@ -26,6 +26,9 @@ NBYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "
 _ATOMIC = re.compile(r"atomic\w+")
 # CUDA's cache-hinted stores (`void __stcs(T* ptr, T value)`, ...): their first argument is the pointer written
 _STORE = re.compile(r"__st(?:cg|cs|wb|wt)")
+# a collective's store member (CUB's `BlockStore<...>(temp).Store(ptr, items[, valid])`, `WarpStore`): its first
+# argument is the pointer written
+_MEMBER_STORE = "Store"
 
 
 @dataclass
@@ -451,7 +454,11 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                     for r in roots(_bases(args.named_children[0])):
                         writes.setdefault(r, n.start_byte - b0)
                         reads.add(r)
-            elif _STORE.fullmatch(fname):  # a cache-hinted store (`__stcs(out + i, v)`): the pointer is written
+            elif _STORE.fullmatch(fname) or (f is not None and f.type == "field_expression" and (
+                    f.child_by_field_name("field") is not None
+                    and f.child_by_field_name("field").text.decode("utf-8", "replace") == _MEMBER_STORE)):
+                # a cache-hinted store (`__stcs(out + i, v)`), a collective's (`BlockStore(t).Store(&out[i], v)`): the
+                # pointer is written
                 args = n.child_by_field_name("arguments")
                 if args is not None and args.named_children:
                     for r in roots(_bases(args.named_children[0])):
