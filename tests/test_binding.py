@@ -5423,9 +5423,76 @@ def _nf4_variant():
     return cf, cf.kernel("kQuantizeBlockwise"), S.find_spec(cf, "kQuantizeBlockwise")
 
 
+def _f32(v: float) -> float:
+    import struct
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def _bnb_nf4(x: float) -> int:
+    """bitsandbytes' dQuantizeNF4 as the corpus variant writes it (its 8-digit midpoints as float32), in Python."""
+    t = {k: _f32(v) for k, v in dict(a=0.03979015, b=0.38931254, c=0.64278692, d=0.86147842, e=0.50166342,
+                                     f=0.20352125, g=0.29201377, h=0.12025525, i=-0.33967943, j=-0.13791173,
+                                     k=-0.04552502, l=-0.23460741, m=-0.61063293, n=-0.45999527,
+                                     o=-0.84809640).items()}
+    if x > t["a"]:
+        if x > t["b"]:
+            if x > t["c"]:
+                return 15 if x > t["d"] else 14
+            return 13 if x > t["e"] else 12
+        if x > t["f"]:
+            return 11 if x > t["g"] else 10
+        return 9 if x > t["h"] else 8
+    if x > t["i"]:
+        if x > t["j"]:
+            return 7 if x > t["k"] else 6
+        return 5 if x > t["l"] else 4
+    if x > t["m"]:
+        return 3 if x > t["n"] else 2
+    return 1 if x > t["o"] else 0
+
+
+def _probes(thresholds) -> list[float]:
+    """Every threshold and the floats next to it, their negations, signed zeros, NaN, infinities and a few thousand
+    random values of [-1.2, 1.2], all float32."""
+    import math
+    import random
+    import struct
+
+    def step(v: float, k: int) -> float:
+        b = struct.unpack("<i", struct.pack("<f", v))[0]
+        if v == 0:
+            return struct.unpack("<f", struct.pack("<i", abs(k)))[0] * (1 if k > 0 else -1) if k else v
+        return struct.unpack("<f", struct.pack("<i", b + (k if v > 0 else -k)))[0]
+    out = [0.0, -0.0, math.nan, math.inf, -math.inf, 1.0, -1.0]
+    for t in thresholds:
+        for s in (t, -t):
+            out += [step(_f32(s), k) for k in range(-3, 4)]
+    rng = random.Random(7)
+    out += [_f32(rng.uniform(-1.2, 1.2)) for _ in range(4000)]
+    return out
+
+
 def test_evidence_reads_a_collective_store_as_a_write_of_its_pointer():
     """CUB's ``BlockStore<...>(temp).Store(&(out[i / 2]), qvals, valid)`` writes ``out`` (and reads nothing of it)."""
     cf, k, spec = _nf4_variant()
     ev = gather(cf, k, spec)
     assert ev.arg("out").written and not ev.arg("out").read
     assert ev.arg("A").read and not ev.arg("code").read and not ev.arg("rand").read
+
+
+def test_decisions_read_the_nf4_tree_of_the_corpus_variant_exactly():
+    """The helper's tree read as a step function: its 15 float32 midpoints as written, each passed at `>` (a value on a
+    midpoint takes the lower code), the codes 0..15 in order, NaN coded 0 (no comparison passes), for both calls (the
+    even and the odd element); the step function and bitsandbytes' tree agree at every threshold, the floats next to
+    it and thousands of values between."""
+    from agent_core.templating.experts.evidence import decisions
+    cf, k, spec = _nf4_variant()
+    ds = decisions(gather(cf, k, spec))
+    assert [d.source for d in ds] == ["(((float)vals[2*j])*local_abs_max)", "(((float)vals[2*j+1])*local_abs_max)"]
+    d = ds[0]
+    lits = [-0.84809640, -0.61063293, -0.45999527, -0.33967943, -0.23460741, -0.13791173, -0.04552502, 0.03979015,
+            0.12025525, 0.20352125, 0.29201377, 0.38931254, 0.50166342, 0.64278692, 0.86147842]
+    assert d.thresholds == [(_f32(v), False) for v in lits]
+    assert d.codes == list(range(16)) and d.nan_code == 0
+    for p in _probes(lits):
+        assert d.code(p) == _bnb_nf4(p), p
