@@ -19,11 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 9 and 10's, on first sight (every family variant of batches 1-8 gets one)
-    "group_quant/quantize_blockwise_nf4_cub_load_store_fp16.cu":
-        "bitsandbytes blockwise NF4: a 4-bit codebook (midpoint decision tree), two codes a byte, an fp32 absmax "
-        "per flat block: the quantization expert has scales and rounding, no codebook format",
-}
+KNOWN_GAPS: dict[str, str] = {}  # none left (batches 9 and 10's closed; every family variant of batches 1-8 gets one)
 
 
 def variants() -> list[dict]:
