@@ -1836,7 +1836,10 @@ def decisions(ev: "Evidence", cf_text: str | None = None) -> list[Decision]:
                    (">", "<", ">=", "<=") for x in _walk(block)):
             continue
         source = _input_of(src, block)
-        d = _decision(src, block, source, ev.arrays) if source is not None else None
+        try:
+            d = _decision(src, block, source, ev.arrays) if source is not None else None
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError, OverflowError, RecursionError):
+            d = None  # a statement shaped as the interpreter does not expect: no reading
         if d is not None:
             out.append(d)
     return out
