@@ -5447,3 +5447,224 @@ def test_every_binding_of_the_paddlenlp_fold_compiles(lib, tmp_path):
         assert r.returncode == 0, (cfg, r.stderr[-3000:])
     _compile_every_binding(lib, *_paddle_fold(("bf16[", "f16["), ('template_args = ["__nv_bfloat16", "8"]',
                                                                   'template_args = ["half", "8"]')))
+
+
+# ------------------------------------------------------------------------------------------------ 4-bit codebooks
+NF4_VARIANT = ROOT / "bench" / "corpus" / "group_quant" / "quantize_blockwise_nf4_cub_load_store_fp16.cu"
+NF4_STYLE = "quant_nf4_warp_blocks_constant_table_low_nibble_bf16"
+FP4_STYLE = "quant_fp4_block_smem_tree_divide_f32"
+
+
+def _nf4_variant():
+    cf = parse_cuda(NF4_VARIANT.read_text(), str(NF4_VARIANT))
+    return cf, cf.kernel("kQuantizeBlockwise"), S.find_spec(cf, "kQuantizeBlockwise")
+
+
+def _f32(v: float) -> float:
+    import struct
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def _bnb_nf4(x: float) -> int:
+    """bitsandbytes' dQuantizeNF4 as the corpus variant writes it (its 8-digit midpoints as float32), in Python."""
+    t = {k: _f32(v) for k, v in dict(a=0.03979015, b=0.38931254, c=0.64278692, d=0.86147842, e=0.50166342,
+                                     f=0.20352125, g=0.29201377, h=0.12025525, i=-0.33967943, j=-0.13791173,
+                                     k=-0.04552502, l=-0.23460741, m=-0.61063293, n=-0.45999527,
+                                     o=-0.84809640).items()}
+    if x > t["a"]:
+        if x > t["b"]:
+            if x > t["c"]:
+                return 15 if x > t["d"] else 14
+            return 13 if x > t["e"] else 12
+        if x > t["f"]:
+            return 11 if x > t["g"] else 10
+        return 9 if x > t["h"] else 8
+    if x > t["i"]:
+        if x > t["j"]:
+            return 7 if x > t["k"] else 6
+        return 5 if x > t["l"] else 4
+    if x > t["m"]:
+        return 3 if x > t["n"] else 2
+    return 1 if x > t["o"] else 0
+
+
+def _bnb_fp4(x: float) -> int:
+    """bitsandbytes' dQuantizeFP4 (sign bit, then a tree on |x|), in Python."""
+    sign = 8 if x < 0 else 0
+    x = abs(x)
+    f = _f32
+    if x > f(0.29166667):
+        if x > f(0.583333):
+            return (3 if x > f(0.8333333) else 2) + sign
+        return (5 if x > f(0.4166667) else 4) + sign
+    if x > f(0.0859375):
+        return (7 if x > f(0.20833333) else 6) + sign
+    return (1 if x > f(0.00260417) else 0) + sign
+
+
+def _probes(thresholds) -> list[float]:
+    """Every threshold and the floats next to it, their negations, signed zeros, NaN, infinities and a few thousand
+    random values of [-1.2, 1.2], all float32."""
+    import math
+    import random
+    import struct
+
+    def step(v: float, k: int) -> float:
+        b = struct.unpack("<i", struct.pack("<f", v))[0]
+        if v == 0:
+            return struct.unpack("<f", struct.pack("<i", abs(k)))[0] * (1 if k > 0 else -1) if k else v
+        return struct.unpack("<f", struct.pack("<i", b + (k if v > 0 else -k)))[0]
+    out = [0.0, -0.0, math.nan, math.inf, -math.inf, 1.0, -1.0]
+    for t in thresholds:
+        for s in (t, -t):
+            out += [step(_f32(s), k) for k in range(-3, 4)]
+    rng = random.Random(7)
+    out += [_f32(rng.uniform(-1.2, 1.2)) for _ in range(4000)]
+    return out
+
+
+def _expert_codes(text: str, points) -> list[int]:
+    """The rendered expert's own ``codebook_code`` (its C text, the binding's defines and KT_CB_GE written out) run by
+    the evidence's interpreter on each point."""
+    from agent_core.source.cuda_parse import parse_tree
+    from agent_core.templating.experts.evidence import _Interpreter
+    defs = dict(re.findall(r"^#define (KT_CODEBOOK_\w+) (.*)$", text, re.M))
+    body = re.search(r"unsigned codebook_code\(float v\) (\{.*?\n\})", text, re.S).group(1)
+    body = re.sub(r"KT_CB_GE\((\d+)\)", lambda m: f"(((({defs['KT_CODEBOOK_GE']}) >> ({m.group(1)})) & 1u) != 0u)",
+                  body)
+    for k, v in defs.items():
+        body = body.replace(k, v)
+    src = ("void f() " + body).encode()
+    block = parse_tree(src).root_node.named_children[0].child_by_field_name("body")
+    run = _Interpreter(src, "v", {})
+    return [run.run(block, p)[0] for p in points]
+
+
+def test_evidence_reads_a_collective_store_as_a_write_of_its_pointer():
+    """CUB's ``BlockStore<...>(temp).Store(&(out[i / 2]), qvals, valid)`` writes ``out`` (and reads nothing of it)."""
+    cf, k, spec = _nf4_variant()
+    ev = gather(cf, k, spec)
+    assert ev.arg("out").written and not ev.arg("out").read
+    assert ev.arg("A").read and not ev.arg("code").read and not ev.arg("rand").read
+
+
+def test_decisions_read_the_nf4_tree_of_the_corpus_variant_exactly():
+    """The helper's tree read as a step function: its 15 float32 midpoints as written, each passed at `>` (a value on a
+    midpoint takes the lower code), the codes 0..15 in order, NaN coded 0 (no comparison passes), for both calls (the
+    even and the odd element); the step function and bitsandbytes' tree agree at every threshold, the floats next to
+    it and thousands of values between."""
+    from agent_core.templating.experts.evidence import decisions
+    cf, k, spec = _nf4_variant()
+    ds = decisions(gather(cf, k, spec))
+    assert [d.source for d in ds] == ["(((float)vals[2*j])*local_abs_max)", "(((float)vals[2*j+1])*local_abs_max)"]
+    d = ds[0]
+    lits = [-0.84809640, -0.61063293, -0.45999527, -0.33967943, -0.23460741, -0.13791173, -0.04552502, 0.03979015,
+            0.12025525, 0.20352125, 0.29201377, 0.38931254, 0.50166342, 0.64278692, 0.86147842]
+    assert d.thresholds == [(_f32(v), False) for v in lits]
+    assert d.codes == list(range(16)) and d.nan_code == 0
+    for p in _probes(lits):
+        assert d.code(p) == _bnb_nf4(p), p
+
+
+def test_decisions_read_a_sign_and_magnitude_tree_and_a_counting_loop():
+    """FP4 (a sign bit from `v < 0`, a tree on fabsf(v)): the negative thresholds passed at `>=` (a value on one takes
+    the smaller magnitude), -0.0 and +0.0 both coded 0 (`x >= 0`), NaN 0; a __constant__ table of the NF4 midpoints
+    counted in a loop (`c += v > mid[k]`): the table's own float32 values."""
+    from agent_core.templating.experts.evidence import decisions
+    cf, k, spec = case(FP4_STYLE)
+    ds = decisions(gather(cf, k, spec))
+    assert len(ds) == 2 and ds[0].thresholds == ds[1].thresholds
+    d = ds[0]
+    assert [ge for _, ge in d.thresholds] == [True] * 8 + [False] * 7 and d.thresholds[7] == (0.0, True)
+    assert d.codes == [11, 10, 13, 12, 15, 14, 9, 8, 0, 1, 6, 7, 4, 5, 2, 3] and d.nan_code == 0
+    for p in _probes([t for t, _ in d.thresholds]):
+        assert d.code(p) == _bnb_fp4(p), p
+    cf, k, spec = case(NF4_STYLE)
+    ev = gather(cf, k, spec)
+    d = decisions(ev)[0]
+    assert [t for t, _ in d.thresholds] == ev.arrays["kNf4Mid"][1] and d.codes == list(range(16))
+
+
+def test_nf4_blockwise_variant_binds_the_codebook_convention(lib):
+    """bitsandbytes' kQuantizeBlockwise<half, 256, 2, 0, NF4> (the corpus variant): the flat input A in groups of the
+    instantiation's 256, one fp32 absmax per group in `absmax`, the codes in `out`, the even element in the high
+    nibble, x * (1 / absmax) first; its thresholds passed on as the kernel writes them; `code` and `rand` unused."""
+    cf, k, spec = _nf4_variant()
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if "KT_EXPERT_CODEBOOK" in b.conventions]
+    assert bs and bs[0].describe() == (
+        "x=A, q=out (NF4 codes, two a byte, the even element in the high nibble), scales=absmax (the fp32 absmax of "
+        "each group), group_size=the constant 256, n=`n`, coded x * (1 / absmax)"), words_of(bs)
+    b = bs[0]
+    assert b.conventions == {"KT_EXPERT_CODEBOOK": 1, "KT_EXPERT_SCALE_RECIP": 1}
+    assert b.call_args == ["(const __half*)(A)", "(uint8_t*)(out)", "(float*)(absmax)", "256",
+                           "(int)((((long long)(n)) + (256) - 1) / (256))", "(long long)(n)"]
+    assert b.defines["KT_CODEBOOK_THRESHOLDS"].startswith("-0.84809640f, -0.61063293f, -0.45999527f")
+    assert b.defines["KT_CODEBOOK_GE"] == 0 and b.defines["KT_CODEBOOK_NAN"] == 0
+    assert {(c["KT_EXPERT_CODEBOOK"], c["KT_EXPERT_SCALE_RECIP"]) for c in (x.conventions for x in bs)} == \
+        {(1, 1), (1, 0), (2, 1), (2, 0)}
+    assert b.fixed["VEC"] == [2, 4, 8]  # a thread holds each even element and the next
+    t = X.bind(b, cf, spec)
+    assert t.launch["grid"] == ["cdiv((cdiv(n, 256)), ROWS)"]
+    assert "kt::group_quant<__half>(" in t.text and "KT_EXPERT_CODEBOOK" not in t.text
+    # the expert's own search over the thresholds codes every probe as the kernel's helper does
+    pts = _probes([_f32(v) for v in (0.03979015, 0.86147842, -0.84809640, -0.04552502)])
+    assert _expert_codes(t.text, pts) == [_bnb_nf4(p) for p in pts]
+
+
+def test_nf4_style_kernel_binds_low_nibble_first_and_its_runtime_block_size(lib):
+    """The style kernel (bf16, a warp per block, the NF4 midpoints of bitsandbytes' current code in a __constant__
+    table counted, the even element in the LOW nibble, the block size an argument): the codebook binding with the low
+    nibble first, `blocksize` the group size, the table's float32 values the thresholds."""
+    cf, k, spec = case(NF4_STYLE)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=packed (NF4 codes, two a byte, the even element in the low nibble), scales=absmax (the fp32 absmax of "
+        "each group), group_size=`blocksize`, n=`n`, coded x * (1 / absmax)"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CODEBOOK": 2, "KT_EXPERT_SCALE_RECIP": 1}
+    assert bs[0].call_args[3:] == ["(int)(blocksize)", "(int)((((long long)(n)) + ((int)(blocksize)) - 1) / "
+                                   "((int)(blocksize)))", "(long long)(n)"]
+    t = X.bind(bs[0], cf, spec)
+    assert "(uint8_t)((b << 4) | a)" in t.text and "(uint8_t)((a << 4) | b)" not in t.text
+    ev = gather(cf, k, spec)
+    mids = ev.arrays["kNf4Mid"][1]
+    pts = _probes(mids)
+    from agent_core.templating.experts.evidence import decisions
+    d = decisions(ev)[0]
+    assert _expert_codes(t.text, pts) == [d.code(p) for p in pts]
+
+
+def test_fp4_style_kernel_binds_division_first_and_its_sign_magnitude_codes(lib):
+    """The FP4 style kernel (fp32, a block per group of the template's 128, values divided by the absmax, the even
+    element in the high nibble): first the division; the expert's search gives bitsandbytes' FP4 codes everywhere,
+    NaN (an all-zero group's 0 / 0) 0 although the lowest interval's code is 11."""
+    cf, k, spec = case(FP4_STYLE)
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == (
+        "x=x, q=q (FP4 (sign and magnitude) codes, two a byte, the even element in the high nibble), scales=absmax "
+        "(the fp32 absmax of each group), group_size=the constant 128, n=`n`, coded x / absmax"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_CODEBOOK": 1, "KT_EXPERT_SCALE_RECIP": 0}
+    assert bs[0].defines["KT_CODEBOOK_GE"] == 0xff and bs[0].defines["KT_CODEBOOK_NAN"] == 0
+    t = X.bind(bs[0], cf, spec)
+    assert "codebook_code(v[i][j] / m)" in t.text and "const float r = 1.f / m;" not in t.text
+    pts = _probes([0.29166667, 0.583333, 0.8333333, 0.4166667, 0.0859375, 0.20833333, 0.00260417])
+    assert _expert_codes(t.text, pts) == [_bnb_fp4(p) for p in pts]
+
+
+def test_codebook_needs_a_step_function_an_absmax_and_no_zero_guard(lib):
+    """No codebook binding where the stored value is not the absmax, where the kernel treats an all-zero block apart
+    (`amax > 0.f ? 1.0f / amax : 0.f`: its codes of such a block are not the expert's 0 * inf), or where the value is
+    clamped before it is coded (NaN clamped too)."""
+    def codebook(edits):
+        cf, k, spec = _edited(STYLES / f"{NF4_STYLE}.cu", "nf4_quantize_warp_blocks", edits)
+        return [b for b in X.candidates(cf, k.name, spec, lib) if "KT_EXPERT_CODEBOOK" in b.conventions]
+    assert codebook(())
+    assert not codebook((("const float inv = 1.0f / amax;", "const float inv = amax > 0.f ? 1.0f / amax : 0.f;"),))
+    assert not codebook((("if (lane == 0) absmax[blk] = amax;", "if (lane == 0) absmax[blk] = 1.0f / amax;"),))
+    assert not codebook((("nf4_index(lo) |", "nf4_index(fminf(fmaxf(lo, -1.f), 1.f)) |"),))
+
+
+@pytest.mark.nvcc
+def test_every_codebook_binding_of_the_nf4_variant_compiles(lib):
+    """bitsandbytes' NF4 variant's bindings (both nibble orders, times 1 / absmax or divided) compile for sm_90; the
+    style kernels' with the other style kernels."""
+    _compile_every_binding(lib, *_nf4_variant())

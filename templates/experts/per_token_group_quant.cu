@@ -50,6 +50,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SCALE_FLOOR = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE or SCALE_UB (whose floor is its own); 0: eps floors the group's absmax, scale = max(absmax, eps) / qmax; 1: eps floors the scale, scale = max(absmax / qmax, eps) (OpenPPL's min_max_range_to_scale with its QTHRESHOLD 1e-7; vLLM's min_scaling_factor where there is no scale_ub))
 // kt:bind KT_EXPERT_SCALE_OUT = 0  (symmetric row-major scales, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED or SCALE_UB; 0: fp32 scales, the scale as computed; 1: the scales of the type S (the function's third template argument: __half, __nv_bfloat16 or float), each the fp32 scale times a float factor `mult` (the argument after qmax: OpenPPL's up_scale "for precision"; 1.f where the kernel has none) converted to S to nearest even (half(scale * mult)); the values still divided by (or multiplied by 1 / of) the fp32 scale, unmultiplied)
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
+// kt:bind KT_EXPERT_CODEBOOK = 0  (0: scales and rounding (int8, fp8); blockwise 4-bit codebook quantization (bitsandbytes' quantize_4bit, NF4 and FP4): the input a flat tensor of n values in groups of group_size consecutive values (the last may be short: its missing values read as 0, coded, never stored), one fp32 absmax per group stored as it is, each value's code the codebook's code of x * (1 / absmax) (KT_EXPERT_SCALE_RECIP 1, bitsandbytes') or x / absmax (0), chosen by the kernel's own thresholds (bind-time macros: KT_CODEBOOK_THRESHOLDS, 15 float32 values ascending, threshold k passed at >= where bit k of KT_CODEBOOK_GE is set, else at >; KT_CODEBOOK_CODES, the codes of the 16 intervals from the lowest; KT_CODEBOOK_NAN, the code of NaN, an all-zero group's 0 * (1 / 0)), two codes a byte: 1 the even element in the high nibble (bitsandbytes' CUDA kernels), 2 in the low nibble (bitsandbytes' CPU, XPU and HPU backends); the function takes the group count and n (long long) after the group size; VEC >= 2)
 #include <cuda_fp8.h>
 #ifndef KT_LANES
 #define KT_LANES 16
@@ -97,7 +98,114 @@ template <> struct QuantOut<__nv_fp8_e5m2> {
 };
 #endif  // kt:bind
 
-#if KT_EXPERT_ASYM  // kt:bind
+#if KT_EXPERT_CODEBOOK  // kt:bind
+// Blockwise 4-bit codebook quantization (bitsandbytes' NF4 / FP4): a flat tensor of n values in groups of group_size
+// consecutive values (the last one may be short: its missing values read as 0 and are coded like the others, never
+// stored), one group per LANES-thread segment held in registers (one read), its absmax by warp shuffles stored as it
+// is, each value's code the codebook's code of x * (1 / absmax) (or x / absmax), two codes a byte.
+
+// The code of v: a branch-free binary search over the kernel's own 15 ascending thresholds (KT_CODEBOOK_THRESHOLDS;
+// threshold k passed at >= where bit k of KT_CODEBOOK_GE is set, else at >, as the kernel compares), each level's
+// threshold chosen among the constants by the comparisons above it; the interval found (how many thresholds v passes)
+// coded by KT_CODEBOOK_CODES (the lowest interval's first). NaN passes no comparison and takes KT_CODEBOOK_NAN.
+#define KT_CB_GE(k) ((((KT_CODEBOOK_GE) >> (k)) & 1u) != 0u)
+__device__ __forceinline__ unsigned codebook_code(float v) {
+  constexpr float kt_cb_t[15] = {KT_CODEBOOK_THRESHOLDS};
+  constexpr unsigned kt_cb_c[16] = {KT_CODEBOOK_CODES};
+  constexpr unsigned long long kt_cb_packed = (unsigned long long)kt_cb_c[0] |
+      ((unsigned long long)kt_cb_c[1] << 4) | ((unsigned long long)kt_cb_c[2] << 8) |
+      ((unsigned long long)kt_cb_c[3] << 12) | ((unsigned long long)kt_cb_c[4] << 16) |
+      ((unsigned long long)kt_cb_c[5] << 20) | ((unsigned long long)kt_cb_c[6] << 24) |
+      ((unsigned long long)kt_cb_c[7] << 28) | ((unsigned long long)kt_cb_c[8] << 32) |
+      ((unsigned long long)kt_cb_c[9] << 36) | ((unsigned long long)kt_cb_c[10] << 40) |
+      ((unsigned long long)kt_cb_c[11] << 44) | ((unsigned long long)kt_cb_c[12] << 48) |
+      ((unsigned long long)kt_cb_c[13] << 52) | ((unsigned long long)kt_cb_c[14] << 56) |
+      ((unsigned long long)kt_cb_c[15] << 60);
+  constexpr bool kt_cb_identity = kt_cb_c[0] == 0 && kt_cb_c[1] == 1 && kt_cb_c[2] == 2 && kt_cb_c[3] == 3 &&
+      kt_cb_c[4] == 4 && kt_cb_c[5] == 5 && kt_cb_c[6] == 6 && kt_cb_c[7] == 7 && kt_cb_c[8] == 8 &&
+      kt_cb_c[9] == 9 && kt_cb_c[10] == 10 && kt_cb_c[11] == 11 && kt_cb_c[12] == 12 && kt_cb_c[13] == 13 &&
+      kt_cb_c[14] == 14 && kt_cb_c[15] == 15;
+  const bool p1 = KT_CB_GE(7) ? v >= kt_cb_t[7] : v > kt_cb_t[7];
+  const float t2 = p1 ? kt_cb_t[11] : kt_cb_t[3];
+  const bool g2 = p1 ? KT_CB_GE(11) : KT_CB_GE(3);
+  const bool p2 = g2 ? v >= t2 : v > t2;
+  const float t3 = p1 ? (p2 ? kt_cb_t[13] : kt_cb_t[9]) : (p2 ? kt_cb_t[5] : kt_cb_t[1]);
+  const bool g3 = p1 ? (p2 ? KT_CB_GE(13) : KT_CB_GE(9)) : (p2 ? KT_CB_GE(5) : KT_CB_GE(1));
+  const bool p3 = g3 ? v >= t3 : v > t3;
+  const float t4 = p1 ? (p2 ? (p3 ? kt_cb_t[14] : kt_cb_t[12]) : (p3 ? kt_cb_t[10] : kt_cb_t[8]))
+                      : (p2 ? (p3 ? kt_cb_t[6] : kt_cb_t[4]) : (p3 ? kt_cb_t[2] : kt_cb_t[0]));
+  const bool g4 = p1 ? (p2 ? (p3 ? KT_CB_GE(14) : KT_CB_GE(12)) : (p3 ? KT_CB_GE(10) : KT_CB_GE(8)))
+                     : (p2 ? (p3 ? KT_CB_GE(6) : KT_CB_GE(4)) : (p3 ? KT_CB_GE(2) : KT_CB_GE(0)));
+  const bool p4 = g4 ? v >= t4 : v > t4;
+  const unsigned i = 8u * p1 + 4u * p2 + 2u * p3 + 1u * p4;
+  const unsigned c = kt_cb_identity ? i : (unsigned)(kt_cb_packed >> (4u * i)) & 15u;
+  return (KT_CODEBOOK_NAN != kt_cb_c[0] && v != v) ? KT_CODEBOOK_NAN : c;
+}
+
+// Element (i * LANES + lane) * VEC + j of a group in v[i][j]: each even element and the next in one thread (VEC >= 2),
+// 16-byte loads where the group size and x allow, VEC / 2 packed bytes a store.
+template <int IT, typename T>
+__device__ __forceinline__ void group_codebook_impl(const T* __restrict__ x, uint8_t* __restrict__ q,
+                                                    float* __restrict__ scales, int group_size, int rows,
+                                                    long long n) {
+  static_assert(KT_VEC >= 2, "two codes a byte: a thread holds each even element and the next");
+  const int g = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = g < rows;
+  const long long off = (long long)(active ? g : 0) * group_size;
+  const int len = active ? (int)(n - off < group_size ? n - off : group_size) : 0;  // the last group may be short
+  const bool vec = vec_ok<T, KT_VEC>(group_size, x);
+  float v[IT][KT_VEC];
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    const int e = (i * KT_LANES + (int)threadIdx.x) * KT_VEC;
+    if (vec && e + KT_VEC <= len) {
+      load_vec<T, KT_VEC>(x + off + e, v[i]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) v[i][j] = e + j < len ? to_f(x[off + e + j]) : 0.f;
+    }
+  }
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < IT; ++i)
+#pragma unroll
+    for (int j = 0; j < KT_VEC; ++j) m = fmaxf(m, fabsf(v[i][j]));
+  m = warp_reduce<KT_LANES>(m, Max());
+  if (!active) return;  // no block-wide barrier below
+  if (threadIdx.x == 0) scales[g] = m;  // the absmax itself
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+  const float r = 1.f / m;  // values times 1 / absmax (an all-zero group: 1 / 0 = inf, 0 * inf = NaN)
+#endif  // kt:bind
+  uint8_t* qo = q + off / 2;  // group_size is even: a group starts on a byte
+  const bool vq = vec && ((uintptr_t)qo & (KT_VEC / 2 - 1)) == 0;
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    const int e = (i * KT_LANES + (int)threadIdx.x) * KT_VEC;
+    if (e >= len) continue;
+    Vec<uint8_t, KT_VEC / 2> t;
+#pragma unroll
+    for (int j = 0; j < KT_VEC; j += 2) {
+#if KT_EXPERT_SCALE_RECIP  // kt:bind
+      const unsigned a = codebook_code(v[i][j] * r), b = codebook_code(v[i][j + 1] * r);
+#else  // kt:bind
+      const unsigned a = codebook_code(v[i][j] / m), b = codebook_code(v[i][j + 1] / m);
+#endif  // kt:bind
+#if KT_EXPERT_CODEBOOK == 2  // kt:bind
+      t.v[j / 2] = (uint8_t)((b << 4) | a);  // the even element in the low nibble
+#else  // kt:bind
+      t.v[j / 2] = (uint8_t)((a << 4) | b);  // the even element in the high nibble
+#endif  // kt:bind
+    }
+    if (vq && e + KT_VEC <= len) {
+      *reinterpret_cast<Vec<uint8_t, KT_VEC / 2>*>(qo + e / 2) = t;
+    } else {
+#pragma unroll
+      for (int j = 0; j < KT_VEC; j += 2)
+        if (e + j < len) qo[(e + j) / 2] = t.v[j / 2];
+    }
+  }
+}
+#elif KT_EXPERT_ASYM  // kt:bind
 struct Min { __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); } };
 
 // rounded as the original rounds (KT_EXPERT_ROUND): to nearest even, toward zero, half away from zero
@@ -392,7 +500,13 @@ __device__ __forceinline__ int groups_from_launch() {
   return (int)((gridDim.x - 1) * KT_ROWS + last);
 }
 #endif  // kt:bind
-#if KT_EXPERT_ASYM  // kt:bind
+#if KT_EXPERT_CODEBOOK  // kt:bind
+template <typename T>
+__device__ __forceinline__ void group_quant(const T* x, uint8_t* q, float* scales, int group_size, int rows,
+                                            long long n) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size, (group_codebook_impl<IT, T>(x, q, scales, group_size, rows, n)));
+}
+#elif KT_EXPERT_ASYM  // kt:bind
 #if KT_EXPERT_ZERO_STORE  // kt:bind
 template <typename T, typename Q, typename Z>
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, Z* zeros, int group_size, int rows,

@@ -19,7 +19,8 @@ class Binding:
     template_args: list[str] = field(default_factory=list)  # C types for the expert function
     sizes: dict[str, str] = field(default_factory=dict)  # role size name -> expression over spec size names
     consts: dict[str, int] = field(default_factory=dict)  # ESIZE, CSIZE, ...: substituted into constraints
-    defines: dict[str, int] = field(default_factory=dict)  # bind-time macros written as #define (KT_EXPERT_ACT, ...)
+    # bind-time macros written as #define (KT_EXPERT_ACT, ...; a codebook's thresholds as the text of a C list)
+    defines: dict[str, int | str] = field(default_factory=dict)
     conventions: dict[str, int] = field(default_factory=dict)  # kt:bind conventions, resolved in the source
     fixed: dict[str, list[int]] = field(default_factory=dict)  # parameters whose domain the binding narrows
     words: list[str] = field(default_factory=list)  # the binding in words: role=argument, layout, conventions

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass, field
 
 from agent_core import expr
@@ -26,6 +27,9 @@ NBYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "
 _ATOMIC = re.compile(r"atomic\w+")
 # CUDA's cache-hinted stores (`void __stcs(T* ptr, T value)`, ...): their first argument is the pointer written
 _STORE = re.compile(r"__st(?:cg|cs|wb|wt)")
+# a collective's store member (CUB's `BlockStore<...>(temp).Store(ptr, items[, valid])`, `WarpStore`): its first
+# argument is the pointer written
+_MEMBER_STORE = "Store"
 
 
 @dataclass
@@ -77,6 +81,8 @@ class Evidence:
     defs: dict[str, str] = field(default_factory=dict)  # identifiers the file sets to one arithmetic expression
     own_end: int = -1  # where the kernel's own text ends in ``body`` (its inlined helpers follow); -1: all of it
     aliases: dict[str, set[str]] = field(default_factory=dict)  # local pointer -> the arguments it is made from
+    # the arrays the file initializes with numbers (``constant_arrays``): name -> (element kind, values)
+    arrays: dict[str, tuple[str, list[float]]] = field(default_factory=dict)
 
     def arg(self, name: str) -> ArgUse:
         return next(a for a in self.args if a.name == name)
@@ -483,7 +489,11 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
                     for r in roots(_bases(args.named_children[0])):
                         writes.setdefault(r, n.start_byte - b0)
                         reads.add(r)
-            elif _STORE.fullmatch(fname):  # a cache-hinted store (`__stcs(out + i, v)`): the pointer is written
+            elif _STORE.fullmatch(fname) or (f is not None and f.type == "field_expression" and (
+                    f.child_by_field_name("field") is not None
+                    and f.child_by_field_name("field").text.decode("utf-8", "replace") == _MEMBER_STORE)):
+                # a cache-hinted store (`__stcs(out + i, v)`), a collective's (`BlockStore(t).Store(&out[i], v)`): the
+                # pointer is written
                 args = n.child_by_field_name("arguments")
                 if args is not None and args.named_children:
                     for r in roots(_bases(args.named_children[0])):
@@ -542,7 +552,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
-                    constant_exprs(cf.text), own_end, alias)
+                    constant_exprs(cf.text), own_end, alias, constant_arrays(cf.text))
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs
@@ -1369,3 +1379,571 @@ def value_operands(ev: "Evidence", name: str) -> list[tuple[str, str]]:
         elif len(args) == 3:
             out += ([("*", fname)] if hit[0] or hit[1] else []) + ([("+", fname)] if hit[2] else [])
     return out
+
+
+# ------------------------------------------------------------------------------------- decision functions (codebooks)
+# A codebook quantizer (bitsandbytes' NF4 and FP4) chooses each value's code by comparing it with constants: a tree of
+# `if (x > 0.0398f)` (dQuantizeNF4), a sign bit and a tree on |x| (dQuantizeFP4), a count of the table entries it
+# exceeds (`for (k...) c += x > mid[k]`). What such a helper computes is read by running it: a small interpreter of
+# the helper's statements (declarations, assignments, if / else, for and while loops, return; numbers, the file's
+# constant arrays, casts, + - * / % << >> & | ^, comparisons, ?:, fabsf / fminf / fmaxf) on float32 values, never by
+# its names. The code it returns is then a step function of the value: which it is follows exactly from probing it at
+# its constants, their negations and the float32 values next to them (a change between two probes that are not
+# adjacent floats is found by bisection on the floats' order).
+
+_ARRAY = re.compile(r"(?<![\w.])(float|double|int|unsigned|unsigned\s+char|unsigned\s+int|char|int8_t|uint8_t|"
+                    r"int32_t|uint32_t)\s+([A-Za-z_]\w*)\s*\[\s*\w*\s*\]\s*=\s*\{([^{}]*)\}")
+FLT_MAX = 3.4028234663852886e38
+
+
+def constant_arrays(text: str) -> dict[str, tuple[str, list[float]]]:
+    """The arrays the file initializes with numbers only (``__constant__ float kMid[15] = {-0.848f, ...};``): name
+    -> (element kind: ``f`` float, ``d`` double, ``i`` integer, the values); one initialized twice is left out."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    seen: dict[str, list] = {}
+    for m in _ARRAY.finditer(text):
+        items = [t.strip() for t in m.group(3).split(",") if t.strip()]
+        vals = [_literal(t) for t in items]
+        if not items or any(v is None for v in vals):
+            continue
+        kind = {"float": "f", "double": "d"}.get(m.group(1), "i")
+        seen.setdefault(m.group(2), []).append((kind, [_convert(v, kind)[0] for v in vals]))
+    return {n: v[0] for n, v in seen.items() if len(v) == 1}
+
+
+def f32(v: float) -> float:
+    """``v`` rounded to float32 (to nearest even; beyond the largest float, infinity)."""
+    if v != v or v in (math.inf, -math.inf):
+        return v
+    try:
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def f32_of_text(text: str) -> float:
+    """The float32 value of a decimal literal as a compiler reads it: the exact decimal rounded once, to nearest even
+    (through a double first, a decimal within 2^-29 of a midpoint between two floats could round twice)."""
+    from fractions import Fraction
+    exact = Fraction(text.strip().rstrip("fF"))
+    v = f32(float(exact))
+    if v in (math.inf, -math.inf) or v != v:
+        return v
+    k = _order(v)
+    best = min((_from_order(j) for j in (k - 1, k, k + 1)),
+               key=lambda c: (abs(Fraction(c) - exact) if not math.isinf(c) else exact * 0 + 10 ** 40,
+                              struct.unpack("<I", struct.pack("<f", c))[0] & 1))
+    return best
+
+
+def _order(v: float) -> int:
+    """An integer that orders float32 values as the floats do (-0.0 just below +0.0): adjacent floats differ by 1."""
+    b = struct.unpack("<I", struct.pack("<f", v))[0]
+    return b if b < 0x80000000 else -(b - 0x80000000) - 1
+
+
+def _from_order(k: int) -> float:
+    b = k if k >= 0 else (-(k + 1)) + 0x80000000
+    return struct.unpack("<f", struct.pack("<I", b))[0]
+
+
+def _literal(text: str):
+    """(value, kind) of a C number literal: ``i`` integer, ``f`` float (suffix f), ``d`` double; None if it is not
+    one."""
+    t = text.strip().replace("'", "")
+    sign = 1
+    while t[:1] in "+-" and t:
+        sign, t = (-sign if t[0] == "-" else sign), t[1:].strip()
+    if re.fullmatch(r"(?:0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)[uUlL]*", t):
+        core = t.rstrip("uUlL")
+        v = int(core, 8) if re.fullmatch(r"0\d+", core) else int(core, 0)
+        return sign * v, "i"
+    m = re.fullmatch(r"((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)([fF]?)", t)
+    if m is None or not re.search(r"[.eE]", m.group(1)) and not m.group(2):
+        return None
+    if m.group(2):
+        return sign * f32_of_text(m.group(1)), "f"
+    return sign * float(m.group(1)), "d"
+
+
+def _convert(v: tuple, kind: str) -> tuple:
+    """``v`` converted to a value of ``kind`` (C's conversions: a float to an integer truncates)."""
+    x, k = v
+    if kind == "i":
+        if k == "i":
+            return x, "i"
+        if x != x or x in (math.inf, -math.inf):
+            raise _Undecided("a non-finite value converted to an integer")
+        return int(x), "i"
+    return (f32(float(x)) if kind == "f" else float(x)), kind
+
+
+class _Undecided(Exception):
+    """Something the interpreter does not evaluate: the helper is not read as a decision function."""
+
+
+class _Returned(Exception):
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+_INT_TYPES = re.compile(r"\b(?:int|unsigned|char|short|long|bool|u?int(?:8|16|32|64)_t|size_t|uchar|uint)\b")
+_FLOAT_CALLS = {"fabsf": "abs", "fabs": "abs", "abs": "abs", "std::abs": "abs", "std::fabs": "abs",
+                "fminf": "min", "fmin": "min", "std::fmin": "min", "fmaxf": "max", "fmax": "max", "std::fmax": "max",
+                "min": "min", "max": "max", "std::min": "min", "std::max": "max"}
+
+
+class _Interpreter:
+    """Runs one block of statements on a value of its input expression ``source`` (whitespace-free text)."""
+
+    def __init__(self, src: bytes, source: str, arrays: dict[str, tuple[str, list[float]]]):
+        self.src, self.source, self.arrays = src, source, arrays
+
+    def run(self, block, x: float):
+        self.steps = 0
+        self.env: dict[str, tuple] = {self.source: (x, "f")}
+        self.kinds: dict[str, str] = {self.source: "f"}
+        self.local_arrays: dict[str, tuple[str, list]] = {}
+        try:
+            self.stmt(block)
+        except _Returned as r:
+            return r.value
+        except (_Break, _Continue, RecursionError, ZeroDivisionError, OverflowError, ValueError):
+            raise _Undecided("no value returned") from None
+        raise _Undecided("no value returned")
+
+    def text(self, n) -> str:
+        return re.sub(r"\s+", "", self.src[n.start_byte:n.end_byte].decode("utf-8", "replace"))
+
+    def words(self, n) -> str:
+        """A type's text, its words apart (``unsigned long long``)."""
+        return " ".join(self.src[n.start_byte:n.end_byte].decode("utf-8", "replace").split())
+
+    def tick(self) -> None:
+        self.steps += 1
+        if self.steps > 20000:
+            raise _Undecided("too many steps")
+
+    # statements
+    def stmt(self, n) -> None:
+        self.tick()
+        t = n.type
+        if t in ("compound_statement", "else_clause"):
+            for c in n.named_children:
+                self.stmt(c)
+        elif t in ("comment", "preproc_call", "empty_statement", "type_definition"):
+            pass
+        elif t == "declaration":
+            kind = self.decl_kind(n)
+            for d in n.named_children:
+                if d.type == "init_declarator":
+                    self.declare(d, kind)
+                elif d.type == "identifier":
+                    self.kinds[d.text.decode()] = kind
+        elif t == "expression_statement":
+            for c in n.named_children:
+                self.expr(c)
+        elif t == "if_statement":
+            cond = n.child_by_field_name("condition")
+            value = cond.child_by_field_name("value") if cond is not None else None
+            if value is None:
+                raise _Undecided("if")
+            if self.truth(self.expr(value)):
+                self.stmt(n.child_by_field_name("consequence"))
+            elif n.child_by_field_name("alternative") is not None:
+                self.stmt(n.child_by_field_name("alternative"))
+        elif t == "for_statement":
+            init = n.child_by_field_name("initializer")
+            if init is not None:
+                self.stmt(init) if init.type == "declaration" else self.expr(init)
+            self.loop(n.child_by_field_name("condition"), n.child_by_field_name("update"), n.child_by_field_name("body"))
+        elif t == "while_statement":
+            cond = n.child_by_field_name("condition")
+            value = cond.child_by_field_name("value") if cond is not None else None
+            self.loop(value, None, n.child_by_field_name("body"))
+        elif t == "return_statement":
+            vals = [c for c in n.named_children if c.type != "comment"]
+            if not vals:
+                raise _Undecided("return without a value")
+            raise _Returned(self.expr(vals[0]))
+        elif t == "break_statement":
+            raise _Break()
+        elif t == "continue_statement":
+            raise _Continue()
+        else:
+            raise _Undecided(t)
+
+    def loop(self, cond, update, body) -> None:
+        for _ in range(256):
+            if cond is not None and not self.truth(self.expr(cond)):
+                return
+            try:
+                self.stmt(body)
+            except _Break:
+                return
+            except _Continue:
+                pass
+            if update is not None:
+                self.expr(update)
+        raise _Undecided("a loop of more than 256 steps")
+
+    def decl_kind(self, n) -> str:
+        ty = n.child_by_field_name("type")
+        head = self.words(ty) if ty is not None else ""
+        if re.search(r"\bdouble\b", head):
+            return "d"
+        if re.search(r"\bfloat\b", head):
+            return "f"
+        if _INT_TYPES.search(head):
+            return "i"
+        raise _Undecided("a declaration of a type the interpreter does not know")
+
+    def declare(self, d, kind: str) -> None:
+        decl, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+        if decl is not None and decl.type == "array_declarator":
+            name = decl.child_by_field_name("declarator")
+            if value is None or value.type != "initializer_list" or name is None:
+                raise _Undecided("an array")
+            self.local_arrays[name.text.decode()] = (kind, [_convert(self.expr(v), kind)[0]
+                                                            for v in value.named_children])
+            return
+        if decl is None or decl.type != "identifier":
+            raise _Undecided("a declarator")
+        name = decl.text.decode()
+        self.kinds[name] = kind
+        if value is not None:
+            self.env[name] = _convert(self.expr(value), kind)
+
+    # expressions
+    def truth(self, v) -> bool:
+        return v[0] != 0  # NaN too, as in C
+
+    def expr(self, n):
+        self.tick()
+        key = self.text(n)
+        if key in self.env:
+            return self.env[key]
+        t = n.type
+        if t == "number_literal":
+            v = _literal(n.text.decode())
+            if v is None:
+                raise _Undecided("a number")
+            return v
+        if t in ("true", "false"):
+            return (int(t == "true"), "i")
+        if t == "parenthesized_expression":
+            inner = [c for c in n.named_children if c.type != "comment"]
+            return self.expr(inner[-1])
+        if t == "identifier":
+            raise _Undecided(f"the value of {key}")
+        if t == "subscript_expression":
+            arr = self.text(n.child_by_field_name("argument"))
+            idx_node = n.child_by_field_name("indices") or n.child_by_field_name("index")
+            idx = [c for c in idx_node.named_children] if idx_node is not None and idx_node.type == \
+                "subscript_argument_list" else [idx_node]
+            kind, vals = self.local_arrays.get(arr) or self.arrays.get(arr) or (None, None)
+            if vals is None or len(idx) != 1:
+                raise _Undecided(f"the value of {key}")
+            i = _convert(self.expr(idx[0]), "i")[0]
+            if not 0 <= i < len(vals):
+                raise _Undecided("an index out of the array")
+            return vals[i], kind
+        if t == "cast_expression":
+            ty = self.words(n.child_by_field_name("type"))
+            v = self.expr(n.child_by_field_name("value"))
+            return self.cast(ty, v)
+        if t == "unary_expression":
+            op = n.child_by_field_name("operator").text.decode()
+            v = self.expr(n.child_by_field_name("argument"))
+            if op == "-":
+                return (-v[0], v[1])
+            if op == "+":
+                return v
+            if op == "!":
+                return (int(not self.truth(v)), "i")
+            if op == "~" and v[1] == "i":
+                return (~v[0], "i")
+            raise _Undecided(op)
+        if t == "conditional_expression":
+            c = self.expr(n.child_by_field_name("condition"))
+            return self.expr(n.child_by_field_name("consequence" if self.truth(c) else "alternative"))
+        if t == "binary_expression":
+            return self.binary(n)
+        if t == "assignment_expression":
+            return self.assign(n)
+        if t == "update_expression":
+            arg = n.child_by_field_name("argument")
+            name = self.text(arg)
+            if name not in self.env:
+                raise _Undecided("an update")
+            op = n.child_by_field_name("operator").text.decode()
+            old = self.env[name]
+            self.env[name] = _convert((old[0] + (1 if op == "++" else -1), old[1]), self.kinds.get(name, old[1]))
+            return self.env[name] if n.children[0].type in ("++", "--") else old
+        if t == "call_expression":
+            return self.call(n)
+        if t == "comma_expression":
+            self.expr(n.child_by_field_name("left"))
+            return self.expr(n.child_by_field_name("right"))
+        raise _Undecided(t)
+
+    def cast(self, ty: str, v):
+        ty = " ".join(re.sub(r"\bconst\b", "", ty).split())
+        if ty == "float":
+            return _convert(v, "f")
+        if ty == "double":
+            return _convert(v, "d")
+        if _INT_TYPES.search(ty):
+            x = _convert(v, "i")[0]
+            bits = 8 if re.search(r"char|int8", ty) else 16 if re.search(r"short|int16", ty) else 32 \
+                if not re.search(r"long|64|size_t", ty) else 64
+            x &= (1 << bits) - 1
+            if not re.search(r"unsigned|uint|uchar|size_t|bool", ty) and x >= 1 << (bits - 1):
+                x -= 1 << bits
+            return (int(x != 0) if "bool" in ty else x), "i"
+        raise _Undecided(f"a cast to {ty}")
+
+    def call(self, n):
+        f = self.text(n.child_by_field_name("function"))
+        args = [c for c in n.child_by_field_name("arguments").named_children if c.type != "comment"]
+        kind = _FLOAT_CALLS.get(f)
+        if f.startswith("static_cast<") and f.endswith(">") and len(args) == 1:
+            ty = self.words(n.child_by_field_name("function"))
+            return self.cast(ty[ty.index("<") + 1:ty.rindex(">")], self.expr(args[0]))
+        if kind is None:
+            raise _Undecided(f"a call of {f}")
+        vals = [self.expr(a) for a in args]
+        if kind == "abs" and len(vals) == 1:
+            return (abs(vals[0][0]), vals[0][1])
+        if kind in ("min", "max") and len(vals) == 2:
+            (a, ka), (b, kb) = vals
+            k = "i" if ka == kb == "i" else "d" if "d" in (ka, kb) else "f"
+            if a != a:
+                return _convert((b, kb), k)
+            if b != b:
+                return _convert((a, ka), k)
+            return _convert((min(a, b) if kind == "min" else max(a, b), ka if (a <= b) == (kind == "min") else kb), k)
+        raise _Undecided(f"a call of {f}")
+
+    def binary(self, n):
+        op = n.child_by_field_name("operator").text.decode()
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if op == "&&":
+            return (int(self.truth(self.expr(left)) and self.truth(self.expr(right))), "i")
+        if op == "||":
+            return (int(self.truth(self.expr(left)) or self.truth(self.expr(right))), "i")
+        return _arith(op, self.expr(left), self.expr(right))
+
+    def assign(self, n):
+        left = n.child_by_field_name("left")
+        name = self.text(left)
+        op = n.child_by_field_name("operator").text.decode()
+        if left.type == "parenthesized_expression":
+            name = self.text(left)  # the input written as itself (`(x) = fabsf((x))` in a helper inlined)
+        if left.type not in ("identifier", "parenthesized_expression") or \
+                (left.type == "parenthesized_expression" and name != self.source and name not in self.env):
+            raise _Undecided("an assignment to memory")
+        value = self.expr(n.child_by_field_name("right"))
+        if op != "=":
+            if name not in self.env:
+                raise _Undecided("a compound assignment of no value")
+            value = _arith(op[:-1], self.env[name], value)
+        kind = self.kinds.get(name) or value[1]
+        self.env[name] = _convert(value, kind)
+        return self.env[name]
+
+
+def _arith(op: str, a: tuple, b: tuple) -> tuple:
+    (x, ka), (y, kb) = a, b
+    if op in (">", "<", ">=", "<=", "==", "!="):
+        return (int({">": x > y, "<": x < y, ">=": x >= y, "<=": x <= y, "==": x == y, "!=": x != y}[op]), "i")
+    if ka == kb == "i":
+        if op in ("/", "%") and y == 0:
+            raise _Undecided("an integer division by zero")
+        r = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+             "/": lambda: abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1),
+             "%": lambda: x - (abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)) * y,
+             "<<": lambda: x << y, ">>": lambda: x >> y, "&": lambda: x & y, "|": lambda: x | y,
+             "^": lambda: x ^ y}.get(op)
+        if r is None:
+            raise _Undecided(op)
+        return r(), "i"
+    if op not in ("+", "-", "*", "/"):
+        raise _Undecided(op)
+    k = "d" if "d" in (ka, kb) else "f"
+    x, y = float(x), float(y)
+    if op == "/" and y == 0:
+        r = math.nan if x == 0 or x != x else math.copysign(math.inf, x) * math.copysign(1.0, y)
+    else:
+        r = {"+": x + y if not (x == -y and math.isinf(x)) else math.nan, "-": x - y if not (x == y and math.isinf(x))
+             else math.nan, "*": x * y if not ((math.isinf(x) and y == 0) or (math.isinf(y) and x == 0)) else math.nan,
+             "/": x / y if not (math.isinf(x) and math.isinf(y)) else math.nan}[op]
+    return (f32(r) if k == "f" else r), k
+
+
+@dataclass
+class Decision:
+    """A helper that maps one float value to a small integer code, read as a step function: ``thresholds`` in
+    ascending order, each (float32 value, True where the value passes it at ``>=``, False at ``>``), the code of
+    each of the len(thresholds) + 1 intervals (``codes[0]``: below every threshold), the code of NaN (which passes no
+    comparison); ``source``: the expression the helper was called with (whitespace-free), ``block``: its text."""
+    source: str
+    thresholds: list[tuple[float, bool]]
+    codes: list[int]
+    nan_code: int
+    block: str
+    literals: dict[float, str] = field(default_factory=dict)  # float32 value -> a float literal of the helper that is it
+
+    def code(self, v: float) -> int:
+        if v != v:
+            return self.nan_code
+        return self.codes[sum(1 for t, ge in self.thresholds if (v >= t if ge else v > t))]
+
+
+def _input_of(src: bytes, block) -> str | None:
+    """The expression a helper inlined into ``block`` was called with: the parenthesized expression (callees.py writes
+    each parameter as the call's argument in parentheses) of the block that names something the block does not
+    declare, the most frequent one, the first among those (the outer of two nested ones); None where there is none."""
+    declared = {x.text.decode() for x in _walk(block) if x.type == "identifier" and x.parent is not None
+                and x.parent.type in ("init_declarator", "array_declarator", "declaration")}
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for x in _walk(block):
+        if x.type != "parenthesized_expression" or x.parent is None or x.parent.type == "parenthesized_expression":
+            continue
+        t = re.sub(r"\s+", "", src[x.start_byte:x.end_byte].decode("utf-8", "replace"))
+        names = set(re.findall(r"\b[A-Za-z_]\w*\b", t)) - {"float", "double", "int", "unsigned", "char", "const"}
+        if names and not names <= declared:
+            counts[t] = counts.get(t, 0) + 1
+            first.setdefault(t, x.start_byte)
+    if not counts:
+        return None
+    return max(counts, key=lambda t: (counts[t], -first[t]))
+
+
+def _probe_points(values: set[float]) -> list[float]:
+    """float32 points around every value, its negation and the float32 values next to them, with the signed zeros,
+    ±1, ±2, the largest floats and the infinities: sorted in the floats' order, no duplicates."""
+    keys = set()
+    for v in {0.0, 1.0, 2.0, 1e-30, FLT_MAX} | {abs(v) for v in values if v == v and not math.isinf(v)}:
+        for s in (1.0, -1.0):
+            k = _order(f32(s * v)) if abs(f32(v)) != math.inf else _order(math.copysign(FLT_MAX, s))
+            keys.update(range(k - 2, k + 3))
+    keys.update({_order(math.inf), _order(-math.inf)})
+    keys = sorted(k for k in keys if _order(-math.inf) <= k <= _order(math.inf))
+    mids = [(a + b) // 2 for a, b in zip(keys, keys[1:]) if b - a > 2]
+    return [_from_order(k) for k in sorted(set(keys) | set(mids))]
+
+
+def decisions(ev: "Evidence", cf_text: str | None = None) -> list[Decision]:
+    """The helpers the kernel calls (the blocks inlined after its own body) that map one float value to a small
+    integer code through comparisons with constants, each read as a step function (``Decision``); the thresholds
+    verified against the helper at every probe. A block the interpreter does not evaluate, or whose code is no step
+    function of at most 15 thresholds, is none."""
+    if ev.own_end < 0:
+        return []
+    from agent_core.source.cuda_parse import parse_tree
+    prefix = b"void kt_f() "
+    src = prefix + ev.body.encode("utf-8")
+    fn = parse_tree(src).root_node.named_children[0]
+    body = fn.child_by_field_name("body")
+    if body is None:
+        return []
+    out = []
+    for block in body.named_children:
+        if block.type != "compound_statement" or block.start_byte - len(prefix) < ev.own_end:
+            continue
+        if not any(x.type == "return_statement" and x.named_children for x in _walk(block)):
+            continue
+        if not any(x.type == "binary_expression" and x.child_by_field_name("operator").text.decode() in
+                   (">", "<", ">=", "<=") for x in _walk(block)):
+            continue
+        source = _input_of(src, block)
+        try:
+            d = _decision(src, block, source, ev.arrays) if source is not None else None
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError, OverflowError, RecursionError):
+            d = None  # a statement shaped as the interpreter does not expect: no reading
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def _decision(src: bytes, block, source: str, arrays) -> Decision | None:
+    run = _Interpreter(src, source, arrays)
+    memo: dict[int, int] = {}
+
+    def code(k: int) -> int:
+        if k not in memo:
+            v = run.run(block, _from_order(k))
+            if v[1] != "i" or not 0 <= v[0] <= 255:
+                raise _Undecided("not a small integer code")
+            memo[k] = v[0]
+        return memo[k]
+
+    consts, texts = set(), {}
+    for x in _walk(block):
+        if x.type == "number_literal":
+            t = x.text.decode()
+            v = _literal(t)
+            if v is not None and v[1] != "i":
+                consts.add(float(v[0]))
+                if v[1] == "f":  # written as it is: its text, and its negation's
+                    texts.setdefault(v[0], t)
+                    texts.setdefault(-v[0], t[1:] if t.startswith("-") else "-" + t)
+    used = set(re.findall(r"\b[A-Za-z_]\w*\b", src[block.start_byte:block.end_byte].decode("utf-8", "replace")))
+    for name, (kind, vals) in arrays.items():
+        if name in used and kind != "i":
+            consts.update(float(v) for v in vals)
+    try:
+        points = [_order(p) for p in _probe_points(consts)]
+        # where the code changes: between adjacent floats, or found by bisection between two probes further apart
+        changes: list[tuple[int, int]] = []
+
+        def split(a: int, b: int, depth: int = 0) -> None:
+            if code(a) == code(b):
+                return
+            if b - a == 1:
+                changes.append((a, b))
+                return
+            if depth > 80 or len(changes) > 64:
+                raise _Undecided("too many changes")
+            m = (a + b) // 2
+            split(a, m, depth + 1)
+            split(m, b, depth + 1)
+
+        for a, b in zip(points, points[1:]):
+            split(a, b)
+        nan = run.run(block, math.nan)
+        if nan[1] != "i":
+            return None
+    except _Undecided:
+        return None
+    if any(_from_order(a) == 0.0 and _from_order(b) == 0.0 for a, b in changes) or len(changes) > 15:
+        return None  # -0.0 and +0.0 coded apart (no comparison tells them apart), or more than 4 bits of codes
+    lits = {f32(c) for c in consts} | {f32(-c) for c in consts}
+    thresholds = []
+    for a, b in changes:
+        fa, fb = _from_order(a), _from_order(b)
+        if fb == 0.0:  # -0.0 (and +0.0) pass: x >= 0
+            thresholds.append((0.0, True))
+        elif fa == 0.0:
+            thresholds.append((0.0, False))
+        elif fa in lits or fb not in lits:
+            thresholds.append((fa, False))
+        else:
+            thresholds.append((fb, True))
+    codes = [code(points[0])] + [code(b) for _, b in changes]
+    d = Decision(source, thresholds, codes, nan[0], src[block.start_byte:block.end_byte].decode("utf-8", "replace"),
+                 {v: t for v, t in texts.items() if v in {th for th, _ in thresholds}})
+    if any(d.code(_from_order(k)) != c for k, c in memo.items()):
+        return None  # some probe the step function does not give
+    return d

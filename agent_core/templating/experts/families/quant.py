@@ -58,6 +58,7 @@ from collections import Counter
 from agent_core import expr
 from agent_core.templating.experts.binding import Binding
 # vLLM's least scale (min_scaling_factor) as the norm quantizers read it: the floor on the scale or on the absmax
+from agent_core.templating.experts.families.quant_codebook import codebook_bindings
 from agent_core.templating.experts.families.rows.norm_quant import _dynamic_floors, _dynamic_ops, _scale_names
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, call_arguments,
                                                     div, feeding, flows, fp8_formats, number, prod, statements,
@@ -303,9 +304,12 @@ def _group_count(ev: Evidence, e, b: Binding, x, gs: SizeExpr, gs_v: tuple | Non
 def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     e = lib.get("per_token_group_quant")
     long = lib.get("per_token_group_quant_long")
+    # a 4-bit codebook (KT_EXPERT_CODEBOOK, quant_codebook.py): a byte output of half the input's count, which no
+    # other reading takes
+    codebook = codebook_bindings(ev, e)
     asym = _asym_bindings(ev, e, long if long is not None and "KT_EXPERT_ASYM" in long.conventions else None) \
         if e is not None and "KT_EXPERT_ASYM" in e.conventions else []
-    return asym + _symmetric_bindings(ev, e)
+    return codebook + asym + _symmetric_bindings(ev, e)
 
 
 def _floor_pow2(ev: Evidence) -> list[int]:
