@@ -11,8 +11,6 @@ function, a function pointer passed as a template argument) adds nothing.
 
 from __future__ import annotations
 
-import re
-
 from tree_sitter import Node
 
 from agent_core.source.macros import device_head, function_head, qualifier_macros
@@ -174,13 +172,6 @@ def _substituted(src: bytes, node: Node, names: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def _argument_text(text: str) -> str:
-    """An argument's text where a parameter stood: in parentheses, but a lone name as it is (``(y) + off`` would
-    parse as a cast of ``+off`` to the type ``y``)."""
-    t = text.strip()
-    return t if re.fullmatch(r"[A-Za-z_]\w*", t) else f"({t})"
-
-
 def _callee_name(call: Node) -> str:
     f = call.child_by_field_name("function")
     text = f.text.decode("utf-8", "replace") if f is not None else ""
@@ -238,7 +229,7 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             params, callee = fit[0]
             if callee.start_byte in stack or len(stack) >= MAX_DEPTH:
                 continue
-            inner = {p: _argument_text(_substituted(src, a, names)) for p, a in zip(params, given) if p}
+            inner = {p: f"({_substituted(src, a, names)})" for p, a in zip(params, given) if p}
             text = _substituted(src, callee, inner)
             if size + len(text) > MAX_CHARS:
                 return
