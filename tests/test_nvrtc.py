@@ -83,6 +83,16 @@ def test_device_and_host_device_functions_stay():
     assert dev.names == {"k": "k"} and not dev.templates
 
 
+def test_a_kernel_declared_through_a_global_macro_stays():
+    src = ("#define INFINIOP_CUDA_KERNEL __global__ void\n"
+           "namespace op { INFINIOP_CUDA_KERNEL k(float* x) { x[0] = 1.f; } }\n"
+           "template <int B> INFINIOP_CUDA_KERNEL t(float* x) { x[B] = 1.f; }\n"
+           "void host(float* x) { op::k<<<1, 1>>>(x); }\n")
+    dev = nvrtc.device_only(src)
+    assert "INFINIOP_CUDA_KERNEL k(" in dev.text and "INFINIOP_CUDA_KERNEL t(" in dev.text and "host(" not in dev.text
+    assert dev.names == {"k": "op::k", "t": "t"} and dev.templates == {"t"}
+
+
 def _nvrtc_here():
     nvcc = compiler.nvcc_path()
     return nvcc is not None and nvrtc.available(nvcc) is not None

@@ -670,3 +670,56 @@ def test_a_rendered_warp_count_and_items_compile_at_unusual_values(tmp_path):
         assert _compile(t.text, f"warp{v}.t", tmp_path, {"THREADS": v}) is None
     t = load("tests/data/cu/grid_stride_items.cu")
     assert _compile(t.text, "items", tmp_path, {"BLOCK": 96, "ITEMS": 32}) is None
+
+
+# ----------------------------------------------------------------------------- a macro standing for __global__
+def _through_macro(text: str) -> str:
+    """``text`` with every ``__global__ void`` written as InfiniCore writes it: ``OP_CUDA_KERNEL`` defined as
+    ``__global__ void`` at the top (after the includes)."""
+    lines = text.split("\n")
+    at = max((i for i, line in enumerate(lines) if line.startswith("#include")), default=-1) + 1
+    body = "\n".join(lines[at:]).replace("__global__ void", "OP_CUDA_KERNEL")
+    return "\n".join(lines[:at] + ["#define OP_CUDA_KERNEL __global__ void"]) + "\n" + body
+
+
+@pytest.mark.parametrize("rel", ["examples/row_sum.cu", "examples/scale_rows.cu", "bench/softmax.cu",
+                                 "bench/rms_norm.cu"])
+def test_a_kernel_declared_through_a_global_void_macro_templatizes_as_if_written_out(rel):
+    from agent_core.templating.rewrites.compose import compose
+    text = (ROOT / rel).read_text(encoding="utf-8")
+    macro = _through_macro(text)
+    assert macro != text and "OP_CUDA_KERNEL" in macro
+    plain_cf, macro_cf = parse_cuda(text, rel), parse_cuda(macro, rel)
+    for k in plain_cf.kernels:
+        spec = spec_mod.find_spec(plain_cf, k.name)
+        if spec is None:
+            continue
+        try:
+            want = templatize(plain_cf, k.name)
+        except KerntuneError:
+            continue
+        got = templatize(macro_cf, k.name)
+        assert list(got.space.params) == list(want.space.params), (rel, k.name)
+        assert got.space.constraints == want.space.constraints
+        want_rw = compose(plain_cf, k.name, spec)
+        got_rw = compose(macro_cf, k.name, spec_mod.find_spec(macro_cf, k.name))
+        assert [n for n, _ in got_rw.report] == [n for n, _ in want_rw.report]
+        if want_rw.template is not None:
+            assert got_rw.template is not None
+            assert list(got_rw.template.space.params) == list(want_rw.template.space.params), (rel, k.name)
+
+
+@pytest.mark.nvcc
+def test_a_macro_declared_kernel_s_rewrites_compile(tmp_path):
+    """The composed rewrite of a macro-declared kernel, the cluster twin's ``__cluster_dims__`` and the rewrite's
+    ``__launch_bounds__`` written before the kernel's name, compiles at the original and at the ends of its domains."""
+    from agent_core.templating.rewrites.compose import compose
+    rel = "tests/data/cu/rewrites/column_sum.cu"
+    cf = parse_cuda(_through_macro((ROOT / rel).read_text(encoding="utf-8")), rel)
+    name = cf.kernels[0].name
+    got = compose(cf, name, spec_mod.find_spec(cf, name))
+    templates = [t for t in [got.template, *got.twins] if t is not None]
+    assert len(templates) == 2 and "__cluster_dims__" in templates[1].text
+    errors = [e for i, t in enumerate(templates) for j, c in enumerate(_configs(t)[:3])
+              if (e := _compile(render(t, c), f"m{i}_{j}", tmp_path)) is not None]
+    assert not errors, errors[0]

@@ -55,7 +55,6 @@ _DIFFERS = re.compile(r"\b(?:push_macro|pop_macro|__NVCC__|__CUDACC_RTC__|__GNUC
                       r"_MSC_VER|__CUDACC_VER_\w*|__linux__|_WIN32|__x86_64__|__aarch64__|__CUDACC_DEBUG__)\b")
 _CONTAINERS = ("translation_unit", "preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif", "preproc_elifdef",
                "namespace_definition", "linkage_specification", "declaration_list")
-_DEVICE_WORDS = re.compile(r"\b(?:__global__|__device__|constexpr|consteval)\b")
 
 
 @dataclass
@@ -118,6 +117,12 @@ def device_only(text: str) -> DeviceSource:
         raise Unsupported("cub/cub.cuh and thrust bring host code NVRTC refuses (seconds lost finding out)")
     data = text.encode("utf-8")
     tree = parse_tree(data)
+    # object-like macros standing in for __global__ (InfiniCore's `#define INFINIOP_CUDA_KERNEL __global__ void`)
+    globals_ = {m.group(1) for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+[^\n]*\b__global__\b",
+                                                text, re.M)}
+    device_words = re.compile(rf"\b(?:__global__|__device__|constexpr|consteval"
+                              rf"{''.join('|' + g for g in sorted(globals_))})\b")
+    global_word = re.compile(rf"\b(?:__global__{''.join('|' + g for g in sorted(globals_))})\b")
     buf = bytearray(data)
     names: dict[str, str] = {}
     templates: set[str] = set()
@@ -129,15 +134,15 @@ def device_only(text: str) -> DeviceSource:
                 stack.append(c)
                 continue
             fn = _function_of(c)
-            if fn is not None and n.type == "linkage_specification" and not _DEVICE_WORDS.search(
+            if fn is not None and n.type == "linkage_specification" and not device_words.search(
                     data[c.start_byte:(fn.child_by_field_name("body") or fn).start_byte].decode("utf-8", "replace")):
                 _blank(buf, n.start_byte, n.end_byte)  # extern "C" void host(...) { ... }: the linkage goes too
                 continue
             if fn is not None:
                 body = fn.child_by_field_name("body")
                 head = data[c.start_byte:body.start_byte if body is not None else c.end_byte].decode("utf-8", "replace")
-                if _DEVICE_WORDS.search(head):
-                    if "__global__" in head:
+                if device_words.search(head):
+                    if global_word.search(head):
                         q = _qualified(fn, data)
                         if q:
                             short = q.rsplit("::", 1)[-1]

@@ -156,17 +156,34 @@ def _member(members: dict, types: dict[str, str], scope: str, name: str) -> list
     return []
 
 
-def _substituted(src: bytes, node: Node, names: dict[str, str]) -> str:
+_UNARY_TOO = {"+", "-", "*", "&"}  # binary operators that are also unary: `(y) + off` parses as a cast of `+off`
+
+
+def _left_of_ambiguous(x: Node) -> bool:
+    """``x`` is the left operand of a binary ``+``, ``-``, ``*`` or ``&``: parenthesized alone there, a name would
+    read as a cast (``(y) + off`` as ``(y)(+off)``)."""
+    p = x.parent
+    if p is None or p.type != "binary_expression" or p.child_by_field_name("left") != x:
+        return False
+    op = p.child_by_field_name("operator")
+    return op is not None and op.text.decode("utf-8", "replace") in _UNARY_TOO
+
+
+def _substituted(src: bytes, node: Node, names: dict[str, str], bare: dict[str, str] | None = None) -> str:
     """``node``'s text with every identifier named in ``names`` replaced by its text. A name the parser took for a
     type is one too (``const R g(gamma[i]);`` parses as a function declaration whose parameter's type is ``gamma``:
-    inside the helper a parameter's name hides any type of that name)."""
+    inside the helper a parameter's name hides any type of that name). ``bare``: the parameters whose argument is
+    a lone name, written without the parentheses where they would make a cast (the left operand of ``+``, ``-``,
+    ``*``, ``&``)."""
     if not names:
         return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    bare = bare or {}
     parts, at = [], node.start_byte
     for x in _walk(node):
         if x.type in ("identifier", "type_identifier") and x.text.decode("utf-8", "replace") in names:
+            name = x.text.decode("utf-8", "replace")
             parts.append(src[at:x.start_byte].decode("utf-8", "replace"))
-            parts.append(names[x.text.decode("utf-8", "replace")])
+            parts.append(bare[name] if name in bare and _left_of_ambiguous(x) else names[name])
             at = x.end_byte
     parts.append(src[at:node.end_byte].decode("utf-8", "replace"))
     return "".join(parts)
@@ -229,8 +246,10 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             params, callee = fit[0]
             if callee.start_byte in stack or len(stack) >= MAX_DEPTH:
                 continue
-            inner = {p: f"({_substituted(src, a, names)})" for p, a in zip(params, given) if p}
-            text = _substituted(src, callee, inner)
+            args_text = {p: _substituted(src, a, names).strip() for p, a in zip(params, given) if p}
+            inner = {p: f"({t})" for p, t in args_text.items()}
+            bare = {p: t for p, t in args_text.items() if t.isidentifier()}
+            text = _substituted(src, callee, inner, bare)
             if size + len(text) > MAX_CHARS:
                 return
             size += len(text)

@@ -104,13 +104,16 @@ class ClusterSplit(SplitReduction):
         a, e, line = spec_line(out.text, sp, "grid")
         s0, e0, expr = _spec_grid(line)
         edits[(a, e)] = line[:s0] + f'["{expr}", "{c}"]' + line[e0:]
-        # the kernel's attribute: __cluster_dims__ after __global__
+        # the kernel's attribute: __cluster_dims__ after __global__, else (a macro standing for `__global__ void`)
+        # just before the kernel's name
         sig = ov.k.signature
         at = re.search(r"\b__global__\b", sig)
-        if at is None:
-            raise KerntuneError("internal: cluster_split: no __global__ in the kernel's signature")
-        pos = ov.k.span.start + len(sig[:at.end()].encode("utf-8"))
-        edits[(pos, pos)] = f" __cluster_dims__(1, {c}, 1)"
+        if at is not None:
+            pos = ov.k.span.start + len(sig[:at.end()].encode("utf-8"))
+            edits[(pos, pos)] = f" __cluster_dims__(1, {c}, 1)"
+        else:
+            pos = ov.k.name_span.start
+            edits[(pos, pos)] = f"__cluster_dims__(1, {c}, 1) "
         return edits
 
     def _note(self, loop: _Loop, line: int) -> str:

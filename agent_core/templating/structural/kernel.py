@@ -11,16 +11,27 @@ from agent_core.source.cuda_parse import kernel_has_errors
 from agent_core.templating.structural.syntax import strip_comments
 
 
+def global_macro(cf: CudaFile, k: Kernel) -> str | None:
+    """The object-like macro of the file standing in for ``__global__`` that declares ``k`` (InfiniCore's
+    ``#define INFINIOP_CUDA_KERNEL __global__ void``), None where ``__global__`` is written."""
+    words = re.findall(r"\w+", k.signature)
+    if "__global__" in words:
+        return None
+    return next((d.name for d in cf.defines if "__global__" in d.value.split() and d.name in words), None)
+
+
 def check_supported(cf: CudaFile, k: Kernel) -> None:
-    """KerntuneError (located) when ``k`` cannot be analyzed: ``__global__`` behind a macro, a syntax error."""
-    if "__global__" not in re.findall(r"\w+", k.signature):
-        macros = [d.name for d in cf.defines if "__global__" in d.value.split()]
-        used = [m for m in macros if m in re.findall(r"\w+", k.signature)]
-        what = f"the macro {used[0]}" if used else "a macro"
-        raise KerntuneError(f"kernel '{k.name}' is declared through {what} standing in for __global__: "
-                            "write __global__ in its declaration so kerntune can read and templatize it",
-                            cf.path, k.span.line, k.span.col)
+    """KerntuneError (located) when ``k`` cannot be analyzed: a syntax error (a ``__global__`` macro the parser
+    cannot read around, ``KERNEL void k(...)``, says so). A macro that stands for ``__global__ void`` reads as a
+    return type and is analyzed like ``__global__`` written."""
     errors = kernel_has_errors(cf, k)
+    macro = global_macro(cf, k)
+    if "__global__" not in re.findall(r"\w+", k.signature) and (errors or macro is None):
+        what = f"the macro {macro}" if macro else "a macro"
+        raise KerntuneError(f"kernel '{k.name}' is declared through {what} standing in for __global__, which the "
+                            "parser cannot read there: write __global__ in its declaration (or a macro that stands "
+                            "for `__global__ void`) so kerntune can read and templatize it",
+                            cf.path, k.span.line, k.span.col)
     if errors:
         e = errors[0]
         raise KerntuneError(f"kernel '{k.name}' does not parse here ({e.message}); fix the syntax (a #pragma "
