@@ -5668,3 +5668,13 @@ def test_every_codebook_binding_of_the_nf4_variant_compiles(lib):
     """bitsandbytes' NF4 variant's bindings (both nibble orders, times 1 / absmax or divided) compile for sm_90; the
     style kernels' with the other style kernels."""
     _compile_every_binding(lib, *_nf4_variant())
+
+
+def test_self_assignments_read_as_compound_assignments():
+    from agent_core.templating.experts.evidence import compound_assignments
+    body = ("{ s = s + (v * v); x = x + (blockIdx.x * d); y = y * a + b; z = b + z; w[i] = w[i] - 1.f;"
+            " q = q << 2; p->n = p->n / (k + 1); t = t + u + v; }")
+    assert compound_assignments(body) == (
+        "{ s += v * v; x += blockIdx.x * d; y = y * a + b; z = b + z; w[i] -= 1.f;"
+        " q <<= 2; p->n /= k + 1; t = t + u + v; }")  # `(t + u) + v` is not `t += u + v` in floating point
+    assert compound_assignments("{ a += b; }") == "{ a += b; }"

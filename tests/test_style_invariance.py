@@ -23,20 +23,9 @@ from tests import style_mutations as SM
 CASES = SM.cases()
 
 # (mutation, case path) -> why: the family set of the candidates changes (style mutations)
-KNOWN_STYLE_GAPS: dict[tuple[str, str], str] = {
-    ("split_compound_assign", "bench/corpus/rotary/rotary_element_per_thread_sin_cos_tables_transposed_f32.cu"):
-        "the row pointers moved as `x = x + (blockIdx.x * depth)` (and sin, cos by `time * ndims`) instead of `x += "
-        "...`: the kernel gets no rotary candidate",
-    ("split_compound_assign", "bench/corpus/rotary/rope_c4_token_head_block_fused_qk_norm_off_fp16_mnn.cu"):
-        "`localSum = localSum + (value * value)` and `even = even * (scale * gamma[d])` for `+=` / `*=`: the q/k norm "
-        "before the rotation is not read, and the kernel gets no rotary candidate",
-}
+KNOWN_STYLE_GAPS: dict[tuple[str, str], str] = {}
 # (mutation, case path) -> why: same families, another number of candidate bindings
-KNOWN_COUNT_CHANGES: dict[tuple[str, str], str] = {
-    ("split_compound_assign", "bench/corpus/rms_norm/rmsnorm_fwd_warp_rows_rsigma_zero_centered_bf16.cu"):
-        "`if (zero_centered_gamma) g = g + (1.f)` for `g += 1.f`: the flagged weight offset is not read (8 bindings "
-        "become 4)",
-}
+KNOWN_COUNT_CHANGES: dict[tuple[str, str], str] = {}
 # (numerics mutation, case path) -> why: the family set changes once the math intrinsics are swapped (not
 # semantics-preserving: the expert must bind with the matching convention, or not at all)
 KNOWN_NUMERICS_GAPS: dict[tuple[str, str], str] = {}

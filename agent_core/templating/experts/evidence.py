@@ -373,6 +373,52 @@ def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str)
     return raw, new
 
 
+_COMPOUND_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>")
+
+
+def compound_assignments(text: str) -> str:
+    """``text`` (a body, braces included) with every ``a = a op b`` / ``a = a op (b)`` written ``a op= b``: the same
+    statement (``a`` the assignment's own target, ``op`` the right side's outermost operator, ``a`` its left
+    operand), so that every reader of an accumulation, a pointer moved or a value scaled reads one spelling.
+    ``a = a * b + c`` and ``a = b + a`` are left as they are."""
+    if "=" not in text:
+        return text
+    from agent_core.source.cuda_parse import parse_tree
+    prefix = b"void kt_f() "
+    data = prefix + text.encode("utf-8")
+    edits = []
+    for n in _walk(parse_tree(data).root_node):
+        if n.type != "assignment_expression":
+            continue
+        op, left, right = n.child_by_field_name("operator"), n.child_by_field_name("left"), n.child_by_field_name(
+            "right")
+        if op is None or left is None or right is None or op.text != b"=" or right.type != "binary_expression":
+            continue
+        rop, rl, rr = right.child_by_field_name("operator"), right.child_by_field_name("left"), \
+            right.child_by_field_name("right")
+        if rop is None or rl is None or rr is None or rop.text.decode() not in _COMPOUND_OPS:
+            continue
+        lt = re.sub(r"\s+", "", left.text.decode("utf-8", "replace"))
+        if re.sub(r"\s+", "", rl.text.decode("utf-8", "replace")) != lt:
+            continue
+        value = rr.text.decode("utf-8", "replace")
+        if rr.type == "parenthesized_expression":
+            value = value[1:-1].strip()
+        edits.append((n.start_byte, n.end_byte,
+                      f"{left.text.decode('utf-8', 'replace')} {rop.text.decode()}= {value}".encode("utf-8")))
+    if not edits:
+        return text
+    out, at = [], 0
+    for a, b, t in sorted(edits):
+        if a < at:
+            continue  # nested in one already rewritten
+        out.append(data[at:a])
+        out.append(t)
+        at = b
+    out.append(data[at:])
+    return b"".join(out)[len(prefix):].decode("utf-8", "replace")
+
+
 def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     """The evidence of one kernel with its (validated) spec: spec args in the kernel's parameter order."""
     raw = cf.text.encode("utf-8")
@@ -387,8 +433,12 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
     blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types) if node is not None else \
         ([], set())
+    own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
+    if not blocks and compound_assignments(own_text) != own_text:
+        blocks = [""]  # `a = a + (b)` read as `a += b`: the body re-parsed from its normalized text
     if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
-        text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
+        text = compound_assignments(own_text)
+        blocks = [compound_assignments(t) for t in blocks if t]
         # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
         # only forwards its parameters to a function the file does not define (``rsqrt(x) { return rsqrtf(x); }``)
         # as a call of that function; the others under names of their own, in the order they are first called
@@ -405,7 +455,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             inlined = {neutral.get(n, n) for n in inlined}
         prefix = "void kt_inlined_body() "
         raw = (prefix + text[:text.rstrip().rfind("}")] + "\n" + "\n".join(blocks) + "\n}").encode("utf-8")
-        own_end = text.rstrip().rfind("}")  # the body starts at the kernel's `{`
+        own_end = text.rstrip().rfind("}") if blocks else -1  # the body starts at the kernel's `{`
         from agent_core.source.cuda_parse import parse_tree
         fn = parse_tree(raw).root_node.named_children[0]
         node = fn.child_by_field_name("body") or fn
