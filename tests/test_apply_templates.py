@@ -371,3 +371,31 @@ def test_a_packed_size_launch_is_written_in_the_hosts_terms(tmp_path):
     rw = rewrite_file(text, f, k, t, t.space.original_config())
     assert "<<<m * ((2 * (n / packed_elems) + 2047) / 2048), 256, 0, stream>>>" in rw.text
     check_compiles(rw.text, f, host=True)
+
+
+def test_a_launch_that_writes_its_leading_template_arguments_deduces_the_rest(tmp_path):
+    """MXNet's `softmax_stride1_compute_kernel<OP, negate, AType, LType><<<...>>>(in, out, length, ...)` inside a
+    load-type switch macro of a templated launcher: the kernel's other three type parameters (DType, OType, IType)
+    are deduced from the arguments, so the per-shape dispatch is written under `if constexpr` there (it stopped
+    optimize with "cannot tell which instantiation" before); nvcc compiles the file, host code included."""
+    from tests.dispatch_helpers import rewrite_dispatch_of
+    rel = CORPUS / "softmax/softmax_stride1_smem_rows_per_block_length_mask_fp16_mxnet.cu"
+    name = "softmax_stride1_compute_kernel"
+    cf = parse_cuda(rel.read_text(), str(rel))
+    k = cf.kernel(name)
+    site = next(s for s in k.launch_sites)
+    got = inst.site_template_args(cf, k, site)
+    assert got == ["OP", "negate", "AType", "LType", "DType", "OType", "IType"]
+    args = inst.spec_instantiation(cf, k, spec_mod.find_spec(cf, name))
+    assert inst.site_instance(cf, k, site, args).kind == "depends"
+    prep = prepare(str(rel), name, rel.read_text(), use_workspace_files=False)
+    from agent_core.templating.rewrites import compose
+    t = compose(prep.cf, name, prep.spec, prep.structural).template
+    rw, names, _ = rewrite_dispatch_of(rel, name, [None, dict(t.space.original_config())])
+    assert len(names) == 2 and "if constexpr (std::is_same<OP, " in rw.text
+    f = tmp_path / rel.name
+    f.write_text(rw.text)
+    if shutil.which("nvcc"):
+        res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]

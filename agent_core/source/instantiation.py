@@ -246,15 +246,16 @@ def _enclosing_params(text: str, site: LaunchSite) -> dict[str, str]:
 
 
 def site_template_args(cf: CudaFile, k: Kernel, site: LaunchSite) -> list[str] | None:
-    """The template arguments ``site`` gives, as C++ text valid there: written out (``k<T, 4><<<...>>>``), or
-    deduced from its arguments (``k<<<...>>>(x, ...)`` with the kernel's ``T* x``): the enclosing function's
-    declared type of an argument that is one of its parameters, else the argument's decayed type. None where a
-    template parameter is neither written nor deducible nor defaulted."""
-    if site.template_args:
-        return _args_with_defaults(k, [a.text.strip() for a in site.template_args])
+    """The template arguments ``site`` gives, as C++ text valid there: written out (``k<T, 4><<<...>>>``; those
+    not written after them as follows), or deduced from its arguments (``k<<<...>>>(x, ...)`` with the kernel's
+    ``T* x``): the enclosing function's declared type of an argument that is one of its parameters, else the
+    argument's decayed type. None where a template parameter is neither written nor deducible nor defaulted."""
+    written = [a.text.strip() for a in site.template_args]
+    if written and _args_with_defaults(k, written) is not None:
+        return _args_with_defaults(k, written)
     outer = None
-    out: list[str] = []
-    for tp in k.template_params:
+    out: list[str] = list(written)  # the leading ones written (MXNet's `k<OP, negate, AType, LType><<<...>>>`), the
+    for tp in k.template_params[len(written):]:  # rest deduced from the arguments or defaulted
         i = next((j for j, p in enumerate(k.params) if tp.kind == "type" and base_type(p.type) == tp.name), None)
         if i is None or i >= len(site.args):
             if tp.default is None:
