@@ -18,6 +18,7 @@ from agent_core.apply import (apply_edits, apply_to_file, check_compiles, fold, 
 from agent_core.source.cuda_parse import parse_cuda
 from tests.dispatch_helpers import copy_with_recording, rewrite_dispatch_of
 from agent_core.model import DeviceInfo, Evaluation, KernelTemplate, KerntuneError, Param, ParamSpace, Status
+from tests.nvcc_check import CHECK_FLAGS
 
 ROW_SUM = '''#include <cuda_runtime.h>
 #define BLOCK 128
@@ -244,7 +245,7 @@ RECORD_STORE = ROOT / "tests" / "data" / "stores" / "bench_2026-11-24e.sqlite"
 
 def _nvcc_c(path: Path) -> None:
     nvcc = shutil.which("nvcc")
-    r = subprocess.run([nvcc, "-arch=sm_90", "-c", str(path), "-o", str(path.with_suffix(".o"))],
+    r = subprocess.run([nvcc, "-arch=sm_90", *CHECK_FLAGS, "-c", str(path), "-o", str(path.with_suffix(".o"))],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -1657,5 +1658,5 @@ def test_a_templated_kernels_own_winner_slower_somewhere_gives_way_to_the_other_
     r = CliRunner().invoke(main, ["apply", str(f), "-k", "biasSplitGeluKernel", "--store", str(out), "--backend", "none"])
     assert r.exit_code == 0, r.output
     assert "applied a per-shape dispatch of 2 configurations" in r.output, r.output
-    subprocess.run(["nvcc", "-arch=sm_90", "-c", str(f), "-o", str(tmp_path / "x.o")], check=True,
+    subprocess.run(["nvcc", "-arch=sm_90", *CHECK_FLAGS, "-c", str(f), "-o", str(tmp_path / "x.o")], check=True,
                    capture_output=True)

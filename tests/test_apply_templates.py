@@ -21,6 +21,7 @@ from agent_core.source import spec as spec_mod
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.search.tuner import prepare
 from tests.dispatch_helpers import copy_with_recording
+from tests.nvcc_check import CHECK_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "bench" / "corpus"
@@ -262,7 +263,7 @@ def test_a_templated_kernel_gets_a_per_shape_dispatch_that_keeps_the_original_wh
     assert ("} else if (num_tokens > 252 && num_tokens <= 2022 && d <= 8316) {\n"
             "    activation::act_and_mul_kernel__act_and_mul_items4_threads512_vec1<<<" in new)
     assert "} else {\n    activation::act_and_mul_kernel<__half, activation::gelu_tanh><<<" in new
-    res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+    res = subprocess.run(["nvcc", "-arch=sm_90", *CHECK_FLAGS, "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
 
@@ -302,7 +303,7 @@ def test_a_launch_that_depends_on_its_launcher_gets_its_dispatch_under_if_conste
     f = tmp_path / "layer_norm_welford_apex.cu"
     f.write_text(new)
     if shutil.which("nvcc"):
-        res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+        res = subprocess.run(["nvcc", "-arch=sm_90", *CHECK_FLAGS, "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
                              text=True, timeout=300)
         assert res.returncode == 0, res.stderr[-3000:]
 
@@ -396,6 +397,6 @@ def test_a_launch_that_writes_its_leading_template_arguments_deduces_the_rest(tm
     f = tmp_path / rel.name
     f.write_text(rw.text)
     if shutil.which("nvcc"):
-        res = subprocess.run(["nvcc", "-arch=sm_90", "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
+        res = subprocess.run(["nvcc", "-arch=sm_90", *CHECK_FLAGS, "-c", "-o", str(tmp_path / "a.o"), str(f)], capture_output=True,
                              text=True, timeout=300)
         assert res.returncode == 0, res.stderr[-3000:]

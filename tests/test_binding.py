@@ -18,6 +18,7 @@ from agent_core.templating.experts.evidence import gather
 from agent_core.templating.experts.library import load_expert
 from agent_core.templating.experts.render import resolve_conventions
 from agent_core.templating.templatize import templatize
+from tests.nvcc_check import CHECK_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 STYLES = ROOT / "tests" / "data" / "cu" / "styles"
@@ -2947,7 +2948,7 @@ def test_every_2d_tile_quant_binding_of_the_corpus_variant_compiles(lib, tmp_pat
         env = dict(zip(ps, cfg))
         if env["THREADS"] * env["MINB"] > 2048:
             continue
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(tmp_path / "t.cubin"),
                             *[f"-D{macro_name(n)}={v}" for n, v in env.items()], str(tmp_path / "t.cu")],
                            capture_output=True, text=True)
         assert r.returncode == 0, (env, r.stderr[-3000:])
@@ -3004,7 +3005,7 @@ def _compile_every_binding(lib, cf, k, spec):
         wrappers = [f'extern "C" __global__' + t.text.rpartition('extern "C" __global__')[2].replace(
             t.entry, f"{t.entry}_{i}") for i, t in enumerate(ts)]
         jobs.append(dict(text=head + "\n".join(wrappers), kernel=f"{ts[0].entry}_0", arch="sm_90", cache_dir=cache_dir(),
-                         defines={macro_name(n): v for n, v in key[-1]}))
+                         defines={macro_name(n): v for n, v in key[-1]}, extra_flags=tuple(CHECK_FLAGS)))
     assert jobs
     bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
@@ -3241,7 +3242,8 @@ def test_every_log_softmax_binding_and_its_long_twin_compiles(lib):
         for b in X.candidates(cf, k.name, spec, lib):
             t = X.bind(X.long_twin(b, by_name), cf, spec)
             jobs.append(dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
-                             defines={macro_name(n): v for n, v in t.space.original_config().items()}))
+                             defines={macro_name(n): v for n, v in t.space.original_config().items()},
+                             extra_flags=tuple(CHECK_FLAGS)))
     bad = [r for r in compile_many(jobs, workers=2) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
 
@@ -3551,7 +3553,8 @@ __global__ void k(float* out, int n) { out[threadIdx.x] = fact(n) + lib_call(1.f
     kernel = [n for n in root.named_children if n.type == "function_definition"][-1]
     blocks, inlined = callees.inlined_blocks(src, root, kernel.child_by_field_name("body"))
     assert inlined == {"fact", "lib_call"}
-    assert blocks == ["{ return (n) <= 1 ? 1 : (n) * fact((n) - 1); }", "{ return __expf((1.f)); }"]
+    # a lone name is written bare where parentheses would read as a cast (`(n) * x` as a cast of `*x` to `n`)
+    assert blocks == ["{ return (n) <= 1 ? 1 : n * fact(n - 1); }", "{ return __expf((1.f)); }"]
 
 
 def test_a_literal_that_only_multiplies_is_no_eps():
@@ -4107,7 +4110,7 @@ def test_every_unnormalized_merge_binding_compiles(lib, tmp_path):
     (tmp_path / "t.cu").write_text(t.text)
     ps = t.space.params
     for cfg in itertools.product(*([min(p.values), max(p.values)] for p in ps.values())):
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(tmp_path / "t.cubin"),
                             *[f"-D{macro_name(n)}={v}" for n, v in zip(ps, cfg)], str(tmp_path / "t.cu")],
                            capture_output=True, text=True)
         assert r.returncode == 0, (cfg, r.stderr[-3000:])
@@ -5185,7 +5188,7 @@ def test_every_in_place_layer_norm_binding_of_the_corpus_variant_compiles(lib):
     twin = X.cluster_twin(X.candidates(cf, k.name, spec, lib)[0], {e.name: e for e in lib})
     t = X.bind(twin, cf, spec)
     job = dict(text=t.text, kernel=t.entry, arch="sm_90", cache_dir=cache_dir(),
-               defines={macro_name(n): v for n, v in t.space.original_config().items()})
+               defines={macro_name(n): v for n, v in t.space.original_config().items()}, extra_flags=tuple(CHECK_FLAGS))
     bad = [r for r in compile_many([job], workers=1) if isinstance(r, BaseException)]
     assert not bad, getattr(bad[0], "log", str(bad[0]))[-3000:]
 
@@ -5441,7 +5444,7 @@ def test_every_binding_of_the_paddlenlp_fold_compiles(lib, tmp_path):
     (tmp_path / "t.cu").write_text(t.text)
     ps = t.space.params
     for cfg in itertools.product(*([min(p.values), max(p.values)] for p in ps.values())):
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(tmp_path / "t.cubin"),
                             *[f"-D{macro_name(n)}={v}" for n, v in zip(ps, cfg)], str(tmp_path / "t.cu")],
                            capture_output=True, text=True)
         assert r.returncode == 0, (cfg, r.stderr[-3000:])

@@ -28,6 +28,7 @@ from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.model import KerntuneError
 from agent_core.templating.templatize import templatize
 from agent_core.search.tuner import read_source
+from tests.nvcc_check import CHECK_FLAGS
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "bench" / "corpus"
@@ -153,7 +154,7 @@ cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 }
 """
 
-NVCC_FLAGS = ["-arch=sm_90", "-std=c++17", "-cudart", "none", "-w"]
+NVCC_FLAGS = ["-arch=sm_90", "-std=c++17", "-cudart", "none", "-w", *CHECK_FLAGS]  # the device code is never run
 
 
 def _harness(v: dict, spec) -> str:

@@ -12,6 +12,7 @@ from agent_core.source.cuda_parse import parse_cuda
 from agent_core.model import CudaFile, Kernel, KernelParam, KerntuneError, Span, macro_name
 from agent_core.templating.space import check_config
 from tests.parallel import each
+from tests.nvcc_check import CHECK_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -244,7 +245,7 @@ def test_bound_template_compiles_at_the_extremes(lib, tmp_path, name):
         i, cfg = i_cfg
         defs = [f"-D{macro_name(n)}={v}" for n, v in cfg.items()]
         cubin = tmp_path / f"t{i}.cubin"
-        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(cubin), *defs,
+        r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(cubin), *defs,
                             str(src)], capture_output=True, text=True)
         assert r.returncode == 0, (cfg, r.stderr[-3000:])
         assert t.entry.encode() in cubin.read_bytes(), cfg  # extern "C": the name is the symbol
@@ -255,7 +256,8 @@ def test_bound_template_compiles_at_the_extremes(lib, tmp_path, name):
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_bench_kernel_compiles(name):
-    r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", "/dev/null", str(BENCH / f"{name}.cu")],
+    r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", "/dev/null",
+                        str(BENCH / f"{name}.cu")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 

@@ -15,6 +15,7 @@ from agent_core.source import spec as spec_mod
 from agent_core.source.cuda_parse import parse_cuda
 from agent_core.templating.rewrites import compose
 from tests.parallel import each
+from tests.nvcc_check import CHECK_FLAGS
 
 DATA = Path(__file__).resolve().parent / "data" / "cu" / "rewrites"
 
@@ -184,7 +185,7 @@ def test_every_outputs_per_thread_compiles_and_applies(name, tmp_path):
         f = d / ("k.cu" if cubin else "applied.cu")
         f.write_text(src)
         out = ["-cubin", "-o", str(d / "k.cubin"), str(f), "-Xptxas", "-v"] if cubin else \
-            ["-c", "-o", str(d / "applied.o"), str(f)]
+            [*CHECK_FLAGS, "-c", "-o", str(d / "applied.o"), str(f)]
         r = subprocess.run(["nvcc", "-arch=sm_90", *out], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         if cubin:

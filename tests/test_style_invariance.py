@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import style_mutations as SM
+from tests.nvcc_check import CHECK_FLAGS
 
 CASES = SM.cases()
 
@@ -139,6 +140,6 @@ def test_mutated_files_compile(rel, kernel, tmp_path):
             src, applied = out, applied + [m.name]
     path = tmp_path / os.path.basename(rel)
     path.write_text(src.text)
-    r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-std=c++17", "-c", str(path), "-o",
+    r = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", *CHECK_FLAGS, "-std=c++17", "-c", str(path), "-o",
                         str(tmp_path / "k.o")], capture_output=True, text=True)
     assert r.returncode == 0, (applied, r.stderr[-3000:])

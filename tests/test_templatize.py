@@ -20,6 +20,7 @@ from agent_core.templating.space import check_config, iter_configs
 from agent_core.templating.templatize import (ALL_BLOCKS, GRIDS, HEADER_END, ITEMS, POW2_BLOCKS, UNROLLS, launch_exprs,
                                    templatize, tunable_sites)
 from agent_core.search.tuner import _launches
+from tests.nvcc_check import CHECK_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 CU = ROOT / "tests" / "data" / "cu"
@@ -619,7 +620,7 @@ def _compile(text: str, name: str, tmp: Path, defines: dict[str, int] | None = N
     d.mkdir(parents=True, exist_ok=True)
     cu = d / "k.cu"
     cu.write_text(text, encoding="utf-8")
-    cmd = [_nvcc(), "-arch=sm_90", "-cubin", "-o", str(d / "k.cubin"), str(cu)]
+    cmd = [_nvcc(), "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(d / "k.cubin"), str(cu)]
     cmd += [f"-D{macro_name(k)}={v}" for k, v in (defines or {}).items()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     return None if r.returncode == 0 else f"{name}: {r.stderr or r.stdout}"

@@ -23,6 +23,7 @@ from agent_core.templating.rewrites.compose import compose
 from agent_core.templating.templatize import ALL_BLOCKS, HEADER_END, launch_exprs, templatize
 
 from test_templatize import check_space
+from tests.nvcc_check import CHECK_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -292,7 +293,7 @@ def _compile(text: str, tag: str, tmp: Path, defines: dict[str, int]) -> str | N
     cu = tmp / f"{tag}.cu"
     cu.write_text(text, encoding="utf-8")
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    cmd = [nvcc, "-arch=sm_90", "-cubin", "-o", str(tmp / f"{tag}.cubin"), str(cu)]
+    cmd = [nvcc, "-arch=sm_90", *CHECK_FLAGS, "-cubin", "-o", str(tmp / f"{tag}.cubin"), str(cu)]
     cmd += [f"-D{macro_name(k)}={v}" for k, v in defines.items()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     return None if r.returncode == 0 else f"{tag}: {r.stderr or r.stdout}"
