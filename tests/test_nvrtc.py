@@ -139,6 +139,19 @@ def test_nvrtc_serves_a_kernel_with_host_code_and_nvcc_the_rest(tmp_path):
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None or not _nvrtc_here(),
                     reason="needs nvcc and an NVRTC of its major version (KERNTUNE_NVRTC names one)")
+def test_nvrtc_serves_a_kernel_declared_through_a_global_macro(tmp_path):
+    src = ("#define OP_KERNEL __global__ void\n"
+           "template <int B> OP_KERNEL k(float* x) { x[threadIdx.x] *= (float)B; }\n"
+           "void host(float* x) { k<4><<<1, 32>>>(x); }\n")
+    before = dict(compiler.stats)
+    c = compiler.compile_kernel(src, "k", template_args=["4"], cache_dir=tmp_path)
+    assert Path(c.cubin_path).name.startswith("r") and compiler.stats["nvrtc_runs"] == before["nvrtc_runs"] + 1
+    assert c.resources.registers > 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None or not _nvrtc_here(),
+                    reason="needs nvcc and an NVRTC of its major version (KERNTUNE_NVRTC names one)")
 def test_nvrtc_and_nvcc_agree_on_a_sample_of_the_corpus(tmp_path):
     from agent_core.source import spec as S
     from agent_core.source.cuda_parse import parse_cuda

@@ -189,6 +189,21 @@ def test_the_spelling_does_not_matter():
         assert t.launch["block"] == ["min(d, K_MAX_THREADS)"], launch
 
 
+def test_a_capped_int_variable_given_to_a_dim3_block_is_the_same_cap():
+    """TurboTransformers' launcher: `int block_size = std::min(1024, ...); dim3 block(block_size);` (a `dim3` whose one
+    argument the parser reads as a parameter's type) caps the block as the `min` written in the `dim3` does."""
+    src = NAMESPACED.replace("  const dim3 block(std::min(d, ops::kMaxThreads));",
+                             "  int block_size = std::min(ops::kMaxThreads, (int)((d + 31) / 32 * 32));\n"
+                             "  dim3 block(block_size);").replace('block = "min(d, 1024)"',
+                                                                   'block = "min(1024, round_up(d, 32))"')
+    t = _t(src, "scale_rows")
+    check_space(t)
+    assert list(t.space.params) == ["K_MAX_THREADS"] and t.space.params["K_MAX_THREADS"].kind == "block_size"
+    assert t.launch["block"] == ["min(K_MAX_THREADS, round_up(d, 32))"]
+    body = _body(t.text)
+    assert "constexpr int kMaxThreads = KT_K_MAX_THREADS;" in body and "dim3 block(block_size);" in body
+
+
 def test_another_launch_capped_by_the_same_literal_follows():
     second = ("\n\nvoid launch_row_sum_async(float* out, const float* x, int rows, int d, cudaStream_t stream) {\n"
               "  row_sum<<<rows, d < 512 ? d : 512, 0, stream>>>(out, x, d);\n}\n")

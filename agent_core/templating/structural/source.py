@@ -184,7 +184,7 @@ class Resolver:
             return self.cap(n.named_children[0], depth + 1)
         if n.type == "cast_expression":
             return self.cap(n.child_by_field_name("value"), depth + 1)
-        if n.type == "identifier":
+        if n.type in ("identifier", "type_identifier"):  # `dim3 block(block_size);` parses the name as a type
             hv = self.vars.get(self.f.t(n))
             if hv is None or hv.init is None or "dim3" in hv.type or self.reassigned(hv):
                 return None
