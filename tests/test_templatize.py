@@ -191,6 +191,21 @@ def test_a_warp_count_macro_follows_the_block_as_block_over_32():
     assert "#define THREADS 96\n#define NWARPS 3\n" in new and 'block = "96"' in new
 
 
+def test_a_warp_count_product_given_to_a_dim3_block_and_a_bare_spec_block():
+    """A per-head RMSNorm's `constexpr int kBlockThreads = kWarpsPerBlock * kWarpSize;` given to `const dim3
+    block(kBlockThreads)` (a dim3 whose argument parses as a type): the warp count is the parameter and the spec's grid
+    follows it; the spec's bare `block = 128` has no string to edit, and its `template_args = ["128"]` (the head
+    dimension, equal to the block by chance) is left alone."""
+    t = load("bench/corpus/rms_norm/qk_norm_per_head_warp_bf16.cu", "per_head_rms_norm_kernel")
+    assert list(t.space.params) == ["K_WARPS_PER_BLOCK"]
+    assert t.launch["block"] == ["K_WARPS_PER_BLOCK * 32"]
+    assert t.launch["grid"] == ["cdiv(tokens * num_heads, K_WARPS_PER_BLOCK)"]
+    body = t.text[t.text.index("// kerntune:params-end"):]
+    assert 'template_args = ["128"]' in body and 'grid  = "cdiv(tokens * num_heads, KT_K_WARPS_PER_BLOCK)"' in body
+    new = render(t, {"K_WARPS_PER_BLOCK": 8})
+    assert "constexpr int kWarpsPerBlock = 8;" in new and 'template_args = ["128"]' in new
+
+
 def test_a_named_32_the_kernel_splits_its_threads_by_is_the_warp_size():
     """``kThreads = kBlockSize * kBlocksPerCta`` in a namespace, kBlockSize = 32 elements of an MX block, one a lane:
     not named as a warp size, but the kernel splits threadIdx.x by it (``threadIdx.x / kBlockSize``), so the other

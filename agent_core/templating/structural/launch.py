@@ -195,7 +195,7 @@ def _factor_names(a: Analysis, r: Resolver, x, depth: int = 0) -> tuple[str, str
     if x.type == "binary_expression":
         m = _PRODUCT.fullmatch(" ".join(a.f.t(x).split()))
         return (m.group(1), m.group(2)) if m else None
-    if x.type not in ("identifier", "qualified_identifier"):
+    if x.type not in ("identifier", "qualified_identifier", "type_identifier"):  # `dim3 block(kThreads);`: a type
         return None
     name = a.f.t(x).split("::")[-1]
     hv = r.vars.get(name)

@@ -259,7 +259,19 @@ def _spec_string_start(a: Analysis, sp, fld: str, j: int) -> int | None:
     m = re.compile(rb"\b" + fld.encode() + rb"\s*=\s*").match(data, data.find(fld.encode(), pos))
     if m is None or m.start() >= sp.span.end:
         return None
+    if data[m.end():m.end() + 1] not in (b'"', b"'", b"["):
+        return None  # a bare number (`block = 128`): no string of this field (a later field's is not its)
     strings = list(re.compile(rb'"((?:[^"\\\n])*)"|\'([^\'\n]*)\'').finditer(data, m.end(), sp.span.end))
+    if data[m.end():m.end() + 1] == b"[":  # a list: its own strings, up to its closing bracket (outside them)
+        own, at = [], m.end() + 1
+        for x in strings:
+            if b"]" in data[at:x.start()]:
+                break
+            own.append(x)
+            at = x.end()
+        strings = own
+    elif strings:
+        strings = strings[:1]
     if j >= len(strings):
         return None
     sm = strings[j]
