@@ -3708,12 +3708,14 @@ def test_softmax_valid_keys_per_sequence_end_only(lib):
         "/ (rows / batches), batches `valid_len`'s length, an empty range written 0"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2}
     assert bs[0].call_args[2:] == ["(int)(n_rows)", "(int)(keys)", "1.f", "(const float*)nullptr",
-                                   "(const int*)(valid_len)", "(const int*)nullptr", "0"]
+                                   "(const int*)(valid_len)", "(const int*)nullptr", "0",
+                                   "(int)(gridDim.y * gridDim.z)"]  # no argument holds the batch count
     assert "ROWS" not in bs[0].fixed  # the row count is an argument: rows a block stay tunable
     t = X.bind(bs[0], cf, spec)
-    assert t.launch["grid"] == ["cdiv(((batch * heads * q * keys) / (keys)) / (batch), ROWS)", "(batch)"]
+    assert t.launch["grid"] == ["cdiv(((batch * heads * q * keys) / (keys)) / (batch), ROWS)", "min((batch), 65535)",
+                                "cdiv((batch), 65535)"]  # more batches than a grid's y holds fold into z
     text = t.text
-    assert "int k1 = min(hidden, key_end[blockIdx.y]);" in text and "if (k0 >= k1)" not in text
+    assert "int k1 = min(hidden, key_end[b]);" in text and "if (k0 >= k1)" not in text
     assert "const float inv = total > 0.f ? 1.f / total : 0.f;" in text and "kt:bind" not in text
     # a range of keys is not a convention of the twins
     by_name = {e.name: e for e in lib}
@@ -3736,19 +3738,39 @@ def test_held_out_mask_index_softmax_binds_first():
         "where `is_unidirectional`"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 1, "KT_EXPERT_MASK": 1}
     assert bs[0].call_args[2:] == [
-        "(int)gridDim.x * (int)gridDim.y", "(int)(all_sequence_length)", "1.f", "(const float*)nullptr",
+        "(int)gridDim.x * (int)(gridDim.y * gridDim.z)", "(int)(all_sequence_length)", "1.f", "(const float*)nullptr",
         "(const __half*)(rel_pos_bias)", "(int)gridDim.x", "(int)gridDim.x", "(const int*)(mask_end)",
-        "(const int*)(mask_start)", "((is_unidirectional) ? (int)(sequence_length) : 0)"]
+        "(const int*)(mask_start)", "((is_unidirectional) ? (int)(sequence_length) : 0)",
+        "(int)(gridDim.y * gridDim.z)"]
     # the same without the causal limit, after
-    assert bs[1].call_args[-1] == "0" and bs[1].conventions == bs[0].conventions
+    assert bs[1].call_args[-2] == "0" and bs[1].conventions == bs[0].conventions
     t = X.bind(bs[0], cf, spec)
-    assert t.launch["grid"][1] == "(batch)" and t.space.params["ROWS"].values == [1]
+    assert t.launch["grid"][1] == "min((batch), 65535)" and t.space.params["ROWS"].values == [1]
     text = t.text
     widened = text.index("if (k0 >= k1) {")
     causal = text.index("if (q_len > 0) k1 = min(k1, hidden - q_len + row % q_len + 1);", widened)
     add = text.index("v[i][j] += mk[i][j];", causal)
     assert add < text.index("if (k >= k0 && k < k1) m = fmaxf(m, v[i][j]);", add)
     assert "const float e = k >= k0 && k < k1 ? expf(v[i][j] - m) : 0.f;" in text
+
+
+def test_a_key_range_per_row_passes_its_batch_count_and_folds_past_the_grids_y():
+    """MXNet's length-masked softmax: one batch a row (`length[row]`), 65536 rows on its large shape: the batch count
+    is the row-count argument, passed to the expert, whose grid folds the batches past 65535 into z (a (1, 65536, 1)
+    grid failed to launch on the H200, 2026-11-28h call 1)."""
+    path = ROOT / "bench" / "corpus" / "softmax" / "softmax_stride1_smem_rows_per_block_length_mask_fp16_mxnet.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    name = "softmax_stride1_compute_kernel"
+    spec = S.find_spec(cf, name)
+    bs = [b for b in X.candidates(cf, name, spec) if "KT_EXPERT_KEYS" in b.conventions]
+    assert bs and all(b.call_args[-1] == "(int)(total_rows)" for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["grid"][1:] == ["min((rows), 65535)", "cdiv((rows), 65535)"]
+    from agent_core import expr
+    big = dict(spec.sizes[0])
+    assert big["rows"] == 65536
+    assert [expr.evaluate(g, {**big, "ROWS": 1}) for g in t.launch["grid"][1:]] == [65535, 2]
+    assert "const int b = bz < batches ? bz : batches - 1;" in t.text
 
 
 def test_no_key_range_without_the_evidence(lib):

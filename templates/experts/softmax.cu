@@ -43,12 +43,12 @@ smem = "0"
 // kt:bind KT_EXPERT_CAUSAL_KEEP = 0  (causal mask (KT_EXPERT_MASK 2 or 3) only. 0: the masked keys written as 0; 1: the masked keys not written, the output keeping what it held there (llm.c's causal attention softmax writes the keys 0 .. query of each row of its (T, T) scores, the upper triangle left as it was); a row that sees no key is then not written at all)
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
-// kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), batches], batch b = blockIdx.y; row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
+// kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), min(batches, 65535), cdiv(batches, 65535)], batch b = blockIdx.z * gridDim.y + blockIdx.y (the batch count the argument after q_len: more than the grid's y holds fold into z); row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
 // kt:bind KT_EXPERT_ALIBI = 0  (general form with an additive mask (KT_EXPERT_MASK 1) only. 0: the mask added as it is; 1: FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT): rows [batch, heads, q_len] over a mask [batch, q_len] of 0/1 values of type M (1 keep), read as the mask's middle broadcast (mask_inner = q_len); the logit x * scale plus the bias slope * (k - q) + (1 - m) * -10000 (summed in that order; slope = slopes[h] of type M, null: no slope term), query q = row % mask_inner, head h = (row / mask_inner) % (rows / mask_rows); exponentials by __expf, the row's sum + 1e-6 inverted by __fdividef, each probability that inverse times the exponential, rounded once at the store; 2: the same with the accurate expf for the exponentials)
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
 // kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
 // kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
-// kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "batches"]
+// kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "min(batches, 65535)", "cdiv(batches, 65535)"]
 #ifndef KT_THREADS
 #define KT_THREADS 256
 #endif
@@ -200,7 +200,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_KEYS  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
-                                             int q_len) {
+                                             int q_len, int batches) {
 #elif KT_EXPERT_ALIBI  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const M* __restrict__ slopes) {
@@ -217,7 +217,7 @@ template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
-                                             int q_len) {
+                                             int q_len, int batches) {
 #elif KT_EXPERT_X_STRIDE  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
@@ -228,16 +228,19 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
                                              float scale, const float* __restrict__ row_div) {
 #endif  // kt:bind
 #if KT_EXPERT_KEYS  // kt:bind
-  // rows [batches, rows / batches], blockIdx.y the batch: its key range [k0, k1) (ONNX Runtime's 1-D mask index,
+  // rows [batches, rows / batches], the batch blockIdx.z * gridDim.y + blockIdx.y (a grid's y holds 65535: more
+  // batches fold into z, the blocks past the last batch idle): its key range [k0, k1) (ONNX Runtime's 1-D mask index,
   // key_start null: from 0), clamped to the row
-  const int per = rows / (int)gridDim.y;
+  const int per = rows / batches;
+  const int bz = (int)(blockIdx.z * gridDim.y + blockIdx.y);
+  const int b = bz < batches ? bz : batches - 1;
   const int in_batch = blockIdx.x * KT_ROWS + threadIdx.y;
-  const bool active = in_batch < per;
-  const int row = (int)blockIdx.y * per + (active ? in_batch : 0);
+  const bool active = in_batch < per && bz < batches;
+  const int row = b * per + (active ? in_batch : 0);
   const long long off = (long long)row * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
-  int k0 = key_start != nullptr ? max(0, key_start[blockIdx.y]) : 0;
-  int k1 = min(hidden, key_end[blockIdx.y]);
+  int k0 = key_start != nullptr ? max(0, key_start[b]) : 0;
+  int k1 = min(hidden, key_end[b]);
 #if KT_EXPERT_KEYS == 1  // kt:bind
   if (k0 >= k1) {  // no key in the range: every key (attend to none = attend to all)
     k0 = 0;
@@ -434,13 +437,13 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
                                         const M* mask, int mask_rows, int mask_inner, const int* key_end,
-                                        const int* key_start, int q_len) {
+                                        const int* key_start, int q_len, int batches) {
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
                    (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
-                                                key_end, key_start, q_len)));
+                                                key_end, key_start, q_len, batches)));
 }
 #elif KT_EXPERT_MASK and KT_EXPERT_ALIBI  // kt:bind
 template <typename T, typename O, typename M>
@@ -466,10 +469,11 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
 #elif KT_EXPERT_KEYS  // kt:bind
 template <typename T, typename O>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
-                                        const int* key_end, const int* key_start, int q_len) {
+                                        const int* key_end, const int* key_start, int q_len, int batches) {
   KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
-                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len)));
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len,
+                                             batches)));
 }
 #elif KT_EXPERT_X_STRIDE  // kt:bind
 template <typename T, typename O>

@@ -134,6 +134,10 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
     scales.append(("1.f", "", False))
     red = ev.reduction_words()
     end, start = keys.end, keys.start
+    # the batch count as the wrapper computes it: an int argument that holds the key buffers' length, else the
+    # expert's grid (exact up to 65535 batches, where its z is 1)
+    held = [s for s in ev.sizes(end.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+    batches_c = held[0].c if held else "(int)(gridDim.y * gridDim.z)"
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, [])):
         hname = hidden.words.strip("`")
@@ -149,7 +153,7 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
             mask_rows = div(mask.counts, hfp)
             if mask_rows is None or mask_rows == rows_fp or div(rows_fp, mask_rows) is None:
                 continue
-            forms = [("({rows}) / (int)gridDim.y", None, "[the rows of a batch], shared by the batches")] \
+            forms = [("({rows}) / ({batches})", None, "[the rows of a batch], shared by the batches")] \
                 if mask_rows == per else []
             forms += [(mr.c, inner, f"[{mr.words} rows], {words}") for mr in
                       [m for m in ev.sizes(mask_rows) if not m.c[0].isdigit()][:2]
@@ -166,8 +170,9 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
             b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
                 ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
             rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
-            if rows == "(int)gridDim.x":  # one row a block on the expert's grid [rows of a batch, batches]
-                rows = "(int)gridDim.x * (int)gridDim.y"
+            grid_rows = rows == "(int)gridDim.x"
+            if grid_rows:  # one row a block on the expert's grid [rows of a batch, batches]
+                rows = f"(int)gridDim.x * {batches_c}"
             if scale_words:
                 b.words.append(scale_words)
             b.words.append(f"keys [{f'`{start.name}`[b]' if start else '0'}, `{end.name}`[b]) of batch b = row / "
@@ -183,13 +188,13 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
             if mask is not None:
                 b.words.append(f"plus the mask `{mask.name}` {mask_words}")
                 b.template_args.append(CTYPE[mask.dtype])
-                mrc = "(int)gridDim.x" if mr == "({rows}) / (int)gridDim.y" and rows == "(int)gridDim.x * (int)gridDim.y" \
-                    else mr.replace("{rows}", rows)
+                mrc = "(int)gridDim.x" if mr == "({rows}) / ({batches})" and grid_rows \
+                    else mr.replace("{rows}", rows).replace("{batches}", batches_c)
                 b.call_args += [_cast(mask.dtype, mask.name, True), mrc, mrc if inner is None else inner]
                 b.consts["ESIZE"] = max(b.consts["ESIZE"], NBYTES[mask.dtype])
                 b.conventions["KT_EXPERT_MASK"] = 1
             b.call_args += [_cast("i32", end.name, True),
-                            _cast("i32", start.name, True) if start else "(const int*)nullptr", q_len]
+                            _cast("i32", start.name, True) if start else "(const int*)nullptr", q_len, batches_c]
             if causal_words:
                 b.words.append(causal_words)
             b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - ci + causal_support + divides + (
