@@ -185,6 +185,26 @@ def test_gpu_backend_measures_a_batch_in_one_request_and_a_crash_costs_one_varia
     assert by["worker_start"] > 0
 
 
+def test_a_batch_past_its_deadline_leaves_the_variants_after_a_crash_unmeasured():
+    """The run's time budget as a deadline: a crash mid-batch restarts the worker for the rest only while the
+    deadline has not passed (hanging variants cost a hang limit each: a batch of them overran a 60 s run by 50 s on
+    the H200); those left are not measured and not returned."""
+    be = GpuBackend(watchdog_s=20)
+    be.sup = Supervisor(BatchWorker, (), 20, 60)
+    try:
+        be.start(_problem())
+        comp = Compiled(cubin_path="v.cubin", symbol="v", resources=Resources(registers=16, static_smem=0),
+                        source_hash="v", log="")
+        launches = [Launch((1, 1, 1), (32, 1, 1))] * 2
+        vs = [Variant({"A": i, "CRASH": int(i == 1)}, comp, launches) for i in range(5)]
+        evs = be.evaluate_many(vs, deadline=time.monotonic() - 1.0)  # already past
+        assert [e.params["A"] for e in evs] == [0, 1] and evs[1].status == Status.CRASHED
+        evs = be.evaluate_many(vs, deadline=time.monotonic() + 60.0)
+        assert [e.params["A"] for e in evs] == [0, 1, 2, 3, 4]
+    finally:
+        be.close()
+
+
 # --------------------------------------------------------------------------------------------- the run
 def store_original_key(res, store):
     s = store.session(res.rounds[0].summary["session_id"])
@@ -324,7 +344,7 @@ class CompilingReplay(ReplayBackend):
         assert problem.reference is not None  # the original was compiled
         return super().start(problem, original=original)
 
-    def evaluate_many(self, variants):
+    def evaluate_many(self, variants, deadline=None):
         assert all(v.compiled is not None and Path(v.compiled.cubin_path).is_file() for v in variants)
         self.batches = getattr(self, "batches", []) + [len(variants)]
         return super().evaluate_many(variants)

@@ -59,8 +59,10 @@ class Backend(Protocol):
         """Verify the variant against the original on fresh inputs for every size set, then time it.
         Never raises for a bad variant: the status says what happened."""
 
-    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
-        """``evaluate`` for each variant, in order, with as few round trips as the backend can manage."""
+    def evaluate_many(self, variants: list[Variant], deadline: float | None = None) -> list[Evaluation]:
+        """``evaluate`` for each variant, in order, with as few round trips as the backend can manage. ``deadline``
+        (``time.monotonic()``): no new round trip starts after it (a hang or crash mid-batch restarts the worker
+        for the rest: those left are not measured, and not returned)."""
 
     def check(self, variant: Variant, size_sets: list[int], scale: float = 1.0) -> Evaluation:
         """Verify the variant against the original on fresh inputs for the given size sets (indices into the

@@ -378,13 +378,17 @@ class GpuBackend:
             ev.objective = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         return ev
 
-    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
+    def evaluate_many(self, variants: list[Variant], deadline: float | None = None) -> list[Evaluation]:
         """``evaluate`` for each variant, in as few worker requests as possible (one when nothing crashes). A
-        variant that crashes or hangs the worker gets that status; the variants after it go to a fresh worker."""
+        variant that crashes or hangs the worker gets that status; the variants after it go to a fresh worker,
+        unless ``deadline`` (``time.monotonic()``) has passed: those are left unmeasured (not returned), so that a
+        batch of hanging variants cannot overrun a run's time budget by a hang limit each."""
         self._need_problem()
         out: list[Evaluation] = []
         todo = list(variants)
         while todo:
+            if out and deadline is not None and time.monotonic() > deadline:
+                break
             runnable = [v for v in todo if v.compiled is not None]
             if len(runnable) < len(todo) or len(todo) == 1:  # nothing to batch: one at a time
                 v = todo.pop(0)

@@ -113,8 +113,9 @@ class ReplayBackend:
         ev.from_store = True
         return ev
 
-    def evaluate_many(self, variants: list[Variant]) -> list[Evaluation]:
-        """``evaluate`` for each variant; a configuration not recorded raises ``ReplayMiss``."""
+    def evaluate_many(self, variants: list[Variant], deadline: float | None = None) -> list[Evaluation]:
+        """``evaluate`` for each variant; a configuration not recorded raises ``ReplayMiss`` (``deadline``: a
+        recording answers at once)."""
         return [self.evaluate(v) for v in variants]
 
     def check(self, variant: Variant, size_sets: list[int], scale: float = 1.0) -> Evaluation:

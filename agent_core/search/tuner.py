@@ -543,7 +543,8 @@ class Session:
             variants = []
         measured: dict[int, Evaluation] = {}
         if variants and self.runs_code:
-            for v, ev in zip(variants, self.backend.evaluate_many(variants)):
+            deadline = self.started + self.opt.time_budget_s if self.opt.time_budget_s is not None else None
+            for v, ev in zip(variants, self.backend.evaluate_many(variants, deadline=deadline)):
                 if ev.resources is None:
                     ev.resources = v.compiled.resources
                 measured[id(v)] = ev
