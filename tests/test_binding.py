@@ -5703,3 +5703,17 @@ def test_self_assignments_read_as_compound_assignments():
         "{ s += v * v; x += blockIdx.x * d; y = y * a + b; z = b + z; w[i] -= 1.f;"
         " q <<= 2; p->n /= k + 1; t = t + u + v; }")  # `(t + u) + v` is not `t += u + v` in floating point
     assert compound_assignments("{ a += b; }") == "{ a += b; }"
+
+
+def test_gate_and_up_halves_of_a_whole_stacked_tensor_are_one_row(lib):
+    """A [2, tokens, d] projection read flat, `x[i]` and `x[i + count]` with no row length: the halves of one row of
+    every element (layouts 0 and 1 with d the element count); the up half first here, so its [up | gate] binding is
+    among them, the activation kept in fp32."""
+    cf, k, spec = case("gated_stacked_halves_up_first_gelu_tanh_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and all(b.expert.name == "act_and_mul" for b in bs)
+    want = [b for b in bs if b.conventions.get("KT_EXPERT_GATE_LAYOUT") == 1 and
+            b.conventions.get("KT_EXPERT_ROUND_ACT") == 0]
+    assert want and "d=`count`" in want[0].describe(), words_of(bs)
+    t = X.bind(want[0], cf, spec)
+    assert t.space.params  # the expert's space, for the one row of tokens * d elements

@@ -205,6 +205,10 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if x.dtype != o.dtype and "KT_EXPERT_OUT_TYPE" not in e.conventions:
         return []
     ds = _row_lengths(ev, o)
+    if not ds and _flat_activation(ev, e):
+        # no row length: the gate and up halves of the whole tensor (ColossalAI's [2, tokens, d] stacked along its
+        # first dimension, `x[i]` and `x[i + numel]`): one row of all of them, as two tensors read flat
+        ds = _whole_count(ev, o)
     if not ds:
         return []
     T = x.dtype
@@ -229,12 +233,10 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
     if o.dtype != a.dtype and ("KT_EXPERT_OUT_TYPE" not in e.conventions or o.dtype not in FLOATS):
         return []
     ds = _row_lengths(ev, o)
-    if not ds and "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev)
-                                                              or _gate_fns(ev)):
+    if not ds and _flat_activation(ev, e):
         # no row length: a flat elementwise kernel over the element count (ik_llama.cpp's fused_mul_silu(x, y, dst,
-        # k), llama.cpp's flat GLU), with an activation's math (a plain product is no gated activation): one row of
-        # all of them
-        ds = [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+        # k), llama.cpp's flat GLU): one row of all of them
+        ds = _whole_count(ev, o)
     if not ds:
         return []
     if a.dtype != o.dtype:  # an output of a type of its own: the activation's math tells the gate where it can
@@ -243,6 +245,18 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
         return _bindings(ev, e, [a, b], o, ds, [4], a.dtype, O=o.dtype) + \
             _bindings(ev, e, [b, a], o, ds, [4], a.dtype, -3, O=o.dtype)
     return _bindings(ev, e, [a, b], o, ds, [4], o.dtype) + _bindings(ev, e, [b, a], o, ds, [4], o.dtype, -3)
+
+
+def _flat_activation(ev: Evidence, e: Expert) -> bool:
+    """The body computes an activation's math (a plain product is no gated activation), so a kernel with no row
+    length may be a flat one over the element count."""
+    return "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev) or bool(_gate_fns(ev)))
+
+
+def _whole_count(ev: Evidence, o) -> list:
+    """(the output's element count as an int argument holds it, support 0): the row length of one row of all of
+    them."""
+    return [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
 
 
 def _row_lengths(ev: Evidence, o) -> list:
