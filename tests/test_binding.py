@@ -5717,3 +5717,27 @@ def test_gate_and_up_halves_of_a_whole_stacked_tensor_are_one_row(lib):
     assert want and "d=`count`" in want[0].describe(), words_of(bs)
     t = X.bind(want[0], cf, spec)
     assert t.space.params  # the expert's space, for the one row of tokens * d elements
+
+
+def test_a_member_of_a_struct_specialized_for_the_kernels_type_parameter_is_read():
+    """Marian's `Ops<T>::exp(x)` in a kernel instantiated with T = half: the call is the specialization
+    `Ops<half>::exp`, whose body (`hexp`) the evidence reads; the primary template has no body."""
+    src = """#include <cuda_fp16.h>
+template <typename T> struct Ops;
+template <> struct Ops<float> { static __device__ __forceinline__ float exp(const float& x) { return expf(x); } };
+template <> struct Ops<half> { static __device__ __forceinline__ half exp(const half& x) { return hexp(x); } };
+/* kerntune:
+args  = ["out: out f16[rows * cols]", "in: in f16[rows * cols]", "cols: i32 = cols"]
+sizes = [{ rows = 64, cols = 1024 }]
+grid  = "rows"
+block = 256
+template_args = ["half"]
+*/
+template <typename T>
+__global__ void exps(T* out, const T* in, int cols) {
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) out[blockIdx.x * cols + i] = Ops<T>::exp(in[blockIdx.x * cols + i]);
+}
+"""
+    cf = parse_cuda(src, "ops.cu")
+    ev = gather(cf, cf.kernel("exps"), S.find_spec(cf, "exps"))
+    assert ev.has("hexp") and not ev.has("expf")

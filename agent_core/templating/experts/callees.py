@@ -11,6 +11,8 @@ function, a function pointer passed as a template argument) adds nothing.
 
 from __future__ import annotations
 
+import re
+
 from tree_sitter import Node
 
 from agent_core.source.macros import device_head, function_head, qualifier_macros
@@ -150,6 +152,8 @@ def _member(members: dict, types: dict[str, str], scope: str, name: str) -> list
     base, _, rest = t.partition("<")
     base = base.split("::")[-1]
     args = rest[:-1] if rest.endswith(">") else None
+    if args is not None and types:  # `Ops<T>::exp` in a kernel instantiated with T = half: `Ops<half>::exp`
+        args = re.sub(r"[A-Za-z_]\w*", lambda m: _norm(types.get(m.group(0), m.group(0))), args)
     for key in ((base, args), (base, None)):
         if key in members and name in members[key]:
             return [members[key][name]]
