@@ -34,22 +34,10 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 and 12's, on first sight (batches 9
         "FlashMLA combine: a batch's splits are the range [num_splits[b], num_splits[b + 1]) of a cumulative index "
         "into split-major rows shared by all batches, base-2 lse in and natural out, a one-split batch left untouched",
     # batch 12
-    "gated_act/act_and_mul_stacked_first_dim_halves_gridstride_bf16_colossalai.cu":
-        "ColossalAI act_and_mul: gate and up are the two halves of the whole [2, tokens, inter] input (out[i] = "
-        "act(ins[i]) * ins[i + numel] over one flat grid-stride index, no per-row split), the activation a "
-        "function-pointer template argument whose result is rounded to bf16 before the float multiply",
     "fused_add_rms_norm/skip_rms_norm_block_smem_half_skip_load_affine_store_oneflow.cu":
         "OneFlow skip_rms_norm: the row normalized is x + bias + alpha * skip summed in half inside a load functor and "
         "never written back (the outputs are the weighted row and a per-row fp32 inv_rms), staged as float in dynamic "
         "shared memory by load / store functors rebuilt in the kernel from its unpacked arguments",
-    "layer_norm/lnormalization_row_blocks_loop_odd_tree_divide_sigma_f32_marian.cu":
-        "Marian gLNormalization: rows visited by a `for (bid = 0; bid < rows; bid += gridDim.x)` loop with j = bid + "
-        "blockIdx.x, both reductions shared-memory trees for any block size ((len + 1) >> 1 steps) in dynamic shared "
-        "memory, and x - mean divided by sqrt(var + eps) with nullable gamma and beta",
-    "softmax/gsoftmax_half_hexp_row_blocks_loop_odd_tree_fp16_marian.cu":
-        "Marian gSoftmax<half>: the row max and the exponential computed in half (hexp through an Ops<half> struct), "
-        "the exponentials written to the output and normalized there in a third pass, rows by a loop over blocks of "
-        "rows and reductions by any-size shared-memory trees",
     "softmax/fused_scale_mask_softmax_warp_impl_load_store_functors_fp16_oneflow.cu":
         "OneFlow SoftmaxWarpImpl: load and store are template functors rebuilt in the kernel from unpacked fields (the "
         "load applying mask ? x * scale : fill from a bool mask), the row held in a [rows_per_access][cols_per_thread] "
