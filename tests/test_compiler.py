@@ -148,6 +148,12 @@ def test_select_symbol():
     assert sel(res, k, "ns::k", ["true", "8", "__nv_bfloat16", "int32_t"]) == "a"
     assert sel(res, k, "ns::k", ["true", "8", "nv_bfloat16", "std::int64_t"]) == "b"
     assert sel(res, k, "ns::k", ["false", "8", "__nv_bfloat16", "uint64_t"]) == "c"
+    # a function as a template argument (ColossalAI's ACT_FN): `silu_kernel<T>` as the demangler spells the pointer
+    k = {"f": "void k<__nv_bfloat16, &(__nv_bfloat16 silu_kernel<__nv_bfloat16>(__nv_bfloat16 const&))>(long)",
+         "h": "void k<__half, &(__half silu_kernel<__half>(__half const&))>(long)"}
+    res = {s: Resources(1, 0) for s in k}
+    assert sel(res, k, "k", ["__nv_bfloat16", "silu_kernel<__nv_bfloat16>"]) == "f"
+    assert sel(res, k, "k", ["half", "&silu_kernel<half>"]) == "h"
 
 
 # --------------------------------------------------------------------------------------------- with nvcc

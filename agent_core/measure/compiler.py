@@ -214,7 +214,15 @@ _DEMANGLED_TYPE = {"int8_t": "signedchar", "uint8_t": "unsignedchar", "int16_t":
 
 
 def _norm_arg(a: str) -> str:
-    a = re.sub(r"^\((?:[\w ]+)\)(?=-?\d)", "", a.strip())  # (char)65 -> 65
+    a = a.strip()
+    if a.startswith("&(") and a.endswith(")"):  # a function as the demangler spells it: &(float silu<float>(float))
+        qual, targs = split_demangled(a[2:-1])
+        a = qual + (f"<{','.join(_norm_arg(t) for t in targs)}>" if targs is not None else "")
+    a = a.lstrip("&").strip()  # `&silu<float>` and `silu<float>` name the same function
+    if re.fullmatch(r"[A-Za-z_][\w:]*<.*>", a):  # a function template's arguments, each as the demangler spells it
+        i = a.index("<")
+        a = a[:i] + "<" + ",".join(_norm_arg(t) for t in _split_top(a[i + 1:-1])) + ">"
+    a = re.sub(r"^\((?:[\w ]+)\)(?=-?\d)", "", a)  # (char)65 -> 65
     a = re.sub(r"\s+", "", a)
     if re.fullmatch(r"-?\d+[uUlL]*", a):
         a = a.rstrip("uUlL")

@@ -90,7 +90,10 @@ def wrapper_signature(k: Kernel, cf: CudaFile, spec_dtypes: dict[str, str]) -> s
         ty = p.type
         used = types & set(re.findall(r"\b[A-Za-z_]\w*\b", ty))
         if used and p.name in spec_dtypes:
-            ty = re.sub(r"\b(" + "|".join(map(re.escape, used)) + r")\b", CTYPE[spec_dtypes[p.name]], ty)
+            alts = "|".join(map(re.escape, used))
+            # a member type of a type parameter (FlashAttention's `typename Kernel_traits::Element*`) is the dtype too
+            ty = re.sub(r"\b(?:typename\s+)?(?:" + alts + r")\s*::\s*[A-Za-z_]\w*", CTYPE[spec_dtypes[p.name]], ty)
+            ty = re.sub(r"\b(" + alts + r")\b", CTYPE[spec_dtypes[p.name]], ty)
         own = [m for m in _TYPE_NAME.findall(ty) if re.sub(r"\s+", "", m) not in _KNOWN_TYPES]
         if own and spec_dtypes.get(p.name) in CTYPE:
             ty = _TYPE_NAME.sub(lambda m: m.group(0) if re.sub(r"\s+", "", m.group(0)) in _KNOWN_TYPES
