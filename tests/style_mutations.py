@@ -275,6 +275,12 @@ def rename_helpers(src: Source) -> Source | None:
     edits = [(n.start_byte, n.end_byte, mapping[f.t(n)].encode())
              for n in f.nodes(None, ("identifier", "type_identifier"))  # `ns::helper<T>` as a template argument
              if f.t(n) in mapping and not _in_preproc(n)]
+    region = _spec_region(f)  # a helper the spec's template_args name (a function as a template argument)
+    if region is not None:
+        a, b = region
+        for m in re.finditer(rb"\b(" + b"|".join(re.escape(x.encode()) for x in mapping) + rb")\b", f.data[a:b]):
+            if b"template_args" in f.data[a:b][:m.start()].rsplit(b"\n", 1)[-1]:
+                edits.append((a + m.start(), a + m.end(), mapping[m.group(1).decode()].encode()))
     return f.done(edits)
 
 
