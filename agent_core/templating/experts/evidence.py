@@ -124,6 +124,11 @@ class Evidence:
             return "reduces with a shared-memory tree"
         return "reduces over the row"
 
+    def held(self, target: tuple | None) -> list[SizeExpr]:
+        """The int arguments that hold ``target`` on every size set, as ``sizes`` writes them (no product, quotient
+        or literal)."""
+        return [s for s in self.sizes(target) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+
     def sizes(self, target: tuple | None, exclude: tuple[str, ...] = ()) -> list[SizeExpr]:
         """Every way the wrapper can compute a value that is ``target`` on every size set: an int argument that
         holds it, the product or quotient of two, or a literal where it is the same on every size set; in that
@@ -434,11 +439,9 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types) if node is not None else \
         ([], set())
     own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
-    if not blocks and compound_assignments(own_text) != own_text:
-        blocks = [""]  # `a = a + (b)` read as `a += b`: the body re-parsed from its normalized text
-    if blocks:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one body
-        text = compound_assignments(own_text)
-        blocks = [compound_assignments(t) for t in blocks if t]
+    text = compound_assignments(own_text)  # `a = a + (b)` read as `a += b`
+    if blocks or text != own_text:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one
+        blocks = [compound_assignments(t) for t in blocks]  # body; or the kernel's own, normalized, re-parsed
         # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
         # only forwards its parameters to a function the file does not define (``rsqrt(x) { return rsqrtf(x); }``)
         # as a call of that function; the others under names of their own, in the order they are first called

@@ -256,7 +256,7 @@ def _flat_activation(ev: Evidence, e: Expert) -> bool:
 def _whole_count(ev: Evidence, o) -> list:
     """(the output's element count as an int argument holds it, support 0): the row length of one row of all of
     them."""
-    return [(s, 0) for s in ev.sizes(o.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+    return [(s, 0) for s in ev.held(o.counts)]
 
 
 def _row_lengths(ev: Evidence, o) -> list:

@@ -502,7 +502,7 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
                if gs_all else []) + [(0, None, pad) for pad in padded if ub is None]
     qm = f"kt::QuantOut<{Q}>"
     # the group count: an argument that holds it, else the elements over the group size, else the grid
-    rows_xs = [s for s in ev.sizes(sc[0].counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+    rows_xs = ev.held(sc[0].counts)
     totals = [t for t in ev.sizes(x.counts) if not t.c[0].isdigit()]
     total = totals[0].c.replace("(int)(", "(long long)(") if totals else None
     # the scale's encodings: (support, KT_EXPERT_SCALE_RECIP, KT_EXPERT_SCALE_POW2, further conventions, words)
@@ -913,7 +913,7 @@ def _asym_bindings(ev: Evidence, e, long=None) -> list[Binding]:
         if gs_v is None or max(gs_v) > cap:
             continue  # a group longer than the expert holds in registers
         gs_all = [s for s in ev.sizes(gs_v) if not s.c[0].isdigit()] or ev.sizes(gs_v)
-        rows_xs = [s for s in ev.sizes(groups) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+        rows_xs = ev.held(groups)
         for (gi, gs), (ei, (eps, eps_words)), (mi, mode), (ri, rnd), (ci, recip) in itertools.product(
                 enumerate(gs_all[:2]), enumerate(eps_c[:2]), enumerate(modes), enumerate(rounds),
                 enumerate(recips)):

@@ -56,7 +56,7 @@ def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Bin
     a multiple of, a causal mask's query count) the product of it and another argument, else gridDim.x (one row per
     block: ROWS fixed to 1)."""
     b.sizes["rows"] = rows_spec
-    xs = [x for x in ev.sizes(rows_fp) if x.c.startswith("(int)(") and "*" not in x.c and "/" not in x.c]
+    xs = ev.held(rows_fp)
     if not xs and factor:
         xs = [x for x in ev.sizes(rows_fp) if " * " in x.c and f"(int)({factor})" in x.c.split(" * ")]
     if xs:
@@ -72,8 +72,7 @@ def _row_stride(ev: Evidence, counts: tuple, rows_fp: tuple, hfp: tuple) -> Size
     int argument that holds the strided buffer's length (``counts``) over the rows, never less than the row length
     (``hfp``); None where there is none."""
     stride_fp = div(counts, rows_fp)
-    strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c] \
-        if stride_fp else []
+    strides = ev.held(stride_fp)
     if not strides or any(st < h for st, h in zip(stride_fp, hfp)):
         return None
     return strides[0]

@@ -136,7 +136,7 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
     end, start = keys.end, keys.start
     # the batch count as the wrapper computes it: an int argument that holds the key buffers' length, else the
     # expert's grid (exact up to 65535 batches, where its z is 1)
-    held = [s for s in ev.sizes(end.counts) if s.c.startswith("(int)(") and "*" not in s.c and "/" not in s.c]
+    held = ev.held(end.counts)
     batches_c = held[0].c if held else "(int)(gridDim.y * gridDim.z)"
     out = []
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, [])):

@@ -113,8 +113,7 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
         st = None
         if strided:
             stride_fp = div(x.counts, rows_fp)
-            strides = [s for s in ev.sizes(stride_fp) if s.c.startswith("(int)(") and "*" not in s.c
-                       and "/" not in s.c] if stride_fp else []
+            strides = ev.held(stride_fp)
             if not strides or any(s < h for s, h in zip(stride_fp, hfp)):
                 continue
             st = strides[0]
