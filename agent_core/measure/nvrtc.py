@@ -107,6 +107,7 @@ def device_only(text: str) -> DeviceSource:
     """``text`` with its host-only code blanked (line numbers kept) and its includes made NVRTC's; raises
     Unsupported where nvcc must compile it."""
     from agent_core.source.cuda_parse import parse_tree
+    from agent_core.source.macros import scan_defines
     includes = _INCLUDE.findall(text)
     if any(q == '"' for q, _ in includes):
         raise Unsupported("a local #include: nvcc tracks its dependencies")
@@ -117,12 +118,12 @@ def device_only(text: str) -> DeviceSource:
         raise Unsupported("cub/cub.cuh and thrust bring host code NVRTC refuses (seconds lost finding out)")
     data = text.encode("utf-8")
     tree = parse_tree(data)
-    # object-like macros standing in for __global__ (InfiniCore's `#define INFINIOP_CUDA_KERNEL __global__ void`)
-    globals_ = {m.group(1) for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+[^\n]*\b__global__\b",
-                                                text, re.M)}
-    device_words = re.compile(rf"\b(?:__global__|__device__|constexpr|consteval"
-                              rf"{''.join('|' + g for g in sorted(globals_))})\b")
-    global_word = re.compile(rf"\b(?:__global__{''.join('|' + g for g in sorted(globals_))})\b")
+    # object-like macros standing in for __global__ (InfiniCore's `#define INFINIOP_CUDA_KERNEL __global__ void`), as
+    # cuda_parse reads them
+    kernel_words = "|".join(["__global__"] + sorted({m.name for m in scan_defines(data)
+                                                      if m.params is None and "__global__" in m.body.split()}))
+    device_words = re.compile(rf"\b(?:{kernel_words}|__device__|constexpr|consteval)\b")
+    global_word = re.compile(rf"\b(?:{kernel_words})\b")
     buf = bytearray(data)
     names: dict[str, str] = {}
     templates: set[str] = set()

@@ -25,8 +25,9 @@ def check_supported(cf: CudaFile, k: Kernel) -> None:
     cannot read around, ``KERNEL void k(...)``, says so). A macro that stands for ``__global__ void`` reads as a
     return type and is analyzed like ``__global__`` written."""
     errors = kernel_has_errors(cf, k)
-    macro = global_macro(cf, k)
-    if "__global__" not in re.findall(r"\w+", k.signature) and (errors or macro is None):
+    written = "__global__" in re.findall(r"\w+", k.signature)
+    macro = None if written else global_macro(cf, k)
+    if not written and (errors or macro is None):
         what = f"the macro {macro}" if macro else "a macro"
         raise KerntuneError(f"kernel '{k.name}' is declared through {what} standing in for __global__, which the "
                             "parser cannot read there: write __global__ in its declaration (or a macro that stands "
