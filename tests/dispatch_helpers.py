@@ -63,3 +63,21 @@ def copy_with_recording(tmp_path: Path, src: Path, recording: Path, name: str | 
     with sqlite3.connect(store) as c:
         c.execute("UPDATE sessions SET path = ? WHERE path LIKE ?", (str(f.resolve()), f"%/{src.name}"))
     return f, store
+
+
+def applied_from_recording(tmp_path: Path, src: Path, recording: Path, kernel: str):
+    """(the copy of ``src``, its text, the rewrite ``apply`` makes of it) from the best result the recording holds for
+    ``kernel`` (falling back to the original where it wins), as ``kerntune apply`` writes it."""
+    from agent_core.apply import rewrite_result
+    from agent_core.search.tuner import result_summary
+    from agent_core.store import Store
+    f, db = copy_with_recording(tmp_path, src, recording)
+    text = f.read_text()
+    st = Store(db)
+    try:
+        s = result_summary(st, str(f), kernel, text)
+        assert s and s.get("best_params"), "the recording holds no result"
+        rw, _ = rewrite_result(str(f), kernel, text, s, st, fallback=True)
+    finally:
+        st.close()
+    return f, text, rw

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.apply import check_compiles, expand_macro_launches, rewrite_result
+from agent_core.apply import check_compiles, expand_macro_launches
 from agent_core.model import KerntuneError
-from agent_core.search.tuner import result_summary
 from agent_core.source.cuda_parse import parse_cuda
-from agent_core.store import Store
-from tests.dispatch_helpers import copy_with_recording
+from tests.dispatch_helpers import applied_from_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "bench" / "corpus"
@@ -47,16 +45,7 @@ CORPUS_MACROS = [
 
 
 def _applied(tmp_path, rel, kernel, store):
-    f, db = copy_with_recording(tmp_path, CORPUS / rel, STORES / store)  # (an absolute store stays as it is)
-    text = f.read_text()
-    st = Store(db)
-    try:
-        s = result_summary(st, str(f), kernel, text)
-        assert s and s.get("best_params"), "the recording holds no result"
-        rw, _ = rewrite_result(str(f), kernel, text, s, st, fallback=True)
-    finally:
-        st.close()
-    return f, text, rw
+    return applied_from_recording(tmp_path, CORPUS / rel, STORES / store, kernel)  # (an absolute store stays as it is)
 
 
 @pytest.mark.parametrize("rel,kernel,store,expanded,kept", CORPUS_MACROS, ids=[c[1] for c in CORPUS_MACROS])

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.apply import check_compiles, rewrite_result
-from agent_core.search.tuner import result_summary
-from agent_core.store import Store
-from tests.dispatch_helpers import copy_with_recording
+from agent_core.apply import check_compiles
+from tests.dispatch_helpers import applied_from_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "gpu" / "results" / "2026-11-28h" / "call1" / "results.sqlite"
@@ -22,16 +20,7 @@ CODEBOOKS = [("bench/corpus/group_quant/quantize_blockwise_nf4_cub_load_store_fp
 
 
 def _applied(tmp_path, rel, kernel):
-    f, db = copy_with_recording(tmp_path, ROOT / rel, RECORDING)
-    text = f.read_text()
-    st = Store(db)
-    try:
-        s = result_summary(st, str(f), kernel, text)
-        assert s and s.get("best_params"), "the recording holds no result"
-        rw, _ = rewrite_result(str(f), kernel, text, s, st, fallback=True)
-    finally:
-        st.close()
-    return f, text, rw
+    return applied_from_recording(tmp_path, ROOT / rel, RECORDING, kernel)
 
 
 @pytest.mark.skipif(not RECORDING.is_file(), reason="the 2026-11-28h recording is not in this checkout")
