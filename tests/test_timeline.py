@@ -316,6 +316,28 @@ def test_the_time_budget_holds_for_the_whole_optimize_run(bench_copy):
         "time budget" in res.final_step.reason
 
 
+def test_a_round_started_past_its_time_budget_still_measures_its_first_batch(bench_copy):
+    """A round given what is left of a run's time (screening and compiling can spend nearly all of it) measures
+    the batch it asked for before the time budget counts: ending with nothing would waste a verified binding (a
+    corpus run, 2026-11-29: a masked softmax's expert screened in 27 s of 40, then "no_variant")."""
+    from agent_core.search.tuner import TuneOptions, prepare, tune
+    from agent_core.templating import experts
+    prep = prepare(str(bench_copy / "silu_and_mul.cu"), "silu_and_mul_kernel")
+    m = experts.match(prep.cf, prep.kernel.name, prep.spec)
+    prep = replace(prep, template=experts.bind(m[0], prep.cf, prep.spec))
+    be = ReplayBackend(Store(BENCH))
+    store = Store(bench_copy / "late.sqlite")
+    try:
+        r = tune(prep.path, prep.kernel.name, be, store, TuneOptions(budget=60, strategy="random", seed=3,
+                                                                     time_budget_s=1e-9), prepared=prep)
+    finally:
+        be.close()
+        store.close()
+    measured = [e for e in r.evaluations if e.status != Status.PRUNED]
+    assert 0 < len(measured) < 60 and r.best is not None
+    assert r.summary["stop_reason"].startswith("time budget of 0 s spent after")
+
+
 def test_the_editors_optimize_has_a_whole_run_time_budget_by_default():
     from server.tuning import DEFAULT_TIME_BUDGET_S, options_from
     assert DEFAULT_TIME_BUDGET_S == 120.0

@@ -285,7 +285,10 @@ class Session:
     def out_of_budget(self) -> bool:
         if self.measured >= self.opt.budget:
             return True
-        if self.opt.time_budget_s is not None and time.monotonic() - self.started > self.opt.time_budget_s:
+        # the time budget counts once a batch is measured: a round started with little of the run's time left still
+        # measures the batch it compiled (else a verified expert binding, screened and compiled, ends with nothing)
+        if (self.opt.time_budget_s is not None and self.measured > 0
+                and time.monotonic() - self.started > self.opt.time_budget_s):
             self.stop_reason = self.stop_reason or (f"time budget of {self.opt.time_budget_s:.0f} s spent after "
                                                     f"{self.measured} evaluations")
             return True
