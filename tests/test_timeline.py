@@ -316,6 +316,28 @@ def test_the_time_budget_holds_for_the_whole_optimize_run(bench_copy):
         "time budget" in res.final_step.reason
 
 
+def test_a_spent_time_budget_still_chooses_the_per_shape_dispatch_from_what_was_measured(bench_copy):
+    """The per-shape dispatch searches nothing (it chooses among the configurations measured and confirms them), so
+    a run whose time budget is spent still makes it, instead of one configuration for every size that the
+    no-regression rule may turn into the original everywhere."""
+    from agent_core.agent.loop import AgentOptions, optimize
+    be = SlowReplay(Store(BENCH))
+    store = Store(bench_copy / "results.sqlite")
+    events = []
+    try:
+        res = optimize(str(bench_copy / "silu_and_mul.cu"), "silu_and_mul_kernel", be, store,
+                       AgentOptions(budget_per_round=40, max_rounds=4, time_budget_s=0.3, early_stop_after=None),
+                       on_event=lambda e: events.append(e.message))
+    finally:
+        be.close()
+        store.close()
+    assert res.best is not None
+    assert any(m.startswith("per-shape dispatch: from the configurations already measured") for m in events)
+    # the dispatch's choice was made (here: no size set gains from another configuration), not skipped
+    assert any(m.startswith("per-shape dispatch: no size set is served") or "confirming them against" in m
+               for m in events), events[-8:]
+
+
 def test_a_round_started_past_its_time_budget_still_measures_its_first_batch(bench_copy):
     """A round given what is left of a run's time (screening and compiling can spend nearly all of it) measures
     the batch it asked for before the time budget counts: ending with nothing would waste a verified binding (a
