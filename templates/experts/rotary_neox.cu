@@ -24,7 +24,7 @@ block = ["THREADS"]
 smem = "0"
 */
 // kt:bind KT_EXPERT_PAIRING = 0  (0: NeoX, element i paired with i + rot_dim / 2; 1: GPT-J, 2i paired with 2i + 1)
-// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE); 5: an fp32 tensor of angles [max_position, rot_dim / 2] (position * inv_freq, one a pair: freqs), cos and sin of the token's row computed once per block into shared memory by sincosf (KT_EXPERT_FAST_ANGLE: __sincosf); 6: the same with rows of rot_dim, each element of a NeoX pair its own angle (Transformer Engine's and Megatron's freqs [s, 1, 1, rot_dim], the two halves duplicated))
+// kt:bind KT_EXPERT_CACHE = 0  (0: one cache [max_position, rot_dim], cos half then sin half; 1: two caches cos and sin, rows of cache_stride, the first rot_dim / 2 used; 2: two caches, rows of rot_dim, the second half for the second element of each pair (Hugging Face); 3: one cache [max_position, rot_dim] of (cos, sin) pairs, pair i at 2i and 2i + 1 (complex freqs_cis); 4: no cache: each token's angles computed once per block into shared memory from its position, a frequency base, a frequency scale and an attention factor (KT_EXPERT_ANGLE); 5: an fp32 tensor of angles [max_position, rot_dim / 2] (position * inv_freq, one a pair: freqs), cos and sin of the token's row computed once per block into shared memory by sincosf (KT_EXPERT_FAST_ANGLE: __sincosf); 6: the same with rows of rot_dim, each element of a NeoX pair its own angle (Transformer Engine's and Megatron's freqs [s, 1, 1, rot_dim], the two halves duplicated); 7: an fp32 table of inverse frequencies [rot_dim / 2] (Hugging Face's inv_freq buffer kept as a model weight: CPM.cu, ports of LlamaRotaryEmbedding), pair i of a token at position pos turned by theta = (float)pos * inv_freq[i], cos and sin computed once per block into shared memory as with 5 (the angles' table is one row for every position, angle_stride its length rot_dim / 2))
 // kt:bind KT_EXPERT_ANGLE = 0  (no cache: the inverse frequency of pair i of rot_dim / 2, theta = pos * inv * scale; 0: powf(base, -(2i) / rot_dim); 1: powf(base, i) (base = base^(-2 / rot_dim) computed by the host); 2: 1 / powf(base, 2i / rot_dim); 3: powf(base, 2i / rot_dim) (base = 1 / theta); 4: 1.0 / powf(base, 2i / rot_dim) with the reciprocal and its product with pos in double, rounded to float once, then * scale (DeepSpeed's apply_rotary_pos_half))
 // kt:bind KT_EXPERT_ANGLE_SMOOTH = 0  (no cache, positions given: 0: theta = pos * inv * scale as above; 1: Llama 3.1's frequency rescaling computed in the kernel (FlashInfer's BatchQKApplyLlama31Rotary: smooth_a, smooth_b the last two arguments): f the inverse frequency, s = clamp(f * smooth_a + smooth_b, 0, 1), f' = (1 - s) * (f * scale) + s * f, theta = pos * f')
 // kt:bind KT_EXPERT_FAST_ANGLE = 0  (no cache: 0: powf, cosf and sinf; 1: the fast intrinsics __powf and __sincosf, for a kernel that uses them; an angles tensor: 0: sincosf, 1: __sincosf)
@@ -753,12 +753,21 @@ constexpr int ANGLES_TABLE = 1024;  // angles of a row whose cos and sin a block
 
 // A row of angles wider than the table: each pair's cos and sin computed where they are used, scalar.
 template <bool GPTJ, typename T>
+#if KT_EXPERT_CACHE == 7  // kt:bind
+__device__ __forceinline__ void rotate_angles_direct(const T* src, T* dst, const float* row, int nheads,
+                                                     int head_size, int embed, float fpos) {
+#else  // kt:bind
 __device__ __forceinline__ void rotate_angles_direct(const T* src, T* dst, const float* row, int nheads,
                                                      int head_size, int embed) {
+#endif  // kt:bind
   for (int i = threadIdx.x; i < nheads * embed; i += blockDim.x) {
     const int head = i / embed, j = i - head * embed;
     float c, s, c2, s2;
+#if KT_EXPERT_CACHE == 7  // kt:bind
+    angle_cos_sin(fpos * row[j], c, s);
+#else  // kt:bind
     angle_cos_sin(row[j], c, s);
+#endif  // kt:bind
 #if KT_EXPERT_CACHE == 6  // kt:bind
     angle_cos_sin(row[embed + j], c2, s2);
 #else  // kt:bind
@@ -801,9 +810,16 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #else  // kt:bind
   const long long pos = (long long)positions[token];
 #endif  // kt:bind
+#if KT_EXPERT_CACHE == 7  // kt:bind
+  const float* row = angles;  // the inverse frequencies: one row for every position
+  const float fpos = (float)pos;
+  if (angle_stride <= ANGLES_TABLE) {
+    for (int j = threadIdx.x; j < angle_stride; j += blockDim.x) angle_cos_sin(fpos * row[j], cos_t[j], sin_t[j]);
+#else  // kt:bind
   const float* row = angles + pos * angle_stride;
   if (angle_stride <= ANGLES_TABLE) {
     for (int j = threadIdx.x; j < angle_stride; j += blockDim.x) angle_cos_sin(row[j], cos_t[j], sin_t[j]);
+#endif  // kt:bind
     __syncthreads();
 #if KT_EXPERT_POSITIONS == 3  // kt:bind
     rotary_neox<P, T, float>(positions, q_in, k_in, q_out, k_out, cos_t, sin_t, 0, rot_dim, num_heads, num_kv_heads,
@@ -820,8 +836,13 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   constexpr bool GPTJ = KT_EXPERT_PAIRING == 1;
   const int embed = rot_dim / 2;
   const long long qo = token * (long long)num_heads * head_size, ko = token * (long long)num_kv_heads * head_size;
+#if KT_EXPERT_CACHE == 7  // kt:bind
+  rotate_angles_direct<GPTJ>(q_in + qo, q_out + qo, row, num_heads, head_size, embed, fpos);
+  rotate_angles_direct<GPTJ>(k_in + ko, k_out + ko, row, num_kv_heads, head_size, embed, fpos);
+#else  // kt:bind
   rotate_angles_direct<GPTJ>(q_in + qo, q_out + qo, row, num_heads, head_size, embed);
   rotate_angles_direct<GPTJ>(k_in + ko, k_out + ko, row, num_kv_heads, head_size, embed);
+#endif  // kt:bind
 #if KT_EXPERT_OUT_OF_PLACE  // kt:bind
   if (rot_dim < head_size) {
     copy_tail(q_in + qo, q_out + qo, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);

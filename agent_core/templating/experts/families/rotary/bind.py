@@ -10,8 +10,8 @@ from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evidence, SizeExpr, assignments,
                                                     call_arguments, counts_of, div, feeding, flows, index_sites, plain,
                                                     prod, unparen)
-from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angles,
-                                                                  _smooth_angles)
+from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angle_table,
+                                                                  _angles, _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
                                                                    _pairs_type, _sine)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
@@ -77,6 +77,12 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                and not re.search(r"\bfloat|2float|\bto_f", ev.body))
     if not caches and angles is None:
         return []
+    # one fp32 input whose values the body takes the sine or cosine of, times the position, with positions given:
+    # a table of inverse frequencies, one a pair (Hugging Face's inv_freq kept as a model weight), where the expert
+    # has that cache (KT_EXPERT_CACHE 7); its rows are checked against the rotary width below
+    inv = (_angle_table(ev, caches[0]) if p is not None and table is None and len(caches) == 1
+           and caches[0].dtype == "f32" and not (seq or implicit or computed) and norm is None
+           and "7: an fp32 table of inverse frequencies" in e.convention_words.get("KT_EXPERT_CACHE", "") else None)
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
     if computed:  # the key's rows as the body indexes them (a KV cache: more rows than tokens)
         k_tok = computed.krow
@@ -88,6 +94,15 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     for a in ev.ints():
         if a.counts and div(q_tok, a.counts) and (k is None or div(k_tok, a.counts)) and all(v > 1 for v in a.counts):
             hss.append((ev.sizes(a.counts)[0], a.counts))
+    # or twice an int argument that the query's (and the key's) index steps a varying term by, where no argument
+    # holds it (the kernel takes the rotary half as its argument: CPM.cu's half_dim, a head `row * half_dim * 2`)
+    q_steps = _index_strides(ev, qi.name, True)
+    if k is not None:
+        q_steps &= _index_strides(ev, ki.name, True)
+    for a in ev.ints():
+        twice = tuple(2 * v for v in a.counts) if a.counts else None
+        if twice and twice in q_steps and div(q_tok, twice) and (k is None or div(k_tok, twice)) and all(h[1] != twice for h in hss):
+            hss.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
     _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
     strides = None
     if norm is not None:  # the head size the norm's weights and divisor are; a token's rows as the index shows them
@@ -141,6 +156,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                             f"{'__sincosf' if table.fast else 'sincosf'})"],
                                            f"({c.spec.size}) / ({stride_spec})", 0, fast=table.fast,
                                            stride_fp=stride_fp))
+            elif inv is not None and caches[0].counts == tuple(r // 2 for r in rot_fp) \
+                    and not any(r % 2 for r in rot_fp):
+                c = caches[0]  # theta = pos * inv_freq[i]: one row for every position, rot_dim / 2 long
+                layouts.append(_Layout(7, _cast(C, c.name, True), "", f"({rot.c}) / 2",
+                                       [f"inv_freq={c.name} [rot_dim / 2] (theta = pos * {c.name}[i], cos and sin by "
+                                        f"{'__sincosf' if inv.fast else 'sincosf'})"], None, 0, fast=inv.fast,
+                                       stride_fp=tuple(r // 2 for r in rot_fp)))
             elif len(caches) == 1:
                 c = caches[0]
                 if div(c.counts, rot_fp) is None or (p is None and not implicit and div(c.counts, rot_fp) != tokens):
@@ -224,8 +246,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     if norm is not None:  # the weights' type too
                         b.template_args.append(CTYPE[norm.q_gamma.dtype])
                     null = f"({CTYPE[T]}*)nullptr"
-                    if cache == 4:  # no cache: the angle's form and calls instead
+                    if cache in (4, 7):  # no cache (or one row for every position): no max_position
                         del b.sizes["max_position"]
+                    if cache == 4:  # no cache: the angle's form and calls instead
                         b.conventions.update({"KT_EXPERT_ANGLE": lay.angle, "KT_EXPERT_FAST_ANGLE": int(lay.fast)})
                         b.call_args = [pos_arg, _cast(T, qi.name, True),
                                        _cast(T, ki.name, True) if k else f"(const {CTYPE[T]}*)nullptr",
