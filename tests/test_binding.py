@@ -3100,6 +3100,77 @@ def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
         X.bind(b, cf, spec)
 
 
+def test_merge_states_as_interleaved_max_sum_pairs(lib):
+    """Each state's running max and sum of exponentials interleaved in one fp32 array, (max, sum) a row
+    (KT_EXPERT_STATE 2): TensorRT-LLM's MLA chunked-prefill merge (a pair at `(row * 2) + 1` and one before it, the
+    merged pair written back) and a style kernel of its own (no merged state, a warp a row, `2 * row` and
+    `2 * row + 1`) get it first, token-major, the sums one element past the maxima."""
+    for path, kernel, want in [
+        (ROOT / "bench/corpus/merge_attn_states/merge_attn_with_softmax_max_sum_pairs_mla_chunked_prefill_uint4_bf16_"
+         "trtllm.cu", "mergeAttnWithSoftmaxKernel",
+         ["out=merged_attn", "out_stats=merged_softmax_sum", "p=pre_attn with stats=pre_softmax_sum",
+          "s=curr_attn with stats=curr_softmax_sum", "head_size=`head_size`", "(max, sum) pairs",
+          "natural m, expf(m - max)"]),
+        (STYLES / "merge_two_partials_max_sum_pairs_warp_rows_f16.cu", "merge_partials_ml_pairs",
+         ["out=out, p=a with stats=a_stats", "s=b with stats=b_stats", "tokens=`num_tokens`", "heads=`num_heads`",
+          "head_size=`head_dim`", "(max, sum) pairs [num_tokens, num_heads]"])]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        assert bs and all(w in bs[0].describe() for w in want), (path.name, words_of(bs))
+        assert bs[0].conventions["KT_EXPERT_STATE"] == 2 and bs[0].defines["KT_EXPERT_LSE_TOKEN_MAJOR"] == 1
+        written = "out_stats=" in bs[0].describe()  # the merged pair's array, its sums one element past too
+        assert [a.endswith(" + 1") for a in bs[0].call_args[9:]] == [written, True, True], bs[0].call_args
+        t = X.bind(bs[0], cf, spec)
+        assert "pl[it] = p_lse[2 * li[it]];" in t.text and "pn[it] = p_l[2 * li[it]];" in t.text
+        assert "KT_EXPERT_STATE" not in t.text and "pl[it] = p_lse[li[it]];" not in t.text
+
+
+@pytest.mark.nvcc
+def test_every_pair_stats_binding_of_the_trtllm_merge_compiles(lib):
+    """TensorRT-LLM's MLA merge's bindings ((max, sum) and (sum, max) pairs, both layouts, each exponential form)
+    compile for sm_90."""
+    path = ROOT / "bench/corpus/merge_attn_states/merge_attn_with_softmax_max_sum_pairs_mla_chunked_prefill_uint4_bf16_trtllm.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("mergeAttnWithSoftmaxKernel")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
+def test_rotary_angles_from_a_table_of_inverse_frequencies(lib):
+    """An fp32 input of one value a pair whose products with the position the body takes the sine and cosine of is
+    a table of inverse frequencies (Hugging Face's inv_freq kept as a model weight; KT_EXPERT_CACHE 7): CPM.cu's
+    rotary (NeoX, q then k, the head twice its `half_dim` argument) and a style kernel of its own (GPT-J, a warp a
+    head, __sincosf, int64 positions, the query only) each get it first, with its pairing."""
+    for path, want, conv in [
+        (ROOT / "bench/corpus/rotary/rotary_inv_freq_weight_block_per_token_q_then_k_loops_inplace_fp16_cpm_cu.cu",
+         ["positions=pos", "query=q", "key=k", "inv_freq=inv_freq [rot_dim / 2]", "sincosf", "rot_dim=`2 * half_dim`",
+          "num_heads=`num_heads`", "num_kv_heads=`num_heads_kv`", "head_size=`2 * half_dim`", "NeoX pairs"],
+         {"KT_EXPERT_CACHE": 7, "KT_EXPERT_PAIRING": 0, "KT_EXPERT_FAST_ANGLE": 0}),
+        (STYLES / "rotary_inv_freq_table_gptj_warp_heads_q_only_bf16.cu",
+         ["positions=position_ids", "query=q", "no key", "inv_freq=inv_freq [rot_dim / 2]", "__sincosf",
+          "rot_dim=`head_size`", "num_heads=`num_heads`", "GPT-J pairs"],
+         {"KT_EXPERT_CACHE": 7, "KT_EXPERT_PAIRING": 1, "KT_EXPERT_FAST_ANGLE": 1})]:
+        cf = parse_cuda(path.read_text(), str(path))
+        k = next(k for k in cf.kernels if S.find_spec(cf, k.name) is not None)
+        spec = S.find_spec(cf, k.name)
+        bs = X.candidates(cf, k.name, spec, lib)
+        assert bs and all(w in bs[0].describe() for w in want), (path.name, words_of(bs))
+        assert all(bs[0].conventions[c] == v for c, v in conv.items()), bs[0].conventions
+        t = X.bind(bs[0], cf, spec)
+        assert "angle_cos_sin(fpos * row[j], cos_t[j], sin_t[j])" in t.text and "KT_EXPERT" not in t.text
+        assert "angles + pos * angle_stride" not in t.text
+
+
+@pytest.mark.nvcc
+def test_every_inverse_frequency_binding_of_the_cpm_variant_compiles(lib):
+    """CPM.cu's rotary's bindings (a table of inverse frequencies, NeoX and GPT-J, and the caches read otherwise)
+    compile for sm_90."""
+    path = ROOT / "bench/corpus/rotary/rotary_inv_freq_weight_block_per_token_q_then_k_loops_inplace_fp16_cpm_cu.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("rotary_embedding_kernel")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
 def test_rotary_no_cache_with_an_angle_of_no_known_form_is_not_bound(lib):
     path = ROOT / "tests" / "data" / "cu" / "rotary_two_scales_unbound.cu"  # not a style: nothing binds
     cf = parse_cuda(path.read_text(), str(path))

@@ -32,7 +32,7 @@ smem = "0"
 // kt:bind KT_EXPERT_LSE_BASE2 = 0  (0: natural log-sum-exps (expf, logf), 1: base 2 (exp2f, log2f))
 // kt:bind KT_EXPERT_OUT_TYPE = 0  (0: the output of the values' type; 1: of a type of its own, O (fp32 partials merged into a bf16 output, as flash-decoding combines write))
 // kt:bind KT_EXPERT_TOKENS_FROM_GRID = 0  (0: the token count is an argument, 1: the kernel has none: the grid is tokens times the blocks one token needs, and the count is read from gridDim.x)
-// kt:bind KT_EXPERT_STATE = 0  (0: each state one log-sum-exp; 1: each state a running max m and a sum of exponentials l kept apart (FlashAttention's online-softmax state, vLLM's paged-attention max_logits and exp_sums, TensorRT-LLM's multi-block partial max and sum), each partial value normalized by its own l: w = l * e^(m - max) (max 0 where both are -inf), out = p * (w_p / W) + s * (w_s / W) with W = w_p + w_s (1 / W taken once, 0 where W is 0), the merged m the max and l = W; the lse pointers are then the maxima, out_l, p_l, s_l the sums)
+// kt:bind KT_EXPERT_STATE = 0  (0: each state one log-sum-exp; 1: each state a running max m and a sum of exponentials l kept apart (FlashAttention's online-softmax state, vLLM's paged-attention max_logits and exp_sums, TensorRT-LLM's multi-block partial max and sum), each partial value normalized by its own l: w = l * e^(m - max) (max 0 where both are -inf), out = p * (w_p / W) + s * (w_s / W) with W = w_p + w_s (1 / W taken once, 0 where W is 0), the merged m the max and l = W; the lse pointers are then the maxima, out_l, p_l, s_l the sums; 2: the same states, each state's (m, l) interleaved as pairs in one fp32 array [rows, 2] (a float2 per row: TensorRT-LLM's MLA chunked-prefill softmax stats): row r's pair at 2r and 2r + 1, the binding passing the array as the maxima and one element past it as the sums (or the reverse for (l, m) pairs), each read and written at 2r)
 // kt:bind KT_EXPERT_EXP2_LOG2E = 0  (with KT_EXPERT_STATE 1 and natural maxima: 0: e^x as expf(x), 1: as exp2f(x * log2(e)), the way the FlashAttention kernels take it)
 // kt:bind KT_EXPERT_INPLACE = 0  (0: out of place; 1: in place, FlashInfer's merge_state_in_place: the first state (v, v_lse) becomes its merge with the other (o, o_lse) where a per-token mask (any integer or bool type, nullptr: every token) is nonzero, a token whose entry is 0 keeping its values and lse; one warp a (token, head) row, its merged lse written by lane 0 after __syncwarp (every lane has read the old one); weights e^(lse - max) over their sum, neither lse special-cased; the function is then merge_attn_states<T, M>(v, v_lse, o, o_lse, tokens, heads, head_size, mask), launched as [tokens, head groups of THREADS / 32 * ITEMS])
 // kt:bind KT_EXPERT_NWAY = 0  (0: two states; an N-way merge of `sets` states of one row (FlashInfer's MergeStates, a cascade / split-KV reduction; SGLang's and FlashAttention's split combines): one values input and one fp32 lse input holding every state, 1: laid out [tokens, sets, heads, (head_size)] (FlashInfer), 2: [sets, tokens, heads, (head_size)] (split-major, FlashAttention's out_accum / lse_accum), 3: [tokens, heads, sets, (head_size)] (SGLang's decode att_out / att_lse); merged online over the states in order, as FlashInfer's state_t::merge: m' = fmaxf(m, s), a = e^(m - m'), b = e^(s - m'), d = fma(d, a, b), o = fma(o, a, v * b) (exp2f / expf by KT_EXPERT_LSE_BASE2), a state whose lse is -inf skipped; out = o * (1 / d) (0 where d is 0) rounded once to O; the merged lse (out_lse, optional: nullptr) m + log(d), -inf where d is 0, [tokens, heads] or [heads, tokens] by KT_EXPERT_LSE_TOKEN_MAJOR; the function is then merge_attn_states<T, O>(out, out_lse, v, v_lse, sets, tokens, heads, head_size); one warp a (token, head) row on a [tokens, head groups of THREADS / 32] grid, ITEMS states loaded before any is combined)
@@ -794,11 +794,18 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
         li[it] = head * tokens + token;
 #endif
         e[it] = th * head_size + (I)part[it] * VEC;
+#if KT_EXPERT_STATE == 2  // kt:bind
+        pl[it] = p_lse[2 * li[it]];
+        sl[it] = s_lse[2 * li[it]];
+        pn[it] = p_l[2 * li[it]];
+        sn[it] = s_l[2 * li[it]];
+#else  // kt:bind
         pl[it] = p_lse[li[it]];
         sl[it] = s_lse[li[it]];
 #if KT_EXPERT_STATE  // kt:bind
         pn[it] = p_l[li[it]];
         sn[it] = s_l[li[it]];
+#endif  // kt:bind
 #endif  // kt:bind
         if constexpr (VEC == 1) {
           a[it][0] = to_f(p[e[it]]);
@@ -853,10 +860,17 @@ __device__ __forceinline__ void merge_slots(T* __restrict__ out, float* __restri
         else store_vec<T, VEC>(out + e[it], a[it]);
 #endif  // kt:bind
 #if KT_EXPERT_STATE  // kt:bind
+#if KT_EXPERT_STATE == 2  // kt:bind
+        if (part[it] == 0) {
+          if (out_lse != nullptr) out_lse[2 * li[it]] = m;
+          if (out_l != nullptr) out_l[2 * li[it]] = sum;
+        }
+#else  // kt:bind
         if (part[it] == 0) {
           if (out_lse != nullptr) out_lse[li[it]] = m;
           if (out_l != nullptr) out_l[li[it]] = sum;
         }
+#endif  // kt:bind
 #elif KT_EXPERT_LSE_BASE2  // kt:bind
         if (out_lse != nullptr && part[it] == 0) out_lse[li[it]] = log2f(sum) + m;
 #else  // kt:bind

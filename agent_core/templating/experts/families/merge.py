@@ -115,12 +115,27 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     L = lse[0].counts
     if any(a.counts != L for a in olse):
         return []
+    # each state's running max and sum as interleaved pairs (a float2 a row) in one fp32 array: read beside the
+    # log-sum-exp readings of the same arrays, first where the body indexes them at twice a row plus one
+    paired = _paired_stats_bindings(ev, e, pv, lse, ov[0], olse, big) if not ml else []
     found = _tokens_heads(ev, big, L, lse[0])
     if found is None:
-        return []
+        return paired
     hs, pairs, from_grid = found
     if ml:
         return _max_sum_bindings(ev, e, pv, lse, ov[0], olse, hs, pairs, from_grid)
+    if paired:
+        return paired + _lse_bindings(ev, e, pv, lse, ov[0], olse, hs, pairs, from_grid)
+    return _lse_bindings(ev, e, pv, lse, ov[0], olse, hs, pairs, from_grid)
+
+
+def _lse_bindings(ev: Evidence, e, pv: list, lse: list, ov, olse: list, hs, pairs: list,
+                  from_grid: int) -> list[Binding]:
+    """The two-state merge with one log-sum-exp a state: which lse goes with which values, the lse layout and
+    base."""
+    T, O = pv[0].dtype, ov.dtype
+    mixed = O != T
+    ov = [ov]
     # which lse goes with which value input: the one next to it in the argument list (or sharing its name's start)
     order = [a.name for a in ev.args]
     p0, p1 = pv
@@ -156,6 +171,75 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                         "base-2 lse" if base else "natural lse"]
                     b.support = 20 - 4 * pi - 3 * gi - 2 * mi - bi
                     out.append(b)
+    return out
+
+
+def _paired_stats_bindings(ev: Evidence, e, pv: list, stats: list, ov, outs: list, big: tuple) -> list[Binding]:
+    """The two-state merge whose states are a running max and a sum of exponentials interleaved as pairs in one fp32
+    array each, [rows, 2] (TensorRT-LLM's MLA chunked-prefill softmax stats; KT_EXPERT_STATE 2): the rows half the
+    arrays' length, the maxima at 2r and the sums at 2r + 1 (or the reverse), the merged pair written to the output
+    array alike. Proposed where the arrays' length is even and the body indexes at twice a row plus one, above the
+    log-sum-exp readings of the same arrays."""
+    if "2: the same states, each state's (m, l) interleaved" not in e.convention_words.get("KT_EXPERT_STATE", "") \
+            or len(stats) != 2 or len(outs) > 1 or any(v % 2 for a in stats + outs for v in a.counts):
+        return []
+    half = tuple(v // 2 for v in stats[0].counts)
+    found = _tokens_heads(ev, big, half, stats[0], states_size=f"({stats[0].spec.size}) / 2")
+    if found is None:
+        return []
+    hs, pairs, from_grid = found
+    if not re.search(r"\*2\)*\+1\b|\b2\*\(?\w+\)?\+1\b", ev.flat):
+        return []  # no index at twice a row plus one: no pair's second element is read
+    seen = 12
+    order = [a.name for a in ev.args]
+
+    def dist(x, y) -> int:
+        return abs(order.index(x.name) - order.index(y.name))
+    p0, p1 = pv
+    l0, l1 = stats
+    pairings = [((p0, l0), (p1, l1)), ((p0, l1), (p1, l0))]
+    if dist(p0, l1) + dist(p1, l0) < dist(p0, l0) + dist(p1, l1):
+        pairings.reverse()
+    forms = _exp_forms(ev)
+    T, O = pv[0].dtype, ov.dtype
+    om = outs[0] if outs else None
+    out = []
+    for pi, (tok, heads) in enumerate(pairs):
+        tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
+        # pairs a row in the values' row order (token-major) first, unless the body indexes them head-major
+        head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or ev.mentions(
+            rf"\*{re.escape(tname)}\+")
+        token_major_first = 0 if head_major else 1
+        for gi, ((pa, ps), (qa, qs)) in enumerate(pairings):
+            for oi, (m_at, l_at) in enumerate([(0, 1), (1, 0)]):  # (max, sum) pairs first
+                for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
+                    for xi, (base2, via) in enumerate(forms):
+                        b = Binding(e, 0.9, f"two value buffers, each with an fp32 array of (max, sum) pairs of "
+                                    f"`{tname} * {hname}` rows → merge attention states", ev.kernel.name)
+                        _common(b, ev, tok, heads, hs, tm, from_grid, T, O)
+                        b.conventions.update({"KT_EXPERT_STATE": 2, "KT_EXPERT_LSE_BASE2": base2,
+                                              "KT_EXPERT_EXP2_LOG2E": via})
+
+                        def at(a, k: int, const: bool) -> str:
+                            ptr = f"({'const ' if const else ''}float*)({a.name})"
+                            return f"{ptr} + 1" if k else ptr
+                        b.call_args = [_cast(O, ov.name, False), at(om, m_at, False) if om else "(float*)nullptr",
+                                       _cast(T, pa.name, True), at(ps, m_at, True), _cast(T, qa.name, True),
+                                       at(qs, m_at, True), tok.c, heads.c, hs.c,
+                                       at(om, l_at, False) if om else "(float*)nullptr", at(ps, l_at, True),
+                                       at(qs, l_at, True)]
+                        lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
+                        pair = "(max, sum)" if m_at == 0 else "(sum, max)"
+                        exp = ("base-2 m, exp2f(m - max)" if base2 else
+                               "natural m, exp2f((m - max) * log2e)" if via else "natural m, expf(m - max)")
+                        b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if O != T else "")] + (
+                            [f"out_stats={om.name}"] if om else []) + [
+                            f"p={pa.name} with stats={ps.name}", f"s={qa.name} with stats={qs.name}",
+                            f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
+                            f"values [{tname}, {hname}, head_size]", f"{pair} pairs {lay}",
+                            "values normalized by their own sum", exp]
+                        b.support = 20 + seen - 4 * pi - 3 * gi - 3 * oi - 2 * mi - xi
+                        out.append(b)
     return out
 
 
