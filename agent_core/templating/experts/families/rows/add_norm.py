@@ -10,7 +10,7 @@ import re
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, ArgUse, Evidence, SizeExpr,
                                                     assignments, closing, div, flows, instance_types, plain,
-                                                    statements, value_holders)
+                                                    pointer_aliases, statements, uncast, value_holders)
 from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.fused_add import _fused_add_words, _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
@@ -85,16 +85,33 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return out
 
 
-def _bias_forms(bias: ArgUse | None, T: str, rounded_adds: bool) -> list[tuple[int, str]]:
+def _bias_after_store(ev: Evidence, r: ArgUse, bias: ArgUse) -> bool:
+    """Whether the body stores into the residual ``r`` (or a pointer made from it) before it first reads an element
+    of ``bias``: the bias joins the normalized row only, after the residual stream is written."""
+    text = uncast(ev.body)
+    stores = [m.start() for n in pointer_aliases(text, r.name)
+              for m in re.finditer(rf"\b{re.escape(n)}\s*\[[^\]]*\](?:\.\w+)?\s*=(?!=)", text)]
+    reads = [m.start() for n in pointer_aliases(text, bias.name) for m in re.finditer(rf"\b{re.escape(n)}\s*\[", text)]
+    return bool(stores) and bool(reads) and min(stores) < min(reads)
+
+
+def _bias_forms(bias: ArgUse | None, T: str, rounded_adds: bool, after: bool = False,
+                after_first: bool = False) -> list[tuple[int, str]]:
     """(KT_EXPERT_BIAS, words) for a bias added inside the sum, the body's form first: in fp32 with one rounding, or
-    each add rounded to the 16-bit storage type (where the body adds values of that type)."""
+    each add rounded to the 16-bit storage type (where the body adds values of that type). ``after``: where the
+    expert has it, also the bias added after the sum is stored (the residual stream without it, the row normalized
+    with it): first where the body stores the residual before reading the bias (``after_first``), else last (a
+    failed check costs one cheap run)."""
     if bias is None:
         return [(0, "")]
     fp32 = (1, f"plus the bias `{bias.name}` (nullable) in fp32, one rounding to {T}")
     each = (2, f"plus the bias `{bias.name}` (nullable), each add rounded to {T}")
+    late = [(3, f"plus the bias `{bias.name}` (nullable) after the sum is stored (the residual without it)")] \
+        if after else []
     if T == "f32":
-        return [fp32]
-    return [each, fp32] if rounded_adds else [fp32, each]
+        return late + [fp32] if after_first else [fp32] + late
+    forms = [each, fp32] if rounded_adds else [fp32, each]
+    return late + forms if after_first else forms + late
 
 
 def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, hfp: tuple, hi: int, layouts: list,
@@ -107,6 +124,7 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
         return []
     out = []
     hname = hidden.words.strip("`")
+    after = "3: the bias added after the sum is stored" in e.convention_words.get("KT_EXPERT_BIAS", "")
     if "KT_EXPERT_RESIDUAL_IN" not in e.conventions:
         layouts = [lay for lay in layouts if lay[3] is None]
     layouts = [lay for lay in layouts if lay[1] is not None]  # the expert stores the sum
@@ -114,9 +132,10 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
         T, R, W, O = x.dtype, r.dtype, w.dtype, o.dtype
         if bias.dtype != T:
             continue  # the expert's bias is of x's type
+        late_first = after and _bias_after_store(ev, r, bias)
         for (ei, (eps_c, eps_words, eps_support)), (ci, (conv, conv_words, conv_support)), (fi, (form, form_words)) \
                 in itertools.product(enumerate(eps_all), enumerate(_add_rms_conventions(ev, e, O)),
-                                     enumerate(_bias_forms(bias, R, rounded_adds))):
+                                     enumerate(_bias_forms(bias, R, rounded_adds, after, late_first))):
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {ev.reduction_words()}, adds `{x.name}` ({T}) and "
                         f"the bias `{bias.name}` into the residual `{r.name}` ({R}), rsqrtf, one weight, the normalized "
                         f"row {'in place' if o is x else 'into `' + o.name + '`'} ({O}) → fused add + RMSNorm",
@@ -137,6 +156,8 @@ def _add_bias_rms_norm(ev: Evidence, lib: dict[str, Expert], hidden: SizeExpr, h
             if inv:
                 b.conventions["KT_EXPERT_INV_COUNT"] = 1
             b.support = 10 + 2 * ev.uses(hidden) - hi - bi - li - ei - fi + eps_support + conv_support
+            if form == 3 and not late_first:
+                b.support -= 4  # no store before the bias is read: after every other reading of the layout
             out.append(b)
     return out
 
