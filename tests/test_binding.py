@@ -3100,6 +3100,77 @@ def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
         X.bind(b, cf, spec)
 
 
+def test_softmax_with_a_keep_mask_fill_and_an_additive_bias(lib):
+    """A keep-mask whose zero values replace the logit by a constant, after an additive bias (KT_EXPERT_MASK 7:
+    AlphaFold's Evoformer softmax): FastFold's (a warp a row, `mask == 0 ? -1 * 10e9`, the bias added in bf16) and a
+    style kernel of its own (a block a row, `m != 0.f ? l : -1e9f` on a converted half, a scale, the bias in fp32)
+    each get the binding that reads them as they are: the bias broadcast over the leading dimension, the mask shared
+    by consecutive rows, the fill the body's constant."""
+    for path, kernel, want, rv in [
+        (ROOT / "bench/corpus/softmax/softmax_mask_bias_evoformer_warp_cols_per_thread_inplace_bf16_fastfold.cu",
+         "fastfold_softmax_mask_bias",
+         ["plus the bias `bias` [`cols * head` rows], broadcast over a leading dimension",
+          "the keys where the mask `mask` [rows / (`cols * head`) rows] is 0 given the logit -1e+10, consecutive rows"],
+         2),
+        (STYLES / "softmax_keep_mask_fill_pair_bias_block_rows_f16.cu", "evo_softmax",
+         ["logits times `scale`", "plus the bias `pair_bias` [`heads_q` rows], broadcast over a leading dimension",
+          "the keys where the mask `mask` [`n_rows / heads_q` rows] is 0 given the logit -1e+09, consecutive rows"],
+         None)]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = next((b for b in bs if all(w in b.describe() for w in want)
+                  and b.conventions.get("KT_EXPERT_ROUND_SCALED") == rv), None)
+        assert b is not None and b.conventions["KT_EXPERT_MASK"] == 7, words_of(bs)
+        assert bs.index(b) < 4  # among the first few checked
+        t = X.bind(b, cf, spec)
+        assert "if (mk[i][j] == 0.f) v[i][j] = fill;" in t.text and "v[i][j] += bk[i][j];" in t.text
+
+
+@pytest.mark.nvcc
+def test_every_keep_mask_fill_binding_of_the_fastfold_variant_compiles(lib):
+    """FastFold's mask + bias softmax's bindings (each broadcast of the mask and of the bias, rounded or not) compile
+    for sm_90."""
+    path = ROOT / "bench/corpus/softmax/softmax_mask_bias_evoformer_warp_cols_per_thread_inplace_bf16_fastfold.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("fastfold_softmax_mask_bias")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
+def test_fused_add_rms_norm_with_the_bias_after_the_residual_store(lib):
+    """A bias that joins only the normalized row, added after the residual stream is stored (KT_EXPERT_BIAS 3): the
+    LLM-engineering course's in-place FusedAddBiasResidualRMSNorm (float4 read-modify-writes, decoder_out += residual;
+    residual = decoder_out; decoder_out += bias) and a style kernel of its own (fp16, each add rounded, an output of
+    its own) get it first for the layout whose residual store comes before the first read of the bias."""
+    for path, kernel, want in [
+        (ROOT / "bench/corpus/fused_add_rms_norm/fused_add_bias_residual_rmsnorm_float4_block_hidden_div4_default_"
+         "stream_f32_llm_engineering.cu", "FusedAddBiasResidualRMSNorm",
+         ["x=decoder_out (f32), residual=residual (f32), out=decoder_out (in place)", "after the sum is stored"]),
+        (STYLES / "fused_add_rms_norm_bias_after_residual_store_warp_rows_f16.cu", "add_rms_bias_after",
+         ["x=x (f16), residual=residual (f16), out=out (f16)", "after the sum is stored", "eps inside the root"])]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = next((b for b in bs if all(w in b.describe() for w in want)), None)
+        assert b is not None and b.conventions["KT_EXPERT_BIAS"] == 3, words_of(bs)
+        same_layout = [c for c in bs if c.expert.name == "fused_add_rms_norm" and want[0] in c.describe()]
+        assert same_layout[0].conventions["KT_EXPERT_BIAS"] == 3  # the body's order first
+        t = X.bind(b, cf, spec)
+        assert "rows_store<0, KT_VEC, IT, P>(residual + off, hidden, rz, lead);" in t.text
+        assert "const float z = round_t<T>(rz[i][j] + b[j]);" in t.text
+
+
+@pytest.mark.nvcc
+def test_every_bias_after_store_binding_of_the_llm_engineering_variant_compiles(lib):
+    """The LLM-engineering fused add + RMSNorm's bindings (the bias inside the sum or after the residual store, both
+    orders of its two in-place tensors) compile for sm_90."""
+    path = (ROOT / "bench/corpus/fused_add_rms_norm/fused_add_bias_residual_rmsnorm_float4_block_hidden_div4_default_"
+            "stream_f32_llm_engineering.cu")
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("FusedAddBiasResidualRMSNorm")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
 def test_merge_states_as_interleaved_max_sum_pairs(lib):
     """Each state's running max and sum of exponentials interleaved in one fp32 array, (max, sum) a row
     (KT_EXPERT_STATE 2): TensorRT-LLM's MLA chunked-prefill merge (a pair at `(row * 2) + 1` and one before it, the

@@ -39,7 +39,7 @@ smem = "0"
 */
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
-// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0; 5: a byte mask [mask_rows, hidden] broadcast as 1 whose NONZERO bytes mask the key out, its logit (after the scale) replaced by -10000 (Megatron's and Transformer Engine's scaled_masked_softmax: masked_fill(mask, -10000)), a row whose max is -10000 (every key masked) written as 0 (their scale_value); 6: the same without that: a row with every key masked is the softmax of its -10000s, uniform (Megatron's and Apex's original kernel))
+// kt:bind KT_EXPERT_MASK = 0  (general form only. 0: no mask; 1: an additive mask [mask_rows, hidden] added after the scale, broadcast over one dimension of the rows: rows [outer, rows / mask_rows, inner] read mask rows [outer, inner]; inner = mask_rows broadcasts over a leading dimension (heads), inner = 1 shares one mask row among consecutive rows; 2: causal, bottom-right aligned: rows [outer, q_len] of scores over hidden keys, query q = row % q_len sees keys 0 .. q + hidden - q_len, the others neither read nor counted and written as 0; 3: causal, top-left aligned: query q sees keys 0 .. q; 4: a keep-mask of bytes [mask_rows, hidden] broadcast as 1 (PyTorch's masked_fill(mask == 0, -inf)): a key whose byte is 0 is left out, a row with every key left out is written as 0; 5: a byte mask [mask_rows, hidden] broadcast as 1 whose NONZERO bytes mask the key out, its logit (after the scale) replaced by -10000 (Megatron's and Transformer Engine's scaled_masked_softmax: masked_fill(mask, -10000)), a row whose max is -10000 (every key masked) written as 0 (their scale_value); 6: the same without that: a row with every key masked is the softmax of its -10000s, uniform (Megatron's and Apex's original kernel); 7: a keep-mask of the mask's type M [mask_rows, hidden] (broadcast as 1) whose ZERO values leave a key out by replacing its logit with `fill` (the float argument after mask_inner), after a nullable additive bias [bias_rows, hidden] of type M (the three arguments after fill: bias, bias_rows, bias_inner, broadcast as the mask is by its own rows and inner extent) is added (with KT_EXPERT_ROUND_SCALED 2 the sum rounded to T before the fill): AlphaFold's Evoformer attention softmax (FastFold's / OpenFold's / Uni-Fold's fused mask + pair-bias softmax, fill -1e9 or -1e10); a row with every key left out is the softmax of its fills, uniform)
 // kt:bind KT_EXPERT_CAUSAL_KEEP = 0  (causal mask (KT_EXPERT_MASK 2 or 3) only. 0: the masked keys written as 0; 1: the masked keys not written, the output keeping what it held there (llm.c's causal attention softmax writes the keys 0 .. query of each row of its (T, T) scores, the upper triangle left as it was); a row that sees no key is then not written at all)
 // kt:bind KT_EXPERT_SINK = 0  (general form, not with a causal mask. 0: no sink; 1: a sink logit per head (gpt-oss attention sinks: softmax(cat([logits, sink]))[..., :-1]), sinks[(row / sink_inner) % sink_heads] of type S (fp32 or 16-bit, widened exactly), neither scaled nor divided: it joins the row's max m and adds expf(sink - m) to the denominator, and has no output column; rows [outer, sink_heads, sink_inner]: sink_inner = 1 reads sink row % sink_heads, sink_inner = rows / sink_heads shares one sink among consecutive rows)
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
@@ -204,6 +204,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_ALIBI  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const M* __restrict__ slopes) {
+#elif KT_EXPERT_MASK == 7  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner, float fill,
+                                             const M* __restrict__ bias, int bias_rows, int bias_inner) {
 #else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
 #endif  // kt:bind
@@ -289,6 +292,19 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
 #pragma unroll
   for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(mask + mrow * hidden, hidden, i, mk[i], lead);
+#if KT_EXPERT_MASK == 7  // kt:bind
+  float bk[IT][KT_VEC];  // the additive bias (null: none), its rows broadcast by its own extents
+  const long long brow = (long long)(r / ((rows / bias_rows) * bias_inner)) * bias_inner + r % bias_inner;
+  if (bias != nullptr) {
+#pragma unroll
+    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(bias + brow * hidden, hidden, i, bk[i], lead);
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
+  }
+#endif  // kt:bind
 #elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
@@ -334,13 +350,18 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_ROUND_SCALED  // kt:bind
       v[i][j] = round_t<T>(v[i][j]);  // the scaled logit rounded to the scores' type before the mask is added
 #endif  // kt:bind
-#if KT_EXPERT_MASK >= 5  // kt:bind
+#if KT_EXPERT_MASK == 7  // kt:bind
+      v[i][j] += bk[i][j];  // the bias added to the logit
+#elif KT_EXPERT_MASK >= 5  // kt:bind
       if (mk[i][j] != 0.f) v[i][j] = -10000.f;  // a masked key's logit replaced by the fill value
 #elif KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
 #endif  // kt:bind
 #if KT_EXPERT_ROUND_SCALED == 2  // kt:bind
       v[i][j] = round_t<T>(v[i][j]);  // and the sum with the mask (of the scores' type) rounded again
+#endif  // kt:bind
+#if KT_EXPERT_MASK == 7  // kt:bind
+      if (mk[i][j] == 0.f) v[i][j] = fill;  // a key the keep-mask leaves out: its logit replaced by the fill
 #endif  // kt:bind
 #if KT_EXPERT_KEYS  // kt:bind
       const int k = rows_elem<0, KT_VEC, IT, P>(i, j, lead);
@@ -455,6 +476,18 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
                                                 slopes)));
+}
+#elif KT_EXPERT_MASK == 7  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, float fill, const M* bias,
+                                        int bias_rows, int bias_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) && vec_ok<M, KT_VEC>(hidden, mask) &&
+                   (bias == nullptr || vec_ok<M, KT_VEC>(hidden, bias))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner, fill,
+                                                bias, bias_rows, bias_inner)));
 }
 #elif KT_EXPERT_MASK  // kt:bind
 template <typename T, typename O, typename M>

@@ -16,8 +16,8 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUs
 from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.softmax_keys import _key_bounds, _softmax_key_forms
 from agent_core.templating.experts.families.rows.softmax_log import _softmax_log_strided
-from agent_core.templating.experts.families.rows.softmax_masks import (_causal_forms, _mask_index_names, _mask_inners,
-                                                                   _masked_fill_forms)
+from agent_core.templating.experts.families.rows.softmax_masks import (_causal_forms, _keep_fill, _mask_index_names,
+                                                                   _mask_inners, _masked_fill_forms)
 from agent_core.templating.experts.families.rows.softmax_sinks import _sink_heads, _sink_inners
 from agent_core.templating.experts.library import Expert
 
@@ -104,6 +104,10 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
         # each other input: the per-row divisor (one fp32 value a row) or the mask (whole rows, fewer of them)
         for per_row in [a for a in others if a.counts == rows_fp and a.dtype == "f32"] or [None]:
             masks = [a for a in others if a is not per_row]
+            if len(masks) == 2 and not keeps and not per_row and not sink and not keep \
+                    and "7: a keep-mask of the mask's type" in e.convention_words.get("KT_EXPERT_MASK", ""):
+                # a keep-mask whose zeros replace the logit by a constant, and an additive bias (Evoformer)
+                out += _keep_fill_bias_forms(ev, e, x, o, hidden, hfp, hi, masks, scales, converted)
             if len(masks) > 1 or (masks and not has_mask):
                 continue
             mask = masks[0] if masks else None
@@ -216,6 +220,70 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                                    for w in keep_words]
                         if fi:
                             out.append(c)
+    return out
+
+
+def _mask_rows_forms(ev: Evidence, rows_fp: tuple, hfp: tuple, m: ArgUse) -> list[tuple[SizeExpr, str | None, str]]:
+    """(rows of ``m`` as the wrapper computes them, inner extent, words) of a mask or bias of whole rows of the
+    row length ``hfp``: the count an argument holds (or the rows over an expression that holds the repeat), each way
+    of broadcasting it (``_mask_inners``)."""
+    m_rows = div(m.counts, hfp)
+    if m_rows is None or div(rows_fp, m_rows) is None:
+        return []
+    mrs = [r for r in ev.sizes(m_rows) if not r.c[0].isdigit()] or ev.sizes(m_rows)
+    if not mrs:  # the rows over what repeats them (scores [n_seq, heads, q, k] over a mask [n_seq, k]: heads * q)
+        mrs = [SizeExpr(f"{{rows}} / ({q.c})", "", f"rows / ({q.words})") for q in ev.sizes(div(rows_fp, m_rows))[:1]]
+    return [(mr, inner, words) for mr in mrs[:1] for inner, words in _mask_inners(ev, m_rows)]
+
+
+def _keep_fill_bias_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, hidden: SizeExpr, hfp: tuple, hi: int,
+                          masks: list[ArgUse], scales: list, converted: list[str]) -> list[Binding]:
+    """Softmax with a keep-mask whose zero values replace the logit by a constant (``_keep_fill``) after an additive
+    bias is added (KT_EXPERT_MASK 7: AlphaFold's Evoformer attention, FastFold's / OpenFold's fused mask + pair-bias
+    softmax): which of the two inputs is the mask is what the body compares with 0; each is broadcast over the rows
+    its own way (the cheap check decides); the sum with a bias of the scores' 16-bit type rounded to it or not."""
+    T, O = x.dtype, o.dtype
+    rows_fp = div(o.counts, hfp)
+    out = []
+    for keep_mask, bias in (masks, masks[::-1]):
+        fill = _keep_fill(ev, keep_mask)
+        if fill is None or keep_mask.dtype != bias.dtype:
+            continue
+        mforms = _mask_rows_forms(ev, rows_fp, hfp, keep_mask)
+        bforms = _mask_rows_forms(ev, rows_fp, hfp, bias)
+        rounds = [(0, "", 0)] + _round_forms(e, T, "1.f", bias, converted)
+        for (mi, (mr, minner, mwords)), (bi, (br, binner, bwords)), (si, (scale, scale_words, divides)), \
+                (ri, (rv, round_words, round_support)) in itertools.product(
+                    enumerate(mforms), enumerate(bforms), enumerate(scales), enumerate(rounds)):
+            if rv == 1:
+                continue  # the scaled logit alone rounded: not this kernel's order (the bias sum is what it rounds)
+            b = Binding(e, 0.85, f"reads rows of `{hidden.words.strip('`')}` elements, {ev.reduction_words()}, a max "
+                        f"and a sum of expf over the row, the logit plus a bias replaced by {fill:g} where a mask is 0 "
+                        "→ softmax", ev.kernel.name)
+            b.sizes["hidden"] = hidden.spec
+            b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b, "")
+            if scale_words:
+                b.words.append(scale_words)
+            b.words += [f"plus the bias `{bias.name}` [{br.words} rows], {bwords}",
+                        f"the keys where the mask `{keep_mask.name}` [{mr.words} rows] is 0 given the logit {fill:g}, "
+                        f"{mwords}"]
+            if rv:
+                b.words.append(round_words)
+                b.conventions["KT_EXPERT_ROUND_SCALED"] = rv
+            mr_c, br_c = mr.c.replace("{rows}", rows), br.c.replace("{rows}", rows)
+            b.template_args = [CTYPE[T], CTYPE[O], CTYPE[keep_mask.dtype]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                           "(const float*)nullptr", _cast(keep_mask.dtype, keep_mask.name, True), mr_c,
+                           mr_c if minner is None else minner, f"{fill!r}f" if abs(fill) < 3e38 else "-INFINITY",
+                           _cast(bias.dtype, bias.name, True), br_c, br_c if binner is None else binner]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[keep_mask.dtype])}
+            b.conventions.update({"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 7})
+            if divides:
+                b.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
+            b.support = 12 + 2 * ev.uses(hidden) - hi - mi - bi - si - ri + round_support
+            out.append(b)
     return out
 
 

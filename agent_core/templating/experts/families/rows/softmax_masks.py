@@ -76,7 +76,8 @@ def _condition_polarity(cond: str, names: set[str]) -> int | None:
     m = re.fullmatch(r"(?:\(\w+\))?(.+?)(?:(==|!=|>)(0|1)(?:\.0*)?[fF]?)?", c)
     if m is None:
         return None
-    subject = re.sub(r"^(?:static_cast<\w+>|\(\w+\))", "", m.group(1))
+    subject = re.sub(r"^(?:static_cast<\w+>|\(\w+\)|__half2float|__bfloat162float|float)(?=\()|^\(\w+\)", "",
+                     m.group(1))  # a conversion of the value read: the value itself
     if not any(re.fullmatch(rf"\(?{re.escape(n)}(?:\[[^\]]+\])*\)?", subject) for n in names):
         return None
     op, val = m.group(2), m.group(3)
@@ -136,3 +137,52 @@ def _masked_fill_forms(ev: Evidence, mask: ArgUse) -> list[int]:
     if seen != {1}:
         return []
     return [5, 6] if re.search(r"==\s*" + _FILL, ev.flat) or re.search(_FILL + r"\s*==", ev.flat) else [6, 5]
+
+
+# a constant the logit may be replaced by: a numeric expression of literals (``-1 * 10e9``, ``-1e9f``, ``-30000.0``)
+_CONST = r"[-+(]*\s*\d[\d.eE+\-*/()\sfF]*"
+
+
+def _numeric(text: str) -> float | None:
+    """The value of a constant expression of number literals (float suffixes allowed), or None."""
+    t = re.sub(r"(?<=[\d.])[fF]\b", "", text.strip().rstrip(";"))
+    if not t or not re.fullmatch(r"[-+*/().\deE\s]+", t):
+        return None
+    try:
+        v = eval(t, {"__builtins__": {}}, {})  # digits, operators and parentheses only (checked above)
+    except (SyntaxError, ZeroDivisionError, TypeError):
+        return None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _keep_fill(ev: Evidence, mask: ArgUse) -> float | None:
+    """A keep-mask of any type whose ZERO values replace the logit by a constant (AlphaFold's Evoformer softmax:
+    ``if (mask[k] == 0) buf = -1 * 10e9; else buf = x + bias;``, ``v = m ? x : -1e9f``): the constant, or None where
+    the body shows no such replacement of a value it reads from ``mask`` (or where the replacement is where the value
+    is nonzero: Megatron's masked_fill, ``_masked_fill_forms``)."""
+    flow = flows(ev.body)
+    names = {mask.name} | {t for t, _, stmt in statements(ev.body) if t is not None and mask.name in feeding(flow, stmt)}
+    found = set()
+    for _, at, stmt in statements(ev.body):
+        m = re.search(r"=\s*(.+?)\?(.+?):(.+)$", stmt[max(at, 0):].strip().rstrip(";"), re.S)
+        if m and mask.name in feeding(flow, m.group(1)):
+            pol = _condition_polarity(m.group(1), names)
+            branch = m.group(2) if pol == -1 else m.group(3) if pol == 1 else ""
+            v = _numeric(branch)
+            if v is not None:
+                found.add(v)
+    for m in re.finditer(r"\bif\s*\(", ev.body):
+        i = closing(ev.body, m.end())
+        cond = ev.body[m.end():i - 1]
+        if mask.name not in feeding(flow, cond):
+            continue
+        pol = _condition_polarity(cond, names)
+        branch = re.match(r"\s*(\{[^{}]*\}|[^;{}]*;)\s*(?:else\s*(\{[^{}]*\}|[^;{}]*;))?", ev.body[i:])
+        if pol is None or branch is None:
+            continue
+        taken = branch.group(1) if pol == -1 else branch.group(2) or ""
+        a = re.fullmatch(r"\{?\s*[\w\[\]\s.+*]+?=\s*([^;=]+);\s*\}?", taken.strip())
+        v = _numeric(a.group(1)) if a else None
+        if v is not None:
+            found.add(v)
+    return found.pop() if len(found) == 1 else None
