@@ -3100,6 +3100,37 @@ def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
         X.bind(b, cf, spec)
 
 
+def test_group_quant_scale_divided_by_div_full(lib):
+    """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
+    write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way
+    (KT_EXPERT_SCALE_DIV), in LongCat's kernel (fp8, times 1 / scale) and a style kernel of its own (int8, divided by
+    the scale); the others keep the IEEE division."""
+    for path, kernel, recip in [
+        (ROOT / "bench/corpus/group_quant/per_token_group_quant_fp8_cg_tile16_int4_vec_div_full_dense_params_bf16_"
+         "eps.cu", "per_token_group_quant_fp8_kernel", 1),
+        (STYLES / "quant_int8_group_div_full_ptx_warp_per_group_f16.cu", "group_quant_div_full", 0)]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = next((b for b in bs if b.conventions.get("KT_EXPERT_SCALE_RECIP") == recip
+                  and not b.conventions.get("KT_EXPERT_SCALE_POW2") and not b.conventions.get("KT_EXPERT_SCALE_COLUMNS")),
+                 None)
+        assert b is not None and b.conventions.get("KT_EXPERT_SCALE_DIV") == 1, words_of(bs)
+        assert 'asm("div.full.f32 %0, %1, %2;" : "=f"(scale) : "f"(m), "f"(qmax));' in X.bind(b, cf, spec).text
+    cf, k, spec = case("quant_fp8_bytes")  # an IEEE division: no div.full
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and not any(b.conventions.get("KT_EXPERT_SCALE_DIV") for b in bs)
+
+
+@pytest.mark.nvcc
+def test_every_div_full_binding_of_the_longcat_variant_compiles(lib):
+    """LongCat EPS's group quant's bindings (div.full.f32 scales) compile for sm_90."""
+    path = ROOT / "bench/corpus/group_quant/per_token_group_quant_fp8_cg_tile16_int4_vec_div_full_dense_params_bf16_eps.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("per_token_group_quant_fp8_kernel")
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
 def test_softmax_with_a_keep_mask_fill_and_an_additive_bias(lib):
     """A keep-mask whose zero values replace the logit by a constant, after an additive bias (KT_EXPERT_MASK 7:
     AlphaFold's Evoformer softmax): FastFold's (a warp a row, `mask == 0 ? -1 * 10e9`, the bias added in bf16) and a

@@ -518,6 +518,8 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
     if Q == "int8_t" and not byte_scales and "KT_EXPERT_SCALE_QRANGE" in e.conventions and not scale_out:
         readings = _qrange_readings(ev, sc[0], eps_c) + readings
     S = CTYPE[sc[0].dtype]
+    # the scale's division written as PTX div.full.f32 (Triton's fp32 division, approximate): the expert divides so
+    div_full = "KT_EXPERT_SCALE_DIV" in e.conventions and re.search(r"\bdiv\.full\.f32\b", ev.body) is not None
     store = "one biased exponent byte per group" if byte_scales else \
         f"one {'fp32' if S == 'float' else 'fp16' if sc[0].dtype == 'f16' else 'bf16'} scale per group"
     if scale_out and mult is not None:
@@ -554,6 +556,8 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
                              "KT_EXPERT_SCALE_COLUMNS": 2 if pad else int(tokens is not None), **conv}
             if on_scale:
                 b.conventions["KT_EXPERT_SCALE_FLOOR"] = 1
+            if div_full and recip < 2 and not pow2 and not on_scale and not ub_mode and not what:
+                b.conventions["KT_EXPERT_SCALE_DIV"] = 1  # the body's own division instruction
             if scale_out:
                 b.conventions["KT_EXPERT_SCALE_OUT"] = 1
                 b.call_args.append(f"(float)({mult.name})" if mult is not None else "1.f")
@@ -583,7 +587,8 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
                 [ROUNDS[rnd]] if Q == "int8_t" else []) + enc_words + (
                 [f"column-major scales [groups per token, tokens={tokens.words}]"] if tokens and not pad else []) + (
                 [f"column-major scales [groups per token, columns of {stride.words}, tokens={tokens.words}]"]
-                if pad else [])
+                if pad else []) + (["the scale divided by div.full.f32"] if b.conventions.get("KT_EXPERT_SCALE_DIV")
+                                   else [])
             b.support = base - 4 * gi - 3 * ei - 2 * ri + csup + lsup - 5 * fi
             out.append(b)
     return out
