@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 and 12's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11, 12 and 13's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -42,6 +42,10 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 and 12's, on first sight (batches 9
         "OneFlow SoftmaxWarpImpl: load and store are template functors rebuilt in the kernel from unpacked fields (the "
         "load applying mask ? x * scale : fill from a bool mask), the row held in a [rows_per_access][cols_per_thread] "
         "register array of packs per thread group, in a grid-stride loop over row groups",
+    # batch 13
+    "rotary/rope_fanout_forks_workers_head_major_f32_cos_sin_rows_out_of_place_bf16_hogwild.cu":
+        "Hogwild!'s rope: each query rotated F times out of place (a fan-out output F times the input, [F, W, Hq, S, "
+        "E] from [W, Hq, S, E]) by full-width fp32 cos and sin rows gathered per (view, worker, position), head-major",
 }
 
 
