@@ -3100,6 +3100,44 @@ def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
         X.bind(b, cf, spec)
 
 
+def test_skip_rms_norm_the_sum_stored_nowhere(lib):
+    """x + a residual normalized and stored nowhere (KT_EXPERT_SKIP on the general form): EET's post-norm
+    add_input_RMSnorm (in place over out, the input only read) and a style kernel of its own (ONNX Runtime's
+    SkipSimplifiedLayerNorm without its sum output: two rows read, an output of its own) get it first, the residual
+    read only; the bound expert stores no sum."""
+    for path, kernel, want in [
+        (ROOT / "bench/corpus/fused_add_rms_norm/add_input_rmsnorm_post_norm_half2_block_half_hidden_fp16_eet.cu",
+         "add_input_RMSnorm", ["x=out (f16)", "residual=input (f16, read only: the sum stored nowhere)",
+                               "out=out (in place)", "weight=gamma"]),
+        (STYLES / "skip_rms_norm_out_of_place_warp_rows_bf16.cu", "skip_rms_rows",
+         ["x=input (bf16)", "residual=skip (bf16, read only: the sum stored nowhere)", "out=output (bf16)"])]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        assert bs and all(w in bs[0].describe() for w in want), words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_SKIP"] == 1
+        text = X.bind(bs[0], cf, spec).text
+        assert "rows_store<0, KT_VEC, IT, P>(residual + off" not in text
+
+
+def test_layer_norm_statistics_stored_by_a_helper_and_log_softmax_through_registers(lib):
+    """A statistic stored inside a helper the kernel calls (MindSpore's LayerNorm: `(var_addr)[blockIdx.x] = ...` once
+    the helper is read in) is read as the variance it is (KT_EXPERT_STATS_VAR); a log subtracted in the registers
+    and stored by a helper (Jittor's rendered log-softmax, and a style kernel of its own, fp32, `v[i] = v[i] - lse`
+    with lse = max + logf(sum)) gets the log-softmax form (KT_EXPERT_LOG) among its candidates."""
+    path = ROOT / "bench/corpus/layer_norm/layer_norm_welford_triplets_chunk4_div_sqrt_param_dim_fp16_mindspore.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "LayerNormKernel", S.find_spec(cf, "LayerNormKernel"), lib)
+    assert bs and "mean=mean_addr, var=var_addr" in bs[0].describe(), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_STATS"] == 1 and bs[0].conventions["KT_EXPERT_STATS_VAR"] == 1
+    for path, kernel in [
+            (ROOT / "bench/corpus/softmax/log_softmax_jit_rendered_cub_registers_per_thread_fp16_jittor.cu", "kernel"),
+            (STYLES / "log_softmax_registers_helper_store_block_rows_f32.cu", "log_softmax_rows")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        assert any(b.conventions.get("KT_EXPERT_LOG") == 1 for b in bs[:2]), words_of(bs)
+
+
 def test_group_quant_scale_divided_by_div_full(lib):
     """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
     write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way

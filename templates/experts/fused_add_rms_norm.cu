@@ -44,6 +44,7 @@ smem = "0"
 // kt:bind KT_EXPERT_GENERAL = 0  (0: x and residual of one type, both rewritten in place; 1: x read (type T), the sum stored in the residual (type R, e.g. an fp32 residual stream), the normalized row written to out (type O; out may be x))
 // kt:bind KT_EXPERT_QUANT = 0  (general form only, no weight offset or residual_in; 0: out holds the normalized row; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
 // kt:bind KT_EXPERT_BIAS = 0  (general form only, no weight offset or quant (residual_in allowed: it comes before `bias`); 0: x + residual; 1: plus a bias [hidden] of x's type (the argument `bias` after hidden; null adds nothing), added in fp32 with the one rounding to R: (x + residual) + bias (FasterTransformer / TensorRT-LLM add-bias-residual); 2: each add rounded to R: R(R(x + residual) + bias) (lmdeploy's 16-bit Array adds); 3: the bias added after the sum is stored: the residual keeps R(x + residual) without it, the row normalized is T(R(x + residual) + bias) (LLM-engineering's FusedAddBiasResidualRMSNorm: decoder_out += residual; residual = decoder_out; decoder_out += bias))
+// kt:bind KT_EXPERT_SKIP = 0  (general form only, with no bias; 0: the sum stored in the residual; 1: the sum stored nowhere, the residual only read (a skip / post-norm RMSNorm: EET's add_input_RMSnorm, out = RMSNorm(out + input) * w in place), x and out may be one buffer)
 // kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
 // kt:bind KT_EXPERT_STATS = 0  (general form only, no weight offset, quant, bias or inverse count (residual_in allowed: it comes before `rstd_out`); 0: the rows alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(z^2) + eps), or 1 / (sqrt(mean(z^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the last argument): the statistic the backward pass reads (llm.c's fused residual RMSNorm rrms, Liger's and flash-attn's fused add + RMSNorm rstd))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
@@ -149,7 +150,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
       ss += z * z;
     }
   }
-#if KT_EXPERT_BIAS == 3  // kt:bind
+#if KT_EXPERT_SKIP  // kt:bind
+  // a skip RMSNorm: the sum is normalized and stored nowhere (the residual is only read)
+#elif KT_EXPERT_BIAS == 3  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, rz, lead);
 #else  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);

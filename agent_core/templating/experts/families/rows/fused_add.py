@@ -56,6 +56,15 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     outs = [a for a in rows_ if a.role == "out"]
     if len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
         forms = [(ins[0], ios[0], outs[0], None)]  # x, residual, out
+    elif len(ins) == 1 and len(ios) == 1 and not outs and "KT_EXPERT_SKIP" in e.conventions and st is None:
+        # a skip (post-norm) RMSNorm: the in/out row plus the read one normalized over the in/out row, the sum
+        # stored nowhere (EET's add_input_RMSnorm); the residual is the row only read
+        forms = [(ios[0], ins[0], ios[0], None)]
+    elif len(ins) == 2 and len(outs) == 1 and not ios and ins[0].dtype == ins[1].dtype \
+            and "KT_EXPERT_SKIP" in e.conventions and st is None:
+        # a skip RMSNorm into an output of its own (ONNX Runtime's SkipSimplifiedLayerNormalization without its sum
+        # output): x + skip normalized into out, the sum stored nowhere; x + skip is one sum either way
+        forms = [(ins[0], ins[1], outs[0], None)]
     elif len(ios) == 2 and not ins and not outs and ios[0].dtype != ios[1].dtype:
         forms = [(x, r, x, None) for x, r in _fused_orders(ev, ios)]  # in place, two types
     elif len(ins) == 2 and len(outs) == 2 and not ios and "KT_EXPERT_RESIDUAL_IN" in e.conventions:
@@ -104,6 +113,10 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_WEIGHT_OFFSET"] = 1
                     if st is not None:
                         b.conventions["KT_EXPERT_STATS"] = 1
+                    if r.role == "in":  # the residual only read: the sum is stored nowhere
+                        b.conventions["KT_EXPERT_SKIP"] = 1
+                        b.words = [w.replace(f"residual={r.name} ({R})", f"residual={r.name} ({R}, read only: the sum "
+                                             "stored nowhere)") for w in b.words]
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
     return out

@@ -27,7 +27,7 @@ def _stat_store(ev: Evidence, name: str) -> tuple[str, set[str]] | None:
     (``var[i] = var_share = ...``); None when the body stores it nowhere (or only by a compound assignment)."""
     for _, at, stmt in statements(ev.body):
         if at <= 0 or stmt[at - 1] in "+-*/%&|^<>" \
-                or not re.search(rf"\b{re.escape(name)}\s*\[[^\]]*\]\s*$", stmt[:at]):
+                or not re.search(rf"\b{re.escape(name)}\)?\s*\[[^\]]*\]\s*$", stmt[:at]):  # `(var)[i]`: a helper's
             continue
         value, aliases = stmt[at + 1:], set()
         while (m := re.match(r"\s*([A-Za-z_]\w*)\s*=(?!=)", value)) is not None:

@@ -39,6 +39,31 @@ def _after_header(stmt: str) -> str:
     return stmt
 
 
+def _log_subtracted(ev: Evidence) -> bool:
+    """Where the body subtracts a natural log from a value it keeps in a local and writes out through a helper or a
+    register array (Jittor's rendered log-softmax: ``v[i][j] = v[i][j] - T(log(vsum))``, read as ``-=`` once
+    compound assignments are normalized, then stored by a vector helper): a statement that subtracts, or ``-=``, a
+    term holding a natural log call."""
+    from agent_core.templating.experts.evidence import additive_terms, uncast
+    if not _LOG_CALL.search(ev.body):
+        return False
+    logged = {t for t, v in assignments(ev.body) if _LOG_CALL.search(v)}  # a log-sum-exp kept in a local
+    flow = flows(ev.body)
+
+    def has_log(term: str) -> bool:
+        return bool(_LOG_CALL.search(term) or feeding(flow, term) & logged)
+    for target, at, stmt in statements(ev.body):
+        if target is None or at < 1:
+            continue
+        value = stmt[at + 1:]
+        if stmt[at - 1] == "-" and has_log(value):
+            return True
+        if stmt[at - 1] not in "+*/" and any(sign < 0 and has_log(t)
+                                             for sign, t in additive_terms(unparen(uncast(value)))):
+            return True
+    return False
+
+
 def _log_probs_out(ev: Evidence) -> bool:
     """Where the kernel writes log-probabilities: a store to a float output (or a local pointer made from it) whose
     value subtracts what a natural log computes (``x - max - logf(sum)``, ``x - s_log_sum`` with ``s_log_sum = m +
@@ -87,7 +112,7 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
             or not ev.has(*EXPS):
         return None
     ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
-    log = _log_probs_out(ev)
+    log = _log_probs_out(ev) or _log_subtracted(ev)
     if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
             or len(ins) != (0 if ios else 1) or any(not a.counts for a in ev.bufs()):
         return [] if log else None
