@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11, 12 and 13's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 14's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -46,6 +46,19 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11, 12 and 13's, on first sight (batch
     "rotary/rope_fanout_forks_workers_head_major_f32_cos_sin_rows_out_of_place_bf16_hogwild.cu":
         "Hogwild!'s rope: each query rotated F times out of place (a fan-out output F times the input, [F, W, Hq, S, "
         "E] from [W, Hq, S, E]) by full-width fp32 cos and sin rows gathered per (view, worker, position), head-major",
+    # batch 14
+    "softmax/self_attn_softmax_causal_right_padding_len_inplace_block_per_head_loop_rows_fp16_eet.cu":
+        "EET's BERT / GPT softmax: one block per (batch, head) looping over its query rows, the mask built on the fly "
+        "from a causal limit and an int64 right-padding length per sequence, -1e20 added, a padded row written 0",
+    "merge_attn_states/cp_out_correction_per_step_bshd_lse_bhs_int4_inplace_bf16_transformer_engine.cu":
+        "Transformer Engine's context-parallel out correction: one step's normalized partial added in place into the "
+        "output, weighted by exp(lse_step - lse) against the final lse already merged (no lse written)",
+    "rotary/rope_sbhd_uncached_freqs_sincosf_reuse_front_part_partial_warp_by_heads_bf16_aiter.cu":
+        "AITER's uncached SBHD rope: every tensor addressed by int32 stride arguments (batch, position, head, dim), "
+        "fp32 angles [s, rot / 2], partial rotary with the rest copied, out of place",
+    "rotary/rope_2d_image_cached_cos_sin_h_w_tables_grid_hwb_bshd_fp16_aiter.cu":
+        "AITER's 2-D image rope: the head's first half rotated by the patch row's cos/sin table [H, d / 2], its second "
+        "half by the column's [W, d / 2], the position the block's (row, column)",
 }
 
 
