@@ -135,7 +135,6 @@ def _lse_bindings(ev: Evidence, e, pv: list, lse: list, ov, olse: list, hs, pair
     base."""
     T, O = pv[0].dtype, ov.dtype
     mixed = O != T
-    ov = [ov]
     # which lse goes with which value input: the one next to it in the argument list (or sharing its name's start)
     order = [a.name for a in ev.args]
     p0, p1 = pv
@@ -159,12 +158,12 @@ def _lse_bindings(ev: Evidence, e, pv: list, lse: list, ov, olse: list, hs, pair
                                 ev.kernel.name)
                     _common(b, ev, tok, heads, hs, tm, from_grid, T, O)
                     b.conventions["KT_EXPERT_LSE_BASE2"] = base
-                    b.call_args = [_cast(O, ov[0].name, False),
+                    b.call_args = [_cast(O, ov.name, False),
                                    f"(float*)({olse[0].name})" if olse else "(float*)nullptr",
                                    _cast(T, pa.name, True), f"(const float*)({pl.name})", _cast(T, sa.name, True),
                                    f"(const float*)({sl.name})", tok.c, heads.c, hs.c]
                     lay = f"[{tname}, {hname}]" if tm else f"[{hname}, {tname}]"
-                    b.words = [f"out={ov[0].name}" + (f" ({O}, the values {T})" if mixed else "")] + ([f"out_lse={olse[0].name}"] if olse else []) + [
+                    b.words = [f"out={ov.name}" + (f" ({O}, the values {T})" if mixed else "")] + ([f"out_lse={olse[0].name}"] if olse else []) + [
                         f"p={pa.name} with p_lse={pl.name}", f"s={sa.name} with s_lse={sl.name}",
                         f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
                         f"values [{tname}, {hname}, head_size]", f"lse {lay}",

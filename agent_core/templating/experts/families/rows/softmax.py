@@ -223,6 +223,9 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
     return out
 
 
+FLT_MAX = 3.4028234663852886e38  # a fill past it is no float: -inf
+
+
 def _mask_rows_forms(ev: Evidence, rows_fp: tuple, hfp: tuple, m: ArgUse) -> list[tuple[SizeExpr, str | None, str]]:
     """(rows of ``m`` as the wrapper computes them, inner extent, words) of a mask or bias of whole rows of the
     row length ``hfp``: the count an argument holds (or the rows over an expression that holds the repeat), each way
@@ -276,7 +279,7 @@ def _keep_fill_bias_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, hidden:
             b.template_args = [CTYPE[T], CTYPE[O], CTYPE[keep_mask.dtype]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
                            "(const float*)nullptr", _cast(keep_mask.dtype, keep_mask.name, True), mr_c,
-                           mr_c if minner is None else minner, f"{fill!r}f" if abs(fill) < 3e38 else "-INFINITY",
+                           mr_c if minner is None else minner, f"{fill!r}f" if abs(fill) <= FLT_MAX else "-INFINITY",
                            _cast(bias.dtype, bias.name, True), br_c, br_c if binner is None else binner]
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[keep_mask.dtype])}
             b.conventions.update({"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 7})

@@ -150,8 +150,8 @@ def _numeric(text: str) -> float | None:
         return None
     try:
         v = eval(t, {"__builtins__": {}}, {})  # digits, operators and parentheses only (checked above)
-    except (SyntaxError, ZeroDivisionError, TypeError):
-        return None
+    except (SyntaxError, ZeroDivisionError, TypeError, NameError, ValueError, OverflowError):
+        return None  # not a number (a lone `e`, ...)
     return float(v) if isinstance(v, (int, float)) else None
 
 
