@@ -11,7 +11,8 @@ from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, ArgUse, Evidence, SizeExpr,
                                                     assignments, closing, div, flows, instance_types, plain,
                                                     pointer_aliases, statements, uncast, value_holders)
-from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import (ROOTS, _ROOT_CALL, _cast, _hidden_candidates,
+                                                                 _read_before_root, _rows)
 from agent_core.templating.experts.families.rows.fused_add import _fused_add_words, _fused_orders
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
                                                                           _shift_first)
@@ -287,27 +288,6 @@ def _takes_mean_off(ev: Evidence, x: ArgUse, hiddens) -> bool:
     row's values less something computed from them (``_centres_row``). Read from what the body computes, never from
     what a local is called."""
     return any(_subtracts_mean(ev, h) for h, _ in hiddens) or _centres_row(ev, x.name)
-
-
-_ROOT_CALL = re.compile(r"\b(?:" + "|".join(ROOTS) + r")\s*\(")
-
-
-def _read_before_root(ev: Evidence, name: str) -> bool:
-    """Whether the body names the buffer ``name`` before its first root call: an input used in the sum, before the
-    statistics, rather than a weight applied after them. Where the root is taken in a helper the kernel calls (its
-    body read after the kernel's, ``callees``), the kernel handing the pointer on whole (``layerNorm(..., beta,
-    gamma, out)``, TensorRT's) reads nothing: the helpers' bodies, in the order they are called, tell where it is
-    read."""
-    root = _ROOT_CALL.search(ev.body)
-    if root is None:
-        return False
-    handed = 0 <= ev.own_end <= root.start()
-    for use in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", ev.body[:root.start()]):
-        if handed and use.start() < ev.own_end and re.fullmatch(r"[(,]", ev.body[:use.start()].rstrip()[-1:]) \
-                and re.match(r"\s*[,)]", ev.body[use.end():]):
-            continue  # an argument of a call, whole: a helper's body reads it where it does
-        return True
-    return False
 
 
 def _half_locals(ev: Evidence) -> set[str]:

@@ -108,3 +108,41 @@ def _bounds_a_loop(ev: Evidence, hidden: SizeExpr) -> bool:
     args = set(re.findall(r"\(int\)\((\w+)\)", hidden.c))
     return any(set(re.findall(r"\b[A-Za-z_]\w*\b", bound)) - {"int", "long", "size_t", "int64_t"} == args
                for bound in re.findall(r"for\([^;]*;[\w.]+<([^;]+);", ev.flat))
+
+
+_ROOT_CALL = re.compile(r"\b(?:" + "|".join(ROOTS) + r")\s*\(")
+
+
+def _read_before_root(ev: Evidence, name: str) -> bool:
+    """Whether the body names the buffer ``name`` before its first root call: an input used in the sum, before the
+    statistics, rather than a weight applied after them. Where the root is taken in a helper the kernel calls (its
+    body read after the kernel's, ``callees``), the kernel handing the pointer on whole (``layerNorm(..., beta,
+    gamma, out)``, TensorRT's) reads nothing: the helpers' bodies, in the order they are called, tell where it is
+    read."""
+    root = _ROOT_CALL.search(ev.body)
+    if root is None:
+        return False
+    handed = 0 <= ev.own_end <= root.start()
+    for use in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", ev.body[:root.start()]):
+        if handed and use.start() < ev.own_end and re.fullmatch(r"[(,]", ev.body[:use.start()].rstrip()[-1:]) \
+                and re.match(r"\s*[,)]", ev.body[use.end():]):
+            continue  # an argument of a call, whole: a helper's body reads it where it does
+        return True
+    return False
+
+
+def _indexed_before_root(ev: Evidence, name: str) -> bool:
+    """Whether the body reads or writes an element of the buffer ``name`` (or of a pointer made from it) before its
+    first root call: a row summed into the statistics, not one added after them (a post-norm residual, a pointer set
+    up early and indexed only after the root)."""
+    from agent_core.templating.experts.evidence import uncast
+    text = uncast(ev.body)
+    root = _ROOT_CALL.search(text)
+    if root is None:
+        return False
+    names = [name]  # and the pointers made from it (`half2* p = (half2*)out;`, `T* row = x + off;`), transitively
+    for n in names:
+        for m in re.finditer(rf"(?<![\w.])([A-Za-z_]\w*)\s*=\s*\(?\s*{re.escape(n)}\b(?!\s*\[)", text):
+            if m.group(1) not in names:
+                names.append(m.group(1))
+    return any(re.search(rf"(?<![\w.]){re.escape(n)}\s*\[", text[:root.start()]) for n in names)

@@ -9,7 +9,8 @@ import itertools
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
-from agent_core.templating.experts.families.rows.common import ROOTS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _indexed_before_root,
+                                                                 _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
                                                                           _weight_offsets)
 from agent_core.templating.experts.families.rows.norm_stats import _stat_is_reciprocal_root
@@ -56,12 +57,14 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     outs = [a for a in rows_ if a.role == "out"]
     if len(ins) == 1 and len(ios) == 1 and len(outs) == 1:
         forms = [(ins[0], ios[0], outs[0], None)]  # x, residual, out
-    elif len(ins) == 1 and len(ios) == 1 and not outs and "KT_EXPERT_SKIP" in e.conventions and st is None:
+    elif len(ins) == 1 and len(ios) == 1 and not outs and "KT_EXPERT_SKIP" in e.conventions and st is None \
+            and all(_indexed_before_root(ev, a.name) for a in ins + ios):
         # a skip (post-norm) RMSNorm: the in/out row plus the read one normalized over the in/out row, the sum
-        # stored nowhere (EET's add_input_RMSnorm); the residual is the row only read
+        # stored nowhere (EET's add_input_RMSnorm); the residual is the row only read; both summed before the root
+        # (a row read after it is added after the weight: the RMSNorm's post-add)
         forms = [(ios[0], ins[0], ios[0], None)]
     elif len(ins) == 2 and len(outs) == 1 and not ios and ins[0].dtype == ins[1].dtype \
-            and "KT_EXPERT_SKIP" in e.conventions and st is None:
+            and "KT_EXPERT_SKIP" in e.conventions and st is None and all(_indexed_before_root(ev, a.name) for a in ins):
         # a skip RMSNorm into an output of its own (ONNX Runtime's SkipSimplifiedLayerNormalization without its sum
         # output): x + skip normalized into out, the sum stored nowhere; x + skip is one sum either way
         forms = [(ins[0], ins[1], outs[0], None)]
