@@ -129,21 +129,25 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     return _lse_bindings(ev, e, pv, lse, ov[0], olse, hs, pairs, from_grid)
 
 
+def _nearer_pairings(ev: Evidence, pv: list, states: list) -> list:
+    """Which state (an lse, or an array of (max, sum) pairs) goes with which value input, both ways: the one next to
+    it in the argument list first (not what either is called)."""
+    order = [a.name for a in ev.args]
+    p0, p1 = pv
+    s0, s1 = states
+    near = abs(order.index(p0.name) - order.index(s0.name)) + abs(order.index(p1.name) - order.index(s1.name))
+    far = abs(order.index(p0.name) - order.index(s1.name)) + abs(order.index(p1.name) - order.index(s0.name))
+    pairings = [((p0, s0), (p1, s1)), ((p0, s1), (p1, s0))]
+    return pairings[::-1] if far < near else pairings
+
+
 def _lse_bindings(ev: Evidence, e, pv: list, lse: list, ov, olse: list, hs, pairs: list,
                   from_grid: int) -> list[Binding]:
     """The two-state merge with one log-sum-exp a state: which lse goes with which values, the lse layout and
     base."""
     T, O = pv[0].dtype, ov.dtype
     mixed = O != T
-    # which lse goes with which value input: the one next to it in the argument list (or sharing its name's start)
-    order = [a.name for a in ev.args]
-    p0, p1 = pv
-    l0, l1 = lse
-    near = abs(order.index(p0.name) - order.index(l0.name)) + abs(order.index(p1.name) - order.index(l1.name))
-    far = abs(order.index(p0.name) - order.index(l1.name)) + abs(order.index(p1.name) - order.index(l0.name))
-    pairings = [((p0, l0), (p1, l1)), ((p0, l1), (p1, l0))]
-    if far < near:
-        pairings.reverse()
+    pairings = _nearer_pairings(ev, pv, lse)
     base2_first = ev.has("exp2f", "exp2", "__exp2f", "log2f", "log2", "__log2f")
     bases = [1, 0] if base2_first else [0, 1]
     out = []
@@ -189,16 +193,7 @@ def _paired_stats_bindings(ev: Evidence, e, pv: list, stats: list, ov, outs: lis
     hs, pairs, from_grid = found
     if not re.search(r"\*2\)*\+1\b|\b2\*\(?\w+\)?\+1\b", ev.flat):
         return []  # no index at twice a row plus one: no pair's second element is read
-    seen = 12
-    order = [a.name for a in ev.args]
-
-    def dist(x, y) -> int:
-        return abs(order.index(x.name) - order.index(y.name))
-    p0, p1 = pv
-    l0, l1 = stats
-    pairings = [((p0, l0), (p1, l1)), ((p0, l1), (p1, l0))]
-    if dist(p0, l1) + dist(p1, l0) < dist(p0, l0) + dist(p1, l1):
-        pairings.reverse()
+    pairings = _nearer_pairings(ev, pv, stats)
     forms = _exp_forms(ev)
     T, O = pv[0].dtype, ov.dtype
     om = outs[0] if outs else None
@@ -206,9 +201,7 @@ def _paired_stats_bindings(ev: Evidence, e, pv: list, stats: list, ov, outs: lis
     for pi, (tok, heads) in enumerate(pairs):
         tname, hname = "tokens" if from_grid else tok.words.strip("`"), heads.words.strip("`")
         # pairs a row in the values' row order (token-major) first, unless the body indexes them head-major
-        head_major = ev.mentions(rf"\b{re.escape(hname)}\*{re.escape(tname)}\+") or ev.mentions(
-            rf"\*{re.escape(tname)}\+")
-        token_major_first = 0 if head_major else 1
+        token_major_first = _token_major_first(ev, tname, hname, from_grid, unknown=1)
         for gi, ((pa, ps), (qa, qs)) in enumerate(pairings):
             for oi, (m_at, l_at) in enumerate([(0, 1), (1, 0)]):  # (max, sum) pairs first
                 for mi, tm in enumerate([token_major_first, 1 - token_major_first]):
@@ -237,7 +230,7 @@ def _paired_stats_bindings(ev: Evidence, e, pv: list, stats: list, ov, outs: lis
                             f"tokens={tok.words}", f"heads={heads.words}", f"head_size={hs.words}",
                             f"values [{tname}, {hname}, head_size]", f"{pair} pairs {lay}",
                             "values normalized by their own sum", exp]
-                        b.support = 20 + seen - 4 * pi - 3 * gi - 3 * oi - 2 * mi - xi
+                        b.support = 32 - 4 * pi - 3 * gi - 3 * oi - 2 * mi - xi  # above the lse readings' 20
                         out.append(b)
     return out
 
@@ -288,16 +281,19 @@ def _tokens_heads(ev: Evidence, big: tuple, L: tuple, state, exclude: tuple[str,
     return hs, pairs, from_grid
 
 
-def _token_major_first(ev: Evidence, tname: str, hname: str, from_grid: int = 0) -> int:
-    """1 where the body indexes the states token-major (``token * heads + head``) and nowhere head-major. A token
-    count from the grid is ``gridDim.x`` or a local that holds it (whatever the local is called)."""
+def _token_major_first(ev: Evidence, tname: str, hname: str, from_grid: int = 0, unknown: int = 0) -> int:
+    """1 where the body indexes the states token-major (``token * heads + head``) and nowhere head-major, 0 where it
+    indexes them head-major, ``unknown`` where it shows neither. A token count from the grid is ``gridDim.x`` or a
+    local that holds it (whatever the local is called)."""
     t = re.escape(tname)
     if from_grid:
         held = [n for n, v in assignments(ev.body) if re.fullmatch(r"\(*gridDim\.x\)*", plain(v))]
         t = "|".join([r"gridDim\.x"] + [re.escape(n) for n in sorted(set(held))])
         t = rf"(?:{t})(?![\w.])"
     head_major = ev.mentions(rf"\b{re.escape(hname)}\*{t}\+") or ev.mentions(rf"\*{t}\+")
-    return 0 if head_major or not ev.mentions(rf"\*{re.escape(hname)}\+") else 1
+    if head_major:
+        return 0
+    return 1 if ev.mentions(rf"\*{re.escape(hname)}\+") else unknown
 
 
 def _common(b: Binding, ev: Evidence, tok, heads, hs, tm: int, from_grid: int, T: str, O: str) -> None:
@@ -409,10 +405,7 @@ def _max_sum_bindings(ev: Evidence, e, pv: list, states: list, ov, outs: list, h
         states_of = [[(m0, next(a for a in ls if a.name == told[m0.name])),
                       (m1, next(a for a in ls if a.name == told[m1.name]))]]
     else:
-        l0, l1 = ls
-        states_of = [[(m0, l0), (m1, l1)], [(m0, l1), (m1, l0)]]
-        if dist(m0, l1) + dist(m1, l0) < dist(m0, l0) + dist(m1, l1):
-            states_of.reverse()
+        states_of = _nearer_pairings(ev, ms, ls)
     # which state goes with which value input: the nearer in the argument list first
     p0, p1 = pv
     out_orders = [out_order] if out_order is not None else ([outs, outs[::-1]] if outs else [[]])

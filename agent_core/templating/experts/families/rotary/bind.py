@@ -101,7 +101,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         q_steps &= _index_strides(ev, ki.name, True)
     for a in ev.ints():
         twice = tuple(2 * v for v in a.counts) if a.counts else None
-        if twice and twice in q_steps and div(q_tok, twice) and (k is None or div(k_tok, twice)) and all(h[1] != twice for h in hss):
+        if twice and twice in q_steps and div(q_tok, twice) and (k is None or div(k_tok, twice)) \
+                and all(h[1] != twice for h in hss):
             hss.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
     _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
     strides = None

@@ -20,8 +20,10 @@ from agent_core.templating.experts.library import Expert
 
 def _fused_add_words(x, T: str, r, R: str, r_in, o, O: str, w, hidden, eps_words: str) -> list[str]:
     """The words of a fused add + RMSNorm binding's buffers (x, the residual and where the sum goes, the output, the
-    weight), its row length and eps: the general form's and the add-then-normalize form's alike."""
-    return [f"x={x.name} ({T})", f"residual={r.name} ({R})" if r_in is None else
+    weight), its row length and eps: the general form's and the add-then-normalize form's alike; a residual only read
+    is a skip RMSNorm's (the sum stored nowhere)."""
+    skip = ", read only: the sum stored nowhere" if r.role == "in" else ""
+    return [f"x={x.name} ({T})", f"residual={r.name} ({R}{skip})" if r_in is None else
             f"residual={r_in.name} ({R}), the sum into `{r.name}`",
             f"out={o.name} ({O})" if o is not x else f"out={o.name} (in place)", f"weight={w.name}",
             f"hidden={hidden.words}", eps_words]
@@ -118,8 +120,6 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_STATS"] = 1
                     if r.role == "in":  # the residual only read: the sum is stored nowhere
                         b.conventions["KT_EXPERT_SKIP"] = 1
-                        b.words = [w.replace(f"residual={r.name} ({R})", f"residual={r.name} ({R}, read only: the sum "
-                                             "stored nowhere)") for w in b.words]
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
     return out

@@ -98,6 +98,28 @@ def closing_paren(text: str) -> int:
     return -1
 
 
+def _mask_conditionals(ev: Evidence, mask: ArgUse, names: set[str], flow: dict):
+    """Each place the body chooses by a value read from ``mask``, as (the statement of a conditional expression, or
+    None for an if / else; the condition's polarity (``_condition_polarity``: 1 where it holds for a nonzero value);
+    the text taken where it holds; the other text, empty where an ``if`` has no ``else``). ``names``: the mask and the
+    locals its value is read into."""
+    for _, at, stmt in statements(ev.body):
+        m = re.search(r"=\s*(.+?)\?(.+?):(.+)$", stmt[max(at, 0):].strip().rstrip(";"), re.S)
+        if m and mask.name in feeding(flow, m.group(1)):
+            pol = _condition_polarity(m.group(1), names)
+            if pol is not None:
+                yield stmt, pol, m.group(2), m.group(3)
+    for m in re.finditer(r"\bif\s*\(", ev.body):
+        i = closing(ev.body, m.end())
+        cond = ev.body[m.end():i - 1]
+        if mask.name not in feeding(flow, cond):
+            continue
+        pol = _condition_polarity(cond, names)
+        branch = re.match(r"\s*(\{[^{}]*\}|[^;{}]*;)\s*(?:else\s*(\{[^{}]*\}|[^;{}]*;))?", ev.body[i:])
+        if pol is not None and branch is not None:
+            yield None, pol, branch.group(1), branch.group(2) or ""
+
+
 def _masked_fill_forms(ev: Evidence, mask: ArgUse) -> list[int]:
     """Megatron's and Transformer Engine's scaled_masked_softmax reading of a byte mask: the logit REPLACED by the
     literal -10000 where the mask's value is nonzero (``m != 0 ? -10000.f : x * scale``, ``if (m != 1) v = x *
@@ -109,38 +131,20 @@ def _masked_fill_forms(ev: Evidence, mask: ArgUse) -> list[int]:
     names = {mask.name} | {t for t, _, stmt in statements(ev.body)
                            if t is not None and mask.name in feeding(flow, stmt) and not re.search(_FILL, stmt)}
     seen = set()
-    for _, at, stmt in statements(ev.body):
-        if not re.search(_FILL, stmt) or re.search(r"\*\s*" + _FILL, stmt):
-            continue
-        # a conditional expression: the fill in its true or false branch
-        m = re.search(r"=\s*(.+?)\?(.+?):(.+)$", stmt[max(at, 0):].strip().rstrip(";"), re.S)
-        if m and mask.name in feeding(flow, m.group(1)):
-            pol = _condition_polarity(m.group(1), names)
-            where = 1 if re.search(_FILL, m.group(2)) else -1 if re.search(_FILL, m.group(3)) else 0
-            if pol is not None and where:
+    for stmt, pol, then, other in _mask_conditionals(ev, mask, names, flow):
+        if stmt is not None:  # a conditional expression: the fill (not a multiple of it) in its true or false branch
+            if not re.search(_FILL, stmt) or re.search(r"\*\s*" + _FILL, stmt):
+                continue
+            where = 1 if re.search(_FILL, then) else -1 if re.search(_FILL, other) else 0
+            if where:
                 seen.add(pol * where)
-    # an if / else whose one branch assigns the fill
-    for m in re.finditer(r"\bif\s*\(", ev.body):
-        i = closing(ev.body, m.end())
-        cond = ev.body[m.end():i - 1]
-        if mask.name not in feeding(flow, cond):
-            continue
-        pol = _condition_polarity(cond, names)
-        rest = ev.body[i:]
-        branch = re.match(r"\s*(\{[^{}]*\}|[^;{}]*;)\s*(?:else\s*(\{[^{}]*\}|[^;{}]*;))?", rest)
-        if pol is None or branch is None:
-            continue
-        if re.search(r"=\s*" + _FILL, branch.group(1)):
+        elif re.search(r"=\s*" + _FILL, then):  # an if / else whose one branch assigns the fill
             seen.add(pol)
-        elif branch.group(2) and re.search(r"=\s*" + _FILL, branch.group(2)):
+        elif other and re.search(r"=\s*" + _FILL, other):
             seen.add(-pol)
     if seen != {1}:
         return []
     return [5, 6] if re.search(r"==\s*" + _FILL, ev.flat) or re.search(_FILL + r"\s*==", ev.flat) else [6, 5]
-
-
-# a constant the logit may be replaced by: a numeric expression of literals (``-1 * 10e9``, ``-1e9f``, ``-30000.0``)
-_CONST = r"[-+(]*\s*\d[\d.eE+\-*/()\sfF]*"
 
 
 def _numeric(text: str) -> float | None:
@@ -163,26 +167,13 @@ def _keep_fill(ev: Evidence, mask: ArgUse) -> float | None:
     flow = flows(ev.body)
     names = {mask.name} | {t for t, _, stmt in statements(ev.body) if t is not None and mask.name in feeding(flow, stmt)}
     found = set()
-    for _, at, stmt in statements(ev.body):
-        m = re.search(r"=\s*(.+?)\?(.+?):(.+)$", stmt[max(at, 0):].strip().rstrip(";"), re.S)
-        if m and mask.name in feeding(flow, m.group(1)):
-            pol = _condition_polarity(m.group(1), names)
-            branch = m.group(2) if pol == -1 else m.group(3) if pol == 1 else ""
-            v = _numeric(branch)
-            if v is not None:
-                found.add(v)
-    for m in re.finditer(r"\bif\s*\(", ev.body):
-        i = closing(ev.body, m.end())
-        cond = ev.body[m.end():i - 1]
-        if mask.name not in feeding(flow, cond):
-            continue
-        pol = _condition_polarity(cond, names)
-        branch = re.match(r"\s*(\{[^{}]*\}|[^;{}]*;)\s*(?:else\s*(\{[^{}]*\}|[^;{}]*;))?", ev.body[i:])
-        if pol is None or branch is None:
-            continue
-        taken = branch.group(1) if pol == -1 else branch.group(2) or ""
-        a = re.fullmatch(r"\{?\s*[\w\[\]\s.+*]+?=\s*([^;=]+);\s*\}?", taken.strip())
-        v = _numeric(a.group(1)) if a else None
+    for stmt, pol, then, other in _mask_conditionals(ev, mask, names, flow):
+        taken = then if pol == -1 else other  # the text where the value is zero
+        if stmt is not None:
+            v = _numeric(taken)
+        else:  # a branch assigning the constant
+            a = re.fullmatch(r"\{?\s*[\w\[\]\s.+*]+?=\s*([^;=]+);\s*\}?", taken.strip())
+            v = _numeric(a.group(1)) if a else None
         if v is not None:
             found.add(v)
     return found.pop() if len(found) == 1 else None
