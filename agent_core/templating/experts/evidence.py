@@ -814,10 +814,20 @@ def _split_header_end(stmt: str) -> list[str]:
 def assignments(body: str) -> list[tuple[str, str]]:
     """The body's assignments as (the local or indexed local assigned, the value's text); a declaration of
     several (``const float a = x[i], b = y[i];``) gives one per declarator."""
+    return [(target, value) for target, value, _ in _assignments(body)]
+
+
+_ELEMENT_STORE = re.compile(r"\s*(?:\*\s*[A-Za-z_]\w*|[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)+)\s*")
+
+
+def _assignments(body: str) -> list[tuple[str, str, bool]]:
+    """``assignments`` with, for each, whether it stores an element through the name (``p[i] = v``,
+    ``p[i][j] = v``, ``*p = v``) rather than giving the name itself a value."""
     out = []
     for target, at, stmt in statements(body):
         if target is None:
             continue
+        element = bool(_ELEMENT_STORE.fullmatch(stmt[:at]))
         parts, depth, cur = [], 0, ""
         for ch in stmt[at + 1:]:
             if ch in "([{":
@@ -830,15 +840,15 @@ def assignments(body: str) -> list[tuple[str, str]]:
             else:
                 cur += ch
         parts.append(cur)
-        out.append((target, parts[0]))
+        out.append((target, parts[0], element))
         for part in parts[1:]:
             j = _top_level_assign(part)
             names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", part[:j].rstrip("+-*/%&|^<> "))) if j >= 0 else []
             if names:
-                out.append((names[-1], part[j + 1:]))
+                out.append((names[-1], part[j + 1:], False))
             elif not re.fullmatch(r"\s*[*&]?\s*[A-Za-z_]\w*\s*(\[[^\]]*\])*\s*", part):
                 # not a declarator (one without a value is left out): the comma was the value's own
-                out[-1] = (out[-1][0], out[-1][1] + "," + part)
+                out[-1] = (out[-1][0], out[-1][1] + "," + part, out[-1][2])
     return out
 
 
@@ -1156,12 +1166,19 @@ def offset_values(ev: "Evidence", terms: list[tuple[int, str]]) -> tuple | None:
 
 
 def _once(text: str) -> dict[str, str]:
-    """The locals ``text`` assigns exactly once and never changes otherwise (``modified``): name → value."""
+    """The locals ``text`` assigns exactly once and never changes otherwise (``modified``): name → value. A
+    store through a pointer (``row_out[i] = v``) is no new value of the pointer: a local assigned once and stored
+    through stays (not an array given a braced initializer and then stored into: its elements change)."""
     values: dict[str, list[str]] = {}
-    for target, value in assignments(text):
-        values.setdefault(target, []).append(value)
+    stored: set[str] = set()
+    for target, value, element in _assignments(text):
+        if element:
+            stored.add(target)
+        else:
+            values.setdefault(target, []).append(value)
     moved = modified(text)
-    return {n: v[0] for n, v in values.items() if len(v) == 1 and n not in moved}
+    return {n: v[0] for n, v in values.items()
+            if len(v) == 1 and n not in moved and not (n in stored and v[0].strip().startswith("{"))}
 
 
 def pointer_aliases(text: str, name: str) -> list[str]:

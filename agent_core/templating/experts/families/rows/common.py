@@ -135,14 +135,10 @@ def _indexed_before_root(ev: Evidence, name: str) -> bool:
     """Whether the body reads or writes an element of the buffer ``name`` (or of a pointer made from it) before its
     first root call: a row summed into the statistics, not one added after them (a post-norm residual, a pointer set
     up early and indexed only after the root)."""
-    from agent_core.templating.experts.evidence import uncast
+    from agent_core.templating.experts.evidence import pointer_aliases, uncast
     text = uncast(ev.body)
     root = _ROOT_CALL.search(text)
     if root is None:
         return False
-    names = [name]  # and the pointers made from it (`half2* p = (half2*)out;`, `T* row = x + off;`), transitively
-    for n in names:
-        for m in re.finditer(rf"(?<![\w.])([A-Za-z_]\w*)\s*=\s*\(?\s*{re.escape(n)}\b(?!\s*\[)", text):
-            if m.group(1) not in names:
-                names.append(m.group(1))
+    names = pointer_aliases(text, name)  # and the pointers made from it (`T* row = x + off;`), transitively
     return any(re.search(rf"(?<![\w.]){re.escape(n)}\s*\[", text[:root.start()]) for n in names)
