@@ -3467,7 +3467,7 @@ def test_softmax_scaled_scores_rounded_before_a_4d_mask(lib):
     cf, k, spec = case("softmax_eager_scaled_rounded_f16")
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe() == (
-        "out=probs (f16), x=scores (f16), hidden=`k_len`, rows=the grid (no row-count argument), logits times `scale`, "
+        "out=probs (f16), x=scores (f16), hidden=`k_len`, rows=`batch * q_len * heads`, logits times `scale`, "
         "plus the mask `mask` [`batch * q_len` rows], broadcast over a middle dimension, inner extent `q_len`, the "
         "scaled logits rounded to f16 before the mask is added"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ROUND_SCALED": 1}
@@ -3530,7 +3530,7 @@ def test_rotary_heads_counted_only_by_the_launch_grid(lib):
 
 @pytest.mark.parametrize("rel, kernel, first", [
     ("bench/corpus/softmax/softmax_extended_mask_4d_bf16.cu", "eager_softmax_extended_mask_kernel",
-     "out=attn_probs (bf16), x=attn_scores (bf16), hidden=`k_len`, rows=the grid (no row-count argument), logits "
+     "out=attn_probs (bf16), x=attn_scores (bf16), hidden=`k_len`, rows=`batch * num_heads * q_len`, logits "
      "times `scaling`, plus the mask `attention_mask` [`batch * q_len` rows], broadcast over a middle dimension, inner "
      "extent `q_len`, the scaled logits rounded to bf16 before the mask is added"),
     ("bench/corpus/rotary/rope_partial_fused_qkv_bf16.cu", "partial_rotary_fused_qkv_kernel",
@@ -3672,7 +3672,7 @@ def test_softmax_sink_with_a_mask_in_place_decode(lib):
     cf, k, spec = case("softmax_sinks_decode_mask_inplace_f32")
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe() == (
-        "out=x=logits (f32, in place), hidden=`k_len`, rows=the grid (no row-count argument), plus the mask `mask` "
+        "out=x=logits (f32, in place), hidden=`k_len`, rows=`tokens * heads`, plus the mask `mask` "
         "[`tokens` rows], consecutive rows share one (row r reads mask row r / (rows / mask rows)), "
         + SINK_WORDS.format("f32") + "head = row % `heads`"), words_of(bs)
     assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_SINK": 1}

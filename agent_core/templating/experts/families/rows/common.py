@@ -59,12 +59,45 @@ def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Bin
     xs = ev.held(rows_fp)
     if not xs and factor:
         xs = [x for x in ev.sizes(rows_fp) if " * " in x.c and f"(int)({factor})" in x.c.split(" * ")]
+    if not xs:
+        xs = _row_product(ev, rows_fp, rows_spec, hidden)
     if xs:
         b.words.append(f"rows={xs[0].words}")
         return xs[0].c
     b.fixed["ROWS"] = [1]
     b.words.append("rows=the grid (no row-count argument)")
     return "(int)gridDim.x"
+
+
+def _row_product(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr) -> list[SizeExpr]:
+    """The row count as a product of two or three of the kernel's int arguments (attention scores' ``batch * heads
+    * q_len``), none of them the row length: one that is the spec's row count as an expression (the same value for
+    any sizes, checked on the spec's size sets and on random ones), so a block may hold several rows (without it
+    the row count is the grid's, one row a block). Empty where no product is."""
+    import random
+    from agent_core import expr
+    ints = [a for a in ev.ints() if a.counts and a.spec.value is not None
+            and not re.search(rf"\b{re.escape(a.name)}\b", hidden.c)]
+    names = set(expr.names(rows_spec))
+    rng = random.Random(0)
+    envs = [{n: rng.randint(2, 97) for n in sorted(names | {x for a in ints for x in expr.names(str(a.spec.value))})}
+            for _ in range(4)]
+    for r in (2, 3):
+        for combo in itertools.combinations(ints, r):
+            got = tuple(1 for _ in rows_fp)
+            for a in combo:
+                got = tuple(x * y for x, y in zip(got, a.counts))
+            if got != rows_fp:
+                continue
+            product = " * ".join(f"({a.spec.value})" for a in combo)
+            try:
+                same = all(expr.evaluate_int(product, env) == expr.evaluate_int(rows_spec, env) for env in envs)
+            except Exception:  # noqa: BLE001 - an expression the evaluator refuses is no evidence
+                same = False
+            if same:
+                return [SizeExpr(" * ".join(f"(int)({a.name})" for a in combo), product,
+                                 "`" + " * ".join(a.name for a in combo) + "`")]
+    return []
 
 
 def _row_stride(ev: Evidence, counts: tuple, rows_fp: tuple, hfp: tuple) -> SizeExpr | None:
