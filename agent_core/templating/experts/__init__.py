@@ -85,31 +85,6 @@ class NoConfiguration(KerntuneError):
     longer than its registers hold): its long-row twin (``long_twin``) may."""
 
 
-PACKED_ROWS = (4, 8)  # rows a block of the search's packed starting points (one warp a row: 128 and 256 threads)
-
-
-def packed_row_seeds(params: dict, valid: list[dict]) -> list[dict[str, int]]:
-    """Where the search of a row expert starts, after its default: a warp a row with rows packed to 128 and 256
-    threads a block, the widest vector and the fewest items that hold every size set's row. A short row (a 1024-key
-    attention row) given a block of its own is one or two warps, and an SM holds at most 32 blocks, so such a search
-    started from the default keeps half the SM's threads idle or spends a block reduction a row; this starting point
-    has no shared memory and no barrier in its reductions. Only for an expert with a block size, rows a block, a
-    vector width and items a thread, and only configurations valid on every size set (none where the row is longer
-    than a warp's registers hold)."""
-    kinds = {p.kind: n for n, p in params.items()}
-    block, rows, vec, items = (kinds.get(k) for k in ("block_size", "rows_per_block", "vector_width",
-                                                        "items_per_thread"))
-    if None in (block, rows, vec, items):
-        return []
-    out = []
-    for r in PACKED_ROWS:
-        fits = [c for c in valid if c[block] == 32 and c[rows] == r]
-        if fits:
-            best = max(fits, key=lambda c: (c[vec], -c[items]))
-            out.append(dict(best))
-    return out
-
-
 def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
     """The expert bound to the user's kernel: a template whose entry has the kernel's exact parameter list."""
     e = m.expert
@@ -145,7 +120,7 @@ def bind(m: Binding, cf: CudaFile, spec: TuningSpec) -> KernelTemplate:
               "smem": subst(smem, subs)}
     entry = f"kt_{e.name}_{k.name}"
     text = render(m, k, cf, entry, {a.name: a.dtype for a in spec.args})
-    space = ParamSpace(k.name, params, constraints, seeds=packed_row_seeds(params, valid))
+    space = ParamSpace(k.name, params, constraints)
     return KernelTemplate(kernel=k.name, path=cf.path, original_text=cf.text, text=text, space=space, sites=[],
                           origin=f"expert:{e.name}", launch=launch, entry=entry,
                           serves=subst(e.serves, subs) if e.serves else None)
