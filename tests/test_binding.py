@@ -3138,6 +3138,28 @@ def test_layer_norm_statistics_stored_by_a_helper_and_log_softmax_through_regist
         assert any(b.conventions.get("KT_EXPERT_LOG") == 1 for b in bs[:2]), words_of(bs)
 
 
+def test_softmax_over_the_live_prefix_of_padded_rows(lib):
+    """Rows at a stride longer than the row, in and out alike, of which a leading part bounded by an int argument is
+    softmaxed and the rest left alone (llama2.c's decode attention scores [n_heads, max_seq_len] over the first pos +
+    1: yalm's in-place fp32 warp-a-head kernel, and a style kernel of its own, fp16 out of place into an inout output,
+    a shared tree a block) get the general form with both strides (KT_EXPERT_X_STRIDE 2): the live length as the row,
+    the padded width as the stride; not the padded width as the row."""
+    for path, kernel, words in [
+            (ROOT / "bench/corpus/softmax/attn_softmax_block_per_head_warp_size_block_max_seq_len_rows_inplace_f32_"
+             "yalm.cu", "attn_softmax", "out=x=att (f32, in place), hidden=`seq_len` of rows `max_seq_len` apart (the "
+             "rest untouched), rows=`n_heads`"),
+            (STYLES / "decode_scores_softmax_live_prefix_of_padded_rows_out_of_place_f16.cu", "decode_softmax_prefix",
+             "out=probs (f16), x=scores (f16), hidden=`size` of rows `max_len` apart (the rest untouched), rows=the "
+             "grid (no row-count argument)")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        strided = [b for b in bs if b.conventions.get("KT_EXPERT_X_STRIDE") == 2]
+        assert strided and strided[0].describe() == words, words_of(bs)
+        assert strided[0].call_args[3] == ("(int)(seq_len)" if kernel == "attn_softmax" else "(int)(size)")
+        assert strided[0].call_args[-1] == ("(long long)(max_seq_len)" if kernel == "attn_softmax"
+                                            else "(long long)(max_len)")
+
+
 def test_group_quant_scale_divided_by_div_full(lib):
     """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
     write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way

@@ -47,7 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ALIBI = 0  (general form with an additive mask (KT_EXPERT_MASK 1) only. 0: the mask added as it is; 1: FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT): rows [batch, heads, q_len] over a mask [batch, q_len] of 0/1 values of type M (1 keep), read as the mask's middle broadcast (mask_inner = q_len); the logit x * scale plus the bias slope * (k - q) + (1 - m) * -10000 (summed in that order; slope = slopes[h] of type M, null: no slope term), query q = row % mask_inner, head h = (row / mask_inner) % (rows / mask_rows); exponentials by __expf, the row's sum + 1e-6 inverted by __fdividef, each probability that inverse times the exponential, rounded once at the store; 2: the same with the accurate expf for the exponentials)
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
 // kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
-// kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
+// kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous; 2: the input AND output rows x_stride elements apart, the first hidden of each softmaxed and the rest neither read nor written (llama2.c's decode attention scores [n_heads, max_seq_len] softmaxed in place over the first pos + 1: yalm, llama2.c CUDA ports))
 // kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "min(batches, 65535)", "cdiv(batches, 65535)"]
 #ifndef KT_THREADS
 #define KT_THREADS 256
@@ -258,7 +258,11 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   // the input row at its own stride: the dispatch gives the peeled path only where it keeps the output's lead
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;
+#if KT_EXPERT_X_STRIDE == 2  // kt:bind
+  const long long off = (long long)(active ? row : 0) * x_stride;  // the output rows at the input's stride
+#else  // kt:bind
   const long long off = (long long)(active ? row : 0) * hidden;
+#endif  // kt:bind
   const int lead = rows_lead<P, KT_VEC>(off);
   float v[IT][KT_VEC];
   rows_load<0, KT_VEC, IT, P>(x + (long long)(active ? row : 0) * x_stride, hidden, v, lead);
@@ -512,10 +516,17 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
 template <typename T, typename O>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
                                         long long x_stride) {
-  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
+  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's (rows at one
+  // stride in and out: the same lead always)
+#if KT_EXPERT_X_STRIDE == 2  // kt:bind
+  constexpr bool one_stride = true;
+#else  // kt:bind
+  constexpr bool one_stride = false;
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x) && x_stride % KT_VEC == 0 && vec_ok<O, KT_VEC>(hidden, out)),
-                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out) && (x_stride - hidden) % KT_VEC == 0),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out) &&
+                   (one_stride || (x_stride - hidden) % KT_VEC == 0)),
                   (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, x_stride)));
 }
 #else  // kt:bind

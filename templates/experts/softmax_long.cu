@@ -41,7 +41,7 @@ smem = "0"
 // kt:bind KT_EXPERT_LOGIT_DIVIDE = 0  (general form: 0: the logits times scale; 1: divided by it (a temperature passed by value), the kernel's own rounding)
 // kt:bind KT_EXPERT_GENERAL = 0  (0: softmax(x) stored as the input's type; 1: softmax(x * scale / row_div[row]) stored as a type of its own)
 // kt:bind KT_EXPERT_LOG = 0  (general form. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of exp(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
-// kt:bind KT_EXPERT_X_STRIDE = 0  (general form. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous)
+// kt:bind KT_EXPERT_X_STRIDE = 0  (general form. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous; 2: the input AND output rows x_stride elements apart, the first hidden of each softmaxed and the rest neither read nor written (llama2.c's decode attention scores [n_heads, max_seq_len] softmaxed in place over the first pos + 1))
 #ifndef KT_THREADS
 #define KT_THREADS 1024
 #endif
@@ -121,9 +121,15 @@ __device__ __forceinline__ void softmax_long(O* out, const T* x, int rows, int h
 #endif  // kt:bind
   const int row = blockIdx.x;
   if (row >= rows) return;  // the whole block: one row per block
+#if KT_EXPERT_X_STRIDE == 2  // kt:bind
+  const long long off = (long long)row * x_stride, xoff = off;  // the output rows at the input's stride
+  const bool xvec = vec_ok<T, KT_VEC>(0, x), ovec = vec_ok<O, KT_VEC>(0, out);
+  const bool same = xvec;  // every input row at its output row's lead
+#else  // kt:bind
   const long long off = (long long)row * hidden, xoff = (long long)row * x_stride;
   const bool xvec = vec_ok<T, KT_VEC>(0, x), ovec = vec_ok<O, KT_VEC>(0, out);
   const bool same = xvec && (x_stride - hidden) % KT_VEC == 0;  // every input row at its output row's lead
+#endif  // kt:bind
   const int xlead = (int)(xoff % KT_VEC), lead = (int)(off % KT_VEC);
   float m, s;
   if (row_div != nullptr) {

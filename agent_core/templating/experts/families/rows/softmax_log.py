@@ -1,14 +1,15 @@
 """Softmax with log-probabilities out (``_log_probs_out``) and/or the logits read at a row stride of their own
-(``_softmax_log_strided``)."""
+(``_softmax_log_strided``), and softmax over the live prefix of padded rows, in and out at one stride
+(``_softmax_padded``)."""
 
 from __future__ import annotations
 
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, assignments, closing, div, feeding,
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, assignments, closing, div, feeding,
                                                     flows, statements, unparen)
-from agent_core.templating.experts.families.rows.common import EXPS, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.library import Expert
 
 
@@ -113,11 +114,13 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
         return None
     ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
     log = _log_probs_out(ev) or _log_subtracted(ev)
+    # one output and one input, or one buffer in place (an output declared inout beside its input: the part of it
+    # the kernel does not write keeps what it held)
     if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
-            or len(ins) != (0 if ios else 1) or any(not a.counts for a in ev.bufs()):
+            or len(ins) != (0 if ios and not outs and not ins else 1) or any(not a.counts for a in ev.bufs()):
         return [] if log else None
     o = (outs or ios)[0]
-    x = o if ios else ins[0]
+    x = ins[0] if ins else o
     strided = x.counts != o.counts
     if strided and not all(a >= b for a, b in zip(x.counts, o.counts)):
         return [] if log else None
@@ -169,5 +172,74 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
                 b.call_args.append(f"(long long)({st.c.replace('(int)', '')})")
                 b.conventions["KT_EXPERT_X_STRIDE"] = 1
             b.support = 10 + 2 * ev.uses(hidden) - hi - si + divides
+            out.append(b)
+    return out
+
+
+def _softmax_padded(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """Softmax's general form over the live prefix of padded rows (KT_EXPERT_X_STRIDE 2; ``_padded_rows``): one
+    output (or one buffer in place) of the input's length, beside the other readings of the kernel."""
+    e = lib.get("softmax")
+    if e is None or not {"KT_EXPERT_GENERAL", "KT_EXPERT_X_STRIDE"} <= set(e.conventions) or not ev.has(*EXPS) \
+            or _log_probs_out(ev) or _log_subtracted(ev):
+        return []
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
+            or len(ins) != (0 if ios and not outs and not ins else 1) or any(not a.counts for a in ev.bufs()):
+        return []
+    o = (outs or ios)[0]
+    x = ins[0] if ins else o
+    if x.counts != o.counts:
+        return []
+    padded = _padded_rows(ev, o)
+    return _padded_bindings(ev, e, x, o, padded) if padded else []
+
+
+def _padded_rows(ev: Evidence, o: ArgUse) -> list[tuple[SizeExpr, SizeExpr, tuple]]:
+    """Rows at a stride longer than the row, in and out alike (llama2.c's decode attention scores [n_heads,
+    max_seq_len], softmaxed over the first ``pos + 1`` of each row, the rest untouched): (the live row length, an int
+    argument that bounds a loop of the body and is at most the stride on every size set and less on one; the stride,
+    a row length of the whole buffer as ``_hidden_candidates`` reads them; the rows per size set)."""
+    out = []
+    for stride, sfp in _hidden_candidates(ev, o.counts, []):
+        for a in ev.ints():
+            if not a.counts or re.search(rf"\b{re.escape(a.name)}\b", stride.c) or any(v <= 0 for v in a.counts):
+                continue
+            if not (all(v <= s for v, s in zip(a.counts, sfp)) and any(v < s for v, s in zip(a.counts, sfp))):
+                continue
+            rows_fp = div(o.counts, sfp)
+            if a.counts == rows_fp:  # the row count, not a row's live part
+                continue
+            live = next((h for h in ev.held(a.counts) if h.c == f"(int)({a.name})"), None)
+            if live is not None and _bounds_a_loop(ev, live):
+                out.append((live, stride, div(o.counts, sfp)))
+    return out
+
+
+def _padded_bindings(ev: Evidence, e, x: ArgUse, o: ArgUse, padded: list) -> list[Binding]:
+    """The general form over rows at a stride of their own in and out (KT_EXPERT_X_STRIDE 2), each of
+    ``_padded_rows``' readings, the logits as read (a float argument the kernel scales them by: both readings)."""
+    T, O = x.dtype, o.dtype
+    red = ev.reduction_words()
+    scales = [(f"(float)({a.name})", f"logits times `{a.name}`") for a in ev.floats()] + [("1.f", "")]
+    out = []
+    for pi, (live, stride, rows_fp) in enumerate(padded):
+        for si, (scale, scale_words) in enumerate(scales):
+            b = Binding(e, 0.85, f"reads the first `{live.words.strip('`')}` elements of rows {stride.words} apart, "
+                        f"{red}, a max and a sum of expf over them → softmax, the rest of each row untouched",
+                        ev.kernel.name)
+            b.sizes["hidden"] = live.spec
+            b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                ([] if x is o else [f"x={x.name} ({T})"]) + \
+                [f"hidden={live.words} of rows {stride.words} apart (the rest untouched)"]
+            rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({stride.spec})", stride, b)
+            if scale_words:
+                b.words.append(scale_words)
+            b.template_args = [CTYPE[T], CTYPE[O]]
+            b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, live.c, scale,
+                           "(const float*)nullptr", f"(long long){stride.c.replace('(int)', '')}"]
+            b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            b.conventions = {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_X_STRIDE": 2}
+            b.support = 12 - pi - si
             out.append(b)
     return out
