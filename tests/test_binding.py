@@ -3160,6 +3160,23 @@ def test_softmax_over_the_live_prefix_of_padded_rows(lib):
                                             else "(long long)(max_len)")
 
 
+def test_layer_norm_of_a_sum_normalized_in_place_over_an_addend(lib):
+    """LayerNorm(out + input + bias) written over `out`, the sum stored nowhere else (FasterTransformer's
+    add_bias_input_layernorm; TurboTransformers' AddBiasLayerNorm, fp32, and a style kernel of its own, fp16 with an
+    eps argument): x and the output are the one inout buffer, the other row the residual read (KT_EXPERT_RESIDUAL_IN
+    with a null residual out), the [hidden] input read before the root the bias."""
+    for path, kernel, eps in [
+            (ROOT / "bench/corpus/layer_norm/add_bias_layer_norm_inplace_sum_sumsq_while_f32_turbo.cu",
+             "layer_norm_kernel", "eps=1e-6f"),
+            (STYLES / "add_bias_input_layernorm_inplace_over_addend_f16.cu", "add_bias_input_layernorm", "eps=`eps`")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        assert bs and bs[0].expert.family == "layer_norm", words_of(bs)
+        assert bs[0].describe().startswith("out=out (in place), x=out, residual=input, the sum not stored, gamma=gamma, "
+                                           f"beta=beta, hidden=`n`, {eps}, rows=`m`, plus the bias `bias`"), words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_RESIDUAL_IN"] == 1
+
+
 def test_group_quant_scale_divided_by_div_full(lib):
     """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
     write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way

@@ -27,9 +27,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 14's, on first sight (batches 9 
     "fused_add_rms_norm/residual_rms_norm_x_out_rms_y_outputs_half_flexflow.cu":
         "FlexFlow ResidualRMSNorm: four outputs, the per-row inverse rms (rounded to half) and the unweighted "
         "normalized rows written to their own buffers beside the residual sum, the output weighted from those rows",
-    "layer_norm/add_bias_layer_norm_inplace_sum_sumsq_while_f32_turbo.cu":
-        "TurboTransformers AddBiasLayerNorm: in place on its first argument, which holds the residual addend: the row "
-        "normalized is out + input + bias, the three re-read and summed again in the second pass",
     "merge_attn_states/mla_combine_cumulative_splits_base2_lse_warp_per_row_bf16_flashmla.cu":
         "FlashMLA combine: a batch's splits are the range [num_splits[b], num_splits[b + 1]) of a cumulative index "
         "into split-major rows shared by all batches, base-2 lse in and natural out, a one-split batch left untouched",

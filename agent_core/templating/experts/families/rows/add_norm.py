@@ -58,6 +58,10 @@ def _add_norm_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                    if r_in.dtype == r.dtype]
         if ins[0].dtype == ins[1].dtype:
             layouts = layouts[::2]
+    elif len(ins) == 1 and len(ios) == 1 and not outs and ins[0].dtype == ios[0].dtype:
+        # the sum normalized in place over one of its addends and stored nowhere else (FasterTransformer's
+        # add_bias_input_layernorm, TurboTransformers' AddBiasLayerNorm: out = LayerNorm(out + input + bias))
+        layouts = [(ios[0], None, ios[0], ins[0])]
     elif len(ins) == 2 and len(outs) == 1 and not ios and ins[0].dtype == ins[1].dtype:
         # a skip LayerNorm: x + skip normalized into out, the sum stored nowhere (written to out first at most, then
         # overwritten): x + skip is one sum either way
