@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 14's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 15's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -56,6 +56,25 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 14's, on first sight (batches 9 
     "rotary/rope_2d_image_cached_cos_sin_h_w_tables_grid_hwb_bshd_fp16_aiter.cu":
         "AITER's 2-D image rope: the head's first half rotated by the patch row's cos/sin table [H, d / 2], its second "
         "half by the column's [W, d / 2], the position the block's (row, column)",
+    # batch 15
+    "rms_norm/rmsnorm_fp16_i4_reorder_outlier_int8_group_smem_tree_scale_index_layout_fp16_atom.cu":
+        "Atom's RMSNorm fused with its quantization: the row gathered through a reorder index from shared memory, then "
+        "written as int4 groups of 128 and one int8 outlier group with fp16 scales in Atom's own scale layout",
+    "layer_norm/add_bias_input_layernorm_v2_ite4_half2_fp32_gamma_void_ptr_fixed_eps_fp16_bytetransformer.cu":
+        "ByteTransformer's add_bias_input_layernorm_v2: gamma and beta are void* read as fp32 or fp16 by a run-time "
+        "flag (an expert bound to one type would read the other wrongly when the flag changes)",
+    "gated_act/dequant_silu_and_mul_quant_int32_gemm_out_tmp_buffer_per_token_int8_qserve.cu":
+        "QServe's W8A8 activation: int32 GEMM accumulators dequantized by two scales, SiLU-and-mul to an fp32 scratch "
+        "re-read to quantize each token to int8 with a per-token scale",
+    "group_quant/quant_per_block_int8_fuse_sub_mean_k_nhd_strides_grid_blocks_heads_batch_bf16_sageattention.cu":
+        "SageAttention's K quantization: the per-head mean over tokens subtracted, one int8 scale per block of 64 "
+        "tokens of a head (a 2-D block over tokens and channels, strides as arguments), not per token group",
+    "softmax/softmax_warp_per_head_block_per_word_mask_bias_smem_row_head_major_inplace_fp16_bytetransformer.cu":
+        "ByteTransformer's softmax: an additive bias tensor [head, seq, seq] plus a 0/1 mask [batch, seq, seq] added as "
+        "(1 - m) * -10000 over head-major scores, in place (the ALiBi form has per-head slopes, not a bias tensor)",
+    "merge_attn_states/mla_split_kv_reduction_block_per_head_batch_warp0_lse_smem_scales_f32_to_bf16_cutlass.cu":
+        "CUTLASS's MLA split-KV reduction: values [b, H, split, 512] but lse [b, split, H] (two N-way layouts at once), "
+        "each batch's split count derived from its sequence length through k-tile counts",
 }
 
 
