@@ -3177,6 +3177,33 @@ def test_layer_norm_of_a_sum_normalized_in_place_over_an_addend(lib):
         assert bs[0].conventions["KT_EXPERT_RESIDUAL_IN"] == 1
 
 
+def test_softmax_with_a_bias_tensor_and_a_keep_mask_as_minus_10000(lib):
+    """An additive bias tensor beside a 0/1 keep-mask added as (1 - m) * -10000 (ByteTransformer's BERT softmax: a
+    relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq], in place, __expf; and a
+    style kernel of its own: batch-major fp32 scores out of place, the bias [heads, q, k] shared by the batch, expf)
+    gets the ALiBi form with the tensor in the slopes' place (KT_EXPERT_ALIBI_BIAS), each buffer's rows broadcast as
+    the kernel reads them among the candidates; the row count a product of the arguments (the row length among
+    them where the scores are square)."""
+    for path, kernel, words, alibi in [
+            (ROOT / "bench/corpus/softmax/softmax_warp_per_head_block_per_word_mask_bias_smem_row_head_major_inplace_"
+             "fp16_bytetransformer.cu", "softmax_kernel_warp",
+             "out=x=qk_buf (f16, in place), hidden=`seq_len`, rows=`batch_size * head_num * seq_len`, plus the bias "
+             "`atten_bias` [`head_num * seq_len` rows], broadcast over a middle dimension, inner extent `seq_len`, and "
+             "(1 - `atten_mask`) * -10000 [`batch_size * seq_len` rows], broadcast over a leading dimension (row r reads "
+             "mask row r % mask rows); __expf, the sum + 1e-6 inverted by __fdividef", 1),
+            (STYLES / "softmax_rel_pos_bias_keep_mask_minus_10000_batch_major_f32.cu", "rel_bias_masked_softmax",
+             "out=probs (f32), x=scores (f32), hidden=`k_len`, rows=`batch * heads * q_len`, plus the bias `rel_bias` "
+             "[`heads * q_len` rows], broadcast over a leading dimension (row r reads mask row r % mask rows), and (1 - "
+             "`mask`) * -10000 [`batch * q_len` rows], broadcast over a middle dimension, inner extent `q_len`; expf, "
+             "the sum + 1e-6 inverted by __fdividef", 2)]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        hit = [b for b in bs if b.describe() == words]
+        assert hit, words_of(bs)
+        assert hit[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_ALIBI": alibi,
+                                      "KT_EXPERT_ALIBI_BIAS": 1}
+
+
 def test_group_quant_scale_divided_by_div_full(lib):
     """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
     write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way

@@ -69,9 +69,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 15's, on first sight (batches 9 
     "group_quant/quant_per_block_int8_fuse_sub_mean_k_nhd_strides_grid_blocks_heads_batch_bf16_sageattention.cu":
         "SageAttention's K quantization: the per-head mean over tokens subtracted, one int8 scale per block of 64 "
         "tokens of a head (a 2-D block over tokens and channels, strides as arguments), not per token group",
-    "softmax/softmax_warp_per_head_block_per_word_mask_bias_smem_row_head_major_inplace_fp16_bytetransformer.cu":
-        "ByteTransformer's softmax: an additive bias tensor [head, seq, seq] plus a 0/1 mask [batch, seq, seq] added as "
-        "(1 - m) * -10000 over head-major scores, in place (the ALiBi form has per-head slopes, not a bias tensor)",
     "merge_attn_states/mla_split_kv_reduction_block_per_head_batch_warp0_lse_smem_scales_f32_to_bf16_cutlass.cu":
         "CUTLASS's MLA split-KV reduction: values [b, H, split, 512] but lse [b, split, H] (two N-way layouts at once), "
         "each batch's split count derived from its sequence length through k-tile counts",

@@ -45,6 +45,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 // kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), min(batches, 65535), cdiv(batches, 65535)], batch b = blockIdx.z * gridDim.y + blockIdx.y (the batch count the argument after q_len: more than the grid's y holds fold into z); row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
 // kt:bind KT_EXPERT_ALIBI = 0  (general form with an additive mask (KT_EXPERT_MASK 1) only. 0: the mask added as it is; 1: FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT): rows [batch, heads, q_len] over a mask [batch, q_len] of 0/1 values of type M (1 keep), read as the mask's middle broadcast (mask_inner = q_len); the logit x * scale plus the bias slope * (k - q) + (1 - m) * -10000 (summed in that order; slope = slopes[h] of type M, null: no slope term), query q = row % mask_inner, head h = (row / mask_inner) % (rows / mask_rows); exponentials by __expf, the row's sum + 1e-6 inverted by __fdividef, each probability that inverse times the exponential, rounded once at the store; 2: the same with the accurate expf for the exponentials)
+// kt:bind KT_EXPERT_ALIBI_BIAS = 0  (with KT_EXPERT_ALIBI only. 0: the slope term; 1: an additive bias TENSOR of type M [bias_rows, hidden] in the slopes' place (the pointer; null: no bias), broadcast by its own rows and inner extent (the two int arguments after it, as the mask is by mask_rows and mask_inner), its element added with (1 - m) * -10000 in the slope term's place (ByteTransformer's BERT softmax with a relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq]))
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
 // kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
 // kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous; 2: the input AND output rows x_stride elements apart, the first hidden of each softmaxed and the rest neither read nor written (llama2.c's decode attention scores [n_heads, max_seq_len] softmaxed in place over the first pos + 1: yalm, llama2.c CUDA ports))
@@ -202,8 +203,13 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
                                              int q_len, int batches) {
 #elif KT_EXPERT_ALIBI  // kt:bind
+#if KT_EXPERT_ALIBI_BIAS  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner,
+                                             const M* __restrict__ slopes, int bias_rows, int bias_inner) {
+#else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const M* __restrict__ slopes) {
+#endif  // kt:bind
 #elif KT_EXPERT_MASK == 7  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner, float fill,
                                              const M* __restrict__ bias, int bias_rows, int bias_inner) {
@@ -327,7 +333,25 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       for (int j = 0; j < KT_VEC; ++j) mk[i][j] = 0.f;
   }
 #endif  // kt:bind
-#if KT_EXPERT_ALIBI  // kt:bind
+#if KT_EXPERT_ALIBI_BIAS  // kt:bind
+  {  // the bias tensor's element (its rows broadcast by their own extents), then + (1 - mask) * -10000
+    float bk[IT][KT_VEC];
+    const long long brow = (long long)(r / ((rows / bias_rows) * bias_inner)) * bias_inner + r % bias_inner;
+    if (slopes != nullptr) {
+#pragma unroll
+      for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(slopes + brow * hidden, hidden, i, bk[i], lead);
+    } else {
+#pragma unroll
+      for (int i = 0; i < IT; ++i)
+#pragma unroll
+        for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) mk[i][j] = bk[i][j] + (1.f - mk[i][j]) * -10000.f;
+  }
+#elif KT_EXPERT_ALIBI  // kt:bind
   {  // FasterTransformer's bias: 0 + slope * (k - q), then + (1 - mask) * -10000 (1 keep, 0 masked)
     const int q = r % mask_inner;
     const float slope = slopes != nullptr ? to_f(slopes[(r / mask_inner) % (rows / mask_rows)]) : 0.f;
@@ -469,6 +493,19 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
                                                 key_end, key_start, q_len, batches)));
+}
+#elif KT_EXPERT_MASK and KT_EXPERT_ALIBI_BIAS  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, const M* bias, int bias_rows,
+                                        int bias_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask)) &&
+                   (bias == nullptr || vec_ok<M, KT_VEC>(hidden, bias))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                bias, bias_rows, bias_inner)));
 }
 #elif KT_EXPERT_MASK and KT_EXPERT_ALIBI  // kt:bind
 template <typename T, typename O, typename M>

@@ -71,13 +71,13 @@ def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Bin
 
 def _row_product(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr) -> list[SizeExpr]:
     """The row count as a product of two or three of the kernel's int arguments (attention scores' ``batch * heads
-    * q_len``), none of them the row length: one that is the spec's row count as an expression (the same value for
+    * q_len``; the row length among them where the rows are a square's, ``heads * batch * seq``): one that is the
+    spec's row count as an expression (the same value for
     any sizes, checked on the spec's size sets and on random ones), so a block may hold several rows (without it
     the row count is the grid's, one row a block). Empty where no product is."""
     import random
     from agent_core import expr
-    ints = [a for a in ev.ints() if a.counts and a.spec.value is not None
-            and not re.search(rf"\b{re.escape(a.name)}\b", hidden.c)]
+    ints = [a for a in ev.ints() if a.counts and a.spec.value is not None]
     names = set(expr.names(rows_spec))
     rng = random.Random(0)
     envs = [{n: rng.randint(2, 97) for n in sorted(names | {x for a in ints for x in expr.names(str(a.spec.value))})}
