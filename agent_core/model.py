@@ -309,10 +309,14 @@ class TuningSpec:
     span: Span | None = None  # the comment block, when the spec is one
     path: str = ""  # the file the spec was read from (the .cu file or the sidecar), for error locations
     lines: dict[str, int] = field(default_factory=dict)  # 0-based line of each field ("args[2]", "grid", ...)
+    # a templated kernel's instantiation read from the file where the spec names none (its launches, else its buffers'
+    # types: source.instantiation.spec_instantiation), set when the kernel is prepared for tuning; not the user's
+    inferred_template_args: list[str] | None = None
 
     @property
     def spec_hash(self) -> str:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("origin", "span", "path", "lines")}
+        d = {k: v for k, v in self.__dict__.items()
+             if k not in ("origin", "span", "path", "lines", "inferred_template_args")}
         if d.get("template_args") is None:
             del d["template_args"]  # a spec without it keeps the hash it was recorded under
         d["args"] = [a.__dict__ for a in self.args]

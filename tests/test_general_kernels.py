@@ -206,7 +206,8 @@ def test_a_spec_without_template_args_keeps_its_hash():
     spec = spec_mod.find_spec(cf, "scale")
     import json
     from agent_core.model import sha256_text
-    d = {k: v for k, v in spec.__dict__.items() if k not in ("origin", "span", "path", "lines", "template_args")}
+    d = {k: v for k, v in spec.__dict__.items()
+         if k not in ("origin", "span", "path", "lines", "template_args", "inferred_template_args")}
     d["args"] = [a.__dict__ for a in spec.args]
     assert spec.spec_hash == sha256_text(json.dumps(d, sort_keys=True))  # recordings made before the field
 
@@ -251,6 +252,31 @@ def test_the_spec_chooses_among_compiled_instantiations(scratch):
         compile_kernel(prep.text, kernel, **job)
     c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
     assert c.symbol == "_Z12rms_norm_f32ILi1024EEvPKfPfilllf"  # rms_norm_f32<1024>, as the spec launches
+
+
+@pytest.mark.nvcc
+def test_the_instantiation_the_file_shows_and_a_type_alias_argument_choose_among_compiled_ones(scratch):
+    """A spec with no template_args over a kernel its file instantiates twice (Koifish's rope, <float> and
+    <__nv_bfloat16> through a templated launcher's explicit instantiations) compiles the one the buffers' types give
+    (as apply's spec_instantiation reads it; the spec's hash unchanged); a template argument written as the file's
+    type alias (cute-kernels' `fp32_4`, `using fp32_4 = float4;`) matches the symbol the demangler spells with the
+    aliased type."""
+    from agent_core.measure.compiler import compile_kernel
+    rel, kernel = "rotary/rope_neox_grid_b_t_heads_half_head_threads_position_is_t_powf_fast_sincos_bf16_koifish.cu", \
+        "CU_rope_v0_"
+    prep = prepare(str(CORPUS / rel), kernel, use_workspace_files=False)
+    job = dict(arch="sm_90", cache_dir=scratch / "cubin")
+    assert prep.spec.template_args is None and prep.spec.inferred_template_args == ["__nv_bfloat16"]
+    assert spec_mod.instantiation(prep.spec, prep.kernel) == ["__nv_bfloat16"]
+    c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
+    assert c.symbol.startswith("_Z11CU_rope_v0_I13__nv_bfloat16E")
+    assert prep.spec.spec_hash == spec_mod.find_spec(prep.cf, kernel).spec_hash
+    rel, kernel = "gated_act/swiglu_gate_up_tensors_fp32x4_reinterpret_first_warp_tail_flat_bf16_cute_kernels.cu", \
+        "_swiglu_forward_cuda_kernel"
+    prep = prepare(str(CORPUS / rel), kernel, use_workspace_files=False)
+    assert prep.spec.template_args == ["__nv_bfloat16", "fp32_4"]
+    c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
+    assert c.symbol.startswith("_Z27_swiglu_forward_cuda_kernelI13__nv_bfloat166float4E")
 
 
 # ------------------------------------------------------------------------------- structural generality

@@ -172,6 +172,12 @@ def prepare(path: str, kernel: str, text: str | None = None, use_workspace_files
                            structural.space.original_config() if structural else None)
     if tuning and k.template_params:
         _refuse_specialized(cf, k, spec, path)
+        if spec.template_args is None:  # the instantiation the file shows, for a compile that finds several
+            from agent_core.source import instantiation as inst
+            try:
+                spec.inferred_template_args = inst.spec_instantiation(cf, k, spec)
+            except KerntuneError:
+                pass  # the compile chooses, or says which template_args the spec needs
     return Prepared(cf, k, structural, template, spec, text, path, why_not)
 
 

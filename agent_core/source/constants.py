@@ -98,13 +98,39 @@ def _int_constants(text: str) -> dict[str, int]:
     return out
 
 
+_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()=]+?)\s*;")
+_TYPEDEF = re.compile(r"\btypedef\s+([^;{}()]+?)\s+([A-Za-z_]\w*)\s*;")
+
+
+def type_aliases(text: str) -> dict[str, str]:
+    """The file's type aliases written once (``using fp32_4 = float4;``, ``typedef __half half_t;``): name -> the
+    type it stands for, followed through aliases of aliases; a name written twice (two scopes) is left out."""
+    code = _COMMENT.sub(" ", text)
+    found: dict[str, list[str]] = {}
+    for m in _USING.finditer(code):
+        found.setdefault(m.group(1), []).append(" ".join(m.group(2).split()))
+    for m in _TYPEDEF.finditer(code):
+        found.setdefault(m.group(2), []).append(" ".join(m.group(1).split()))
+    out = {n: v[0] for n, v in found.items() if len(set(v)) == 1}
+    for n in list(out):
+        for _ in range(8):
+            if out[n] not in out or out[n] == n:
+                break
+            out[n] = out[out[n]]
+    return out
+
+
 def valued(args: list[str] | None, text: str, macros_only: bool = False) -> list[str] | None:
     """``args`` (template arguments as C++ text) with each one that names the file's integer constants written as
-    its value; the others (types, literals, what the file does not define) as they are. ``macros_only``: only the
+    its value and each one that names a type alias of the file as the type it stands for (the compiled symbol's
+    spelling); the others (types, literals, what the file does not define) as they are. ``macros_only``: only the
     ones that name macros, for C++ that sees the file's other names (an NVRTC name expression: an enumerator stays
     a name there, as a template parameter of its enum type needs)."""
     if not args or not any(re.search(r"[A-Za-z_]", a) for a in args):
         return args
+    if not macros_only:
+        aliases = type_aliases(text)
+        args = [aliases.get(a.strip(), a) for a in args]
     if macros_only:
         consts = dict(_macro_constants(text))
         if not any(re.search(r"[A-Za-z_]\w*", a) and set(re.findall(r"[A-Za-z_]\w*", a)) & set(consts)

@@ -183,15 +183,16 @@ def _template_arg_problem(a: str) -> str | None:
 def instantiation(spec: TuningSpec, kernel: Kernel, template: KernelTemplate | None = None,
                   cfg: dict[str, int] | None = None) -> list[str] | None:
     """The template arguments that choose the instantiation of the user's kernel to compile: the spec's
-    ``template_args``, where a value that ``template`` tunes (a parameter lifted from the kernel's template
+    ``template_args`` (else the instantiation read from the file, ``inferred_template_args``), where a value that ``template`` tunes (a parameter lifted from the kernel's template
     argument, at its original value in the spec) follows the parameter's value in ``cfg``. None: no choice to make
     (no ``template_args``, or a template with an entry of its own, an expert's)."""
-    if spec.template_args is None or (template is not None and template.entry):
+    given = spec.template_args if spec.template_args is not None else spec.inferred_template_args
+    if given is None or (template is not None and template.entry):
         return None
     names = [tp.name for tp in kernel.template_params]
     by_tp = {p.template_param: p for p in template.space.params.values() if p.template_param} if template else {}
     out = []
-    for i, a in enumerate(spec.template_args):
+    for i, a in enumerate(given):
         p = by_tp.get(names[i]) if i < len(names) else None
         lit = re.fullmatch(r"\(?\s*(-?\d+)[uUlL]*\s*\)?", a)
         if p is not None and cfg and p.name in cfg and lit and int(lit.group(1)) == p.original:
