@@ -3204,6 +3204,23 @@ def test_softmax_with_a_bias_tensor_and_a_keep_mask_as_minus_10000(lib):
                                       "KT_EXPERT_ALIBI_BIAS": 1}
 
 
+def test_rms_norm_over_a_strided_view_in_and_out(lib):
+    """RMSNorm over the first `n` elements of rows at a stride longer than the row, read and written at that stride
+    (Chitu's rms_norm over a strided view into an inout output; a style kernel of its own, fp32 in place, its rows
+    through a local pointer it stores through) gets the expert's rows at one stride in and out (KT_EXPERT_X_STRIDE
+    2): the weight's length the row, the stride argument the rows' spacing."""
+    for path, kernel, words, stride in [
+            (ROOT / "bench/corpus/rms_norm/rms_norm_pow2_block_tree_smem_mean_before_reduce_row_stride_inout_bf16_"
+             "chitu.cu", "cuda_rms_norm_kernel", "out=out, x=x, weight=w, hidden=`dim` of rows `x_row_stride` apart "
+             "(the rest untouched), eps=`eps`", "x_row_stride"),
+            (STYLES / "rms_norm_inplace_strided_view_ld_f32.cu", "rms_norm_view_inplace",
+             "out=x=x (in place), weight=weight, hidden=`n` of rows `ld` apart (the rest untouched), eps=`eps`", "ld")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        assert bs and bs[0].describe().startswith(words), words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_X_STRIDE"] == 2 and bs[0].call_args[-1] == f"(long long)({stride})"
+
+
 def test_group_quant_scale_divided_by_div_full(lib):
     """A scale taken by inline PTX div.full.f32 (Triton's fp32 division, which CUDA ports of Triton's group quant
     write to agree with it bit for bit: LongCat EPS) is bound with the expert dividing the same way

@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 15's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 16's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -72,6 +72,24 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 15's, on first sight (batches 9 
     "merge_attn_states/mla_split_kv_reduction_block_per_head_batch_warp0_lse_smem_scales_f32_to_bf16_cutlass.cu":
         "CUTLASS's MLA split-KV reduction: values [b, H, split, 512] but lse [b, split, H] (two N-way layouts at once), "
         "each batch's split count derived from its sequence length through k-tile counts",
+    # batch 16
+    "softmax/forward_masked_softmax_rows_per_block_kv_shards_4_shared_atomic_max_sum_bool_mask_bf16_tgi.cu":
+        "TGI's BLOOM masked softmax: several rows a 1024-thread block, a thread a shard of 4 keys, the rows' max and "
+        "sum merged by shared-memory atomics (no reduction the binders read as a row's)",
+    "group_quant/per_token_asym_int8_outlier_columns_gather_smem_minmax_tree_idle_blocks_fp16_quik.cu":
+        "QUIK's asymmetric per-token int8 over the columns an index list names (scale and zero point side by side), "
+        "the outlier columns copied out to an fp16 buffer of their own",
+    "rotary/rope_compute_float_halfmode_template_grid_head_seq_block_n_rot_half_n_past_powf_theta_scale_f32_"
+    "inferllm.cu":
+        "InferLLM's rope: the angle (n_past + seq) * powf(theta_scale, i) from a per-pair scale argument (not a "
+        "frequency base), no cache or positions, adjacent pairs through a template flag",
+    "rotary/rope_neox_grid_b_t_heads_half_head_threads_position_is_t_powf_fast_sincos_bf16_koifish.cu":
+        "Koifish's rope: the position the token's index t of a (B, T, heads) grid, the angle from powf and __sincosf "
+        "per thread, an argument named seq_len carrying the row width",
+    "merge_attn_states/sdpa_vector_2pass_combine_32_blocks_base2_max_sum_unnormalized_cg_1024_threads_f32_to_bf16_"
+    "mlx.cu":
+        "MLX's sdpa_vector 2-pass combine: 32 key groups of unnormalized partials with base-2 maxima and sums, "
+        "transposed through a shared tile, outputs through int64 strides",
 }
 
 

@@ -40,7 +40,7 @@ smem = "0"
 // kt:bind KT_EXPERT_EPS_INSIDE = 1  (1: rsqrt(mean(x^2) + eps), 0: 1 / (sqrt(mean(x^2)) + eps))
 // kt:bind KT_EXPERT_WEIGHT = 1  (1: times a weight of hidden elements; 0: no weight (w is not read))
 // kt:bind KT_EXPERT_ROUND_BEFORE_WEIGHT = 1  (1: the normalized value rounded to T, then times the weight; 0: times the weight in fp32, rounded once)
-// kt:bind KT_EXPERT_X_STRIDE = 0  (0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument; no weight offset): a row of a wider buffer, as vLLM's rms_norm takes a non-contiguous input; the output rows stay contiguous)
+// kt:bind KT_EXPERT_X_STRIDE = 0  (0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument; no weight offset): a row of a wider buffer, as vLLM's rms_norm takes a non-contiguous input; the output rows stay contiguous; 2: the input AND output rows x_stride elements apart, the first hidden of each normalized and the rest neither read nor written (Chitu's rms_norm over a strided view, written back into the same view))
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (0: the weight as stored; 1: the weight plus the last argument w_offset, in fp32 (Gemma's 1 + w, FlashInfer's weight_bias + w))
 // kt:bind KT_EXPERT_QUANT = 0  (no stride or weight offset; 0: out holds the normalized row (type T); out quantized to fp8 (type O, __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the one fp32 value at the last argument `scale` (a device pointer), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / *scale (the reciprocal taken once, vLLM's static fp8 quant), 2 divided by *scale, 3 times *scale (the tensor holds the quantization multiplier))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
@@ -209,7 +209,11 @@ __device__ __forceinline__ void rms_norm_impl(T* __restrict__ out, const T* __re
 #endif  // kt:bind
   const int row = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = row < rows;  // no early return: the block reduction needs every thread
+#if KT_EXPERT_X_STRIDE == 2  // kt:bind
+  const long long off = (long long)(active ? row : 0) * x_stride;  // the output rows at the input's stride
+#else  // kt:bind
   const long long off = (long long)(active ? row : 0) * hidden;
+#endif  // kt:bind
   const int lead = rows_lead<P, KT_VEC>(off);
 #if KT_EXPERT_QUANT == 1  // kt:bind
   const float qs = 1.f / *scale;  // once, as the original's one division per thread
@@ -336,10 +340,16 @@ __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float e
 #elif KT_EXPERT_X_STRIDE  // kt:bind
 __device__ __forceinline__ void rms_norm(T* out, const T* x, const W* w, float eps, int rows, int hidden,
                                          long long x_stride) {
-  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's
+  // vector rows need the stride a multiple of the vector; the peeled rows the same lead as the output's (rows at one
+  // stride in and out: the same lead always)
+#if KT_EXPERT_X_STRIDE == 2  // kt:bind
+  constexpr bool one_stride = true;
+#else  // kt:bind
+  constexpr bool one_stride = false;
+#endif  // kt:bind
   KT_DISPATCH_ROW((int)blockDim.x, hidden,
                   (vec_ok<T, KT_VEC>(hidden, x, out) && x_stride % KT_VEC == 0 && vec_ok<W, KT_VEC>(hidden, w)),
-                  (vec_ok<T, KT_VEC>(0, x, out) && (x_stride - hidden) % KT_VEC == 0),
+                  (vec_ok<T, KT_VEC>(0, x, out) && (one_stride || (x_stride - hidden) % KT_VEC == 0)),
                   (rms_norm_impl<IT, P, T, W>(out, x, w, x_stride, eps, rows, hidden)));
 }
 #elif KT_EXPERT_POST_ADD  // kt:bind

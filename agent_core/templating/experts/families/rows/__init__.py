@@ -33,7 +33,8 @@ from agent_core.templating.experts.families.rows.layer_norm import _layer_norm_g
 from agent_core.templating.experts.families.rows.norm_quant import _dynamic_quant, _static_fp8
 from agent_core.templating.experts.families.rows.norm_stats import _rms_norm_stats
 from agent_core.templating.experts.families.rows.plain import _row_bindings
-from agent_core.templating.experts.families.rows.rms_norm import _rms_norm_out_type, _rms_norm_post_add, _strided_rms
+from agent_core.templating.experts.families.rows.rms_norm import (_padded_rms, _rms_norm_out_type, _rms_norm_post_add,
+                                                                   _strided_rms)
 from agent_core.templating.experts.families.rows.softmax import _softmax_general
 from agent_core.templating.experts.families.rows.softmax_alibi import _softmax_alibi
 from agent_core.templating.experts.families.rows.softmax_log import _softmax_padded
@@ -42,6 +43,6 @@ from agent_core.templating.experts.library import Expert
 
 def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _softmax_padded(ev, lib) + _fused_add_general(ev, lib)
-            + _strided_rms(ev, lib) + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
+            + _strided_rms(ev, lib) + _padded_rms(ev, lib) + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
             + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib)
             + _strided_fused_add(ev, lib) + _rms_norm_out_type(ev, lib) + _rms_norm_post_add(ev, lib))

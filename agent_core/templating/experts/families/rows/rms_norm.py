@@ -9,7 +9,7 @@ import re
 from typing import Callable
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, additive_terms,
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, additive_terms,
                                                     call_arguments, closing, div, feeding, flows, statements, uncast,
                                                     unparen)
 from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
@@ -45,6 +45,57 @@ def _strided_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                                        f"hidden={hidden.words}", eps_words],
         lambda eps_c, rows, hidden, stride: [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True),
                                              eps_c, rows, hidden.c, stride])
+
+
+def _padded_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
+    """RMSNorm over the first ``hidden`` elements of rows at a stride longer than the row, in and out alike (Chitu's
+    rms_norm over a strided view, written back into the same view; ``KT_EXPERT_X_STRIDE`` 2): a row buffer read and one
+    written (or one in place) of one length, a weight of the row's length, the stride an int argument at least the
+    row's length on every size set and more on one, the rows the buffers' length over it."""
+    e = lib.get("rms_norm")
+    if e is None or "2: the input AND output rows" not in e.convention_words.get("KT_EXPERT_X_STRIDE", "") \
+            or not ev.has(*ROOTS):
+        return []
+    ins, outs, ios = ev.bufs("in"), ev.bufs("out"), ev.bufs("inout")
+    if len(outs) + len(ios) != 1 or any(a.dtype not in FLOATS or not a.counts for a in ins + outs + ios):
+        return []
+    o = (outs or ios)[0]
+    xs = [a for a in ins if a.counts == o.counts and a.dtype == o.dtype] or ([o] if ios else [])
+    ws = [a for a in ins if a.counts != o.counts]
+    if len(xs) != 1 or len(ws) != 1 or len(ins) != (1 if xs[0] is o else 2):
+        return []
+    x, w = xs[0], ws[0]
+    T, W = o.dtype, w.dtype
+    out = []
+    # the row length: an int argument that holds the weight's length (the rows' total need not divide by it)
+    for hi, (hidden, hfp) in enumerate([(h, w.counts) for h in ev.held(w.counts)]):
+        for a in ev.ints():
+            if not a.counts or any(v <= 0 for v in a.counts) or re.search(rf"\b{re.escape(a.name)}\b", hidden.c):
+                continue
+            if not (all(s >= h for s, h in zip(a.counts, hfp)) and any(s > h for s, h in zip(a.counts, hfp))
+                    and all(c % s == 0 for c, s in zip(o.counts, a.counts))):
+                continue
+            rows_fp = tuple(c // s for c, s in zip(o.counts, a.counts))
+            st = SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`")
+            for ei, (eps_c, eps_words, eps_support) in enumerate(_eps_candidates(ev)):
+                for conv, conv_words, conv_support in _norm_conventions(ev, e, T):
+                    b = Binding(e, 0.85, f"reads the first `{hidden.words.strip('`')}` elements of rows {st.words} "
+                                f"apart, {ev.reduction_words()}, rsqrtf, one weight, written at the same stride → "
+                                "RMSNorm of a strided view", ev.kernel.name)
+                    b.sizes["hidden"] = hidden.spec
+                    b.words = [f"out=x={o.name} (in place)" if x is o else f"out={o.name}", *([] if x is o else
+                               [f"x={x.name}"]), f"weight={w.name}",
+                               f"hidden={hidden.words} of rows {st.words} apart (the rest untouched)", eps_words]
+                    rows = _rows(ev, rows_fp, f"({o.spec.size}) / ({a.spec.value})", hidden, b)
+                    b.words += conv_words
+                    b.template_args = [CTYPE[T], CTYPE[W]]
+                    b.call_args = [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, w.name, True), eps_c,
+                                   rows, hidden.c, f"(long long)({a.name})"]
+                    b.consts = {"ESIZE": max(NBYTES[T], NBYTES[W])}
+                    b.conventions = dict(conv, KT_EXPERT_X_STRIDE=2)
+                    b.support = 10 + 2 * ev.uses(hidden) - hi - ei + eps_support + conv_support
+                    out.append(b)
+    return out
 
 
 def _strided_row_bindings(ev: Evidence, e: Expert, contiguous: ArgUse, x: ArgUse, w: ArgUse, T: str, W: str,
