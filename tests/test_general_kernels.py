@@ -255,7 +255,8 @@ def test_the_spec_chooses_among_compiled_instantiations(scratch):
 
 
 @pytest.mark.nvcc
-def test_the_instantiation_the_file_shows_and_a_type_alias_argument_choose_among_compiled_ones(scratch):
+def test_the_instantiation_the_file_shows_a_type_alias_and_a_namespaced_enumerator_choose_among_compiled_ones(
+        scratch):
     """A spec with no template_args over a kernel its file instantiates twice (Koifish's rope, <float> and
     <__nv_bfloat16> through a templated launcher's explicit instantiations) compiles the one the buffers' types give
     (as apply's spec_instantiation reads it; the spec's hash unchanged); a template argument written as the file's
@@ -277,6 +278,14 @@ def test_the_instantiation_the_file_shows_and_a_type_alias_argument_choose_among
     assert prep.spec.template_args == ["__nv_bfloat16", "fp32_4"]
     c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
     assert c.symbol.startswith("_Z27_swiglu_forward_cuda_kernelI13__nv_bfloat166float4E")
+    # an enumerator of an enum inside a nested namespace (`namespace st::kernel { enum class ActivationType ...`),
+    # named fully qualified, matches the demangler's `(st::kernel::ActivationType)1` (batch 17's SwiftTransformer)
+    rel, kernel = "gated_act/fused_activation_multiply_silu_two_inputs_half2_pairs_gridstride_half_math_fp16_" \
+        "swifttransformer.cu", "fusedActivationMultiplyKernel"
+    prep = prepare(str(CORPUS / rel), kernel, use_workspace_files=False)
+    assert prep.spec.template_args == ["half", "st::kernel::ActivationType::SILU"]
+    c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
+    assert c.symbol == "_ZN2st6kernel29fusedActivationMultiplyKernelI6__halfLNS0_14ActivationTypeE1EEEvPT_PKS4_S7_l"
 
 
 # ------------------------------------------------------------------------------- structural generality

@@ -222,7 +222,7 @@ def _norm_arg(a: str) -> str:
     if re.fullmatch(r"[A-Za-z_][\w:]*<.*>", a):  # a function template's arguments, each as the demangler spells it
         i = a.index("<")
         a = a[:i] + "<" + ",".join(_norm_arg(t) for t in _split_top(a[i + 1:-1])) + ">"
-    a = re.sub(r"^\((?:[\w ]+)\)(?=-?\d)", "", a)  # (char)65 -> 65
+    a = re.sub(r"^\((?:[\w: ]+)\)(?=-?\d)", "", a)  # (char)65 -> 65, (ns::Act)2 -> 2 (an enumerator's value)
     a = re.sub(r"\s+", "", a)
     if re.fullmatch(r"-?\d+[uUlL]*", a):
         a = a.rstrip("uUlL")

@@ -84,6 +84,7 @@ def _int_constants(text: str) -> dict[str, int]:
                 out[f"{path}::{m.group(1)}"] = v
     for m in _ENUM.finditer(clean):
         scope, nxt = m.group(1), 0
+        path = next((p for at, p in reversed(scopes) if at < m.start()), "")  # the namespaces around the enum
         for item in m.group(2).split(","):
             e = _ENUMERATOR.match(item)
             if e is None:
@@ -94,6 +95,8 @@ def _int_constants(text: str) -> dict[str, int]:
             out[e.group(1)] = v
             if scope:
                 out[f"{scope}::{e.group(1)}"] = v
+            if path:  # qualified by its namespaces too (st::kernel::ActivationType::SILU)
+                out[f"{path}::{f'{scope}::' if scope else ''}{e.group(1)}"] = v
             nxt = v + 1
     return out
 
