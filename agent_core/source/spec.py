@@ -183,9 +183,10 @@ def _template_arg_problem(a: str) -> str | None:
 def instantiation(spec: TuningSpec, kernel: Kernel, template: KernelTemplate | None = None,
                   cfg: dict[str, int] | None = None) -> list[str] | None:
     """The template arguments that choose the instantiation of the user's kernel to compile: the spec's
-    ``template_args`` (else the instantiation read from the file, ``inferred_template_args``), where a value that ``template`` tunes (a parameter lifted from the kernel's template
-    argument, at its original value in the spec) follows the parameter's value in ``cfg``. None: no choice to make
-    (no ``template_args``, or a template with an entry of its own, an expert's)."""
+    ``template_args`` (else the instantiation read from the file, ``inferred_template_args``), where a value that
+    ``template`` tunes (a parameter lifted from the kernel's template argument, at its original value in the spec)
+    follows the parameter's value in ``cfg``. None: no choice to make (neither, or a template with an entry of its
+    own, an expert's)."""
     given = spec.template_args if spec.template_args is not None else spec.inferred_template_args
     if given is None or (template is not None and template.entry):
         return None

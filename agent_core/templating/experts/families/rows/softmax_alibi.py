@@ -1,4 +1,5 @@
-"""FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (``KT_EXPERT_ALIBI``)."""
+"""FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (``KT_EXPERT_ALIBI``), or with an additive bias tensor
+in the slopes' place (``KT_EXPERT_ALIBI_BIAS``: ByteTransformer's relative-position bias)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,10 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
     Without a slopes input (FasterTransformer's masked softmax before ALiBi, TensorRT-LLM's unfused attention with
     null linear-bias slopes: BERT / GPT encoders) the same keep-mask complement times -10000 is read alone: the
-    expert's slopes are null (no bias term), the heads any count the mask's rows divide the rows by."""
+    expert's slopes are null (no bias term), the heads any count the mask's rows divide the rows by. With an input
+    of the mask's type whose element the body adds to the logit instead of slopes (ByteTransformer's bias [head,
+    seq, seq]), that tensor in the slopes' place, its rows broadcast as the kernel may read them (``_mask_inners``,
+    an extent its index is computed from first); the scores may be softmaxed in place."""
     e = lib.get("softmax")
     # the exponential the kernel takes: FasterTransformer's __expf (1), or the accurate expf (2)
     exp_fn = "__expf" if ev.has("__expf") else "expf" if ev.has("expf") else None
