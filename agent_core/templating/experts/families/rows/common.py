@@ -69,6 +69,12 @@ def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Bin
     return "(int)gridDim.x"
 
 
+def _shorter_somewhere(short: tuple, long: tuple) -> bool:
+    """Whether ``short`` is at most ``long`` on every size set and less on one: a row's live part within a padded
+    row, the row within the stride its rows are laid out at."""
+    return all(a <= b for a, b in zip(short, long)) and any(a < b for a, b in zip(short, long))
+
+
 def _row_product(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr) -> list[SizeExpr]:
     """The row count as a product of two or three of the kernel's int arguments (attention scores' ``batch * heads
     * q_len``; the row length among them where the rows are a square's, ``heads * batch * seq``): one that is the

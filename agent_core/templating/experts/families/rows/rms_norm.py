@@ -13,7 +13,7 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUs
                                                     call_arguments, closing, div, feeding, flows, statements, uncast,
                                                     unparen)
 from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _row_stride,
-                                                                _rows)
+                                                                _rows, _shorter_somewhere)
 from agent_core.templating.experts.families.rows.norm_conventions import _eps_candidates, _norm_conventions
 from agent_core.templating.experts.library import Expert
 
@@ -72,8 +72,7 @@ def _padded_rms(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         for a in ev.ints():
             if not a.counts or any(v <= 0 for v in a.counts) or re.search(rf"\b{re.escape(a.name)}\b", hidden.c):
                 continue
-            if not (all(s >= h for s, h in zip(a.counts, hfp)) and any(s > h for s, h in zip(a.counts, hfp))
-                    and all(c % s == 0 for c, s in zip(o.counts, a.counts))):
+            if not (_shorter_somewhere(hfp, a.counts) and all(c % s == 0 for c, s in zip(o.counts, a.counts))):
                 continue
             rows_fp = tuple(c // s for c, s in zip(o.counts, a.counts))
             st = SizeExpr(f"(int)({a.name})", str(a.spec.value), f"`{a.name}`")

@@ -117,8 +117,7 @@ def _softmax_alibi(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         # a bias tensor, every broadcast the mask's rows may take: scores [head, batch, q, k] over a mask [batch, q, k]
         # broadcast over the leading heads)
         inners = [(inner, words) for inner, words in _mask_inners(ev, mask_rows)
-                  if tensor is not None or (re.fullmatch(r"\(int\)\((\w+)\)", inner or "")
-                                            and re.fullmatch(r"\(int\)\((\w+)\)", inner).group(1) in index_names)]
+                  if tensor is not None or _arg_of(inner) in index_names]
         inners.sort(key=lambda f: _arg_of(f[0]) not in index_names)  # an extent the mask's index is computed from first
         bias_forms = [(None, None, "", "")]  # (its rows, its inner extent, words, the rows' words)
         if tensor is not None:

@@ -9,7 +9,8 @@ import re
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, assignments, closing, div, feeding,
                                                     flows, statements, unparen)
-from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
+from agent_core.templating.experts.families.rows.common import (EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows,
+                                                                 _shorter_somewhere)
 from agent_core.templating.experts.library import Expert
 
 
@@ -112,15 +113,11 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
     if e is None or not {"KT_EXPERT_GENERAL", "KT_EXPERT_LOG", "KT_EXPERT_X_STRIDE"} <= set(e.conventions) \
             or not ev.has(*EXPS):
         return None
-    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
     log = _log_probs_out(ev) or _log_subtracted(ev)
-    # one output and one input, or one buffer in place (an output declared inout beside its input: the part of it
-    # the kernel does not write keeps what it held)
-    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
-            or len(ins) != (0 if ios and not outs and not ins else 1) or any(not a.counts for a in ev.bufs()):
+    io = _one_row_io(ev)
+    if io is None:
         return [] if log else None
-    o = (outs or ios)[0]
-    x = ins[0] if ins else o
+    x, o = io
     strided = x.counts != o.counts
     if strided and not all(a >= b for a, b in zip(x.counts, o.counts)):
         return [] if log else None
@@ -176,6 +173,18 @@ def _softmax_log_strided(ev: Evidence, lib: dict[str, Expert]) -> list[Binding] 
     return out
 
 
+def _one_row_io(ev: Evidence) -> tuple[ArgUse, ArgUse] | None:
+    """(x, out): the kernel's one float row input and one output, every buffer of a known length: an output beside
+    its input, an output declared inout beside its input (the part of it the kernel does not write keeps what it
+    held), or one buffer in place (x is out). None where the buffers are not that."""
+    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
+    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 or len(ins) > 1 \
+            or (outs and not ins) or any(not a.counts for a in ev.bufs()):
+        return None
+    o = (outs or ios)[0]
+    return (ins[0] if ins else o), o
+
+
 def _softmax_padded(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     """Softmax's general form over the live prefix of padded rows (KT_EXPERT_X_STRIDE 2; ``_padded_rows``): one
     output (or one buffer in place) of the input's length, beside the other readings of the kernel."""
@@ -183,14 +192,10 @@ def _softmax_padded(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if e is None or not {"KT_EXPERT_GENERAL", "KT_EXPERT_X_STRIDE"} <= set(e.conventions) or not ev.has(*EXPS) \
             or _log_probs_out(ev) or _log_subtracted(ev):
         return []
-    ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
-    if len(ev.bufs()) != len(ins) + len(outs) + len(ios) or len(outs) + len(ios) != 1 \
-            or len(ins) != (0 if ios and not outs and not ins else 1) or any(not a.counts for a in ev.bufs()):
+    io = _one_row_io(ev)
+    if io is None or io[0].counts != io[1].counts:
         return []
-    o = (outs or ios)[0]
-    x = ins[0] if ins else o
-    if x.counts != o.counts:
-        return []
+    x, o = io
     padded = _padded_rows(ev, o)
     return _padded_bindings(ev, e, x, o, padded) if padded else []
 
@@ -205,14 +210,14 @@ def _padded_rows(ev: Evidence, o: ArgUse) -> list[tuple[SizeExpr, SizeExpr, tupl
         for a in ev.ints():
             if not a.counts or re.search(rf"\b{re.escape(a.name)}\b", stride.c) or any(v <= 0 for v in a.counts):
                 continue
-            if not (all(v <= s for v, s in zip(a.counts, sfp)) and any(v < s for v, s in zip(a.counts, sfp))):
+            if not _shorter_somewhere(a.counts, sfp):
                 continue
             rows_fp = div(o.counts, sfp)
             if a.counts == rows_fp:  # the row count, not a row's live part
                 continue
             live = next((h for h in ev.held(a.counts) if h.c == f"(int)({a.name})"), None)
             if live is not None and _bounds_a_loop(ev, live):
-                out.append((live, stride, div(o.counts, sfp)))
+                out.append((live, stride, rows_fp))
     return out
 
 
