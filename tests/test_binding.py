@@ -5133,6 +5133,39 @@ def test_every_binding_of_the_computed_position_rotary_kernels_compiles(lib):
     _compile_every_binding(lib, cf, k, spec)
 
 
+def test_rotary_of_one_tensor_positions_computed_from_a_flat_index_and_a_run_time_flag_held(lib):
+    """One tensor rotated (no key), no positions and no cache: past_len + the token's index in its sequence, read
+    from a flat grid-stride index over pairs (token-major [batch, seq, heads, head_dim]); the batch's block index
+    drawn inside the launch, so a single sequence of every token does not also fit. GPT-J first (the index adds
+    1). The run-time flag `conj` the expert does not take is held at the spec's value: the wrapper traps on
+    another instead of computing the forward rotation for it."""
+    from agent_core.templating.experts.evidence import branch_flags
+    cf, k, spec = case("rotary_one_tensor_grid_stride_pairs_conj_flag_bf16")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "rotary_neox"]
+    b = bs[0]
+    assert b.describe().startswith(
+        "positions=`past_len` + the token's index in its sequence of `seq_len` tokens, query=x, no key, no cache: "
+        "angles from pos * rope_theta^(-2i/rot) * 1, rot_dim=`head_dim`, num_heads=`heads`, num_kv_heads=none (no "
+        "key), head_size=`head_dim`, GPT-J pairs, in place"), words_of(bs)
+    assert b.conventions == {"KT_EXPERT_CACHE": 4, "KT_EXPERT_PAIRING": 1, "KT_EXPERT_OUT_OF_PLACE": 0,
+                             "KT_EXPERT_POSITIONS": 3, "KT_EXPERT_ANGLE": 0, "KT_EXPERT_FAST_ANGLE": 0}
+    assert b.call_args[-2:] == ["(int)(seq_len)", "(long long)(past_len)"]
+    assert b.pinned == {"conj": 0} and "`conj` held at 0" in b.describe()
+    text = X.bind(b, cf, spec).text
+    assert "if ((long long)(conj) != 0LL) __trap();" in text
+    # every binding of the kernel holds it (none passes it on); a bound compared with an argument is no flag
+    assert all(x.pinned == {"conj": 0} for x in X.candidates(cf, k.name, spec, lib))
+    calm = ROOT / "bench/corpus/rotary/rotate_sink_tiled_transposed_key_cache_layers_grid_y_exp2f_one_position_inplace_fp16_calm.cu"
+    cf2 = parse_cuda(calm.read_text(), str(calm))
+    k2 = cf2.kernels[0]
+    assert branch_flags(gather(cf2, k2, S.find_spec(cf2, k2.name))) == []
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_one_tensor_computed_position_rotary_compiles(lib):
+    _compile_every_binding(lib, *case("rotary_one_tensor_grid_stride_pairs_conj_flag_bf16"))
+
+
 def test_a_wrapper_spells_the_code_bases_own_type_names_as_the_specs_dtypes(lib):
     """The expert's wrapper stands at file scope after the user's includes only: a typedef of the user's file
     (llm.c's floatX) or a type of the kernel's namespace (CTranslate2's cuda::index_t) is spelled as the spec's

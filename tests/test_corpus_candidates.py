@@ -79,13 +79,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 17's, on first sight (batches 9 
     "group_quant/per_token_asym_int8_outlier_columns_gather_smem_minmax_tree_idle_blocks_fp16_quik.cu":
         "QUIK's asymmetric per-token int8 over the columns an index list names (scale and zero point side by side), "
         "the outlier columns copied out to an fp16 buffer of their own",
-    "rotary/rope_compute_float_halfmode_template_grid_head_seq_block_n_rot_half_n_past_powf_theta_scale_f32_"
-    "inferllm.cu":
-        "InferLLM's rope: the angle (n_past + seq) * powf(theta_scale, i) from a per-pair scale argument (not a "
-        "frequency base), no cache or positions, adjacent pairs through a template flag",
-    "rotary/rope_neox_grid_b_t_heads_half_head_threads_position_is_t_powf_fast_sincos_bf16_koifish.cu":
-        "Koifish's rope: the position the token's index t of a (B, T, heads) grid, the angle from powf and __sincosf "
-        "per thread, an argument named seq_len carrying the row width",
     "merge_attn_states/sdpa_vector_2pass_combine_32_blocks_base2_max_sum_unnormalized_cg_1024_threads_f32_to_bf16_"
     "mlx.cu":
         "MLX's sdpa_vector 2-pass combine: 32 key groups of unnormalized partials with base-2 maxima and sums, "

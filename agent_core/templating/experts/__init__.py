@@ -12,12 +12,13 @@ other. The optimize loop checks one cheap configuration of each binding before i
 from __future__ import annotations
 
 import itertools
+import re
 
 from agent_core import expr
 from agent_core.model import CudaFile, KernelTemplate, KerntuneError, Param, ParamSpace, TuningSpec
 from agent_core.templating.experts.binding import (MAX_PER_FAMILY, Binding, Match, cluster_twin, cluster_twin_name,
                                                    long_twin, long_twin_name, ranked)
-from agent_core.templating.experts.evidence import CTYPE, NBYTES, Evidence, gather
+from agent_core.templating.experts.evidence import CTYPE, NBYTES, Evidence, branch_flags, gather
 from agent_core.templating.experts.families import BINDERS
 from agent_core.templating.experts.library import COMMON, EXPERT_DIR, Expert, load_expert, load_library
 from agent_core.templating.experts.render import render, subst
@@ -45,12 +46,23 @@ def candidates(cf: CudaFile, kernel_name: str, spec: TuningSpec, library: list[E
         return []
     lib = {e.name: e for e in (library if library is not None else load_library())}
     out: list[Binding] = []
+    flags = branch_flags(ev)
     for binder in BINDERS:
         found = binder.enumerate_bindings(ev, lib)
+        for b in found:  # a flag the body branches on that the binding does not pass on: held at its spec value
+            b.pinned = {f.name: int(f.counts[0]) for f in flags if not _passes(b, f.name)}
+            b.words += [f"`{n}` held at {v} (the spec's value; the wrapper traps on another)" for n, v in
+                        b.pinned.items()]
         readings = lambda b: (b.expert.name, not b.reading, b.reading)  # noqa: E731
         for _, group in itertools.groupby(sorted(found, key=readings), key=readings):
             out += ranked(list(group), cap)
     return sorted(out, key=lambda b: -b.score)  # stable: each expert's bindings keep their order
+
+
+def _passes(b: Binding, name: str) -> bool:
+    """Whether the binding hands the argument ``name`` to its expert (a call argument, a define's value)."""
+    pat = re.compile(rf"\b{re.escape(name)}\b")
+    return any(pat.search(x) for x in b.call_args) or any(pat.search(str(v)) for v in b.defines.values())
 
 
 def family_groups(bindings: list[Binding]) -> dict[str, list[Binding]]:

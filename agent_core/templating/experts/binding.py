@@ -29,6 +29,9 @@ class Binding:
     # expert's other bindings and proposed before them (an output declared inout that the body writes in part and
     # never reads, read as out of place); "" for every other binding
     reading: str = ""
+    # the kernel's run-time flags (``evidence.branch_flags``) the binding does not pass on: name -> the spec's value,
+    # the only one verified; the wrapper traps on another (never the other branch computed wrongly)
+    pinned: dict[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``x=arg0 out=arg1 weight=arg2, eps outside sqrt, ...``: what the loop prints and records."""
@@ -95,5 +98,5 @@ def _twin(b: Binding, twin: Expert | None, lower: float, words: str) -> Binding 
     t.call_args = list(b.call_args)
     t.template_args, t.sizes, t.consts, t.defines = list(b.template_args), dict(b.sizes), dict(b.consts), dict(b.defines)
     t.conventions = {k: v for k, v in b.conventions.items() if k in twin.conventions}
-    t.words, t.support = list(b.words), b.support
+    t.words, t.support, t.pinned = list(b.words), b.support, dict(b.pinned)
     return t

@@ -155,6 +155,25 @@ class Evidence:
         return out
 
 
+def branch_flags(ev: "Evidence") -> list[ArgUse]:
+    """The kernel's run-time flags: scalar int / bool arguments whose spec value is the same on every size set and
+    that the body branches on by themselves (``if (isBack)``, ``if (!flag)``, ``mode == 2 ? a : b``, ``switch
+    (mode)``, a comparison with a literal). The check against the original runs only the spec's value of each, so a
+    binding that does not pass a flag on holds it at that value (``Binding.pinned``: its wrapper traps on another,
+    never computing the other branch wrongly)."""
+    out = []
+    for a in ev.args:
+        if a.role != "scalar" or a.dtype not in INTS + ("i8", "u8", "i16", "u16") or not a.counts \
+                or len(set(a.counts)) != 1:
+            continue
+        n = re.escape(a.name)
+        lit = r"(?:\s*(?:==|!=)\s*(?:\d+|true|false)[uUlL]*)?"
+        if re.search(rf"\b(?:if|switch)\s*\(\s*!?\s*{n}\b{lit}\s*\)", ev.body) or re.search(
+                rf"(?:(?<![<>=!])=|[(,;]|&&|\|\||return)\s*\(?\s*!?\s*{n}\b{lit}\s*\)?\s*\?", ev.body):
+            out.append(a)
+    return out
+
+
 def _auxiliary(a: ArgUse) -> bool:
     return (a.role in ("inout", "out") and a.dtype in INTS and a.counts is not None and len(set(a.counts)) == 1
             and 0 < a.counts[0] <= 64)

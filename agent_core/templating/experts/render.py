@@ -122,5 +122,9 @@ def render(b: Binding, k: Kernel, cf: CudaFile, entry: str, spec_dtypes: dict[st
     lines += [f"#define {n} {v}" for n, v in b.defines.items()]
     lines += [common, with_helpers(e, source),
               f'extern "C" __global__ void __launch_bounds__({bounds}){cluster} {entry}({sig}) {{',
+              # a flag the binding holds at its spec value: another value stops the kernel (a launch error) rather
+              # than computing the branch the expert does not have
+              *[f"  if ((long long)({n}) != {v}LL) __trap();  // kerntune: `{n}` verified at {v} only"
+                for n, v in b.pinned.items()],
               f"  {e.function}{targs}({', '.join(b.call_args)});", "}", ""]
     return "\n".join(lines)

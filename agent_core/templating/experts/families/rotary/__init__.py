@@ -70,7 +70,7 @@ from agent_core.templating.experts.families.rotary.bind import _bind
 from agent_core.templating.experts.families.rotary.buffers import _gathered_tokens, _pairs
 from agent_core.templating.experts.families.rotary.computed_positions import _computed_positions
 from agent_core.templating.experts.families.rotary.implicit_positions import (_Implicit, _bumped_positions,
-                                                                               _implicit_positions)
+                                                                               _implicit_positions, _query_adds)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 from agent_core.templating.experts.families.rotary.qk_norm import _qk_norm
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
@@ -141,14 +141,15 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                         out += got
             out += _bind(ev, e, None, tokens, spec, qi, q, ki, k, oop, caches, table=table)
         return out
-    if not caches and k is not None and e.conventions.get("KT_EXPERT_KEY_ROWS") is not None:
+    if not caches and e.conventions.get("KT_EXPERT_KEY_ROWS") is not None:
         # no cache and no positions: each token's position computed in the body from its index in its sequence (the
-        # keys, where they sit in a KV cache, at rows of their own)
-        comp = _computed_positions(ev, [(qi, q), (ki, k)])
+        # keys, where they sit in a KV cache, at rows of their own; or the query alone)
+        comp = _computed_positions(ev, [(qi, q), (ki, k)] if k is not None else [(qi, q)])
         if comp is None:
             return []
-        (qi, q), (ki, k) = comp.q, comp.k
-        imp = _Implicit(comp.tokens, comp.tokens_spec, comp.seq, comp.offset, (), set())
+        (qi, q), (ki, k) = comp.q, comp.k or (None, None)
+        # the values the query's index adds to a row (`off + 1`: GPT-J pairs; `i + half`: NeoX) order the pairings
+        imp = _Implicit(comp.tokens, comp.tokens_spec, comp.seq, comp.offset, (), _query_adds(ev, qi))
         return _bind(ev, e, None, comp.tokens, comp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp,
                      computed=comp)
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:

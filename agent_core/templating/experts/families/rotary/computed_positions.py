@@ -21,11 +21,11 @@ from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, 
                                                     feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
 from agent_core.templating.experts.families.rotary.implicit_positions import _bare, _resolve, _sites
-from agent_core.templating.experts.families.rotary.indexing import _IDENT
+from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 
 class _Computed(NamedTuple):
-    """The reading: the query (in, out) and key (in, out) buffers, a token's query row ``row`` and key row ``krow``
+    """The reading: the query (in, out) and key (in, out; None: a kernel of one tensor) buffers, a token's query row ``row`` and key row ``krow``
     (values), the tokens (values, spec), the sequence length, the offset argument (or None), the key's rows a
     sequence where they differ from the query's (a KV cache; None: the same)."""
     q: tuple
@@ -66,12 +66,19 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
     except Exception:  # noqa: BLE001
         return []
     drawn, rest = sorted(names[-1]), sorted(set().union(*names) - names[-1])
+    launch = _launch_bounds(ev, size)
+    # a block index the position does not read is drawn too where the launch bounds it (the batch a token's
+    # sequence is in: with it at 0 every token would seem to sit in one sequence)
+    blocks = [n for n in rest if n.startswith("kt_blockIdx") and n in launch]
+    rest = [n for n in rest if n not in blocks]
     rng = random.Random(4321 + size)
     out = []
     for _ in range(draws):
         at = dict(env)
-        for n in drawn:
-            at[n] = rng.randrange(rng.choice((2, 8, 64, 512, 4096, 32768)))
+        for n in drawn:  # below the launch's extent where the spec gives it
+            at[n] = rng.randrange(launch[n] if n in launch else rng.choice((2, 8, 64, 512, 4096, 32768)))
+        for n in blocks:
+            at[n] = rng.randrange(launch[n])
         got = None
         for lane in (0, 1):
             at.update({n: lane for n in rest})
@@ -85,14 +92,32 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
     return out
 
 
+def _launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
+    """The extent of each thread and block index (``kt_blockIdx_y`` as ``_resolve`` names it) on size set ``size``,
+    where the spec's grid and block give it from the sizes alone."""
+    from agent_core import expr as _expr
+    out = {}
+    for kind, dims in (("blockIdx", ev.spec.grid), ("threadIdx", ev.spec.block)):
+        for axis, d in zip("xyz", dims or []):
+            try:
+                v = int(_expr.evaluate(str(d), ev.spec.sizes[size]))
+            except Exception:  # noqa: BLE001 (a configuration's parameter: not bounded here)
+                continue
+            if v > 0:
+                out[f"kt_{kind}_{axis}"] = v
+    return out
+
+
 def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Computed | None:
     """The reading of a kernel without positions and cache whose body computes each token's position (module
-    docstring); ``pairs`` its query and key buffers, (input, output) each (in place: the same), either order."""
-    if len(pairs) != 2:
+    docstring); ``pairs`` its query and key buffers, (input, output) each (in place: the same), either order, or the
+    query's alone (a kernel that rotates one tensor: InferLLM's and Koifish's ropes)."""
+    if len(pairs) not in (1, 2):
         return None
     text = _text(ev)
     once = _ONCE(text)
-    flow = flows(ev.body)
+    flow = flows(_MEMBER.sub("", ev.body), declarators=True)  # `int b = blockIdx.x, t = blockIdx.y;`: two locals,
+    # neither `x` nor `y`
     fed = set().union(*(feeding(flow, args[0]) for _, args in call_arguments(ev.body, _TRIG) if args and args[0]))
     ints = [a for a in ev.ints() if a.counts]
     cands = [n for n in once if n in fed and n not in {a.name for a in ev.args}]
@@ -100,7 +125,8 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
     for n in list(cands):
         for m in re.finditer(r"\(\s*([A-Za-z_]\w*\s*\+\s*[A-Za-z_]\w*)\s*\)", once[n]):
             x = re.sub(r"\s+", " ", m.group(1))
-            if x not in cands:
+            if x not in cands and re.sub(r"[\s()]+", "", once[n]) != re.sub(r"\s+", "", x):  # (not the whole of
+                # the local's value: the local itself, `pos = (float)(past_len + s)`)
                 cands.append(x)
     n = len(ev.spec.sizes)
     values: dict[tuple, SizeExpr] = {}
@@ -117,7 +143,7 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                         values[t] = xs[0]
     offsets = [None] + [a for a in ints if all(v >= 0 for v in a.counts) and any(v > 0 for v in a.counts)]
     found = []
-    for (qi, qo), (ki, ko) in (pairs, pairs[::-1]):
+    for (qi, qo), (ki, ko) in ((pairs, pairs[::-1]) if len(pairs) == 2 else ((pairs[0], pairs[0]),)):
         qx, kx = _index(text, once, qi.name), _index(text, once, ki.name)
         if qx is None or kx is None:
             continue
@@ -134,11 +160,16 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                     continue
                 ts = [[(q // row[i], k, p) for q, k, p in samples[i]] for i in range(n)]
                 for seq in values:
-                    if div(tokens, seq) is None or seq == tokens:
-                        continue
+                    if div(tokens, seq) is None or (seq == tokens and len(pairs) == 2):
+                        continue  # (one sequence of every token: read for a kernel of one tensor)
                     for off in offsets:
                         if not all(p == (off.counts[i] if off else 0) + t % seq[i]
                                    for i in range(n) for t, _, p in ts[i]):
+                            continue
+                        if len(pairs) == 1:  # the query alone: no key rows to read
+                            found.append((pname, _Computed(
+                                (qi, qo), None, row, (1,) * n, tokens, f"({qi.spec.size}) / ({values[row].spec})",
+                                values[seq], off, None)))
                             continue
                         for krow in values:
                             krows = div(ki.counts, krow)

@@ -269,6 +269,12 @@ def _row_adds(ev: Evidence, text: str, once: dict[str, str], qi: ArgUse) -> set:
     return adds
 
 
+def _query_adds(ev: Evidence, qi: ArgUse) -> set:
+    """``_row_adds`` of the body as the position readings read it."""
+    text = _bare(ev)
+    return _row_adds(ev, text, _ONCE(text), qi)
+
+
 def _bumped_positions(ev: Evidence, qi: ArgUse, q: ArgUse, caches: list[ArgUse]) -> _Implicit | None:
     """No positions, the rows reached by moving the pointers (CTranslate2's rotary: ``x += blockIdx.x * depth; sin +=
     time * ndims;``, then each element i of the row with ``sin[i]``): the query's (and the output's) moves and the
