@@ -3177,6 +3177,39 @@ def test_layer_norm_of_a_sum_normalized_in_place_over_an_addend(lib):
         assert bs[0].conventions["KT_EXPERT_RESIDUAL_IN"] == 1
 
 
+def test_layer_norm_of_a_sum_with_its_mean_by_fast_division_into_a_shared_array(lib):
+    """The mean taken with __fdividef(sum, n) into an element of a shared stats array and the row centred by `-=`
+    (ByteTransformer's add_bias_input_layernorm_v2, fp16 in place over an addend, its gamma / beta type chosen by the
+    run-time flag `use_fp32`, held at the spec's 1; a style kernel of its own, fp32, the residual stream stored and
+    the row normalized to an output): read as a LayerNorm of the residual sum, the bias inside it."""
+    for path, kernel, start in [
+            (ROOT / "bench/corpus/layer_norm/add_bias_input_layernorm_v2_ite4_half2_fp32_gamma_void_ptr_fixed_eps_fp16_"
+             "bytetransformer.cu", "add_bias_input_layernorm_v2",
+             "out=out (in place), x=out, residual=input, the sum not stored, gamma=gamma, beta=beta, hidden=`n`, "
+             "eps=1e-6f, rows=the grid (no row-count argument), plus the bias `bias` (nullable), each add rounded to f16"),
+            (STYLES / "layer_norm_add_bias_residual_fdividef_smem_stats_f32.cu", "add_bias_residual_layernorm",
+             "out=out, x=x, residual=residual (the sum stored), gamma=gamma, beta=beta, hidden=`n`, eps=1e-5f, rows=the "
+             "grid (no row-count argument), plus the bias `bias` (nullable) in fp32")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        bs = X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+        assert bs and bs[0].expert.family == "layer_norm", words_of(bs)
+        assert bs[0].describe().startswith(start), words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_RESIDUAL"] == 1 and bs[0].conventions["KT_EXPERT_BIAS"] in (1, 2)
+        if "bytetransformer" in path.name:
+            assert bs[0].pinned == {"use_fp32": 1} and "if ((long long)(use_fp32) != 1LL) __trap();" in X.bind(
+                bs[0], cf, S.find_spec(cf, kernel)).text
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_fast_division_layer_norms_compiles(lib):
+    _compile_every_binding(lib, *case("layer_norm_add_bias_residual_fdividef_smem_stats_f32"))
+    path = ROOT / ("bench/corpus/layer_norm/add_bias_input_layernorm_v2_ite4_half2_fp32_gamma_void_ptr_fixed_eps_fp16_"
+                   "bytetransformer.cu")
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("add_bias_input_layernorm_v2"),
+                           S.find_spec(cf, "add_bias_input_layernorm_v2"))
+
+
 def test_softmax_with_a_bias_tensor_and_a_keep_mask_as_minus_10000(lib):
     """An additive bias tensor beside a 0/1 keep-mask added as (1 - m) * -10000 (ByteTransformer's BERT softmax: a
     relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq], in place, __expf; and a

@@ -60,9 +60,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 17's, on first sight (batches 9 
     "rms_norm/rmsnorm_fp16_i4_reorder_outlier_int8_group_smem_tree_scale_index_layout_fp16_atom.cu":
         "Atom's RMSNorm fused with its quantization: the row gathered through a reorder index from shared memory, then "
         "written as int4 groups of 128 and one int8 outlier group with fp16 scales in Atom's own scale layout",
-    "layer_norm/add_bias_input_layernorm_v2_ite4_half2_fp32_gamma_void_ptr_fixed_eps_fp16_bytetransformer.cu":
-        "ByteTransformer's add_bias_input_layernorm_v2: gamma and beta are void* read as fp32 or fp16 by a run-time "
-        "flag (an expert bound to one type would read the other wrongly when the flag changes)",
     "gated_act/dequant_silu_and_mul_quant_int32_gemm_out_tmp_buffer_per_token_int8_qserve.cu":
         "QServe's W8A8 activation: int32 GEMM accumulators dequantized by two scales, SiLU-and-mul to an fp32 scratch "
         "re-read to quantize each token to int8 with a per-token scale",

@@ -168,7 +168,7 @@ def branch_flags(ev: "Evidence") -> list[ArgUse]:
             continue
         n = re.escape(a.name)
         lit = r"(?:\s*(?:==|!=)\s*(?:\d+|true|false)[uUlL]*)?"
-        if re.search(rf"\b(?:if|switch)\s*\(\s*!?\s*{n}\b{lit}\s*\)", ev.body) or re.search(
+        if re.search(rf"\b(?:if|switch)\s*\(\s*!?\s*\(*\s*{n}\b\s*\)*{lit}\s*\)", ev.body) or re.search(
                 rf"(?:(?<![<>=!])=|[(,;]|&&|\|\||return)\s*\(?\s*!?\s*{n}\b{lit}\s*\)?\s*\?", ev.body):
             out.append(a)
     return out

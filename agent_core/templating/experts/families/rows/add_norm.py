@@ -255,15 +255,18 @@ def _subtracts_mean(ev: Evidence, hidden: SizeExpr) -> bool:
         return False
     count = "|".join(map(re.escape, names))
     types = "|".join(["float", "double", HALF_TYPES] + [re.escape(t) for t in instance_types(ev)])
+    conv = rf"(?:\(\s*(?:{types})\s*\)\s*|static_cast<\s*(?:{types})\s*>\s*|(?<![\w:])(?:{types})\s*(?=\())?"
+    # a quotient written `/` or as the fast division (`__fdividef(mean, n)`: FasterTransformer's, ByteTransformer's)
     means = {t for t, value in assignments(ev.body)
-             if re.search(rf"/\s*(?:\(\s*(?:{types})\s*\)\s*|static_cast<\s*(?:{types})\s*>\s*"
-                          rf"|(?<![\w:])(?:{types})\s*(?=\())?\(?\s*(?:{count})\b", value)}
+             if re.search(rf"/\s*{conv}\(?\s*(?:{count})\b", value)
+             or re.search(rf"\b__fdividef\s*\([^,()]*(?:\([^()]*\)[^,()]*)*,\s*{conv}\(?\s*(?:{count})\b", value)}
     if not means:
         return False
     flow = flows(ev.body)
     means |= {n for n, deps in flow.items() if deps & means}
     alt = "|".join(map(re.escape, sorted(means)))
-    return re.search(rf"-\(*(?:{alt})\b(?!\[)", ev.flat) is not None
+    # a local, or an element of an array the quotient was stored in (a block's mean in shared `s_[0]`)
+    return re.search(rf"-=?\(*(?:{alt})\b", ev.flat) is not None
 
 
 def _centres_row(ev: Evidence, name: str) -> bool:
