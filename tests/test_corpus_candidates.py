@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 17's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 18's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -94,6 +94,30 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 17's, on first sight (batches 9 
     "rotary/rotary_pos_emb_thread_per_token_head_major_rotate_half_local_buffers_hfma_inplace_fp16_tinychatengine.cu":
         "TinyChatEngine's rope: one thread a token walking its head through local half buffers, the tables' row "
         "start_idx + token, every product and sum in half (__hfma), q and k head-major in place",
+    # batch 18
+    "rms_norm/rms_normalize_nested_grid_stride_y_rows_warp_atomic_scale_out_occupancy_launch_f32_dlib.cu":
+        "dlib's rms_normalize: a sample's ks * num values one row, its per-channel gamma indexed i / num, the sum of "
+        "squares accumulated by warp atomics into the scale output, nested grid-stride loops over samples and columns",
+    "gated_act/f_silu_elementwise_mul_w3_inplace_hb_hb2_flat_64_threads_divup_f32_llama3cuda.cu":
+        "llama3.cuda's SwiGLU: silu(gate) * up written in place over the gate, fp32, one flat length (not read on first "
+        "sight)",
+    "merge_attn_states/update_out_and_lse_block_per_row_head_grid_y_f32_out_bshd_transposed_block_lse_bhs_log1p_exp_"
+    "inplace_bf16_ringflashattn.cu":
+        "ring-flash-attention's update_out_and_lse: a running fp32 output and lse updated in place from one block's "
+        "bf16 output and head-major lse (lse + log1p(exp(d))), a two-way merge of which one side is also the result",
+    "rotary/rope_rotate_half_full_precision_head_major_q_tail_positions_k_all_grid_t_h_b_out_of_place_bf16_olmo.cu":
+        "OLMo's rope: head-major q and k of different lengths, the keys at positions 0 .. Tk - 1 and the queries at "
+        "the last Tq of them, angles recomputed per call, out of place",
+    "group_quant/groupwise_affine_int4_float_zero_bf16_op_rounding_i32_values_tinygemm_scales_and_zeros_gnk2_warp_per_"
+    "group_torchao.cu":
+        "torchao's tinygemm int4: asymmetric with a float-domain zero point (min + 8 * scale), every op rounded to "
+        "bf16, int32 values and interleaved (scale, zero) pairs in a group-major layout",
+    "softmax/window_attention_softmax_rel_pos_bias_shift_mask_warp_per_row_4_rows_fp16_in_f32_out_swin.cu":
+        "Swin's window attention softmax: a relative-position bias [heads, N, N] and a shift mask [windows, N, N] both "
+        "added (two broadcast tensors), fp16 in and fp32 out",
+    "softmax/attn_softmax_add_decomposed_rel_pos_h_w_block_per_query_row_smem_row_f32_sam.cu":
+        "segment-anything's decomposed relative position: key (kh, kw) of a row gets rel_h[row, kh] + rel_w[row, kw] "
+        "(two per-row bias tables indexed by the key's row and column) before the softmax",
 }
 
 
