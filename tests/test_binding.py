@@ -5199,6 +5199,42 @@ def test_every_binding_of_the_one_tensor_computed_position_rotary_compiles(lib):
     _compile_every_binding(lib, *case("rotary_one_tensor_grid_stride_pairs_conj_flag_bf16"))
 
 
+def test_rotary_one_offset_per_sequence_with_the_angles_computed(lib):
+    """Positions one offset per sequence plus the token's index in it, the angles computed in the kernel (grok-1's
+    per-batch offset over [B, T, H, D], an element a thread, held out in batch 18; a style kernel of its own: q and k
+    token-major with fewer key heads, int64 offsets, GPT-J pairs, in place): KT_EXPERT_POSITIONS 3 with the sequence's
+    offset read (KT_EXPERT_SEQ_OFFSETS), first; the rotary width the angle's exponent divides by before others."""
+    grok = ROOT / ("bench/corpus/rotary/rope_rotate_half_tiled_phase_per_batch_offset_flat_element_per_thread_bthd_out_"
+                   "of_place_bf16_grok1.cu")
+    cf = parse_cuda(grok.read_text(), str(grok))
+    bs = X.candidates(cf, "rotary_embedding_kernel", S.find_spec(cf, "rotary_embedding_kernel"), lib)
+    want = ("positions=`offset[token / seq_len]` + the token's index in its sequence of `seq_len` tokens, query=x -> "
+            "out, no key, no cache: angles from pos / base_exponent^(2i/rot) * 1, rot_dim=`dim`, num_heads=`num_heads`, "
+            "num_kv_heads=none (no key), head_size=`dim`, NeoX pairs, out of place")
+    assert want in [b.describe() for b in bs[:2]], words_of(bs)
+    b = next(b for b in bs if b.describe() == want)
+    assert b.conventions["KT_EXPERT_POSITIONS"] == 3 and b.conventions["KT_EXPERT_SEQ_OFFSETS"] == 1
+    assert b.call_args[0] == "(const int*)(offset)" and b.call_args[-2:] == ["(int)(seq_len)", "0LL"]
+    cf2, k2, spec2 = case("rotary_seq_offsets_computed_angles_gptj_qk_inplace_f16")
+    b2 = X.candidates(cf2, k2.name, spec2, lib)[0]
+    assert b2.describe() == (
+        "positions=`start_pos[token / seq]` + the token's index in its sequence of `seq` tokens, query=q, key=k, no "
+        "cache: angles from pos * theta^(-2i/rot) * 1, rot_dim=`head_dim`, num_heads=`n_q`, num_kv_heads=`n_kv`, "
+        "head_size=`head_dim`, GPT-J pairs, in place")
+    text = X.bind(b2, cf2, spec2).text
+    assert "(float)(pos_offset + (long long)positions[token / seq_len] + token % seq_len)" in text
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_sequence_offset_computed_angle_ropes_compiles(lib):
+    _compile_every_binding(lib, *case("rotary_seq_offsets_computed_angles_gptj_qk_inplace_f16"))
+    grok = ROOT / ("bench/corpus/rotary/rope_rotate_half_tiled_phase_per_batch_offset_flat_element_per_thread_bthd_out_"
+                   "of_place_bf16_grok1.cu")
+    cf = parse_cuda(grok.read_text(), str(grok))
+    _compile_every_binding(lib, cf, cf.kernel("rotary_embedding_kernel"),
+                           S.find_spec(cf, "rotary_embedding_kernel"))
+
+
 def test_a_wrapper_spells_the_code_bases_own_type_names_as_the_specs_dtypes(lib):
     """The expert's wrapper stands at file scope after the user's includes only: a typedef of the user's file
     (llm.c's floatX) or a type of the kernel's namespace (CTranslate2's cuda::index_t) is spelled as the spec's

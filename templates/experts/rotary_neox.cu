@@ -35,6 +35,7 @@ smem = "0"
 // kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
 // kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 (a cos/sin cache, or none: angles computed), a token a row of one head (candle's head-major rope, DeepSpeed's head-major query): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
 // kt:bind KT_EXPERT_KEY_ROWS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: the key's token t is row t of [tokens, num_kv_heads * head_size], as the query's; 1: row (t / seq_len) * key_seq + t % seq_len (key_seq the argument after pos_offset): the keys rotated inside a KV cache of key_seq rows a sequence (a head's slice in head-major [batch * heads, key_seq, head_size]: DeepSpeed's max_out_tokens), the new tokens' rows at its start)
+// kt:bind KT_EXPERT_SEQ_OFFSETS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: token t at pos_offset + t % seq_len; 1: at positions[t / seq_len] + t % seq_len + pos_offset, positions one offset per sequence (grok-1's per-batch offset, flash-attn's seqlen_offsets) with the angles computed)
 // kt:bind KT_EXPERT_POS_DIV = 0  (with KT_EXPERT_POSITIONS 3 and a cos and a sin table (KT_EXPERT_CACHE 1, 2), a token a row of one head: 0: token t at pos_offset + t % seq_len; 1: at pos_offset + (t / pos_div) % seq_len, pos_div (long long, the last argument) the rows one position spans, both perhaps chosen at run time by a flag of the kernel: CTranslate2's rotary, one block a row, [batch, heads, time, depth] (pos_div 1, seq_len max_time) where `transpose`, else [time, heads, depth] (pos_div heads, seq_len 0x7fffffff: no wrap); candle's rope_thd rows (pos_div heads))
 // kt:bind KT_EXPERT_QK_NORM = 0  (0: the heads rotated as they are; 1: each query and key head RMS-normalized before the rotation (Qwen3's q_norm / k_norm fused into the rope: vLLM's and SGLang's fused_qk_norm_rope, TensorRT-LLM's fusedQKNormRope, MNN's ropeC4): r = rsqrtf(sum of the head's squares / head_size + eps), each element times (r * gamma[d]) in fp32, then rotated (the channels past rot_dim written normalized), one rounding to T; a cache or gathered cos and sin (KT_EXPERT_CACHE 0-3, positions or none), a block of whole warps; the last six arguments q_gamma, k_gamma (G, head_size each), q_eps, k_eps, q_norm, k_norm: each part normalized only where its flag is true at run time (the kernel's own flags, or true where its norm has none); neither: the plain vectorized rotation)
 // kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
@@ -589,7 +590,11 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const long long token = blockIdx.x;
   const int first = threadIdx.x, step = blockDim.x;
 #endif  // kt:bind
+#if KT_EXPERT_SEQ_OFFSETS  // kt:bind
+  const float pos = (float)(pos_offset + (long long)positions[token / seq_len] + token % seq_len);
+#else  // kt:bind
   const float pos = (float)(pos_offset + token % seq_len);
+#endif  // kt:bind
   const long long qo = token * num_heads * head_size;
 #if KT_EXPERT_KEY_ROWS  // kt:bind
   const long long ko = ((token / seq_len) * key_seq + token % seq_len) * num_kv_heads * head_size;

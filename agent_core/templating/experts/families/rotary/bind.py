@@ -47,6 +47,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows;
     with ``norm``, each query and key head RMS-normalized first (KT_EXPERT_QK_NORM): the head sizes its weights and its
     divisor are, a token's rows as the index shows them (``_row_strides``))."""
+    seq_offsets = False
+    if seq and not caches and e.conventions.get("KT_EXPERT_SEQ_OFFSETS") is not None:
+        # one offset per sequence with the angles computed: the index in the sequence form (KT_EXPERT_POSITIONS 3)
+        # plus each sequence's offset read from the positions (KT_EXPERT_SEQ_OFFSETS)
+        implicit = _Implicit(tokens, tokens_spec, SizeExpr(f"(int)({seq.seq.name})", str(seq.seq.spec.value),
+                                                           f"`{seq.seq.name}`"), None, None, seq.adds)
+        seq, seq_offsets = None, True
     pos_words = f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)"
     if table and not p:
         pos_words = "the token index (a row of angles a token)"
@@ -59,6 +66,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                      f"sequence of {implicit.seq.words} tokens")
         if implicit.div is not None:  # a row of one head a token, its position (row / div) % seq
             pos_words = f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}{implicit.words}"
+        if seq_offsets:
+            pos_words = (f"`{p.name}[token / {implicit.seq.words.strip('`')}]` + the token's index in its sequence of "
+                         f"{implicit.seq.words} tokens")
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
     smooth = None  # Llama 3.1's smoothed frequencies (smooth_a, smooth_b), read where no other angle reading fits
@@ -237,6 +247,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         b.conventions["KT_EXPERT_STORAGE_MATH"] = 1
                     if implicit:
                         b.conventions["KT_EXPERT_POSITIONS"] = 3
+                        if seq_offsets:
+                            b.conventions["KT_EXPERT_SEQ_OFFSETS"] = 1
                     elif batch:
                         b.conventions["KT_EXPERT_POSITIONS"] = 4
                     elif p is None:
@@ -349,7 +361,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     # no cache: the angle table is in shared memory, read as wide as the head
                     b.consts = {"ESIZE": NBYTES[T], "CSIZE": NBYTES[C] if cache != 4 else NBYTES[T]}
                     b.words = [(f"positions={p.name}[sequence] + the token's index in its sequence of "
-                                f"`{seq.seq.name}` tokens" if seq else f"positions={p.name}") if p else
+                                f"`{seq.seq.name}` tokens" if seq else f"positions={pos_words}" if seq_offsets
+                                else f"positions={p.name}") if p else
                                f"positions={pos_words}" if implicit or table else
                                "positions=the token index (cos and sin gathered per token)"] + (
                         [f"query={qi.name} -> {q.name}", f"key={ki.name} -> {k.name}" if k else "no key"] if oop else
@@ -371,6 +384,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                     b.support = (24 if view else 20) - 3 * hi - 2 * ri + lsup - pi
                     if seq:  # the offsets are added to the index in the sequence: before reading them per token
                         b.support += 10 - seq.rank
+                    if seq_offsets:  # (the same, with the angles computed)
+                        b.support += 10
+                    if cache == 4 and exponent and _table_row(rot, rot_fp) == 2:
+                        b.support -= 3  # the angles' exponent divides by another width than this rotary width
                     out.append(b)
 
     # the rotary widths the tables' rows are as long as (their index strides: rot_dim, or rot_dim / 2 a table of

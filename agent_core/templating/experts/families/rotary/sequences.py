@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, div, feeding, flows,
-                                                    index_sites, term_values, uncast, unparen)
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, div,
+                                                    feeding, flows, index_sites, term_values, uncast, unparen)
+from agent_core.templating.experts.families.rotary.angles import _TRIG
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER, _factors, _groups, _subscript_of
 
 
@@ -32,7 +33,7 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     length: the index in the sequence is computed from it (``t % seqlen``) or bounded by it (``m >= seqlen``), or the
     offsets' index is computed from it (``t / seqlen``); ``p`` holds one value per sequence (tokens = its count times
     the sequence length, dividing the query). Empty when the body shows no such sum."""
-    if not caches or not p.counts:
+    if not p.counts:
         return []
     text = uncast(ev.body)
     flow = flows(_MEMBER.sub("", text), declarators=True)  # `blockDim.x` is not the local `x`
@@ -67,15 +68,21 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
     others = [t for t in others if term_values(ev, t[1]) is None]  # an index varies by token: no argument's value
     if not others:
         return []
-    # the sum feeds the tables' index: a term of some cos/sin index is computed from the read offsets
+    # the sum feeds the tables' index: a term of some cos/sin index is computed from the read offsets; with no
+    # tables, the angle: the argument of a sine or cosine (grok-1's `(s + offset[b]) * inv_freq`)
     pos_terms = [t for c in caches for site in index_sites(ev, c.name) for _, t in site if fed(t)]
-    if not pos_terms:
+    if not caches:
+        angle = [args[0] for _, args in call_arguments(ev.body, _TRIG) if args and args[0] and fed(args[0])]
+        pos_terms = []
+        if not angle:
+            return []
+    elif not pos_terms:
         return []
     strides = set()
     for t in pos_terms:
         rest = [f for f in _factors(unparen(t)) if not fed(f)]
         strides.add(term_values(ev, " * ".join(f"({f})" for f in rest)) if rest else tuple(1 for _ in p.counts))
-    stride = strides.pop() if len(strides) == 1 else None
+    stride = strides.pop() if len(strides) == 1 else None  # (no tables: None)
     # the sequence length: an int argument the index in the sequence (or the offsets' index) is computed from, one
     # step away, or one that bounds it in a comparison
     idents = set()
