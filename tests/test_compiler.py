@@ -217,8 +217,30 @@ def test_template_arguments_named_by_the_files_constants(tmp_path):
     a = compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["ACT_GELU", "NF4"])
     b = compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["ACT_SILU", "Fmt_t::FP4"])
     assert (a.symbol, b.symbol) == ("_Z3actILi1ELi2EEvPf", "_Z3actILi0ELi1EEvPf")
-    with pytest.raises(CompileError, match=r"none match template arguments <2, 2>"):  # nvcc: the file's own two
-        compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["NF4", "NF4"], exact=True)
+    # an instantiation the file never launches: nvcc compiles it too (the spec's arguments instantiate it)
+    assert compile_kernel(NAMED_BY_CONSTANTS, "act", cache_dir=tmp_path, template_args=["NF4", "NF4"],
+                          exact=True).symbol == "_Z3actILi2ELi2EEvPf"
+
+
+LAUNCHED_FROM_A_TEMPLATE = r"""
+namespace lib {
+template <typename T, int N>
+__global__ void scale(T* x) { if (threadIdx.x < N) x[threadIdx.x] *= T(2); }
+}  // namespace lib
+template <typename T, int N>
+void launch(T* x, cudaStream_t s) { lib::scale<T, N><<<1, 32, 0, s>>>(x); }  // nothing instantiates launch
+"""
+
+
+@pytest.mark.nvcc
+def test_a_kernel_launched_only_from_a_template_nothing_instantiates(tmp_path):
+    """AITemplate's launchers are templates the file never instantiates: nvcc would compile no kernel. The spec's
+    template arguments instantiate it (its address taken in its own namespace), for nvcc and NVRTC alike; without
+    them the error says how a templated kernel gets compiled."""
+    c = compile_kernel(LAUNCHED_FROM_A_TEMPLATE, "scale", cache_dir=tmp_path, template_args=["float", "16"], exact=True)
+    assert c.symbol == "_ZN3lib5scaleIfLi16EEEvPT_"
+    with pytest.raises(CompileError, match="compiled only where host code launches it or instantiates it"):
+        compile_kernel(LAUNCHED_FROM_A_TEMPLATE, "scale", cache_dir=tmp_path, exact=True)
 
 
 @pytest.mark.nvcc

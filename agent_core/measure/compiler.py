@@ -377,7 +377,8 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
     flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
     flags += [x for d in incs for x in ("-I", d)]
     flags += [str(f) for f in extra_flags]
-    key = hashlib.sha256(json.dumps({"text": text, "flags": flags, "nvcc": version, "format": CACHE_FORMAT},
+    instance = _instance_of(text, kernel, template_args)  # (for nvcc: NVRTC's name expression instantiates it)
+    key = hashlib.sha256(json.dumps({"text": text + instance, "flags": flags, "nvcc": version, "format": CACHE_FORMAT},
                                     sort_keys=True).encode()).hexdigest()[:40]
     cache = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "kerntune" / "cubin"
     try:
@@ -397,7 +398,7 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
         refused = got
     meta = _load_cached(cache, key)
     if meta is None:
-        meta = _compile_uncached(nvcc, text, kernel, arch, flags, cache, key, timeout, source_path)
+        meta = _compile_uncached(nvcc, text + instance, kernel, arch, flags, cache, key, timeout, source_path)
     if refused is not None:
         try:
             _atomic_write(refused[0], refused[1].encode("utf-8", "replace"))
@@ -411,6 +412,25 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
         raise
     return Compiled(cubin_path=str(cache / f"{key}.cubin"), symbol=sym, resources=report[sym],
                     source_hash=sha256_text(text), log=meta["log"])
+
+
+def _instance_of(text: str, kernel: str, template_args: list[str] | None) -> str:
+    """Where ``kernel`` is a template and the spec names its arguments: a line that instantiates that kernel (its
+    address taken in its own namespace), appended for nvcc. The file's host code may launch it only from a template
+    nothing instantiates (AITemplate's launchers): nvcc would then compile no such kernel. Another instantiation of
+    the same arguments names the same kernel."""
+    if not template_args:
+        return ""
+    try:
+        q = nvrtc.template_kernels(text).get(kernel.rsplit("::", 1)[-1])
+    except Exception:  # noqa: BLE001 (a text the parser does not take: the file's own launches decide)
+        return ""
+    if q is None:
+        return ""
+    ns, _, name = q.rpartition("::")
+    tag = hashlib.sha256(f"{q}<{template_args}>".encode()).hexdigest()[:8]
+    line = f"__attribute__((used)) static void* const kt_instance_{tag} = (void*)&{name}<{', '.join(template_args)}>;"
+    return f"\n// kerntune: the instantiation the spec tunes\n{f'namespace {ns} {{ {line} }}' if ns else line}\n"
 
 
 def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cache: Path, source_path,

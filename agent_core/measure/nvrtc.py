@@ -103,6 +103,29 @@ def _qualified(fn: Node, data: bytes) -> str | None:
     return name
 
 
+def template_kernels(text: str) -> dict[str, str]:
+    """The templated ``__global__`` functions of ``text``: short name -> qualified name (its namespaces)."""
+    from agent_core.source.cuda_parse import parse_tree
+    data = text.encode("utf-8")
+    out: dict[str, str] = {}
+    stack = [parse_tree(data).root_node]
+    while stack:
+        n = stack.pop()
+        for c in n.named_children:
+            if c.type in _CONTAINERS:
+                stack.append(c)
+                continue
+            fn = _function_of(c)
+            if fn is None or c.type != "template_declaration":
+                continue
+            body = fn.child_by_field_name("body")
+            head = data[c.start_byte:body.start_byte if body is not None else c.end_byte].decode("utf-8", "replace")
+            q = _qualified(fn, data) if "__global__" in head else None
+            if q:
+                out.setdefault(q.rsplit("::", 1)[-1], q)
+    return out
+
+
 def device_only(text: str) -> DeviceSource:
     """``text`` with its host-only code blanked (line numbers kept) and its includes made NVRTC's; raises
     Unsupported where nvcc must compile it."""
