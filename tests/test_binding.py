@@ -420,6 +420,25 @@ def test_gated_generic_activation_silu_functor_of_a_functor(lib):
 EXLLAMA_SILU = ROOT / "bench" / "corpus" / "gated_act" / "silu_mul_inplace_separate_up_block2d_half2.cu"
 
 
+def test_gated_in_place_flat_over_the_element_count_with_compound_products(lib):
+    """A gated activation written in place over the gate with no row length (one flat element count) and its
+    products as compound assignments (`val *= up[i]`, through a conversion: `g *= __half2float(up[i])`): llama3.cuda's
+    fp32 SwiGLU (held out, batch 18) and a style kernel of its own (fp16 GeGLU, grid-stride): one row of all of
+    them, in place (KT_EXPERT_INPLACE), the activation the body computes first."""
+    for path, kernel, act in [
+            (ROOT / "bench/corpus/gated_act/f_silu_elementwise_mul_w3_inplace_hb_hb2_flat_64_threads_divup_f32_llama3cuda.cu",
+             "f_silu_elementwise_mul_w3_kernel", "SiLU"),
+            (STYLES / "gelu_tanh_mul_inplace_flat_compound_assign_gridstride_f16.cu", "geglu_inplace_f16",
+             "GELU (tanh)")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        assert bs and bs[0].expert.name == "act_and_mul", words_of(bs)
+        assert bs[0].conventions["KT_EXPERT_INPLACE"] == 1 and act in bs[0].describe(), words_of(bs)
+        assert bs[0].sizes["d"] in ("rows * hidden", "tokens * d")  # one row of the whole count
+        X.bind(bs[0], cf, spec)
+
+
 def test_gated_in_place_over_the_gate_with_a_separate_up_tensor(lib):
     """ExLlamaV2's x = silu(x) * y (the gate's GEMM output overwritten, the up projection a tensor of its own, half2
     math through h2exp / h2rcp on a half* signature): in place, SiLU, the row the argument the body strides rows by."""

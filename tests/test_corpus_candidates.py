@@ -98,9 +98,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 18's, on first sight (batches 9 
     "rms_norm/rms_normalize_nested_grid_stride_y_rows_warp_atomic_scale_out_occupancy_launch_f32_dlib.cu":
         "dlib's rms_normalize: a sample's ks * num values one row, its per-channel gamma indexed i / num, the sum of "
         "squares accumulated by warp atomics into the scale output, nested grid-stride loops over samples and columns",
-    "gated_act/f_silu_elementwise_mul_w3_inplace_hb_hb2_flat_64_threads_divup_f32_llama3cuda.cu":
-        "llama3.cuda's SwiGLU: silu(gate) * up written in place over the gate, fp32, one flat length (not read on first "
-        "sight)",
     "merge_attn_states/update_out_and_lse_block_per_row_head_grid_y_f32_out_bshd_transposed_block_lse_bhs_log1p_exp_"
     "inplace_bf16_ringflashattn.cu":
         "ring-flash-attention's update_out_and_lse: a running fp32 output and lse updated in place from one block's "

@@ -1035,7 +1035,8 @@ def _multiplied(ev: Evidence, g: str, tensors: set[str]) -> bool:
     names = [g] + [n for n, ts in first.items() if ts == {g}]
     for n in names:
         v = rf"{re.escape(n)}(?:\[[^\]]*\])?"
-        if re.search(rf"\*\(?{v}(?![\w(\[])|(?<![\w.]){v}\)?\*(?!=)", ev.flat):
+        # (`val *= up[i]` too, and through a conversion: `g *= __half2float(up[i])`)
+        if re.search(rf"\*=?\(?(?:[A-Za-z_]\w*\()?{v}(?![\w(\[])|(?<![\w.]){v}\)?\*(?!=)", ev.flat):
             return True
     for _, args in call_arguments(ev.body, "|".join(_HALF_MULS + ("__hfma", "__hfma2"))):
         if any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", a) for a in args for n in names):
@@ -1199,6 +1200,10 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                 ds.append((t, 2 if ev.mentions(rf"(?<![\w.])[A-Za-z_]\w*\)?\*\(?{n}(?![\w(\[])") else 0))
         ds.sort(key=lambda x: -x[1])
         ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)]
+        if not ds and pack == 1 and _flat_activation(ev, e):
+            # no row length: a flat elementwise kernel over the element count (llama3.cuda's in-place SwiGLU over
+            # hb with hb2): one row of all of them
+            ds = _whole_count(ev, o)
     if not ds:
         return []
     acts = _generic_acts(ev, T, pack)
