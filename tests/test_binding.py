@@ -3229,6 +3229,45 @@ def test_every_binding_of_the_fast_division_layer_norms_compiles(lib):
                            S.find_spec(cf, "add_bias_input_layernorm_v2"))
 
 
+def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
+    """A softmax over a strided dimension (dim=1 of NCHW) gets softmax_channels, read from the values the body computes:
+    the loop over the channels steps the logits' index by the spatial size (Lua Torch cunn's block-per-pixel kernel
+    through a moved pointer, MIOpen's 16-pixel workgroups in half math: held out, batch 18; a style kernel of its
+    own, bf16, a thread per pixel in a grid-stride walk); a grid-stride walk of whole rows (Marian's gSoftmax) is no
+    channel walk."""
+    for path, kernel, words in [
+            (ROOT / "bench/corpus/softmax/softmax_update_output_block_per_pixel_grid_n_h_w_stride0_stride1_thread0_serial_"
+             "reduce_f32_cunn.cu", "cunn_SoftMax_updateOutput_kernel",
+             "out=output (f32), x=input (f32), outer=`nframe`, channels=`dim`, inner=`stride0` (the channel stride), "
+             "__expf"),
+            (ROOT / "bench/corpus/softmax/softmax_channel_nchw_csr_stream_pixels_per_workgroup_lds_values_half_math_fp16_"
+             "miopen.cu", "SoftmaxForward",
+             "out=y (f16), x=x (f16), outer=`grid_size / spatial_dim`, channels=`vector_size`, inner=`spatial_dim` (the "
+             "channel stride), expf"),
+            (STYLES / "softmax_channels_nchw_thread_per_pixel_gridstride_bf16.cu", "channel_softmax_nchw",
+             "out=y (bf16), x=x (bf16), outer=`N`, channels=`C`, inner=`HW` (the channel stride), expf")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = [b for b in X.candidates(cf, kernel, spec, lib) if b.expert.name == "softmax_channels"]
+        assert bs and bs[0].describe() == words, words_of(bs)
+        t = X.bind(bs[0], cf, spec)
+        assert t.launch["block"] == ["TX", "CY"]
+    marian = ROOT / "bench/corpus/softmax/gsoftmax_half_hexp_row_blocks_loop_odd_tree_fp16_marian.cu"
+    cf = parse_cuda(marian.read_text(), str(marian))
+    assert not [b for b in X.candidates(cf, "gSoftmax", S.find_spec(cf, "gSoftmax"), lib)
+                if b.expert.name == "softmax_channels"]
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_channel_softmaxes_compiles(lib):
+    _compile_every_binding(lib, *case("softmax_channels_nchw_thread_per_pixel_gridstride_bf16"))
+    path = ROOT / ("bench/corpus/softmax/softmax_update_output_block_per_pixel_grid_n_h_w_stride0_stride1_thread0_"
+                   "serial_reduce_f32_cunn.cu")
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("cunn_SoftMax_updateOutput_kernel"),
+                           S.find_spec(cf, "cunn_SoftMax_updateOutput_kernel"))
+
+
 def test_softmax_with_a_bias_tensor_and_a_keep_mask_as_minus_10000(lib):
     """An additive bias tensor beside a 0/1 keep-mask added as (1 - m) * -10000 (ByteTransformer's BERT softmax: a
     relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq], in place, __expf; and a

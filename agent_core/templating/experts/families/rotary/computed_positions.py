@@ -20,7 +20,7 @@ from typing import NamedTuple
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
                                                     feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.families.rotary.implicit_positions import _bare, _resolve, _sites
+from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 

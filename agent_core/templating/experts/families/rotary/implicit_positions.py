@@ -10,8 +10,9 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _expand, _once as _ONCE, div,
-                                                    index_terms, pointer_aliases, prod, term_values, uncast)
-from agent_core.templating.experts.families.rotary.indexing import _IDENT
+                                                    index_terms, prod, term_values)
+from agent_core.templating.experts.index_reading import bare as _bare, draw_pairs as _draw_pairs, resolve as _resolve, \
+    resolved as _resolved, sites as _sites
 
 
 class _Implicit(NamedTuple):
@@ -28,9 +29,6 @@ class _Implicit(NamedTuple):
     adds: set
     div: str | None = None  # KT_EXPERT_POS_DIV: the rows a position spans (C), the position (row / div) % seq
     words: str | None = None  # the positions in words where they are so read
-
-
-_THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
 
 
 def _size_terms(ev, ints, c, n: int):
@@ -58,47 +56,6 @@ def _size_terms(ev, ints, c, n: int):
     return values, strides, [None] + [a for a in ints if all(v > 0 for v in a.counts)]
 
 
-def _bare(ev: Evidence) -> str:
-    """The body without casts, a called function's arguments without their parentheses (`(src)[i1]`)."""
-    return re.sub(r"(?<![\w\])])\(\s*([A-Za-z_]\w*)\s*\)(?![\w(])", r"\1", uncast(ev.body))
-
-
-def _sites(text: str, name: str) -> list[list[tuple[int, str]]]:
-    """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
-    the pointer (an argument of a call: no terms) left out."""
-    names = pointer_aliases(text, name)
-    # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
-    names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
-                                              rf"{re.escape(name)}\s*\+", text) if m.group(1) not in names]
-    return [t for n in names for t in index_terms(text, n) if t]
-
-
-def _resolved(ev: Evidence, name: str) -> str | None:
-    """The first index of the buffer ``name`` with every local assigned once replaced by its value, down to the
-    thread and block indices (each of ``threadIdx.x``, ``blockIdx.y``, ... a name of its own), loop variables and
-    the int arguments; casts and literal suffixes dropped. None where it is not plain integer arithmetic."""
-    text = _bare(ev)
-    sites = _sites(text, name)
-    if not sites:
-        return None
-    return _resolve(_ONCE(text), " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in sites[0]) or "0")
-
-
-def _resolve(once: dict[str, str], expr: str) -> str | None:
-    """``expr`` with every local assigned once (``once``) replaced by its value, down to thread and block indices,
-    loop variables and arguments; literal suffixes dropped. None where it is not plain integer arithmetic."""
-    for _ in range(12):
-        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
-                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), expr))
-        if new == expr:
-            break
-        expr = new
-    expr = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", expr)
-    if not re.fullmatch(r"[\w\s()+\-*/%]+", expr) or len(expr) > 4000:
-        return None
-    return expr
-
-
 def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
     """(query index, cos index) pairs the body computes for the same thread on size set ``size``: every unknown
     (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept."""
@@ -107,34 +64,6 @@ def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 4
         return None
     return _draw_pairs(ev, qt, ct, size, 1234, (2, 8, 64, 512, 4096, 32768), draws,
                        lambda qi, ci: 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size])
-
-
-def _draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
-                keep) -> list[tuple[int, int]] | None:
-    """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
-    integer constants), every other name drawn below a range chosen at random from ``ranges`` (``seed + size``
-    seeds it); the pairs ``keep`` accepts. None where the names cannot be read."""
-    import random
-    from agent_core import expr as _expr
-    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-    env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
-    try:
-        unknown = sorted((_expr.names(a) | _expr.names(b)) - set(env))
-    except Exception:  # noqa: BLE001
-        return None
-    rng = random.Random(seed + size)
-    out = []
-    for _ in range(draws):
-        at = dict(env)
-        for n in unknown:
-            at[n] = rng.randrange(rng.choice(ranges))
-        try:
-            ai, bi = _expr.evaluate_int(a, at), _expr.evaluate_int(b, at)
-        except Exception:  # noqa: BLE001
-            continue
-        if keep(ai, bi):
-            out.append((ai, bi))
-    return out
 
 
 def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple[bool, list[_Implicit]]:

@@ -18,7 +18,8 @@ together), and the other forms of each family: ``rms_norm`` (strided input, an o
 after the weight),
 ``fused_add`` (general form; in place on a strided input), ``add_norm`` (add, then normalize), ``layer_norm``
 (general forms), ``norm_quant`` (static and dynamic quant), ``norm_stats`` (per-row statistics), ``softmax`` (general
-form) with ``softmax_log``, ``softmax_keys``, ``softmax_masks`` and ``softmax_sinks``, and ``softmax_alibi``.
+form) with ``softmax_log``, ``softmax_keys``, ``softmax_masks`` and ``softmax_sinks``, and ``softmax_alibi``;
+``softmax_channels`` (a softmax over a strided dimension: NCHW's channels).
 ``enumerate_bindings`` composes them in one fixed order: the binder's order breaks ties between equally supported
 bindings.
 """
@@ -37,6 +38,7 @@ from agent_core.templating.experts.families.rows.rms_norm import (_padded_rms, _
                                                                    _strided_rms)
 from agent_core.templating.experts.families.rows.softmax import _softmax_general
 from agent_core.templating.experts.families.rows.softmax_alibi import _softmax_alibi
+from agent_core.templating.experts.families.rows.softmax_channels import _softmax_channels
 from agent_core.templating.experts.families.rows.softmax_log import _softmax_padded
 from agent_core.templating.experts.library import Expert
 
@@ -45,4 +47,5 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     return (_row_bindings(ev, lib) + _softmax_general(ev, lib) + _softmax_padded(ev, lib) + _fused_add_general(ev, lib)
             + _strided_rms(ev, lib) + _padded_rms(ev, lib) + _layer_norm_general(ev, lib) + _static_fp8(ev, lib)
             + _add_norm_general(ev, lib) + _dynamic_quant(ev, lib) + _softmax_alibi(ev, lib) + _rms_norm_stats(ev, lib)
-            + _strided_fused_add(ev, lib) + _rms_norm_out_type(ev, lib) + _rms_norm_post_add(ev, lib))
+            + _strided_fused_add(ev, lib) + _rms_norm_out_type(ev, lib) + _rms_norm_post_add(ev, lib)
+            + _softmax_channels(ev, lib))

@@ -1,0 +1,96 @@
+"""Reading a kernel's index arithmetic as values: an element's index with every local assigned once replaced by its
+value, down to thread and block indices, loop variables and the int arguments (``resolved``), and evaluated together
+on sampled unknowns (``draw_pairs``). Shared by the binders that read a layout from how the body indexes a buffer
+(the rotary positions, the strided softmax's channel stride)."""
+
+from __future__ import annotations
+
+import re
+
+from agent_core.templating.experts.evidence import _once as _ONCE
+from agent_core.templating.experts.evidence import Evidence, index_terms, pointer_aliases, uncast
+
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
+
+
+def bare(ev: Evidence) -> str:
+    """The body without casts, a called function's arguments without their parentheses (`(src)[i1]`)."""
+    return re.sub(r"(?<![\w\])])\(\s*([A-Za-z_]\w*)\s*\)(?![\w(])", r"\1", uncast(ev.body))
+
+
+def sites(text: str, name: str) -> list[list[tuple[int, str]]]:
+    """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
+    the pointer (an argument of a call: no terms) left out."""
+    names = pointer_aliases(text, name)
+    # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
+    names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
+                                              rf"{re.escape(name)}\s*\+", text) if m.group(1) not in names]
+    return [t for n in names for t in index_terms(text, n) if t]
+
+
+def resolved(ev: Evidence, name: str) -> str | None:
+    """The first index of the buffer ``name`` with every local assigned once replaced by its value, down to the
+    thread and block indices (each of ``threadIdx.x``, ``blockIdx.y``, ... a name of its own), loop variables and
+    the int arguments; casts and literal suffixes dropped. None where it is not plain integer arithmetic."""
+    text = bare(ev)
+    found = sites(text, name)
+    if not found:
+        return None
+    return resolve(_ONCE(text), " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in found[0]) or "0")
+
+
+def all_resolved(ev: Evidence, name: str) -> list[str]:
+    """``resolved`` of every index of the buffer ``name`` (or a local pointer made from it: relative to that pointer),
+    the ones that are not plain integer arithmetic left out."""
+    text = bare(ev)
+    once = _ONCE(text)
+    out = []
+    for site in sites(text, name):
+        r = resolve(once, " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in site) or "0")
+        if r is not None and r not in out:
+            out.append(r)
+    return out
+
+
+def resolve(once: dict[str, str], expr: str) -> str | None:
+    """``expr`` with every local assigned once (``once``) replaced by its value, down to thread and block indices,
+    loop variables and arguments; literal suffixes dropped. None where it is not plain integer arithmetic."""
+    for _ in range(12):
+        new = _IDENT.sub(lambda m: f"({once[m.group(0)]})" if m.group(0) in once else m.group(0),
+                         _THREAD.sub(lambda m: "kt_" + re.sub(r"\W+", "_", m.group(0)), expr))
+        if new == expr:
+            break
+        expr = new
+    expr = re.sub(r"(?<![\w.])(\d+)[uUlL]+\b", r"\1", expr)
+    if not re.fullmatch(r"[\w\s()+\-*/%]+", expr) or len(expr) > 4000:
+        return None
+    return expr
+
+
+def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
+               keep) -> list[tuple[int, int]] | None:
+    """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
+    integer constants), every other name drawn below a range chosen at random from ``ranges`` (``seed + size``
+    seeds it); the pairs ``keep`` accepts. None where the names cannot be read."""
+    import random
+    from agent_core import expr as _expr
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
+    try:
+        unknown = sorted((_expr.names(a) | _expr.names(b)) - set(env))
+    except Exception:  # noqa: BLE001
+        return None
+    rng = random.Random(seed + size)
+    out = []
+    for _ in range(draws):
+        at = dict(env)
+        for n in unknown:
+            at[n] = rng.randrange(rng.choice(ranges))
+        try:
+            ai, bi = _expr.evaluate_int(a, at), _expr.evaluate_int(b, at)
+        except Exception:  # noqa: BLE001
+            continue
+        if keep(ai, bi):
+            out.append((ai, bi))
+    return out
