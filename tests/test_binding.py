@@ -3229,6 +3229,48 @@ def test_every_binding_of_the_fast_division_layer_norms_compiles(lib):
                            S.find_spec(cf, "add_bias_input_layernorm_v2"))
 
 
+def test_softmax_with_two_additive_tensors_each_broadcast_as_its_index_reads(lib):
+    """Two additive tensors added to the logits (KT_EXPERT_MASK 1 with KT_EXPERT_MASK_BIAS), each broadcast over the
+    rows as the body's indices read it (the logits' row and the tensor's row sampled together): Swin's window
+    attention (held out, batch 18: the relative-position bias [heads, N, N] over a leading dimension, the window mask
+    [windows, N, N] over a leading and a middle dimension at once, its outer index wrapped), and a style kernel of its
+    own (a position bias [heads, q, k] and a key-padding mask [batch, k], bf16 in place); added in the body's order.
+    A keep-mask turned into a fill (Evoformer) or into (1 - m) * -10000 (ByteTransformer) is no additive tensor."""
+    for path, kernel, words in [
+            (ROOT / "bench/corpus/softmax/window_attention_softmax_rel_pos_bias_shift_mask_warp_per_row_4_rows_fp16_in_"
+             "f32_out_swin.cu", "window_attention_softmax_kernel",
+             ["plus `relative_position_bias` [`N * num_heads` rows], broadcast over a leading dimension (row r reads mask "
+              "row r % mask rows)", "then plus `mask` [`N * nW` rows], broadcast over a middle dimension, inner extent "
+              "`N`, its outer index wrapped, middle extent `num_heads` (a leading and a middle dimension broadcast)"]),
+            (STYLES / "softmax_bias_plus_padding_mask_two_additive_inplace_bf16.cu", "biased_padded_softmax",
+             ["logits times `scale`", "plus `pos_bias` [`heads * q_len` rows], broadcast over a leading dimension (row "
+              "r reads mask row r % mask rows)", "then plus `pad` [rows / (`heads * q_len`) rows], consecutive rows "
+              "share one (row r reads mask row r / (rows / mask rows))"])]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = bs[0]
+        assert b.conventions.get("KT_EXPERT_MASK_BIAS") == 1 and all(w in b.describe() for w in words), words_of(bs)
+        X.bind(b, cf, spec)
+    for path, kernel in [(ROOT / "bench/corpus/softmax/softmax_mask_bias_evoformer_warp_cols_per_thread_inplace_bf16_"
+                          "fastfold.cu", "fastfold_softmax_mask_bias"),
+                         (ROOT / "bench/corpus/softmax/softmax_warp_per_head_block_per_word_mask_bias_smem_row_head_"
+                          "major_inplace_fp16_bytetransformer.cu", "softmax_kernel_warp")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        assert not [b for b in X.candidates(cf, kernel, S.find_spec(cf, kernel), lib)
+                    if b.conventions.get("KT_EXPERT_MASK_BIAS")]
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_two_additive_tensor_softmaxes_compiles(lib):
+    _compile_every_binding(lib, *case("softmax_bias_plus_padding_mask_two_additive_inplace_bf16"))
+    path = ROOT / ("bench/corpus/softmax/window_attention_softmax_rel_pos_bias_shift_mask_warp_per_row_4_rows_fp16_in_"
+                   "f32_out_swin.cu")
+    cf = parse_cuda(path.read_text(), str(path))
+    _compile_every_binding(lib, cf, cf.kernel("window_attention_softmax_kernel"),
+                           S.find_spec(cf, "window_attention_softmax_kernel"))
+
+
 def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
     """A softmax over a strided dimension (dim=1 of NCHW) gets softmax_channels, read from the values the body computes:
     the loop over the channels steps the logits' index by the spatial size (Lua Torch cunn's block-per-pixel kernel

@@ -109,12 +109,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 18's, on first sight (batches 9 
     "group_torchao.cu":
         "torchao's tinygemm int4: asymmetric with a float-domain zero point (min + 8 * scale), every op rounded to "
         "bf16, int32 values and interleaved (scale, zero) pairs in a group-major layout",
-    "softmax/window_attention_softmax_rel_pos_bias_shift_mask_warp_per_row_4_rows_fp16_in_f32_out_swin.cu":
-        "Swin's window attention softmax: a relative-position bias [heads, N, N] and a shift mask [windows, N, N] both "
-        "added (two broadcast tensors), fp16 in and fp32 out",
-    "softmax/attn_softmax_add_decomposed_rel_pos_h_w_block_per_query_row_smem_row_f32_sam.cu":
-        "segment-anything's decomposed relative position: key (kh, kw) of a row gets rel_h[row, kh] + rel_w[row, kw] "
-        "(two per-row bias tables indexed by the key's row and column) before the softmax",
 }
 
 

@@ -45,6 +45,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ROUND_SCALED = 0  (general form: 0: the scaled logit x * scale (/ row_div) kept in fp32; 1: rounded to the input's type T before a mask is added (Hugging Face's eager attention: `attn_weights * scaling` is a bf16 / fp16 tensor, an fp32 mask then added in fp32); 2: rounded to T, and its sum with a mask of type T rounded to T again (a 16-bit tensor plus a 16-bit mask))
 // kt:bind KT_EXPERT_KEYS = 0  (general form, with no mask or an additive one, not with a sink. 0: every key of the row; 1: a key range per batch read from int32 buffers (ONNX Runtime's 1-D mask index: valid keys [mask_start[b], mask_end[b])): rows [batches, rows / batches] on a grid [cdiv(rows / batches, ROWS), min(batches, 65535), cdiv(batches, 65535)], batch b = blockIdx.z * gridDim.y + blockIdx.y (the batch count the argument after q_len: more than the grid's y holds fold into z); row r sees keys [max(0, key_start[b]) (key_start null: 0), min(hidden, key_end[b])), an empty range widened to every key (attend to none = attend to all), then with q_len > 0 a causal limit, bottom-right aligned, on top: query q = r % q_len sees keys below hidden - q_len + q + 1; keys outside neither counted nor read past the range's end, written 0; a row with none written 0; 2: the same with an empty range kept empty)
 // kt:bind KT_EXPERT_ALIBI = 0  (general form with an additive mask (KT_EXPERT_MASK 1) only. 0: the mask added as it is; 1: FasterTransformer's / TensorRT-LLM's masked softmax with ALiBi (BLOOM, MPT): rows [batch, heads, q_len] over a mask [batch, q_len] of 0/1 values of type M (1 keep), read as the mask's middle broadcast (mask_inner = q_len); the logit x * scale plus the bias slope * (k - q) + (1 - m) * -10000 (summed in that order; slope = slopes[h] of type M, null: no slope term), query q = row % mask_inner, head h = (row / mask_inner) % (rows / mask_rows); exponentials by __expf, the row's sum + 1e-6 inverted by __fdividef, each probability that inverse times the exponential, rounded once at the store; 2: the same with the accurate expf for the exponentials)
+// kt:bind KT_EXPERT_MASK_BIAS = 0  (with an additive mask (KT_EXPERT_MASK 1), not with ALiBi, keys or a sink. 0: one additive tensor; 1: a second additive tensor `bias` of type M [bias_rows, hidden] (after mask_inner: mask_mid, then bias, bias_rows, bias_inner, bias_mid; null: none), added after the mask; each of the two broadcast by its rows, inner extent and middle extent (mid 0: rows / its rows, the one broadcast dimension; else a tensor [outer, inner] over rows [.., outer, mid, inner], its outer index wrapped: a broadcast over a leading and a middle dimension at once) (Swin's window attention: the relative-position bias [heads, N, N] and the shifted-window mask [windows, N, N] both added to the scores))
 // kt:bind KT_EXPERT_ALIBI_BIAS = 0  (with KT_EXPERT_ALIBI only. 0: the slope term; 1: an additive bias TENSOR of type M [bias_rows, hidden] in the slopes' place (the pointer; null: no bias), broadcast by its own rows and inner extent (the two int arguments after it, as the mask is by mask_rows and mask_inner), its element added with (1 - m) * -10000 in the slope term's place (ByteTransformer's BERT softmax with a relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq]))
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
 // kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
@@ -177,6 +178,16 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, q_len)));
 }
 #else  // kt:bind
+#if KT_EXPERT_MASK_BIAS  // kt:bind
+// Row r's row of a tensor of t_rows rows broadcast over the score rows: rows [outer, mid, inner] over a tensor
+// [outer % (t_rows / inner), inner] -- mid the extent between the tensor's two dimensions (0: rows / t_rows, the one
+// broadcast dimension of the additive mask), the tensor's outer index wrapped (Swin's window mask [windows, N] over
+// scores [batch, windows, heads, N]: mid = heads).
+__device__ __forceinline__ long long broadcast_row(int r, int rows, int t_rows, int inner, int mid) {
+  const int m = mid > 0 ? mid : rows / t_rows;
+  return (long long)((r / (m * inner)) % (t_rows / inner)) * inner + r % inner;
+}
+#endif  // kt:bind
 // The general form: softmax(x * scale / row_div[row]) (row_div null: no division) written to O, which may differ
 // from the input's type (fp16 logits to fp32 probabilities).
 #if KT_EXPERT_SINK  // kt:bind
@@ -213,6 +224,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_MASK == 7  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner, float fill,
                                              const M* __restrict__ bias, int bias_rows, int bias_inner) {
+#elif KT_EXPERT_MASK_BIAS  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner, int mask_mid,
+                                             const M* __restrict__ bias, int bias_rows, int bias_inner,
+                                             int bias_mid) {
 #else  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner) {
 #endif  // kt:bind
@@ -318,7 +333,11 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
   const int r = active ? row : 0;
+#if KT_EXPERT_MASK_BIAS  // kt:bind
+  const long long mrow = broadcast_row(r, rows, mask_rows, mask_inner, mask_mid);
+#else  // kt:bind
   const long long mrow = (long long)(r / ((rows / mask_rows) * mask_inner)) * mask_inner + r % mask_inner;
+#endif  // kt:bind
   if (mask != nullptr) {
 #pragma unroll
 #if KT_EXPERT_KEYS  // kt:bind
@@ -332,6 +351,19 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #pragma unroll
       for (int j = 0; j < KT_VEC; ++j) mk[i][j] = 0.f;
   }
+#if KT_EXPERT_MASK_BIAS  // kt:bind
+  float bk[IT][KT_VEC];  // the second additive tensor (null: none), its rows broadcast by its own extents
+  const long long brow = broadcast_row(r, rows, bias_rows, bias_inner, bias_mid);
+  if (bias != nullptr) {
+#pragma unroll
+    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(bias + brow * hidden, hidden, i, bk[i], lead);
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
+  }
+#endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_ALIBI_BIAS  // kt:bind
   {  // the bias tensor's element (its rows broadcast by their own extents), then + (1 - mask) * -10000
@@ -384,6 +416,9 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
       if (mk[i][j] != 0.f) v[i][j] = -10000.f;  // a masked key's logit replaced by the fill value
 #elif KT_EXPERT_MASK  // kt:bind
       v[i][j] += mk[i][j];
+#if KT_EXPERT_MASK_BIAS  // kt:bind
+      v[i][j] += bk[i][j];  // then the second tensor, in the kernel's order
+#endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_ROUND_SCALED == 2  // kt:bind
       v[i][j] = round_t<T>(v[i][j]);  // and the sum with the mask (of the scores' type) rounded again
@@ -517,6 +552,19 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
                                                 slopes)));
+}
+#elif KT_EXPERT_MASK and KT_EXPERT_MASK_BIAS  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, int mask_mid, const M* bias,
+                                        int bias_rows, int bias_inner, int bias_mid) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask)) &&
+                   (bias == nullptr || vec_ok<M, KT_VEC>(hidden, bias))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                mask_mid, bias, bias_rows, bias_inner, bias_mid)));
 }
 #elif KT_EXPERT_MASK == 7  // kt:bind
 template <typename T, typename O, typename M>

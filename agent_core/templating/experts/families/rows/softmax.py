@@ -12,13 +12,14 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, SizeExpr, closing, div,
-                                                    statements)
+                                                    pointer_aliases, statements)
 from agent_core.templating.experts.families.rows.common import EXPS, _bounds_a_loop, _cast, _hidden_candidates, _rows
 from agent_core.templating.experts.families.rows.softmax_keys import _key_bounds, _softmax_key_forms
 from agent_core.templating.experts.families.rows.softmax_log import _softmax_log_strided
 from agent_core.templating.experts.families.rows.softmax_masks import (_causal_forms, _keep_fill, _mask_index_names,
                                                                    _mask_inners, _masked_fill_forms)
 from agent_core.templating.experts.families.rows.softmax_sinks import _sink_heads, _sink_inners
+from agent_core.templating.experts.index_reading import all_resolved, draw_pairs
 from agent_core.templating.experts.library import Expert
 
 
@@ -108,6 +109,10 @@ def _softmax_general_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others
                     and "7: a keep-mask of the mask's type" in e.convention_words.get("KT_EXPERT_MASK", ""):
                 # a keep-mask whose zeros replace the logit by a constant, and an additive bias (Evoformer)
                 out += _keep_fill_bias_forms(ev, e, x, o, hidden, hfp, hi, masks, scales, converted)
+            if len(masks) == 2 and not keeps and not per_row and not sink and not keep \
+                    and "KT_EXPERT_MASK_BIAS" in e.conventions:
+                # two additive tensors, each broadcast its own way (Swin's relative-position bias and window mask)
+                out += _two_additive_forms(ev, e, x, o, hidden, hfp, hi, masks, scales)
             if len(masks) > 1 or (masks and not has_mask):
                 continue
             mask = masks[0] if masks else None
@@ -288,6 +293,122 @@ def _keep_fill_bias_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, hidden:
             b.support = 12 + 2 * ev.uses(hidden) - hi - mi - bi - si - ri + round_support
             out.append(b)
     return out
+
+
+def _two_additive_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, hidden: SizeExpr, hfp: tuple, hi: int,
+                        masks: list[ArgUse], scales: list) -> list[Binding]:
+    """Softmax of the logits plus two additive tensors of one type (KT_EXPERT_MASK 1 with KT_EXPERT_MASK_BIAS: Swin's
+    window attention adds a relative-position bias [heads, N, N] and a shifted-window mask [windows, N, N]), each
+    broadcast over the rows its own way (the cheap check decides), added in the order the body reads them first."""
+    T, O = x.dtype, o.dtype
+    a, b = masks
+    if a.dtype != b.dtype or a.dtype not in FLOATS or not all(_added(ev, m) for m in masks):
+        return []
+    first = {n: min((m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(n)}\s*\[", ev.body)), default=1 << 30)
+             for n in (a.name, b.name)}
+    orders = [(a, b), (b, a)] if first[a.name] <= first[b.name] else [(b, a), (a, b)]
+    rows_fp = div(o.counts, hfp)
+
+    def forms(m: ArgUse) -> list[tuple]:
+        """(rows, inner, words, mid): the one-dimension broadcasts (mid "0"), then a broadcast over a leading and a
+        middle dimension at once (the tensor's outer index wrapped; mid an int argument between its two dimensions)."""
+        one = [(r, inner, words, "0") for r, inner, words in _mask_rows_forms(ev, rows_fp, hfp, m)]
+        m_rows = div(m.counts, hfp)
+        rep = div(rows_fp, m_rows) if m_rows else None
+        two = []
+        for r, inner, words, _ in one:
+            if inner is None or inner == "1" or rep is None:
+                continue
+            for a in ev.ints():
+                if a.counts and all(1 <= v <= p and p % v == 0 for v, p in zip(a.counts, rep)) \
+                        and any(1 < v < p for v, p in zip(a.counts, rep)):  # (a size set may have one of either)
+                    two.append((r, inner, f"{words}, its outer index wrapped, middle extent `{a.name}` (a leading and a "
+                                f"middle dimension broadcast)", f"(int)({a.name})"))
+        return read_rows(m, one + two)
+
+    def read_rows(m: ArgUse, fs: list[tuple]) -> list[tuple]:
+        """The forms whose row the body reads for ``m`` where its index and the logits' are read as values (both on
+        the same sampled thread and block indices: the logits' row r and the tensor's row fit the form's
+        broadcast_row on every sample); every form where they are not read."""
+        xs, ms = all_resolved(ev, x.name), all_resolved(ev, m.name)
+        fitting = []
+        for f in fs:
+            for xi, mi in itertools.product(xs, ms):
+                # (the same index of two row pointers, `a[j]` and `m[j]`, tells nothing of their rows)
+                if xi != mi and _fits_rows(ev, xi, mi, x, m, hfp, f):
+                    fitting.append(f)
+                    break
+        read.add(m.name) if fitting else None
+        return fitting or fs
+
+    read: set[str] = set()  # the tensors whose broadcast the body's indices were read to fit
+    out = []
+    for oi, (m1, m2) in enumerate(orders):
+        f1, f2 = forms(m1), forms(m2)
+        for (i1, (r1, in1, w1, mid1)), (i2, (r2, in2, w2, mid2)), (si, (scale, scale_words, divides)) in \
+                itertools.product(enumerate(f1), enumerate(f2), enumerate(scales)):
+            bd = Binding(e, 0.85, f"reads rows of `{hidden.words.strip('`')}` elements, {ev.reduction_words()}, a max "
+                         f"and a sum of exp over the row of the logit plus two tensors → softmax", ev.kernel.name)
+            bd.sizes["hidden"] = hidden.spec
+            bd.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
+                ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
+            rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, bd, "")
+            if scale_words:
+                bd.words.append(scale_words)
+            bd.words += [f"plus `{m1.name}` [{r1.words} rows], {w1}", f"then plus `{m2.name}` [{r2.words} rows], {w2}"]
+            c1, c2 = r1.c.replace("{rows}", rows), r2.c.replace("{rows}", rows)
+            bd.template_args = [CTYPE[T], CTYPE[O], CTYPE[m1.dtype]]
+            bd.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
+                            "(const float*)nullptr", _cast(m1.dtype, m1.name, True), c1, c1 if in1 is None else in1,
+                            mid1, _cast(m2.dtype, m2.name, True), c2, c2 if in2 is None else in2, mid2]
+            bd.consts = {"ESIZE": max(NBYTES[T], NBYTES[O], NBYTES[m1.dtype])}
+            bd.conventions.update({"KT_EXPERT_GENERAL": 1, "KT_EXPERT_MASK": 1, "KT_EXPERT_MASK_BIAS": 1})
+            if divides:
+                bd.conventions["KT_EXPERT_LOGIT_DIVIDE"] = 1
+            bd.support = 12 + 2 * ev.uses(hidden) - hi - 2 * oi - i1 - i2 - si + 3 * len(read & {m1.name, m2.name})
+            out.append(bd)
+    return out
+
+
+def _added(ev: Evidence, m: ArgUse) -> bool:
+    """Whether the body adds an element of ``m`` (or of a local pointer made from it) as it is: a term of a sum
+    (``a[j] + bias[j] + m[j]``), not a keep-mask turned into a fill or a (1 - m) * -10000."""
+    for n in pointer_aliases(ev.body, m.name):
+        v = rf"(?<![\w.]){re.escape(n)}\[[^\[\]]*\]"
+        if re.search(rf"\+\(*{v}(?![\w*/])|{v}\)*\+", ev.flat):
+            return True
+    return False
+
+
+def _fits_rows(ev: Evidence, xi: str, mi: str, x: ArgUse, m: ArgUse, hfp: tuple, form: tuple) -> bool:
+    """Whether the logits' index ``xi`` and the tensor's index ``mi`` (resolved, as values) put the tensor's row at
+    the form's broadcast row of the logits' row on every size set: ((r / (mid * inner)) % (t_rows / inner)) * inner
+    + r % inner (mid 0: rows / t_rows)."""
+    _, inner, _, mid = form
+
+    def value(c: str | None, size: int, default: int) -> int | None:
+        if c is None:
+            return default
+        got = re.fullmatch(r"\(int\)\((\w+)\)", c)
+        if got:
+            a = next((a for a in ev.ints() if a.name == got.group(1)), None)
+            return a.counts[size] if a is not None and a.counts else None
+        return int(c) if c.isdigit() else None
+
+    for size in range(len(ev.spec.sizes)):
+        h, rows, t_rows = hfp[size], x.counts[size] // hfp[size], m.counts[size] // hfp[size]
+        inner_v, mid_v = value(inner, size, t_rows), value(mid, size, 0)
+        if not inner_v or mid_v is None or t_rows % inner_v:
+            return False
+        mm = mid_v or rows // t_rows
+        pairs = draw_pairs(ev, xi, mi, size, 31, (2, 8, 64, 512, 4096), 300,
+                           lambda a, b, s=size: 0 <= a < x.counts[s] and 0 <= b < m.counts[s])
+        if not pairs or len(pairs) < 24 or len({a // h for a, _ in pairs}) < 8:
+            return False  # (an index within a row, relative to a row pointer: no row read)
+        if any(b // h != ((a // h) // (mm * inner_v)) % (t_rows // inner_v) * inner_v + (a // h) % inner_v
+               for a, b in pairs):
+            return False
+    return True
 
 
 _CONVERT = re.compile(r"(?:__float2half(?:_rn)?|__float2bfloat16(?:_rn)?|__hadd|static_cast<\s*(?:__half|half|"
