@@ -20,7 +20,7 @@ why = "threads along the channels (blockDim.y): each walks every CY-th channel; 
 
 [params.VEC]
 values = [1, 2, 4, 8]
-default = 1
+default = 4
 kind = "vector_width"
 why = "consecutive columns a thread holds (one VEC-wide load a channel where inner and the pointers allow, else scalar)"
 
@@ -37,7 +37,7 @@ smem = "0"
 #define KT_CY 4
 #endif
 #ifndef KT_VEC
-#define KT_VEC 1
+#define KT_VEC 4
 #endif
 
 namespace kt {
