@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 18's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 19's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -109,6 +109,26 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 18's, on first sight (batches 9 
     "group_torchao.cu":
         "torchao's tinygemm int4: asymmetric with a float-domain zero point (min + 8 * scale), every op rounded to "
         "bf16, int32 values and interleaved (scale, zero) pairs in a group-major layout",
+    # batch 19
+    "merge_attn_states/flash_decoding_combine_glse_fp16_base2_split_inner_layout_grid_heads_batch_128_threads_static_"
+    "split8_dim128_tilelang.cu":
+        "TileLang's flash-decoding combine: the base-2 lse of each split stored in fp16 (a 16-bit lse input), split "
+        "count and head size literals of the generated code",
+    "group_quant/sym_quant_int4_row_scales_given_hdiv_half2int_rn_thread_per_packed_byte_2d_blocks_32x16_odd_cols_"
+    "fp16_quarot.cu":
+        "QuaRot's int4 quantization with the per-row scale given as an input (no amax computed), the division in fp16, "
+        "two values a byte",
+    "softmax/ctc_compute_probs_column_per_cta_reduce_rows_ctareduce_functors_truncate_flt_min_f32_warpctc.cu":
+        "warp-ctc's CTC softmax: probabilities floored at FLT_MIN after the softmax (a truncation the experts lack)",
+    "rotary/rot_embed_cat_interleaved_sin_cos_concat_table_prefix_tokens_passthrough_qkv_bnthd_in_bhnd_out_grid_n_b_"
+    "bf16_timm.cu":
+        "timm's EVA rope: q and k strided views of a fused [B, N, 3, H, D] written to [B, H, N, D], a [N - 1, 2D] sin | "
+        "cos table per patch, the class token passed through",
+    "layer_norm/layer_norm_rows_in_block_x_hidden_in_block_y_4x256_smem_tree_mean_invstd_cache_eps1e5_f32_haste.cu":
+        "haste's LayerNorm: a (mean, invstd) cache output of two floats a row beside the normalized rows",
+    "softmax/softmax_inplace_grid_stride_rows_cub_block_128_max_sum_in_t_rounded_each_step_fp16_cubert.cu":
+        "cuBERT's softmax: every step rounded to half (max, x - max written back, exp, quotient) and the row sums "
+        "written to a buffer of their own",
 }
 
 
