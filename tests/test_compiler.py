@@ -154,6 +154,13 @@ def test_select_symbol():
     res = {s: Resources(1, 0) for s in k}
     assert sel(res, k, "k", ["__nv_bfloat16", "silu_kernel<__nv_bfloat16>"]) == "f"
     assert sel(res, k, "k", ["half", "&silu_kernel<half>"]) == "h"
+    # the CUDA headers' pair types by their short names (rtp-llm's <half2, 512, 4, 1>)
+    k = {"p": "void atex::impl::k<__half2, 512u, 4u, 1u>(__half2 const*)",
+         "q": "void atex::impl::k<__half2, 1024u, 4u, 1u>(__half2 const*)",
+         "r": "void atex::impl::k<__nv_bfloat162, 512u, 4u, 1u>(__nv_bfloat162 const*)"}
+    res = {s: Resources(1, 0) for s in k}
+    assert sel(res, k, "k", ["half2", "512", "4", "1"]) == "p"
+    assert sel(res, k, "k", ["nv_bfloat162", "512", "4", "1"]) == "r"
 
 
 # --------------------------------------------------------------------------------------------- with nvcc

@@ -210,7 +210,7 @@ _DEMANGLED_TYPE = {"int8_t": "signedchar", "uint8_t": "unsignedchar", "int16_t":
                    "size_t": "unsignedlong", "ptrdiff_t": "long", "unsigned": "unsignedint", "signed": "int",
                    "signedint": "int", "shortint": "short", "unsignedshortint": "unsignedshort", "longint": "long",
                    "unsignedlongint": "unsignedlong", "longlongint": "longlong", "unsignedlonglongint": "unsignedlonglong",
-                   "half": "__half", "nv_bfloat16": "__nv_bfloat16"}
+                   "half": "__half", "nv_bfloat16": "__nv_bfloat16", "half2": "__half2", "nv_bfloat162": "__nv_bfloat162"}
 
 
 def _norm_arg(a: str) -> str:
