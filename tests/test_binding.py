@@ -752,7 +752,7 @@ def test_layer_norm_writing_mean_and_rstd(lib):
     assert bs[0].describe().endswith("eps inside the root")  # rsqrtf(fmaxf(var, 0) + eps): eps inside
     t = X.bind(bs[0], cf, spec)
     assert "(float)(eps), (int)gridDim.x, (int)(N), (float*)(mean), (float*)(rstd))" in t.text
-    assert "rstd_out[row] = inv;" in t.text
+    assert "rstd_out[at] = inv;" in t.text
 
 
 def test_fused_add_both_orders_the_written_first_is_the_residual(lib):
@@ -3229,6 +3229,29 @@ def test_every_binding_of_the_fast_division_layer_norms_compiles(lib):
                            S.find_spec(cf, "add_bias_input_layernorm_v2"))
 
 
+def test_layer_norm_statistics_as_one_array_of_a_pair_a_row(lib):
+    """A LayerNorm that saves (mean, rstd) as one fp32 array of a pair a row (haste's cache [batch, 2], held out in
+    batch 19; a style kernel of its own: bf16 rows, a warp a row) gets the statistics form with the pair's halves
+    (KT_EXPERT_STATS_PAIR: mean_out the array, rstd_out the array + 1, both at 2 * row), the mean first."""
+    for path, kernel, words in [
+            (ROOT / "bench/corpus/layer_norm/layer_norm_rows_in_block_x_hidden_in_block_y_4x256_smem_tree_mean_invstd_"
+             "cache_eps1e5_f32_haste.cu", "LayerNorm", "mean=cache[2 * row], rstd=cache[2 * row + 1] (a pair a row)"),
+            (STYLES / "layer_norm_warp_rows_stats_pair_bf16.cu", "ln_warp_rows_stats_pair",
+             "mean=stats[2 * row], rstd=stats[2 * row + 1] (a pair a row)")]:
+        cf = parse_cuda(path.read_text(), str(path))
+        spec = S.find_spec(cf, kernel)
+        bs = X.candidates(cf, kernel, spec, lib)
+        b = bs[0]
+        assert b.expert.name == "layer_norm" and words in b.describe(), words_of(bs)
+        assert b.conventions["KT_EXPERT_STATS_PAIR"] == 1 and b.call_args[-1].endswith(") + 1")
+        assert "2LL * row" in X.bind(b, cf, spec).text
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_pair_statistics_layer_norm_compiles(lib):
+    _compile_every_binding(lib, *case("layer_norm_warp_rows_stats_pair_bf16"))
+
+
 def test_softmax_with_two_additive_tensors_each_broadcast_as_its_index_reads(lib):
     """Two additive tensors added to the logits (KT_EXPERT_MASK 1 with KT_EXPERT_MASK_BIAS), each broadcast over the
     rows as the body's indices read it (the logits' row and the tensor's row sampled together): Swin's window
@@ -4774,7 +4797,7 @@ def test_held_out_paddle_layer_norm_binds_its_variance_not_rstd(lib):
                                  "KT_EXPERT_VAR_ONEPASS": 1}
     assert all(b.conventions.get("KT_EXPERT_STATS_VAR") == 1 for b in bs) and not has(bs, "layer_norm", "rstd=")
     t = X.bind(bs[0], cf, spec)
-    assert "rstd_out[row] = var;" in t.text and "rstd_out[row] = inv;" not in t.text
+    assert "rstd_out[at] = var;" in t.text and "rstd_out[at] = inv;" not in t.text
     assert "const float var = row_reduce<0, KT_ROWS, 1>(q, Sum(), 0.f) / (float)hidden - mean * mean;" in t.text
 
 
@@ -4819,7 +4842,7 @@ def test_layer_norm_zero_centered_gamma_flag_with_mu_and_rsigma(lib):
     assert ln[0].conventions == {"KT_EXPERT_EPS_INSIDE": 1, "KT_EXPERT_STATS": 1, "KT_EXPERT_WEIGHT_OFFSET": 1}
     assert ln[0].call_args[-3:] == ["(float*)(mu)", "(float*)(rsigma)", "((zero_centered_gamma) ? 1.f : 0.f)"]
     t = X.bind(ln[0], cf, spec)
-    assert "for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;" in t.text and "rstd_out[row] = inv;" in t.text
+    assert "for (int j = 0; j < KT_VEC; ++j) g[j] += w_offset;" in t.text and "rstd_out[at] = inv;" in t.text
     # without the flag (gamma as stored) no offset; an unguarded 1 in a LayerNorm is no evidence of one
     src = (STYLES / "layer_norm_zero_centered_flag_mu_rsigma_bf16.cu").read_text()
     cf2 = parse_cuda(src.replace("if (zero_centered_gamma) {", "{"), "x.cu")

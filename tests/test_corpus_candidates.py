@@ -124,8 +124,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 19's, on first sight (batches 9 
     "bf16_timm.cu":
         "timm's EVA rope: q and k strided views of a fused [B, N, 3, H, D] written to [B, H, N, D], a [N - 1, 2D] sin | "
         "cos table per patch, the class token passed through",
-    "layer_norm/layer_norm_rows_in_block_x_hidden_in_block_y_4x256_smem_tree_mean_invstd_cache_eps1e5_f32_haste.cu":
-        "haste's LayerNorm: a (mean, invstd) cache output of two floats a row beside the normalized rows",
     "softmax/softmax_inplace_grid_stride_rows_cub_block_128_max_sum_in_t_rounded_each_step_fp16_cubert.cu":
         "cuBERT's softmax: every step rounded to half (max, x - max written back, exp, quotient) and the row sums "
         "written to a buffer of their own",

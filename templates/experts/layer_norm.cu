@@ -51,6 +51,7 @@ smem = "0"
 // kt:bind KT_EXPERT_RESIDUAL_IN = 0  (with KT_EXPERT_RESIDUAL only; 0: the residual read and the sum stored back in it; 1: the residual read from `residual_in` (of type T, the argument after `bias`) and the sum stored to `residual` unless it is null (ONNX Runtime's SkipLayerNorm sum output, TensorRT-LLM's residual out))
 // kt:bind KT_EXPERT_BIAS = 0  (with KT_EXPERT_RESIDUAL only; 0: no bias (the call passes a null `bias`); 1: a bias [hidden] of type T (the argument after `residual`; null adds nothing) added in fp32 with the one rounding: (x + residual) + bias; 2: each add rounded to T: T(T(x + residual) + bias))
 // kt:bind KT_EXPERT_STATS_VAR = 0  (with KT_EXPERT_STATS only; 0: the second statistic (rstd_out) is the reciprocal the row is multiplied by, 1 / sqrt(var + eps); 1: the variance itself, var, without eps (PaddlePaddle's layer_norm writes mean and var))
+// kt:bind KT_EXPERT_STATS_PAIR = 0  (with KT_EXPERT_STATS only; 0: the mean and the second statistic each an array of one value a row; 1: one array of a (mean, statistic) pair a row, [rows, 2] (haste's cache for the backward pass): mean_out = the array, rstd_out = the array + 1, both at 2 * row)
 // kt:bind KT_EXPERT_VAR_ONEPASS = 0  (0: the variance from the row less its mean, mean((x - mean)^2); 1: from one pass of sums, mean(x^2) - mean^2 (in fp32, the mean squared subtracted last, as PaddlePaddle's and Apex's one-pass kernels do))
 // kt:bind KT_EXPERT_WEIGHT_OFFSET = 0  (no residual; 0: gamma as stored; 1: gamma plus the last argument w_offset, in fp32 (Transformer Engine's zero_centered_gamma bound as flag ? 1 : 0, Megatron's LayerNorm1P: gamma stored as its offset from 1))
 #ifndef KT_THREADS
@@ -271,11 +272,16 @@ __device__ __forceinline__ void layer_norm_impl(T* __restrict__ out, const T* __
   if (active) rows_store<0, KT_VEC, IT, P>(out + off, hidden, v, lead);
 #if KT_EXPERT_STATS  // kt:bind
   if (active && threadIdx.x == 0) {
-    mean_out[row] = mean;
-#if KT_EXPERT_STATS_VAR  // kt:bind
-    rstd_out[row] = var;  // the variance itself
+#if KT_EXPERT_STATS_PAIR  // kt:bind
+    const long long at = 2LL * row;  // the two statistics side by side, a pair a row
 #else  // kt:bind
-    rstd_out[row] = inv;
+    const long long at = row;
+#endif  // kt:bind
+    mean_out[at] = mean;
+#if KT_EXPERT_STATS_VAR  // kt:bind
+    rstd_out[at] = var;  // the variance itself
+#else  // kt:bind
+    rstd_out[at] = inv;
 #endif  // kt:bind
   }
 #endif  // kt:bind

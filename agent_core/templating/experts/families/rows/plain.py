@@ -33,7 +33,11 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     stats = [a for a in ev.bufs("out", ("f32",)) if a.counts and a.counts != big]
     if len(small) + len(stats) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
         return []  # every buffer is a row buffer, a one-row input or a per-row statistic
-    if stats and (len(stats) != 2 or stats[0].counts != stats[1].counts or div(big, stats[0].counts) is None):
+    # or one array of a (mean, statistic) pair a row (haste's cache [rows, 2]): the pair's halves as the two
+    pair = len(stats) == 1 and "KT_EXPERT_STATS_PAIR" in lib.get("layer_norm", _NO).conventions and all(
+        v % 2 == 0 for v in stats[0].counts)
+    if stats and not pair and (len(stats) != 2 or stats[0].counts != stats[1].counts
+                               or div(big, stats[0].counts) is None):
         return []
     if small and len({a.counts for a in small}) != 1:
         return []
@@ -66,8 +70,9 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
 
         esize = max(NBYTES[T], NBYTES[W])
         norms = []  # (expert, score, reason, [(roles in words, call args before eps), ...])
-        if stats and (div(big, hfp) != stats[0].counts or len(small) != 2):
-            continue  # statistics: one per row, of a LayerNorm
+        if stats and (div(big, hfp) != (tuple(v // 2 for v in stats[0].counts) if pair else stats[0].counts)
+                      or len(small) != 2):
+            continue  # statistics: one per row (or a pair a row), of a LayerNorm
         if root and len(small) == 1 and len(in_main) == 1 and len(out_main) == 1 and not io_main:
             x, o, w = in_main[0], out_main[0], small[0]
             norms.append(("rms_norm", 0.9, f"{words}, rsqrtf, one weight of `{hname}` → RMSNorm",
@@ -104,12 +109,14 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             if _shift_first(ev, g, bb):  # the shift added, the scale multiplied: gamma second
                 orders.reverse()
             stat_orders = [[]] if not stats else [list(stats), list(reversed(stats))]
-            if stats and _spread(ev, stats[0]) and not _spread(ev, stats[1]):
+            if stats and not pair and _spread(ev, stats[0]) and not _spread(ev, stats[1]):
                 stat_orders.reverse()  # the mean first: the other stores a reciprocal root or the variance
+            if pair:  # the mean at 2 * row and the statistic at 2 * row + 1, then the other way
+                stat_orders = [[stats[0], "+1"], ["+1", stats[0]]]
             norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
                           "→ LayerNorm",
                           [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
-                            + ([f"mean={st[0].name}", f"rstd={st[1].name}"] if st else []),
+                            + (_stat_words(st) if st else []),
                             [_cast(T, o.name, False), _cast(T, x.name, True), _cast(W, gg.name, True),
                              _cast(W, b2.name, True)], st) for gg, b2 in orders for st in stat_orders]))
         if root and len(small) == 2 and len(io_main) == 1 and not in_main and not out_main and not stats \
@@ -147,9 +154,10 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         rows = _rows(ev, rows_fp, rows_spec, hidden, b)
                         b.words += conv_words + ([off_words] if off_c else [])
                         b.template_args = [CTYPE[T], CTYPE[W]]
-                        b.call_args = args + [eps_c, rows, hidden.c] + [f"(float*)({a.name})" for a in st] + \
-                            ([off_c] if off_c else [])
-                        if st:
+                        b.call_args = args + [eps_c, rows, hidden.c] + _stat_args(st) + ([off_c] if off_c else [])
+                        if st and any(isinstance(a, str) for a in st):  # a pair a row
+                            b.conventions = dict(conv, KT_EXPERT_STATS=1, KT_EXPERT_STATS_PAIR=1)
+                        elif st:
                             b.conventions = dict(conv, KT_EXPERT_STATS=1, **_layer_norm_stats(ev, st, b))
                         b.consts = {"ESIZE": esize}
                         b.conventions = dict(b.conventions or conv, KT_EXPERT_WEIGHT=0) if no_weight else \
@@ -187,3 +195,27 @@ def _spread(ev: Evidence, a) -> bool:
     mean."""
     return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
 
+
+class _NoExpert:
+    conventions: dict = {}
+
+
+_NO = _NoExpert()
+
+
+def _stat_words(st: list) -> list[str]:
+    """The statistics in words: two arrays (mean=, rstd=), or the halves of one array of a pair a row."""
+    if any(isinstance(a, str) for a in st):
+        arr = next(a for a in st if not isinstance(a, str))
+        first = st[0] is arr
+        return [f"mean={arr.name}[2 * row{'' if first else ' + 1'}]",
+                f"rstd={arr.name}[2 * row{' + 1' if first else ''}] (a pair a row)"]
+    return [f"mean={st[0].name}", f"rstd={st[1].name}"]
+
+
+def _stat_args(st: list) -> list[str]:
+    """The mean_out and rstd_out pointers: two arrays, or one array of pairs and its second element ("+1")."""
+    if any(isinstance(a, str) for a in st):
+        arr = next(a for a in st if not isinstance(a, str))
+        return [f"(float*)({arr.name})" if a is arr else f"(float*)({arr.name}) + 1" for a in st]
+    return [f"(float*)({a.name})" for a in st]
