@@ -68,6 +68,14 @@ def resolve(once: dict[str, str], expr: str) -> str | None:
     return expr
 
 
+def size_env(ev: Evidence, size: int) -> dict[str, int]:
+    """The names an index is evaluated over on size set ``size``: the file's integer constants and the kernel's int
+    arguments at their values."""
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
+    return env
+
+
 def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
                keep) -> list[tuple[int, int]] | None:
     """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
@@ -75,8 +83,7 @@ def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple
     seeds it); the pairs ``keep`` accepts. None where the names cannot be read."""
     import random
     from agent_core import expr as _expr
-    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-    env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
+    env = size_env(ev, size)
     try:
         unknown = sorted((_expr.names(a) | _expr.names(b)) - set(env))
     except Exception:  # noqa: BLE001

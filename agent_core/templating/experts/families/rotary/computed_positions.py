@@ -20,7 +20,7 @@ from typing import NamedTuple
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
                                                     feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites
+from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites, size_env
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 
@@ -59,8 +59,7 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
     drawn at random (fixed seed), the others (a lane's place in a row) 0, or 1 where 0 divides; only the samples
     whose first expressions stay inside their buffers (``bounds``) kept."""
     from agent_core import expr as _expr
-    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-    env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+    env = size_env(ev, size)
     try:
         names = [_expr.names(x) - set(env) for x in exprs]
     except Exception:  # noqa: BLE001

@@ -34,7 +34,8 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if len(small) + len(stats) != len([a for a in ev.bufs() if a.counts != big]) or len({a.dtype for a in main}) != 1:
         return []  # every buffer is a row buffer, a one-row input or a per-row statistic
     # or one array of a (mean, statistic) pair a row (haste's cache [rows, 2]): the pair's halves as the two
-    pair = len(stats) == 1 and "KT_EXPERT_STATS_PAIR" in lib.get("layer_norm", _NO).conventions and all(
+    ln = lib.get("layer_norm")
+    pair = len(stats) == 1 and ln is not None and "KT_EXPERT_STATS_PAIR" in ln.conventions and all(
         v % 2 == 0 for v in stats[0].counts)
     if stats and not pair and (len(stats) != 2 or stats[0].counts != stats[1].counts
                                or div(big, stats[0].counts) is None):
@@ -112,7 +113,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             if stats and not pair and _spread(ev, stats[0]) and not _spread(ev, stats[1]):
                 stat_orders.reverse()  # the mean first: the other stores a reciprocal root or the variance
             if pair:  # the mean at 2 * row and the statistic at 2 * row + 1, then the other way
-                stat_orders = [[stats[0], "+1"], ["+1", stats[0]]]
+                stat_orders = [[stats[0], _SECOND_HALF], [_SECOND_HALF, stats[0]]]
             norms.append(("layer_norm", 0.85, f"{words} (mean and variance), rsqrtf, scale and shift of `{hname}` "
                           "→ LayerNorm",
                           [([f"out={o.name}", f"x={x.name}", f"gamma={gg.name}", f"beta={b2.name}"]
@@ -155,7 +156,7 @@ def _row_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.words += conv_words + ([off_words] if off_c else [])
                         b.template_args = [CTYPE[T], CTYPE[W]]
                         b.call_args = args + [eps_c, rows, hidden.c] + _stat_args(st) + ([off_c] if off_c else [])
-                        if st and any(isinstance(a, str) for a in st):  # a pair a row
+                        if _SECOND_HALF in st:  # a pair a row
                             b.conventions = dict(conv, KT_EXPERT_STATS=1, KT_EXPERT_STATS_PAIR=1)
                         elif st:
                             b.conventions = dict(conv, KT_EXPERT_STATS=1, **_layer_norm_stats(ev, st, b))
@@ -196,17 +197,14 @@ def _spread(ev: Evidence, a) -> bool:
     return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
 
 
-class _NoExpert:
-    conventions: dict = {}
 
-
-_NO = _NoExpert()
+_SECOND_HALF = "+1"  # in a statistics order: the second element of each pair of the one statistics array
 
 
 def _stat_words(st: list) -> list[str]:
     """The statistics in words: two arrays (mean=, rstd=), or the halves of one array of a pair a row."""
-    if any(isinstance(a, str) for a in st):
-        arr = next(a for a in st if not isinstance(a, str))
+    if _SECOND_HALF in st:
+        arr = next(a for a in st if a is not _SECOND_HALF)
         first = st[0] is arr
         return [f"mean={arr.name}[2 * row{'' if first else ' + 1'}]",
                 f"rstd={arr.name}[2 * row{' + 1' if first else ''}] (a pair a row)"]
@@ -214,8 +212,8 @@ def _stat_words(st: list) -> list[str]:
 
 
 def _stat_args(st: list) -> list[str]:
-    """The mean_out and rstd_out pointers: two arrays, or one array of pairs and its second element ("+1")."""
-    if any(isinstance(a, str) for a in st):
-        arr = next(a for a in st if not isinstance(a, str))
+    """The mean_out and rstd_out pointers: two arrays, or one array of pairs and its second element."""
+    if _SECOND_HALF in st:
+        arr = next(a for a in st if a is not _SECOND_HALF)
         return [f"(float*)({arr.name})" if a is arr else f"(float*)({arr.name}) + 1" for a in st]
     return [f"(float*)({a.name})" for a in st]

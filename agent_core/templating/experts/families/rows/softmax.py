@@ -338,7 +338,8 @@ def _two_additive_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, hidden: S
                 if xi != mi and _fits_rows(ev, xi, mi, x, m, hfp, f):
                     fitting.append(f)
                     break
-        read.add(m.name) if fitting else None
+        if fitting:
+            read.add(m.name)
         return fitting or fs
 
     read: set[str] = set()  # the tensors whose broadcast the body's indices were read to fit

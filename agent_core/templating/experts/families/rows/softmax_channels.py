@@ -16,7 +16,7 @@ from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, _once as _ONCE, closing, div,
                                                     pointer_aliases, prod)
 from agent_core.templating.experts.families.rows.common import EXPS, _cast
-from agent_core.templating.experts.index_reading import all_resolved, bare, resolve
+from agent_core.templating.experts.index_reading import all_resolved, bare, resolve, size_env
 from agent_core.templating.experts.library import Expert
 
 _LOOP = re.compile(r"\bfor\s*\(\s*(?:(?:const\s+)?(?:unsigned\s+|signed\s+)?[A-Za-z_]\w*\s+)?([A-Za-z_]\w*)\s*=[^;]*;"
@@ -35,8 +35,7 @@ def _strides(ev: Evidence, index: str, var: str, draws: int = 200) -> tuple | No
         return None
     out = []
     for size in range(len(ev.spec.sizes)):
-        env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-        env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
+        env = size_env(ev, size)
         rng = random.Random(97 + size)
         seen = set()
         for _ in range(draws):
@@ -58,7 +57,7 @@ def _strides(ev: Evidence, index: str, var: str, draws: int = 200) -> tuple | No
 
 def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     e = lib.get("softmax_channels")
-    if e is None or not ev.has(*EXPS, "hexp", "h2exp"):
+    if e is None or not ev.has(*EXPS):
         return []
     ins, outs, ios = ev.bufs("in", FLOATS), ev.bufs("out", FLOATS), ev.bufs("inout", FLOATS)
     if len(ev.bufs()) != len(ins) + len(outs) + len(ios):
@@ -142,10 +141,8 @@ def _values(ev: Evidence, text: str) -> tuple | None:
     from agent_core import expr as _expr
     vals = []
     for size in range(len(ev.spec.sizes)):
-        env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
-        env.update({a.name: a.counts[size] for a in ev.ints() if a.counts})
         try:
-            vals.append(_expr.evaluate_int(text, env))
+            vals.append(_expr.evaluate_int(text, size_env(ev, size)))
         except Exception:  # noqa: BLE001
             return None
     return tuple(vals)
