@@ -7,7 +7,6 @@ instantiates; a `half2` template argument, 2026-11-29c); this lists them in minu
     python bench/check_originals.py [--jobs N] [--cache DIR]
 """
 import argparse
-import glob
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
