@@ -113,11 +113,13 @@ def _named_eps(ev: Evidence, root: str, seen: set[str]) -> list[tuple[str, str, 
     """(C expression, words, support) for eps held by a name the file sets to a small number outside the kernel
     (LightSeq's namespace ``const float epsilon = 0.000000000001;``, a ``#define EPS 1e-5f``, a ``constexpr float``)
     that the root's statements use (``rsqrtf(var / n + epsilon)``): its value, written into the wrapper as a float
-    (the wrapper cannot see the file's namespaces). A name the body assigns is a local: its literal is the body's."""
+    (the wrapper cannot see the file's namespaces). A name the body assigns is a local: its literal is the body's; a
+    kernel argument of the same name is the argument (the file's name is the host code's)."""
     out = []
+    params = {a.name for a in ev.args}
     for n in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", root)):
-        if re.search(rf"(?<![\w.]){re.escape(n)}\s*=(?!=)", ev.body):
-            continue
+        if n in params or re.search(rf"(?<![\w.]){re.escape(n)}\s*=(?!=)", ev.body):
+            continue  # a kernel argument of that name shadows the file's (Inferflow's launcher: `const float eps`)
         cv = const_value(n, ev) if n in ev.constants or n in ev.defs else None
         if cv is None or not 0 < abs(cv[1]) <= 1e-3:
             continue
