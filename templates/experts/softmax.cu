@@ -178,6 +178,23 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, q_len)));
 }
 #else  // kt:bind
+#if KT_EXPERT_MASK_BIAS + KT_EXPERT_ALIBI_BIAS + (KT_EXPERT_MASK == 7)  // kt:bind
+// Row `trow` of a nullable tensor of rows of `hidden` elements, read as the row is (null: zeros): the additive bias
+// beside a mask (Evoformer's, ByteTransformer's, Swin's).
+template <int IT, int P, typename M>
+__device__ __forceinline__ void tensor_row_or_zero(const M* __restrict__ t, long long trow, int hidden,
+                                                   float (&out)[IT][KT_VEC], int lead) {
+  if (t != nullptr) {
+#pragma unroll
+    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(t + trow * hidden, hidden, i, out[i], lead);
+  } else {
+#pragma unroll
+    for (int i = 0; i < IT; ++i)
+#pragma unroll
+      for (int j = 0; j < KT_VEC; ++j) out[i][j] = 0.f;
+  }
+}
+#endif  // kt:bind
 #if KT_EXPERT_MASK_BIAS  // kt:bind
 // Row r's row of a tensor of t_rows rows broadcast over the score rows: rows [outer, mid, inner] over a tensor
 // [outer % (t_rows / inner), inner] -- mid the extent between the tensor's two dimensions (0: rows / t_rows, the one
@@ -320,15 +337,7 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_MASK == 7  // kt:bind
   float bk[IT][KT_VEC];  // the additive bias (null: none), its rows broadcast by its own extents
   const long long brow = (long long)(r / ((rows / bias_rows) * bias_inner)) * bias_inner + r % bias_inner;
-  if (bias != nullptr) {
-#pragma unroll
-    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(bias + brow * hidden, hidden, i, bk[i], lead);
-  } else {
-#pragma unroll
-    for (int i = 0; i < IT; ++i)
-#pragma unroll
-      for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
-  }
+  tensor_row_or_zero<IT, P>(bias, brow, hidden, bk, lead);
 #endif  // kt:bind
 #elif KT_EXPERT_MASK  // kt:bind
   float mk[IT][KT_VEC];
@@ -353,31 +362,14 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   }
 #if KT_EXPERT_MASK_BIAS  // kt:bind
   float bk[IT][KT_VEC];  // the second additive tensor (null: none), its rows broadcast by its own extents
-  const long long brow = broadcast_row(r, rows, bias_rows, bias_inner, bias_mid);
-  if (bias != nullptr) {
-#pragma unroll
-    for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(bias + brow * hidden, hidden, i, bk[i], lead);
-  } else {
-#pragma unroll
-    for (int i = 0; i < IT; ++i)
-#pragma unroll
-      for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
-  }
+  tensor_row_or_zero<IT, P>(bias, broadcast_row(r, rows, bias_rows, bias_inner, bias_mid), hidden, bk, lead);
 #endif  // kt:bind
 #endif  // kt:bind
 #if KT_EXPERT_ALIBI_BIAS  // kt:bind
   {  // the bias tensor's element (its rows broadcast by their own extents), then + (1 - mask) * -10000
     float bk[IT][KT_VEC];
     const long long brow = (long long)(r / ((rows / bias_rows) * bias_inner)) * bias_inner + r % bias_inner;
-    if (slopes != nullptr) {
-#pragma unroll
-      for (int i = 0; i < IT; ++i) rows_weight_item<0, KT_VEC, IT, P>(slopes + brow * hidden, hidden, i, bk[i], lead);
-    } else {
-#pragma unroll
-      for (int i = 0; i < IT; ++i)
-#pragma unroll
-        for (int j = 0; j < KT_VEC; ++j) bk[i][j] = 0.f;
-    }
+    tensor_row_or_zero<IT, P>(slopes, brow, hidden, bk, lead);
 #pragma unroll
     for (int i = 0; i < IT; ++i)
 #pragma unroll
