@@ -91,7 +91,8 @@ NOT_LIKE_FOR_LIKE = [
     "strategy such as auto waits for its batch's compilation); each kerntune run here starts with an empty "
     "compile cache.",
     "fixed costs per run: kerntune's wall is its whole `tune` call: a GPU worker started (a new process and CUDA "
-    "context), the original compiled and timed, the search, the best confirmed against the original (5 "
+    "context; with --worker warm the worker is up before the clock, as in an editor session, and the NVRTC "
+    "compile pool is the one the runs before it started), the original compiled and timed, the search, the best confirmed against the original (5 "
     "interleaved rounds per size set); its one-time costs per installation (the worker's helper kernels compiled, "
     "the copy bandwidth measured) are paid before the timed runs. Kernel Tuner's wall is its tune_kernel calls "
     "(one per size set, each creating its CUDA context); the original's outputs (run_kernel, once per size set) "
@@ -238,6 +239,11 @@ class Run:
     timeline: dict | None = None  # kerntune: where the run's wall time went (agent_core.measure.timeline report)
     kt_phases: dict | None = None  # Kernel Tuner: its own per-configuration times summed (seconds, every size set)
     backend: str = ""  # Kernel Tuner: the backend class its `lang` chose (CUDA: cuda-python, else CuPy, else PyCUDA)
+    warm: bool = False  # kerntune: its GPU worker was up before the clock started (an editor session's, a bench's)
+
+    @property
+    def label(self) -> str:
+        return self.strategy + (" (warm)" if self.warm else "")
 
     @property
     def per_minute(self) -> float | None:
@@ -390,9 +396,13 @@ def install_once(root: Path) -> Installed:
                      time.monotonic() - t0)
 
 
-def run_kerntune(case: Case, strategy: str, budget: int, seed: int, installed: Installed, workdir: Path) -> Run:
+def run_kerntune(case: Case, strategy: str, budget: int, seed: int, installed: Installed, workdir: Path,
+                 warm: bool = False) -> Run:
     """One `tune` call as a user's `kerntune tune` makes it: a GPU worker of its own, a fresh results store (the
-    device's copy bandwidth in it), a compile cache holding only the worker's helper kernels."""
+    device's copy bandwidth in it), a compile cache holding only the worker's helper kernels. ``warm``: the worker
+    is started (its process and CUDA context up) before the clock starts, as an editor session's or a bench run's
+    worker is for every kernel after its first, and as Kernel Tuner's process has CUDA up (the original's outputs
+    computed) before its clock; the compile cache and the store are as fresh as a cold run's."""
     from agent_core.bench import time_to_within
     from agent_core.measure.gpu_backend import GpuBackend
     from agent_core.search.tuner import TuneOptions, tune
@@ -406,6 +416,8 @@ def run_kerntune(case: Case, strategy: str, budget: int, seed: int, installed: I
     points: list = []
     with kerntune_cache(cache):
         be = GpuBackend()
+        if warm:
+            be.device()  # the worker process and its CUDA context, before the clock
         t0 = time.monotonic()
 
         def on_event(ev):
@@ -423,7 +435,7 @@ def run_kerntune(case: Case, strategy: str, budget: int, seed: int, installed: I
     c = r.summary["counts"]
     t5, best_obj = time_to_within(points, WITHIN)
     run = Run("kerntune", strategy, wall, c["measured"] - c.get("reused", 0), c["failed"],
-              r.summary.get("best_params"), r.best.objective if r.best else None, t5, timeline=r.timeline)
+              r.summary.get("best_params"), r.best.objective if r.best else None, t5, timeline=r.timeline, warm=warm)
     if c.get("reused"):
         run.note = f"{c['reused']} evaluations reused from the store, not counted"
     return run
@@ -450,10 +462,10 @@ def breakdown(run: Run) -> str:
     to the wall; work on other threads, nvcc compiling ahead, apart)."""
     tl_ = run.timeline
     if not tl_:
-        return f"kerntune {run.strategy}: no timeline"
+        return f"kerntune {run.label}: no timeline"
     parts = [f"{SHORT.get(r['phase'], r['phase'])} {r['s']:.2f}" for r in tl_["phases"]
              if r["s"] >= 0.005 or r["phase"] == "other"]
-    line = f"kerntune {run.strategy}: {tl_['wall_s']:.1f} s = " + ", ".join(parts)
+    line = f"kerntune {run.label}: {tl_['wall_s']:.1f} s = " + ", ".join(parts)
     over = {k: v for k, v in (tl_.get("overlapped") or {}).items() if v >= 0.05}
     if over:
         line += "; on other threads meanwhile: " + ", ".join(
@@ -496,7 +508,7 @@ def report(case: Case, runs: list[Run]) -> str:
          f"{'tool':<13} {'strategy':<18} {'evals':>5} {'failed':>6} {'wall s':>7} {'evals/min':>9} "
          f"{'to 5% s':>8} {'own best':>9} {'re-timed':>9}  best configuration"]
     for r in runs:
-        L.append(f"{r.tool:<13} {r.strategy:<18} {r.evaluations:>5} {r.failed:>6} {r.wall_s:7.1f} "
+        L.append(f"{r.tool:<13} {r.label:<18} {r.evaluations:>5} {r.failed:>6} {r.wall_s:7.1f} "
                  f"{(r.per_minute or 0):9.1f} {('-' if r.time_to_5pct_s is None else f'{r.time_to_5pct_s:.1f}'):>8} "
                  f"{('-' if r.best_objective is None else f'{1 / r.best_objective:.2f}x'):>9} "
                  f"{('-' if r.retimed_speedup is None else f'{r.retimed_speedup:.2f}x'):>9}  {r.best}"
@@ -508,20 +520,25 @@ def report(case: Case, runs: list[Run]) -> str:
     kt = [r for r in runs if r.tool == "Kernel Tuner" and r.kt_phases]
     if kt:
         L += [kt_breakdown(r) for r in kt]
-    pair = rate_pair(runs)
-    if pair:
-        a, b, same = pair
-        L.append("")
-        L.append(f"evaluations per minute, kerntune {a.strategy} over Kernel Tuner {b.strategy}"
-                 f"{'' if same else ' (best rate of each: not the same configurations)'}: "
-                 f"{a.per_minute / b.per_minute:.2f}x")
+    first = True
+    for warm in (False, True):
+        pair = rate_pair(runs, warm)
+        if pair:
+            a, b, same = pair
+            if first:
+                L.append("")
+                first = False
+            L.append(f"evaluations per minute, kerntune {a.label} over Kernel Tuner {b.strategy}"
+                     f"{'' if same else ' (best rate of each: not the same configurations)'}: "
+                     f"{a.per_minute / b.per_minute:.2f}x")
     return "\n".join(L)
 
 
-def rate_pair(runs: list[Run]) -> tuple[Run, Run, bool] | None:
+def rate_pair(runs: list[Run], warm: bool = False) -> tuple[Run, Run, bool] | None:
     """(kerntune's run, Kernel Tuner's run, whether they evaluated the same configurations) whose rates are
-    compared: exhaustive against brute force (the whole space); without one of them, the best rate of each."""
-    kn = [r for r in runs if r.tool == "kerntune" and r.per_minute]
+    compared: exhaustive against brute force (the whole space); without one of them, the best rate of each.
+    ``warm``: kerntune's runs whose worker was up before the clock (else those that started their own)."""
+    kn = [r for r in runs if r.tool == "kerntune" and r.per_minute and r.warm == warm]
     kt = [r for r in runs if r.tool == "Kernel Tuner" and r.per_minute]
     if not kn or not kt:
         return None
@@ -533,37 +550,43 @@ def rate_pair(runs: list[Run]) -> tuple[Run, Run, bool] | None:
 
 
 def overall(results: list[tuple[Case, list[Run]]]) -> tuple[str, dict]:
-    """Per kernel and over all of them: kerntune's rate over Kernel Tuner's (``rate_pair``); over all kernels the
-    pooled rates (evaluations summed over kernels / wall time summed) and the geometric mean of the ratios."""
-    rows, data = [], {"kernels": []}
-    pairs = []
-    for case, runs in results:
-        pair = rate_pair(runs)
-        if pair is None:
+    """Per kernel and over all of them: kerntune's rate over Kernel Tuner's (``rate_pair``), with kerntune's worker
+    started in the run (cold) and, where such runs were made, up before it (warm); over all kernels the pooled
+    rates (evaluations summed over kernels / wall time summed) and the geometric mean of the ratios."""
+    data: dict = {"kernels": []}
+    blocks = []
+    for warm in (False, True):
+        rows, pairs = [], []
+        for case, runs in results:
+            pair = rate_pair(runs, warm)
+            if pair is None:
+                continue
+            a, b, same = pair
+            pairs.append((case, pair))
+            ratio = a.per_minute / b.per_minute
+            data["kernels"].append({"kernel": case.kernel, "n_valid": case.n_valid, "kerntune": a.strategy,
+                                    "warm": warm, "kernel_tuner": b.strategy, "same_configurations": same,
+                                    "kerntune_per_minute": a.per_minute, "kernel_tuner_per_minute": b.per_minute,
+                                    "ratio": ratio})
+            rows.append(f"{case.kernel:<22} {case.n_valid:>7} {a.label + ' ' + f'{a.per_minute:.0f}':>22} "
+                        f"{b.strategy + ' ' + f'{b.per_minute:.0f}':>24} {ratio:6.2f}x"
+                        + ("" if same else "  (best rates)"))
+        if not pairs:
             continue
-        a, b, same = pair
-        pairs.append(pair)
-        ratio = a.per_minute / b.per_minute
-        data["kernels"].append({"kernel": case.kernel, "n_valid": case.n_valid, "kerntune": a.strategy,
-                                "kernel_tuner": b.strategy, "same_configurations": same,
-                                "kerntune_per_minute": a.per_minute, "kernel_tuner_per_minute": b.per_minute,
-                                "ratio": ratio})
-        rows.append(f"{case.kernel:<22} {case.n_valid:>7} {a.strategy + ' ' + f'{a.per_minute:.0f}':>22} "
-                    f"{b.strategy + ' ' + f'{b.per_minute:.0f}':>24} {ratio:6.2f}x"
-                    + ("" if same else "  (best rates)"))
-    if not pairs:
-        return "", data
-    L = ["evaluations per minute, kerntune over Kernel Tuner:",
-         f"{'kernel':<22} {'configs':>7} {'kerntune':>22} {'Kernel Tuner':>24} {'ratio':>7}"] + rows
-    if len(pairs) > 1:
-        ka = sum(a.evaluations for a, _, _ in pairs) / sum(a.wall_s for a, _, _ in pairs) * 60
-        kb = sum(b.evaluations for _, b, _ in pairs) / sum(b.wall_s for _, b, _ in pairs) * 60
-        geo = math.exp(sum(math.log(a.per_minute / b.per_minute) for a, b, _ in pairs) / len(pairs))
-        L.append(f"{'all kernels (pooled)':<22} {sum(c.n_valid for c, r in results if rate_pair(r)):>7} "
-                 f"{ka:>22.0f} {kb:>24.0f} {ka / kb:6.2f}x   (geometric mean of the ratios {geo:.2f}x)")
-        data.update(pooled_kerntune_per_minute=ka, pooled_kernel_tuner_per_minute=kb, pooled_ratio=ka / kb,
-                    geomean_ratio=geo)
-    return "\n".join(L), data
+        L = [f"evaluations per minute, kerntune ({'worker up before the clock' if warm else 'worker started in the run'})"
+             " over Kernel Tuner:",
+             f"{'kernel':<22} {'configs':>7} {'kerntune':>22} {'Kernel Tuner':>24} {'ratio':>7}"] + rows
+        if len(pairs) > 1:
+            ka = sum(a.evaluations for _, (a, _, _) in pairs) / sum(a.wall_s for _, (a, _, _) in pairs) * 60
+            kb = sum(b.evaluations for _, (_, b, _) in pairs) / sum(b.wall_s for _, (_, b, _) in pairs) * 60
+            geo = math.exp(sum(math.log(a.per_minute / b.per_minute) for _, (a, b, _) in pairs) / len(pairs))
+            L.append(f"{'all kernels (pooled)':<22} {sum(c.n_valid for c, _ in pairs):>7} "
+                     f"{ka:>22.0f} {kb:>24.0f} {ka / kb:6.2f}x   (geometric mean of the ratios {geo:.2f}x)")
+            key = "warm_" if warm else ""
+            data.update({f"{key}pooled_kerntune_per_minute": ka, f"{key}pooled_kernel_tuner_per_minute": kb,
+                         f"{key}pooled_ratio": ka / kb, f"{key}geomean_ratio": geo})
+        blocks.append("\n".join(L))
+    return "\n\n".join(blocks), data
 
 
 NOTES = ("own best: 1 / the run's best objective on its own clock (geomean over size sets of time / the original "
@@ -605,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kt-strategies", nargs="*", default=list(KT_STRATEGIES))
     ap.add_argument("--kerntune-strategies", nargs="*", default=list(KERNTUNE_STRATEGIES))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", choices=("cold", "warm", "both"), default="cold",
+                    help="kerntune's GPU worker: started inside each run's clock as a CLI run starts it (cold), up "
+                         "before the clock as in an editor session or a bench run after its first kernel (warm), "
+                         "or each strategy run both ways, cold first")
     ap.add_argument("--lang", default="CUDA", help="Kernel Tuner backend: CUDA (pycuda) or cupy")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--store", type=Path, default=None, help="a folder to keep kerntune's per-run results stores "
@@ -647,15 +674,17 @@ def main(argv: list[str] | None = None) -> int:
               f"{installed.seconds:.1f} s", flush=True)
         for case in cases:
             runs: list[Run] = []
+            modes = {"cold": (False,), "warm": (True,), "both": (False, True)}[a.worker]
             for s in a.kerntune_strategies:
-                budget = case.n_valid if s == "exhaustive" else a.budget
-                print(f"kerntune {case.kernel} {s} (budget {budget}) ...", flush=True)
-                work = Path(tempfile.mkdtemp(prefix=f"{case.kernel}-{s}-", dir=root))
-                try:
-                    runs.append(run_kerntune(case, s, budget, a.seed, installed, work))
-                except Exception as e:  # noqa: BLE001 - one run's failure is reported, the others still run
-                    runs.append(Run("kerntune", s, 0.0, 0, 0, None, None, None,
-                                    note=f"failed: {type(e).__name__}: {e}"))
+                for warm in modes:
+                    budget = case.n_valid if s == "exhaustive" else a.budget
+                    print(f"kerntune {case.kernel} {s}{' (warm)' if warm else ''} (budget {budget}) ...", flush=True)
+                    work = Path(tempfile.mkdtemp(prefix=f"{case.kernel}-{s}-", dir=root))
+                    try:
+                        runs.append(run_kerntune(case, s, budget, a.seed, installed, work, warm=warm))
+                    except Exception as e:  # noqa: BLE001 - one run's failure is reported, the others still run
+                        runs.append(Run("kerntune", s, 0.0, 0, 0, None, None, None, warm=warm,
+                                        note=f"failed: {type(e).__name__}: {e}"))
             for s in a.kt_strategies:
                 print(f"Kernel Tuner {case.kernel} {s} ...", flush=True)
                 try:

@@ -90,6 +90,28 @@ def test_report_breakdown_and_the_overall_rate_ratio():
     assert (a.strategy, b.strategy, same) == ("auto", "random_sample", False)
 
 
+def test_warm_runs_are_paired_apart_from_cold_ones():
+    """--worker both: each kerntune strategy once with its own worker (cold) and once with the worker up before the
+    clock (warm); each kind is set against Kernel Tuner's brute force on its own, never mixed."""
+    row_sum = ktc.make_case(str(ROOT / "examples" / "row_sum.cu"), "row_sum")
+    tl = _timeline(4.0, worker_start=2.0, original=0.3, compile=0.5, time=0.7, confirm=0.5)
+    runs = [ktc.Run("kerntune", "exhaustive", 4.0, 30, 0, {"A": 1}, 0.9, 1.0, timeline=tl),
+            ktc.Run("kerntune", "exhaustive", 1.0, 30, 0, {"A": 1}, 0.9, 0.5, timeline=tl, warm=True),
+            ktc.Run("Kernel Tuner", "brute_force", 3.0, 30, 0, {"A": 2}, 0.95, 1.0)]
+    a, b, same = ktc.rate_pair(runs)
+    assert not a.warm and same and b.strategy == "brute_force"
+    a, _, _ = ktc.rate_pair(runs, warm=True)
+    assert a.warm and a.wall_s == 1.0
+    text = ktc.report(row_sum, runs)
+    assert "kerntune exhaustive over Kernel Tuner brute_force: 0.75x" in text
+    assert "kerntune exhaustive (warm) over Kernel Tuner brute_force: 3.00x" in text
+    assert "kerntune exhaustive (warm): 4.0 s" in text  # its breakdown line, labelled
+    summary, data = ktc.overall([(row_sum, runs)])
+    assert [(k["warm"], k["ratio"]) for k in data["kernels"]] == [(False, pytest.approx(0.75)),
+                                                                  (True, pytest.approx(3.0))]
+    assert "worker started in the run" in summary and "worker up before the clock" in summary
+
+
 def test_kernel_tuner_breakdown_sums_its_own_records():
     run = ktc.Run("Kernel Tuner", "brute_force", 2.0, 30, 0, {"A": 1}, 0.9, 1.0,
                   per_size=[{"sizes": {}}, {"sizes": {}}],
