@@ -870,6 +870,49 @@ def _insertion_point(cf: CudaFile, k: Kernel, spec: TuningSpec | None, text: str
     return point
 
 
+# the check an expert's wrapper makes of a run-time flag its binding holds at one value (experts.render: one line a
+# flag, from Binding.pinned): read back from a stored template, which keeps no binding
+_HELD = re.compile(r"if \(\(long long\)\((\w+)\) != (-?\d+)LL\) __trap\(\);  // kerntune: `\1` verified at \2 only")
+
+
+def held_flags(template: KernelTemplate | None) -> dict[str, int]:
+    """The run-time flags ``template`` (an expert bound to the kernel) holds at one value: the kernel's scalar
+    arguments its expert does not take, verified at the spec's value only (``Binding.pinned``). Its kernel traps on
+    another value; a rewrite launches it only where the flag has that value and the original kernel elsewhere."""
+    if template is None:
+        return {}
+    return {m.group(1): int(m.group(2)) for m in _HELD.finditer(template.text)}
+
+
+def _held_condition(site: LaunchSite, k: Kernel, held: dict[str, int], path: str) -> str:
+    """A C condition that the launch at ``site`` passes every held flag its held value (over the launch's own
+    argument expressions)."""
+    names = [p.name for p in k.params]
+    parts = []
+    for n, v in held.items():
+        if n not in names or names.index(n) >= len(site.args):
+            raise KerntuneError(f"the tuned kernel is verified with `{n}` = {v} only, and this launch of '{k.name}' "
+                                f"does not pass `{n}` where the rewrite could test it (so that another value launches "
+                                "the original kernel): nothing was changed", path, site.span.line, site.span.col)
+        a = site.args[names.index(n)].text.strip()
+        parts.append(f"(long long)({a}) == {v}LL")
+    return " && ".join(parts)
+
+
+def _held_words(held: dict[str, int]) -> str:
+    return " and ".join(f"`{n}` = {v}" for n, v in held.items())
+
+
+def _fallback_dispatch(template: KernelTemplate, cfg: dict[str, int], sizes: list[dict[str, int]]):
+    """A dispatch of one configuration for every size: ``rewrite_dispatch`` then writes the original kernel beside
+    it for the values of the flags the template holds that it was not verified at."""
+    from agent_core.agent.dispatch import Dispatch, Entry, Rule
+    e = Entry(template.template_hash, template.origin, dict(cfg))
+    n = len(sizes)
+    return Dispatch(rules=[Rule([], 0)], entries=[e], winner=e, sizes=[dict(s) for s in sizes], serve=[0] * n,
+                    original_us=[], tuned_us=[], single_original_us=[], single_us=[])
+
+
 def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTemplate, cfg: dict[str, int],
                  spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
     """The user's file (``text``, at ``path``) with ``kernel`` tuned to ``cfg`` of ``template``.
@@ -889,6 +932,16 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
     if is_whole_file(template, cf):
         new = render(template, cfg)
         return _whole_file_rewrite(text, path, kernel, new, cf)
+    if held_flags(template):
+        # verified at one value of a run-time flag: the original kernel stays beside it for the other values
+        from agent_core.source import spec as spec_mod
+        sp = spec if spec is not None else spec_mod.find_spec(cf, kernel)
+        if sp is None:
+            raise KerntuneError(f"'{kernel}' has no tuning spec", path, k.span.line)
+        rw = rewrite_dispatch(text, path, kernel, [(template, cfg)], _fallback_dispatch(template, cfg, sp.sizes),
+                              spec, cf)
+        rw.dispatch = None  # one configuration for every size, written as such
+        return rw
     # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it
     expanded, cf = expand_macro_launches(text, path, kernel, spec, cf)
     if expanded != text:
@@ -1559,12 +1612,22 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     path = str(path)
     cf = cf if cf is not None else parse_cuda(text, path)
     k = cf.kernel(kernel)
-    if len(entries) != len(dispatch.entries) or len(entries) < 2:
+    if len(entries) != len(dispatch.entries) or not entries or (len(entries) < 2 and not held_flags(entries[0][0])):
         raise KerntuneError(f"internal: {len(entries)} templates for a dispatch of {len(dispatch.entries)} entries",
                             path, k.span.line)
     # the rules as `select` reads them: a rule without bounds is the final else; nothing unreachable is written
     dispatch, kept = dsp.reachable(dispatch)
     entries = [entries[i] for i in kept]
+    # an entry verified at one value of a run-time flag only (held_flags) is launched where the flag has it; the
+    # original kernel (an entry of its own, served by no rule where the dispatch has none) everywhere else
+    held = [held_flags(t) for t, _ in entries]
+    fallback = next((i for i, e in enumerate(dispatch.entries) if e.is_original), None)
+    if any(held) and fallback is None:
+        from dataclasses import replace as _replace
+        dispatch = _replace(dispatch, entries=[*dispatch.entries, dsp.original_entry()])
+        entries = [*entries, (None, {})]
+        held.append({})
+        fallback = len(entries) - 1
     if len(entries) < 2:
         if dispatch.entries[0].is_original:
             raise KerntuneError("the per-shape dispatch's rules give every size the original kernel: nothing to "
@@ -1688,7 +1751,7 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
         c1 = site.config[-1].span.end - site.span.start
         calls = []
         for (t, _), name, (g, b_, sm), kd in zip(entries, names, launches, kinds):
-            words = f"launch {_spec_launch_words(g, b_, sm)}"
+            words = _spec_launch_words(g, b_, sm)
             if kd == "original" and "structural" not in kinds:
                 # the original kernel, unchanged, keeps the launch it has (no tuned value of the file moved under it):
                 # its configuration as written, whether or not the spec's launch is in the host's terms
@@ -1701,16 +1764,30 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
         outer = _indent_at(raw, stmt[0])
         indent = outer + "  " if depends is not None else outer
         inner = indent + "  "
-        chain = []
-        for i, r in enumerate(dispatch.rules[:-1]):
-            try:
-                cond = _condition_c(r.when, host)
-            except _Unmapped as e:
-                raise _unmapped_error(e, kernel, "per-shape dispatch", "choose its configuration by "
-                                      + " and ".join(b.words() for b in r.when), path, site) from None
-            chain.append(f"{'if' if i == 0 else '} else if'} ({cond}) {{\n{inner}{calls[r.entry]}\n{indent}")
-        chain.append(f"}} else {{\n{inner}{calls[dispatch.rules[-1].entry]}\n{indent}}}")
-        code = "".join(chain)
+        conds = [_held_condition(site, bk, h, path) if h else "" for h in held]
+
+        def placed(i: int, at: str, deeper: bool) -> str:
+            """Entry i's launch written at indentation ``at``: where it holds a flag, under a test of the flag's
+            value with the original kernel's launch in its else."""
+            if not held[i]:
+                return calls[i]
+            c, f = (_deeper(calls[i]), _deeper(calls[fallback])) if deeper else (calls[i], calls[fallback])
+            return (f"if ({conds[i]}) {{  // kerntune: {names[i]} is verified with {_held_words(held[i])} only\n"
+                    f"{at}  {c}\n{at}}} else {{\n{at}  {f}\n{at}}}")
+        if len(dispatch.rules) == 1:  # one configuration for every size, beside the original for a held flag
+            code = placed(dispatch.rules[0].entry, indent, False)
+        else:
+            chain = []
+            for i, r in enumerate(dispatch.rules[:-1]):
+                try:
+                    cond = _condition_c(r.when, host)
+                except _Unmapped as e:
+                    raise _unmapped_error(e, kernel, "per-shape dispatch", "choose its configuration by "
+                                          + " and ".join(b.words() for b in r.when), path, site) from None
+                chain.append(f"{'if' if i == 0 else '} else if'} ({cond}) {{\n{inner}{placed(r.entry, inner, True)}"
+                             f"\n{indent}")
+            chain.append(f"}} else {{\n{inner}{placed(dispatch.rules[-1].entry, inner, True)}\n{indent}}}")
+            code = "".join(chain)
         if depends is not None:
             own = _deeper(raw[stmt[0]:stmt[1]].decode("utf-8", "replace"))
             code = (f"if constexpr ({depends.condition}) {{  // kerntune: the per-shape dispatch of "
@@ -1727,8 +1804,16 @@ def rewrite_dispatch(text: str, path: str | Path, kernel: str,
     lines = [f"// kerntune: {kernel} tuned per shape (per-shape dispatch at its launch sites):"]
     for i, ((t, cfg), name, kd) in enumerate(zip(entries, names, kinds)):
         if kd == "original":
-            lines.append(f"//   {name}: {dsp.condition_words(dispatch, i)}: the original kernel, unchanged (no "
-                         "verified configuration is faster there beyond the measured noise)")
+            where = dsp.condition_words(dispatch, i)
+            others = [_held_words(h) for h in held if h]
+            if where:
+                lines.append(f"//   {name}: {where}: the original kernel, unchanged (no verified configuration is "
+                             "faster there beyond the measured noise)")
+            if others:
+                many = len({n for h in held for n in h}) > 1
+                lines.append(f"//   {name}{' also' if where else ''}: wherever a launch does not pass "
+                             f"{' or '.join(sorted(set(others)))}: the original kernel, unchanged (the tuned "
+                             f"kernel is verified at {'those values' if many else 'that value'} only)")
             continue
         params = {**t.space.original_config(), **cfg}
         vals = ", ".join(f"{n}={params[n]}" for n in sorted(params))
