@@ -3310,7 +3310,16 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
              "out=y (f16), x=x (f16), outer=`grid_size / spatial_dim`, channels=`vector_size`, inner=`spatial_dim` (the "
              "channel stride), expf"),
             (STYLES / "softmax_channels_nchw_thread_per_pixel_gridstride_bf16.cu", "channel_softmax_nchw",
-             "out=y (bf16), x=x (bf16), outer=`N`, channels=`C`, inner=`HW` (the channel stride), expf")]:
+             "out=y (bf16), x=x (bf16), outer=`N`, channels=`C`, inner=`HW` (the channel stride), expf"),
+            # a channel stride of 1 on two of its size sets (Caffe's [num, channels, spatial_dim] at spatial_dim 1:
+            # held out, batch 20), and a style kernel of its own whose outer count no argument holds (the grid's y)
+            (ROOT / "bench/corpus/softmax/channel_softmax_thread_per_outer_inner_position_caffe_kernel_loop_512_channel_"
+             "stride_spatial_dim_f32_caffe.cu", "kernel_channel_softmax",
+             "out=out (f32), x=data (f32), outer=`num`, channels=`channels`, inner=`spatial_dim` (the channel stride), "
+             "expf"),
+            (STYLES / "softmax_dim1_bcl_grid_y_batch_column_pointer_inner_one_on_some_sizes_fp16.cu", "softmax_dim1_bcl",
+             "out=probs (f16), x=logits (f16), outer=the grid (no argument holds it), channels=`C`, inner=`L` (the "
+             "channel stride), __expf")]:
         cf = parse_cuda(path.read_text(), str(path))
         spec = S.find_spec(cf, kernel)
         bs = [b for b in X.candidates(cf, kernel, spec, lib) if b.expert.name == "softmax_channels"]
@@ -3326,6 +3335,7 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
 @pytest.mark.nvcc
 def test_every_binding_of_the_channel_softmaxes_compiles(lib):
     _compile_every_binding(lib, *case("softmax_channels_nchw_thread_per_pixel_gridstride_bf16"))
+    _compile_every_binding(lib, *case("softmax_dim1_bcl_grid_y_batch_column_pointer_inner_one_on_some_sizes_fp16"))
     path = ROOT / ("bench/corpus/softmax/softmax_update_output_block_per_pixel_grid_n_h_w_stride0_stride1_thread0_"
                    "serial_reduce_f32_cunn.cu")
     cf = parse_cuda(path.read_text(), str(path))

@@ -173,8 +173,43 @@ def test_bindings_that_agree_on_the_smallest_size_set_are_told_apart_on_the_othe
     others = [i for i in range(len(prep.spec.sizes)) if i != idx]
     assert [c[1:] for c in be.calls] == [([idx], 1.0)] * 3 + [(others, 1.0)] * 3 + [([idx], 2.0 ** -10)] * 2
     assert [v.status for v in s.verdicts] == [FAILED, VERIFIED, VERIFIED]
-    assert "agreed there with another binding" in s.verdicts[0].detail
+    assert "that set could not tell it from the kernel" in s.verdicts[0].detail
     assert [t.template_hash for t in s.templates][:1] == [s.verdicts[1].template.template_hash]
+
+
+@pytest.mark.nvcc
+def test_a_lone_binding_that_verifies_only_on_the_smallest_size_set_is_not_tuned(tmp_path, monkeypatch):
+    """The smallest size set can be degenerate (Caffe's channel softmax at a channel stride of 1 is a row softmax
+    there): a binding that verifies there alone of its expert is checked on the other size sets too, and where it
+    fails there the loop is not given it (no round spent on configurations that fail everywhere else)."""
+    monkeypatch.setenv("KERNTUNE_CACHE", str(tmp_path / "cache"))
+    src = ROOT / "bench" / "corpus" / "rotary" / "rotary_embedding_template_bf16.cu"
+    prep = prepare(str(src), "rotary_embedding_kernel", use_workspace_files=False)
+    bindings = X.candidates(prep.cf, "rotary_embedding_kernel", prep.spec)[:1]
+    idx = smallest_size_set(prep.spec)
+    others = [i for i in range(len(prep.spec.sizes)) if i != idx]
+
+    class Answers:
+        name = "answers"
+        calls: list = []
+
+        def device(self):
+            return DEVICE
+
+        def start(self, problem, original=None):
+            return [timing(50.0) for _ in prep.spec.sizes]
+
+        def check(self, variant, size_sets, scale=1.0):
+            self.calls.append((list(size_sets), scale))
+            bad = size_sets == others
+            return Evaluation(params=dict(variant.params), status=Status.VERIFY_FAILED if bad else Status.OK,
+                              error="query[300] = 1 vs 2 (fixture)" if bad else "")
+
+    be = Answers()
+    s = screen(prep, be, bindings=bindings)
+    assert be.calls == [([idx], 1.0), (others, 1.0)]  # no small-magnitude probe of a binding that failed
+    assert [v.status for v in s.verdicts] == [FAILED] and "query[300]" in s.verdicts[0].detail
+    assert s.templates == []
 
 
 class _ScaleAnswers:

@@ -217,24 +217,21 @@ def _check_all(prep, backend: Backend, todo: list[tuple[Verdict, dict]], idx: in
             v.detail = f"pruned: {ev.error}"
         else:
             v.status, v.detail = FAILED, f"{ev.status.value}: {ev.error}"
-    # Several bindings of one expert verified on the smallest size set: that set cannot tell them apart (a size
-    # equal to another there: rot_dim = head_size). Each of them is checked on every other size set too, so that
-    # the loop tunes one that holds on all of them. (A replay's verdict covers every size set already.)
+    # The smallest size set may not tell bindings apart: a size equal to another there (rot_dim = head_size), or
+    # a degenerate one (a channel stride of 1 makes a channel softmax a row softmax; one head, one split). Every
+    # binding that verified there is checked on every other size set too (verification only: milliseconds), so
+    # that the loop tunes one that holds on all of them rather than spending a round on one that fails everywhere
+    # else. (A replay's verdict covers every size set already.)
     others = [i for i in range(len(prep.spec.sizes)) if i != idx]
-    groups: dict[str, list[tuple[Verdict, dict]]] = {}
     for v, cfg in todo:
-        if v.status == VERIFIED:
-            groups.setdefault(v.binding.expert.name, []).append((v, cfg))
-    for group in groups.values():
-        if not runs or len(group) < 2 or not others:
+        if not runs or not others or v.status != VERIFIED:
             continue
-        for v, cfg in group:
-            if cancel.is_set():
-                break
-            ev = backend.check(Variant(params=cfg, compiled=compiled.get(id(v)), launches=launches[id(v)]), others)
-            if ev.status != Status.OK:
-                v.status, v.detail = FAILED, (f"verified on the smallest size set, then {ev.status.value} on the "
-                                              f"others (it agreed there with another binding): {ev.error}")
+        if cancel.is_set():
+            break
+        ev = backend.check(Variant(params=cfg, compiled=compiled.get(id(v)), launches=launches[id(v)]), others)
+        if ev.status != Status.OK:
+            v.status, v.detail = FAILED, (f"verified on the smallest size set, then {ev.status.value} on the "
+                                          f"others (that set could not tell it from the kernel): {ev.error}")
     if runs:
         _probe_small(backend, [(v, cfg) for v, cfg in todo if v.status == VERIFIED], compiled, launches, idx, cancel)
 

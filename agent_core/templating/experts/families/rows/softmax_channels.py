@@ -4,8 +4,8 @@ inner) column: NCHW's channels, Caffe's / cunn's / MIOpen's channel softmax, dim
 Read by evidence, as the values the body computes: a loop ``for (c = ...; c < BOUND; ...)`` whose bound is a size the
 arguments make (the channels, C) and whose variable the logits' index steps by a size S > 1 (the index at c + 1 less
 the index at c, on sampled thread and block indices, the same on every sample and every index of the logits that
-reads c: the channel stride, inner = S), C * S dividing the logits (outer = the rest, a size the arguments make). A
-row softmax walks its row at stride 1 and is the row binders'."""
+reads c: the channel stride, inner = S, which may be 1 on some size sets but not on all), C * S dividing the logits
+(outer = the rest, a size the arguments make). A row softmax walks its row at stride 1 and is the row binders'."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import random
 import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, _once as _ONCE, closing, div,
-                                                    pointer_aliases, prod)
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, _once as _ONCE,
+                                                    closing, div, pointer_aliases, prod)
 from agent_core.templating.experts.families.rows.common import EXPS, _cast
 from agent_core.templating.experts.index_reading import all_resolved, bare, resolve, size_env
 from agent_core.templating.experts.library import Expert
@@ -85,7 +85,9 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         # the logits' index the loop variable steps (through a local pointer to the column: relative to it)
         steps = {st for ix in indices for st in [_strides(ev, ix, var)] if st} if channels else set()
         stride = steps.pop() if len(steps) == 1 else None
-        if not stride or any(s <= 1 for s in stride) or any(c <= 1 for c in channels):
+        # the stride is a size: 1 on some size sets (inner = 1, a channel softmax that is a row softmax there) but
+        # not on all (a walk along the row at stride 1 is the row binders')
+        if not stride or any(s < 1 for s in stride) or all(s == 1 for s in stride) or any(c <= 1 for c in channels):
             continue
         outer = div(x.counts, prod(channels, stride))
         if outer is None:
@@ -93,6 +95,8 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         c_ex = [x_ for x_ in ev.sizes(channels) if not x_.c[0].isdigit()]
         s_ex = [x_ for x_ in ev.sizes(stride) if not x_.c[0].isdigit()]
         o_ex = ev.sizes(outer)  # (a literal where it is the same on every size set: one image)
+        if c_ex and s_ex and not o_ex:
+            o_ex = _outer_from_the_grid(x, c_ex[0], s_ex[0])
         if c_ex and s_ex and o_ex and (channels, stride) not in [(f[0], f[1]) for f in found]:
             found.append((channels, stride, o_ex[0], c_ex[0], s_ex[0]))
     out = []
@@ -114,6 +118,17 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             b.support = 20 - 2 * fi - ki
             out.append(b)
     return out
+
+
+def _outer_from_the_grid(x, c: SizeExpr, s: SizeExpr) -> list[SizeExpr]:
+    """The outer count where no argument holds it (the launch's grid does: a block row per image): the logits'
+    length over channels * inner in the spec's words; in the wrapper, the expert's own grid (outer * tiles blocks,
+    tiles = cdiv(inner, TX * VEC)) over its tiles."""
+    if not x.spec.size:
+        return []
+    tile = "(KT_TX * KT_VEC)"
+    return [SizeExpr(f"(int)(gridDim.x / (({s.c} + {tile} - 1) / {tile}))",
+                     f"({x.spec.size}) / (({c.spec}) * ({s.spec}))", "the grid (no argument holds it)")]
 
 
 def _body(text: str, m: re.Match) -> tuple[int, int]:
