@@ -5327,6 +5327,37 @@ def test_rotary_of_one_tensor_positions_computed_from_a_flat_index_and_a_run_tim
     assert branch_flags(gather(cf2, k2, S.find_spec(cf2, k2.name))) == []
 
 
+def test_rotary_of_a_prompt_chunk_at_an_offset_with_a_base_the_code_fixes(lib):
+    """q and k rotated at positions offset + t where every token is one sequence whose length no argument holds (a
+    prompt's chunk), the angles from a base the code fixes (a literal, a #define): rogerallen's llama2.cu (GPT-J
+    pairs, powf(10000.0f, ...), q and k reached through one pointer chosen in a loop, k rotated below kv_dim: held
+    out, batch 20) and a style kernel of its own (NeoX halves, #define ROPE_BASE 500000.0f, q's heads then k's in
+    loops of their own, fp16). The tensors' order is the one they were read in (q the one with more heads)."""
+    style = STYLES / "rope_neox_prompt_chunk_start_pos_plus_token_define_base_q_then_k_fp16.cu"
+    cf = parse_cuda(style.read_text(), str(style))
+    k = cf.kernels[0]
+    bs = [b for b in X.candidates(cf, k.name, S.find_spec(cf, k.name), lib) if b.expert.name == "rotary_neox"]
+    assert bs[0].describe().startswith(
+        "positions=`start_pos` + the token's index in its sequence of all the tokens, query=q, key=k, no cache: "
+        "angles from pos * 500000.0f^(-2i/rot) * 1, rot_dim=`head_dim`, num_heads=`n_heads`, "
+        "num_kv_heads=`n_kv_heads`, head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_POSITIONS"] == 3 and bs[0].conventions["KT_EXPERT_CACHE"] == 4
+    assert "2147483647" in bs[0].call_args and "(long long)(start_pos)" in bs[0].call_args
+    llama2 = ROOT / ("bench/corpus/rotary/rope_rotation_thread_per_pair_powf_theta_gptj_q_and_k_below_kv_dim_prompt_"
+                     "tokens_grid_y_inplace_f32_llama2_cu.cu")
+    cf = parse_cuda(llama2.read_text(), str(llama2))
+    k = cf.kernels[0]
+    words = [b.describe() for b in X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)]
+    assert ("positions=`pos` + the token's index in its sequence of all the tokens, query=sq, key=sk, no cache: "
+            "angles from pos / 10000.0f^(2i/rot) * 1, rot_dim=`head_size`, num_heads=`dim / head_size`, "
+            "num_kv_heads=`kv_dim / head_size`, head_size=`head_size`, GPT-J pairs, in place") in words, words
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_prompt_chunk_rotary_compiles(lib):
+    _compile_every_binding(lib, *case("rope_neox_prompt_chunk_start_pos_plus_token_define_base_q_then_k_fp16"))
+
+
 @pytest.mark.nvcc
 def test_every_binding_of_the_one_tensor_computed_position_rotary_compiles(lib):
     _compile_every_binding(lib, *case("rotary_one_tensor_grid_stride_pairs_conj_flag_bf16"))

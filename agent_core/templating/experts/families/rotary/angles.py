@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from agent_core.model import ArgSpec
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, feeding,
                                                     flows, unparen)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
@@ -60,9 +61,35 @@ def _powered(ev: Evidence) -> _Powered | None:
         if fname in fed and len(src) == 1:
             base, exponent = floats[src.pop()], args[1]
             break
+    if base is None:  # a base the code fixes: a literal (llama2.c's `powf(10000.0f, ...)`) or a constant of the file
+        for fname, args in pows:
+            if fname in fed and len(args) == 2 and not (feeding(flow, args[0]) & set(floats)):
+                base, exponent = _fixed_base(ev, args[0]), args[1]
+                if base is not None:
+                    break
     if base is None or not base.counts or any(not isinstance(v, (int, float)) for v in base.counts):
         return None
     return _Powered(flow, floats, fed, base, exponent, any(n.startswith("__") for n, _ in trig))
+
+
+_NUMBER = re.compile(r"^\(?\s*(?:\(\s*float\s*\)\s*)?([0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?)[fF]?\s*\)?$")
+
+
+def _fixed_base(ev: Evidence, text: str) -> ArgUse | None:
+    """The power's base where the code fixes it: a float literal, or a name the file sets to one number
+    (``ev.constants``), as an argument-like value (its name the C literal the wrapper passes); None otherwise."""
+    t = text.strip()
+    m = _NUMBER.match(t)
+    if m:
+        value = float(m.group(1))
+    elif re.fullmatch(r"[A-Za-z_]\w*", t) and t in ev.constants:
+        value = float(ev.constants[t])
+    else:
+        return None
+    if value <= 0:
+        return None
+    lit = repr(value) + "f"
+    return ArgUse(ArgSpec(lit, "scalar", "f32", value=lit), True, True, False, -1, (value,) * len(ev.spec.sizes))
 
 
 def _forms(ev: Evidence, p: _Powered) -> list[int] | None:

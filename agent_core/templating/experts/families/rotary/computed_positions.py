@@ -158,33 +158,45 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                 if tokens is None:
                     continue
                 ts = [[(q // row[i], k, p) for q, k, p in samples[i]] for i in range(n)]
-                for seq in values:
-                    if div(tokens, seq) is None or (seq == tokens and len(pairs) == 2):
-                        continue  # (one sequence of every token: read for a kernel of one tensor)
+                # the sequence length: a size the arguments make; else (none fits) one sequence of every token, whose
+                # length no argument holds (a prompt's chunk at positions offset + t: llama2.cu's pos + t)
+                before = len(found)
+                for seq in [*values, None]:
+                    if seq is None and len(found) > before:
+                        continue
+                    if seq is not None and div(tokens, seq) is None:
+                        continue
+                    seq = seq or tokens
                     for off in offsets:
                         if not all(p == (off.counts[i] if off else 0) + t % seq[i]
                                    for i in range(n) for t, _, p in ts[i]):
                             continue
+                        seq_ex = values.get(seq) or SizeExpr("2147483647", f"({qi.spec.size}) / ({values[row].spec})",
+                                                             "all the")
                         if len(pairs) == 1:  # the query alone: no key rows to read
                             found.append((pname, _Computed(
                                 (qi, qo), None, row, (1,) * n, tokens, f"({qi.spec.size}) / ({values[row].spec})",
-                                values[seq], off, None)))
+                                seq_ex, off, None)))
                             continue
                         for krow in values:
                             krows = div(ki.counts, krow)
                             if krows is None:
                                 continue
-                            for kseq in values:
+                            for kseq in [*values, *([seq] if seq not in values else [])]:
                                 if prod(div(tokens, seq), kseq) != krows or any(a < b for a, b in zip(kseq, seq)):
                                     continue
                                 if all(k // krow[i] == t // seq[i] * kseq[i] + t % seq[i]
                                        for i in range(n) for t, k, _ in ts[i]):
                                     found.append((pname, _Computed(
                                         (qi, qo), (ki, ko), row, krow, tokens,
-                                        f"({qi.spec.size}) / ({values[row].spec})", values[seq], off,
+                                        f"({qi.spec.size}) / ({values[row].spec})", seq_ex, off,
                                         None if kseq == seq else values[kseq])))
     if not found:
         return None
+    # both ways round where the two tensors are rotated alike (each a row a token, the same positions): the order the
+    # buffers were read in (the query the one with more heads)
+    first = [(p, c) for p, c in found if c.q[0] is pairs[0][0]]
+    found = first or found
     # the position: the local the other fitting ones feed (the offset added last)
     names = {p for p, _ in found}
     last = [p for p in names if (names - {p}) <= feeding(flow, p)]  # (a sum: what its names are computed from)
