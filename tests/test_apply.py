@@ -1660,3 +1660,36 @@ def test_a_templated_kernels_own_winner_slower_somewhere_gives_way_to_the_other_
     assert "applied a per-shape dispatch of 2 configurations" in r.output, r.output
     subprocess.run(["nvcc", "-arch=sm_90", *CHECK_FLAGS, "-c", str(f), "-o", str(tmp_path / "x.o")], check=True,
                    capture_output=True)
+
+
+LLAMA2_ROPE = ROOT / "bench" / "corpus" / "rotary" / ("rope_rotation_thread_per_pair_powf_theta_gptj_q_and_k_below_kv_"
+                                                       "dim_prompt_tokens_grid_y_inplace_f32_llama2_cu.cu")
+LLAMA2_ROPE_STORE = ROOT / "gpu" / "results" / "2026-11-29d" / "call3" / "results.sqlite"
+
+
+def test_the_other_templates_dispatch_serves_where_a_whole_file_winner_gains_less(tmp_path):
+    """Recorded on the H200 (2026-11-29d call 3): llama2.cu's rope, whose search winner is its own structural template
+    (1.01x; written back whole, so no dispatch holds it) while the rotary expert verified and is 1.33x faster on the
+    big shape but slower on the small ones: the dispatch of the other templates (the expert there, the original
+    elsewhere; 1.10x confirmed) serves instead, and apply writes it."""
+    from agent_core.cli import main
+    f, store = copy_with_recording(tmp_path, LLAMA2_ROPE, LLAMA2_ROPE_STORE)
+    out = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(main, ["optimize", str(f), "-k", "RoPe_rotation_kernel", "--backend", f"replay:{store}",
+                                  "--store", str(out), "--budget", "20", "--rounds", "2", "--time-budget", "40"])
+    assert r.exit_code == 0, r.output
+    assert "per-shape dispatch of the other templates: 1.10x against 1.01x for the winner alone (confirmed)" \
+        in r.output, r.output
+    assert "this dispatch instead of the winner: the winner is the structural template, which is written back whole" \
+        in " ".join(r.output.split())
+    if not shutil.which("nvcc"):
+        return
+    r = CliRunner().invoke(main, ["apply", str(f), "-k", "RoPe_rotation_kernel", "--store", str(out),
+                                  "--backend", "none"])
+    assert r.exit_code == 0, r.output
+    assert "applied a per-shape dispatch of 2 configurations" in r.output, r.output
+    new = f.read_text()
+    # the original is the default (it keeps its name and its launch), the expert a kernel of its own for the big shape
+    assert "if (n_tokens > 1167 && dim > 3762 && kv_dim > 627 && kv_dim <= 2048) {\n" \
+           "      RoPe_rotation_kernel__rotary_neox_threads256_vec4<<<n_tokens, 256, 0, stream>>>" in new
+    assert "RoPe_rotation_kernel<<<grid, num_threads_med, 0, stream>>>(pos, s_q, s_k, dim, kv_dim, head_size);" in new

@@ -377,6 +377,21 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             # d is dsp.single(w, ...): one configuration for every size is always the winner's candidate w
             one = dsp.one_configuration(w, figures[d.winner.key], d.winner, figures[d.winner.key], prep.spec.sizes, "")
             one.backend, one.inputs = confirmed.backend, list(d.inputs)
+            if per_shape and not held:
+                # the winner can only be one configuration for every size (written back whole): the other templates'
+                # per-shape dispatch (the original where none of them is faster) where it gains more, confirmed
+                why = _one_configuration_why(wt, prep)
+                instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey,
+                                            why, record=False)
+                if instead is not None and instead.speedup > one.speedup * (1 + dsp.NOISE_FLOOR):
+                    emit(TuneEvent("status", f"per-shape dispatch of the other templates: {instead.speedup:.2f}x "
+                                             f"against {one.speedup:.2f}x for the winner alone (confirmed)"))
+                    if sid is not None:
+                        data = instead.to_dict()
+                        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
+                        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}",
+                                       data)
+                    return instead
             if sid is not None:
                 store.put_step(sid, "dispatch", msg, one.to_dict())
             return one
@@ -428,8 +443,8 @@ def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[
                       backend: Backend, store: Store, emit: Callable[[TuneEvent], None], cancel: threading.Event,
                       originals: dict | None, wkey: tuple, why: str, record: bool = True) -> "Dispatch | None":
     """Where the search's winner can only be written as one configuration for every size (a templated kernel's own
-    template), is slower than the original on some size set, and no other configuration of its template is slower
-    nowhere: the per-shape dispatch over the other rounds' verified configurations that a rewrite can hold (an
+    template, a structural template written back whole) and either is slower than the original on some size set
+    with no other configuration of its template slower nowhere, or gains less than this would: the per-shape dispatch over the other rounds' verified configurations that a rewrite can hold (an
     expert's, a rewrite's), the original kernel serving every size set none of them is faster on, confirmed like any
     dispatch. Recorded for the winner (``in_place_of``: apply and the result table find it under the winner's
     result) unless ``record`` is False (the caller compares it first); None where no other template verified or the dispatch would apply nothing."""
