@@ -356,6 +356,13 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                            {"action": "dispatch", "search": d.to_dict()})
         return None
     confirmed = dsp.confirm(d, lambda e: figures[e.key], original_params=original_params)
+    if confirmed is None and len(d.entries) == 1 and per_shape and not held:
+        # the winner alone, faster everywhere, but written back whole: the other templates' dispatch where it gains more
+        o, v = figures[d.winner.key]
+        instead = _others_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey, wt, sid,
+                                  math.exp(sum(math.log(a.median_us / b.median_us) for a, b in zip(o, v)) / len(o)))
+        if instead is not None:
+            return instead
     if confirmed is None:
         why = "; ".join(d.dropped) if d.dropped else "no size set kept its gain"
         emit(TuneEvent("status", ("per-shape dispatch: the confirmation did not hold the gains "
@@ -378,19 +385,9 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
             one = dsp.one_configuration(w, figures[d.winner.key], d.winner, figures[d.winner.key], prep.spec.sizes, "")
             one.backend, one.inputs = confirmed.backend, list(d.inputs)
             if per_shape and not held:
-                # the winner can only be one configuration for every size (written back whole): the other templates'
-                # per-shape dispatch (the original where none of them is faster) where it gains more, confirmed
-                why = _one_configuration_why(wt, prep)
-                instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey,
-                                            why, record=False)
-                if instead is not None and instead.speedup > one.speedup * (1 + dsp.NOISE_FLOOR):
-                    emit(TuneEvent("status", f"per-shape dispatch of the other templates: {instead.speedup:.2f}x "
-                                             f"against {one.speedup:.2f}x for the winner alone (confirmed)"))
-                    if sid is not None:
-                        data = instead.to_dict()
-                        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
-                        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}",
-                                       data)
+                instead = _others_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey, wt,
+                                          sid, one.speedup)
+                if instead is not None:
                     return instead
             if sid is not None:
                 store.put_step(sid, "dispatch", msg, one.to_dict())
@@ -434,6 +431,26 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
     if sid is not None:
         store.put_step(sid, "dispatch", text, confirmed.to_dict())
     return confirmed
+
+
+def _others_instead(prep: Prepared, result: AgentResult, verified: list, backend: Backend, store: Store,
+                    emit: Callable[[TuneEvent], None], cancel: threading.Event, originals: dict | None, wkey: tuple,
+                    wt: KernelTemplate, sid, winner_speedup: float) -> "Dispatch | None":
+    """Where the winner can only be one configuration for every size (written back whole) and is slower than the
+    original nowhere: the other templates' per-shape dispatch (the original where none of them is faster), confirmed,
+    where it gains more than the winner alone beyond the noise (recorded in the winner's place); else None."""
+    from agent_core.agent import dispatch as dsp
+    instead = _dispatch_instead(prep, result, verified, backend, store, emit, cancel, originals, wkey,
+                                _one_configuration_why(wt, prep), record=False)
+    if instead is None or instead.speedup <= winner_speedup * (1 + dsp.NOISE_FLOOR):
+        return None
+    emit(TuneEvent("status", f"per-shape dispatch of the other templates: {instead.speedup:.2f}x against "
+                             f"{winner_speedup:.2f}x for the winner alone (confirmed)"))
+    if sid is not None:
+        data = instead.to_dict()
+        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
+        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}", data)
+    return instead
 
 
 ALTERNATIVES = 2  # configurations confirmed, at most, in search of one that is slower than the original nowhere
