@@ -5353,6 +5353,36 @@ def test_rotary_of_a_prompt_chunk_at_an_offset_with_a_base_the_code_fixes(lib):
             "num_kv_heads=`kv_dim / head_size`, head_size=`head_size`, GPT-J pairs, in place") in words, words
 
 
+def test_rotary_whose_head_count_and_size_are_template_arguments(lib):
+    """No int argument holds the head count or the head size (both template arguments): the kernel's value template
+    parameters at the spec's instantiation are constants of its body, so the cos/sin rows' and the query's strides
+    read as numbers, the tokens as the tables' rows of that length and the head size as the constant the query's
+    index steps by. Mirage's rotary task (held out, batch 20: NUM_HEAD, HEAD_DIM, full-width bf16 tables) and a style
+    kernel of its own (HEADS, HEAD_DIM; fp32 tables of half a head; fp16)."""
+    style = STYLES / "rope_template_heads_head_dim_half_rows_f32_tables_block_per_token_fp16.cu"
+    cf = parse_cuda(style.read_text(), str(style))
+    k = cf.kernels[0]
+    bs = [b for b in X.candidates(cf, k.name, S.find_spec(cf, k.name), lib) if b.expert.name == "rotary_neox"]
+    assert bs[0].describe() == (
+        "positions=the token index (cos and sin gathered per token), query=q, no key, cos=cos_t, sin=sin_t, rows of "
+        "rot_dim / 2, rot_dim=the constant 64, num_heads=the constant 16, num_kv_heads=none (no key), head_size=the "
+        "constant 64, NeoX pairs, in place"), words_of(bs)
+    mirage = ROOT / ("bench/corpus/rotary/rotary_window_tokens_heads_element_per_thread_neox_full_width_cos_sin_rows_"
+                     "barrier_between_read_and_write_inplace_bf16_mirage_mpk.cu")
+    cf = parse_cuda(mirage.read_text(), str(mirage))
+    k = cf.kernels[0]
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert bs[0].describe() == (
+        "positions=the token index (cos and sin gathered per token), query=qk, no key, cos=cos_ptr, sin=sin_ptr, rows "
+        "of rot_dim, each half for its element (Hugging Face), rot_dim=the constant 128, num_heads=the constant 32, "
+        "num_kv_heads=none (no key), head_size=the constant 128, NeoX pairs, in place"), words_of(bs)
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_template_head_count_rotary_compiles(lib):
+    _compile_every_binding(lib, *case("rope_template_heads_head_dim_half_rows_f32_tables_block_per_token_fp16"))
+
+
 @pytest.mark.nvcc
 def test_every_binding_of_the_prompt_chunk_rotary_compiles(lib):
     _compile_every_binding(lib, *case("rope_neox_prompt_chunk_start_pos_plus_token_define_base_q_then_k_fp16"))

@@ -132,10 +132,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 20's, on first sight (batches 9 
     "accumulate_into_zeroed_dst_grid_bs_nh_block_d_fp16_million.cu":
         "MILLION's flash-decoding reduce: 16 splits plus a slice of the recent uncompressed tokens (17 states), the "
         "lse in half and every step in half math, the result added into a zero-filled destination",
-    "rotary/rotary_window_tokens_heads_element_per_thread_neox_full_width_cos_sin_rows_barrier_between_read_and_"
-    "write_inplace_bf16_mirage_mpk.cu":
-        "Mirage's rotary task: the head count and head size template arguments (no int argument holds either), "
-        "full-width bf16 cos / sin rows gathered per token, a window of tokens a block",
     "group_quant/quantize_mx_innermost_shared_exp_xor_shuffle_tile32_bit_level_fake_quant_fp8_e4m3_flat_thread_per_"
     "element_f32_microxcaling.cu":
         "microxcaling's MX quantize-dequantize: a shared power-of-two exponent a group of 32 from the largest fp32 "

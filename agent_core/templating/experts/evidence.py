@@ -623,8 +623,32 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     lits = [m.group(0) for m in re.finditer(r"(?<![\w.])(\d+\.?\d*[eE]-\d+|0\.0*[1-9]\d*)[fF]?(?![\w.])", body)
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
-                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body), constants(cf.text),
+                    list(dict.fromkeys(lits)), re.sub(r"\s+", "", body),
+                    {**constants(cf.text), **_template_values(kernel, targs, cf.text)},
                     constant_exprs(cf.text), own_end, alias, constant_arrays(cf.text))
+
+
+def _template_values(kernel: Kernel, targs: list[str], text: str) -> dict[str, float]:
+    """The kernel's value template parameters at the instantiation the spec tunes (``targs``; a parameter's default
+    where the arguments stop before it), where each is a number: constants of the body like the file's (a head size
+    ``HEAD_DIM``, a head count ``NUM_HEAD`` a kernel takes as template arguments)."""
+    from agent_core.source.constants import int_constants
+    values = {"true": 1.0, "false": 0.0}
+    values.update(constants(text))
+    values.update({n: float(v) for n, v in int_constants(text).items()})
+    out: dict[str, float] = {}
+    for i, tp in enumerate(kernel.template_params):
+        a = targs[i] if i < len(targs) else tp.default
+        if tp.kind != "value" or a is None:
+            continue
+        v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
+        if v is None:
+            try:
+                v = float(expr.evaluate(a, {**values, **out}))
+            except Exception:  # noqa: BLE001
+                continue
+        out[tp.name] = v
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- fp8 outputs

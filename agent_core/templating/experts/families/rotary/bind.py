@@ -125,6 +125,12 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         if c and len(set(c)) == 1 and c[0] > 1 and c[0] % 2 == 0 and (k is None or div(k_tok, c)) \
                 and all(h[1] != c for h in hss):
             hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+    # or a constant the query's index steps a varying term by, where no argument gives the head count either (the head
+    # count and size both template arguments: Mirage's NUM_HEAD and HEAD_DIM)
+    for c in sorted(_index_strides(ev, qi.name, True)) if not hss else []:
+        if len(set(c)) == 1 and c[0] > 2 and c[0] % 2 == 0 and div(q_tok, c) and (k is None or div(k_tok, c)) \
+                and all(h[1] != c for h in hss):
+            hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
     if table:  # a tensor of angles: first the head sizes the query's index strides a varying index by (its heads)
         q_strides = _index_strides(ev, qi.name)
         hss.sort(key=lambda h: h[1] not in q_strides)

@@ -132,6 +132,11 @@ def _gathered_tokens(ev: Evidence, q: ArgUse, k: ArgUse | None, caches: list[Arg
         if half and t and t not in seen and div(q.counts, t) and (k is None or div(k.counts, t)):
             seen.add(t)
             out.append((t, f"({caches[0].spec.size}) / (2 * ({half.spec.value}))"))
+        elif t and t not in seen and len(set(stride)) == 1 and stride[0] % 2 == 0 and div(q.counts, t) \
+                and (k is None or div(k.counts, t)):
+            # a row length the kernel has at compile time (a head size as a template argument: Mirage's HEAD_DIM)
+            seen.add(t)
+            out.append((t, f"({caches[0].spec.size}) / ({stride[0]})"))
     return out
 
 
