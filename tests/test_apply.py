@@ -1693,3 +1693,21 @@ def test_the_other_templates_dispatch_serves_where_a_whole_file_winner_gains_les
     assert "if (n_tokens > 1167 && dim > 3762 && kv_dim > 627 && kv_dim <= 2048) {\n" \
            "      RoPe_rotation_kernel__rotary_neox_threads256_vec4<<<n_tokens, 256, 0, stream>>>" in new
     assert "RoPe_rotation_kernel<<<grid, num_threads_med, 0, stream>>>(pos, s_q, s_k, dim, kv_dim, head_size);" in new
+
+
+def test_the_other_templates_dispatch_serves_where_a_whole_file_winner_faster_everywhere_gains_less(tmp_path):
+    """Recorded on the H200 (2026-11-29d call 8, seed 3): llama2.cu's rope whose structural winner (written back whole)
+    is faster than the original beyond the noise on every size set (1.02x), the other branch of the one above: the
+    other templates' dispatch (the rotary expert on the big shape, the original elsewhere; 1.10x confirmed) serves."""
+    from agent_core.cli import main
+    f, store = copy_with_recording(tmp_path, LLAMA2_ROPE, ROOT / "gpu" / "results" / "2026-11-29d" / "call8" / "s3"
+                                   / "results.sqlite")
+    out = tmp_path / "out.sqlite"
+    r = CliRunner().invoke(main, ["optimize", str(f), "-k", "RoPe_rotation_kernel", "--backend", f"replay:{store}",
+                                  "--store", str(out), "--budget", "20", "--rounds", "2", "--time-budget", "40",
+                                  "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "one configuration: not faster than the original beyond the noise" not in text  # faster everywhere alone
+    assert "per-shape dispatch of the other templates: 1.10x against 1.02x for the winner alone (confirmed)" in text
+    assert "this dispatch instead of the winner: the winner is the structural template" in text
