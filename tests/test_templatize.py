@@ -407,6 +407,34 @@ void go(float* x) { fill<3><<<1, 64>>>(x); }
     assert t.space.params["N"].values == [3] and "is_pow2(N)" not in t.space.constraints
 
 
+def test_a_template_argument_a_buffer_of_the_spec_is_sized_by_is_not_tuned():
+    """A head count and head size taken as template arguments size the spec's buffers (``qk[num_tokens * 32 * 128]``
+    for ``<..., 32, 8, 128>``): changing them changes what the data is, not how it is processed, so they are not
+    parameters (Mirage's rotary task, batch 20: 48 of 52 structural configurations failed verification while they
+    were); a window of tokens a block, which sizes no buffer, and the block size still are."""
+    t = load("bench/corpus/rotary/rotary_window_tokens_heads_element_per_thread_neox_full_width_cos_sin_rows_barrier_"
+             "between_read_and_write_inplace_bf16_mirage_mpk.cu")
+    assert set(t.space.params) == {"WINDOW_SIZE", "NUM_THREADS"}
+    src = """\
+/* kerntune:
+args  = ["q: inout f32[tokens * 16 * 64]", "x: inout f32[n]"]
+sizes = [{ tokens = 8, n = 1024 }]
+grid  = "tokens"
+block = 128
+template_args = ["16", "64", "4"]
+*/
+template <int HEADS, int HEAD_DIM, int VEC>
+__global__ void k(float* q, float* x) {
+  for (int i = threadIdx.x; i < HEADS * HEAD_DIM; i += blockDim.x) q[blockIdx.x * HEADS * HEAD_DIM + i] *= 2.f;
+  for (int i = threadIdx.x * VEC; i < 1024; i += blockDim.x * VEC) x[i] += 1.f;
+}
+void go(float* q, float* x, int tokens) { k<16, 64, 4><<<tokens, 128>>>(q, x); }
+"""
+    t = inline(src, "k")
+    assert "HEADS" not in t.space.params and "HEAD_DIM" not in t.space.params
+    assert t.space.params["VEC"].values == [1, 2, 4, 8, 16]  # sizes no buffer: still tuned
+
+
 def test_a_2d_block_gets_x_and_y_parameters():
     src = """\
 __global__ void tr(float* y, const float* x, int n) {

@@ -57,17 +57,51 @@ def spec_site_first(a: Analysis, sites: list[LaunchSite]) -> list[LaunchSite]:
     return [match[0]] + [st for st in sites if st is not match[0]]
 
 
+def _buffer_factors(a: Analysis) -> dict[int, str]:
+    """The integer literals the spec's buffer sizes multiply by (``qk: bf16[num_tokens * 32 * 128]``: 32 and 128), each
+    with the buffer that says so; empty without a spec."""
+    import ast
+    try:
+        sp = spec_mod.find_spec(a.cf, a.k.name)
+    except KerntuneError:
+        return {}
+    out: dict[int, str] = {}
+    for arg in (sp.args if sp is not None else []):
+        if arg.role == "scalar" or not arg.size:
+            continue
+        try:
+            tree = ast.parse(arg.size.strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        stack = [tree]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+                stack += [n.left, n.right]
+            elif isinstance(n, ast.Constant) and type(n.value) is int:
+                out.setdefault(n.value, f"{arg.name}: {arg.size}")
+    return out
+
+
 def template_args(a: Analysis, site: LaunchSite) -> None:
-    """The launch's integer template arguments (``k<4><<<...>>>``) become parameters."""
+    """The launch's integer template arguments (``k<4><<<...>>>``) become parameters, but one whose value a buffer of
+    the spec is sized by (a head size or head count the kernel takes as a template argument: ``qk[num_tokens * 32 *
+    128]`` for ``<32, 128>``) is a problem size, not tuned: the data's layout does not follow it."""
     if not site.template_args:
         return
     r = Resolver(a.f, site.host_vars)
+    factors = None
     for tp, arg in zip(a.k.template_params, site.template_args):
         if tp.kind != "value":
             continue
         src = r.resolve(a.f.node(arg.span))
         if src is None:
             a.notes.append(f"template argument {tp.name} = {arg.text} is not a constant")
+            continue
+        factors = _buffer_factors(a) if factors is None else factors
+        if src.value > 2 and src.value in factors:
+            a.notes.append(f"template argument {tp.name} = {src.value} sizes a buffer of the spec "
+                           f"({factors[src.value]}): a problem size, not tuned")
             continue
         pow2 = expr.FUNCTIONS["is_pow2"](src.value)
         values = [v for v in TEMPLATE_VALUES if v <= max(16, src.value)] if pow2 else [src.value]
