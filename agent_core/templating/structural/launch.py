@@ -98,12 +98,12 @@ def template_args(a: Analysis, site: LaunchSite) -> None:
         if src is None:
             a.notes.append(f"template argument {tp.name} = {arg.text} is not a constant")
             continue
+        pow2 = expr.FUNCTIONS["is_pow2"](src.value)
         factors = _buffer_factors(a) if factors is None else factors
-        if src.value > 2 and src.value in factors:
+        if pow2 and src.value > 2 and src.value in factors:  # (a value that is no power of two keeps its one value)
             a.notes.append(f"template argument {tp.name} = {src.value} sizes a buffer of the spec "
                            f"({factors[src.value]}): a problem size, not tuned")
             continue
-        pow2 = expr.FUNCTIONS["is_pow2"](src.value)
         values = [v for v in TEMPLATE_VALUES if v <= max(16, src.value)] if pow2 else [src.value]
         if src.value > 16 and pow2:
             values += [src.value // 2, src.value * 2]
