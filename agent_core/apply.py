@@ -903,16 +903,6 @@ def _held_words(held: dict[str, int]) -> str:
     return " and ".join(f"`{n}` = {v}" for n, v in held.items())
 
 
-def _fallback_dispatch(template: KernelTemplate, cfg: dict[str, int], sizes: list[dict[str, int]]):
-    """A dispatch of one configuration for every size: ``rewrite_dispatch`` then writes the original kernel beside
-    it for the values of the flags the template holds that it was not verified at."""
-    from agent_core.agent.dispatch import Dispatch, Entry, Rule
-    e = Entry(template.template_hash, template.origin, dict(cfg))
-    n = len(sizes)
-    return Dispatch(rules=[Rule([], 0)], entries=[e], winner=e, sizes=[dict(s) for s in sizes], serve=[0] * n,
-                    original_us=[], tuned_us=[], single_original_us=[], single_us=[])
-
-
 def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTemplate, cfg: dict[str, int],
                  spec: TuningSpec | None = None, cf: CudaFile | None = None) -> Rewrite:
     """The user's file (``text``, at ``path``) with ``kernel`` tuned to ``cfg`` of ``template``.
@@ -938,8 +928,10 @@ def rewrite_file(text: str, path: str | Path, kernel: str, template: KernelTempl
         sp = spec if spec is not None else spec_mod.find_spec(cf, kernel)
         if sp is None:
             raise KerntuneError(f"'{kernel}' has no tuning spec", path, k.span.line)
-        rw = rewrite_dispatch(text, path, kernel, [(template, cfg)], _fallback_dispatch(template, cfg, sp.sizes),
-                              spec, cf)
+        # a dispatch of that configuration for every size: rewrite_dispatch writes the original beside it
+        from agent_core.agent import dispatch as dsp
+        one = dsp.single(dsp.Candidate(template.template_hash, template.origin, dict(cfg), [], []), sp.sizes)
+        rw = rewrite_dispatch(text, path, kernel, [(template, cfg)], one, spec, cf)
         rw.dispatch = None  # one configuration for every size, written as such
         return rw
     # a launch written inside one of the file's own macros: written out (expanded) at the uses that launch it

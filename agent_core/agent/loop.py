@@ -404,10 +404,7 @@ def per_shape_dispatch(prep: Prepared, result: AgentResult, verified: list[tuple
                                     record=False) if per_shape else None
         if instead is not None and (alt is None or instead.speedup > alt.speedup):
             # the other templates' dispatch gains more than any one configuration of the winner's template
-            if sid is not None:
-                data = instead.to_dict()
-                data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
-                store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}", data)
+            _record_in_place(store, sid, instead, wkey)
             return instead
         if alt is not None:
             emit(TuneEvent("status", f"one configuration: {alt.instead}"))
@@ -446,11 +443,18 @@ def _others_instead(prep: Prepared, result: AgentResult, verified: list, backend
         return None
     emit(TuneEvent("status", f"per-shape dispatch of the other templates: {instead.speedup:.2f}x against "
                              f"{winner_speedup:.2f}x for the winner alone (confirmed)"))
-    if sid is not None:
-        data = instead.to_dict()
-        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
-        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {instead.instead}", data)
+    _record_in_place(store, sid, instead, wkey)
     return instead
+
+
+def _record_in_place(store: Store, sid, d: "Dispatch", wkey: tuple) -> None:
+    """The dispatch that serves in the winner's place, recorded as a step of the session (``in_place_of``: apply and
+    the result table find it under the winner's result)."""
+    if sid is None:
+        return
+    data = d.to_dict()
+    data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
+    store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {d.instead}", data)
 
 
 ALTERNATIVES = 2  # configurations confirmed, at most, in search of one that is slower than the original nowhere
@@ -461,11 +465,11 @@ def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[
                       originals: dict | None, wkey: tuple, why: str, record: bool = True) -> "Dispatch | None":
     """Where the search's winner can only be written as one configuration for every size (a templated kernel's own
     template, a structural template written back whole) and either is slower than the original on some size set
-    with no other configuration of its template slower nowhere, or gains less than this would: the per-shape dispatch over the other rounds' verified configurations that a rewrite can hold (an
-    expert's, a rewrite's), the original kernel serving every size set none of them is faster on, confirmed like any
-    dispatch. Recorded for the winner (``in_place_of``: apply and the result table find it under the winner's
-    result) unless ``record`` is False (the caller compares it first); None where no other template verified or the dispatch would apply nothing."""
-    from agent_core.agent import dispatch as dsp
+    with no other configuration of its template slower nowhere, or gains less than this would: the per-shape
+    dispatch over the other rounds' verified configurations that a rewrite can hold (an expert's, a rewrite's), the
+    original kernel serving every size set none of them is faster on, confirmed like any dispatch. Recorded for the
+    winner (``_record_in_place``) unless ``record`` is False (the caller compares it first); None where no other
+    template verified or the dispatch would apply nothing."""
     from agent_core.templating.text_kind import can_dispatch
     rest = [(t, r) for t, r in verified if t.template_hash != wkey[0] and can_dispatch(t, prep.cf)]
     hashes = {t.template_hash for t, _ in rest}
@@ -479,10 +483,8 @@ def _dispatch_instead(prep: Prepared, result: AgentResult, verified: list[tuple[
         return None
     d = replace(d, instead=f"{why}: the configurations of the other templates serve instead")
     sid = result.rounds[-1].summary.get("session_id")
-    if record and sid is not None:
-        data = d.to_dict()
-        data["in_place_of"] = {"template_hash": wkey[0], "params": json.loads(wkey[1])}
-        store.put_step(sid, "dispatch", f"per-shape dispatch in place of the winner: {d.instead}", data)
+    if record:
+        _record_in_place(store, sid, d, wkey)
     return d
 
 

@@ -364,25 +364,41 @@ def _blank(raw: bytes, ranges: list[tuple[int, int, bytes]]) -> bytes:
     return bytes(buf)
 
 
-def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], text: str):
-    """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
-    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
-    a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
-    1;``), ``ns::kName`` as ``kName``); as they were where it leaves none out."""
+def _known_values(text: str) -> dict[str, float]:
+    """What a template argument may name by value: ``true`` / ``false`` and the file's numbers (``#define``s,
+    enumerators, constants: ``source.constants``)."""
     from agent_core.source.constants import int_constants
     values = {"true": 1.0, "false": 0.0}
     values.update(constants(text))
     values.update({n: float(v) for n, v in int_constants(text).items()})
+    return values
+
+
+def _template_arg_value(a: str, values: dict[str, float], env: dict[str, float]) -> float | None:
+    """A template argument's value: a number, a name in ``values`` (``Act::GELU``, ``ns::kName`` as ``kName``), else
+    an expression over ``env``; None where it is none of them."""
+    v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
+    if v is None:
+        try:
+            v = float(expr.evaluate(a, env))
+        except Exception:  # noqa: BLE001
+            return None
+    return v
+
+
+def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], known: dict[str, float]):
+    """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
+    a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
+    a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
+    1;``), ``ns::kName`` as ``kName``; ``known``: ``_known_values``); as they were where it leaves none out."""
+    values = dict(known)
     params = set()
     for tp, a in zip(kernel.template_params, targs):
         if tp.kind != "value":
             continue
-        v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
+        v = _template_arg_value(a, values, {})
         if v is None:
-            try:
-                v = float(expr.evaluate(a, {}))
-            except Exception:  # noqa: BLE001
-                continue
+            continue
         values[tp.name] = v
         params.add(tp.name)
     ranges = _decided_blanks(node, params, values) if params and node is not None else []
@@ -451,7 +467,8 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     if not targs:  # else the template arguments its launches name, where they agree
         named = {tuple(a.text for a in site.template_args) for site in kernel.launch_sites if site.template_args}
         targs = list(next(iter(named))) if len(named) == 1 else []
-    raw, node = _instantiated(raw, node, kernel, targs, cf.text)
+    known = _known_values(cf.text)
+    raw, node = _instantiated(raw, node, kernel, targs, known)
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
     types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
@@ -624,30 +641,22 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
             if _small(m.group(0))]
     return Evidence(kernel, spec, body, calls, uses, loops, shuffles, shared, syncs,
                     list(dict.fromkeys(lits)), re.sub(r"\s+", "", body),
-                    {**constants(cf.text), **_template_values(kernel, targs, cf.text)},
+                    {**constants(cf.text), **_template_values(kernel, targs, known)},
                     constant_exprs(cf.text), own_end, alias, constant_arrays(cf.text))
 
 
-def _template_values(kernel: Kernel, targs: list[str], text: str) -> dict[str, float]:
+def _template_values(kernel: Kernel, targs: list[str], known: dict[str, float]) -> dict[str, float]:
     """The kernel's value template parameters at the instantiation the spec tunes (``targs``; a parameter's default
     where the arguments stop before it), where each is a number: constants of the body like the file's (a head size
-    ``HEAD_DIM``, a head count ``NUM_HEAD`` a kernel takes as template arguments)."""
-    from agent_core.source.constants import int_constants
-    values = {"true": 1.0, "false": 0.0}
-    values.update(constants(text))
-    values.update({n: float(v) for n, v in int_constants(text).items()})
+    ``HEAD_DIM``, a head count ``NUM_HEAD`` a kernel takes as template arguments; ``known``: ``_known_values``)."""
     out: dict[str, float] = {}
     for i, tp in enumerate(kernel.template_params):
         a = targs[i] if i < len(targs) else tp.default
         if tp.kind != "value" or a is None:
             continue
-        v = number(a, values) if re.fullmatch(r"[-+\d.eE]+[fFuUlL]*", a.strip()) else _named(a, values)
-        if v is None:
-            try:
-                v = float(expr.evaluate(a, {**values, **out}))
-            except Exception:  # noqa: BLE001
-                continue
-        out[tp.name] = v
+        v = _template_arg_value(a, known, {**known, **out})
+        if v is not None:
+            out[tp.name] = v
     return out
 
 

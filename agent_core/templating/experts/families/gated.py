@@ -239,16 +239,21 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
         ds = _whole_count(ev, o)
     if not ds:
         return []
-    # two tensors of one shape are elementwise: every row length that divides them computes the same values, so the
-    # longest rows first (a block's chunk of a row; rows of 4 elements would each take a block of their own)
-    ds = [d for _, d in sorted(enumerate(ds), key=lambda x: (-_shortest(ev, o, x[1][0]), x[0]))]
-    ds = [(d, 2 * (len(ds) - i)) for i, (d, _) in enumerate(ds)]
+    ds = _longest_first(ev, o, ds)
     if a.dtype != o.dtype:  # an output of a type of its own: the activation's math tells the gate where it can
         if _act_fed(ev, {a.name, b.name}) == {b.name}:
             a, b = b, a
         return _bindings(ev, e, [a, b], o, ds, [4], a.dtype, O=o.dtype) + \
             _bindings(ev, e, [b, a], o, ds, [4], a.dtype, -3, O=o.dtype)
     return _bindings(ev, e, [a, b], o, ds, [4], o.dtype) + _bindings(ev, e, [b, a], o, ds, [4], o.dtype, -3)
+
+
+def _longest_first(ev: Evidence, o, ds: list) -> list:
+    """The row lengths ``ds`` ((SizeExpr, support) each) of gate and up as two tensors of one shape, the longest rows
+    first, each's support its rank: the product is elementwise, so every row length that divides them computes the
+    same values (a block takes a chunk of a row; rows of 4 elements would each take a block of their own)."""
+    ds = [d for _, d in sorted(enumerate(ds), key=lambda x: (-_shortest(ev, o, x[1][0]), x[0]))]
+    return [(d, 2 * (len(ds) - i)) for i, (d, _) in enumerate(ds)]
 
 
 def _shortest(ev: Evidence, o, d: SizeExpr) -> int:
@@ -1213,10 +1218,7 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                 ds.append((t, 2 if ev.mentions(rf"(?<![\w.])[A-Za-z_]\w*\)?\*\(?{n}(?![\w(\[])") else 0))
         ds.sort(key=lambda x: -x[1])
         ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)]
-        # two tensors of one shape (x updated in place by its gate): elementwise, so every row length computes the same
-        # values; the longest rows first (rows of a few elements would each take a block of their own)
-        ds = [d for _, d in sorted(enumerate(ds), key=lambda x: (-_shortest(ev, o, x[1][0]), x[0]))]
-        ds = [(d, 2 * (len(ds) - i)) for i, (d, _) in enumerate(ds)]
+        ds = _longest_first(ev, o, ds)  # (x updated in place by its gate: two tensors of one shape too)
         if not ds and pack == 1 and _flat_activation(ev, e):
             # no row length: a flat elementwise kernel over the element count (llama3.cuda's in-place SwiGLU over
             # hb with hb2): one row of all of them

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from agent_core.model import ArgSpec
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, feeding,
-                                                    flows, unparen)
+                                                    flows, number, unparen)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 
 
@@ -72,21 +72,12 @@ def _powered(ev: Evidence) -> _Powered | None:
     return _Powered(flow, floats, fed, base, exponent, any(n.startswith("__") for n, _ in trig))
 
 
-_NUMBER = re.compile(r"^\(?\s*(?:\(\s*float\s*\)\s*)?([0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?)[fF]?\s*\)?$")
-
-
 def _fixed_base(ev: Evidence, text: str) -> ArgUse | None:
-    """The power's base where the code fixes it: a float literal, or a name the file sets to one number
-    (``ev.constants``), as an argument-like value (its name the C literal the wrapper passes); None otherwise."""
-    t = text.strip()
-    m = _NUMBER.match(t)
-    if m:
-        value = float(m.group(1))
-    elif re.fullmatch(r"[A-Za-z_]\w*", t) and t in ev.constants:
-        value = float(ev.constants[t])
-    else:
-        return None
-    if value <= 0:
+    """The power's base where the code fixes it: a float literal (a ``(float)`` cast of one too), or a name the file
+    sets to one number (``ev.constants``), as an argument-like value (its name the C literal the wrapper passes); None
+    otherwise."""
+    value = number(unparen(re.sub(r"^\(\s*float\s*\)", "", unparen(text))), ev.constants)
+    if value is None or value <= 0:
         return None
     lit = repr(value) + "f"
     return ArgUse(ArgSpec(lit, "scalar", "f32", value=lit), True, True, False, -1, (value,) * len(ev.spec.sizes))

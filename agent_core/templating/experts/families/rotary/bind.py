@@ -119,18 +119,19 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     if norm is not None:  # the head size the norm's weights and divisor are; a token's rows as the index shows them
         hss = [h for h in hss if h[1] == norm.q_gamma.counts == norm.divisor.counts]
         strides = _row_strides(ev, qi, ki, q_tok, k_tok)
-    # or a constant (a head size the kernel has at compile time): a token's elements over a head-count argument
-    for a in ev.ints():
-        c = div(q_tok, a.counts) if a.counts else None
-        if c and len(set(c)) == 1 and c[0] > 1 and c[0] % 2 == 0 and (k is None or div(k_tok, c)) \
-                and all(h[1] != c for h in hss):
+    def constant_head(c: tuple | None, least: int) -> None:
+        """``c`` as a head size the kernel has at compile time: one even number above ``least`` on every size set
+        that divides a token's query (and key) elements."""
+        if c and len(set(c)) == 1 and c[0] > least and c[0] % 2 == 0 and div(q_tok, c) \
+                and (k is None or div(k_tok, c)) and all(h[1] != c for h in hss):
             hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+    # or a constant: a token's elements over a head-count argument
+    for a in ev.ints():
+        constant_head(div(q_tok, a.counts) if a.counts else None, 1)
     # or a constant the query's index steps a varying term by, where no argument gives the head count either (the head
     # count and size both template arguments: Mirage's NUM_HEAD and HEAD_DIM)
     for c in sorted(_index_strides(ev, qi.name, True)) if not hss else []:
-        if len(set(c)) == 1 and c[0] > 2 and c[0] % 2 == 0 and div(q_tok, c) and (k is None or div(k_tok, c)) \
-                and all(h[1] != c for h in hss):
-            hss.append((SizeExpr(str(c[0]), str(c[0]), f"the constant {c[0]}"), c))
+        constant_head(c, 2)
     if table:  # a tensor of angles: first the head sizes the query's index strides a varying index by (its heads)
         q_strides = _index_strides(ev, qi.name)
         hss.sort(key=lambda h: h[1] not in q_strides)

@@ -196,15 +196,18 @@ def _spread(ev: Evidence, a) -> bool:
     mean."""
     return _stat_is_reciprocal_root(ev, a.name) or _stat_is_variance(ev, a.name)
 
-
-
 _SECOND_HALF = "+1"  # in a statistics order: the second element of each pair of the one statistics array
+
+
+def _pair_array(st: list):
+    """The one statistics array of a statistics order with ``_SECOND_HALF`` in it."""
+    return next(a for a in st if a is not _SECOND_HALF)
 
 
 def _stat_words(st: list) -> list[str]:
     """The statistics in words: two arrays (mean=, rstd=), or the halves of one array of a pair a row."""
     if _SECOND_HALF in st:
-        arr = next(a for a in st if a is not _SECOND_HALF)
+        arr = _pair_array(st)
         first = st[0] is arr
         return [f"mean={arr.name}[2 * row{'' if first else ' + 1'}]",
                 f"rstd={arr.name}[2 * row{' + 1' if first else ''}] (a pair a row)"]
@@ -214,6 +217,6 @@ def _stat_words(st: list) -> list[str]:
 def _stat_args(st: list) -> list[str]:
     """The mean_out and rstd_out pointers: two arrays, or one array of pairs and its second element."""
     if _SECOND_HALF in st:
-        arr = next(a for a in st if a is not _SECOND_HALF)
+        arr = _pair_array(st)
         return [f"(float*)({arr.name})" if a is arr else f"(float*)({arr.name}) + 1" for a in st]
     return [f"(float*)({a.name})" for a in st]
