@@ -4234,11 +4234,58 @@ def test_a_key_range_per_row_passes_its_batch_count_and_folds_past_the_grids_y()
     assert "const int b = bz < batches ? bz : batches - 1;" in t.text
 
 
+TCOP = ROOT / "bench" / "corpus" / "softmax" / "masked_softmax_length_mask_warp_per_row_grid_b_h_q_scale_on_input_f32_tcop.cu"
+
+
+def test_a_key_length_per_batch_and_query_reads_its_query_extent(lib):
+    """Lengths [batch, q_len] over scores [batch, heads, q_len, keys] (a key count per query, broadcast over the
+    heads; the style kernel splits its row into (b, h, q) and reads `kv_lens[b * q_len + q]`): KT_EXPERT_KEYS_INNER,
+    entry b * q_len + row % q_len, the batches the buffer's length over q_len, ahead of the per-batch reading (which
+    is right only where q_len is 1); the per-batch one stays a candidate after it."""
+    cf, k, spec = case("softmax_key_lengths_per_query_half_warp_rows")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions == {"KT_EXPERT_GENERAL": 1, "KT_EXPERT_KEYS": 2, "KT_EXPERT_KEYS_INNER": 1}, words_of(bs)
+    assert bs[0].call_args[2:] == ["(int)(batch) * (int)(heads) * (int)(q_len)", "(int)(kv_len)",
+                                   "(float)(softmax_scale)", "(const float*)nullptr", "(const int*)(kv_lens)",
+                                   "(const int*)nullptr", "0", "(int)(batch)", "(int)(q_len)"]
+    assert "of entry i = b * `q_len` + row % `q_len`" in bs[0].describe()
+    assert any("KT_EXPERT_KEYS_INNER" not in b.conventions and "KT_EXPERT_KEYS" in b.conventions for b in bs)
+    t = X.bind(bs[0], cf, spec)
+    from agent_core import expr
+    big = dict(spec.sizes[0])
+    assert expr.evaluate(t.launch["grid"][1], {**big, "ROWS": 1}) == big["b"]  # one y a batch
+    text = t.text
+    assert "const int kq = b * keys_inner + (active ? in_batch : 0) % keys_inner;" in text
+    assert "int k1 = min(hidden, key_end[kq]);" in text and "kt:bind" not in text
+    # the per-batch reading renders as before (its text, and so its recordings, unchanged)
+    plain = X.bind(next(b for b in bs if "KT_EXPERT_KEYS_INNER" not in b.conventions), cf, spec).text
+    assert "keys_inner" not in plain and "int k1 = min(hidden, key_end[b]);" in plain
+
+
+def test_tcop_length_mask_per_batch_and_query_binds_its_query_extent(lib):
+    """tcop's masked softmax (lengths [m0, m1] = [batch, q_len] over a (B, H, Lq) grid, the entry
+    `blockIdx.x * (m0 > 1 ? m1 : 0) + blockIdx.z * (m1 > 1 ? 1 : 0)`): both extents its index reads are tried as the
+    query extent first (the cheap check tells them apart), the batch count held by the other."""
+    cf = parse_cuda(TCOP.read_text(), str(TCOP))
+    k = cf.kernels[0]
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    inner = [b for b in bs[:4] if b.conventions.get("KT_EXPERT_KEYS_INNER") == 1]
+    assert {tuple(b.call_args[-2:]) for b in inner} == {("(int)(m0)", "(int)(m1)"), ("(int)(m1)", "(int)(m0)")}
+
+
+@pytest.mark.nvcc
+def test_every_binding_of_the_tcop_length_mask_compiles(lib):
+    cf = parse_cuda(TCOP.read_text(), str(TCOP))
+    k = cf.kernels[0]
+    _compile_every_binding(lib, cf, k, S.find_spec(cf, k.name))
+
+
 def test_no_key_range_without_the_evidence(lib):
     """No other style kernel's softmax gets a key range: it takes int32 buffers that bound a loop's key index."""
     for name in STYLE_NAMES:
-        if name in ("softmax_valid_keys_per_sequence_bf16", "softmax_row_lengths_tail_zero_f32"):
-            continue  # the key ranges (CTranslate2's lengths per row: one row a batch)
+        if name in ("softmax_valid_keys_per_sequence_bf16", "softmax_row_lengths_tail_zero_f32",
+                    "softmax_key_lengths_per_query_half_warp_rows"):
+            continue  # the key ranges (CTranslate2's lengths per row: one row a batch; a length per query)
         cf, k, spec = case(name)
         assert not any("KT_EXPERT_KEYS" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 

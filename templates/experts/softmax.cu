@@ -48,6 +48,7 @@ smem = "0"
 // kt:bind KT_EXPERT_MASK_BIAS = 0  (with an additive mask (KT_EXPERT_MASK 1), not with ALiBi, keys or a sink. 0: one additive tensor; 1: a second additive tensor `bias` of type M [bias_rows, hidden] (after mask_inner: mask_mid, then bias, bias_rows, bias_inner, bias_mid; null: none), added after the mask; each of the two broadcast by its rows, inner extent and middle extent (mid 0: rows / its rows, the one broadcast dimension; else a tensor [outer, inner] over rows [.., outer, mid, inner], its outer index wrapped: a broadcast over a leading and a middle dimension at once) (Swin's window attention: the relative-position bias [heads, N, N] and the shifted-window mask [windows, N, N] both added to the scores))
 // kt:bind KT_EXPERT_ALIBI_BIAS = 0  (with KT_EXPERT_ALIBI only. 0: the slope term; 1: an additive bias TENSOR of type M [bias_rows, hidden] in the slopes' place (the pointer; null: no bias), broadcast by its own rows and inner extent (the two int arguments after it, as the mask is by mask_rows and mask_inner), its element added with (1 - m) * -10000 in the slope term's place (ByteTransformer's BERT softmax with a relative-position bias [head, seq, seq] over head-major scores [head, batch, seq, seq]))
 // kt:bind-sizes KT_EXPERT_KEYS = ["batches"]
+// kt:bind KT_EXPERT_KEYS_INNER = 0  (with KT_EXPERT_KEYS only. 0: the key buffers hold a range per batch; 1: a range per batch and query: the buffers [batches, keys_inner] (the int argument after batches), the rows of a batch [rows / batches / keys_inner, keys_inner] (heads, queries), row r of batch b reading entry b * keys_inner + r % keys_inner (a length per (batch, query) broadcast over the heads: scores [batch, heads, q_len, keys] over lengths [batch, q_len]))
 // kt:bind KT_EXPERT_LOG = 0  (general form, with no mask, sink or key range. 0: the probabilities exp(l - m) / s; 1: the log-probabilities l - (m + logf(s)), l the logit, m the row's max, s the sum of expf(l - m): the row's log-sum-exp taken once in fp32 and subtracted from each logit, one store (PyTorch's LogSoftMax, FasterTransformer / TensorRT-LLM's beam-search log-softmax, the log-probs vLLM and SGLang return))
 // kt:bind KT_EXPERT_X_STRIDE = 0  (general form, with no mask, sink or key range. 0: the input rows hidden elements apart; 1: x_stride elements apart (the last argument, x_stride >= hidden): the logits of a vocabulary padded past its hidden real columns (TensorRT-LLM's vocab_size_padded), the output rows contiguous; 2: the input AND output rows x_stride elements apart, the first hidden of each softmaxed and the rest neither read nor written (llama2.c's decode attention scores [n_heads, max_seq_len] softmaxed in place over the first pos + 1: yalm, llama2.c CUDA ports))
 // kt:bind-grid KT_EXPERT_KEYS = ["cdiv(rows / batches, ROWS)", "min(batches, 65535)", "cdiv(batches, 65535)"]
@@ -226,6 +227,10 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
 #if KT_EXPERT_SINK  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const S* __restrict__ sinks, int sink_heads, int sink_inner) {
+#elif KT_EXPERT_KEYS and KT_EXPERT_KEYS_INNER  // kt:bind
+                                             const M* __restrict__ mask, int mask_rows, int mask_inner,
+                                             const int* __restrict__ key_end, const int* __restrict__ key_start,
+                                             int q_len, int batches, int keys_inner) {
 #elif KT_EXPERT_KEYS  // kt:bind
                                              const M* __restrict__ mask, int mask_rows, int mask_inner,
                                              const int* __restrict__ key_end, const int* __restrict__ key_start,
@@ -253,6 +258,12 @@ template <int IT, int P, typename T, typename O, typename S>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
                                              float scale, const float* __restrict__ row_div,
                                              const S* __restrict__ sinks, int sink_heads, int sink_inner) {
+#elif KT_EXPERT_KEYS and KT_EXPERT_KEYS_INNER  // kt:bind
+template <int IT, int P, typename T, typename O>
+__device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
+                                             float scale, const float* __restrict__ row_div,
+                                             const int* __restrict__ key_end, const int* __restrict__ key_start,
+                                             int q_len, int batches, int keys_inner) {
 #elif KT_EXPERT_KEYS  // kt:bind
 template <int IT, int P, typename T, typename O>
 __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __restrict__ x, int rows, int hidden,
@@ -280,8 +291,15 @@ __device__ __forceinline__ void softmax_impl(O* __restrict__ out, const T* __res
   const int row = b * per + (active ? in_batch : 0);
   const long long off = (long long)row * hidden;
   const int lead = rows_lead<P, KT_VEC>(off);
+#if KT_EXPERT_KEYS_INNER  // kt:bind
+  // the buffers [batches, keys_inner]: the row's entry b * keys_inner + its query, the row of its batch % keys_inner
+  const int kq = b * keys_inner + (active ? in_batch : 0) % keys_inner;
+  int k0 = key_start != nullptr ? max(0, key_start[kq]) : 0;
+  int k1 = min(hidden, key_end[kq]);
+#else  // kt:bind
   int k0 = key_start != nullptr ? max(0, key_start[b]) : 0;
   int k1 = min(hidden, key_end[b]);
+#endif  // kt:bind
 #if KT_EXPERT_KEYS == 1  // kt:bind
   if (k0 >= k1) {  // no key in the range: every key (attend to none = attend to all)
     k0 = 0;
@@ -509,6 +527,18 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                   (softmax_impl<IT, P, T, O, S>(out, x, rows, hidden, scale, row_div, sinks, sink_heads, sink_inner)));
 }
 #endif  // kt:bind
+#elif KT_EXPERT_MASK and KT_EXPERT_KEYS and KT_EXPERT_KEYS_INNER  // kt:bind
+template <typename T, typename O, typename M>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const M* mask, int mask_rows, int mask_inner, const int* key_end,
+                                        const int* key_start, int q_len, int batches, int keys_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden,
+                  (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out) &&
+                   (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner,
+                                                key_end, key_start, q_len, batches, keys_inner)));
+}
 #elif KT_EXPERT_MASK and KT_EXPERT_KEYS  // kt:bind
 template <typename T, typename O, typename M>
 __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
@@ -579,6 +609,16 @@ __device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden
                    (mask == nullptr || vec_ok<M, KT_VEC>(hidden, mask))),
                   (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
                   (softmax_impl<IT, P, T, O, M>(out, x, rows, hidden, scale, row_div, mask, mask_rows, mask_inner)));
+}
+#elif KT_EXPERT_KEYS and KT_EXPERT_KEYS_INNER  // kt:bind
+template <typename T, typename O>
+__device__ __forceinline__ void softmax(O* out, const T* x, int rows, int hidden, float scale, const float* row_div,
+                                        const int* key_end, const int* key_start, int q_len, int batches,
+                                        int keys_inner) {
+  KT_DISPATCH_ROW((int)blockDim.x, hidden, (vec_ok<T, KT_VEC>(hidden, x) && vec_ok<O, KT_VEC>(hidden, out)),
+                  (vec_ok<T, KT_VEC>(0, x) && vec_ok<O, KT_VEC>(0, out)),
+                  (softmax_impl<IT, P, T, O>(out, x, rows, hidden, scale, row_div, key_end, key_start, q_len,
+                                             batches, keys_inner)));
 }
 #elif KT_EXPERT_KEYS  // kt:bind
 template <typename T, typename O>

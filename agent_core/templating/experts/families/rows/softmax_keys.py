@@ -14,7 +14,7 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES,
                                                     unparen)
 from agent_core.templating.experts.families.rows.common import (_bounds_a_loop, _cast, _guarding_flag,
                                                                 _hidden_candidates, _rows)
-from agent_core.templating.experts.families.rows.softmax_masks import _mask_inners
+from agent_core.templating.experts.families.rows.softmax_masks import _mask_index_names, _mask_inners
 from agent_core.templating.experts.library import Expert
 
 
@@ -113,6 +113,18 @@ def _key_causal(ev: Evidence, keys: KeyBounds, hidden: SizeExpr, rows_fp: tuple,
     return list(dict.fromkeys(out))
 
 
+def _key_inners(ev: Evidence, end: ArgUse) -> list[ArgUse]:
+    """The int arguments that can be the query extent of a key range per (batch, query) (lengths [batch, q_len] over
+    scores [batch, heads, q_len, keys]: tcop's masked softmax): each divides the key buffers' length on every size set
+    and lies strictly between 1 and it on some (a decode step's single query is still one); the arguments the body
+    uses most first. The cheap check tells which, if any, the kernel reads."""
+    if not end.counts:
+        return []
+    fits = [a for a in ev.ints() if a.counts and all(1 <= v <= n and n % v == 0 for v, n in zip(a.counts, end.counts))
+            and any(1 < v < n for v, n in zip(a.counts, end.counts))]
+    return sorted(fits, key=lambda a: -ev.uses(SizeExpr(f"(int)({a.name})", "", "")))
+
+
 def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: list[ArgUse],
                        keys: KeyBounds) -> list[Binding]:
     """The general form over a key range per batch (``KT_EXPERT_KEYS``; ONNX Runtime's 1-D mask index): rows
@@ -136,15 +148,22 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
     end, start = keys.end, keys.start
     # the batch count as the wrapper computes it: an int argument that holds the key buffers' length, else the
     # expert's grid (exact up to 65535 batches, where its z is 1)
-    held = ev.held(end.counts)
-    batches_c = held[0].c if held else "(int)(gridDim.y * gridDim.z)"
     out = []
-    for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, [])):
+    # where the key buffer's index is computed from a query extent, the range per (batch, query) comes first
+    index = _mask_index_names(ev, end)
+    inners = sorted(_key_inners(ev, end), key=lambda a: a.name not in index)
+    for (hi, (hidden, hfp)), kin in itertools.product(enumerate(_hidden_candidates(ev, big, [])), [None] + inners):
+        # the per-(batch, query) forms: before the per-batch one where the index reads their extent, else after all
+        ki = 0 if kin is None else (-3 - inners.index(kin) if kin.name in index else 8 + inners.index(kin))
         hname = hidden.words.strip("`")
         rows_fp = div(big, hfp)
-        per = div(rows_fp, end.counts)  # the rows of one batch
-        if per is None:
+        # the batches: the buffers' length, or that over the queries of a range per (batch, query)
+        nb = end.counts if kin is None else div(end.counts, kin.counts)
+        per = div(rows_fp, nb) if nb is not None else None  # the rows of one batch
+        if per is None or (kin is not None and div(per, kin.counts) is None):
             continue
+        held = ev.held(nb)
+        batches_c = held[0].c if held else "(int)(gridDim.y * gridDim.z)"
         # (mask rows as the wrapper computes it, {rows} the row count; inner extent; words): the rows of one batch
         # (a bias shared by the batches) from the grid, else the mask's rows from the arguments, read as in the
         # general form
@@ -166,7 +185,7 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
             b = Binding(e, 0.85, f"reads rows of `{hname}` elements, {red}, a max and a sum of expf over a range of "
                         "keys a batch → softmax", ev.kernel.name)
             b.sizes["hidden"] = hidden.spec
-            b.sizes["batches"] = end.spec.size
+            b.sizes["batches"] = end.spec.size if kin is None else f"({end.spec.size}) / ({kin.spec.value})"
             b.words = [f"out=x={x.name} ({T}, in place)" if x is o else f"out={o.name} ({O})"] + \
                 ([] if x is o else [f"x={x.name} ({T})"]) + [f"hidden={hidden.words}"]
             rows = _rows(ev, rows_fp, f"({x.spec.size}) / ({hidden.spec})", hidden, b)
@@ -175,9 +194,15 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
                 rows = f"(int)gridDim.x * {batches_c}"
             if scale_words:
                 b.words.append(scale_words)
-            b.words.append(f"keys [{f'`{start.name}`[b]' if start else '0'}, `{end.name}`[b]) of batch b = row / "
-                           f"(rows / batches), batches `{end.name}`'s length, an empty range "
-                           + ("widened to every key" if fallback else "written 0"))
+            if kin is None:
+                b.words.append(f"keys [{f'`{start.name}`[b]' if start else '0'}, `{end.name}`[b]) of batch b = row / "
+                               f"(rows / batches), batches `{end.name}`'s length, an empty range "
+                               + ("widened to every key" if fallback else "written 0"))
+            else:
+                b.words.append(f"keys [{f'`{start.name}`[i]' if start else '0'}, `{end.name}`[i]) of entry i = b * "
+                               f"`{kin.name}` + row % `{kin.name}` (a range per batch and query, batch b = row / "
+                               f"(rows / batches), batches `{end.name}`'s length / `{kin.name}`), an empty range "
+                               + ("widened to every key" if fallback else "written 0"))
             b.template_args = [CTYPE[T], CTYPE[O]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
                            "(const float*)nullptr"]
@@ -195,9 +220,12 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
                 b.conventions["KT_EXPERT_MASK"] = 1
             b.call_args += [_cast("i32", end.name, True),
                             _cast("i32", start.name, True) if start else "(const int*)nullptr", q_len, batches_c]
+            if kin is not None:
+                b.call_args.append(f"(int)({kin.name})")
+                b.conventions["KT_EXPERT_KEYS_INNER"] = 1
             if causal_words:
                 b.words.append(causal_words)
-            b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - ci + causal_support + divides + (
+            b.support = 10 + 2 * ev.uses(hidden) - hi - si - mi - ci - ki + causal_support + divides + (
                 4 if _bounds_a_loop(ev, hidden) else 0)  # a row length the kernel walks first
             out.append(b)
     return out
