@@ -435,6 +435,49 @@ void go(float* q, float* x, int tokens) { k<16, 64, 4><<<tokens, 128>>>(q, x); }
     assert t.space.params["VEC"].values == [1, 2, 4, 8, 16]  # sizes no buffer: still tuned
 
 
+def test_the_spec_grid_follows_a_template_argument_the_launch_grid_is_written_from():
+    """A template argument from a host constant that also sizes the launch's grid (Mirage's ``kWindowSize``:
+    ``<<<(num_tokens + kWindowSize - 1) / kWindowSize, ...>>>``, the spec's grid ``cdiv(num_tokens, 8)``): the spec's
+    grid names the parameter, so every window of tokens a block still covers the tokens (11 of 40 of Mirage's
+    structural configurations failed verification in 2026-11-29d's call 9 while the grid stayed at 8)."""
+    t = load("bench/corpus/rotary/rotary_window_tokens_heads_element_per_thread_neox_full_width_cos_sin_rows_barrier_"
+             "between_read_and_write_inplace_bf16_mirage_mpk.cu")
+    assert t.launch["grid"] == ["cdiv(num_tokens, WINDOW_SIZE)"]
+    src = """\
+/* kerntune:
+args  = ["x: inout f32[n]", "n: i32 = n"]
+sizes = [{ n = 1000 }]
+grid  = "cdiv(n, 4 * 128)"
+block = 128
+template_args = ["4"]
+*/
+template <int ITEMS>
+__global__ void k(float* x, int n) {
+  for (int j = 0; j < ITEMS; ++j) {
+    const int i = (blockIdx.x * ITEMS + j) * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 2.f;
+  }
+}
+void go(float* x, int n) {
+  constexpr int kItems = 4;
+  k<kItems><<<(n + kItems * 128 - 1) / (kItems * 128), 128>>>(x, n);
+}
+"""
+    t = inline(src, "k")
+    assert "ITEMS" in t.launch["grid"][0], t.launch
+    # a grid written from no template argument keeps its number
+    t = inline(src.replace("(n + kItems * 128 - 1) / (kItems * 128)", "(n + 511) / 512"), "k")
+    assert "ITEMS" not in t.launch["grid"][0], t.launch
+
+
+def test_a_template_argument_that_tiles_a_buffer_of_the_spec_is_not_tuned():
+    """A tile or group size taken as a template argument that a buffer of the spec is counted in (one scale a tile:
+    ``scale_inv[cdiv(M, 128) * cdiv(N, 128)]`` for ``<128, 256>``) is the data's layout, not a parameter; the
+    block size is still tuned."""
+    t = load("bench/corpus/group_quant/block_quant_fp8_2d_128x128_tiles_bf16.cu")
+    assert set(t.space.params) == {"K_THREADS"}, t.space.params
+
+
 def test_a_2d_block_gets_x_and_y_parameters():
     src = """\
 __global__ void tr(float* y, const float* x, int n) {

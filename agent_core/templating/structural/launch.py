@@ -58,8 +58,9 @@ def spec_site_first(a: Analysis, sites: list[LaunchSite]) -> list[LaunchSite]:
 
 
 def _buffer_factors(a: Analysis) -> dict[int, str]:
-    """The integer literals the spec's buffer sizes multiply by (``qk: bf16[num_tokens * 32 * 128]``: 32 and 128), each
-    with the buffer that says so; empty without a spec."""
+    """The integer literals the spec's buffer sizes multiply by (``qk: bf16[num_tokens * 32 * 128]``: 32 and 128) or
+    divide by into a count of tiles (``scale: f32[cdiv(M, 128) * cdiv(N, 128)]``: 128), each with the buffer that says
+    so; empty without a spec."""
     import ast
     try:
         sp = spec_mod.find_spec(a.cf, a.k.name)
@@ -78,6 +79,10 @@ def _buffer_factors(a: Analysis) -> dict[int, str]:
             n = stack.pop()
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
                 stack += [n.left, n.right]
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
+                stack.append(n.right)  # a count of tiles: `M / 128`
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "cdiv" and len(n.args) == 2:
+                stack.append(n.args[1])  # a count of tiles: `cdiv(M, 128)` (a scale a tile)
             elif isinstance(n, ast.Constant) and type(n.value) is int:
                 out.setdefault(n.value, f"{arg.name}: {arg.size}")
     return out

@@ -198,6 +198,14 @@ def _spec_grid_edits(a: Analysis, e: str) -> list[Edit]:
     rows = _spec_grid_rows_edits(a, tree, offs, a.block_y) or _spec_grid_rows_edits(a, tree, offs, a.warps)
     if rows:  # rows per block in y: `cdiv(rows, 4)` where the launch divides by ROWS_PER_BLOCK
         return rows
+    # a template argument the launch's grid is written from (`kernel<T, kWindowSize><<<cdiv(n, kWindowSize), ...>>>`,
+    # the spec's grid `cdiv(n, 8)`): the spec's grid follows it (a value the block size also has is left alone)
+    block_original = a.params[a.block].original if a.block is not None else None
+    for pname, p in a.params.items():
+        if p.kind == "template_arg" and len(p.values) > 1 and p.original not in (block_original, 1):
+            got = _spec_grid_rows_edits(a, tree, offs, pname)
+            if got:
+                return got
     if not a.grid_tied or a.block is None:
         return []
     bo = a.params[a.block].original
