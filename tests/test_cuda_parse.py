@@ -453,3 +453,28 @@ def test_kernels_a_top_level_macro_use_defines_are_named_and_do_not_hide_the_nex
     with pytest.raises(KerntuneError) as ei:
         cf.kernel("rope_bf16")
     assert "defined by the macro ROPE_OP" in str(ei.value) and ei.value.line == 18
+
+
+def test_a_loop_macro_head_before_its_block_is_no_syntax_error():
+    """Caffe2's `CUDA_1D_KERNEL_LOOP(index, M * split_dim_size * N) { ... }`: the grammar reads the macro's use as a
+    call statement missing its `;` (a product of three is no declarator); the macro is a `for` head, so the use with
+    its block is what the file compiles: no syntax error, the kernel kept. A call of another macro or function
+    missing its `;` still is one."""
+    src = """\
+#define CUDA_1D_KERNEL_LOOP(i, n) \\
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)
+#define TWICE(a) ((a) * 2)
+__global__ void glu(float* y, const float* x, int M, int S, int N) {
+  CUDA_1D_KERNEL_LOOP(index, M * S * N) {
+    y[index] = x[index] * 2.f;
+  }
+}
+__global__ void bad(float* y, int M, int S, int N) {
+  TWICE(M * S * N) {
+    y[0] = 1.f;
+  }
+}
+"""
+    cf = parse_cuda(src, "glu.cu")
+    assert kernel_has_errors(cf, "glu") == []
+    assert [e.message for e in kernel_has_errors(cf, "bad")] == ["syntax error: missing ';'"]

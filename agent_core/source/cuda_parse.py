@@ -128,6 +128,11 @@ def kernel_has_errors(cf: CudaFile, kernel: Kernel | str) -> list[ParseIssue]:
             or (e.span.start == e.span.end and k.span.start <= e.span.start <= k.span.end)]
 
 
+# a function-like macro that expands to a loop's head (Caffe's `CUDA_1D_KERNEL_LOOP(i, n)`: `for (...)`), its block
+# written after its use
+_LOOP_MACRO = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\([^)]*\)[ \t]*(?:\\\r?\n[ \t]*)*(?:for|while)\b", re.M)
+
+
 # --------------------------------------------------------------------------------------------- building
 class _Builder:
     def __init__(self, tree: Tree, text: str, path: str):
@@ -259,11 +264,13 @@ class _Builder:
         out: list[ParseIssue] = []
         if not root.has_error:
             return out
+        loops = set(m.decode() for m in _LOOP_MACRO.findall(self.data)) if b"define" in self.data else set()
         stack = [root]
         while stack:
             n = stack.pop()
             if n.is_missing:
-                out.append(ParseIssue(f"syntax error: missing '{n.type}'", node_span(n)))
+                if not self._loop_macro_head(n, loops):
+                    out.append(ParseIssue(f"syntax error: missing '{n.type}'", node_span(n)))
                 continue
             if n.is_error:
                 snippet = " ".join(self.t(n).split())
@@ -275,6 +282,19 @@ class _Builder:
                 stack.extend(reversed(n.children))
         out.sort(key=lambda e: e.span.start)
         return out
+
+    def _loop_macro_head(self, n: Node, loops: set[str]) -> bool:
+        """A `;` the grammar misses after a loop macro's head (``CUDA_1D_KERNEL_LOOP(i, M * S * N) { ... }``, the
+        macro a `for` in the file's `#define`): read as a call statement before its block, which is what the macro
+        expands to (a head that takes its block as the loop's body); no syntax error once the macro is expanded."""
+        p = n.parent
+        if n.type != ";" or loops == set() or p is None or p.type != "expression_statement":
+            return False
+        call = p.named_children[0] if p.named_child_count else None
+        fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+        nxt = p.next_named_sibling
+        return fn is not None and fn.type == "identifier" and self.t(fn) in loops and nxt is not None and \
+            nxt.type == "compound_statement"
 
     # ------------------------------------------------------------------------------------- defines
     def define(self, n: Node) -> Define | None:
