@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 20's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 21's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -140,6 +140,19 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 20's, on first sight (batches 9 
     "hugectr.cu":
         "HugeCTR's LayerNorm: the saved statistics are the mean and the variance plus eps, both rounded to half (not "
         "the rstd the expert writes)",
+    # batch 21
+    "group_quant/nvfp4_fake_quant_amax_and_convert_block_16x4_cub_block_reduce_two_level_e4m3_scale_global_amax_"
+    "bf16_modelopt.cu":
+        "ModelOpt's NVFP4 quantize-dequantize: a group of 16's scale from its amax over the tensor's global amax, "
+        "rounded to e4m3, each value rounded to e2m1 and written back as bf16 (no scale output)",
+    "rotary/rope_apply_3d_fhw_grid_sizes_complex_f64_freqs_split_passthrough_tail_block_per_token_sample_bf16_in_f32_"
+    "out_wan.cu":
+        "Wan2.1's 3-D rope: (frame, row, column) positions of each sample from its int64 grid sizes, three column "
+        "slices of one complex128 table, fp64 math, the tokens past f * h * w copied",
+    "rotary/rope_qk_real_per_head_learned_freqs_cos_sin_n_h_half_gptj_bf162_pairs_flat_512_out_of_place_bf16_"
+    "mochi.cu":
+        "Mochi's rope: cos and sin tables of a row per (token, head) (frequencies learned per head), broadcast over "
+        "the batch by a flat pair index modulo the table's pairs",
 }
 
 
