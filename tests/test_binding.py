@@ -744,6 +744,30 @@ def test_gated_quick_gelu_two_flat_tensors(lib):
         assert not any("KT_EXPERT_GATE_FN" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 
 
+def test_gated_glu_sigmoid_read_where_the_gate_feeds_nothing_else(lib):
+    """The original GLU: one half times the sigmoid 1 / (1 + expf(-g)) of the other, the gate used nowhere but in the
+    exponential (SiLU uses it twice): KT_EXPERT_GATE_FN 5 first, SiLU after it. Caffe2's GluOp (batch 21: x1 *
+    (1. / (1. + exp(-x2))) over [M, 2 * split, N], the row 2 * split_dim_size * N) reads its row length as the
+    product split * N, the gate in the second half among the first three."""
+    cf, k, spec = case("gated_glu_sigmoid_gate_first_rows_block_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=y, x=x, d=`dim`, sigmoid (GLU), gate and up halves [gate | up], activation kept "
+                                "in fp32"), words_of(bs)
+    assert bs[0].conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_GATE_FN": 5, "KT_EXPERT_ROUND_ACT": 0}
+    assert "return 1.f / (1.f + expf(-v));" in X.bind(bs[0], cf, spec).text
+    assert any(b.conventions.get("KT_EXPERT_GATE_FN") is None and "SiLU" in b.describe() for b in bs)
+    path = ROOT / "bench/corpus/gated_act/glu_sigmoid_second_half_split_dim_inner_n_cuda_1d_kernel_loop_128_threads_" \
+        "double_reciprocal_f32_caffe2.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "glu_kernel", S.find_spec(cf, "glu_kernel"), lib)
+    assert "out=Ydata, x=Xdata, d=`N * split_dim_size`, sigmoid (GLU), halves [up | gate]" in [b.describe() for b in bs[:3]], \
+        words_of(bs)
+    # a SiLU kernel (its gate used twice) gets no sigmoid binding
+    for name in ("gated_tokens_gridstride", "gated_two_tensors", "gated_interleaved"):
+        cf, k, spec = case(name)
+        assert not any(b.conventions.get("KT_EXPERT_GATE_FN") == 5 for b in X.candidates(cf, k.name, spec, lib)), name
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)

@@ -60,9 +60,11 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, N
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)", 11: "ReLU", 12: "squared ReLU", 13: "quick GELU "
-        "(v * sigmoid(1.702 v))", 14: "FATReLU (v > threshold ? v : 0)"}
+        "(v * sigmoid(1.702 v))", 14: "FATReLU (v > threshold ? v : 0)", 15: "sigmoid (GLU)"}
 # activations of KT_EXPERT_GATE_FN: their ids in ACTS less 10
-GATE_FNS = (11, 12, 13, 14)
+GATE_FNS = (11, 12, 13, 14, 15)
+# the reciprocal of 1 plus an exponential of a negated value: a sigmoid (`1. / (1. + exp(-x2))`)
+_SIGMOID = r"(?<![\w.])1(?:\.0*)?[fF]?/\(1(?:\.0*)?[fF]?\+(?:expf|__expf|exp|hexp)\(-"
 LAYOUTS = {0: "gate and up halves [gate | up]", 1: "halves [up | gate]", 2: "interleaved pairs (gate, up)",
            3: "interleaved pairs (up, gate)", 4: "gate and up as two tensors"}
 SIGMOIDS = {0: "g / (1 + expf(-alpha * g))", 1: "g * (1 / (1 + expf(-alpha * g)))", 2: "g / (1 + __expf(-alpha * g))",
@@ -136,6 +138,13 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
                         v = number(unparen(re.sub(r"\s+", "", once[tok][0])).lstrip("-"), ev.constants)
                     if v is not None and abs(abs(v) - QUICK_GELU) < 1e-6:
                         return [(13, "expf of 1.702 x → quick-GELU-and-mul", 5)]
+        # GLU's sigmoid: 1 / (1 + exp(-g)) of a value the body uses nowhere else (SiLU uses its gate twice:
+        # g / (1 + exp(-g)), g * sigmoid(g))
+        if re.search(_SIGMOID, ev.flat):
+            for _, args in call_arguments(ev.body, r"expf|__expf|exp|hexp"):
+                m = re.fullmatch(r"-\(?([A-Za-z_]\w*)\)?", unparen(re.sub(r"\s+", "", args[0])) if args else "")
+                if m and len(re.findall(rf"(?<![\w.]){m.group(1)}(?![\w(])(?!=[^=])", ev.flat)) == 1:
+                    return [(15, "1 / (1 + exp(-g)) of one half times the other → GLU (sigmoid gate)", 5)]
         return []
     inputs = {a.name for a in ev.bufs("in", FLOATS)}
     zeros = {t for t, vs in once.items() if len(vs) == 1 and _zero(ev, re.sub(
@@ -182,7 +191,7 @@ def _binding_acts(ev: Evidence, plain: bool) -> list[tuple[int, str, int]]:
     family alone where the body computes one and no transcendental (FATReLU only for a ``plain`` kernel: one gated
     row of the output's type)."""
     fns = _gate_fns(ev)
-    if fns and fns[0][0] == 13:
+    if fns and fns[0][0] in (13, 15):
         return fns + _acts(ev)
     return [f for f in fns if f[0] != 14 or plain] or _acts(ev)
 
@@ -293,10 +302,19 @@ def _row_lengths(ev: Evidence, o) -> list:
     for t in targets:
         xs = [s for s in ev.sizes(t) if not s.c[0].isdigit()]
         if xs:
-            name = xs[0].words.strip("`")
-            doubled = ev.mentions(rf"\b2\*\(?{re.escape(name)}\b") or ev.mentions(rf"\b{re.escape(name)}\)?\*2\b")
-            ds.append((xs[0], (8 if doubled else 0) + 2 * ev.uses(xs[0])))
+            ds.append((xs[0], (8 if _doubled(ev, xs[0].words.strip("`").split(" * ")) else 0) + 2 * ev.uses(xs[0])))
     return ds
+
+
+def _doubled(ev: Evidence, names: list[str]) -> bool:
+    """Whether the body writes twice the product of ``names`` (one name or two): ``2 * d``, ``d * 2``, and for two
+    ``2 * split * N`` in either order (Caffe2's row of 2 * split_dim_size * N); a name doubled and then multiplied
+    by another (``2 * split * N``) is not that name doubled alone."""
+    if len(names) == 1:
+        n = re.escape(names[0])
+        return ev.mentions(rf"\b2\*\(?{n}\b(?!\)?\*[A-Za-z_(])") or ev.mentions(rf"\b{n}\)?\*2\b")
+    return any(ev.mentions(rf"\b2\*\(?{re.escape(a)}\*{re.escape(b)}\b(?!\)?\*[A-Za-z_(])")
+               for a, b in itertools.permutations(names))
 
 
 def _rounds(ev: Evidence, T: str) -> list[tuple[int | None, str]]:
