@@ -138,6 +138,9 @@ class Kernel:
     # Launches read through a macro's expansion at the macro's uses (LaunchSite.macro): not in `launch_sites`,
     # whose spans are the launch's own text (they are edited in place); these can only be read.
     macro_launch_sites: list[LaunchSite] = field(default_factory=list)
+    # The arguments of a `__launch_bounds__` the head writes through a macro (DSSTNE's `LAUNCH_BOUNDS()` standing for
+    # `__launch_bounds__(128, 8)`), its parameters replaced by the use's arguments; empty where there is none.
+    macro_launch_bounds: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -478,3 +478,30 @@ __global__ void bad(float* y, int M, int S, int N) {
     cf = parse_cuda(src, "glu.cu")
     assert kernel_has_errors(cf, "glu") == []
     assert [e.message for e in kernel_has_errors(cf, "bad")] == ["syntax error: missing ';'"]
+
+
+def test_a_launch_bounds_macro_between_the_return_type_and_the_name_keeps_the_kernel():
+    """DSSTNE's `__global__ void LAUNCH_BOUNDS() kName(...)` (`#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)`) and
+    a macro with a parameter (`LB(256)`): the grammar finds no kernel behind the use; masked for the parse, the
+    kernel is found and its bounds read through the macro (the compiled text keeps the use)."""
+    src = """\
+#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)
+#define LB(n) __launch_bounds__(n)
+__global__ void
+LAUNCH_BOUNDS()
+kScale(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.f;
+}
+__global__ void LB(256) kAdd(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.f;
+}
+__global__ void __launch_bounds__(64) kPlain(float* x) { x[threadIdx.x] = 0.f; }
+"""
+    cf = parse_cuda(src, "lb.cu")
+    assert [k.name for k in cf.kernels] == ["kScale", "kAdd", "kPlain"] and cf.errors == []
+    assert cf.kernel("kScale").macro_launch_bounds == ["128", "8"]
+    assert cf.kernel("kAdd").macro_launch_bounds == ["256"]
+    assert cf.kernel("kPlain").macro_launch_bounds == [] and [e.text for e in cf.kernel("kPlain").launch_bounds] == ["64"]
+    assert "LAUNCH_BOUNDS()" in cf.kernel("kScale").signature

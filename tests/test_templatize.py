@@ -478,6 +478,39 @@ def test_a_template_argument_that_tiles_a_buffer_of_the_spec_is_not_tuned():
     assert set(t.space.params) == {"K_THREADS"}, t.space.params
 
 
+def test_a_launch_bounds_macro_caps_the_block_and_takes_no_second_bounds():
+    """A kernel bounded through a macro (`LAUNCH_BOUNDS()` for `__launch_bounds__(128, 8)`): the block parameter may
+    not pass its max threads (a launch with more fails), and the launch_bounds rewrite adds no second bounds; where
+    the macro names the constant the block is lifted from, the bound follows the parameter (no cap)."""
+    src = """\
+#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)
+/* kerntune:
+args  = ["x: inout f32[n]", "n: i32 = n"]
+sizes = [{ n = 1000 }, { n = 4099 }]
+grid  = "cdiv(n, 128)"
+block = 128
+*/
+__global__ void
+LAUNCH_BOUNDS()
+kScale(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.f;
+}
+void go(float* x, int n) { kScale<<<(n + 127) / 128, 128>>>(x, n); }
+"""
+    t = inline(src, "kScale")
+    assert "BLOCK <= 128" in t.space.constraints, t.space.constraints
+    from agent_core.source.cuda_parse import parse_cuda as _parse
+    from agent_core.templating.rewrites import compose
+    cf = _parse(src, "lb.cu")
+    report = dict(compose(cf, "kScale").report)
+    assert report["launch_bounds"] == "the kernel has __launch_bounds__(128, 8) already, through a macro", report
+    t = inline(src.replace("__launch_bounds__(128, 8)", "__launch_bounds__(kThreads, 8)")
+               .replace("#define LAUNCH_BOUNDS()", "static const int kThreads = 128;\n#define LAUNCH_BOUNDS()")
+               .replace("<<<(n + 127) / 128, 128>>>", "<<<(n + kThreads - 1) / kThreads, kThreads>>>"), "kScale")
+    assert not any(c.endswith("<= 128") for c in t.space.constraints), t.space.constraints
+
+
 def test_a_2d_block_gets_x_and_y_parameters():
     src = """\
 __global__ void tr(float* y, const float* x, int n) {

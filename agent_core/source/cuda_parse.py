@@ -91,16 +91,16 @@ def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
     """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
     Every call returns a tree of its own (safe to edit; trees are not shared between threads). Attributes the
     grammar does not know are masked first (``mask_newer_attributes``), and so are the uses of the file's launching
-    macros (``macros.mask_launch_macro_uses``) and of its function-qualifier macros, written as the qualifiers they
-    stand for (``macros.mask_qualifier_macros``: ``HOSTDEVICE`` for ``__host__ __device__``); a source that has any is
-    parsed whole."""
+    macros (``macros.mask_launch_macro_uses``), of its function-qualifier macros, written as the qualifiers they
+    stand for (``macros.mask_qualifier_macros``: ``HOSTDEVICE`` for ``__host__ __device__``), and of its attribute
+    macros, blanked (``macros.mask_attribute_macros``: ``LAUNCH_BOUNDS()``); a source that has any is parsed whole."""
     source = bytes(source)
     with _tree_lock:
         hit = _TREE_CACHE.get(source)
         if hit is not None:
             return hit.copy()
-    from agent_core.source.macros import mask_launch_macro_uses, mask_qualifier_macros
-    masked = mask_qualifier_macros(mask_launch_macro_uses(mask_newer_attributes(source)))
+    from agent_core.source.macros import mask_attribute_macros, mask_launch_macro_uses, mask_qualifier_macros
+    masked = mask_attribute_macros(mask_qualifier_macros(mask_launch_macro_uses(mask_newer_attributes(source))))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
@@ -357,10 +357,12 @@ class _Builder:
         lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
         launch_bounds = [self.expr(c) for c in lb.named_children if c.type != "comment"] if lb is not None else []
         signature = self.data[outer.start_byte:body.start_byte].decode("utf-8", errors="replace").rstrip()
+        from agent_core.source.macros import macro_launch_bounds
         return Kernel(name=self.t(name_node), span=node_span(outer), name_span=node_span(name_node),
                       body_span=node_span(body), params=params, template_params=tparams,
                       launch_bounds=launch_bounds, pragmas=self.pragmas(body), launch_sites=[],
-                      signature=signature)
+                      signature=signature,
+                      macro_launch_bounds=[] if launch_bounds else macro_launch_bounds(self.data, signature))
 
     def param(self, p: Node) -> KernelParam | None:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):

@@ -244,6 +244,53 @@ def mask_qualifier_macros(source: bytes) -> bytes:
     return bytes(out)
 
 
+# a macro that stands for a kernel attribute the grammar reads only where it is written out (DSSTNE's
+# `#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)` used as `__global__ void LAUNCH_BOUNDS() kName(...)`)
+_ATTRIBUTE_BODY = re.compile(r"^(?:__launch_bounds__|__cluster_dims__|__maxnreg__)\s*\(.*\)$", re.S)
+
+
+def mask_attribute_macros(source: bytes) -> bytes:
+    """``source`` with each use of a macro of the file that stands for a kernel attribute (``__launch_bounds__(...)``,
+    ``__cluster_dims__(...)``, ``__maxnreg__(...)``; object-like or with parameters) blanked, arguments included, for
+    the parse only: tree-sitter reads ``__global__ void LAUNCH_BOUNDS() kName(...)`` as broken syntax and finds no
+    kernel. Every byte offset stays that of ``source``; the compiled text keeps the use."""
+    if b"define" not in source or b"__" not in source:
+        return source
+    names = {m.name for m in scan_defines(source) if _ATTRIBUTE_BODY.match(m.body.strip())}
+    if not names:
+        return source
+    found = uses(source, names)
+    if not found:
+        return source
+    out = bytearray(source)
+    for _, start, end, _ in found:
+        for i in range(start, end):
+            if out[i] != 0x0A:
+                out[i] = 0x20
+    return bytes(out)
+
+
+def macro_launch_bounds(data: bytes, head: str) -> list[str]:
+    """The arguments of the ``__launch_bounds__`` a kernel's ``head`` (its text before the body) writes through a
+    macro of the file (``LAUNCH_BOUNDS()`` for ``#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)``: ["128", "8"];
+    ``LB(256)`` for ``#define LB(n) __launch_bounds__(n)``: ["256"]); empty where the head uses none."""
+    if b"define" not in data or "(" not in head:
+        return []
+    defs = {m.name: m for m in scan_defines(data) if re.match(r"^__launch_bounds__\s*\(.*\)$", m.body.strip(), re.S)}
+    if not defs:
+        return []
+    for name, _, _, inner in uses(head.encode("utf-8"), set(defs)):
+        m = defs[name]
+        body = m.body.strip()
+        if m.params:
+            args = [a.strip() for a in (inner or "").split(",")]
+            for prm, arg in zip(m.params, args):
+                body = re.sub(rf"\b{re.escape(prm)}\b", arg, body)
+        inner_lb = body[body.index("(") + 1:body.rindex(")")]
+        return [a.strip() for a in inner_lb.split(",") if a.strip()]
+    return []
+
+
 def function_head(src: bytes, start: int, body: int, macros: dict[str, list[str]]) -> bytes:
     """The head of the function whose node spans ``start`` to its body at ``body`` in ``src``, with the uses of
     qualifier macros just before it (``HD float f(...)``: a use too short to hold a qualifier is blank in the parsed

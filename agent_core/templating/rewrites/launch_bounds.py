@@ -19,6 +19,8 @@ class LaunchBounds(Rewrite):
         v = ctx.view()
         if v.k.launch_bounds:
             return "the kernel has __launch_bounds__ already (the structural template tunes it)"
+        if v.k.macro_launch_bounds:
+            return f"the kernel has __launch_bounds__({', '.join(v.k.macro_launch_bounds)}) already, through a macro"
         if ctx.block is None:
             return "the block size is not a parameter"
         if MIN_BLOCKS in ctx.params:

@@ -14,6 +14,7 @@ from agent_core.templating.structural.state import Analysis
 def launch_bounds(a: Analysis) -> None:
     lb = a.k.launch_bounds
     if not lb:
+        _macro_launch_bounds(a)
         return
     r = Resolver(a.f, None)
     src = r.resolve(a.f.node(lb[0].span))
@@ -43,6 +44,26 @@ def launch_bounds(a: Analysis) -> None:
                           f"__launch_bounds__ min blocks per SM, from {msrc.where}")
             if lb_name is not None:
                 a.constrain(f"{lb_name} * {mname} <= 2048")
+
+
+def _macro_launch_bounds(a: Analysis) -> None:
+    """A ``__launch_bounds__`` written through a macro (``LAUNCH_BOUNDS()``) is not tuned (the macro may serve other
+    kernels), but the block may not pass its max threads: a launch with more fails."""
+    args = a.k.macro_launch_bounds
+    if not args:
+        return
+    a.notes.append(f"__launch_bounds__({', '.join(args)}) is written through a macro: kept")
+    if a.block is None:
+        return
+    if re.fullmatch(r"\d+", args[0]):
+        a.constrain(f"{a.block} <= {int(args[0])}")
+    elif re.fullmatch(r"[A-Za-z_]\w*", args[0]):  # the file's constant (DSSTNE's SM_6X_THREADS_PER_BLOCK)
+        src = Resolver(a.f, None).resolve_name(args[0])
+        if src is not None and src.key in a.by_key:  # a lifted constant: the bound follows its parameter
+            if a.by_key[src.key] != a.block:
+                a.constrain(f"{a.block} <= {a.by_key[src.key]}")
+        elif src is not None:
+            a.constrain(f"{a.block} <= {src.value}")
 
 
 def unroll(a: Analysis) -> None:
