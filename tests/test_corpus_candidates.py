@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 21's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 22's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -153,6 +153,19 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 21's, on first sight (batches 9 
     "mochi.cu":
         "Mochi's rope: cos and sin tables of a row per (token, head) (frequencies learned per head), broadcast over "
         "the batch by a flat pair index modulo the table's pairs",
+    # batch 22
+    "fused_add_rms_norm/sum_rmsnorm_alpha_scaled_add_pack8_cub_block_reduce_128_threads_recompute_sum_optional_"
+    "weight_bias_row_strides_bf16_arctic_inference.cu":
+        "ArcticInference's sum + RMSNorm: states + alpha * z (a float scale on the second input) normalized with an "
+        "optional weight and bias, the sum recomputed in the store pass and never written",
+    "gated_act/silu_mul_inplace_gate_separate_up_half2_math_h2exp_h2rcp_block_32x4_two_columns_per_thread_matrix_"
+    "view_default_stream_fp16_exllama.cu":
+        "ExLlama v1's silu_mul: x = silu(x) * y written over the gate x, up a separate matrix, half2 math (h2exp, "
+        "h2rcp) through MatrixView wrappers",
+    "rotary/roformer_sinusoidal_table_sin_even_cos_odd_repeat_elements_qw2_stack_element_per_thread_flat_1024_bshd_"
+    "out_of_place_f32_roformer.cu":
+        "RoFormer's rope: a sinusoidal table [seq, D] with sin in even and cos in odd columns, each output qw * cos + "
+        "qw2 * sin element by element",
 }
 
 
