@@ -768,6 +768,22 @@ def test_gated_glu_sigmoid_read_where_the_gate_feeds_nothing_else(lib):
         assert not any(b.conventions.get("KT_EXPERT_GATE_FN") == 5 for b in X.candidates(cf, k.name, spec, lib)), name
 
 
+def test_a_channel_index_declared_again_in_each_pass_is_read(lib):
+    """A channel softmax that declares its element's offset again in each of its three passes (`const int at = (n *
+    C + c) * HW + hw;` in sibling loops; nnabla's `k` likewise, batch 22): one value for the local, so the logits'
+    index reads through it and the channel stride is found; softmax_channels is offered (it was not)."""
+    cf, k, spec = case("softmax_channels_index_redeclared_each_pass_f32")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "softmax_channels"]
+    assert bs and bs[0].describe() == ("out=prob (f32), x=logit (f32), outer=`N`, channels=`C`, inner=`HW` (the "
+                                       "channel stride), expf"), words_of(bs)
+    path = ROOT / "bench/corpus/softmax/softmax_axis_size0_size1_size2_thread_per_outer_inner_kernel_loop_512_exp_" \
+        "stored_in_y_then_divided_fp16_nnabla.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = [b for b in X.candidates(cf, "kernel_softmax_forward", S.find_spec(cf, "kernel_softmax_forward"), lib)
+          if b.expert.name == "softmax_channels"]
+    assert bs and bs[0].call_args[2:] == ["(int)(size0x2_) / (int)(size2_)", "(int)(size1_)", "(int)(size2_)"]
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)

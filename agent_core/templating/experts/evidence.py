@@ -1218,7 +1218,8 @@ def offset_values(ev: "Evidence", terms: list[tuple[int, str]]) -> tuple | None:
 
 
 def _once(text: str) -> dict[str, str]:
-    """The locals ``text`` assigns exactly once and never changes otherwise (``modified``): name → value. A
+    """The locals ``text`` assigns exactly once (or again with the same value, in sibling scopes) and never changes
+    otherwise (``modified``): name → value. A
     store through a pointer (``row_out[i] = v``) is no new value of the pointer: a local assigned once and stored
     through stays (not an array given a braced initializer and then stored into: its elements change)."""
     values: dict[str, list[str]] = {}
@@ -1229,8 +1230,11 @@ def _once(text: str) -> dict[str, str]:
         else:
             values.setdefault(target, []).append(value)
     moved = modified(text)
+    # a local declared again with the same value in sibling scopes (`const int k = (i0 * C + c) * S + i2;` in each of
+    # three loops over c) is that one value
     return {n: v[0] for n, v in values.items()
-            if len(v) == 1 and n not in moved and not (n in stored and v[0].strip().startswith("{"))}
+            if len({re.sub(r"\s+", "", x) for x in v}) == 1 and n not in moved
+            and not (n in stored and v[0].strip().startswith("{"))}
 
 
 def pointer_aliases(text: str, name: str) -> list[str]:
