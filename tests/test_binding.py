@@ -784,6 +784,24 @@ def test_a_channel_index_declared_again_in_each_pass_is_read(lib):
     assert bs and bs[0].call_args[2:] == ["(int)(size0x2_) / (int)(size2_)", "(int)(size1_)", "(int)(size2_)"]
 
 
+def test_a_quantization_by_the_stored_16_bit_scale_in_torch_arithmetic(lib):
+    """Int8 quantization as PyTorch computes it on 16-bit tensors: the scale stored in the input's type and the values
+    divided by that stored scale, the quotient rounded to the 16-bit type before the integer rounding
+    (KT_EXPERT_SCALE_OUT 2; torch-int's per-token quantization, batch 22, whose every binding differed by one level in
+    a few hundred values): ahead of the fp32-quotient form where the body converts a quotient to the type; the
+    rendered code divides by the stored scale and rounds the quotient."""
+    cf, k, spec = case("quant_int8_groups_bf16_scales_torch_arith_warp")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].conventions.get("KT_EXPERT_SCALE_OUT") == 2, words_of(bs)
+    assert bs[0].describe().endswith("values divided by the stored scale, the quotient rounded to bf16 before the "
+                                     "integer rounding")
+    assert bs[1].conventions.get("KT_EXPERT_SCALE_OUT") == 1 and bs[1].call_args == bs[0].call_args
+    text = X.bind(bs[0], cf, spec).text
+    assert "const float qscale = to_f(from_f<S>(scale * mult));" in text
+    assert "round_t<T>(v[i][j] / qscale)" in text and "kt:bind" not in text
+    assert "qscale" not in X.bind(bs[1], cf, spec).text  # the fp32-quotient form renders as before
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)

@@ -48,7 +48,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
 // kt:bind KT_EXPERT_SCALE_UB = 0  (symmetric row-major fp32 scales only (SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED); the scale as vLLM's dynamic_per_token_scaled_fp8_quant computes it: the group's absmax bounded from above by the value a nullable one-element fp32 input `ub` holds (the argument after qmax; null: no bound), with eps the least scale: 1 scale = max(min(absmax, *ub) / qmax, eps) (the floor on the scale: vLLM's min_scaling_factor, 1 / (448 * 512) for e4m3); 2 scale = max(min(absmax, *ub), eps) / qmax (the floor on the absmax))
 // kt:bind KT_EXPERT_SCALE_FLOOR = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE or SCALE_UB (whose floor is its own); 0: eps floors the group's absmax, scale = max(absmax, eps) / qmax; 1: eps floors the scale, scale = max(absmax / qmax, eps) (OpenPPL's min_max_range_to_scale with its QTHRESHOLD 1e-7; vLLM's min_scaling_factor where there is no scale_ub))
-// kt:bind KT_EXPERT_SCALE_OUT = 0  (symmetric row-major scales, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED or SCALE_UB; 0: fp32 scales, the scale as computed; 1: the scales of the type S (the function's third template argument: __half, __nv_bfloat16 or float), each the fp32 scale times a float factor `mult` (the argument after qmax: OpenPPL's up_scale "for precision"; 1.f where the kernel has none) converted to S to nearest even (half(scale * mult)); the values still divided by (or multiplied by 1 / of) the fp32 scale, unmultiplied)
+// kt:bind KT_EXPERT_SCALE_OUT = 0  (symmetric row-major scales, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED or SCALE_UB; 0: fp32 scales, the scale as computed; 1: the scales of the type S (the function's third template argument: __half, __nv_bfloat16 or float), each the fp32 scale times a float factor `mult` (the argument after qmax: OpenPPL's up_scale "for precision"; 1.f where the kernel has none) converted to S to nearest even (half(scale * mult)); the values still divided by (or multiplied by 1 / of) the fp32 scale, unmultiplied; 2: as 1 with no factor, the values quantized by the scale as stored: x / float(S(scale)) rounded to the input's 16-bit type T before the integer rounding (PyTorch's fp16 tensor arithmetic, (x / scale).round() with x and scale fp16 tensors: SmoothQuant's torch-int))
 // kt:bind KT_EXPERT_SCALE_DIV = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_UB or SCALE_FLOOR; 0: scale = absmax / qmax by IEEE division; 1: by the PTX div.full.f32 (Triton's fp32 division, full-range approximate to 2 ulp) that CUDA ports of Triton's per-token-group quant write in inline asm to agree with it bit for bit (LongCat EPS))
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 // kt:bind KT_EXPERT_CODEBOOK = 0  (0: scales and rounding (int8, fp8); blockwise 4-bit codebook quantization (bitsandbytes' quantize_4bit, NF4 and FP4): the input a flat tensor of n values in groups of group_size consecutive values (the last may be short: its missing values read as 0, coded, never stored), one fp32 absmax per group stored as it is, each value's code the codebook's code of x * (1 / absmax) (KT_EXPERT_SCALE_RECIP 1, bitsandbytes') or x / absmax (0), chosen by the kernel's own thresholds (bind-time macros: KT_CODEBOOK_THRESHOLDS, 15 float32 values ascending, threshold k passed at >= where bit k of KT_CODEBOOK_GE is set, else at >; KT_CODEBOOK_CODES, the codes of the 16 intervals from the lowest; KT_CODEBOOK_NAN, the code of NaN, an all-zero group's 0 * (1 / 0)), two codes a byte: 1 the even element in the high nibble (bitsandbytes' CUDA kernels), 2 in the low nibble (bitsandbytes' CPU, XPU and HPU backends); the function takes the group count and n (long long) after the group size; VEC >= 2)
@@ -462,6 +462,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   if (threadIdx.x == 0) scales[g] = scale;
 #endif  // kt:bind
 #endif  // kt:bind
+#if KT_EXPERT_SCALE_OUT == 2  // kt:bind
+  const float qscale = to_f(from_f<S>(scale * mult));  // the values quantized by the scale as stored
+#endif  // kt:bind
   Q* qo = q + off;
   if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
     // VEC quantized values leave as one store (VEC bytes), like the loads
@@ -473,6 +476,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
+        for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind
@@ -487,6 +492,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
         const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
         if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
         if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind

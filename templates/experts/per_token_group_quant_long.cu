@@ -41,7 +41,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) fp32 pairs; 1: scales and zeros (of type Z) in two arrays)
 // kt:bind KT_EXPERT_SCALE_UB = 0  (as per_token_group_quant's: the absmax bounded by a nullable one-element `ub` after qmax, eps the least scale: 1 max(min(absmax, *ub) / qmax, eps) (vLLM's dynamic_per_token_scaled_fp8_quant), 2 max(min(absmax, *ub), eps) / qmax)
 // kt:bind KT_EXPERT_SCALE_FLOOR = 0  (as per_token_group_quant's: 0 eps floors the absmax, max(absmax, eps) / qmax; 1 eps floors the scale, max(absmax / qmax, eps) (OpenPPL's QTHRESHOLD))
-// kt:bind KT_EXPERT_SCALE_OUT = 0  (as per_token_group_quant's: 1 the scales of the type S (third template argument: __half, __nv_bfloat16, float), each S(scale * mult) to nearest even, `mult` a float argument after qmax (OpenPPL's up_scale); the values still quantized by the fp32 scale)
+// kt:bind KT_EXPERT_SCALE_OUT = 0  (as per_token_group_quant's: 1 the scales of the type S (third template argument: __half, __nv_bfloat16, float), each S(scale * mult) to nearest even, `mult` a float argument after qmax (OpenPPL's up_scale); the values still quantized by the fp32 scale; 2: as 1 with no factor, the values quantized by the scale as stored: x / float(S(scale)) rounded to the input's 16-bit type T before the integer rounding (PyTorch's fp16 tensor arithmetic, (x / scale).round() with x and scale fp16 tensors: SmoothQuant's torch-int))
 // kt:bind KT_EXPERT_FP8_E5M2 = 0  (1: the output fp8 e5m2 (Q __nv_fp8_e5m2: qmax 57344, emax 15 for the MX floors), converted with saturation to nearest even (Transformer Engine's E5M2 casts of gradients, OCP MXFP8 E5M2, torchao's to_mx float8_e5m2))
 #include <cuda_fp8.h>
 #ifndef KT_THREADS
@@ -314,6 +314,9 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
     scales[g] = scale;
 #endif  // kt:bind
   }
+#if KT_EXPERT_SCALE_OUT == 2  // kt:bind
+  const float qscale = to_f(from_f<S>(scale * mult));  // the values quantized by the scale as stored
+#endif  // kt:bind
   Q* qo = q + off;
   if (vec && ((uintptr_t)qo & (sizeof(Q) * KT_VEC - 1)) == 0) {
     // VEC quantized values leave as one store (VEC bytes), like the loads
@@ -325,6 +328,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
 #pragma unroll
 #if KT_EXPERT_SCALE_RECIP + KT_EXPERT_SCALE_QRANGE  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
+        for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind
@@ -339,6 +344,8 @@ __device__ __forceinline__ void group_quant_long(const T* __restrict__ x, Q* __r
         const int e = row_elem<0, KT_VEC, IT>(vec, i, j);
 #if KT_EXPERT_SCALE_RECIP + KT_EXPERT_SCALE_QRANGE  // kt:bind
         if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+#elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
         if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind
