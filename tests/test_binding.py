@@ -802,6 +802,26 @@ def test_a_quantization_by_the_stored_16_bit_scale_in_torch_arithmetic(lib):
     assert "qscale" not in X.bind(bs[1], cf, spec).text  # the fp32-quotient form renders as before
 
 
+def test_buffers_read_and_written_through_accessor_objects(lib):
+    """A kernel that wraps its buffers in accessor objects (`MatF g(gate, cols);` then `g.get(r, c)`, `g.set(r, c,
+    v)`; ExLlama v1's MatrixView_half): each method read as its body with the object's members written as what the
+    object was made from, the object as the value of its buffer, so the gated activation in place over the gate is
+    read (none was before); the same for ExLlama v1's silu_mul (batch 22)."""
+    cf, k, spec = case("gated_gelu_inplace_accessor_objects_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == "out=gate (in place over x), x=gate, gate=up, d=`cols`, GELU (erf)", words_of(bs)
+    assert bs[0].conventions.get("KT_EXPERT_INPLACE") == 1
+    path = ROOT / "bench/corpus/gated_act/silu_mul_inplace_gate_separate_up_half2_math_h2exp_h2rcp_block_32x4_two_" \
+        "columns_per_thread_matrix_view_default_stream_fp16_exllama.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernels[0]
+    ev = X.evidence_of(cf, k.name, S.find_spec(cf, k.name))
+    assert [(a.name, a.read, a.written) for a in ev.args if a.role != "scalar"] == [("x", True, True),
+                                                                                      ("y", True, False)]
+    bs = X.candidates(cf, k.name, S.find_spec(cf, k.name), lib)
+    assert bs and bs[0].describe().startswith("out=x (in place over x), x=x, gate=y, d=`width`, SiLU"), words_of(bs)
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)

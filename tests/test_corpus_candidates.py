@@ -158,10 +158,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 22's, on first sight (batches 9 
     "weight_bias_row_strides_bf16_arctic_inference.cu":
         "ArcticInference's sum + RMSNorm: states + alpha * z (a float scale on the second input) normalized with an "
         "optional weight and bias, the sum recomputed in the store pass and never written",
-    "gated_act/silu_mul_inplace_gate_separate_up_half2_math_h2exp_h2rcp_block_32x4_two_columns_per_thread_matrix_"
-    "view_default_stream_fp16_exllama.cu":
-        "ExLlama v1's silu_mul: x = silu(x) * y written over the gate x, up a separate matrix, half2 math (h2exp, "
-        "h2rcp) through MatrixView wrappers",
     "rotary/roformer_sinusoidal_table_sin_even_cos_odd_repeat_elements_qw2_stack_element_per_thread_flat_1024_bshd_"
     "out_of_place_f32_roformer.cu":
         "RoFormer's rope: a sinusoidal table [seq, D] with sin in even and cos in odd columns, each output qw * cos + "

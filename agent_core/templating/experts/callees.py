@@ -193,6 +193,71 @@ def _substituted(src: bytes, node: Node, names: dict[str, str], bare: dict[str, 
     return "".join(parts)
 
 
+def constructors(root: Node) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Class or struct name → (its constructor's parameter names, member → the parameter its initializer list sets it
+    from) for the file's accessor classes (ExLlama's ``MatrixView_half(const half* data, int height, int width) :
+    data(data), height(height), width(width) {}``): what an object of it made from a kernel's buffer reads through."""
+    out: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for n in _walk(root):
+        if n.type not in ("struct_specifier", "class_specifier"):
+            continue
+        name, body = n.child_by_field_name("name"), n.child_by_field_name("body")
+        if name is None or body is None or name.type != "type_identifier":
+            continue
+        cname = name.text.decode("utf-8", "replace")
+        for f in body.named_children:
+            fd = _function_declarator(f) if f.type == "function_definition" else None
+            inits = next((c for c in f.named_children if c.type == "field_initializer_list"), None)
+            d = fd.child_by_field_name("declarator") if fd is not None else None
+            if d is None or inits is None or d.text.decode("utf-8", "replace") != cname:
+                continue
+            plist = fd.child_by_field_name("parameters")
+            params = [_declarator_name(p.child_by_field_name("declarator")) or "" for p in plist.named_children
+                      if p.type in ("parameter_declaration", "optional_parameter_declaration")] if plist else []
+            members = {}
+            for fi in inits.named_children:
+                fld = next((c for c in fi.named_children if c.type == "field_identifier"), None)
+                arg = next((c for c in fi.named_children if c.type == "argument_list"), None)
+                if fld is not None and arg is not None and arg.named_child_count == 1 and \
+                        arg.named_children[0].text.decode("utf-8", "replace") in params:
+                    members[fld.text.decode("utf-8", "replace")] = arg.named_children[0].text.decode("utf-8", "replace")
+            if members:
+                out[cname] = (params, members)
+    return out
+
+
+def objects(src: bytes, body: Node, ctors: dict) -> dict[str, tuple[str, list[str]]]:
+    """The kernel's local objects of the accessor classes ``ctors`` (``MatrixView_half_rw x_(x, height, width);``,
+    which the grammar reads as a function declaration, or ``T v{a, b}`` / ``T v = T(a, b)``): name → (class, the
+    constructor's argument texts)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    if not ctors:
+        return out
+    for n in _walk(body):
+        if n.type != "declaration":
+            continue
+        t = n.child_by_field_name("type")
+        cname = t.text.decode("utf-8", "replace") if t is not None else ""
+        if cname not in ctors:
+            continue
+        for d in n.named_children:
+            if d.type == "function_declarator":  # `T x_(x, h, w)`: its "parameters" are the arguments
+                name, plist = d.child_by_field_name("declarator"), d.child_by_field_name("parameters")
+                args = [src[p.start_byte:p.end_byte].decode("utf-8", "replace") for p in plist.named_children] \
+                    if plist is not None else []
+            elif d.type == "init_declarator":
+                name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                if value is None or value.type not in ("argument_list", "initializer_list"):
+                    continue
+                args = [src[a.start_byte:a.end_byte].decode("utf-8", "replace") for a in value.named_children
+                        if a.type != "comment"]
+            else:
+                continue
+            if name is not None and name.type == "identifier":
+                out[name.text.decode("utf-8", "replace")] = (cname, args)
+    return out
+
+
 def _callee_name(call: Node) -> str:
     f = call.child_by_field_name("function")
     text = f.text.decode("utf-8", "replace") if f is not None else ""
@@ -223,6 +288,8 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     fns = device_functions(root, src)
     functions = functions or {}
     members = member_functions(root, src) if types is not None else {}
+    ctors = constructors(root) if members else {}
+    objs = objects(src, body, ctors)
     if not fns and not members:
         return [], set()
     blocks: list[str] = []
@@ -240,6 +307,16 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             if members and f is not None and f.type == "qualified_identifier":
                 scope, _, member = f.text.decode("utf-8", "replace").rpartition("::")
                 defs = _member(members, types or {}, scope, member.split("<")[0].strip()) or defs
+            held: dict[str, str] = {}  # an accessor object's members, as the arguments it was made from
+            if objs and f is not None and f.type == "field_expression":
+                obj, fld = f.child_by_field_name("argument"), f.child_by_field_name("field")
+                made = objs.get(obj.text.decode("utf-8", "replace")) if obj is not None else None
+                if made is not None and fld is not None:
+                    cname, cargs = made
+                    defs = _member(members, {}, cname, fld.text.decode("utf-8", "replace")) or defs
+                    cparams, cmembers = ctors[cname]
+                    given_ctor = dict(zip(cparams, cargs))
+                    held = {m: f"({given_ctor[p].strip()})" for m, p in cmembers.items() if p in given_ctor}
             args = x.child_by_field_name("arguments")
             if not defs or args is None:
                 continue
@@ -251,14 +328,15 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             if callee.start_byte in stack or len(stack) >= MAX_DEPTH:
                 continue
             args_text = {p: _substituted(src, a, names).strip() for p, a in zip(params, given) if p}
-            inner = {p: f"({t})" for p, t in args_text.items()}
+            inner = {**held, **{p: f"({t})" for p, t in args_text.items()}}
             bare = {p: t for p, t in args_text.items() if t.isidentifier()}
             text = _substituted(src, callee, inner, bare)
             if size + len(text) > MAX_CHARS:
                 return
             size += len(text)
             blocks.append(text)
-            inlined.add(name)
+            # an accessor's method by its own name: the call stays `obj.method(...)`, read through the object
+            inlined.add(f.child_by_field_name("field").text.decode("utf-8", "replace") if held else name)
             visit(callee, inner, stack + (callee.start_byte,))
 
     visit(body, {}, ())

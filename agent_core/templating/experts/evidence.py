@@ -476,6 +476,13 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         ([], set())
     own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
     text = compound_assignments(own_text)  # `a = a + (b)` read as `a += b`
+    if node is not None and "." in text:
+        # an accessor object made from the kernel's buffers (`MatrixView_half_rw x_(x, height, width);`, which the
+        # grammar reads as a function declaration) written as the value it is made from, so what is read through
+        # it (`x_.item_half2(r, c)`, its method inlined by callees.py) flows from the buffer
+        made = callees.objects(raw, node, callees.constructors(_root(node)))
+        for obj, (cls, _) in made.items():
+            text = re.sub(rf"\b({re.escape(cls)})(\s+)({re.escape(obj)})\s*\(", r"\1\2\3 = \1(", text, count=1)
     if blocks or text != own_text:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one
         blocks = [compound_assignments(t) for t in blocks]  # body; or the kernel's own, normalized, re-parsed
         # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
