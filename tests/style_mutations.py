@@ -200,6 +200,17 @@ def _rename_in_kernel(f: _File, mapping: dict[str, str]) -> list[tuple[int, int,
         if n.parent is not None and n.parent.type == "qualified_identifier" and n.prev_sibling is not None:
             continue  # Foo::name is not ours
         edits.append((n.start_byte, n.end_byte, mapping[name].encode()))
+    # `MatF g(gate, cols);` in the body parses as a function declaration whose parameter TYPES are the names it is
+    # made from (C++'s most vexing parse): those are our identifiers too
+    for n in f.nodes(f.fn, ("type_identifier",)):
+        name, par = f.t(n), n.parent
+        if name not in mapping or par is None or par.type != "parameter_declaration" or \
+                par.child_by_field_name("declarator") is not None:
+            continue
+        fd = par.parent.parent if par.parent is not None else None
+        if fd is not None and fd.type == "function_declarator" and fd.parent is not None and \
+                fd.parent.type == "declaration":
+            edits.append((n.start_byte, n.end_byte, mapping[name].encode()))
     return edits
 
 
