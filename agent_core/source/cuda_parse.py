@@ -128,16 +128,12 @@ def kernel_has_errors(cf: CudaFile, kernel: Kernel | str) -> list[ParseIssue]:
             or (e.span.start == e.span.end and k.span.start <= e.span.start <= k.span.end)]
 
 
-# a function-like macro that expands to a loop's head (Caffe's `CUDA_1D_KERNEL_LOOP(i, n)`: `for (...)`), its block
-# written after its use
-_LOOP_MACRO = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\([^)]*\)[ \t]*(?:\\\r?\n[ \t]*)*(?:for|while)\b", re.M)
-
-
 # --------------------------------------------------------------------------------------------- building
 class _Builder:
     def __init__(self, tree: Tree, text: str, path: str):
         self.tree, self.text, self.path = tree, text, path
         self.data = text.encode("utf-8")
+        self._lb_macros: dict | None = None  # the file's __launch_bounds__ macros, read at the first kernel
 
     def t(self, n: Node) -> str:
         return self.data[n.start_byte:n.end_byte].decode("utf-8", errors="replace")
@@ -264,7 +260,10 @@ class _Builder:
         out: list[ParseIssue] = []
         if not root.has_error:
             return out
-        loops = set(m.decode() for m in _LOOP_MACRO.findall(self.data)) if b"define" in self.data else set()
+        # the function-like macros that expand to a loop's head (Caffe's `CUDA_1D_KERNEL_LOOP(i, n)`: `for (...)`)
+        from agent_core.source.macros import scan_defines
+        loops = {m.name for m in scan_defines(self.data) if m.params is not None
+                 and re.match(r"(?:for|while)\b", m.body.strip())} if b"define" in self.data else set()
         stack = [root]
         while stack:
             n = stack.pop()
@@ -288,7 +287,7 @@ class _Builder:
         macro a `for` in the file's `#define`): read as a call statement before its block, which is what the macro
         expands to (a head that takes its block as the loop's body); no syntax error once the macro is expanded."""
         p = n.parent
-        if n.type != ";" or loops == set() or p is None or p.type != "expression_statement":
+        if n.type != ";" or not loops or p is None or p.type != "expression_statement":
             return False
         call = p.named_children[0] if p.named_child_count else None
         fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
@@ -357,12 +356,14 @@ class _Builder:
         lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
         launch_bounds = [self.expr(c) for c in lb.named_children if c.type != "comment"] if lb is not None else []
         signature = self.data[outer.start_byte:body.start_byte].decode("utf-8", errors="replace").rstrip()
-        from agent_core.source.macros import macro_launch_bounds
+        from agent_core.source.macros import launch_bounds_macros, macro_launch_bounds
+        if self._lb_macros is None:
+            self._lb_macros = launch_bounds_macros(self.data)
         return Kernel(name=self.t(name_node), span=node_span(outer), name_span=node_span(name_node),
                       body_span=node_span(body), params=params, template_params=tparams,
                       launch_bounds=launch_bounds, pragmas=self.pragmas(body), launch_sites=[],
                       signature=signature,
-                      macro_launch_bounds=[] if launch_bounds else macro_launch_bounds(self.data, signature))
+                      macro_launch_bounds=[] if launch_bounds else macro_launch_bounds(self._lb_macros, signature))
 
     def param(self, p: Node) -> KernelParam | None:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):

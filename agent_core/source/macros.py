@@ -246,7 +246,7 @@ def mask_qualifier_macros(source: bytes) -> bytes:
 
 # a macro that stands for a kernel attribute the grammar reads only where it is written out (DSSTNE's
 # `#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)` used as `__global__ void LAUNCH_BOUNDS() kName(...)`)
-_ATTRIBUTE_BODY = re.compile(r"^(?:__launch_bounds__|__cluster_dims__|__maxnreg__)\s*\(.*\)$", re.S)
+_ATTRIBUTE_BODY = re.compile(r"^(__launch_bounds__|__cluster_dims__|__maxnreg__)\s*\(.*\)$", re.S)
 
 
 def mask_attribute_macros(source: bytes) -> bytes:
@@ -270,13 +270,19 @@ def mask_attribute_macros(source: bytes) -> bytes:
     return bytes(out)
 
 
-def macro_launch_bounds(data: bytes, head: str) -> list[str]:
-    """The arguments of the ``__launch_bounds__`` a kernel's ``head`` (its text before the body) writes through a
-    macro of the file (``LAUNCH_BOUNDS()`` for ``#define LAUNCH_BOUNDS() __launch_bounds__(128, 8)``: ["128", "8"];
-    ``LB(256)`` for ``#define LB(n) __launch_bounds__(n)``: ["256"]); empty where the head uses none."""
-    if b"define" not in data or "(" not in head:
-        return []
-    defs = {m.name: m for m in scan_defines(data) if re.match(r"^__launch_bounds__\s*\(.*\)$", m.body.strip(), re.S)}
+def launch_bounds_macros(data: bytes) -> dict[str, Macro]:
+    """The file's macros that stand for a ``__launch_bounds__(...)``, by name (read once per file)."""
+    if b"define" not in data or b"__launch_bounds__" not in data:
+        return {}
+    return {m.name: m for m in scan_defines(data)
+            if (g := _ATTRIBUTE_BODY.match(m.body.strip())) and g.group(1) == "__launch_bounds__"}
+
+
+def macro_launch_bounds(defs: dict[str, Macro], head: str) -> list[str]:
+    """The arguments of the ``__launch_bounds__`` a kernel's ``head`` (its text before the body) writes through one of
+    the file's macros ``defs`` (``launch_bounds_macros``: ``LAUNCH_BOUNDS()`` for ``#define LAUNCH_BOUNDS()
+    __launch_bounds__(128, 8)``: ["128", "8"]; ``LB(256)`` for ``#define LB(n) __launch_bounds__(n)``: ["256"]);
+    empty where the head uses none."""
     if not defs:
         return []
     for name, _, _, inner in uses(head.encode("utf-8"), set(defs)):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent_core.templating.experts.library import Expert
 
@@ -36,6 +36,13 @@ class Binding:
     def describe(self) -> str:
         """``x=arg0 out=arg1 weight=arg2, eps outside sqrt, ...``: what the loop prints and records."""
         return ", ".join(self.words) if self.words else "(default binding)"
+
+    def copy(self) -> "Binding":
+        """The binding with lists and dicts of its own (a variant of it changes them without touching it)."""
+        return replace(self, call_args=list(self.call_args), template_args=list(self.template_args),
+                       sizes=dict(self.sizes), consts=dict(self.consts), defines=dict(self.defines),
+                       conventions=dict(self.conventions), fixed={k: list(v) for k, v in self.fixed.items()},
+                       words=list(self.words), pinned=dict(self.pinned))
 
     def key(self) -> tuple:
         """What makes two bindings the same code (duplicates are dropped)."""

@@ -276,7 +276,8 @@ def function_arguments(names: list[str], args: list[str]) -> dict[str, str]:
 
 
 def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str] | None = None,
-                   types: dict[str, str] | None = None) -> tuple[list[str], set[str]]:
+                   types: dict[str, str] | None = None,
+                   accessors: tuple[dict, dict] | None = None) -> tuple[list[str], set[str]]:
     """The blocks to read after the kernel's ``body``: one per call of a ``__device__`` function of the file, in
     the order the calls appear (a helper's own calls after it), each the helper's body with its parameters
     written as the call's arguments; and the names of the functions inlined. ``functions``: template parameters
@@ -284,12 +285,13 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     passes the parameter on under its own name is followed too). ``types``: type template parameters → the type
     the instantiation gives them: a static member call of one (``Activation::apply(v)``) is a call of that struct's
     member (its specialization for those arguments, else the primary template's); so is one of a struct named
-    in the call (``GeluActivation<half2>::apply(v)``)."""
+    in the call (``GeluActivation<half2>::apply(v)``). ``accessors``: (``constructors``, ``objects``) of the kernel,
+    where the caller has them: a method call of such an object is a call of its class's member, the object's members
+    written as what its constructor was given."""
     fns = device_functions(root, src)
     functions = functions or {}
     members = member_functions(root, src) if types is not None else {}
-    ctors = constructors(root) if members else {}
-    objs = objects(src, body, ctors)
+    ctors, objs = accessors if accessors is not None and members else ({}, {})
     if not fns and not members:
         return [], set()
     blocks: list[str] = []
@@ -308,12 +310,14 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
                 scope, _, member = f.text.decode("utf-8", "replace").rpartition("::")
                 defs = _member(members, types or {}, scope, member.split("<")[0].strip()) or defs
             held: dict[str, str] = {}  # an accessor object's members, as the arguments it was made from
+            method = None  # the accessor's method called
             if objs and f is not None and f.type == "field_expression":
                 obj, fld = f.child_by_field_name("argument"), f.child_by_field_name("field")
                 made = objs.get(obj.text.decode("utf-8", "replace")) if obj is not None else None
                 if made is not None and fld is not None:
                     cname, cargs = made
-                    defs = _member(members, {}, cname, fld.text.decode("utf-8", "replace")) or defs
+                    method = fld.text.decode("utf-8", "replace")
+                    defs = _member(members, {}, cname, method) or defs
                     cparams, cmembers = ctors[cname]
                     given_ctor = dict(zip(cparams, cargs))
                     held = {m: f"({given_ctor[p].strip()})" for m, p in cmembers.items() if p in given_ctor}
@@ -336,7 +340,7 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             size += len(text)
             blocks.append(text)
             # an accessor's method by its own name: the call stays `obj.method(...)`, read through the object
-            inlined.add(f.child_by_field_name("field").text.decode("utf-8", "replace") if held else name)
+            inlined.add(method if held else name)
             visit(callee, inner, stack + (callee.start_byte,))
 
     visit(body, {}, ())

@@ -472,17 +472,18 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
     types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
-    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types) if node is not None else \
-        ([], set())
+    # the kernel's accessor objects (`MatrixView_half_rw x_(x, height, width);`): their classes and how each is made
+    ctors = callees.constructors(_root(node)) if node is not None else {}
+    made = callees.objects(raw, node, ctors) if ctors else {}
+    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types, (ctors, made)) \
+        if node is not None else ([], set())
     own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
     text = compound_assignments(own_text)  # `a = a + (b)` read as `a += b`
-    if node is not None and "." in text:
-        # an accessor object made from the kernel's buffers (`MatrixView_half_rw x_(x, height, width);`, which the
-        # grammar reads as a function declaration) written as the value it is made from, so what is read through
-        # it (`x_.item_half2(r, c)`, its method inlined by callees.py) flows from the buffer
-        made = callees.objects(raw, node, callees.constructors(_root(node)))
-        for obj, (cls, _) in made.items():
-            text = re.sub(rf"\b({re.escape(cls)})(\s+)({re.escape(obj)})\s*\(", r"\1\2\3 = \1(", text, count=1)
+    for obj, (cls, _) in made.items():
+        # an accessor object made from the kernel's buffers (which the grammar reads as a function declaration)
+        # written as the value it is made from, so what is read through it (`x_.item_half2(r, c)`, its method inlined
+        # by callees.py) flows from the buffer
+        text = re.sub(rf"\b({re.escape(cls)})(\s+)({re.escape(obj)})\s*\(", r"\1\2\3 = \1(", text, count=1)
     if blocks or text != own_text:  # the helpers' bodies read after the kernel's own (callees.py), parsed as one
         blocks = [compound_assignments(t) for t in blocks]  # body; or the kernel's own, normalized, re-parsed
         # the calls of the file's own helpers read as what they are, never by what they are called: a helper that
@@ -1226,9 +1227,9 @@ def offset_values(ev: "Evidence", terms: list[tuple[int, str]]) -> tuple | None:
 
 def _once(text: str) -> dict[str, str]:
     """The locals ``text`` assigns exactly once (or again with the same value, in sibling scopes) and never changes
-    otherwise (``modified``): name → value. A
-    store through a pointer (``row_out[i] = v``) is no new value of the pointer: a local assigned once and stored
-    through stays (not an array given a braced initializer and then stored into: its elements change)."""
+    otherwise (``modified``): name → value. A store through a pointer (``row_out[i] = v``) is no new value of the
+    pointer: a local assigned once and stored through stays (not an array given a braced initializer and then stored
+    into: its elements change)."""
     values: dict[str, list[str]] = {}
     stored: set[str] = set()
     for target, value, element in _assignments(text):

@@ -157,9 +157,9 @@ def _spec_cap_edits(e: str, cap: int, pname: str) -> list[Edit]:
 
 def _spec_grid_rows_edits(a: Analysis, tree, offs, pname: str | None) -> list[Edit]:
     """The literals of the spec's grid that are a count of rows per block (the block's y size, the warps of a
-    block of one row per warp), where every launch's grid x is written from that count's name (``(rows +
-    kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32, kRowsPerBlock)``): the grid covers the rows for
-    every value of it."""
+    block of one row per warp; or a template argument, a window of tokens a block), where every launch's grid x is
+    written from that count's name (``(rows + kRowsPerBlock - 1) / kRowsPerBlock`` with ``dim3 block(32,
+    kRowsPerBlock)``): the grid covers the rows for every value of it."""
     if pname is None or not a.k.launch_sites:
         return []
     py = a.params[pname]

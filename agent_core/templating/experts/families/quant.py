@@ -600,11 +600,9 @@ def _quantized_by_the_stored_scale(ev: Evidence, b: Binding, T: str) -> Binding:
     """The 16-bit-scales binding ``b`` with the values quantized by the scale as stored and the quotient rounded to
     T before the integer rounding (KT_EXPERT_SCALE_OUT 2: PyTorch's fp16 tensor arithmetic, ``(x / scale).round()``,
     SmoothQuant's torch-int); ahead of ``b`` where the body converts a quotient to T (``__float2half(x / sc)``)."""
-    import dataclasses
     quotient = re.search(r"(?:__float2half(?:_rn)?|__float2bfloat16(?:_rn)?|__half|__nv_bfloat16)\([^;]*?/", ev.flat)
-    b2 = dataclasses.replace(b, conventions={**b.conventions, "KT_EXPERT_SCALE_OUT": 2}, words=list(b.words),
-                             call_args=list(b.call_args), template_args=list(b.template_args), sizes=dict(b.sizes),
-                             defines=dict(b.defines), consts=dict(b.consts), fixed=dict(b.fixed))
+    b2 = b.copy()
+    b2.conventions["KT_EXPERT_SCALE_OUT"] = 2
     b2.words.append(f"values divided by the stored scale, the quotient rounded to {T} before the integer rounding")
     b2.support = b.support + (1 if quotient else -1)
     return b2

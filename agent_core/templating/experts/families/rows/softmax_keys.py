@@ -164,6 +164,10 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
             continue
         held = ev.held(nb)
         batches_c = held[0].c if held else "(int)(gridDim.y * gridDim.z)"
+        # the key buffers' entry a row reads, in words
+        batch = f"batch b = row / (rows / batches), batches `{end.name}`'s length"
+        at, entry = ("b", batch) if kin is None else (
+            "i", f"entry i = b * `{kin.name}` + row % `{kin.name}` (a range per batch and query, {batch} / `{kin.name}`)")
         # (mask rows as the wrapper computes it, {rows} the row count; inner extent; words): the rows of one batch
         # (a bias shared by the batches) from the grid, else the mask's rows from the arguments, read as in the
         # general form
@@ -194,15 +198,8 @@ def _softmax_key_forms(ev: Evidence, e: Expert, x: ArgUse, o: ArgUse, others: li
                 rows = f"(int)gridDim.x * {batches_c}"
             if scale_words:
                 b.words.append(scale_words)
-            if kin is None:
-                b.words.append(f"keys [{f'`{start.name}`[b]' if start else '0'}, `{end.name}`[b]) of batch b = row / "
-                               f"(rows / batches), batches `{end.name}`'s length, an empty range "
-                               + ("widened to every key" if fallback else "written 0"))
-            else:
-                b.words.append(f"keys [{f'`{start.name}`[i]' if start else '0'}, `{end.name}`[i]) of entry i = b * "
-                               f"`{kin.name}` + row % `{kin.name}` (a range per batch and query, batch b = row / "
-                               f"(rows / batches), batches `{end.name}`'s length / `{kin.name}`), an empty range "
-                               + ("widened to every key" if fallback else "written 0"))
+            b.words.append(f"keys [{f'`{start.name}`[{at}]' if start else '0'}, `{end.name}`[{at}]) of {entry}, an "
+                           "empty range " + ("widened to every key" if fallback else "written 0"))
             b.template_args = [CTYPE[T], CTYPE[O]]
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), rows, hidden.c, scale,
                            "(const float*)nullptr"]
