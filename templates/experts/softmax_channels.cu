@@ -1,7 +1,7 @@
 /* kerntune-expert:
 name = "softmax_channels"
 family = "softmax"
-description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write)."
+description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write). A row narrower than TX * VEC columns folds the block's threads onto the channels (a power of two along the columns, the rest along the channels, merged by warp shuffles); inner = 1 walks the contiguous channels as a row, VEC channels a thread."
 function = "kt::softmax_channels"
 roles = ["out: out O[outer * channels * inner]", "x: in T[outer * channels * inner]", "outer: i32", "channels: i32", "inner: i32"]
 constraints = ["VEC * ESIZE <= 16", "TX * CY <= 1024", "TX * CY >= 32", "TX * CY * VEC <= 4096"]
@@ -62,15 +62,79 @@ __device__ __forceinline__ void load_columns(const T* p, bool wide, int n, float
   }
 }
 
-template <typename T, typename O>
-__device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* __restrict__ x, int outer, int channels,
-                                                 int inner) {
-  constexpr int VEC = KT_VEC, TX = KT_TX, CY = KT_CY, COLS = TX * VEC;
-  __shared__ float s_max[CY][COLS];
-  __shared__ float s_sum[CY][COLS];
+// The running (max, sum) pair (m, l) merged with another: the sum rescaled to the larger max (-inf: nothing yet).
+__device__ __forceinline__ void merge_max_sum(float& m, float& l, float m2, float l2) {
+  const float mn = fmaxf(m, m2);
+  if (mn != -INFINITY) l = l * channel_exp(m - mn) + l2 * channel_exp(m2 - mn);
+  m = mn;
+}
+
+// inner == 1 (a classifier's or a router's [rows, classes]): the channels of a column are contiguous, so the whole
+// block walks them as a row, VEC consecutive channels a thread (one vector load where the row and pointers allow),
+// its maxima and sums merged by warp shuffles and then across the warps through shared memory.
+template <int VEC, int NT, typename T, typename O>
+__device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __restrict__ x, long long o, int channels,
+                                                float* s_max, float* s_sum) {
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const T* r = x + o * channels;
+  O* w = out + o * channels;
+  const bool wide = VEC > 1 && vec_ok<T, VEC>(channels, r) && vec_ok<O, VEC>(0, w);
+  float m = -INFINITY, l = 0.f, v[VEC];
+  for (int c = tid * VEC; c < channels; c += NT * VEC) {
+    load_columns<VEC>(r + c, wide, channels - c, v);
+    float vm = v[0];
+#pragma unroll
+    for (int j = 1; j < VEC; ++j) vm = fmaxf(vm, v[j]);
+    float vs = 0.f;
+    if (vm != -INFINITY) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) vs += channel_exp(v[j] - vm);
+    }
+    merge_max_sum(m, l, vm, vs);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    merge_max_sum(m, l, __shfl_xor_sync(0xffffffffu, m, off), __shfl_xor_sync(0xffffffffu, l, off));
+  if (lane == 0) { s_max[warp] = m; s_sum[warp] = l; }
+  __syncthreads();
+  m = -INFINITY;
+  l = 0.f;
+#pragma unroll
+  for (int k = 0; k < NT / 32; ++k) merge_max_sum(m, l, s_max[k], s_sum[k]);
+  const float inv = 1.f / l;
+  for (int c = tid * VEC; c < channels; c += NT * VEC) {
+    load_columns<VEC>(r + c, wide, channels - c, v);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = channel_exp(v[j] - m) * inv;
+    if (wide) {
+      store_vec<O, VEC>(w + c, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (c + j < channels) w[c + j] = from_f<O>(v[j]);
+    }
+  }
+}
+
+// Columns [outer, C, inner] in tiles of TX * VEC; FOLD (inner narrower than a tile, one tile a row): the block's
+// threads refolded as EX along the columns (the power of two covering them) by NT / EX along the channels, the
+// threads of one column merged by warp shuffles where EX < 32, then across warps through shared memory.
+template <bool FOLD, int VEC, int TX, int CY, typename T, typename O>
+__device__ __forceinline__ void channels_columns(O* __restrict__ out, const T* __restrict__ x, int channels, int inner,
+                                                 float* s_max, float* s_sum) {
+  constexpr int NT = TX * CY, COLS = TX * VEC;
   const int tiles = (inner + COLS - 1) / COLS;
   const long long o = blockIdx.x / tiles;
-  const int col0 = (int)(blockIdx.x - o * tiles) * COLS + threadIdx.x * VEC;
+  const int tid = threadIdx.y * TX + threadIdx.x;
+  int ex = TX, shift = 0;
+  if (FOLD) {
+    ex = 1;
+    while (ex * VEC < inner) ex <<= 1;
+    shift = __ffs(ex) - 1;
+  }
+  const int tx = FOLD ? (tid & (ex - 1)) : (int)threadIdx.x, ty = FOLD ? (tid >> shift) : (int)threadIdx.y;
+  const int ey = FOLD ? NT >> shift : CY;
+  const int col0 = (int)(blockIdx.x - o * tiles) * COLS + tx * VEC;
   const int n = min(VEC, inner - col0);  // this thread's columns inside the row (<= 0: none)
   const long long base = o * channels * (long long)inner + col0;
   const bool wide = n == VEC && VEC > 1 && inner % VEC == 0 && vec_ok<T, VEC>(0, x) && vec_ok<O, VEC>(0, out);
@@ -78,20 +142,28 @@ __device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* _
 #pragma unroll
   for (int j = 0; j < VEC; ++j) { m[j] = -INFINITY; l[j] = 0.f; }
   if (n > 0) {
-    for (int c = threadIdx.y; c < channels; c += CY) {
+    for (int c = ty; c < channels; c += ey) {
       load_columns<VEC>(x + base + (long long)c * inner, wide, n, v);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {  // online: the sum rescaled where the max grows
-        const float mn = fmaxf(m[j], v[j]);
-        l[j] = (mn == -INFINITY ? 0.f : l[j] * channel_exp(m[j] - mn)) + (mn == -INFINITY ? 0.f : channel_exp(v[j] - mn));
-        m[j] = mn;
-      }
+      for (int j = 0; j < VEC; ++j) merge_max_sum(m[j], l[j], v[j], v[j] == -INFINITY ? 0.f : 1.f);
     }
   }
+  // The partial pairs of one column: within a warp (lanes EX apart) by shuffles, then one row of shared memory a
+  // warp (FOLD, EX < 32) or a thread row (EX >= 32), merged serially (at most 32 rows).
+  const bool shuffled = FOLD && ex < 32;
+  if (shuffled) {
+    for (int off = 16; off >= ex; off >>= 1)
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    s_max[threadIdx.y][threadIdx.x * VEC + j] = m[j];
-    s_sum[threadIdx.y][threadIdx.x * VEC + j] = l[j];
+      for (int j = 0; j < VEC; ++j)
+        merge_max_sum(m[j], l[j], __shfl_xor_sync(0xffffffffu, m[j], off), __shfl_xor_sync(0xffffffffu, l[j], off));
+  }
+  const int rows = shuffled ? NT / 32 : ey, row = shuffled ? tid >> 5 : ty;
+  if (!shuffled || (tid & 31) < ex) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      s_max[(row * ex + tx) * VEC + j] = m[j];
+      s_sum[(row * ex + tx) * VEC + j] = l[j];
+    }
   }
   __syncthreads();
   if (n <= 0) return;
@@ -99,17 +171,11 @@ __device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* _
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     float mm = -INFINITY, ll = 0.f;
-#pragma unroll
-    for (int y = 0; y < CY; ++y) {
-      const float my = s_max[y][threadIdx.x * VEC + j], ly = s_sum[y][threadIdx.x * VEC + j];
-      const float mn = fmaxf(mm, my);
-      if (mn != -INFINITY) ll = ll * channel_exp(mm - mn) + ly * channel_exp(my - mn);
-      mm = mn;
-    }
+    for (int y = 0; y < rows; ++y) merge_max_sum(mm, ll, s_max[(y * ex + tx) * VEC + j], s_sum[(y * ex + tx) * VEC + j]);
     M[j] = mm;
     inv[j] = 1.f / ll;
   }
-  for (int c = threadIdx.y; c < channels; c += CY) {
+  for (int c = ty; c < channels; c += ey) {
     const long long at = base + (long long)c * inner;
     load_columns<VEC>(x + at, wide, n, v);
 #pragma unroll
@@ -122,6 +188,20 @@ __device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* _
         if (j < n) out[at + j] = from_f<O>(v[j]);
     }
   }
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* __restrict__ x, int outer, int channels,
+                                                 int inner) {
+  constexpr int VEC = KT_VEC, TX = KT_TX, CY = KT_CY;
+  __shared__ float s_max[TX * CY * VEC];
+  __shared__ float s_sum[TX * CY * VEC];
+  if (inner == 1)
+    channels_as_row<VEC, TX * CY>(out, x, (long long)blockIdx.x, channels, s_max, s_sum);
+  else if (inner < TX * VEC)
+    channels_columns<true, VEC, TX, CY>(out, x, channels, inner, s_max, s_sum);
+  else
+    channels_columns<false, VEC, TX, CY>(out, x, channels, inner, s_max, s_sum);
 }
 
 }  // namespace kt
