@@ -1,7 +1,7 @@
 /* kerntune-expert:
 name = "softmax_channels"
 family = "softmax"
-description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write). A row narrower than TX * VEC columns folds the block's threads onto the channels (a power of two along the columns, the rest along the channels, merged by warp shuffles); inner = 1 walks the contiguous channels as a row, VEC channels a thread."
+description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write). A row narrower than TX * VEC columns folds the block's threads onto the channels (a power of two along the columns, the rest along the channels, merged by warp shuffles); inner = 1 walks the contiguous channels as a row, VEC channels a thread, its first two chunks kept in registers for the second pass."
 function = "kt::softmax_channels"
 roles = ["out: out O[outer * channels * inner]", "x: in T[outer * channels * inner]", "outer: i32", "channels: i32", "inner: i32"]
 constraints = ["VEC * ESIZE <= 16", "TX * CY <= 1024", "TX * CY >= 32", "TX * CY * VEC <= 4096"]
@@ -71,7 +71,35 @@ __device__ __forceinline__ void merge_max_sum(float& m, float& l, float m2, floa
 
 // inner == 1 (a classifier's or a router's [rows, classes]): the channels of a column are contiguous, so the whole
 // block walks them as a row, VEC consecutive channels a thread (one vector load where the row and pointers allow),
-// its maxima and sums merged by warp shuffles and then across the warps through shared memory.
+// its maxima and sums merged by warp shuffles and then across the warps through shared memory. A thread's first two
+// chunks stay in registers for the second pass (a row of up to 2 * NT * VEC channels is read once).
+template <int VEC, typename T>
+__device__ __forceinline__ void row_chunk_max_sum(const float (&v)[VEC], float& m, float& l) {
+  float vm = v[0];
+#pragma unroll
+  for (int j = 1; j < VEC; ++j) vm = fmaxf(vm, v[j]);
+  float vs = 0.f;
+  if (vm != -INFINITY) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) vs += channel_exp(v[j] - vm);
+  }
+  merge_max_sum(m, l, vm, vs);
+}
+
+template <int VEC, typename O>
+__device__ __forceinline__ void row_chunk_store(O* __restrict__ w, int c, int channels, bool wide, float (&v)[VEC],
+                                                float m, float inv) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) v[j] = channel_exp(v[j] - m) * inv;
+  if (wide) {
+    store_vec<O, VEC>(w + c, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      if (c + j < channels) w[c + j] = from_f<O>(v[j]);
+  }
+}
+
 template <int VEC, int NT, typename T, typename O>
 __device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __restrict__ x, long long o, int channels,
                                                 float* s_max, float* s_sum) {
@@ -79,18 +107,13 @@ __device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __
   const T* r = x + o * channels;
   O* w = out + o * channels;
   const bool wide = VEC > 1 && vec_ok<T, VEC>(channels, r) && vec_ok<O, VEC>(0, w);
-  float m = -INFINITY, l = 0.f, v[VEC];
-  for (int c = tid * VEC; c < channels; c += NT * VEC) {
+  const int c0 = tid * VEC, c1 = c0 + NT * VEC;
+  float m = -INFINITY, l = 0.f, k0[VEC], k1[VEC], v[VEC];
+  if (c0 < channels) { load_columns<VEC>(r + c0, wide, channels - c0, k0); row_chunk_max_sum<VEC, T>(k0, m, l); }
+  if (c1 < channels) { load_columns<VEC>(r + c1, wide, channels - c1, k1); row_chunk_max_sum<VEC, T>(k1, m, l); }
+  for (int c = c1 + NT * VEC; c < channels; c += NT * VEC) {
     load_columns<VEC>(r + c, wide, channels - c, v);
-    float vm = v[0];
-#pragma unroll
-    for (int j = 1; j < VEC; ++j) vm = fmaxf(vm, v[j]);
-    float vs = 0.f;
-    if (vm != -INFINITY) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) vs += channel_exp(v[j] - vm);
-    }
-    merge_max_sum(m, l, vm, vs);
+    row_chunk_max_sum<VEC, T>(v, m, l);
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
@@ -102,17 +125,11 @@ __device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __
 #pragma unroll
   for (int k = 0; k < NT / 32; ++k) merge_max_sum(m, l, s_max[k], s_sum[k]);
   const float inv = 1.f / l;
-  for (int c = tid * VEC; c < channels; c += NT * VEC) {
+  if (c0 < channels) row_chunk_store<VEC>(w, c0, channels, wide, k0, m, inv);
+  if (c1 < channels) row_chunk_store<VEC>(w, c1, channels, wide, k1, m, inv);
+  for (int c = c1 + NT * VEC; c < channels; c += NT * VEC) {
     load_columns<VEC>(r + c, wide, channels - c, v);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = channel_exp(v[j] - m) * inv;
-    if (wide) {
-      store_vec<O, VEC>(w + c, v);
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j)
-        if (c + j < channels) w[c + j] = from_f<O>(v[j]);
-    }
+    row_chunk_store<VEC>(w, c, channels, wide, v, m, inv);
   }
 }
 
