@@ -197,7 +197,7 @@ def _same(a: ast.AST, b: ast.AST) -> bool:
 
 def _simplify(n: ast.AST) -> ast.AST:
     """Constant folding and the identities launch expressions need (``x * 1``, ``x / 1``, ``cdiv(x, 1)``,
-    ``(a * b) / b`` for a size name or positive constant ``b``): exact in integer arithmetic."""
+    ``(a * b) / b`` for a size name or positive constant ``b``, ``a if c else a``): exact in integer arithmetic."""
     if isinstance(n, ast.BinOp):
         l, r = _simplify(n.left), _simplify(n.right)
         out = ast.BinOp(l, n.op, r)
@@ -243,7 +243,8 @@ def _simplify(n: ast.AST) -> ast.AST:
         test = _simplify(n.test)
         if isinstance(test, ast.Constant):
             return _simplify(n.body) if test.value else _simplify(n.orelse)
-        return ast.IfExp(test, _simplify(n.body), _simplify(n.orelse))
+        body, orelse = _simplify(n.body), _simplify(n.orelse)
+        return body if _same(body, orelse) else ast.IfExp(test, body, orelse)
     if isinstance(n, ast.Compare):
         out = ast.Compare(_simplify(n.left), n.ops, [_simplify(c) for c in n.comparators])
         return _try_const(out) if all(isinstance(c, ast.Constant) for c in [out.left, *out.comparators]) else out

@@ -514,6 +514,12 @@ def test_launch_expressions_fold_and_translate_to_c():
     assert to_c(fold("cdiv(n, B)"), host(n="a + b", B="blk")) == "((a + b) + blk - 1) / blk"
     assert to_c(fold("min(n, 4) * 2 - (k - 1)"), host(n="x + 1", k="y")) == "((x + 1) < 4 ? (x + 1) : 4) * 2 - (y - 1)"
     assert to_c(fold("round_up(n, 32) // 2"), host(n="m")) == "(m + 31) / 32 * 32 / 2"
+    # a choice on a size (the channel softmax's rows a block where inner = 1): kept as C's conditional, dropped where
+    # both branches fold to one value
+    grid = "cdiv(outer, RB if inner == 1 else 1) * cdiv(inner, TX * VEC)"
+    assert to_c(fold(grid, {"RB": 4, "TX": 32, "VEC": 4}), host(outer="n", inner="s")) == (
+        "(n + (s == 1 ? 4 : 1) - 1) / (s == 1 ? 4 : 1) * ((s + 127) / 128)")
+    assert to_c(fold(grid, {"RB": 1, "TX": 32, "VEC": 4}), host(outer="n", inner="s")) == "n * ((s + 127) / 128)"
     # a whole sub-expression the host holds is used as it is
     whole = {ast.dump(fold("rows * hidden / 128")): "num_groups"}
     assert to_c(fold("cdiv(rows * hidden / 128, 8)"), whole) == "(num_groups + 7) / 8"

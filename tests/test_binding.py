@@ -3377,7 +3377,7 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
     the loop over the channels steps the logits' index by the spatial size (Lua Torch cunn's block-per-pixel kernel
     through a moved pointer, MIOpen's 16-pixel workgroups in half math: held out, batch 18; a style kernel of its
     own, bf16, a thread per pixel in a grid-stride walk); a grid-stride walk of whole rows (Marian's gSoftmax) is no
-    channel walk."""
+    channel walk. The rows a block at inner = 1 (RB) are tuned where a size set has inner = 1."""
     for path, kernel, words in [
             (ROOT / "bench/corpus/softmax/softmax_update_output_block_per_pixel_grid_n_h_w_stride0_stride1_thread0_serial_"
              "reduce_f32_cunn.cu", "cunn_SoftMax_updateOutput_kernel",
@@ -3404,6 +3404,11 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
         assert bs and bs[0].describe() == words, words_of(bs)
         t = X.bind(bs[0], cf, spec)
         assert t.launch["block"] == ["TX", "CY"]
+        # rows a block at inner = 1 tuned only where a size set has inner = 1 and an argument holds the outer count
+        # (the grid counts a block an (outer, tile) where outer is read from it)
+        tuned_rb = "caffe" in path.name
+        assert (bs[0].fixed.get("RB") != [1]) == tuned_rb, bs[0].fixed
+        assert (t.space.params["RB"].values != [1]) == tuned_rb, t.space.params["RB"].values
     marian = ROOT / "bench/corpus/softmax/gsoftmax_half_hexp_row_blocks_loop_odd_tree_fp16_marian.cu"
     cf = parse_cuda(marian.read_text(), str(marian))
     assert not [b for b in X.candidates(cf, "gSoftmax", S.find_spec(cf, "gSoftmax"), lib)

@@ -1,10 +1,10 @@
 /* kerntune-expert:
 name = "softmax_channels"
 family = "softmax"
-description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write). A row narrower than TX * VEC columns folds the block's threads onto the channels (a power of two along the columns, the rest along the channels, merged by warp shuffles); inner = 1 walks the contiguous channels as a row, VEC channels a thread, its first two chunks kept in registers for the second pass."
+description = "Softmax over a strided dimension: x [outer, C, inner], softmax over C for every (outer, inner) column (NCHW's channels, dim=1 of a contiguous tensor). A block of TX x CY threads: threadIdx.x over VEC consecutive columns (coalesced, VEC-wide loads where inner and the pointers allow), threadIdx.y over the channels; each thread keeps an online max and sum over its channels, merged across y through shared memory, then every element is written exp(x - max) / sum (two reads, one write). A row narrower than TX * VEC columns folds the block's threads onto the channels (a power of two along the columns, the rest along the channels, merged by warp shuffles); inner = 1 walks the contiguous channels as rows, RB rows a block (cdiv(outer, RB) blocks there), VEC channels a thread, its first two chunks kept in registers for the second pass."
 function = "kt::softmax_channels"
 roles = ["out: out O[outer * channels * inner]", "x: in T[outer * channels * inner]", "outer: i32", "channels: i32", "inner: i32"]
-constraints = ["VEC * ESIZE <= 16", "TX * CY <= 1024", "TX * CY >= 32", "TX * CY * VEC <= 4096"]
+constraints = ["VEC * ESIZE <= 16", "TX * CY <= 1024", "TX * CY >= 32", "TX * CY * VEC <= 4096", "TX * CY >= 4 * RB"]
 
 [params.TX]
 values = [32, 64, 128, 256]
@@ -24,8 +24,14 @@ default = 4
 kind = "vector_width"
 why = "consecutive columns a thread holds (one VEC-wide load a channel where inner and the pointers allow, else scalar)"
 
+[params.RB]
+values = [1, 2, 4, 8, 16, 32]
+default = 1
+kind = "rows_per_block"
+why = "rows a block where inner = 1 (a [rows, classes] softmax: the channels contiguous): the block's TX * CY threads split into RB rows of TX * CY / RB threads each; 1 where no size set has inner = 1"
+
 [launch]
-grid = ["outer * cdiv(inner, TX * VEC)"]
+grid = ["cdiv(outer, RB if inner == 1 else 1) * cdiv(inner, TX * VEC)"]
 block = ["TX", "CY"]
 smem = "0"
 */
@@ -38,6 +44,9 @@ smem = "0"
 #endif
 #ifndef KT_VEC
 #define KT_VEC 4
+#endif
+#ifndef KT_RB
+#define KT_RB 1
 #endif
 
 namespace kt {
@@ -100,36 +109,42 @@ __device__ __forceinline__ void row_chunk_store(O* __restrict__ w, int c, int ch
   }
 }
 
-template <int VEC, int NT, typename T, typename O>
-__device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __restrict__ x, long long o, int channels,
+template <int VEC, int NT, int RB, typename T, typename O>
+__device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __restrict__ x, int outer, int channels,
                                                 float* s_max, float* s_sum) {
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr int G = NT / RB;  // threads a row: RB rows a block
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31, warp = tid >> 5, t = tid % G;
+  const long long o = (long long)blockIdx.x * RB + tid / G;
+  const int n = o < outer ? channels : 0;  // a row past the last: no loads, no stores (it still shuffles)
   const T* r = x + o * channels;
   O* w = out + o * channels;
   const bool wide = VEC > 1 && vec_ok<T, VEC>(channels, r) && vec_ok<O, VEC>(0, w);
-  const int c0 = tid * VEC, c1 = c0 + NT * VEC;
+  const int c0 = t * VEC, c1 = c0 + G * VEC;
   float m = -INFINITY, l = 0.f, k0[VEC], k1[VEC], v[VEC];
-  if (c0 < channels) { load_columns<VEC>(r + c0, wide, channels - c0, k0); row_chunk_max_sum<VEC, T>(k0, m, l); }
-  if (c1 < channels) { load_columns<VEC>(r + c1, wide, channels - c1, k1); row_chunk_max_sum<VEC, T>(k1, m, l); }
-  for (int c = c1 + NT * VEC; c < channels; c += NT * VEC) {
-    load_columns<VEC>(r + c, wide, channels - c, v);
+  if (c0 < n) { load_columns<VEC>(r + c0, wide, n - c0, k0); row_chunk_max_sum<VEC, T>(k0, m, l); }
+  if (c1 < n) { load_columns<VEC>(r + c1, wide, n - c1, k1); row_chunk_max_sum<VEC, T>(k1, m, l); }
+  for (int c = c1 + G * VEC; c < n; c += G * VEC) {
+    load_columns<VEC>(r + c, wide, n - c, v);
     row_chunk_max_sum<VEC, T>(v, m, l);
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
+  for (int off = (G < 32 ? G : 32) / 2; off > 0; off >>= 1)
     merge_max_sum(m, l, __shfl_xor_sync(0xffffffffu, m, off), __shfl_xor_sync(0xffffffffu, l, off));
-  if (lane == 0) { s_max[warp] = m; s_sum[warp] = l; }
-  __syncthreads();
-  m = -INFINITY;
-  l = 0.f;
+  if constexpr (G > 32) {  // a row over several warps: their pairs merged through shared memory
+    if (lane == 0) { s_max[warp] = m; s_sum[warp] = l; }
+    __syncthreads();
+    m = -INFINITY;
+    l = 0.f;
+    const int first = (tid / G) * (G / 32);
 #pragma unroll
-  for (int k = 0; k < NT / 32; ++k) merge_max_sum(m, l, s_max[k], s_sum[k]);
+    for (int k = 0; k < G / 32; ++k) merge_max_sum(m, l, s_max[first + k], s_sum[first + k]);
+  }
   const float inv = 1.f / l;
-  if (c0 < channels) row_chunk_store<VEC>(w, c0, channels, wide, k0, m, inv);
-  if (c1 < channels) row_chunk_store<VEC>(w, c1, channels, wide, k1, m, inv);
-  for (int c = c1 + NT * VEC; c < channels; c += NT * VEC) {
-    load_columns<VEC>(r + c, wide, channels - c, v);
-    row_chunk_store<VEC>(w, c, channels, wide, v, m, inv);
+  if (c0 < n) row_chunk_store<VEC>(w, c0, n, wide, k0, m, inv);
+  if (c1 < n) row_chunk_store<VEC>(w, c1, n, wide, k1, m, inv);
+  for (int c = c1 + G * VEC; c < n; c += G * VEC) {
+    load_columns<VEC>(r + c, wide, n - c, v);
+    row_chunk_store<VEC>(w, c, n, wide, v, m, inv);
   }
 }
 
@@ -214,7 +229,7 @@ __device__ __forceinline__ void softmax_channels(O* __restrict__ out, const T* _
   __shared__ float s_max[TX * CY * VEC];
   __shared__ float s_sum[TX * CY * VEC];
   if (inner == 1)
-    channels_as_row<VEC, TX * CY>(out, x, (long long)blockIdx.x, channels, s_max, s_sum);
+    channels_as_row<VEC, TX * CY, KT_RB>(out, x, outer, channels, s_max, s_sum);
   else if (inner < TX * VEC)
     channels_columns<true, VEC, TX, CY>(out, x, channels, inner, s_max, s_sum);
   else

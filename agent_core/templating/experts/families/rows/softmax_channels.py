@@ -95,14 +95,15 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         c_ex = [x_ for x_ in ev.sizes(channels) if not x_.c[0].isdigit()]
         s_ex = [x_ for x_ in ev.sizes(stride) if not x_.c[0].isdigit()]
         o_ex = ev.sizes(outer)  # (a literal where it is the same on every size set: one image)
-        if c_ex and s_ex and not o_ex:
+        from_grid = bool(c_ex and s_ex and not o_ex)
+        if from_grid:
             o_ex = _outer_from_the_grid(x, c_ex[0], s_ex[0])
         if c_ex and s_ex and o_ex and (channels, stride) not in [(f[0], f[1]) for f in found]:
-            found.append((channels, stride, o_ex[0], c_ex[0], s_ex[0]))
+            found.append((channels, stride, o_ex[0], c_ex[0], s_ex[0], from_grid))
     out = []
     T, O = x.dtype, o.dtype
     fast = [1, 0] if ev.has("__expf") else [0, 1]
-    for fi, (channels, stride, outer, c, s) in enumerate(found):
+    for fi, (channels, stride, outer, c, s, from_grid) in enumerate(found):
         for ki, f in enumerate(fast):
             b = Binding(e, 0.85, f"walks `{c.words.strip('`')}` channels {s.words.strip('`')} elements apart (the "
                         "logits' index steps by it), a max and a sum of exp over them → softmax over the channels",
@@ -112,6 +113,8 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
             b.call_args = [_cast(O, o.name, False), _cast(T, x.name, True), outer.c, c.c, s.c]
             b.conventions = {"KT_EXPERT_FAST_EXP": f}
             b.consts = {"ESIZE": max(NBYTES[T], NBYTES[O])}
+            if from_grid or 1 not in stride:  # rows a block at inner = 1: none of the spec's, or outer read from
+                b.fixed = {"RB": [1]}        # the grid, which counts a block an (outer, tile)
             b.words = ([f"out=x={x.name} (in place)"] if x is o else [f"out={o.name} ({O})", f"x={x.name} ({T})"]) + [
                 f"outer={outer.words}", f"channels={c.words}", f"inner={s.words} (the channel stride)",
                 "__expf" if f else "expf"]
