@@ -744,6 +744,28 @@ def test_gated_quick_gelu_two_flat_tensors(lib):
         assert not any("KT_EXPERT_GATE_FN" in b.conventions for b in X.candidates(cf, k.name, spec, lib)), name
 
 
+def test_gated_quick_gelu_through_tanh_over_one_stacked_buffer_counted_by_its_input(lib):
+    """Quick GELU written through tanh (x * 0.5 (1 + tanh(0.851 x)) = x * sigmoid(1.702 x), the constant a named one)
+    over one buffer holding the whole gate tensor, then the whole up tensor, whose only size argument is the
+    INPUT's element count halved in the body (`total >> 1`): one row of all of them, d = total / 2, quick GELU first
+    (a style kernel, bf16, grid-stride; Meeex2's GeGLU, held out in batch 23: `num_elements / 2`, fp32)."""
+    cf, k, spec = case("gated_quick_gelu_tanh_form_stacked_halves_count_arg_gridstride_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=out, x=in, d=`total / 2`, quick GELU (v * sigmoid(1.702 v)), gate and up halves "
+                                "[gate | up], activation kept in fp32"), words_of(bs)
+    assert bs[0].sizes["d"] == "(2 * tokens * d) / 2"
+    assert bs[0].conventions["KT_EXPERT_GATE_FN"] == 3
+    path = ROOT / "bench/corpus/gated_act/geglu_quick_gelu_tanh_sigmoid_form_stacked_gate_value_halves_flat_thread_per_" \
+        "output_early_return_256_threads_f32_meeex2_cuda.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "geglu_kernel", S.find_spec(cf, "geglu_kernel"), lib)
+    assert bs[0].describe() == ("out=output, x=input, d=`num_elements / 2`, quick GELU (v * sigmoid(1.702 v)), gate "
+                                "and up halves [gate | up]"), words_of(bs)
+    # the GELU's own tanh (0.7978845608 (v + 0.044715 v^3)) is no sigmoid: no quick GELU for a GELU(tanh) kernel
+    cf, k, spec = case("gated_gelu_tanh_asm_act_limit_token_rows_f32_to_f16")
+    assert not any(b.conventions.get("KT_EXPERT_GATE_FN") == 3 for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_gated_glu_sigmoid_read_where_the_gate_feeds_nothing_else(lib):
     """The original GLU: one half times the sigmoid 1 / (1 + expf(-g)) of the other, the gate used nowhere but in the
     exponential (SiLU uses it twice): KT_EXPERT_GATE_FN 5 first, SiLU after it. Caffe2's GluOp (batch 21: x1 *

@@ -118,7 +118,7 @@ def _zero(ev: Evidence, text: str, zeros: set[str]) -> bool:
 def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     """The activations of KT_EXPERT_GATE_FN the body computes, as ``_acts`` gives them (ACTS id, words, support):
     quick GELU where an exponential's input holds 1.702 (a literal, a named constant, a local set to it:
-    x * sigmoid(1.702 x)); where the body calls no transcendental at all, ReLU (a maximum with zero, or a value
+    x * sigmoid(1.702 x)) or a tanh's holds 0.851 (the same sigmoid as 0.5 (1 + tanh(0.851 x))); where the body calls no transcendental at all, ReLU (a maximum with zero, or a value
     compared with zero that chooses it or zero, of a value an input buffer feeds), squared where the body also
     multiplies a value by itself, and FATReLU where the value is compared with a float argument instead. None
     otherwise."""
@@ -128,16 +128,19 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     for t, v in values:
         once.setdefault(t, []).append(v)
     if ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev):
-        for _, args in call_arguments(ev.body, r"expf|__expf|exp|hexp"):
-            arg = re.sub(r"\s+", "", args[0]) if args else ""
-            texts = [arg] + [vs[0] for t, vs in once.items() if len(vs) == 1 and t in feeding(fl, arg)]
-            for t in texts:
-                for tok in re.findall(rf"(?<![\w.])(?:{FLOAT_LIT}|[A-Za-z_]\w*)(?![\w.(])", re.sub(r"\s+", "", t)):
-                    v = number(tok, ev.constants)
-                    if v is None and len(once.get(tok, ())) == 1:
-                        v = number(unparen(re.sub(r"\s+", "", once[tok][0])).lstrip("-"), ev.constants)
-                    if v is not None and abs(abs(v) - QUICK_GELU) < 1e-6:
-                        return [(13, "expf of 1.702 x → quick-GELU-and-mul", 5)]
+        # sigmoid(1.702 x) as 1 / (1 + exp(-1.702 x)), or as 0.5 (1 + tanh(0.851 x)) (sigmoid(z) = (1 + tanh(z / 2)) / 2)
+        for calls, k, words in ((r"expf|__expf|exp|hexp", QUICK_GELU, "expf of 1.702 x"),
+                                (r"tanhf|tanh", QUICK_GELU / 2, "tanhf of 0.851 x (sigmoid(1.702 x) as tanh)")):
+            for _, args in call_arguments(ev.body, calls):
+                arg = re.sub(r"\s+", "", args[0]) if args else ""
+                texts = [arg] + [vs[0] for t, vs in once.items() if len(vs) == 1 and t in feeding(fl, arg)]
+                for t in texts:
+                    for tok in re.findall(rf"(?<![\w.])(?:{FLOAT_LIT}|[A-Za-z_]\w*)(?![\w.(])", re.sub(r"\s+", "", t)):
+                        v = number(tok, ev.constants)
+                        if v is None and len(once.get(tok, ())) == 1:
+                            v = number(unparen(re.sub(r"\s+", "", once[tok][0])).lstrip("-"), ev.constants)
+                        if v is not None and abs(abs(v) - k) < 1e-6:
+                            return [(13, f"{words} → quick-GELU-and-mul", 5)]
         # GLU's sigmoid: 1 / (1 + exp(-g)) of a value the body uses nowhere else (SiLU uses its gate twice:
         # g / (1 + exp(-g)), g * sigmoid(g))
         if re.search(_SIGMOID, ev.flat):
@@ -217,7 +220,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     if not ds and _flat_activation(ev, e):
         # no row length: the gate and up halves of the whole tensor (ColossalAI's [2, tokens, d] stacked along its
         # first dimension, `x[i]` and `x[i + numel]`): one row of all of them, as two tensors read flat
-        ds = _whole_count(ev, o)
+        ds = _whole_count(ev, o, x)
     if not ds:
         return []
     T = x.dtype
@@ -280,10 +283,17 @@ def _flat_activation(ev: Evidence, e: Expert) -> bool:
     return "KT_EXPERT_GATE_FN" in e.conventions and (ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev) or bool(_gate_fns(ev)))
 
 
-def _whole_count(ev: Evidence, o) -> list:
+def _whole_count(ev: Evidence, o, x=None) -> list:
     """(the output's element count as an int argument holds it, support 0): the row length of one row of all of
-    them."""
-    return [(s, 0) for s in ev.held(o.counts)]
+    them. Where none holds it, the half of an argument holding the gated input's count ``x`` (twice the output's)
+    that the body halves (Meeex2's GeGLU: `num_elements / 2`, the gate half then the value half of one buffer)."""
+    out = [(s, 0) for s in ev.held(o.counts)]
+    if not out and x is not None:
+        for s in ev.held(x.counts):
+            n = re.escape(s.c[len("(int)("):-1])
+            if ev.mentions(rf"(?<![\w.]){n}(?:/2|>>1)(?![\w.(])"):
+                out.append((SizeExpr(f"{s.c} / 2", f"({s.spec}) / 2", f"`{s.words.strip('`')} / 2`"), 0))
+    return out
 
 
 def _row_lengths(ev: Evidence, o) -> list:
