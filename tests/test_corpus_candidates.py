@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 22's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 23's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -162,6 +162,23 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 22's, on first sight (batches 9 
     "out_of_place_f32_roformer.cu":
         "RoFormer's rope: a sinusoidal table [seq, D] with sin in even and cos in odd columns, each output qw * cos + "
         "qw2 * sin element by element",
+    # batch 23
+    "merge_attn_states/pa_sdpa_finalization_partitions_256_subgroup16_shuffles_global_memory_version_work_item_per_"
+    "head_element_grid_seq_heads_past_lens_short_path_fp16_openvino.cu":
+        "OpenVINO's paged-attention finalization: each sequence's partition count from its past length (256 tokens "
+        "a partition), sequences of one partition left untouched, the sum divided inside the accumulation",
+    "group_quant/quantize_w4a4_act_int4_group64_tvec8_8_lanes_per_group_xor_shuffle_amax_transposed_scales_k64_m_"
+    "flat_1024_bf16_nunchaku.cu":
+        "Nunchaku's W4A4 activation quantization: symmetric int4 packed two a byte (the even value in the low "
+        "nibble), its scales written transposed [K / 64, M]",
+    "rotary/rope_nthc_weights_tokens_channels_cos_half_sin_half_vcmul_byte_counts_block_per_batch_head_token_grid_"
+    "tokens_heads_batch_out_of_place_f32_xnnpack.cu":
+        "XNNPACK's rope_nthc ported from its CPU library: every offset a byte count, the pointers moved through "
+        "uintptr_t casts (no index the binders read as an element's)",
+    "rotary/rope_complex_mult_freqs_cis_float_pairs_start_pos_symbolic_half2_in_float2_table_half_out_grid_2_32_"
+    "seqlen_local_32_generated_e_kernel_fp16_tinygrad.cu":
+        "tinygrad's generated rope: the heads and the head size baked into shifted indices, the pairs read through "
+        "half2 / float2 pointer casts, the table row start_pos + the grid's z",
 }
 
 
