@@ -2074,6 +2074,32 @@ def test_an_int_counter_buffer_is_auxiliary(lib):
     assert not any("next_row" in a for a in bs[0].call_args)
 
 
+def test_quant_helper_template_read_as_the_instance_its_call_names(lib):
+    """A helper template called with explicit arguments (`group_factor<kPow2Scale>(amax, &scale)`, the kernel's own
+    bool template argument) is read as that instance: the `if constexpr` branch the argument leaves out is not code.
+    Instantiated false (a style kernel, bf16 to fp8, groups of 64): the factor 448 / amax, returned by the helper,
+    first; true: the power-of-two scales first. DeepEP's fp8 dispatch cast (held out, batch 24: `calculate_fp8_scales
+    <kUseUE8M0>` at false, the group's maximum started at `kFP8Margin`) gets the factor with that floor first, where
+    the untaken UE8M0 branch made every binding a power-of-two one before."""
+    name = "quant_fp8_groups_helper_constexpr_scale_form_max_started_at_floor_bf16"
+    cf, k, spec = case(name)
+    bs = X.candidates(cf, k.name, spec, lib)
+    on = lambda b: {c: v for c, v in b.conventions.items() if v}  # noqa: E731
+    assert on(bs[0]) == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_GROUPS_FROM_GRID": 1}, words_of(bs)
+    assert "eps=1e-6f" in bs[0].words
+    src = (STYLES / f"{name}.cu").read_text().replace('template_args = ["false"]', 'template_args = ["true"]')
+    cf = parse_cuda(src, str(STYLES / f"{name}.cu"))
+    bs = X.candidates(cf, "quant_fp8_groups", S.find_spec(cf, "quant_fp8_groups"), lib)
+    assert bs[0].conventions.get("KT_EXPERT_SCALE_POW2") == 1 and bs[0].conventions.get("KT_EXPERT_SCALE_RECIP") != 2, \
+        words_of(bs)
+    path = ROOT / "bench/corpus/group_quant/ll_dispatch_fp8_cast_per_128_channels_int4_reads_half_warp_amax_margin_1e4_" \
+        "persistent_tokens_per_sm_last_warp_idle_ue8m0_option_bf16_deepep.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "dispatch_fp8_cast", S.find_spec(cf, "dispatch_fp8_cast"), lib)
+    assert on(bs[0]) == {"KT_EXPERT_SCALE_RECIP": 2, "KT_EXPERT_GROUPS_FROM_LAUNCH": 1}, words_of(bs)
+    assert "eps=`kFP8Margin` (0.0001), the maximum started at it" in bs[0].words
+
+
 def test_quant_fp8_bytes_literal_eps(lib):
     cf, k, spec = case("quant_fp8_bytes")
     bs = X.candidates(cf, k.name, spec, lib)

@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 23's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 24's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -179,6 +179,19 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 23's, on first sight (batches 9 
     "seqlen_local_32_generated_e_kernel_fp16_tinygrad.cu":
         "tinygrad's generated rope: the heads and the head size baked into shifted indices, the pairs read through "
         "half2 / float2 pointer casts, the table row start_pos + the grid's z",
+    # batch 24
+    "softmax/convert_output_multiclass_softmax_class_major_thread_per_data_serial_f64_row_scratch_1024_threads_"
+    "lightgbm.cu":
+        "LightGBM's multiclass softmax: fp64 (no expert holds doubles), class-major scores copied to a row of a "
+        "global scratch buffer and softmaxed there",
+    "merge_attn_states/attn_merge_cached_chunk_partials_unnormalized_max_sum_head_major_warp_half2_smem_accum_grid_"
+    "heads_seqs_128_threads_fp16_chunk_attn.cu":
+        "ChunkAttention's cached-chunk merge: unnormalized partial outputs with a (max, sum) pair each, head-major, "
+        "the final division by sum + 1e-6",
+    "rotary/qk_rotary_positional_embedding_gptj_pairs_partial_rotary_full_width_sin_cos_per_batch_token_flat_work_"
+    "item_per_pair_q_and_k_1024_bf16_itex.cu":
+        "Intel Extension for TensorFlow's q / k rope (a SYCL port): inputs and outputs apart with the outputs' "
+        "unrotated tails left as they were (inout), sin and cos stored twice per angle",
 }
 
 

@@ -275,9 +275,37 @@ def function_arguments(names: list[str], args: list[str]) -> dict[str, str]:
     return out
 
 
+def template_parameters(fn: Node) -> list[tuple[str, str]]:
+    """(name, "type" or "value") of each template parameter of the function definition ``fn`` (none where it is no
+    template): ``template <bool kUseUE8M0, typename T>`` gives [("kUseUE8M0", "value"), ("T", "type")]."""
+    decl = fn.parent
+    if decl is None or decl.type != "template_declaration":
+        return []
+    plist = decl.child_by_field_name("parameters")
+    out = []
+    for p in plist.named_children if plist is not None else ():
+        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration", "variadic_type_parameter_declaration"):
+            name = next((c.text.decode("utf-8", "replace") for c in p.named_children if c.type == "type_identifier"), "")
+            out.append((name, "type"))
+        elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
+            out.append((_declarator_name(p.child_by_field_name("declarator")) or "", "value"))
+        else:
+            out.append(("", "other"))
+    return out
+
+
+def call_template_arguments(call: Node) -> list[str]:
+    """The explicit template arguments of a call (``f<kUseUE8M0, 4>(x)``: ["kUseUE8M0", "4"]); [] where none."""
+    f = call.child_by_field_name("function")
+    args = f.child_by_field_name("arguments") if f is not None and f.type == "template_function" else None
+    return [a.text.decode("utf-8", "replace").strip() for a in args.named_children if a.type != "comment"] \
+        if args is not None else []
+
+
 def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str] | None = None,
                    types: dict[str, str] | None = None,
-                   accessors: tuple[dict, dict] | None = None) -> tuple[list[str], set[str]]:
+                   accessors: tuple[dict, dict] | None = None,
+                   instantiate=None) -> tuple[list[str], set[str]]:
     """The blocks to read after the kernel's ``body``: one per call of a ``__device__`` function of the file, in
     the order the calls appear (a helper's own calls after it), each the helper's body with its parameters
     written as the call's arguments; and the names of the functions inlined. ``functions``: template parameters
@@ -287,7 +315,11 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     member (its specialization for those arguments, else the primary template's); so is one of a struct named
     in the call (``GeluActivation<half2>::apply(v)``). ``accessors``: (``constructors``, ``objects``) of the kernel,
     where the caller has them: a method call of such an object is a call of its class's member, the object's members
-    written as what its constructor was given."""
+    written as what its constructor was given. ``instantiate(src, body, params, args, env)``: where a helper is a
+    template called with explicit arguments (``calculate_fp8_scales<kUseUE8M0>(...)``), the text of its body with
+    the ``if constexpr`` branches those arguments leave out blanked, as (text, body node, env of its value template
+    parameters), ``env`` the values the caller's template parameters have (the evidence's ``_instantiated`` for a
+    helper); nothing is left out without it."""
     fns = device_functions(root, src)
     functions = functions or {}
     members = member_functions(root, src) if types is not None else {}
@@ -298,7 +330,8 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     inlined: set[str] = set()
     size = 0
 
-    def visit(node: Node, names: dict[str, str], stack: tuple[int, ...]) -> None:
+    def visit(node: Node, names: dict[str, str], stack: tuple[int, ...], src: bytes = src,
+              env: dict | None = None) -> None:
         nonlocal size
         for x in _walk(node):
             if x.type != "call_expression" or x == node:
@@ -334,14 +367,20 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             args_text = {p: _substituted(src, a, names).strip() for p, a in zip(params, given) if p}
             inner = {**held, **{p: f"({t})" for p, t in args_text.items()}}
             bare = {p: t for p, t in args_text.items() if t.isidentifier()}
-            text = _substituted(src, callee, inner, bare)
+            csrc, cbody, cenv = src, callee, env
+            targs = call_template_arguments(x)
+            if instantiate is not None and targs and callee.parent is not None:
+                tparams = template_parameters(callee.parent)
+                if tparams:
+                    csrc, cbody, cenv = instantiate(src, callee, tparams, targs, env or {})
+            text = _substituted(csrc, cbody, inner, bare)
             if size + len(text) > MAX_CHARS:
                 return
             size += len(text)
             blocks.append(text)
             # an accessor's method by its own name: the call stays `obj.method(...)`, read through the object
             inlined.add(method if held else name)
-            visit(callee, inner, stack + (callee.start_byte,))
+            visit(cbody, inner, stack + (callee.start_byte,), csrc, cenv)
 
     visit(body, {}, ())
     return blocks, inlined

@@ -386,21 +386,57 @@ def _template_arg_value(a: str, values: dict[str, float], env: dict[str, float])
     return v
 
 
+def _instantiation_values(kernel: Kernel, targs: list[str], known: dict[str, float]) -> dict[str, float]:
+    """``known`` and the value of each value template parameter of the kernel its instantiation ``targs`` decides
+    (``_template_arg_value``)."""
+    values = dict(known)
+    for tp, a in zip(kernel.template_params, targs):
+        if tp.kind != "value":
+            continue
+        v = _template_arg_value(a, values, {})
+        if v is not None:
+            values[tp.name] = v
+    return values
+
+
+def _helper_instance(values: dict[str, float]):
+    """``callees.inlined_blocks``' ``instantiate``: a helper template called with explicit arguments
+    (``calculate_fp8_scales<kUseUE8M0>(amax, scale, scale_inv)`` in a kernel instantiated with ``kUseUE8M0`` =
+    false) read as that instance: its value template parameters take the arguments' values (numbers, names the file
+    sets, the caller's template parameters: ``values`` and the caller's ``env``) and its ``if constexpr`` branches
+    they decide are blanked (``_decided_blanks``), so the branch C++ does not instantiate is not read as code."""
+    from agent_core.source.cuda_parse import parse_tree
+
+    def instantiate(src: bytes, body, tparams: list[tuple[str, str]], targs: list[str], env: dict):
+        have = {**values, **env}
+        local = {}
+        for (name, kind), a in zip(tparams, targs):
+            if kind == "value" and name:
+                v = _template_arg_value(a, have, {})
+                if v is not None:
+                    local[name] = v
+        if not local:
+            return src, body, env
+        inner = {**env, **local}
+        ranges = _decided_blanks(body, set(local), {**have, **local})
+        if not ranges:
+            return src, body, inner
+        raw = _blank(src, ranges)
+        s, e = body.start_byte, body.end_byte
+        new = parse_tree(raw).root_node.descendant_for_byte_range(s, e)
+        while new is not None and not (new.start_byte <= s and new.end_byte >= e):
+            new = new.parent
+        return (raw, new, inner) if new is not None else (src, body, env)
+    return instantiate
+
+
 def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], known: dict[str, float]):
     """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
     a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
     a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
     1;``), ``ns::kName`` as ``kName``; ``known``: ``_known_values``); as they were where it leaves none out."""
-    values = dict(known)
-    params = set()
-    for tp, a in zip(kernel.template_params, targs):
-        if tp.kind != "value":
-            continue
-        v = _template_arg_value(a, values, {})
-        if v is None:
-            continue
-        values[tp.name] = v
-        params.add(tp.name)
+    values = _instantiation_values(kernel, targs, known)
+    params = set(values) - set(known)
     ranges = _decided_blanks(node, params, values) if params and node is not None else []
     if not ranges:
         return raw, node
@@ -475,7 +511,8 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     # the kernel's accessor objects (`MatrixView_half_rw x_(x, height, width);`): their classes and how each is made
     ctors = callees.constructors(_root(node)) if node is not None else {}
     made = callees.objects(raw, node, ctors) if ctors else {}
-    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types, (ctors, made)) \
+    blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types, (ctors, made),
+                                             _helper_instance(_instantiation_values(kernel, targs, known))) \
         if node is not None else ([], set())
     own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
     text = compound_assignments(own_text)  # `a = a + (b)` read as `a += b`

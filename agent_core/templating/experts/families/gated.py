@@ -291,7 +291,9 @@ def _whole_count(ev: Evidence, o, x=None) -> list:
     if not out and x is not None:
         for s in ev.held(x.counts):
             n = re.escape(s.c[len("(int)("):-1])
-            if ev.mentions(rf"(?<![\w.]){n}(?:/2|>>1)(?![\w.(])"):
+            # halved by a 2 or a shift by 1, literal or named (`#define HALF 2`)
+            ops = re.findall(rf"(?<![\w.]){n}(/|>>)\(?([\w.]+)\)?(?![\w.(\[])", ev.flat)
+            if any(number(k, ev.constants) == (2 if op == "/" else 1) for op, k in ops):
                 out.append((SizeExpr(f"{s.c} / 2", f"({s.spec}) / 2", f"`{s.words.strip('`')} / 2`"), 0))
     return out
 

@@ -206,6 +206,20 @@ def _floors(ev: Evidence) -> list[tuple[str, str]]:
             c = (f"(float)({v!r}f)", f"eps=`{k}` ({v!r})")
             if c not in out:
                 out.append(c)
+    # the running maximum started at such a number (DeepEP's `float amax = kFP8Margin;` then `amax = fmaxf(amax,
+    # fabsf(v))`): the group's maximum floored by it, as fmaxf(absmax, eps) floors it
+    maxima = {a.strip() for _, args in call_arguments(ev.body, r"(std::)?(fmaxf|fmax|max)") if len(args) == 2
+              for a, other in (args, args[::-1]) if re.fullmatch(r"[A-Za-z_]\w*", a.strip())
+              and feeding(flow, other) & ABS_CALLS}
+    # (a literal start is among the body's literals already)
+    for m in re.finditer(r"\b(?:const\s+)?(?:float|double)\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_]\w*)\s*[,;]", ev.body):
+        name, k = m.groups()
+        v = number(k, ev.constants) if not flow.get(k) else None
+        if name not in maxima or v is None or not 0 < v <= 1e-3:
+            continue
+        c = (f"(float)({v!r}f)", f"eps=`{k}` ({v!r}), the maximum started at it")
+        if c not in out:
+            out.append(c)
     return out
 
 
@@ -225,6 +239,8 @@ def _factor_dens(ev: Evidence, qmax, Q: str, text: str | None = None) -> set[str
                                r"\(?(?:\(float\))?\(?([A-Za-z_]\w*)", ev.flat if text is None else text):
         if (den in ev.constants and again[den] < 2) or (qmax is not None and den == qmax.name):
             continue
+        if num.startswith("return") and number(num, ev.constants) is None and num != "return":
+            num = num[len("return"):]  # a quotient returned: `returnqmax/absmax` in the whitespace-free body
         if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
             dens.add(den)
     return dens
