@@ -12,6 +12,7 @@ function, a function pointer passed as a template argument) adds nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from tree_sitter import Node
 
@@ -284,8 +285,10 @@ def template_parameters(fn: Node) -> list[tuple[str, str]]:
     plist = decl.child_by_field_name("parameters")
     out = []
     for p in plist.named_children if plist is not None else ():
-        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration", "variadic_type_parameter_declaration"):
-            name = next((c.text.decode("utf-8", "replace") for c in p.named_children if c.type == "type_identifier"), "")
+        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
+                      "variadic_type_parameter_declaration"):
+            name = next((c.text.decode("utf-8", "replace") for c in p.named_children if c.type == "type_identifier"),
+                        "")
             out.append((name, "type"))
         elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
             out.append((_declarator_name(p.child_by_field_name("declarator")) or "", "value"))
@@ -305,7 +308,7 @@ def call_template_arguments(call: Node) -> list[str]:
 def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str] | None = None,
                    types: dict[str, str] | None = None,
                    accessors: tuple[dict, dict] | None = None,
-                   instantiate=None) -> tuple[list[str], set[str]]:
+                   instantiate: Callable | None = None) -> tuple[list[str], set[str]]:
     """The blocks to read after the kernel's ``body``: one per call of a ``__device__`` function of the file, in
     the order the calls appear (a helper's own calls after it), each the helper's body with its parameters
     written as the call's arguments; and the names of the functions inlined. ``functions``: template parameters
@@ -318,8 +321,8 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
     written as what its constructor was given. ``instantiate(src, body, params, args, env)``: where a helper is a
     template called with explicit arguments (``calculate_fp8_scales<kUseUE8M0>(...)``), the text of its body with
     the ``if constexpr`` branches those arguments leave out blanked, as (text, body node, env of its value template
-    parameters), ``env`` the values the caller's template parameters have (the evidence's ``_instantiated`` for a
-    helper); nothing is left out without it."""
+    parameters), ``env`` the values the caller's template parameters have (``evidence._helper_instance``); nothing
+    is left out without it."""
     fns = device_functions(root, src)
     functions = functions or {}
     members = member_functions(root, src) if types is not None else {}

@@ -118,17 +118,17 @@ def _zero(ev: Evidence, text: str, zeros: set[str]) -> bool:
 def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     """The activations of KT_EXPERT_GATE_FN the body computes, as ``_acts`` gives them (ACTS id, words, support):
     quick GELU where an exponential's input holds 1.702 (a literal, a named constant, a local set to it:
-    x * sigmoid(1.702 x)) or a tanh's holds 0.851 (the same sigmoid as 0.5 (1 + tanh(0.851 x))); where the body calls no transcendental at all, ReLU (a maximum with zero, or a value
-    compared with zero that chooses it or zero, of a value an input buffer feeds), squared where the body also
-    multiplies a value by itself, and FATReLU where the value is compared with a float argument instead. None
-    otherwise."""
+    x * sigmoid(1.702 x)) or a tanh's holds 0.851 (the same sigmoid as 0.5 (1 + tanh(0.851 x))); where the body
+    calls no transcendental at all, ReLU (a maximum with zero, or a value compared with zero that chooses it or zero,
+    of a value an input buffer feeds), squared where the body also multiplies a value by itself, and FATReLU where
+    the value is compared with a float argument instead. None otherwise."""
     fl = flows(ev.body, declarators=True)
     values = assignments(ev.body)
     once: dict[str, list[str]] = {}
     for t, v in values:
         once.setdefault(t, []).append(v)
     if ev.has(*_TRANSCENDENTAL) or _asm_tanh(ev):
-        # sigmoid(1.702 x) as 1 / (1 + exp(-1.702 x)), or as 0.5 (1 + tanh(0.851 x)) (sigmoid(z) = (1 + tanh(z / 2)) / 2)
+        # sigmoid(1.702 x) as 1 / (1 + exp(-1.702 x)), or as 0.5 (1 + tanh(0.851 x)): sigmoid(z) = (1 + tanh(z / 2)) / 2
         for calls, k, words in ((r"expf|__expf|exp|hexp", QUICK_GELU, "expf of 1.702 x"),
                                 (r"tanhf|tanh", QUICK_GELU / 2, "tanhf of 0.851 x (sigmoid(1.702 x) as tanh)")):
             for _, args in call_arguments(ev.body, calls):
