@@ -10,6 +10,7 @@ import dataclasses
 import re
 import threading
 from bisect import bisect_right
+from collections.abc import Callable
 
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
@@ -341,9 +342,7 @@ class _Builder:
         tparams: list[TemplateParam] = []
         if fn.parent is not None and fn.parent.type == "template_declaration":
             outer = fn.parent
-            plist = outer.child_by_field_name("parameters")
-            if plist is not None:
-                tparams = [tp for tp in (self.template_param(c) for c in plist.named_children) if tp is not None]
+            tparams = template_params_of(fn, self.t)
         elif fn.parent is not None and fn.parent.type == "linkage_specification":
             outer = fn.parent  # extern "C" __global__ ...
         body = fn.child_by_field_name("body")
@@ -382,33 +381,6 @@ class _Builder:
         is_const = any(c.type == "type_qualifier" and self.t(c) == "const" for c in p.children)
         return KernelParam(name=self.t(ident), type=typ, is_pointer=is_pointer, is_const=is_const,
                            span=node_span(p))
-
-    def template_param(self, c: Node) -> TemplateParam | None:
-        if c.type == "template_template_parameter_declaration":  # template <typename> class Activation
-            inner = [x for x in c.named_children if x.type in ("type_parameter_declaration",
-                                                               "optional_type_parameter_declaration",
-                                                               "variadic_type_parameter_declaration")]
-            decl = inner[-1] if inner else None
-            name = next((x for x in decl.named_children if x.type == "type_identifier"), None) if decl else None
-            default = decl.child_by_field_name("default_type") if decl is not None else None
-            return TemplateParam("template", "template", self.t(name) if name is not None else "",
-                                 self.t(default) if default is not None else None, node_span(c))
-        if c.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
-                      "variadic_type_parameter_declaration"):
-            name = c.child_by_field_name("name") or next(
-                (x for x in c.named_children if x.type == "type_identifier"), None)
-            default = c.child_by_field_name("default_type")
-            kw = next((self.t(x) for x in c.children if x.type in ("typename", "class")), "typename")
-            return TemplateParam("type", kw, self.t(name) if name is not None else "",
-                                 self.t(default) if default is not None else None, node_span(c))
-        if c.type in ("parameter_declaration", "optional_parameter_declaration"):
-            ident, _ = _innermost_identifier(c.child_by_field_name("declarator"))
-            typ = c.child_by_field_name("type")
-            default = c.child_by_field_name("default_value")
-            return TemplateParam("value", self.t(typ) if typ is not None else "",
-                                 self.t(ident) if ident is not None else "",
-                                 self.t(default) if default is not None else None, node_span(c))
-        return None
 
     def pragmas(self, body: Node) -> list[Pragma]:
         out: list[Pragma] = []
@@ -628,6 +600,44 @@ def _function_declarator(fn: Node) -> Node | None:
     while d is not None and d.type != "function_declarator":
         d = d.child_by_field_name("declarator")
     return d
+
+
+def template_param(c: Node, t: Callable[[Node], str]) -> TemplateParam | None:
+    """One parameter of a template parameter list (``t``: a node's text); None for a kind it does not read."""
+    if c.type == "template_template_parameter_declaration":  # template <typename> class Activation
+        inner = [x for x in c.named_children if x.type in ("type_parameter_declaration",
+                                                           "optional_type_parameter_declaration",
+                                                           "variadic_type_parameter_declaration")]
+        decl = inner[-1] if inner else None
+        name = next((x for x in decl.named_children if x.type == "type_identifier"), None) if decl else None
+        default = decl.child_by_field_name("default_type") if decl is not None else None
+        return TemplateParam("template", "template", t(name) if name is not None else "",
+                             t(default) if default is not None else None, node_span(c))
+    if c.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
+                  "variadic_type_parameter_declaration"):
+        name = c.child_by_field_name("name") or next(
+            (x for x in c.named_children if x.type == "type_identifier"), None)
+        default = c.child_by_field_name("default_type")
+        kw = next((t(x) for x in c.children if x.type in ("typename", "class")), "typename")
+        return TemplateParam("type", kw, t(name) if name is not None else "",
+                             t(default) if default is not None else None, node_span(c))
+    if c.type in ("parameter_declaration", "optional_parameter_declaration"):
+        ident, _ = _innermost_identifier(c.child_by_field_name("declarator"))
+        typ = c.child_by_field_name("type")
+        default = c.child_by_field_name("default_value")
+        return TemplateParam("value", t(typ) if typ is not None else "",
+                             t(ident) if ident is not None else "",
+                             t(default) if default is not None else None, node_span(c))
+    return None
+
+
+def template_params_of(fn: Node, t: Callable[[Node], str]) -> list[TemplateParam]:
+    """The template parameters of the function definition ``fn`` (a kernel, or a ``__device__`` helper the evidence
+    reads), in order; none where it is no template."""
+    decl = fn.parent
+    plist = decl.child_by_field_name("parameters") if decl is not None and decl.type == "template_declaration" else None
+    return [tp for tp in (template_param(c, t) for c in plist.named_children) if tp is not None] \
+        if plist is not None else []
 
 
 def _innermost_identifier(d: Node | None) -> tuple[Node | None, bool]:

@@ -82,7 +82,7 @@ __device__ __forceinline__ void merge_max_sum(float& m, float& l, float m2, floa
 // block walks them as a row, VEC consecutive channels a thread (one vector load where the row and pointers allow),
 // its maxima and sums merged by warp shuffles and then across the warps through shared memory. A thread's first two
 // chunks stay in registers for the second pass (a row of up to 2 * NT * VEC channels is read once).
-template <int VEC, typename T>
+template <int VEC>
 __device__ __forceinline__ void row_chunk_max_sum(const float (&v)[VEC], float& m, float& l) {
   float vm = v[0];
 #pragma unroll
@@ -121,11 +121,11 @@ __device__ __forceinline__ void channels_as_row(O* __restrict__ out, const T* __
   const bool wide = VEC > 1 && vec_ok<T, VEC>(channels, r) && vec_ok<O, VEC>(0, w);
   const int c0 = t * VEC, c1 = c0 + G * VEC;
   float m = -INFINITY, l = 0.f, k0[VEC], k1[VEC], v[VEC];
-  if (c0 < n) { load_columns<VEC>(r + c0, wide, n - c0, k0); row_chunk_max_sum<VEC, T>(k0, m, l); }
-  if (c1 < n) { load_columns<VEC>(r + c1, wide, n - c1, k1); row_chunk_max_sum<VEC, T>(k1, m, l); }
+  if (c0 < n) { load_columns<VEC>(r + c0, wide, n - c0, k0); row_chunk_max_sum<VEC>(k0, m, l); }
+  if (c1 < n) { load_columns<VEC>(r + c1, wide, n - c1, k1); row_chunk_max_sum<VEC>(k1, m, l); }
   for (int c = c1 + G * VEC; c < n; c += G * VEC) {
     load_columns<VEC>(r + c, wide, n - c, v);
-    row_chunk_max_sum<VEC, T>(v, m, l);
+    row_chunk_max_sum<VEC>(v, m, l);
   }
 #pragma unroll
   for (int off = (G < 32 ? G : 32) / 2; off > 0; off >>= 1)

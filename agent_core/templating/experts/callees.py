@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
+from agent_core.source.cuda_parse import template_params_of
 from agent_core.source.macros import device_head, function_head, qualifier_macros
 
 MAX_DEPTH = 4  # helpers of helpers of ...: deeper calls are left as calls
@@ -276,27 +277,6 @@ def function_arguments(names: list[str], args: list[str]) -> dict[str, str]:
     return out
 
 
-def template_parameters(fn: Node) -> list[tuple[str, str]]:
-    """(name, "type" or "value") of each template parameter of the function definition ``fn`` (none where it is no
-    template): ``template <bool kUseUE8M0, typename T>`` gives [("kUseUE8M0", "value"), ("T", "type")]."""
-    decl = fn.parent
-    if decl is None or decl.type != "template_declaration":
-        return []
-    plist = decl.child_by_field_name("parameters")
-    out = []
-    for p in plist.named_children if plist is not None else ():
-        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
-                      "variadic_type_parameter_declaration"):
-            name = next((c.text.decode("utf-8", "replace") for c in p.named_children if c.type == "type_identifier"),
-                        "")
-            out.append((name, "type"))
-        elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
-            out.append((_declarator_name(p.child_by_field_name("declarator")) or "", "value"))
-        else:
-            out.append(("", "other"))
-    return out
-
-
 def call_template_arguments(call: Node) -> list[str]:
     """The explicit template arguments of a call (``f<kUseUE8M0, 4>(x)``: ["kUseUE8M0", "4"]); [] where none."""
     f = call.child_by_field_name("function")
@@ -373,7 +353,7 @@ def inlined_blocks(src: bytes, root: Node, body: Node, functions: dict[str, str]
             csrc, cbody, cenv = src, callee, env
             targs = call_template_arguments(x)
             if instantiate is not None and targs and callee.parent is not None:
-                tparams = template_parameters(callee.parent)
+                tparams = template_params_of(callee.parent, lambda n: n.text.decode("utf-8", "replace"))
                 if tparams:
                     csrc, cbody, cenv = instantiate(src, callee, tparams, targs, env or {})
             text = _substituted(csrc, cbody, inner, bare)

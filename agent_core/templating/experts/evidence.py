@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass, field
 
 from agent_core import expr
-from agent_core.model import ArgSpec, CudaFile, Kernel, TuningSpec
+from agent_core.model import ArgSpec, CudaFile, Kernel, TemplateParam, TuningSpec
 from agent_core.templating.experts import callees
 
 FLOATS = ("f32", "f16", "bf16")
@@ -386,17 +386,19 @@ def _template_arg_value(a: str, values: dict[str, float], env: dict[str, float])
     return v
 
 
-def _instantiation_values(kernel: Kernel, targs: list[str], known: dict[str, float]) -> dict[str, float]:
+def _instantiation_values(kernel: Kernel, targs: list[str], known: dict[str, float]) -> tuple[dict[str, float],
+                                                                                          set[str]]:
     """``known`` and the value of each value template parameter of the kernel its instantiation ``targs`` decides
-    (``_template_arg_value``)."""
-    values = dict(known)
+    (``_template_arg_value``); and the names of those parameters."""
+    values, params = dict(known), set()
     for tp, a in zip(kernel.template_params, targs):
         if tp.kind != "value":
             continue
         v = _template_arg_value(a, values, {})
         if v is not None:
             values[tp.name] = v
-    return values
+            params.add(tp.name)
+    return values, params
 
 
 def _helper_instance(values: dict[str, float]):
@@ -407,14 +409,14 @@ def _helper_instance(values: dict[str, float]):
     they decide are blanked (``_decided_blanks``), so the branch C++ does not instantiate is not read as code."""
     from agent_core.source.cuda_parse import parse_tree
 
-    def instantiate(src: bytes, body, tparams: list[tuple[str, str]], targs: list[str], env: dict):
+    def instantiate(src: bytes, body, tparams: list[TemplateParam], targs: list[str], env: dict):
         have = {**values, **env}
         local = {}
-        for (name, kind), a in zip(tparams, targs):
-            if kind == "value" and name:
+        for tp, a in zip(tparams, targs):
+            if tp.kind == "value" and tp.name:
                 v = _template_arg_value(a, have, {})
                 if v is not None:
-                    local[name] = v
+                    local[tp.name] = v
         if not local:
             return src, body, env
         inner = {**env, **local}
@@ -430,13 +432,12 @@ def _helper_instance(values: dict[str, float]):
     return instantiate
 
 
-def _instantiated(raw: bytes, node, kernel: Kernel, targs: list[str], known: dict[str, float]):
+def _instantiated(raw: bytes, node, kernel: Kernel, values: dict[str, float], params: set[str]):
     """``raw`` and the kernel's body node with the branches its instantiation leaves out blanked (``_decided_blanks``;
     a template argument read through its value: a number, ``true`` / ``false``, or a name the file sets to a number:
     a ``#define`` or an enumerator (``source.constants``, ``Act::GELU`` too), a constant (``constexpr int kGelu =
-    1;``), ``ns::kName`` as ``kName``; ``known``: ``_known_values``); as they were where it leaves none out."""
-    values = _instantiation_values(kernel, targs, known)
-    params = set(values) - set(known)
+    1;``), ``ns::kName`` as ``kName``; ``values`` and ``params``: ``_instantiation_values``); as they were where it
+    leaves none out."""
     ranges = _decided_blanks(node, params, values) if params and node is not None else []
     if not ranges:
         return raw, node
@@ -504,7 +505,8 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
         named = {tuple(a.text for a in site.template_args) for site in kernel.launch_sites if site.template_args}
         targs = list(next(iter(named))) if len(named) == 1 else []
     known = _known_values(cf.text)
-    raw, node = _instantiated(raw, node, kernel, targs, known)
+    values, params = _instantiation_values(kernel, targs, known)
+    raw, node = _instantiated(raw, node, kernel, values, params)
     fn_args = callees.function_arguments([tp.name for tp in kernel.template_params if tp.kind != "type"],
                                          [a for tp, a in zip(kernel.template_params, targs) if tp.kind != "type"])
     types = {tp.name: a for tp, a in zip(kernel.template_params, targs) if tp.kind == "type"}
@@ -512,7 +514,7 @@ def gather(cf: CudaFile, kernel: Kernel, spec: TuningSpec) -> Evidence:
     ctors = callees.constructors(_root(node)) if node is not None else {}
     made = callees.objects(raw, node, ctors) if ctors else {}
     blocks, inlined = callees.inlined_blocks(raw, _root(node), node, fn_args, types, (ctors, made),
-                                             _helper_instance(_instantiation_values(kernel, targs, known))) \
+                                             _helper_instance(values)) \
         if node is not None else ([], set())
     own_text = raw[kernel.body_span.start:kernel.body_span.end].decode("utf-8", "replace")
     text = compound_assignments(own_text)  # `a = a + (b)` read as `a += b`

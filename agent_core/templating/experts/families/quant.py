@@ -194,23 +194,25 @@ def _floors(ev: Evidence) -> list[tuple[str, str]]:
     written as its literal (the shortest decimal of the double: the constant's own digits up to 15 of them)."""
     flow = flows(ev.body)
     out = []
+    maxima = set()  # the names a maximum takes beside an absolute value: the group's running maximum
     for _, args in call_arguments(ev.body, r"(std::)?(fmaxf|fmax|max)"):
         if len(args) != 2:
             continue
         for k, other in (args, args[::-1]):
+            if not feeding(flow, other) & ABS_CALLS:
+                continue
+            if re.fullmatch(r"[A-Za-z_]\w*", k.strip()):
+                maxima.add(k.strip())
             # a name set to one number and computed from nothing else (a local the body also assigns, the running
             # maximum started at a literal, is no constant)
             v = number(k, ev.constants) if re.fullmatch(r"[A-Za-z_]\w*", k) and not flow.get(k) else None
-            if v is None or not 0 < v <= 1e-3 or not feeding(flow, other) & ABS_CALLS:
+            if v is None or not 0 < v <= 1e-3:
                 continue
             c = (f"(float)({v!r}f)", f"eps=`{k}` ({v!r})")
             if c not in out:
                 out.append(c)
     # the running maximum started at such a number (DeepEP's `float amax = kFP8Margin;` then `amax = fmaxf(amax,
     # fabsf(v))`): the group's maximum floored by it, as fmaxf(absmax, eps) floors it
-    maxima = {a.strip() for _, args in call_arguments(ev.body, r"(std::)?(fmaxf|fmax|max)") if len(args) == 2
-              for a, other in (args, args[::-1]) if re.fullmatch(r"[A-Za-z_]\w*", a.strip())
-              and feeding(flow, other) & ABS_CALLS}
     # (a literal start is among the body's literals already)
     for m in re.finditer(r"\b(?:const\s+)?(?:float|double)\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_]\w*)\s*[,;]", ev.body):
         name, k = m.groups()
