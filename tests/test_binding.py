@@ -3993,6 +3993,39 @@ def test_rotary_strided_views_of_the_tail_of_each_head(lib):
     assert all("strided views" not in x.describe() for x in bs[4:])  # the whole-head readings still screened, after
 
 
+def test_rotary_q_slice_of_a_fused_row_read_through_a_vector_view(lib):
+    """The query heads of a fused qkv row rotated in place, rows `row_stride` apart holding more heads than the
+    `n_heads` rotated (the k and v heads after them untouched), with no key and no offset; the row read through an
+    `__nv_bfloat162` view, whose index counts pairs of elements (a style kernel: bf16, fp32 tables gathered per
+    token). The view's index is read in elements (evidence.vector_views): the head stride `h * (head_dim / 2)` pairs
+    is head_dim elements; the binding rotates `n_heads` heads of rows a stride apart (KT_EXPERT_TOKEN_STRIDE), before
+    one that would rotate the whole row's heads. LoongServe's rope (held out in batch 24: half2 pointer, strides
+    halved in the body, half2 `__hfma2` math) reads the same way."""
+    from agent_core.templating.experts.evidence import index_sites, vector_views
+    cf, k, spec = case("rope_q_slice_fused_qkv_bf162_view_row_stride_arg_cos_sin_f32_per_token")
+    ev = gather(cf, k, spec)
+    assert vector_views(ev, "qkv")[1] == {"row": 2}
+    assert [(1, "h * (head_dim / 2) * 2"), (1, "i % quarter * 2")] in index_sites(ev, "qkv")
+    bs = X.candidates(cf, k.name, spec, lib)
+    first = next(b for b in bs[:2] if b.conventions.get("KT_EXPERT_PAIRING", 0) == 0)
+    assert first.describe() == (
+        "positions=the token index (cos and sin gathered per token), query=qkv, no key, cos=cos_t, sin=sin_t, rows "
+        "of rot_dim / 2, rot_dim=`head_dim`, num_heads=`n_heads`, num_kv_heads=none (no key), head_size=`head_dim`, "
+        "NeoX pairs, in place, query rows `row_stride` apart, the first `n_heads` heads of each rotated, the rest "
+        "untouched"), words_of(bs)
+    assert first.conventions["KT_EXPERT_TOKEN_STRIDE"] == 1 and first.call_args[-2:] == ["(long long)(row_stride)", "0"]
+    assert "kt:bind" not in X.bind(first, cf, spec).text
+    path = ROOT / "bench/corpus/rotary/rotary_emb_neox_half2_pairs_hfma2_token_strides_grid_tokens_heads_block_" \
+        "head_dim_div4_per_token_cos_sin_inplace_default_stream_fp16_loongserve.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "rotary_emb_kernel", S.find_spec(cf, "rotary_emb_kernel"), lib)
+    assert "num_heads=`num_heads`" in bs[0].describe() and "query rows `x_stride_0` apart" in bs[0].describe() \
+        and bs[0].conventions.get("KT_EXPERT_PAIRING", 0) == 0, words_of(bs)
+    # a row of exactly the heads rotated takes no such view (a quantized rows kernel, a plain rope)
+    cf, k, spec = case("rotary_mla_tail_of_heads_neox_f16")
+    assert not any("the rest untouched" in b.describe() for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_held_out_mla_rotary_binds_its_strided_views_first():
     """The held-out DeepSeek MLA rotary of 2026-11-27 (GPT-J, bf16, grid-stride): q_pe the last 64 channels of each
     192-channel head (+ qk_nope_head_dim), k_pe one head at kv_lora_rank of each kv_a row (kv_a_row_stride apart),

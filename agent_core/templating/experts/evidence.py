@@ -1298,10 +1298,102 @@ def pointer_aliases(text: str, name: str) -> list[str]:
 
 def index_sites(ev: "Evidence", name: str) -> list[list[tuple[int, str]]]:
     """The additive terms of every place the body indexes or moves the buffer ``name`` or a local pointer made from
-    it (``index_terms``; casts dropped, locals assigned once that are sums expanded into their terms)."""
-    text = uncast(ev.body)
+    it (``index_terms``; casts dropped, locals assigned once that are sums expanded into their terms), in elements
+    of the buffer: an index through a vector view of it (``vector_views``) times the view's lanes."""
+    text, lanes = vector_views(ev, name)
     once = _once(text)
-    return [_expand(terms, once) for n in pointer_aliases(text, name) for terms in index_terms(text, n)]
+    out = []
+    for n in pointer_aliases(text, name):
+        for terms in index_terms(text, n):
+            terms = _expand(terms, once)
+            if lanes.get(n, 1) > 1:
+                terms = [(sign, f"{t} * {lanes[n]}") for sign, t in terms]
+            out.append(terms)
+    return out
+
+
+# the CUDA vector types a buffer is read through 4, 8 or 16 bytes at a time, and their sizes
+VECTOR_BYTES = {"half2": 4, "__half2": 4, "nv_bfloat162": 4, "__nv_bfloat162": 4, "short2": 4, "ushort2": 4,
+                "char4": 4, "uchar4": 4, "float2": 8, "int2": 8, "uint2": 8, "float4": 16, "int4": 16, "uint4": 16,
+                "double2": 16, "longlong2": 16, "ulonglong2": 16}
+_VT = "|".join(sorted(VECTOR_BYTES, key=len, reverse=True))
+_VIEW_DECL = re.compile(rf"\b({_VT})\s*(?:const\s*)?\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=")
+_VIEW_CAST = re.compile(rf"(\(\s*)?(?:\(\s*(?:const\s+)?({_VT})\s*(?:const\s*)?\*\s*(?:__restrict__\s*)?\)|"
+                        rf"reinterpret_cast\s*<\s*(?:const\s+)?({_VT})\s*(?:const\s*)?\*\s*>(?=\s*\())\s*")
+
+
+def _view_lanes(ev: "Evidence", name: str, vt: str) -> int:
+    """How many elements of the buffer ``name`` one ``vt`` holds (1: not a whole number of them, or not a buffer)."""
+    a = next((x for x in ev.args if x.name == name), None)
+    size = NBYTES.get(a.dtype) if a is not None and a.role != "scalar" else None
+    return VECTOR_BYTES[vt] // size if size and VECTOR_BYTES[vt] % size == 0 and VECTOR_BYTES[vt] > size else 1
+
+
+def vector_views(ev: "Evidence", name: str) -> tuple[str, dict[str, int]]:
+    key = (ev.body, name, tuple((a.name, a.dtype, a.role) for a in ev.args))
+    if key not in _VIEWS:
+        if len(_VIEWS) > 256:
+            _VIEWS.clear()
+        _VIEWS[key] = _vector_views(ev, name)
+    return _VIEWS[key]
+
+
+_VIEWS: dict = {}
+
+
+def _vector_views(ev: "Evidence", name: str) -> tuple[str, dict[str, int]]:
+    """The body without casts (``uncast``), and the pointers through which it reads or writes the buffer ``name`` as
+    a vector type of several of its elements (``half2* x2 = (half2*)x;``, ``reinterpret_cast<const float4*>(x)``
+    over floats) with the elements each holds: an index through such a view counts vectors, not elements. A view
+    cast in an expression and indexed there (``((const half2*)cos)[i]``, ``reinterpret_cast<float4*>(x + off)[j]``)
+    is named in the text returned (``kt_view0`` declared as ``name + off`` before the body): its index is then a
+    site of a pointer made from the buffer, as a declared view's is."""
+    body, lanes, decls = ev.body, {}, []
+    pos = 0
+    while True:
+        m = _VIEW_CAST.search(body, pos)
+        if m is None:
+            break
+        pos = m.start() + 1
+        vt, j = m.group(2) or m.group(3), m.end()
+        if body[j:j + 1] == "(":  # the operand in parentheses
+            depth, j = 1, j + 1
+            while j < len(body) and depth:
+                depth += body[j] == "("
+                depth -= body[j] == ")"
+                j += 1
+            inner = unparen(uncast(body[m.end():j]))
+        else:
+            word = re.match(r"[A-Za-z_]\w*", body[j:])
+            if word is None:
+                continue
+            inner, j = word.group(0), j + word.end()
+        if m.group(2):  # a C cast binds looser than an index: only ((VT*)p)[i] indexes the view
+            close = re.match(r"\s*\)", body[j:])
+            if m.group(1) is None or close is None:
+                continue
+            start, j = m.start(), j + close.end()
+        else:
+            start = m.start() + len(m.group(1) or "")
+        if re.match(r"\s*\[", body[j:]) is None:
+            continue
+        at = re.fullmatch(r"&\s*([A-Za-z_]\w*)\s*\[(.*)\]", inner, re.S)
+        src = at.group(1) if at else inner if re.fullmatch(r"[A-Za-z_]\w*", inner) else next(
+            (t for sign, t in additive_terms(inner) if sign == 1 and re.fullmatch(r"[A-Za-z_]\w*", t)), None)
+        if src != name or _view_lanes(ev, name, vt) == 1:
+            continue
+        view = f"kt_view{len(decls)}"
+        decls.append(f"{view} = {name} + ({at.group(2)});" if at else f"{view} = {inner};")
+        lanes[view] = _view_lanes(ev, name, vt)
+        body = body[:start] + view + body[j:]
+        pos = start + len(view)
+    text = uncast("\n".join(decls + [body]))
+    for m in _VIEW_DECL.finditer(ev.body):
+        if m.group(2) in pointer_aliases(text, name)[1:]:
+            n = _view_lanes(ev, name, m.group(1))
+            if n > 1:
+                lanes[m.group(2)] = n
+    return text, lanes
 
 
 def term_values(ev: "Evidence", term: str) -> tuple | None:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, div, offset_values, pointer_offsets
 from agent_core.templating.experts.families.rotary.buffers import _heads
-from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
+from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
 
 
 class _View(NamedTuple):
@@ -58,7 +58,9 @@ def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
     kv_a), or heads like the query's where it has the same offset and a whole number of them. (head size, its
     values, q heads, kv heads, rotary widths, the view)."""
     qo, ko = _offset(ev, q), _offset(ev, k) if k else None
-    if (qo is None and ko is None) or (qo and any(v <= 0 for v in qo[0])) or (ko and any(v < 0 for v in ko[0])):
+    if qo is None and ko is None:
+        return _strided_rows(ev, q, k, q_tok)
+    if (qo and any(v <= 0 for v in qo[0])) or (ko and any(v < 0 for v in ko[0])):
         return []  # no offset, or one that is not an offset into every size set's rows
     q_off = qo[0] if qo else (0,) * len(q_tok)
     k_off = ko[0] if ko else (0,) * len(q_tok)
@@ -115,4 +117,39 @@ def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
         view = _View(qo[1] if qo else None, ko[1] if ko else None,
                      q_stride or f"(long long)({nh.c}) * ({hs.c})", k_stride or "0", words)
         out.append((hs, hs_fp, nh, kv, rots, view))
+    return out
+
+
+def _strided_rows(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple
+                  ) -> list[tuple[SizeExpr, tuple, SizeExpr, SizeExpr, list, _View]]:
+    """The head layouts of a query rotated in place as a strided view of fewer heads than its rows hold, with no
+    offset and no key (LoongServe's rope over the q slice of a fused qkv row: ``token * x_stride_0 + head *
+    x_stride_1``, ``num_heads`` an argument): the token stride an int argument that holds a token's elements and that
+    the query's index multiplies a varying term by, the heads an int argument that gives fewer heads of the head size
+    than that stride holds on some size set (and no more on any; not 1 on every size set: a unit stride). The heads
+    past them are left as they are."""
+    if k is not None:
+        return []
+    strides = _index_strides(ev, q.name, True)
+    row = next((a for a in ev.ints() if a.counts == q_tok and a.counts in strides), None)
+    if row is None:
+        return []
+    hss = [(ev.sizes(a.counts)[0], a.counts) for a in ev.ints()
+           if a.counts and div(q_tok, a.counts) and a.counts in strides and all(h > 1 for h in a.counts)]
+    _head_sizes_first(ev, hss, q, None, q_tok, q_tok)
+    out = []
+    for hs, hs_fp in hss:
+        for a in ev.ints():
+            if not a.counts or a is row or any(c < 1 or c * h > t for c, h, t in zip(a.counts, hs_fp, q_tok)) \
+                    or all(c * h == t for c, h, t in zip(a.counts, hs_fp, q_tok)) or all(c == 1 for c in a.counts):
+                continue
+            nh = ev.sizes(a.counts)[0]
+            rots = [(ev.sizes(r.counts)[0], r.counts) for r in ev.ints()
+                    if r.counts and all(x <= h and x % 2 == 0 for x, h in zip(r.counts, hs_fp))]
+            if not any(r[1] == hs_fp for r in rots):
+                rots.append((hs, hs_fp))
+            words = [f"query rows {ev.sizes(q_tok)[0].words} apart, the first {nh.words} heads of each rotated, "
+                     "the rest untouched"]
+            out.append((hs, hs_fp, nh, SizeExpr("0", "0", "none (no key)"), rots,
+                        _View(None, None, f"(long long)({row.name})", "0", words)))
     return out
