@@ -3445,7 +3445,18 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
              "expf"),
             (STYLES / "softmax_dim1_bcl_grid_y_batch_column_pointer_inner_one_on_some_sizes_fp16.cu", "softmax_dim1_bcl",
              "out=probs (f16), x=logits (f16), outer=the grid (no argument holds it), channels=`C`, inner=`L` (the "
-             "channel stride), __expf")]:
+             "channel stride), __expf"),
+            # the loop variable the logits' index itself, stepped by the channel stride to an end as far past the
+            # column's first element on every thread: inclusive (EDDL's n-d softmax, `i <= start + k_stride`, the
+            # channel count no argument: held out, batch 25) or exclusive (a style kernel of its own, in place)
+            (ROOT / "bench/corpus/softmax/full_softmax_nd_thread_per_sample_inner_stride_inclusive_k_stride_eps_in_"
+             "denominator_stable_flag_max_tpb_1024_f32_eddl.cu", "full_softmax_nd",
+             "out=B (f32), x=A (f32), outer=`n_samples / inner_stride`, channels=`sample_stride / inner_stride`, "
+             "inner=`inner_stride` (the channel stride), expf, `stable` held at 1 (the spec's value; the wrapper traps "
+             "on another)"),
+            (STYLES / "softmax_channels_index_walk_exclusive_end_inplace_gridstride_f16.cu", "channel_softmax_walk",
+             "out=x=x (in place), outer=`columns / inner`, channels=`channels`, inner=`inner` (the channel stride), "
+             "__expf")]:
         cf = parse_cuda(path.read_text(), str(path))
         spec = S.find_spec(cf, kernel)
         bs = [b for b in X.candidates(cf, kernel, spec, lib) if b.expert.name == "softmax_channels"]
@@ -3454,7 +3465,7 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
         assert t.launch["block"] == ["TX", "CY"]
         # rows a block at inner = 1 tuned only where a size set has inner = 1 and an argument holds the outer count
         # (the grid counts a block an (outer, tile) where outer is read from it)
-        tuned_rb = "caffe" in path.name
+        tuned_rb = any(w in path.name for w in ("caffe", "eddl", "index_walk"))
         assert (bs[0].fixed.get("RB") != [1]) == tuned_rb, bs[0].fixed
         assert (t.space.params["RB"].values != [1]) == tuned_rb, t.space.params["RB"].values
     marian = ROOT / "bench/corpus/softmax/gsoftmax_half_hexp_row_blocks_loop_odd_tree_fp16_marian.cu"
@@ -3467,6 +3478,7 @@ def test_softmax_over_the_channels_of_nchw_reads_the_channel_stride(lib):
 def test_every_binding_of_the_channel_softmaxes_compiles(lib):
     _compile_every_binding(lib, *case("softmax_channels_nchw_thread_per_pixel_gridstride_bf16"))
     _compile_every_binding(lib, *case("softmax_dim1_bcl_grid_y_batch_column_pointer_inner_one_on_some_sizes_fp16"))
+    _compile_every_binding(lib, *case("softmax_channels_index_walk_exclusive_end_inplace_gridstride_f16"))
     path = ROOT / ("bench/corpus/softmax/softmax_update_output_block_per_pixel_grid_n_h_w_stride0_stride1_thread0_"
                    "serial_reduce_f32_cunn.cu")
     cf = parse_cuda(path.read_text(), str(path))

@@ -76,7 +76,7 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
     text = bare(ev)
     once = _ONCE(text)
     names = pointer_aliases(text, x.name)
-    found = []
+    found, walks = [], []
     for m in _LOOP.finditer(text):
         var, bound = m.group(1), resolve(once, m.group(2))
         if bound is None or _encloses_a_row_walk(text, m, names):
@@ -84,7 +84,9 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         channels = _values(ev, bound)
         # the logits' index the loop variable steps (through a local pointer to the column: relative to it)
         steps = {st for ix in indices for st in [_strides(ev, ix, var)] if st} if channels else set()
-        stride = steps.pop() if len(steps) == 1 else None
+        walks.append((channels, steps.pop() if len(steps) == 1 else None))
+    walks += _index_walks(ev, text, once, names, indices)
+    for channels, stride in walks:
         # the stride is a size: 1 on some size sets (inner = 1, a channel softmax that is a row softmax there) but
         # not on all (a walk along the row at stride 1 is the row binders')
         if not stride or any(s < 1 for s in stride) or all(s == 1 for s in stride) or any(c <= 1 for c in channels):
@@ -120,6 +122,33 @@ def _softmax_channels(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                 "__expf" if f else "expf"]
             b.support = 20 - 2 * fi - ki
             out.append(b)
+    return out
+
+
+# a loop whose variable is the logits' index itself, stepped by a stride from a start to an end (EDDL's
+# `for (int i = start_b; i <= end_b; i += inner_stride)`)
+_STEP_LOOP = re.compile(r"\bfor\s*\(\s*(?:(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+)?[A-Za-z_]\w*\s+)?"
+                        r"([A-Za-z_]\w*)\s*=\s*([^;]+?)\s*;\s*\1\s*(<=?)\s*([^;]+?)\s*;\s*\1\s*\+=\s*([^;)]+?)\s*\)")
+
+
+def _index_walks(ev: Evidence, text: str, once: dict, names: list[str], indices: list[str]) -> list[tuple]:
+    """(channels, stride) of each loop whose variable is the logits' index itself (the logits read at it: their index
+    steps by 1 a unit of it), stepped by a size S from a start to an end whose difference D is the same for every
+    thread (`for (i = start; i <= start + (C - 1) * S; i += S)`): S the channel stride, D / S + 1 channels (an
+    inclusive end) or ceil(D / S) (`<`), on every size set; None where one of them is not."""
+    out = []
+    for m in _STEP_LOOP.finditer(text):
+        var, start, op, end, step = m.groups()
+        if _encloses_a_row_walk(text, m, names):
+            continue
+        stride = _values(ev, resolve(once, step) or "")
+        span = resolve(once, f"({end}) - ({start})")
+        span = _strides(ev, f"kt_walk * ({span})", "kt_walk") if span else None  # the same for every thread
+        steps = {st for ix in indices for st in [_strides(ev, ix, var)] if st}
+        if not stride or not span or steps != {(1,) * len(stride)} or any(s < 1 for s in stride):
+            continue
+        channels = tuple(d // s + 1 if op == "<=" else -(-d // s) for d, s in zip(span, stride))
+        out.append((channels, stride))
     return out
 
 
