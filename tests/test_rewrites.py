@@ -518,6 +518,37 @@ def test_applied_rewrite_compiles(tmp_path):
     _nvcc(rw.text, {}, tmp_path)
 
 
+@pytest.mark.nvcc
+def test_helpers_inside_an_extern_c_block_keep_cpp_linkage(tmp_path):
+    """A kernel written inside `extern "C" { ... }` (a runner that compiles its kernels at run time and looks them up
+    by name): the helper templates a rewrite places above it are given C++ linkage back (templates may not have C
+    linkage: the fast-math helpers inside the block did not compile, held-out batch 26's lighttransport rope); the
+    kernel keeps its C name. A kernel outside such a block gets the helpers as before."""
+    src = """#include <cuda_runtime.h>
+extern "C" {  // a comment with a brace { in it
+/* kerntune:
+args  = ["x: inout f32[n]", "n: i32 = n"]
+sizes = [{ n = 100000 }, { n = 77 }]
+grid  = "cdiv(n, 256)"
+block = 256
+*/
+__global__ void gelu_c(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 0.5f * x[i] * (1.f + tanhf(0.7978845608f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+}
+}  // extern "C"
+"""
+    cf = parse_cuda(src, str(tmp_path / "g.cu"))
+    t = compose(cf, "gelu_c").template
+    assert "fast_math" in t.origin and 'extern "C++" {' in t.text
+    assert t.text.index('extern "C" {') < t.text.index('extern "C++" {') < t.text.index("__global__")
+    _nvcc(t.text, {**t.space.original_config(), "FAST_MATH": 1}, tmp_path)
+    rw = apply_mod.rewrite_file(cf.text, cf.path, t.kernel, t, {**t.space.original_config(), "FAST_MATH": 1})
+    _nvcc(rw.text, {}, tmp_path)
+    _, got = _compose("softmax3.cu")
+    assert 'extern "C++"' not in got.template.text
+
+
 # --------------------------------------------------------------------------------------------- cli
 def test_show_lists_the_rewrites_and_templatize_writes_the_rewrite(tmp_path):
     from click.testing import CliRunner

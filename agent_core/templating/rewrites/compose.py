@@ -523,7 +523,32 @@ def _with_helpers(ctx: RewriteContext) -> str:
     for name in sorted(ctx.helpers):
         guard, code = HELPERS[name]
         blocks.append(f"#ifndef {guard}\n#define {guard}\n{code}\n#endif  // {guard}\n\n")
+    if _inside_extern_c(ctx.text, at):  # templates may not have C linkage: the helpers get C++'s back
+        blocks = ['extern "C++" {  // kerntune: the helpers below are templates\n', *blocks,
+                  '}  // extern "C++"\n\n']
     return apply_edits(ctx.text, [(at, at, "".join(blocks))])
+
+
+_EXTERN_C = re.compile(r'\bextern\s*"C"\s*\{')
+
+
+def _inside_extern_c(text: str, at: int) -> bool:
+    """Whether offset ``at`` of the file lies inside an ``extern "C" { ... }`` block (a kernel written for a C
+    interface: its braces counted with the comments, strings and character literals blanked)."""
+    code = re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                  lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    for m in _EXTERN_C.finditer(text[:at]):
+        if code[m.start()] == " ":
+            continue  # in a comment
+        depth = 1
+        for i in range(m.end(), at):
+            depth += code[i] == "{"
+            depth -= code[i] == "}"
+            if depth == 0:
+                break
+        if depth > 0:
+            return True
+    return False
 
 
 def _header(kernel: str, origin: str, ctx: RewriteContext) -> str:
