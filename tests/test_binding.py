@@ -3222,6 +3222,27 @@ def test_rotary_no_cache_angles_from_a_base_above_one(lib):
     assert "rope_angle(pos, j, rot_dim, base, scale, attn, cos_t[j], sin_t[j])" in t.text
 
 
+def test_rotary_no_cache_rotary_width_twice_the_half_the_exponent_divides_by(lib):
+    """No cache, the kernel taking the rotary HALF as its argument: the angles' exponent divides by a local assigned
+    twice it (`rot = rot_half * 2`; lighttransport's `rope_dim = n_rope_pairs > 0 ? 2 * n_rope_pairs : head_dim`,
+    held out in batch 26, whose bindings on first sight rotated every channel): rot_dim = 2 * that argument first (a
+    style kernel, bf16 query and key with positions, NeoX over the first 2 * rot_half channels)."""
+    cf, k, spec = case("rope_partial_angles_rot_half_arg_exponent_over_local_twice_it_q_k_positions_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("positions=positions, query=q, key=k, no cache: angles from pos * theta^(-2i/rot) * 1, "
+                                "rot_dim=`2 * rot_half`, num_heads=`heads`, num_kv_heads=`kv_heads`, "
+                                "head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].sizes["rot_dim"] == "2 * (rot_half)" and "kt:bind" not in X.bind(bs[0], cf, spec).text
+    path = ROOT / "bench/corpus/rotary/rope_neox_f32_theta_powf_on_the_fly_partial_pair_offset_n_rope_pairs_grid_" \
+        "heads_tokens_block_half_dim_start_pos_extern_c_inplace_f32_lighttransport.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "rope_neox_f32", S.find_spec(cf, "rope_neox_f32"), lib)
+    assert "rot_dim=`2 * n_rope_pairs`" in bs[0].describe() and "NeoX pairs" in bs[0].describe(), words_of(bs)
+    # an exponent over a local that is no such double (the head size itself) keeps the head size first
+    cf, k, spec = case("rotary_inv_freq_in_place_f32")
+    assert "rot_dim=`rot`" in X.candidates(cf, k.name, spec, lib)[0].describe()
+
+
 def test_rotary_no_cache_ggml_and_flashinfer_styles(lib):
     """llama.cpp (powf(freq_base, -i0 / n_dims), freq_scale into the angle, attn_factor on cos and sin, partial
     rotary out of place) and FlashInfer (the base's reciprocal below one, __powf and __sincosf, a head size known

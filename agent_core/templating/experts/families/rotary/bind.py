@@ -407,12 +407,18 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     fed = set().union(*(feeding(flow, x) for x in exps))
     exponent = {n for t in exps + [v for n, v in assignments(ev.body) if n in fed]
                 for n in re.findall(r"/[(]*([A-Za-z_]\w*)\b", plain(t))}  # what the exponent divides by
+    # the int arguments twice of which a local the exponent divides by is assigned (`rope_dim = 2 * n_rope_pairs`,
+    # perhaps in one branch of a choice: the rotary half an argument, the angles over the rotated width)
+    halves = {n for d, v in assignments(ev.body) if d in exponent
+              for n in re.findall(r"(?<![\w.])2\s*\*\s*\(?([A-Za-z_]\w*)\b(?!\s*[\[(])|\b([A-Za-z_]\w*)\)?\s*\*\s*2\b(?![.\w])",
+                                  plain(v)) for n in n if n}
 
     def _table_row(rot: SizeExpr, rot_fp: tuple) -> int:
         """0: the tables' rows are as long (or the exponent divides by it); 1: half as long; 2: neither."""
         if caches:
             return 0 if rot_fp in table_strides else 1 if tuple(r // 2 for r in rot_fp) in table_strides else 2
-        return 0 if set(re.findall(r"\(int\)\((\w+)\)", rot.c)) & exponent else 2
+        names = set(re.findall(r"\(int\)\((\w+)\)", rot.c))
+        return 0 if names & (halves if rot.c.startswith("2 * ") else exponent) else 2
 
     for hi, (hs, hs_fp) in enumerate(hss):
         nh0 = _heads(ev, q_tok, hs, hs_fp)
@@ -446,6 +452,13 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 twice = tuple(2 * v for v in a.counts) if a.counts else None
                 if twice and twice in table_strides and all(r <= h for r, h in zip(twice, hs_fp)) \
                         and not any(x.counts == twice for x in ev.ints()) and a.name in pair_offsets:
+                    rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
+            # or twice an int argument a local the angles' exponent divides by is assigned (no cache), where no
+            # argument holds it
+            for a in ev.ints():
+                twice = tuple(2 * v for v in a.counts) if a.counts else None
+                if not caches and twice and a.name in halves and all(r <= h for r, h in zip(twice, hs_fp)) \
+                        and not any(x.counts == twice for x in ev.ints()):
                     rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
             rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
