@@ -224,6 +224,23 @@ def test_kernel_attributes_newer_than_the_grammar_are_masked_not_errors():
     assert mask_newer_attributes(b"__global__ void __cluster_dims__(4, k(") == b"__global__ void __cluster_dims__(4, k("
 
 
+def test_a_decltype_cast_is_read_around():
+    """A functional cast or a braced initialization of a `decltype` type (`decltype(x){0}`, MegEngine's and PyTorch's
+    LayerNorm: a syntax error to tree-sitter-cuda 0.21, which reads decltype only as a declaration's type): no error,
+    the kernel read, the text the source's; a declaration's decltype is left to the grammar."""
+    from agent_core.source.cuda_parse import mask_decltype_casts
+    text = ("template <typename T, typename U>\n__global__ void k(const T* x, U* y, int n) {\n  U acc = decltype(acc){0};\n"
+            "  decltype(acc) one = decltype(acc)(1);\n  for (int i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];\n"
+            "  y[blockIdx.x] = acc * one;\n}\n")
+    cf = parse_cuda(text, "a.cu")
+    assert not cf.errors and [k.name for k in cf.kernels] == ["k"] and not kernel_has_errors(cf, "k")
+    b = cf.kernels[0].body_span
+    assert "decltype(acc){0}" in text.encode()[b.start:b.end].decode()
+    masked = mask_decltype_casts(text.encode())
+    assert len(masked) == len(text.encode()) and masked.count(b"decltype") == 1  # the declaration's kept
+    assert b"kt_dt________{0}" in masked and b"kt_dt________(1)" in masked
+
+
 def test_the_alignment_specifier_is_read_around():
     """CUDA's __align__ (vLLM's `struct __align__(16) vec_t`, a packed type `__align__(sizeof(T) * N)`): no syntax
     error, the kernel after it read; the text keeps it (it is what nvcc compiles)."""

@@ -88,11 +88,38 @@ def mask_newer_attributes(source: bytes) -> bytes:
     return bytes(out)
 
 
+_DECLTYPE = re.compile(rb"\bdecltype\s*\(")
+
+
+def mask_decltype_casts(source: bytes) -> bytes:
+    """``source`` with each ``decltype(e)`` that is the type of a functional cast or a braced initialization
+    (``decltype(x){0}``, ``decltype(acc)(1)``: syntax errors to tree-sitter-cuda 0.21's grammar, which reads a
+    ``decltype`` only as a declaration's type) written as an identifier of the same length (``kt_dt________``), so the
+    kernel around it parses and every byte offset stays that of ``source``."""
+    if b"decltype" not in source:
+        return source
+    out = bytearray(source)
+    for m in _DECLTYPE.finditer(source):
+        depth, j = 0, m.end() - 1
+        while j < len(source):
+            depth += source[j] == 0x28  # (
+            depth -= source[j] == 0x29  # )
+            if depth == 0:
+                break
+            j += 1
+        nxt = source[j + 1:].lstrip(b" \t")[:1]
+        if depth or nxt not in (b"{", b"(") or b"\n" in source[m.start():j + 1]:
+            continue  # a declaration's type, or unbalanced (being typed): left to the grammar
+        out[m.start():j + 1] = (b"kt_dt" + b"_" * (j + 1 - m.start()))[:j + 1 - m.start()]
+    return bytes(out)
+
+
 def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
     """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
     Every call returns a tree of its own (safe to edit; trees are not shared between threads). Attributes the
-    grammar does not know are masked first (``mask_newer_attributes``), and so are the uses of the file's launching
-    macros (``macros.mask_launch_macro_uses``), of its function-qualifier macros, written as the qualifiers they
+    grammar does not know are masked first (``mask_newer_attributes``), and so are a ``decltype`` cast's types
+    (``mask_decltype_casts``), the uses of the file's launching macros (``macros.mask_launch_macro_uses``), of its
+    function-qualifier macros, written as the qualifiers they
     stand for (``macros.mask_qualifier_macros``: ``HOSTDEVICE`` for ``__host__ __device__``), and of its attribute
     macros, blanked (``macros.mask_attribute_macros``: ``LAUNCH_BOUNDS()``); a source that has any is parsed whole."""
     source = bytes(source)
@@ -101,7 +128,8 @@ def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
         if hit is not None:
             return hit.copy()
     from agent_core.source.macros import mask_attribute_macros, mask_launch_macro_uses, mask_qualifier_macros
-    masked = mask_attribute_macros(mask_qualifier_macros(mask_launch_macro_uses(mask_newer_attributes(source))))
+    masked = mask_attribute_macros(mask_qualifier_macros(mask_launch_macro_uses(mask_decltype_casts(
+        mask_newer_attributes(source)))))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
