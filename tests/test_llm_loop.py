@@ -151,3 +151,30 @@ def test_rejected_twice_is_dropped(recorded, tmp_path):
         outcomes = [(s["data"]["role"], s["data"]["outcome"]) for s in llm_steps(ws)]
         assert outcomes[:2] == [("templater", "rejected"), ("templater", "rejected")]
         assert "UNROLL" in llm_steps(ws)[0]["data"]["reason"]
+
+
+def test_a_template_that_cannot_be_tuned_leaves_the_rounds_before_it_standing(recorded, tmp_path, monkeypatch):
+    """A template the loop switches to that cannot be tuned (its tune raises a KerntuneError: held-out batch 27's
+    Eole kernel, whose rewrite the spec could not instantiate after the expert and structural rounds had verified)
+    is reported and left out; the run keeps the rounds before it instead of ending in an error."""
+    from agent_core.agent import loop as loop_mod
+    from agent_core.model import KerntuneError
+    src, rec = recorded
+    real = loop_mod.tune
+
+    def tune(path, kernel, backend, store, topt, **kw):
+        if kw["prepared"].template.origin == "llm":
+            raise KerntuneError("cannot tell which instantiation of 'row_sum' the spec tunes")
+        return real(path, kernel, backend, store, topt, **kw)
+
+    monkeypatch.setattr(loop_mod, "tune", tune)
+    events = []
+    with Store(tmp_path / "ws.sqlite") as ws:
+        backend = ReplayBackend(Store(rec))
+        res = optimize(str(src), "row_sum", backend, ws, AgentOptions(budget_per_round=100, strategy="exhaustive"),
+                       templaters=[lambda prep, rounds: [llm_template(prep)]], on_event=events.append)
+        backend.close()
+    assert [r.template.origin for r in res.rounds] == ["structural"]
+    assert res.best.summary["speedup"] == pytest.approx(1.25)
+    said = [e.message for e in events if e.kind == "status"]
+    assert any("the llm template could not be tuned (cannot tell which instantiation" in m for m in said), said

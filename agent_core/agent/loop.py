@@ -220,8 +220,18 @@ def _optimize(path, kernel, backend, store, options, planner, templaters, on_eve
         try:
             r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel, prepared=prepared)
         except KerntuneError as e:
-            if prepared.spec is prep.spec or isinstance(e, NoGpuError):
+            if isinstance(e, NoGpuError):
                 raise
+            if prepared.spec is prep.spec:
+                if not result.rounds:
+                    raise
+                # this template cannot be tuned (a template it makes of the kernel that the spec cannot
+                # instantiate, ...): the rounds before stand; the planner goes on without it
+                emit(TuneEvent("status", f"the {step.template.origin} template could not be tuned ({e.message}); "
+                                         "the rounds before it stand"))
+                candidates = [c for c in candidates if c.template_hash != step.template.template_hash]
+                skipped.append(step.template)
+                continue
             emit(TuneEvent("status", f"the designed size sets cannot be measured here ({e.message}); "
                                      "searching on the spec's"))
             r = tune(path, kernel, backend, store, topt, on_event=on_event, cancel=cancel,
