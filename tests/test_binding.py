@@ -1319,6 +1319,31 @@ def test_fused_add_out_of_place_reads_the_residual_from_its_own_buffer(lib):
     assert X.cluster_twin(bs[0], {e.name: e for e in lib}) is None  # the twin has no such convention
 
 
+def test_fused_add_whose_sum_stays_fp32_where_an_fp32_output_tells(lib):
+    """x + residual computed in fp32, stored rounded to a 16-bit residual, the fp32 sum itself squared and normalized
+    (QuACK's RMSNorm with a residual, held out in batch 27: its fp32 rstd off by 1e-4 from every binding of the
+    rounded sum): each general-form binding whose residual is 16-bit and whose output (or statistic) is fp32 is
+    followed by the same binding with the sum kept in fp32 (KT_EXPERT_SUM_FP32), the rounded form first (a style
+    kernel: fp16 inputs, fp32 output, a block a row); a 16-bit output with no statistic gets no such variant (its
+    tolerance cannot tell them apart)."""
+    cf, k, spec = case("fused_add_rmsnorm_fp32_sum_half_residual_out_f32_out_block_row")
+    bs = X.candidates(cf, k.name, spec, lib)
+    kept = [b for b in bs if b.conventions.get("KT_EXPERT_SUM_FP32")]
+    assert kept and bs.index(kept[0]) > 0 and not bs[0].conventions.get("KT_EXPERT_SUM_FP32"), words_of(bs)
+    assert kept[0].describe() == bs[0].describe() + ", the sum kept in fp32 (rounded only where stored)"
+    t = X.bind(kept[0], cf, spec)
+    assert "rz[i][j] = round_t<R>(z);" in t.text and "kt:bind" not in t.text
+    assert "rz[i][j]" not in X.bind(bs[0], cf, spec).text  # the rounded form renders as before
+    path = ROOT / "bench/corpus/fused_add_rms_norm/rmsnorm_fwd_residual_out_of_place_residual_out_rstd_threads_per_" \
+        "row_ladder_rows_per_cta_128_threads_uint4_8_bf16_f32_weight_unrounded_fp32_sum_quack.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "rmsnorm_fwd_kernel", S.find_spec(cf, "rmsnorm_fwd_kernel"), lib)
+    assert has(bs, "fused_add_rms_norm", "into `residual_out`", "weight multiplied in fp32", "rstd=rstd",
+               "the sum kept in fp32"), words_of(bs)
+    cf, k, spec = case("fused_add_residual_out_bf16")
+    assert not any(b.conventions.get("KT_EXPERT_SUM_FP32") for b in X.candidates(cf, k.name, spec, lib))
+
+
 def test_fused_add_static_fp8_quant_vllm_rounding(lib):
     """vLLM's fused_add_rms_norm_static_fp8_quant (the corpus variant): residual = bf16(input + residual) in place, out
     = fp8 e4m3 of bf16(bf16(z * rstd) * w) times 1 / *scale taken once: the general form with KT_EXPERT_QUANT 1, the

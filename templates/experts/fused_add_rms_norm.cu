@@ -47,6 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SKIP = 0  (general form only, with no bias; 0: the sum stored in the residual; 1: the sum stored nowhere, the residual only read (a skip / post-norm RMSNorm: EET's add_input_RMSnorm, out = RMSNorm(out + input) * w in place), x and out may be one buffer)
 // kt:bind KT_EXPERT_INV_COUNT = 0  (general form only, as KT_EXPERT_BIAS; 0: the mean of squares ss / hidden; 1: ss * inv_count, a float argument after `bias` (the host's 1 / hidden, lmdeploy's inv_dims); with either convention the call passes both `bias` and `inv_count`)
 // kt:bind KT_EXPERT_STATS = 0  (general form only, no weight offset, quant, bias or inverse count (residual_in allowed: it comes before `rstd_out`); 0: the rows alone; 1: also each row's reciprocal RMS, the inv its elements are multiplied by (rsqrt(mean(z^2) + eps), or 1 / (sqrt(mean(z^2)) + eps) with KT_EXPERT_EPS_INSIDE 0), stored in fp32 to rstd_out[row] (the last argument): the statistic the backward pass reads (llm.c's fused residual RMSNorm rrms, Liger's and flash-attn's fused add + RMSNorm rstd))
+// kt:bind KT_EXPERT_SUM_FP32 = 0  (general form only, no bias; 0: the sum x + residual rounded to R, and that rounded value squared and normalized; 1: the sum kept in fp32 for the sum of squares and the normalized row, rounded to R only where it is stored as the residual (QuACK's RMSNorm with a residual: h = x + residual in fp32 registers, residual_out its bf16 copy))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: the weighted value rounded to T before it is scaled (vLLM: T(x * rstd) * w done in T); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_X_STRIDE = 0  (one-type in-place form only, no weight offset; 0: x's rows hidden elements apart; 1: x_stride elements apart (the last argument): x a row of a wider buffer, read and normalized in place, the residual contiguous (vLLM's fused_add_rms_norm with input_stride, FlashInfer's stride_input))
 #if KT_EXPERT_QUANT  // kt:bind
@@ -116,6 +117,8 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
   float ss = 0.f;
 #if KT_EXPERT_BIAS == 3  // kt:bind
   float rz[IT][KT_VEC];  // x + residual, stored as the residual: the bias is added to the normalized row only
+#elif KT_EXPERT_SUM_FP32  // kt:bind
+  float rz[IT][KT_VEC];  // x + residual rounded to R, stored as the residual: the row itself stays in fp32
 #endif  // kt:bind
 #pragma unroll
   for (int i = 0; i < IT; ++i) {
@@ -143,6 +146,9 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
 #elif KT_EXPERT_BIAS == 3  // kt:bind
       rz[i][j] = round_t<R>(v[i][j] + r[j]);  // the residual stream, without the bias
       const float z = round_t<T>(rz[i][j] + b[j]);
+#elif KT_EXPERT_SUM_FP32  // kt:bind
+      const float z = v[i][j] + r[j];  // squared and normalized as computed
+      rz[i][j] = round_t<R>(z);        // the residual stream, rounded
 #else  // kt:bind
       const float z = round_t<R>(v[i][j] + r[j]);
 #endif  // kt:bind
@@ -152,7 +158,7 @@ __device__ __forceinline__ void fused_add_rms_norm_impl(const T* x, R* __restric
   }
 #if KT_EXPERT_SKIP  // kt:bind
   // a skip RMSNorm: the sum is normalized and stored nowhere (the residual is only read)
-#elif KT_EXPERT_BIAS == 3  // kt:bind
+#elif (KT_EXPERT_BIAS == 3) | KT_EXPERT_SUM_FP32  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, rz, lead);
 #else  // kt:bind
   if (active) rows_store<0, KT_VEC, IT, P>(residual + off, hidden, v, lead);

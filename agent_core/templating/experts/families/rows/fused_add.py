@@ -122,6 +122,15 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_SKIP"] = 1
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
+                    if NBYTES[R] < 4 and r.role != "in" and (st is not None or O == "f32") \
+                            and "KT_EXPERT_SUM_FP32" in e.conventions:
+                        # the sum squared and normalized as computed in fp32, rounded only where it is stored
+                        # (QuACK): told apart from the rounded sum by an fp32 output, checked after it
+                        f = b.copy()
+                        f.conventions["KT_EXPERT_SUM_FP32"] = 1
+                        f.words = b.words + ["the sum kept in fp32 (rounded only where stored)"]
+                        f.support = b.support - 3
+                        out.append(f)
     return out
 
 
