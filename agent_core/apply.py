@@ -1887,7 +1887,10 @@ def templated_dispatch_refusal(cf: CudaFile, k: Kernel, spec: TuningSpec | None,
     spec = spec if spec is not None else spec_mod.find_spec(cf, k.name)
     if spec is None or spec.span is None:
         return "a per-shape dispatch of a template needs the spec as a comment in the file"
-    args = spec_instantiation(cf, k, spec)
+    try:
+        args = spec_instantiation(cf, k, spec)
+    except KerntuneError as e:  # which instantiation the spec tunes is not known: no dispatch can name it
+        return f"a per-shape dispatch of a template names the instantiation the spec tunes: {e.message}"
     for site in k.launch_sites:
         si = site_instance(cf, k, site, args)
         if si.kind == "depends" and not si.condition:

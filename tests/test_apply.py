@@ -1466,6 +1466,19 @@ def test_a_templated_kernels_rewrite_template_is_held_by_a_dispatch_its_structur
             assert "own template arguments" in templated_dispatch_refusal(prep.cf, k, prep.spec, [t, prep.structural])
 
 
+def test_no_dispatch_of_a_template_whose_tuned_instantiation_is_unknown_and_no_error():
+    """A templated kernel whose spec's instantiation cannot be told (a function template argument its launch does
+    not name and the buffers do not give: held-out batch 27's Eole GELU-and-mul) gets no per-shape dispatch, with the
+    reason, instead of an error that ended its optimize after its rounds had verified (1.15x lost)."""
+    from agent_core.apply import templated_dispatch_refusal
+    path = ROOT / "bench/corpus/gated_act/gelu_erf_and_mul_gate_first_halves_token_per_block_int4_fast_path_runtime_" \
+        "alignment_check_scalar_fallback_half_ops_min_d_1024_fp16_eole.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    k = cf.kernel("act_and_mul_kernel")
+    why = templated_dispatch_refusal(cf, k, spec_mod.find_spec(cf, k.name), [])
+    assert why is not None and "cannot tell which instantiation of 'act_and_mul_kernel'" in why
+
+
 def test_a_dispatch_chooses_by_what_the_launch_passes(tmp_path):
     """The GELU launcher passes n = rows * cols only: the dispatch's inputs are that product (not rows or cols,
     which a rule could not read at the launch), its rules bound it, and the rewrite writes them over `n`. The
