@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 25's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 27's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -214,6 +214,32 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 25's, on first sight (batches 9 
     "extern_c_solve_f32_subygan_algorithms.cu":
         "a LeetGPU SwiGLU whose spec gives the input one element more than its two halves on the odd size set "
         "(N = 2 * halfN + 1): the gated binder takes an input of exactly twice the output",
+    # batch 26
+    "merge_attn_states/merge_state_numerator_m_l_unnormalized_inplace_warp_per_row_persistent_grid_4096_blocks_256_"
+    "threads_isfinite_guards_f32_dllm_parallel.cu":
+        "dllm_parallel's merge: two UNNORMALIZED states (numerator, running max, running sum) merged IN PLACE into the "
+        "first, weights guarded by isfinite (the expert's unnormalized merges are N-way and out of place)",
+    "rms_norm/rmsnorm_decoder_out_copy_to_residual_float4_block_hidden_div4_static_warpsum_64_shfl_xor_block_reduce_"
+    "inv_mean_shared_f32_nndeploy.cu":
+        "nndeploy's RMSNorm that also copies its input row to a second output (decoder_residual) while summing its "
+        "squares: no row expert writes a copy of its input",
+    # batch 27
+    "merge_attn_states/splitk_combine_decode_base2_lse_split_major_f32_partials_warp_per_q_head_4_floats_per_lane_"
+    "chunks_from_kv_lengths_grid_batch_head_tiles_bf16_hpc_ops.cu":
+        "Tencent hpc-ops' split-K combine: the chunk count from each batch's kv length through tile rounding and a "
+        "minimum split length (template arguments), rows left unwritten where the sequence was not split",
+    "group_quant/quantize_kv_int4_per_group_asym_minmax_range_div_15_low_nibble_first_f32_scales_zeros_grid_tokens_"
+    "x_groups_256_threads_smem_tree_extern_c_fp16_boostr.cu":
+        "boostr's KV int4 quantization: asymmetric (scale (max - min) / 15, zero = min), two codes a byte (no expert "
+        "packs 4-bit codes)",
+    "layer_norm/layer_norm_trt_plugin_no_affine_template_n_192_one_value_per_thread_block_n_cub_block_reduce_mean_"
+    "then_centered_var_shared_mean_var_rsqrtf_f32_espnet_trt.cu":
+        "espnet-trt's LayerNorm plugin: no gamma or beta and no size argument, the row width only a template constant "
+        "(192): without a weight a constant is no evidence of a row to the row binders",
+    "merge_attn_states/splitk_phase2_chunk_major_m_s_unnormalized_partials_thread0_serial_max_sum_shared_inv_s_"
+    "block_per_q_head_128_threads_device_position_chunks_head_dim_macro_f32_to_bf16_megaqwen.cu":
+        "MegaQwen's split-K phase 2: chunk-major unnormalized partials whose live chunk count comes from a position "
+        "read on the device",
 }
 
 
