@@ -844,6 +844,24 @@ def test_buffers_read_and_written_through_accessor_objects(lib):
     assert bs and bs[0].describe().startswith("out=x (in place over x), x=x, gate=y, d=`width`, SiLU"), words_of(bs)
 
 
+def test_a_row_width_only_a_constant_read_where_the_index_moves_a_block_by_it(lib):
+    """No weight and no size argument: the row width only a compile-time constant (a namespace's `constexpr`, a
+    template argument), the rows' index moving a block by it (`row * norm::kWidth + i` with `row = blockIdx.x`):
+    that constant is the row length (without a weight a constant that merely divides the rows is not); LayerNorm and
+    RMSNorm without weights bound (a style kernel, fp16; espnet-trt's LayerNorm plugin, held out in batch 27, width a
+    template argument of 192: no candidate on first sight)."""
+    cf, k, spec = case("layer_norm_no_affine_constexpr_width_row_local_from_block_fp16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert has(bs, "layer_norm", "no gamma or beta", "hidden=the constant 768", "rows=the grid"), words_of(bs)
+    ln = next(b for b in bs if b.expert.name == "layer_norm" and "eps inside" in b.describe())
+    assert ln.call_args[-1] == "768" and "kt:bind" not in X.bind(ln, cf, spec).text
+    path = ROOT / "bench/corpus/layer_norm/layer_norm_trt_plugin_no_affine_template_n_192_one_value_per_thread_" \
+        "block_n_cub_block_reduce_mean_then_centered_var_shared_mean_var_rsqrtf_f32_espnet_trt.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "layerNormKernel", S.find_spec(cf, "layerNormKernel"), lib)
+    assert has(bs, "layer_norm", "no gamma or beta", "hidden=the constant 192"), words_of(bs)
+
+
 def test_layer_norm_writing_mean_and_rstd(lib):
     cf, k, spec = case("layer_norm_stats")
     bs = X.candidates(cf, k.name, spec, lib)
@@ -1806,7 +1824,7 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
                                         "unnormalized", "splitk_reduce", "splitk_scaled",
                                         "partitions_max_expsum", "split_fold", "multi_chunks",
-                                        "splitkv_combine", "split_k_base2")):
+                                        "splitkv_combine", "split_k_base2", "combine_split_major")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:

@@ -232,10 +232,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 27's, on first sight (batches 9 
     "x_groups_256_threads_smem_tree_extern_c_fp16_boostr.cu":
         "boostr's KV int4 quantization: asymmetric (scale (max - min) / 15, zero = min), two codes a byte (no expert "
         "packs 4-bit codes)",
-    "layer_norm/layer_norm_trt_plugin_no_affine_template_n_192_one_value_per_thread_block_n_cub_block_reduce_mean_"
-    "then_centered_var_shared_mean_var_rsqrtf_f32_espnet_trt.cu":
-        "espnet-trt's LayerNorm plugin: no gamma or beta and no size argument, the row width only a template constant "
-        "(192): without a weight a constant is no evidence of a row to the row binders",
     "merge_attn_states/splitk_phase2_chunk_major_m_s_unnormalized_partials_thread0_serial_max_sum_shared_inv_s_"
     "block_per_q_head_128_threads_device_position_chunks_head_dim_macro_f32_to_bf16_megaqwen.cu":
         "MegaQwen's split-K phase 2: chunk-major unnormalized partials whose live chunk count comes from a position "

@@ -23,7 +23,8 @@ def _cast(dtype: str, name: str, const: bool) -> str:
 def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tuple[SizeExpr, tuple]]:
     """(the row length as the wrapper computes it, its value per size set): a weight's length where there is a
     weight (an int argument that holds it, or the constant it is on every size set), else every int argument (or
-    product of two) that divides the rows and is not all of them."""
+    product of two) that divides the rows and is not all of them, and a constant the rows' index moves a block by."""
+    block_rows: set[tuple] = set()
     if small:
         targets = [small[0].counts]
     else:
@@ -36,6 +37,10 @@ def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tu
                 t = tuple(x * y for x, y in zip(a.counts, b.counts))
                 if div(big, t) and t != big and all(v > 1 for v in t):
                     targets.append(t)
+        # a row length the kernel has at compile time only (a template constant), where the rows' index multiplies
+        # the block index by it (`blockIdx.x * n + threadIdx.x`: a block a row of n)
+        block_rows = _block_strides(ev, [a for a in ev.bufs() if a.counts == big])
+        targets += [t for t in block_rows if t not in targets]
     out, seen = [], set()
     for t in targets:
         if t in seen:
@@ -45,10 +50,45 @@ def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tu
             continue
         xs = ev.sizes(t)
         # a constant only as a weight's length (a row length fixed at compile time, a template argument such as
-        # a head size); without a weight a constant that divides the rows is no evidence of a row
-        if xs and (not xs[0].c[0].isdigit() or small):
+        # a head size) or as the stride the rows' index moves a block by; without either a constant that divides
+        # the rows is no evidence of a row
+        if xs and (not xs[0].c[0].isdigit() or small or t in block_rows):
             out.append((xs[0], t))
     return out
+
+
+def _block_strides(ev: Evidence, bufs: list[ArgUse]) -> set[tuple]:
+    """The constants (the same on every size set, above 1) by which an index of every buffer of ``bufs`` multiplies
+    a term of the block index: ``blockIdx.x * n`` (a block a row of n elements)."""
+    from agent_core.templating.experts.evidence import _once, index_sites, term_values, uncast
+    once = _once(uncast(ev.body))
+
+    def of_block(f: str) -> bool:  # the factor is the block index itself, or a local holding it (`row = blockIdx.x`)
+        for _ in range(8):
+            if re.sub(r"[\s()]", "", f) == "blockIdx.x":
+                return True
+            new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({once[m.group(0)]})" if m.group(0) in once
+                         else m.group(0), f)
+            if new == f:
+                return False
+            f = new
+        return False
+    found = None
+    for a in bufs:
+        got = set()
+        for site in index_sites(ev, a.name):
+            for _, t in site:
+                # (a namespace's constant by its own name: `norm::kWidth` is the file's kWidth)
+                factors = [re.sub(r"\b[A-Za-z_]\w*\s*::\s*", "", f).strip() for f in re.split(r"\*(?![^()]*\))", t)]
+                if not any(of_block(f) for f in factors):
+                    continue
+                known = [f for f in factors if term_values(ev, f) is not None]
+                v = term_values(ev, " * ".join(f"({f})" for f in known)) if known and len(known) < len(factors) \
+                    else None
+                if v and len(set(v)) == 1 and v[0] > 1:
+                    got.add(v)
+        found = got if found is None else found & got
+    return found or set()
 
 
 def _rows(ev: Evidence, rows_fp: tuple, rows_spec: str, hidden: SizeExpr, b: Binding, factor: str = "") -> str:
