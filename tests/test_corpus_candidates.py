@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 27's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 28's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -236,6 +236,18 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 27's, on first sight (batches 9 
     "block_per_q_head_128_threads_device_position_chunks_head_dim_macro_f32_to_bf16_megaqwen.cu":
         "MegaQwen's split-K phase 2: chunk-major unnormalized partials whose live chunk count comes from a position "
         "read on the device",
+    # batch 28
+    "group_quant/kvcache_qpack_v_tokenwise_i4_asym_minmax_scale_inv_15_over_range_roundf_clamp_4_nibbles_per_uint16_"
+    "val0_low_warp_per_128_group_half_params_fp16_bitdecoding.cu":
+        "BitDecoding's V-cache packing: asymmetric 4-bit codes, four a uint16 (no expert packs 4-bit codes)",
+    "rotary/rotary_embedding_sbhd_q_and_k_tiles_1_seq_16_bh_64_pairs_pid_decomposed_gqa_k_from_bh_full_width_cos_sin_"
+    "seq_offset_half_ops_out_of_place_fp16_flashnn.cu":
+        "FLASHNN's rope (a Triton port): sequence-first q and k rotated out of place in fp16 arithmetic, tiles of "
+        "(batch, head) rows, a sequence offset into full-width cos / sin tables only: no binder reads its tiled index",
+    "rotary/apply_rope_token_major_interleaved_pairs_flat_pair_index_per_position_cos_sin_interleaved_table_out_of_"
+    "place_global_threads_256_default_stream_f32_mini_llm_cuda.cu":
+        "mini-llm-cuda's rope: a token a column of the activations, its position the column index, (cos, sin) pairs "
+        "a position: no binder reads a column-per-token layout",
 }
 
 
