@@ -72,20 +72,24 @@ def mask_newer_attributes(source: bytes) -> bytes:
         return source
     out = bytearray(source)
     for m in _NEWER_ATTRIBUTES.finditer(source):
-        depth, j = 0, m.end() - 1
-        while j < len(source):
-            c = source[j]
-            depth += c == 0x28  # (
-            depth -= c == 0x29  # )
-            if depth == 0:
-                break
-            j += 1
-        if depth:
+        j = _group_end(source, m.end() - 1)
+        if j is None:
             continue  # unbalanced (being typed): leave it to the grammar
         for i in range(m.start(), j + 1):
             if out[i] != 0x0A:
                 out[i] = 0x20
     return bytes(out)
+
+
+def _group_end(source: bytes, at: int) -> int | None:
+    """The offset of the ``)`` that closes the ``(`` at ``at``; None where the source ends first (being typed)."""
+    depth = 0
+    for j in range(at, len(source)):
+        depth += source[j] == 0x28  # (
+        depth -= source[j] == 0x29  # )
+        if depth == 0:
+            return j
+    return None
 
 
 _DECLTYPE = re.compile(rb"\bdecltype\s*\(")
@@ -100,15 +104,9 @@ def mask_decltype_casts(source: bytes) -> bytes:
         return source
     out = bytearray(source)
     for m in _DECLTYPE.finditer(source):
-        depth, j = 0, m.end() - 1
-        while j < len(source):
-            depth += source[j] == 0x28  # (
-            depth -= source[j] == 0x29  # )
-            if depth == 0:
-                break
-            j += 1
-        nxt = source[j + 1:].lstrip(b" \t")[:1]
-        if depth or nxt not in (b"{", b"(") or b"\n" in source[m.start():j + 1]:
+        j = _group_end(source, m.end() - 1)
+        nxt = source[j + 1:].lstrip(b" \t")[:1] if j is not None else b""
+        if j is None or nxt not in (b"{", b"(") or b"\n" in source[m.start():j + 1]:
             continue  # a declaration's type, or unbalanced (being typed): left to the grammar
         out[m.start():j + 1] = (b"kt_dt" + b"_" * (j + 1 - m.start()))[:j + 1 - m.start()]
     return bytes(out)

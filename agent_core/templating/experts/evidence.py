@@ -1059,6 +1059,20 @@ def additive_terms(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def factors(term: str) -> list[str]:
+    """The top-level factors of a product (``(pos) * half`` → ``['(pos)', 'half']``; brackets nest)."""
+    out, depth, cur = [], 0, ""
+    for ch in term:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "*" and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
 def unparen(text: str) -> str:
     """The text without parentheses that wrap all of it."""
     s = text.strip()
@@ -1357,11 +1371,7 @@ def _vector_views(ev: "Evidence", name: str) -> tuple[str, dict[str, int]]:
         pos = m.start() + 1
         vt, j = m.group(2) or m.group(3), m.end()
         if body[j:j + 1] == "(":  # the operand in parentheses
-            depth, j = 1, j + 1
-            while j < len(body) and depth:
-                depth += body[j] == "("
-                depth -= body[j] == ")"
-                j += 1
+            j = closing(body, j + 1)
             inner = unparen(uncast(body[m.end():j]))
         else:
             word = re.match(r"[A-Za-z_]\w*", body[j:])
@@ -1380,19 +1390,20 @@ def _vector_views(ev: "Evidence", name: str) -> tuple[str, dict[str, int]]:
         at = re.fullmatch(r"&\s*([A-Za-z_]\w*)\s*\[(.*)\]", inner, re.S)
         src = at.group(1) if at else inner if re.fullmatch(r"[A-Za-z_]\w*", inner) else next(
             (t for sign, t in additive_terms(inner) if sign == 1 and re.fullmatch(r"[A-Za-z_]\w*", t)), None)
-        if src != name or _view_lanes(ev, name, vt) == 1:
+        n = _view_lanes(ev, name, vt) if src == name else 1
+        if n == 1:
             continue
         view = f"kt_view{len(decls)}"
         decls.append(f"{view} = {name} + ({at.group(2)});" if at else f"{view} = {inner};")
-        lanes[view] = _view_lanes(ev, name, vt)
+        lanes[view] = n
         body = body[:start] + view + body[j:]
         pos = start + len(view)
     text = uncast("\n".join(decls + [body]))
+    made = set(pointer_aliases(text, name)[1:])  # the pointers made from the buffer
     for m in _VIEW_DECL.finditer(ev.body):
-        if m.group(2) in pointer_aliases(text, name)[1:]:
-            n = _view_lanes(ev, name, m.group(1))
-            if n > 1:
-                lanes[m.group(2)] = n
+        n = _view_lanes(ev, name, m.group(1)) if m.group(2) in made else 1
+        if n > 1:
+            lanes[m.group(2)] = n
     return text, lanes
 
 
@@ -1409,6 +1420,16 @@ def term_values(ev: "Evidence", term: str) -> tuple | None:
     if not re.fullmatch(r"[\w\s()+\-*/%]+", term):
         return None
     return offset_values(ev, [(1, term)])
+
+
+def known_factors(ev: "Evidence", parts: list[str]) -> tuple | None:
+    """The value on every size set of the factors of a product (``parts``, ``factors``) known before the launch
+    (``term_values``), where another of them is not (a thread, block or loop index): how far the product moves a
+    unit of that one. None where none or all of them are known."""
+    known = [f for f in parts if term_values(ev, f) is not None]
+    if not known or len(known) == len(parts):
+        return None
+    return term_values(ev, " * ".join(f"({f})" for f in known))
 
 
 _MEMBER = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)+")

@@ -529,25 +529,17 @@ def _with_helpers(ctx: RewriteContext) -> str:
     return apply_edits(ctx.text, [(at, at, "".join(blocks))])
 
 
-_EXTERN_C = re.compile(r'\bextern\s*"C"\s*\{')
-
-
 def _inside_extern_c(text: str, at: int) -> bool:
     """Whether offset ``at`` of the file lies inside an ``extern "C" { ... }`` block (a kernel written for a C
-    interface: its braces counted with the comments, strings and character literals blanked)."""
-    code = re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
-                  lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
-    for m in _EXTERN_C.finditer(text[:at]):
-        if code[m.start()] == " ":
-            continue  # in a comment
-        depth = 1
-        for i in range(m.end(), at):
-            depth += code[i] == "{"
-            depth -= code[i] == "}"
-            if depth == 0:
-                break
-        if depth > 0:
-            return True
+    interface), as the parse reads the file: the innermost linkage block around it is a "C" one."""
+    from agent_core.source.cuda_parse import parse_tree
+    b = len(text[:at].encode("utf-8"))
+    n = parse_tree(text.encode("utf-8")).root_node.descendant_for_byte_range(b, b)
+    while n is not None:
+        if n.type == "declaration_list" and n.parent is not None and n.parent.type == "linkage_specification":
+            value = n.parent.child_by_field_name("value")
+            return value is not None and value.text.decode("utf-8", "replace").strip('"') == "C"
+        n = n.parent
     return False
 
 

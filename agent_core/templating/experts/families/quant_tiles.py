@@ -28,8 +28,8 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, Evidence, SizeExpr, additive_terms,
-                                                    call_arguments, div, fp8_formats, index_parts, number, statements,
-                                                    term_values, uncast, unparen)
+                                                    call_arguments, div, factors, fp8_formats, index_parts, number,
+                                                    statements, term_values, uncast, unparen)
 from agent_core.templating.experts.families.quant import ABS_CALLS, _factor, _numerics
 
 EXPERT = "block_quant_2d"
@@ -83,20 +83,6 @@ def _shapes(ev: Evidence, x, sc) -> list[tuple[int, SizeExpr, SizeExpr, int, int
     return out
 
 
-def _factors(term: str) -> list[str]:
-    """The top-level factors of a product (``a * (b + c)`` → ``['a', '(b + c)']``)."""
-    out, depth, cur = [], 0, ""
-    for ch in term:
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "*" and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur]
-
-
 def _layouts(ev: Evidence, sc, tiles_r: tuple, tiles_c: tuple) -> list[int]:
     """0 row-major, 1 column-major: what the index of the body's writes of the scales multiplies a tile index by, a
     factor known before the launch (``term_values``) that is the count of tile columns (row-major) or of tile rows
@@ -104,7 +90,7 @@ def _layouts(ev: Evidence, sc, tiles_r: tuple, tiles_c: tuple) -> list[int]:
     found = set()
     for idx in re.findall(rf"\b{re.escape(sc.name)}\)?\[([^\]]*)\]=[^=]", uncast(ev.body).replace(" ", "")):
         for _, term in additive_terms(idx):
-            for f in _factors(unparen(term)):
+            for f in factors(unparen(term)):
                 v = term_values(ev, f) if re.search(r"[A-Za-z_]", f) else None
                 if v == tiles_c:
                     found.add(0)

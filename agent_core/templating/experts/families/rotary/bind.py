@@ -13,7 +13,7 @@ from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evide
 from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angle_table,
                                                                   _angles, _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
-                                                                   _pairs_type, _sine)
+                                                                   _pairs_type, _rotary_widths, _sine)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
@@ -440,25 +440,14 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
             options.append((nh0, kv0, None, None))
         for nh, kv, fused, row_len in options:
             # rotary width: an int argument no wider than the head whose rows the cache holds, or the head size
-            rots = []
-            for a in ev.ints():
-                if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp)):
-                    rots.append((ev.sizes(a.counts)[0], a.counts))
-            if not any(r[1] == hs_fp for r in rots):
-                rots.append((hs, hs_fp))
-            # or twice an int argument (the rotary half an argument: MNN's ropeHalfDim) that the tables' index adds (a
-            # pair's second element) where their rows are that long (their index strides) and no argument holds it
+            rots = _rotary_widths(ev, hs, hs_fp)
+            # or twice an int argument where no argument holds it (the rotary half an argument): that the tables'
+            # index adds (a pair's second element) where their rows are that long (their index strides: MNN's
+            # ropeHalfDim), or, with no cache, twice of which a local the angles' exponent divides by is assigned
             for a in ev.ints():
                 twice = tuple(2 * v for v in a.counts) if a.counts else None
-                if twice and twice in table_strides and all(r <= h for r, h in zip(twice, hs_fp)) \
-                        and not any(x.counts == twice for x in ev.ints()) and a.name in pair_offsets:
-                    rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
-            # or twice an int argument a local the angles' exponent divides by is assigned (no cache), where no
-            # argument holds it
-            for a in ev.ints():
-                twice = tuple(2 * v for v in a.counts) if a.counts else None
-                if not caches and twice and a.name in halves and all(r <= h for r, h in zip(twice, hs_fp)) \
-                        and not any(x.counts == twice for x in ev.ints()):
+                if twice and all(r <= h for r, h in zip(twice, hs_fp)) and not any(x.counts == twice for x in ev.ints()) \
+                        and (twice in table_strides and a.name in pair_offsets if caches else a.name in halves):
                     rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
             rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)

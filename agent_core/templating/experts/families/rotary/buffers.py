@@ -43,6 +43,16 @@ def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeEx
     return xs[0] if xs else None
 
 
+def _rotary_widths(ev: Evidence, hs: SizeExpr, hs_fp: tuple) -> list[tuple[SizeExpr, tuple]]:
+    """The rotary widths a head of ``hs`` may have: each int argument no wider than the head and even on every size
+    set, in the arguments' order, then the head size itself where no argument holds it."""
+    rots = [(ev.sizes(a.counts)[0], a.counts) for a in ev.ints()
+            if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp))]
+    if not any(r[1] == hs_fp for r in rots):
+        rots.append((hs, hs_fp))
+    return rots
+
+
 def _pairs(ev: Evidence, tokens: tuple):
     """(query, key or None, out of place, the float inputs left (the caches)): in place, one or two in/out buffers;
     out of place, each output with the input of the same count (the nearest in the argument list)."""

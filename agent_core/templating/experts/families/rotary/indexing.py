@@ -1,13 +1,13 @@
-"""Index arithmetic the rotary readings share: a product's factors, the bracketed parts of an expression, the
-subscript of one read, and the strides by which a buffer's index multiplies a varying term
+"""Index arithmetic the rotary readings share: the bracketed parts of an expression, the subscript of one read, and
+the strides by which a buffer's index multiplies a varying term
 (``_index_strides``)."""
 
 from __future__ import annotations
 
 import re
 
-from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, index_sites, modified,
-                                                    term_values, uncast, unparen)
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, factors, index_sites,
+                                                    known_factors, modified, uncast, unparen)
 
 
 def _index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
@@ -29,12 +29,9 @@ def _index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
             seen.add(t)
             site = [x for x in site if unparen(x[1]) != t] + [x for v in values[t] for x in additive_terms(unparen(v))]
         for _, t in site:
-            factors = _factors(unparen(t))
-            known = [f for f in factors if term_values(ev, f) is not None]
-            if known and len(known) < len(factors):
-                v = term_values(ev, " * ".join(f"({f})" for f in known))
-                if v is not None:
-                    strides.add(v)
+            v = known_factors(ev, factors(unparen(t)))
+            if v is not None:
+                strides.add(v)
     return strides
 
 
@@ -47,20 +44,6 @@ def _head_sizes_first(ev: Evidence, hss: list, q, k, q_tok: tuple, k_tok: tuple)
         strides &= _index_strides(ev, k.name, True)
     heads = strides - {q_tok, k_tok} or strides
     hss.sort(key=lambda h: 0 if h[1] in heads else 2 if h[1] in strides else 1)
-
-
-def _factors(term: str) -> list[str]:
-    """The top-level factors of a product (``(pos) * half`` → ``['(pos)', 'half']``)."""
-    out, depth, cur = [], 0, ""
-    for ch in term:
-        depth += ch in "(["
-        depth -= ch in ")]"
-        if ch == "*" and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur.strip()]
 
 
 def _groups(text: str) -> list[str]:

@@ -24,8 +24,8 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (FLOATS, ArgUse, Evidence, additive_terms, assignments, closing,
-                                                    flows, index_sites, plain, statements, unparen, value_holders)
-from agent_core.templating.experts.families.rotary.indexing import _factors
+                                                    factors, flows, index_sites, plain, statements, unparen,
+                                                    value_holders)
 
 _ROOT = re.compile(r"(?<![\w.])(?:rsqrtf|rsqrt)\(")
 _FLOAT_LIT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
@@ -220,7 +220,7 @@ def _qk_norm(ev: Evidence, qi: ArgUse, ki: ArgUse | None, q: ArgUse, k: ArgUse |
         st = statements(raw)
         if len(st) != 1 or st[0][0] is None or st[0][1] <= 0 or raw[st[0][1] - 1] != "*":
             continue
-        fs = [unparen(f) for f in _factors(plain(raw[st[0][1] + 1:]))]
+        fs = [unparen(f) for f in factors(plain(raw[st[0][1] + 1:]))]
         if r not in fs:
             continue
         if len(fs) != 2 or st[0][0] not in values:
@@ -349,7 +349,7 @@ def _row_strides(ev: Evidence, qi: ArgUse, ki: ArgUse, q_tok: tuple, k_tok: tupl
             continue
         for terms in index_sites(ev, name):
             for _, t in terms:
-                for f in _factors(unparen(t)):
+                for f in factors(unparen(t)):
                     got = _pair(unparen(f), sel, once, lambda x: x in ints)
                     if got and got[0] != got[1] and ints[got[0]].counts == q_tok and ints[got[1]].counts == k_tok:
                         found.add(got)

@@ -7,9 +7,10 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, div,
-                                                    feeding, flows, index_sites, term_values, uncast, unparen)
+                                                    factors, feeding, flows, index_sites, term_values, uncast,
+                                                    unparen)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER, _factors, _groups, _subscript_of
+from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER, _groups, _subscript_of
 
 
 class _Sequences(NamedTuple):
@@ -80,7 +81,7 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
         return []
     strides = set()
     for t in pos_terms:
-        rest = [f for f in _factors(unparen(t)) if not fed(f)]
+        rest = [f for f in factors(unparen(t)) if not fed(f)]
         strides.add(term_values(ev, " * ".join(f"({f})" for f in rest)) if rest else tuple(1 for _ in p.counts))
     stride = strides.pop() if len(strides) == 1 else None  # (no tables: None)
     # the sequence length: an int argument the index in the sequence (or the offsets' index) is computed from, one
@@ -101,9 +102,9 @@ def _sequence_offsets(ev: Evidence, p: ArgUse, q_names: list[str], q: ArgUse, k:
         if len(terms) < 2 or not set(terms) & adds_in_seq:
             continue
         for t in terms:
-            factors = [squash(f) for f in _factors(t)]
-            if len(factors) == 2 and set(factors) & subs:
-                near |= {f for f in factors if f in ints}
+            parts = [squash(f) for f in factors(t)]
+            if len(parts) == 2 and set(parts) & subs:
+                near |= {f for f in parts if f in ints}
     compared = set()
     for n in idents:
         for m in re.finditer(rf"\b{re.escape(n)}\s*(?:<=|>=|<|>)\s*\(?\s*(\w+)\b|\b(\w+)\s*\)?\s*(?:<=|>=|<|>)\s*"

@@ -7,7 +7,7 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, div, offset_values, pointer_offsets
-from agent_core.templating.experts.families.rotary.buffers import _heads
+from agent_core.templating.experts.families.rotary.buffers import _heads, _rotary_widths
 from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
 
 
@@ -95,10 +95,7 @@ def _views(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple, k_tok: tuple
                                                 f"`{hs.words.strip('`')} - {qo[1].words.strip('`')}`")
             rots = [(rot, rot_fp)]
         else:
-            rots = [(ev.sizes(a.counts)[0], a.counts) for a in ev.ints()
-                    if a.counts and all(r <= h and r % 2 == 0 for r, h in zip(a.counts, hs_fp))]
-            if not any(r[1] == hs_fp for r in rots):
-                rots.append((hs, hs_fp))
+            rots = _rotary_widths(ev, hs, hs_fp)
         words = [f"query rotary channels from {qo[1].words} to the end of each head" if qo else
                  "query rotary channels at the start of each head"]
         if k is None:
@@ -139,15 +136,12 @@ def _strided_rows(ev: Evidence, q: ArgUse, k: ArgUse | None, q_tok: tuple
     _head_sizes_first(ev, hss, q, None, q_tok, q_tok)
     out = []
     for hs, hs_fp in hss:
+        rots = _rotary_widths(ev, hs, hs_fp)
         for a in ev.ints():
             if not a.counts or a is row or any(c < 1 or c * h > t for c, h, t in zip(a.counts, hs_fp, q_tok)) \
                     or all(c * h == t for c, h, t in zip(a.counts, hs_fp, q_tok)) or all(c == 1 for c in a.counts):
                 continue
             nh = ev.sizes(a.counts)[0]
-            rots = [(ev.sizes(r.counts)[0], r.counts) for r in ev.ints()
-                    if r.counts and all(x <= h and x % 2 == 0 for x, h in zip(r.counts, hs_fp))]
-            if not any(r[1] == hs_fp for r in rots):
-                rots.append((hs, hs_fp))
             words = [f"query rows {ev.sizes(q_tok)[0].words} apart, the first {nh.words} heads of each rotated, "
                      "the rest untouched"]
             out.append((hs, hs_fp, nh, SizeExpr("0", "0", "none (no key)"), rots,

@@ -60,7 +60,7 @@ def _hidden_candidates(ev: Evidence, big: tuple, small: list[ArgUse]) -> list[tu
 def _block_strides(ev: Evidence, bufs: list[ArgUse]) -> set[tuple]:
     """The constants (the same on every size set, above 1) by which an index of every buffer of ``bufs`` multiplies
     a term of the block index: ``blockIdx.x * n`` (a block a row of n elements)."""
-    from agent_core.templating.experts.evidence import _once, index_sites, term_values, uncast
+    from agent_core.templating.experts.evidence import _once, factors, index_sites, known_factors, uncast
     once = _once(uncast(ev.body))
 
     def of_block(f: str) -> bool:  # the factor is the block index itself, or a local holding it (`row = blockIdx.x`)
@@ -79,12 +79,8 @@ def _block_strides(ev: Evidence, bufs: list[ArgUse]) -> set[tuple]:
         for site in index_sites(ev, a.name):
             for _, t in site:
                 # (a namespace's constant by its own name: `norm::kWidth` is the file's kWidth)
-                factors = [re.sub(r"\b[A-Za-z_]\w*\s*::\s*", "", f).strip() for f in re.split(r"\*(?![^()]*\))", t)]
-                if not any(of_block(f) for f in factors):
-                    continue
-                known = [f for f in factors if term_values(ev, f) is not None]
-                v = term_values(ev, " * ".join(f"({f})" for f in known)) if known and len(known) < len(factors) \
-                    else None
+                parts = factors(re.sub(r"\b[A-Za-z_]\w*\s*::\s*", "", t))
+                v = known_factors(ev, parts) if any(of_block(f) for f in parts) else None
                 if v and len(set(v)) == 1 and v[0] > 1:
                     got.add(v)
         found = got if found is None else found & got
