@@ -443,7 +443,7 @@ def render_markdown(doc: dict) -> str:
         L.append(f"  - {it['kernel']}: {_f(it['time_to_5pct_s'], '.1f', 'never (no verified variant)')} s")
     tb = doc.get("time_breakdown")
     if tb:
-        from agent_core.measure.timeline import PHASES
+        from agent_core.measure.timeline import PHASES, render_tallies
         L += ["", "## Where the time went", "",
               f"Wall time of the optimize loops, summed over the kernels: {tb['wall_s']:.0f} s "
               "(each phase's own time on the thread that drives the run; \"other\" is what no phase claims).", "",
@@ -460,6 +460,8 @@ def render_markdown(doc: dict) -> str:
         if any(v >= 0.05 for v in over.values()):
             L += ["", "Overlapped (other threads, not in the sum): "
                   + ", ".join(f"{PHASES.get(n, n)} {v:.1f} s" for n, v in sorted(over.items()))]
+        if tb.get("tallies"):
+            L += ["", "Compiles (how each was served, its seconds): " + render_tallies(tb["tallies"])]
     L += ["", "## Definitions", "",
           "- original µs / tuned µs: median times of the original kernel and of what the tuned rewrite runs on "
           "that shape (the winning variant, or the per-shape dispatch's configuration for it, entry #N), timed "

@@ -59,6 +59,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from agent_core import expr  # noqa: E402
+from agent_core.measure.timeline import render_tallies  # noqa: E402
 from agent_core.model import KerntuneError  # noqa: E402
 from agent_core.source import spec as spec_mod  # noqa: E402
 from agent_core.source.cuda_parse import parse_cuda  # noqa: E402
@@ -459,7 +460,7 @@ def fixed_seconds(timeline: dict | None) -> float | None:
 
 def breakdown(run: Run) -> str:
     """One line: where a kerntune run's wall time went (its timeline's phases on the driving thread, which add up
-    to the wall; work on other threads, nvcc compiling ahead, apart)."""
+    to the wall; work on other threads, compiling ahead, apart)."""
     tl_ = run.timeline
     if not tl_:
         return f"kerntune {run.label}: no timeline"
@@ -469,13 +470,15 @@ def breakdown(run: Run) -> str:
     over = {k: v for k, v in (tl_.get("overlapped") or {}).items() if v >= 0.05}
     if over:
         line += "; on other threads meanwhile: " + ", ".join(
-            f"{'nvcc compiling ahead' if k == 'compile' else SHORT.get(k, k)} {v:.1f}" for k, v in over.items())
+            f"{'compiling ahead' if k == 'compile' else SHORT.get(k, k)} {v:.1f}" for k, v in over.items())
     fixed = fixed_seconds(tl_)
     rest = tl_["wall_s"] - fixed
     names = [SHORT[r["phase"]] for r in tl_["phases"] if r["phase"] in FIXED and r["s"] >= 0.005]
     if run.evaluations and rest > 0 and names:
         line += (f"; per-run fixed ({', '.join(names)}) {fixed:.1f} s, without it "
                  f"{run.evaluations / rest * 60:.0f} evaluations/min")
+    if tl_.get("tallies"):
+        line += "; compiles: " + render_tallies(tl_["tallies"])
     return line
 
 

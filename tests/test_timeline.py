@@ -74,6 +74,34 @@ def test_outside_a_run_nothing_is_recorded_and_run_scope_nests():
     assert outer.finished is not None and isinstance(tl.current(), tl._Off)
 
 
+def test_tallies_count_events_of_any_thread_and_merge():
+    t = tl.Timeline()
+    tok = tl.bind(t)
+    try:
+        tl.tally("NVRTC", 0.04)
+
+        def pool_thread():
+            token = tl.bind_tallies(t)
+            try:
+                tl.tally("NVRTC", 0.1)
+                with tl.phase("compile"):  # a pool thread's phases are not summed: the waiting thread times the wait
+                    tl.tally("nvcc")
+            finally:
+                tl.unbind(token)
+        th = threading.Thread(target=pool_thread)
+        th.start()
+        th.join()
+    finally:
+        tl.unbind(tok)
+    rep = t.report()
+    assert rep["tallies"] == {"NVRTC": {"n": 2, "s": pytest.approx(0.14), "max_s": 0.1},
+                              "nvcc": {"n": 1, "s": 0.0, "max_s": 0.0}}
+    assert "compile" not in rep["overlapped"]
+    m = tl.merge_reports([rep, rep])
+    assert m["tallies"]["NVRTC"]["n"] == 4 and m["tallies"]["NVRTC"]["max_s"] == 0.1
+    assert tl.render_tallies(m["tallies"]) == "NVRTC 4 (0.28 s, longest 0.10 s), nvcc 2"
+
+
 def test_merge_reports_sums_phases_and_walls():
     a = {"wall_s": 10.0, "phases": [{"phase": "compile", "label": "c", "s": 4.0, "n": 2},
                                     {"phase": "other", "label": "o", "s": 6.0, "n": 0}], "overlapped": {"compile": 1}}
@@ -422,6 +450,14 @@ def test_the_next_batch_compiles_while_this_one_is_measured(tmp_path, monkeypatc
     by = {x["phase"]: x["s"] for x in rep["phases"]}
     assert rep["overlapped"].get("compile", 0) > 0  # batches compiled on the background thread
     assert by.get("compile", 0) >= 0 and sum(x["s"] for x in rep["phases"]) == pytest.approx(rep["wall_s"])
+    # every compile is tallied by how it was served, from the pool's threads too: the 30 variants (NVRTC where the
+    # library is, else nvcc and why), the original and the best's confirmation (nvcc, exact)
+    t = rep["tallies"]
+    served = sum(v["n"] for k, v in t.items() if k in ("NVRTC", "NVRTC, cached", "nvcc", "nvcc, cached"))
+    assert served == 32 and t["nvcc: exact (the original, a confirmation)"]["n"] == 2
+    if "NVRTC" not in t:
+        assert sum(v["n"] for k, v in t.items() if k.startswith("nvcc: ") and "exact" not in k) == 30
+    assert "compiles: " in tl.render(rep)
 
 
 class SlowStartingReplay(CompilingReplay):

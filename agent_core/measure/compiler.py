@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from agent_core.measure import nvrtc
-from agent_core.measure.timeline import phase
+from agent_core.measure import timeline
+from agent_core.measure.timeline import phase, tally
 from agent_core.model import Compiled, KerntuneError, Resources, sha256_text
 from agent_core.source.constants import valued
 
@@ -396,9 +397,15 @@ def _compile_kernel(text, kernel, arch, defines, include_dirs, cache_dir, extra_
         if isinstance(got, Compiled):
             return got
         refused = got
+    if exact:
+        tally("nvcc: exact (the original, a confirmation)")
     meta = _load_cached(cache, key)
     if meta is None:
+        t0 = time.perf_counter()
         meta = _compile_uncached(nvcc, text + instance, kernel, arch, flags, cache, key, timeout, source_path)
+        tally("nvcc", time.perf_counter() - t0)
+    else:
+        tally("nvcc, cached")
     if refused is not None:
         try:
             _atomic_write(refused[0], refused[1].encode("utf-8", "replace"))
@@ -441,16 +448,20 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
     does not compile fails in both and marks nothing)."""
     version = nvrtc.available(nvcc)
     if version is None:
+        tally("nvcc: no NVRTC library")
         return None
     try:
         dev = nvrtc.device_only(text)
     except nvrtc.Unsupported:
+        tally("nvcc: device code not separable")
         return None
     except Exception:  # a parse the reduction did not expect: nvcc compiles the text as it is
+        tally("nvcc: device code not separable")
         return None
     base = kernel.rsplit("::", 1)[-1]
     qualified = dev.names.get(base)
     if qualified is None or (base in dev.templates and not template_args):
+        tally("nvcc: kernel not nameable for NVRTC")
         return None
     expr = f"&{qualified}" + (f"<{', '.join(template_args)}>" if base in dev.templates else "")
     options = [f"-arch={arch}", "-lineinfo", "-Xptxas", "-v", "-default-device"]
@@ -465,6 +476,7 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
                                            "format": CACHE_FORMAT}, sort_keys=True).encode()).hexdigest()[:39]
     meta = _load_cached(cache, key)  # a configuration NVRTC compiled before is served whatever was marked since
     if meta is None and (refused.exists() or slow.exists()):
+        tally("nvcc: NVRTC refused the text before" if refused.exists() else "nvcc: NVRTC slow on the text before")
         return None
     if meta is None:
         scratch_name = Path(source_path).name if source_path else "kernel.cu"
@@ -477,15 +489,20 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
             raise CompileError(f"NVRTC took longer than {timeout:.0f} s compiling kernel '{kernel}' for {arch}; "
                                "the variant was abandoned", path=source_path) from None
         except nvrtc.Unsupported:  # its process crashed: nvcc compiles it, in a process of its own
+            tally("nvcc: NVRTC's process ended", time.perf_counter() - t0)
             return None
         report = parse_ptxas_report(res.log) if res.ok else {}
+        took = time.perf_counter() - t0
         if res.ok and res.lowered.get(expr) not in report:
             # compiled, but no resource report: NVRTC 13 answers a program whose code it compiled before from a
             # cache of its own without running ptxas again (seen on the H200); nvcc compiles this one, nothing marked
+            tally("nvcc: NVRTC gave no resource report", took)
             return None
         if not res.ok:
+            tally("nvcc: NVRTC refused", took)
             return refused, res.log  # marked once nvcc compiles what NVRTC refused (not a variant's own error)
-        if time.perf_counter() - t0 > NVRTC_SLOW_S:
+        tally("NVRTC", took)
+        if took > NVRTC_SLOW_S:
             # a heavy template (unrolled expert code): ptxas and the optimizer dominate, NVRTC saves little, and
             # the exact compile of the confirmation would pay nvcc again; its other configurations go to nvcc
             try:
@@ -495,6 +512,8 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         shown, _, _ = _diagnostics(res.log, scratch_name, source_path)
         meta = _store_entry(cache, key, res.cubin, arch, options, shown, {}, report,
                             compiler=f"nvrtc {version}", symbol=res.lowered[expr])
+    else:
+        tally("NVRTC, cached")
     sym = meta["symbol"]
     report = {s: Resources(**r) for s, r in meta["report"].items()}
     return Compiled(cubin_path=str(cache / f"{key}.cubin"), symbol=sym, resources=report[sym],
@@ -549,8 +568,16 @@ def compile_many(jobs: list[dict], workers: int | None = None,
 def _compile_many(jobs, workers, on_done, cancel) -> list[Compiled | CompileError]:
     results: list[Compiled | CompileError | None] = [None] * len(jobs)
     lock = threading.Lock()
+    run = timeline.current()  # the run's timeline, in the pool's threads too (its tallies of each compile)
 
     def one(i: int) -> None:
+        token = timeline.bind_tallies(run)
+        try:
+            _one(i)
+        finally:
+            timeline.unbind(token)
+
+    def _one(i: int) -> None:
         if cancel is not None and cancel.is_set():
             res: Compiled | CompileError = CompileError("compilation cancelled")
         else:

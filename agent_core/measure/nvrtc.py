@@ -335,6 +335,13 @@ def _serve(path: str) -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray writes (the library's, Python's) go where stderr goes, not into the replies
     global _child_lib
+    # NVRTC opens its builtins library by name at its first compile; a wheel's folder is not on the loader's
+    # path (the 13.0 wheel's compiles all failed: "failed to open libnvrtc-builtins"): loaded first, by path
+    for b in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))):
+        try:
+            ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
     _child_lib = ctypes.CDLL(path)
     for f in _FUNCTIONS:
         getattr(_child_lib, f).restype = ctypes.c_int
@@ -383,6 +390,8 @@ def compile_cubin(nvcc: str | None, text: str, name: str, options: list[str], ex
         w = _idle.pop() if _idle else None
     if w is None or w.proc.poll() is not None:
         w = _Worker(got[0])
+        from agent_core.measure.timeline import tally
+        tally("NVRTC process started")  # its start is in this compile's time
     rep = w.call((text, name, options, expressions), timeout)  # raises: the process was killed, not kept
     with _lock:
         _idle.append(w)

@@ -53,6 +53,9 @@ class Timeline:
     seconds: dict[str, float] = field(default_factory=dict)  # own time per phase, on the driving thread
     counts: dict[str, int] = field(default_factory=dict)
     overlapped: dict[str, float] = field(default_factory=dict)  # phases run on other threads
+    # events counted on any thread, with the seconds each took (how each variant was compiled: by NVRTC, by
+    # nvcc and why, from the cache; a compile process started): {name: [count, seconds, longest]}
+    tallies: dict[str, list] = field(default_factory=dict)
     finished: float | None = None
 
     def __post_init__(self) -> None:
@@ -89,6 +92,14 @@ class Timeline:
                 stack[-1].inner += seconds
             self._add(tid, name, seconds, count)
 
+    def tally(self, name: str, seconds: float = 0.0) -> None:
+        """Count one event ``name`` that took ``seconds`` (on whatever thread; not part of the phases' sum)."""
+        with self._lock:
+            t = self.tallies.setdefault(name, [0, 0.0, 0.0])
+            t[0] += 1
+            t[1] += seconds
+            t[2] = max(t[2], seconds)
+
     def _add(self, tid: int, name: str, seconds: float, count: int = 1) -> None:
         if tid == self._owner:
             self.seconds[name] = self.seconds.get(name, 0.0) + seconds
@@ -104,8 +115,8 @@ class Timeline:
         return (self.finished or time.monotonic()) - self.started
 
     def report(self) -> dict:
-        """{"wall_s", "phases": [{"phase", "label", "s", "n", "pct"}...] (other last), "overlapped": {...}}:
-        the phases plus "other" sum to the wall time."""
+        """{"wall_s", "phases": [{"phase", "label", "s", "n", "pct"}...] (other last), "overlapped": {...},
+        "tallies": {name: {"n", "s", "max_s"}}}: the phases plus "other" sum to the wall time."""
         with self._lock:
             wall = self.wall_s()
             names = [n for n in PHASES if n in self.seconds] + sorted(n for n in self.seconds if n not in PHASES)
@@ -115,7 +126,8 @@ class Timeline:
             rows.append({"phase": "other", "label": "other (unattributed)", "s": other, "n": 0})
             for r in rows:
                 r["pct"] = 100.0 * r["s"] / wall if wall > 0 else 0.0
-            return {"wall_s": wall, "phases": rows, "overlapped": dict(self.overlapped)}
+            tallies = {k: {"n": v[0], "s": v[1], "max_s": v[2]} for k, v in sorted(self.tallies.items())}
+            return {"wall_s": wall, "phases": rows, "overlapped": dict(self.overlapped), "tallies": tallies}
 
 
 def merge_reports(reports: list[dict]) -> dict:
@@ -123,7 +135,13 @@ def merge_reports(reports: list[dict]) -> dict:
     wall = sum(r.get("wall_s", 0.0) for r in reports)
     by: dict[str, dict] = {}
     over: dict[str, float] = {}
+    tallies: dict[str, dict] = {}
     for rep in reports:
+        for k, v in (rep.get("tallies") or {}).items():
+            t = tallies.setdefault(k, {"n": 0, "s": 0.0, "max_s": 0.0})
+            t["n"] += v["n"]
+            t["s"] += v["s"]
+            t["max_s"] = max(t["max_s"], v["max_s"])
         for row in rep.get("phases", []):
             d = by.setdefault(row["phase"], {"phase": row["phase"], "label": row["label"], "s": 0.0, "n": 0})
             d["s"] += row["s"]
@@ -136,7 +154,13 @@ def merge_reports(reports: list[dict]) -> dict:
     rows = [r for r in rows if r["phase"] != "other"] + [r for r in rows if r["phase"] == "other"]
     for r in rows:
         r["pct"] = 100.0 * r["s"] / wall if wall > 0 else 0.0
-    return {"wall_s": wall, "phases": rows, "overlapped": over}
+    return {"wall_s": wall, "phases": rows, "overlapped": over, "tallies": dict(sorted(tallies.items()))}
+
+
+def render_tallies(tallies: dict) -> str:
+    """``name N (S s, longest L s), ...`` for a report's tallies ("" when none)."""
+    return ", ".join(f"{k} {v['n']}" + (f" ({v['s']:.2f} s, longest {v['max_s']:.2f} s)" if v["s"] >= 0.005 else "")
+                     for k, v in tallies.items())
 
 
 def render(report: dict, title: str = "where the time went") -> str:
@@ -151,11 +175,13 @@ def render(report: dict, title: str = "where the time went") -> str:
     if over:
         lines.append("  overlapped with the above (other threads, not in the sum): "
                      + ", ".join(f"{PHASES.get(k, k)} {v:.1f} s" for k, v in sorted(over.items())))
+    if report.get("tallies"):
+        lines.append("  compiles: " + render_tallies(report["tallies"]))
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------- the active run
-_current: contextvars.ContextVar[Timeline | None] = contextvars.ContextVar("kerntune_timeline", default=None)
+_current: contextvars.ContextVar = contextvars.ContextVar("kerntune_timeline", default=None)
 
 
 class _Off:
@@ -168,8 +194,22 @@ class _Off:
     def attribute(self, name: str, seconds: float, count: int = 0) -> None:
         pass
 
+    def tally(self, name: str, seconds: float = 0.0) -> None:
+        pass
+
 
 _OFF = _Off()
+
+
+class _TalliesOnly(_Off):
+    """A run's tallies without its phases: a pool thread's compiles counted, their time not summed again (the
+    thread that waits for the pool times the wait)."""
+
+    def __init__(self, tl: Timeline):
+        self._tl = tl
+
+    def tally(self, name: str, seconds: float = 0.0) -> None:
+        self._tl.tally(name, seconds)
 
 
 def current() -> Timeline | _Off:
@@ -180,6 +220,11 @@ def current() -> Timeline | _Off:
 def phase(name: str):
     """``current().phase(name)``."""
     return current().phase(name)
+
+
+def tally(name: str, seconds: float = 0.0) -> None:
+    """``current().tally(name, seconds)``."""
+    current().tally(name, seconds)
 
 
 @contextlib.contextmanager
@@ -203,6 +248,13 @@ def bind(tl: Timeline | None):
     """Make ``tl`` the active timeline in another thread (contextvars do not follow a thread pool); returns the
     token for ``unbind``."""
     return _current.set(tl)
+
+
+def bind_tallies(tl: "Timeline | _Off"):
+    """Make the tallies (not the phases) of ``tl`` active in another thread; returns the token for ``unbind``."""
+    if isinstance(tl, _TalliesOnly):
+        return _current.set(tl)
+    return _current.set(_TalliesOnly(tl) if isinstance(tl, Timeline) else None)
 
 
 def unbind(token) -> None:
