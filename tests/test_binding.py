@@ -164,7 +164,7 @@ def test_gated_gate_and_up_as_two_tensors(lib):
     cf, k, spec = case("gated_two_tensors")
     bs = X.candidates(cf, k.name, spec, lib)
     assert bs[0].describe() == ("out=dst, gate=gate, up=up, d=`n`, SiLU, gate and up as two tensors, activation kept "
-                                "in fp32"), words_of(bs)
+                                "in fp32, SiLU with __expf"), words_of(bs)  # the body's __expf
     assert has(bs, "act_and_mul", "gate=up, up=gate")
     t = X.bind(bs[0], cf, spec)
     assert "(__half*)(dst), (const __half*)(gate), (const __half*)(up), (int)(n)" in t.text
@@ -2882,7 +2882,7 @@ def test_conventions_resolve_and_are_checked(tmp_path):
     e = load_expert(X.EXPERT_DIR / "act_and_mul.cu")
     assert e.conventions == {"KT_EXPERT_GATE_LAYOUT": 0, "KT_EXPERT_ROUND_ACT": 1, "KT_EXPERT_OUT_TYPE": 0,
                              "KT_EXPERT_CLAMP": 0, "KT_EXPERT_SIGMOID": 0, "KT_EXPERT_QUANT": 0,
-                             "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0, "KT_EXPERT_INPLACE": 0,
+                             "KT_EXPERT_QUANT_ROUND": 1, "KT_EXPERT_FAST_EXP": 0, "KT_EXPERT_FAST_DIV": 0, "KT_EXPERT_INPLACE": 0,
                              "KT_EXPERT_BIAS": 0, "KT_EXPERT_GATE_FN": 0, "KT_EXPERT_GELU_FORM": 0,
                              "KT_EXPERT_ERF_DIV": 0, "KT_EXPERT_TANH": 0, "KT_EXPERT_ACT_LIMIT": 0,
                              "KT_EXPERT_SATURATE": 0}
@@ -6620,3 +6620,27 @@ __global__ void exps(T* out, const T* in, int cols) {
     cf = parse_cuda(src, "ops.cu")
     ev = gather(cf, cf.kernel("exps"), S.find_spec(cf, "exps"))
     assert ev.has("hexp") and not ev.has("expf")
+
+
+def test_gated_silu_of_the_fast_intrinsics_takes_them(lib):
+    """SiLU written with __expf (and __fdividef) and no accurate exponential: the expert's SiLU takes the same
+    intrinsics (KT_EXPERT_FAST_EXP, KT_EXPERT_FAST_DIV: the body's division form), so it computes what the original
+    does and is no slower for it (OrinMLLM's SwiGLU: the expert's 8 IEEE divisions a thread held it at 84% of copy
+    where the original's div.full reached 100%). An accurate expf in the body keeps the accurate SiLU."""
+    cf, k, spec = case("gated_silu_fast_intrinsics_fdividef_token_rows_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].describe() == ("out=out, x=input, d=`d`, SiLU, gate and up halves [gate | up], activation kept in "
+                                "fp32, SiLU with __expf, __fdividef(v, 1 + e)"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_FAST_EXP"] == 1 and bs[0].conventions["KT_EXPERT_FAST_DIV"] == 1
+    t = X.bind(bs[0], cf, spec)
+    assert "return __fdividef(v, 1.f + __expf(-v));" in t.text and "expf(-v));" not in t.text.replace("__expf", "")
+    # the reciprocal form: v * __fdividef(1, 1 + e)
+    src = (STYLES / "gated_silu_fast_intrinsics_fdividef_token_rows_bf16.cu").read_text()
+    cf2 = parse_cuda(src.replace("__fdividef(g, 1.0f + __expf(-g))", "g * __fdividef(1.0f, 1.0f + __expf(-g))"), "r.cu")
+    b2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)[0]
+    assert b2.conventions["KT_EXPERT_FAST_DIV"] == 2
+    assert "return v * __fdividef(1.f, 1.f + __expf(-v));" in X.bind(b2, cf2, S.find_spec(cf2, k.name)).text
+    # an accurate expf beside it: the accurate SiLU, as before
+    cf3 = parse_cuda(src.replace("__fdividef(g, 1.0f + __expf(-g))", "g / (1.0f + expf(-g))"), "a.cu")
+    b3 = X.candidates(cf3, k.name, S.find_spec(cf3, k.name), lib)[0]
+    assert "KT_EXPERT_FAST_EXP" not in b3.conventions and "KT_EXPERT_FAST_DIV" not in b3.conventions

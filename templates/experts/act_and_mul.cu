@@ -37,6 +37,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT = 0  (with KT_EXPERT_OUT_TYPE 1, no clamp; 0: out holds act(gate) * up; out quantized to fp8 (O __nv_fp8_e4m3 or __nv_fp8_e5m2) by a static per-tensor scale, the fp32 value `scale` after d (the wrapper reads it from a device pointer or passes a float argument), clamped to O's finite range and converted with saturation to nearest even: 1 times 1 / scale (the reciprocal taken once, vLLM's silu_and_mul_quant), 2 divided by scale, 3 times scale (the value is the quantization multiplier))
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: act(gate) * up rounded to T before it is scaled (vLLM: the product taken in T, __hmul); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_FAST_EXP = 0  (SiLU's exponential; 0: expf; 1: __expf (FlashInfer, TensorRT-LLM): bound where an exact comparison needs it, the fp8 output)
+// kt:bind KT_EXPERT_FAST_DIV = 0  (with KT_EXPERT_FAST_EXP, SiLU's division as the body writes it: 0 v / (1 + __expf(-v)), IEEE; 1 __fdividef(v, 1 + __expf(-v)); 2 v * __fdividef(1, 1 + __expf(-v)) (the PTX div.full.f32, 2 ulp: CUDA ports that write SiLU with the fast intrinsics throughout))
 // kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__)
 // kt:bind KT_EXPERT_BIAS = 0  (1: with KT_EXPERT_GATE_LAYOUT 4 only; bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product; 2: with KT_EXPERT_GATE_LAYOUT 0 or 1 only; one bias [2 * d] after x, laid out as the gated row (ONNX Runtime's BiasSplitGelu, the GEGLU of a diffusion UNet after a GEMM without its bias): bias[c] added to the first half's column c, bias[d + c] to the second's, each sum rounded to T before the activation and the product)
 // kt:bind KT_EXPERT_ERF_DIV = 0  (with KT_EXPERT_ACT 1; 0: erff(v * 0.70710678f); 1: erff(v / 1.41421356237f), the argument divided by the float nearest sqrt(2) (ONNX Runtime's BiasSplitGelu, BERT's x * 0.5 * (1 + erf(x / sqrt(2)))): the same erf GELU, its argument rounded otherwise)
@@ -113,7 +114,13 @@ __device__ __forceinline__ float gate_act(float v) {
 #else  // kt:bind
 #if KT_EXPERT_ACT == 0
 #if KT_EXPERT_FAST_EXP  // kt:bind
+#if KT_EXPERT_FAST_DIV == 1  // kt:bind
+  return __fdividef(v, 1.f + __expf(-v));
+#elif KT_EXPERT_FAST_DIV == 2  // kt:bind
+  return v * __fdividef(1.f, 1.f + __expf(-v));
+#else  // kt:bind
   return v / (1.f + __expf(-v));
+#endif  // kt:bind
 #else  // kt:bind
   return v / (1.f + expf(-v));
 #endif  // kt:bind

@@ -184,6 +184,23 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
     return out
 
 
+def _fast_silu(ev: Evidence, e: Expert) -> tuple[dict[str, int], str] | None:
+    """SiLU written with the fast intrinsics alone: the body calls ``__expf`` and no accurate exponential, so the
+    expert's SiLU takes ``__expf`` too (KT_EXPERT_FAST_EXP), and the body's ``__fdividef`` for its division
+    (KT_EXPERT_FAST_DIV: 2 where it divides 1 by the sum, a reciprocal it multiplies by; else 1). (conventions,
+    words), or None where the body shows an accurate exponential (or the expert has no such conventions)."""
+    if "KT_EXPERT_FAST_DIV" not in e.conventions or not ev.has("__expf") or ev.has("expf", "exp"):
+        return None
+    conv = {"KT_EXPERT_FAST_EXP": 1}
+    words = "SiLU with __expf"
+    divs = [args for _, args in call_arguments(ev.body, "__fdividef") if len(args) == 2]
+    if divs:
+        one = any(re.fullmatch(r"\(*1(?:\.0*)?[fF]?\)*", re.sub(r"\s+", "", a[0])) for a in divs)
+        conv["KT_EXPERT_FAST_DIV"] = 2 if one else 1
+        words += ", v * __fdividef(1, 1 + e)" if one else ", __fdividef(v, 1 + e)"
+    return conv, words
+
+
 def _thresholds(ev: Evidence) -> list[str]:
     """The float arguments a value is compared with (``v > threshold ? v : 0``): FATReLU's threshold."""
     return [a.name for a in ev.floats() if re.search(rf">\(?{re.escape(a.name)}\)?\?", ev.flat)]
@@ -353,6 +370,7 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
     limit = _act_limit(ev) if "KT_EXPERT_ACT_LIMIT" in e.conventions else None
     saturate = "KT_EXPERT_SATURATE" in e.conventions and _saturates(ev, O or T)
     tanhs = _tanh_forms(ev) if "KT_EXPERT_TANH" in e.conventions else [None]
+    fast = _fast_silu(ev, e)
     for di, (d, dsup) in enumerate(ds):
         dname = d.words.strip("`")
         for act, act_words, asup in acts:
@@ -374,6 +392,8 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                     b.conventions = {"KT_EXPERT_GATE_LAYOUT": layout}
                     if act >= 10:
                         b.conventions["KT_EXPERT_GATE_FN"] = act - 10
+                    if act == 0 and fast is not None:
+                        b.conventions.update(fast[0])
                     if rnd is not None:
                         b.conventions["KT_EXPERT_ROUND_ACT"] = rnd
                     b.template_args = [CTYPE[T]]
@@ -390,6 +410,8 @@ def _bindings(ev: Evidence, e: Expert, xs: list, o, ds: list, layouts: list[int]
                     b.words = [f"out={o.name}" + (f" ({O}, x {T})" if mixed else ""), *roles, f"d={d.words}",
                                ACTS[act] + (f", threshold=`{_thresholds(ev)[0]}`" if act == 14 else ""),
                                LAYOUTS[layout]] + ([rwords] if rwords else [])
+                    if act == 0 and fast is not None:
+                        b.words.append(fast[1])
                     if tanh is not None:
                         b.conventions["KT_EXPERT_TANH"] = tanh
                         b.words.append(TANHS[tanh])
