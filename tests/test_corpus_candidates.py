@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 28's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 29's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -248,6 +248,27 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 28's, on first sight (batches 9 
     "place_global_threads_256_default_stream_f32_mini_llm_cuda.cu":
         "mini-llm-cuda's rope: a token a column of the activations, its position the column index, (cos, sin) pairs "
         "a position: no binder reads a column-per-token layout",
+    # batch 29, on first sight
+    "group_quant/compress_minmax_uint8_chunks_fused_cub_min_max_header_32_bytes_grid_1_x_chunks_1024_threads_rintf_"
+    "upper_lower_bound_fp16_bagua.cu":
+        "Bagua's MinMaxUInt8 compression: each chunk's min and max in a 32-byte header inside the byte output, its "
+        "codes after it, a chunk stride padded to 32 bytes, bounds from rintf(max * scale): no expert writes a header",
+    "rotary/rope_forward_gptj_pairs_rope_cache_cos_sin_interleaved_slice_dim_q_shift_node_slices_float_positions_"
+    "block_per_batch_256_threads_out_of_place_f32_distributed_llama.cu":
+        "distributed-llama's rope (a Vulkan shader's port): out of place over one node's q or k slice (a flag), a "
+        "(cos, sin) pair cache of the slice's width read from a column shift, float positions",
+    "rms_norm/layer_norm_fwd_fused_single_pass_is_rmsnorm_block_size_loop_chunks_row_col_strides_mean_rstd_out_eps_"
+    "clamp_fp16_kernl.cu":
+        "Kernl's RMSNorm (a Triton port, the IS_RMSNORM instantiation of a LayerNorm): row and column strides, an "
+        "unused bias pointer, a mean output written 0 and an rstd output: only a LayerNorm binding is offered",
+    "gated_act/silu_input_times_output_inplace_shape_c_t_b_grid_c_div_4_over_block_tokens_batch_vec4_packed_u32x2_f16_"
+    "block_128_fp16_web_rwkv.cu":
+        "web-rwkv's silu (a WGSL port): silu(input) times output written over output (in place over the up operand), "
+        "both seen as uint2 words of four halves",
+    "rotary/rope_f32_block_per_head_half_head_threads_neox_halves_separate_sin_cos_cache_half_dim_rows_q_then_k_loop_"
+    "grid_heads_tokens_gqa_k_guard_inplace_f32_simplellminference.cu":
+        "SimpleLLMInference's rope: positions start + token (no positions tensor, the tokens only in the grid), sin "
+        "before cos, q and k rotated by one loop over a pointer chosen per pass with a GQA guard on k",
 }
 
 
