@@ -213,3 +213,21 @@ def test_a_crashed_nvrtc_process_costs_the_compile_nothing(tmp_path):
         for i in range(40)) + "}\n"
     with pytest.raises(compiler.CompileError, match="longer than"):
         compiler.compile_kernel(heavy, "h", cache_dir=tmp_path / "d", timeout=0.05)
+
+
+def test_nvrtc_pool_processes_run_with_the_cuda_jit_cache_off(tmp_path, monkeypatch):
+    """NVRTC's ptxas answers code it compiled before from the CUDA JIT cache without its -v resource report (on the
+    H200 every compile of a second run over the same programs went to nvcc for it): the pool's processes run with
+    CUDA_CACHE_DISABLE=1 (kerntune's own compile cache is the cache), whatever the caller's environment says."""
+    import subprocess
+    seen = {}
+
+    class Popen:
+        def __init__(self, cmd, **kw):
+            seen.update(kw)
+            raise OSError("not started")
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", "0")
+    monkeypatch.setattr(subprocess, "Popen", Popen)
+    with pytest.raises(OSError):
+        nvrtc._Worker(str(tmp_path / "libnvrtc.so"))
+    assert seen["env"]["CUDA_CACHE_DISABLE"] == "1" and seen["env"]["PATH"] == os.environ["PATH"]

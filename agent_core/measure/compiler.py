@@ -494,8 +494,8 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         report = parse_ptxas_report(res.log) if res.ok else {}
         took = time.perf_counter() - t0
         if res.ok and res.lowered.get(expr) not in report:
-            # compiled, but no resource report: NVRTC 13 answers a program whose code it compiled before from a
-            # cache of its own without running ptxas again (seen on the H200); nvcc compiles this one, nothing marked
+            # compiled, but no resource report (NVRTC's ptxas answers code it compiled before from the CUDA JIT
+            # cache without it: the pool runs with that cache off, nvrtc._Worker); nvcc compiles this one, nothing marked
             tally("nvcc: NVRTC gave no resource report", took)
             return None
         if not res.ok:

@@ -286,8 +286,12 @@ class _Worker:
         import sys
         boot = (f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
                 f"from agent_core.measure.nvrtc import _serve; _serve({path!r})")
+        # NVRTC's ptxas answers code it compiled before from the CUDA JIT cache (~/.nv/ComputeCache) without its
+        # -v resource report (cuda-python issue 1124); on the H200 every compile of a Kernel Tuner comparison's
+        # second run went to nvcc for it (2026-11-29h). kerntune's compile cache is the cache: the JIT's is off here
+        env = dict(os.environ, CUDA_CACHE_DISABLE="1")
         self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, close_fds=True)
+                                     stderr=subprocess.DEVNULL, close_fds=True, env=env)
 
     def call(self, request: tuple, timeout: float):
         import pickle
