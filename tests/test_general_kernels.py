@@ -286,6 +286,15 @@ def test_the_instantiation_the_file_shows_a_type_alias_and_a_namespaced_enumerat
     assert prep.spec.template_args == ["half", "st::kernel::ActivationType::SILU"]
     c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
     assert c.symbol == "_ZN2st6kernel29fusedActivationMultiplyKernelI6__halfLNS0_14ActivationTypeE1EEEvPT_PKS4_S7_l"
+    # a type alias named with its namespace (`ck_tile::half_t`, `using half_t = __half;` inside namespace ck_tile)
+    # among five compiled instantiations (batch 29's Composable Kernel combine: the run ended in an error before)
+    rel, kernel = "merge_attn_states/fmha_fwd_splitkv_combine_tile_m16_n128_lse_acc_lds_max_splits_16_split_major_" \
+        "o_acc_f32_lse_out_natural_log_grid_tiles_nhead_batch_bshd_out_fp16_composable_kernel.cu", \
+        "fmha_fwd_splitkv_combine_kernel"
+    prep = prepare(str(CORPUS / rel), kernel, use_workspace_files=False)
+    assert prep.spec.template_args == ["ck_tile::half_t", "16", "128", "16"]
+    c = compile_kernel(prep.text, kernel, template_args=spec_mod.instantiation(prep.spec, prep.kernel), **job)
+    assert c.symbol.startswith("_Z31fmha_fwd_splitkv_combine_kernelI6__halfLi16ELi128ELi16EE")
 
 
 # ------------------------------------------------------------------------------- structural generality

@@ -125,15 +125,16 @@ def type_aliases(text: str) -> dict[str, str]:
 
 def valued(args: list[str] | None, text: str, macros_only: bool = False) -> list[str] | None:
     """``args`` (template arguments as C++ text) with each one that names the file's integer constants written as
-    its value and each one that names a type alias of the file as the type it stands for (the compiled symbol's
-    spelling); the others (types, literals, what the file does not define) as they are. ``macros_only``: only the
+    its value and each one that names a type alias of the file (qualified by its namespace or not) as the type it
+    stands for (the compiled symbol's spelling); the others (types, literals, what the file does not define) as they are. ``macros_only``: only the
     ones that name macros, for C++ that sees the file's other names (an NVRTC name expression: an enumerator stays
     a name there, as a template parameter of its enum type needs)."""
     if not args or not any(re.search(r"[A-Za-z_]", a) for a in args):
         return args
     if not macros_only:
         aliases = type_aliases(text)
-        args = [aliases.get(a.strip(), a) for a in args]
+        # a qualified name (`ck_tile::half_t`) is the alias its last name is: aliases are names written once
+        args = [aliases.get(a.strip(), aliases.get(a.strip().rsplit("::", 1)[-1], a)) for a in args]
     if macros_only:
         consts = dict(_macro_constants(text))
         if not any(re.search(r"[A-Za-z_]\w*", a) and set(re.findall(r"[A-Za-z_]\w*", a)) & set(consts)
