@@ -1341,17 +1341,19 @@ def test_fused_add_whose_sum_stays_fp32_where_an_fp32_output_tells(lib):
     """x + residual computed in fp32, stored rounded to a 16-bit residual, the fp32 sum itself squared and normalized
     (QuACK's RMSNorm with a residual, held out in batch 27: its fp32 rstd off by 1e-4 from every binding of the
     rounded sum): each general-form binding whose residual is 16-bit and whose output (or statistic) is fp32 is
-    followed by the same binding with the sum kept in fp32 (KT_EXPERT_SUM_FP32), the rounded form first (a style
-    kernel: fp16 inputs, fp32 output, a block a row); a 16-bit output with no statistic gets no such variant (its
-    tolerance cannot tell them apart)."""
+    offered with the sum kept in fp32 too (KT_EXPERT_SUM_FP32), first where the body squares an fp32 sum of the two
+    (this style kernel: fp16 inputs, `float z = x + r` squared, fp32 output, a block a row), the rounded form after
+    it; a 16-bit output with no statistic gets no such variant unless the body squares the fp32 sum (its tolerance
+    cannot tell them apart)."""
     cf, k, spec = case("fused_add_rmsnorm_fp32_sum_half_residual_out_f32_out_block_row")
     bs = X.candidates(cf, k.name, spec, lib)
     kept = [b for b in bs if b.conventions.get("KT_EXPERT_SUM_FP32")]
-    assert kept and bs.index(kept[0]) > 0 and not bs[0].conventions.get("KT_EXPERT_SUM_FP32"), words_of(bs)
-    assert kept[0].describe() == bs[0].describe() + ", the sum kept in fp32 (rounded only where stored)"
+    rounded = [b for b in bs if not b.conventions.get("KT_EXPERT_SUM_FP32")]
+    assert kept and bs[0] is kept[0] and rounded, words_of(bs)
+    assert kept[0].describe() == rounded[0].describe() + ", the sum kept in fp32 (rounded only where stored)"
     t = X.bind(kept[0], cf, spec)
     assert "rz[i][j] = round_t<R>(z);" in t.text and "kt:bind" not in t.text
-    assert "rz[i][j]" not in X.bind(bs[0], cf, spec).text  # the rounded form renders as before
+    assert "rz[i][j]" not in X.bind(rounded[0], cf, spec).text  # the rounded form renders as before
     path = ROOT / "bench/corpus/fused_add_rms_norm/rmsnorm_fwd_residual_out_of_place_residual_out_rstd_threads_per_" \
         "row_ladder_rows_per_cta_128_threads_uint4_8_bf16_f32_weight_unrounded_fp32_sum_quack.cu"
     cf = parse_cuda(path.read_text(), str(path))
@@ -6644,3 +6646,31 @@ def test_gated_silu_of_the_fast_intrinsics_takes_them(lib):
     cf3 = parse_cuda(src.replace("__fdividef(g, 1.0f + __expf(-g))", "g / (1.0f + expf(-g))"), "a.cu")
     b3 = X.candidates(cf3, k.name, S.find_spec(cf3, k.name), lib)[0]
     assert "KT_EXPERT_FAST_EXP" not in b3.conventions and "KT_EXPERT_FAST_DIV" not in b3.conventions
+
+
+def test_fused_add_rms_norm_squaring_the_fp32_sum_puts_the_fp32_sum_first(lib):
+    """A 16-bit fused add + RMSNorm that squares and normalizes the fp32 sum of the two rows and stores the residual
+    rounded from it (a torch reference port: x.float() + residual.float(); nano-vllm's add_rms_forward, batch 29,
+    whose rounded-sum bindings verified on the smallest size set and failed on the big one) gets KT_EXPERT_SUM_FP32
+    first, before the rounded sum; a sum taken in 16 bits (vLLM's `scalar_t z = x + residual`, squared as
+    (float)z) keeps the rounded sum first and no fp32-sum binding (its output is 16-bit, no fp32 statistic)."""
+    cf, k, spec = case("fused_add_rms_fp32_sum_residual_inplace_warp_rows_f16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs[0].expert.name == "fused_add_rms_norm" and bs[0].conventions.get("KT_EXPERT_SUM_FP32") == 1, words_of(bs)
+    assert bs[0].describe().endswith("the sum kept in fp32 (rounded only where stored)")
+    assert any(b.conventions.get("KT_EXPERT_SUM_FP32") is None for b in bs)  # the rounded sum is checked after it
+    src = (STYLES / "fused_add_rms_fp32_sum_residual_inplace_warp_rows_f16.cu").read_text()
+    rounded = src.replace("const float xf = __half2float(x[base + c]);\n    const float rf = __half2float(residual[base"
+                          " + c]);\n    v[j] = xf + rf;",
+                          "const __half z = __hadd(x[base + c], residual[base + c]);\n    v[j] = __half2float(z);")
+    assert rounded != src
+    cf2 = parse_cuda(rounded, "r.cu")
+    bs2 = X.candidates(cf2, k.name, S.find_spec(cf2, k.name), lib)
+    assert bs2 and not any(b.conventions.get("KT_EXPERT_SUM_FP32") for b in bs2), words_of(bs2)
+    # the nano-vllm variant itself (its residual read into the sum is an input of its own: RESIDUAL_IN)
+    path = ROOT / "bench/corpus/fused_add_rms_norm/add_rms_forward_torch_compile_port_fp32_sum_unrounded_residual_out_" \
+        "rounded_rsqrt_scaled_rounded_then_bf16_weight_mul_row_per_block_rblock_4096_registers_8_warps_out_of_place_" \
+        "bf16_nano_vllm.cu"
+    cf3 = parse_cuda(path.read_text(), str(path))
+    b3 = X.candidates(cf3, "add_rms_forward_kernel", S.find_spec(cf3, "add_rms_forward_kernel"), lib)[0]
+    assert b3.conventions.get("KT_EXPERT_SUM_FP32") == 1 and b3.conventions.get("KT_EXPERT_RESIDUAL_IN") == 1

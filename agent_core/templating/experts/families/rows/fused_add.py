@@ -6,9 +6,11 @@ own, the sum to a buffer of its own, each row's reciprocal RMS stored), in place
 from __future__ import annotations
 
 import itertools
+import re
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import CTYPE, FLOATS, NBYTES, ArgUse, Evidence, div
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, _assignments,
+                                                    additive_terms, div, feeding, flows, unparen)
 from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _indexed_before_root,
                                                                  _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
@@ -83,6 +85,7 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         return []
     w = small[0]
     out = []
+    fp32_sums: dict[tuple[str, str], bool] = {}
     for hi, (hidden, hfp) in enumerate(_hidden_candidates(ev, big, small)):
         hname = hidden.words.strip("`")
         if st is not None and div(big, hfp) != st.counts:
@@ -122,16 +125,44 @@ def _fused_add_general(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
                         b.conventions["KT_EXPERT_SKIP"] = 1
                     b.support = 10 + 2 * ev.uses(hidden) - hi - fi - ei + eps_support + conv_support + off_support
                     out.append(b)
-                    if NBYTES[R] < 4 and r.role != "in" and (st is not None or O == "f32") \
+                    summed = r_in if r_in is not None else r  # the residual read into the sum
+                    fp32_sum = fp32_sums.setdefault((x.name, summed.name), _squares_fp32_sum(ev, x, summed))
+                    if NBYTES[R] < 4 and r.role != "in" and (st is not None or O == "f32" or fp32_sum) \
                             and "KT_EXPERT_SUM_FP32" in e.conventions:
                         # the sum squared and normalized as computed in fp32, rounded only where it is stored
-                        # (QuACK): told apart from the rounded sum by an fp32 output, checked after it
+                        # (QuACK; a torch port's x.float() + residual.float()): told apart from the rounded sum by
+                        # an fp32 output, checked after it; first where the body squares an fp32 sum of the two
                         f = b.copy()
                         f.conventions["KT_EXPERT_SUM_FP32"] = 1
                         f.words = b.words + ["the sum kept in fp32 (rounded only where stored)"]
-                        f.support = b.support - 3
+                        f.support = b.support + 1 if fp32_sum else b.support - 3
                         out.append(f)
     return out
+
+
+# the declared types a local on an fp32 sum's way may have (indices, masks, floats): no 16-bit value, nothing unknown
+_FP32_PATH = ("float", "int", "int32_t", "int64_t", "uint32_t", "uint64_t", "long", "size_t", "unsigned", "bool")
+
+
+def _squares_fp32_sum(ev: Evidence, x: ArgUse, r: ArgUse) -> bool:
+    """Whether the body squares the sum of ``x`` and the residual as fp32: a square ``v * v`` (``s[i] * s[i]``) of
+    a local declared float assigned a sum of two terms computed from both buffers, through locals every one of
+    which is declared float
+    (nano-vllm's torch port: ``s[i] = a + b`` of two converted floats, the residual stored rounded from it). A
+    16-bit local on the way (vLLM's ``scalar_t z = x + residual; float v = (float)z;``) is the rounded sum."""
+    flow = flows(ev.body, declarators=True)
+    declared = dict((n, t) for t, n in re.findall(
+        r"\b((?:const\s+)?[A-Za-z_][\w:]*)\s+([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[=;,\[]", ev.body))
+    sums = {t for t, value, _ in _assignments(ev.body) if len(additive_terms(unparen(value.strip()))) == 2}
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)(\[[^\]]*\])?\*\1(\[[^\]]*\])?(?![\w(\[])", ev.flat):
+        v = m.group(1)
+        fed = feeding(flow, v)
+        if declared.get(v, "").split()[-1:] != ["float"] or not {x.name, r.name} <= fed or v not in sums:
+            continue  # (a float read back from a stored row, `diff = (float)out[i]`, is the rounded sum)
+        locals_ = [n for n in fed if n in declared and n not in (x.name, r.name)]
+        if all(declared[n].split()[-1] in _FP32_PATH for n in locals_):
+            return True
+    return False
 
 
 def _fused_orders(ev: Evidence, io: list[ArgUse]) -> list[tuple[ArgUse, ArgUse]]:
