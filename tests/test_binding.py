@@ -6674,3 +6674,31 @@ def test_fused_add_rms_norm_squaring_the_fp32_sum_puts_the_fp32_sum_first(lib):
     cf3 = parse_cuda(path.read_text(), str(path))
     b3 = X.candidates(cf3, "add_rms_forward_kernel", S.find_spec(cf3, "add_rms_forward_kernel"), lib)[0]
     assert b3.conventions.get("KT_EXPERT_SUM_FP32") == 1 and b3.conventions.get("KT_EXPERT_RESIDUAL_IN") == 1
+
+
+def test_rotary_positions_start_plus_token_through_a_pointer_chosen_per_pass(lib):
+    """A rope whose positions are an argument plus the token (no positions tensor, the token count only in the launch
+    grid) that rotates q and then k through one local pointer chosen by a conditional per pass
+    (`row = pass == 0 ? q + ... : k + ...`, SimpleLLMInference's rope, batch 29): each buffer's indices read through
+    its branch of the pointer (evidence.branch_view), the element's index the pointer's move plus the subscript
+    (index_reading.element_resolved), the thread and block indices sampled within the spec's launch
+    (index_reading.launch_bounds), and the positions read as `start_pos` + the token (an implicit sequence no token
+    count reaches: KT_EXPERT_POSITIONS 3 with the sequence length 2^31 - 1), the key's heads those of its own count."""
+    cf, k, spec = case("rope_start_pos_plus_token_pointer_ternary_q_then_k_head_blocks_gptj_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "positions=`start_pos` + the token's index, query=q, key=k, cos=cos_tab, sin=sin_tab, rows of rot_dim / 2, "
+        "rot_dim=`head_dim`, num_heads=`n_heads`, num_kv_heads=`n_kv_heads`, head_size=`head_dim`, GPT-J pairs, "
+        "in place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_POSITIONS"] == 3 and bs[0].call_args[-2:] == ["2147483647",
+                                                                                      "(long long)(start_pos)"]
+    path = ROOT / "bench/corpus/rotary/rope_f32_block_per_head_half_head_threads_neox_halves_separate_sin_cos_cache_" \
+        "half_dim_rows_q_then_k_loop_grid_heads_tokens_gqa_k_guard_inplace_f32_simplellminference.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "rope_f32_kernel", S.find_spec(cf2, "rope_f32_kernel"), lib)
+    assert has(bs2, "rotary_neox", "positions=`pos` + the token's index", "cos=cos, sin=sin", "NeoX pairs",
+               "num_kv_heads=`kv_dim / head_dim`"), words_of(bs2)
+    from agent_core.templating.experts.evidence import branch_view
+    text = "float* row = pass == 0 ? q + t * H : k + t * K; row[i] = 0; int n = c ? a : b;"
+    assert "float* row = q + t * H ;" in branch_view(text, "q") and "int n = c ? a : b;" in branch_view(text, "q")
+    assert "float* row = k + t * K ;" in branch_view(text, "k") and branch_view(text, "x") == text

@@ -265,10 +265,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 29's, on first sight (batches 9 
     "block_128_fp16_web_rwkv.cu":
         "web-rwkv's silu (a WGSL port): silu(input) times output written over output (in place over the up operand), "
         "both seen as uint2 words of four halves",
-    "rotary/rope_f32_block_per_head_half_head_threads_neox_halves_separate_sin_cos_cache_half_dim_rows_q_then_k_loop_"
-    "grid_heads_tokens_gqa_k_guard_inplace_f32_simplellminference.cu":
-        "SimpleLLMInference's rope: positions start + token (no positions tensor, the tokens only in the grid), sin "
-        "before cos, q and k rotated by one loop over a pointer chosen per pass with a GQA guard on k",
 }
 
 

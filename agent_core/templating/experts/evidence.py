@@ -1298,6 +1298,49 @@ def _once(text: str) -> dict[str, str]:
             and not (n in stored and v[0].strip().startswith("{"))}
 
 
+def _conditional(text: str) -> tuple[str, str, str] | None:
+    """(condition, then, else) of a top-level conditional expression ``c ? a : b`` (parentheses around it
+    dropped), or None."""
+    t = unparen(text.strip())
+    depth, q, nested = 0, -1, 0
+    for i, ch in enumerate(t):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and ch == "?":
+            if q < 0:
+                q = i
+            else:
+                nested += 1
+        elif depth == 0 and ch == ":" and q >= 0 and t[i - 1:i + 1] != "::" and t[i:i + 2] != "::":
+            if nested:
+                nested -= 1
+            else:
+                return t[:q], t[q + 1:i], t[i + 1:]
+    return None
+
+
+def branch_view(text: str, name: str) -> str:
+    """``text`` with every local pointer chosen by a conditional between buffers (``float* vec = i == 0 ? q + a :
+    k + b;``, one loop rotating the query and then the key) given the branch made from ``name`` alone: the
+    buffer's view of the pointer (its indices through ``vec`` are the query's where ``name`` is q). Unchanged where
+    no such local exists."""
+    if "?" not in text:
+        return text
+    out = text
+    for target, value, element in _assignments(text):
+        c = None if element else _conditional(value)
+        if c is None:
+            continue
+        mine = [b for b in c[1:] if (1, name) in additive_terms(unparen(b.strip()))
+                or unparen(b.strip()) == name]
+        if len(mine) != 1:
+            continue
+        out = out.replace(value, " " + mine[0].strip() + " ", 1)
+    return out
+
+
 def pointer_aliases(text: str, name: str) -> list[str]:
     """``name`` and the local pointers made from it by a sum, transitively (``const T* row = x + off;``): the
     names through which the body indexes the buffer."""
@@ -1315,6 +1358,7 @@ def index_sites(ev: "Evidence", name: str) -> list[list[tuple[int, str]]]:
     it (``index_terms``; casts dropped, locals assigned once that are sums expanded into their terms), in elements
     of the buffer: an index through a vector view of it (``vector_views``) times the view's lanes."""
     text, lanes = vector_views(ev, name)
+    text = branch_view(text, name)
     once = _once(text)
     out = []
     for n in pointer_aliases(text, name):

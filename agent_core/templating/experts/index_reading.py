@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 from agent_core.templating.experts.evidence import _once as _ONCE
-from agent_core.templating.experts.evidence import Evidence, index_terms, pointer_aliases, uncast
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, branch_view, index_terms, pointer_aliases,
+                                                    uncast, unparen)
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
@@ -22,6 +23,7 @@ def bare(ev: Evidence) -> str:
 def sites(text: str, name: str) -> list[list[tuple[int, str]]]:
     """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
     the pointer (an argument of a call: no terms) left out."""
+    text = branch_view(text, name)
     names = pointer_aliases(text, name)
     # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
     names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
@@ -33,17 +35,48 @@ def resolved(ev: Evidence, name: str) -> str | None:
     """The first index of the buffer ``name`` with every local assigned once replaced by its value, down to the
     thread and block indices (each of ``threadIdx.x``, ``blockIdx.y``, ... a name of its own), loop variables and
     the int arguments; casts and literal suffixes dropped. None where it is not plain integer arithmetic."""
-    text = bare(ev)
+    text = branch_view(bare(ev), name)
     found = sites(text, name)
     if not found:
         return None
     return resolve(_ONCE(text), " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in found[0]) or "0")
 
 
+def element_resolved(ev: Evidence, name: str) -> str | None:
+    """The first element the body reads or writes of the buffer ``name``, resolved as ``resolved`` does, where
+    the body indexes it through a local pointer made from it (``float* vec = q + token * hidden; vec[h * d + i]``):
+    the pointer's move and the subscript together, the element's index in the buffer (``resolved`` gives the first
+    index or move: the move alone there). None where no subscript of it or its pointers resolves."""
+    text = branch_view(bare(ev), name)
+    once = _ONCE(text)
+    moves: dict[str, list[tuple[int, str]]] = {name: []}
+    for a in pointer_aliases(text, name)[1:]:
+        if a not in once:
+            continue
+        terms = additive_terms(unparen(once[a].strip()))
+        base = next((t for sign, t in terms if sign == 1 and t in moves), None)
+        if base is not None:
+            moves[a] = moves[base] + [(sign, t) for sign, t in terms if (sign, t) != (1, base)]
+    found = []
+    for a, mv in moves.items():
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(a)}\s*\[", text):
+            i, depth, j = m.end(), 1, m.end()
+            while j < len(text) and depth:
+                depth += text[j] in "(["
+                depth -= text[j] in ")]"
+                j += 1
+            found.append((m.start(), mv + additive_terms(text[i:j - 1])))
+    for _, terms in sorted(found, key=lambda f: f[0]):
+        r = resolve(once, " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0")
+        if r is not None:
+            return r
+    return None
+
+
 def all_resolved(ev: Evidence, name: str) -> list[str]:
     """``resolved`` of every index of the buffer ``name`` (or a local pointer made from it: relative to that pointer),
     the ones that are not plain integer arithmetic left out."""
-    text = bare(ev)
+    text = branch_view(bare(ev), name)
     once = _ONCE(text)
     out = []
     for site in sites(text, name):
@@ -76,11 +109,27 @@ def size_env(ev: Evidence, size: int) -> dict[str, int]:
     return env
 
 
+def launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
+    """How far each thread and block index reaches in the spec's launch on size set ``size``: ``kt_threadIdx_x`` ->
+    the block's x extent, ``kt_blockIdx_y`` -> the grid's y extent, ... (the names ``resolve`` gives them); empty
+    where the launch cannot be evaluated (a grid over a template's own parameters)."""
+    from agent_core.source import spec as spec_mod
+    try:
+        ln = spec_mod.launch(ev.spec, ev.spec.sizes[size])
+    except Exception:  # noqa: BLE001 (a launch over names of a template: the indices stay unbounded)
+        return {}
+    out = {}
+    for axis, g, b in zip("xyz", ln.grid, ln.block):
+        out[f"kt_blockIdx_{axis}"], out[f"kt_threadIdx_{axis}"] = max(1, int(g)), max(1, int(b))
+    return out
+
+
 def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
                keep) -> list[tuple[int, int]] | None:
     """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
     integer constants), every other name drawn below a range chosen at random from ``ranges`` (``seed + size``
-    seeds it); the pairs ``keep`` accepts. None where the names cannot be read."""
+    seeds it), a thread or block index below its extent in the spec's launch on that size set (``launch_bounds``);
+    the pairs ``keep`` accepts. None where the names cannot be read."""
     import random
     from agent_core import expr as _expr
     env = size_env(ev, size)
@@ -89,11 +138,12 @@ def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple
     except Exception:  # noqa: BLE001
         return None
     rng = random.Random(seed + size)
+    bounds = launch_bounds(ev, size)
     out = []
     for _ in range(draws):
         at = dict(env)
         for n in unknown:
-            at[n] = rng.randrange(rng.choice(ranges))
+            at[n] = rng.randrange(bounds[n]) if n in bounds else rng.randrange(rng.choice(ranges))
         try:
             ai, bi = _expr.evaluate_int(a, at), _expr.evaluate_int(b, at)
         except Exception:  # noqa: BLE001

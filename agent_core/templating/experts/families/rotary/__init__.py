@@ -154,8 +154,9 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
                      computed=comp)
     if len(caches) != 2 or "KT_EXPERT_POSITIONS" not in e.conventions:
         return []  # without positions: a cos and a sin tensor, gathered per token (one float input is a scale)
-    if k is None and e.conventions.get("KT_EXPERT_POSITIONS") is not None:
-        # each row's position its index in its sequence ([b, h, t, d] or [b, t, h, d]): where the indexing says so
+    if e.conventions.get("KT_EXPERT_POSITIONS") is not None:
+        # each row's position its index in its sequence ([b, h, t, d] or [b, t, h, d]): where the query's indexing
+        # says so (the key's rows are the same tokens': the binding's own check)
         read, implicit = _implicit_positions(ev, qi, caches)
         if read and implicit:
             imp = implicit[0]

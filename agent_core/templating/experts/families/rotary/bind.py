@@ -66,6 +66,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                      f"sequence of {implicit.seq.words} tokens")
         if implicit.div is not None:  # a row of one head a token, its position (row / div) % seq
             pos_words = f"{'`' + implicit.offset.name + '` + ' if implicit.offset else ''}{implicit.words}"
+        elif implicit.words:  # no sequence: the offset plus the token itself
+            pos_words = implicit.words
         if seq_offsets:
             pos_words = (f"`{p.name}[token / {implicit.seq.words.strip('`')}]` + the token's index in its sequence of "
                          f"{implicit.seq.words} tokens")

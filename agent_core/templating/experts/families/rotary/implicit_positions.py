@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _expand, _once as _ONCE, div,
                                                     index_terms, prod, term_values)
+from agent_core.templating.experts.index_reading import element_resolved as _element_resolved
 from agent_core.templating.experts.index_reading import bare as _bare, draw_pairs as _draw_pairs, resolve as _resolve, \
     resolved as _resolved, sites as _sites
 
@@ -29,6 +30,9 @@ class _Implicit(NamedTuple):
     adds: set
     div: str | None = None  # KT_EXPERT_POS_DIV: the rows a position spans (C), the position (row / div) % seq
     words: str | None = None  # the positions in words where they are so read
+
+
+UNBOUNDED = 2147483647  # a sequence length no token count reaches: position = offset + token
 
 
 def _size_terms(ev, ints, c, n: int):
@@ -59,7 +63,7 @@ def _size_terms(ev, ints, c, n: int):
 def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
     """(query index, cos index) pairs the body computes for the same thread on size set ``size``: every unknown
     (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept."""
-    qt, ct = _resolved(ev, q.name), _resolved(ev, c.name)
+    qt, ct = _element_resolved(ev, q.name) or _resolved(ev, q.name), _resolved(ev, c.name)
     if qt is None or ct is None:
         return None
     return _draw_pairs(ev, qt, ct, size, 1234, (2, 8, 64, 512, 4096, 32768), draws,
@@ -114,6 +118,22 @@ def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple
                     spec = f"({qi.spec.size}) / ({values[row].spec})"
                     found.setdefault((tokens, seq, stride, off.name if off else None),
                                      _Implicit(tokens, spec, seq_c, off, stride, set()))
+    if not found and not gathered:
+        # no sequence wraps the positions: an offset argument plus the token itself (SimpleLLMInference's `pos +
+        # token`, the token only in the launch grid), read as a sequence no token reaches
+        endless = tuple(UNBOUNDED for _ in range(n))
+        for stride in strides:
+            for off in offsets[1:]:
+                for row in values:
+                    tokens = div(qi.counts, row)
+                    if tokens is None or all(t == 1 for t in tokens) or not fits(row, endless, stride, off):
+                        continue
+                    if any(t + o > r for t, o, r in zip(tokens, off.counts, div(c.counts, stride))):
+                        continue  # the last token's row past the tables
+                    seq_c = SizeExpr(str(UNBOUNDED), str(UNBOUNDED), f"unbounded (`{off.name}` + the token)")
+                    found.setdefault((tokens, endless, stride, off.name),
+                                     _Implicit(tokens, f"({qi.spec.size}) / ({values[row].spec})", seq_c, off,
+                                               stride, set(), words=f"`{off.name}` + the token's index"))
     if gathered or len(found) != 1:
         return False, []
     imp = next(iter(found.values()))
