@@ -6702,3 +6702,24 @@ def test_rotary_positions_start_plus_token_through_a_pointer_chosen_per_pass(lib
     text = "float* row = pass == 0 ? q + t * H : k + t * K; row[i] = 0; int n = c ? a : b;"
     assert "float* row = q + t * H ;" in branch_view(text, "q") and "int n = c ? a : b;" in branch_view(text, "q")
     assert "float* row = k + t * K ;" in branch_view(text, "k") and branch_view(text, "x") == text
+
+
+def test_gated_written_over_the_multiplied_operand_through_words_of_several_elements(lib):
+    """up = silu(gate) * up in place (web-rwkv's silu, batch 29: output = silu(input) * output), the buffers declared
+    as words of several elements (uint4 over bf16: eight a word; web-rwkv's uint2 over halves: four) whose size
+    arguments count elements: the generic binding with the output over the multiplied operand (KT_EXPERT_INPLACE
+    2: out and y one buffer, neither __restrict__), the word's elements read from its bytes, the row length the
+    element count (one row of all of them where no argument is a row's)."""
+    cf, k, spec = case("gated_silu_inplace_over_up_uint4_words_gridstride_bf16")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "act_and_mul"]
+    assert bs and bs[0].describe() == ("out=up (in place over gate), x=gate, gate=up, d=`n`, SiLU, activation kept "
+                                       "in fp32"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_INPLACE"] == 2
+    t = X.bind(bs[0], cf, spec)
+    assert "act_and_mul(T* out, const T* __restrict__ x, const T* y," in t.text
+    path = ROOT / "bench/corpus/gated_act/silu_input_times_output_inplace_shape_c_t_b_grid_c_div_4_over_block_" \
+        "tokens_batch_vec4_packed_u32x2_f16_block_128_fp16_web_rwkv.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "silu", S.find_spec(cf2, "silu"), lib)
+    assert has(bs2, "act_and_mul", "out=output (in place over gate), x=input, gate=output, d=`shape_c`, SiLU"), \
+        words_of(bs2)

@@ -261,10 +261,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 29's, on first sight (batches 9 
     "clamp_fp16_kernl.cu":
         "Kernl's RMSNorm (a Triton port, the IS_RMSNORM instantiation of a LayerNorm): row and column strides, an "
         "unused bias pointer, a mean output written 0 and an rstd output: only a LayerNorm binding is offered",
-    "gated_act/silu_input_times_output_inplace_shape_c_t_b_grid_c_div_4_over_block_tokens_batch_vec4_packed_u32x2_f16_"
-    "block_128_fp16_web_rwkv.cu":
-        "web-rwkv's silu (a WGSL port): silu(input) times output written over output (in place over the up operand), "
-        "both seen as uint2 words of four halves",
 }
 
 

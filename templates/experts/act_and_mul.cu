@@ -38,7 +38,7 @@ smem = "0"
 // kt:bind KT_EXPERT_QUANT_ROUND = 1  (with KT_EXPERT_QUANT only; 1: act(gate) * up rounded to T before it is scaled (vLLM: the product taken in T, __hmul); 0: scaled as computed in fp32)
 // kt:bind KT_EXPERT_FAST_EXP = 0  (SiLU's exponential; 0: expf; 1: __expf (FlashInfer, TensorRT-LLM): bound where an exact comparison needs it, the fp8 output)
 // kt:bind KT_EXPERT_FAST_DIV = 0  (with KT_EXPERT_FAST_EXP, SiLU's division as the body writes it: 0 v / (1 + __expf(-v)), IEEE; 1 __fdividef(v, 1 + __expf(-v)); 2 v * __fdividef(1, 1 + __expf(-v)) (the PTX div.full.f32, 2 ulp: CUDA ports that write SiLU with the fast intrinsics throughout))
-// kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__)
+// kt:bind KT_EXPERT_INPLACE = 0  (with KT_EXPERT_GATE_LAYOUT 4 only; 1: in place, the output written over the activation's input x (FasterTransformer / TensorRT-LLM's generic activation over the first GEMM's output): out and x one buffer, neither __restrict__; 2: the output written over the multiplied operand y (web-rwkv's silu: output = silu(input) * output): out and y one buffer, neither __restrict__)
 // kt:bind KT_EXPERT_BIAS = 0  (1: with KT_EXPERT_GATE_LAYOUT 4 only; bias vectors [d] bx and by after y, each may be null (checked), added to x and to y before the activation and the product, each sum rounded to T (FasterTransformer's __hadd2); a null y: out = act(x + bx), no product; 2: with KT_EXPERT_GATE_LAYOUT 0 or 1 only; one bias [2 * d] after x, laid out as the gated row (ONNX Runtime's BiasSplitGelu, the GEGLU of a diffusion UNet after a GEMM without its bias): bias[c] added to the first half's column c, bias[d + c] to the second's, each sum rounded to T before the activation and the product)
 // kt:bind KT_EXPERT_ERF_DIV = 0  (with KT_EXPERT_ACT 1; 0: erff(v * 0.70710678f); 1: erff(v / 1.41421356237f), the argument divided by the float nearest sqrt(2) (ONNX Runtime's BiasSplitGelu, BERT's x * 0.5 * (1 + erf(x / sqrt(2)))): the same erf GELU, its argument rounded otherwise)
 // kt:bind KT_EXPERT_GATE_FN = 0  (0: KT_EXPERT_ACT's activation (SiLU, GELU erf, GELU tanh); activations of no such transcendental, or of another, in fp32: 1 ReLU max(v, 0) (ReGLU: Transformer Engine's reglu, llama.cpp's GLU op REGLU); 2 squared ReLU v > 0 ? v * v : 0 (Transformer Engine's sreglu, Primer's relu^2 gate); 3 quick GELU v / (1 + expf(-1.702 v)), v * sigmoid(1.702 v) (Transformer Engine's qgeglu, llama.cpp's GEGLU_QUICK, CTranslate2's gelu_sigmoid, vLLM's gelu_quick); 4 FATReLU v > threshold ? v : 0 with the float `threshold` after d (vLLM's fatrelu_and_mul; one gated-row input of the output's type only); 5 the sigmoid 1 / (1 + expf(-v)) (the original GLU, torch.nn.functional.glu: one half times the sigmoid of the other; Caffe2's GluOp))
@@ -223,7 +223,9 @@ __device__ __forceinline__ void act_and_mul(O* __restrict__ out, const T* __rest
 #endif  // kt:bind
 #elif KT_EXPERT_GATE_LAYOUT == 4  // kt:bind
 template <typename T>
-#if KT_EXPERT_INPLACE  // kt:bind
+#if KT_EXPERT_INPLACE == 2  // kt:bind
+__device__ __forceinline__ void act_and_mul(T* out, const T* __restrict__ x, const T* y,
+#elif KT_EXPERT_INPLACE  // kt:bind
 __device__ __forceinline__ void act_and_mul(T* out, const T* x, const T* __restrict__ y,
 #else  // kt:bind
 __device__ __forceinline__ void act_and_mul(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ y,

@@ -53,7 +53,7 @@ import struct
 from collections import Counter
 
 from agent_core.templating.experts.binding import Binding
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, Evidence, SizeExpr,
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, NBYTES, VECTOR_BYTES, Evidence, SizeExpr,
                                                     additive_terms, assignments, call_arguments, closing, counts_of,
                                                     div, feeding, flows, fp8_formats, instance_types, number,
                                                     scale_ops, unparen)
@@ -182,6 +182,13 @@ def _gate_fns(ev: Evidence) -> list[tuple[int, str, int]]:
         out.append((12, "a maximum with 0, squared → squared-ReLU-and-mul", 5))
     out.append((11, "a maximum with 0 → ReLU-and-mul (ReGLU)", 4 if out else 5))
     return out
+
+
+def _reduces(ev: Evidence) -> bool:
+    """Whether the body reduces across threads (barriers, shuffles, atomics, cub's block reductions): no elementwise
+    gated product does."""
+    return ev.has("__syncthreads", "__syncwarp", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_sync", "__shfl_up_sync",
+                  "atomicAdd", "atomicMax") or re.search(r"\bBlockReduce\b|\bWarpReduce\b", ev.body) is not None
 
 
 def _fast_silu(ev: Evidence, e: Expert) -> tuple[dict[str, int], str] | None:
@@ -1060,8 +1067,9 @@ _IDENT_RE = re.compile(r"[A-Za-z_]\w*")
 
 def _packing(ev: Evidence, names) -> int:
     """How many elements of the spec's dtype one element of the kernel's buffers ``names`` holds, by their declared
-    types (a type template parameter read as the instantiation gives it): 2 for half2 / __nv_bfloat162, else 1; 0
-    where the buffers disagree."""
+    types (a type template parameter read as the instantiation gives it): 2 for half2 / __nv_bfloat162, the word's
+    bytes over the element's for a buffer declared as words of another type (`const uint2*` over halves: 4), else 1;
+    0 where the buffers disagree."""
     inst = instance_types(ev)
     params = {p.name: p for p in ev.kernel.params}
     packs = set()
@@ -1069,7 +1077,14 @@ def _packing(ev: Evidence, names) -> int:
         p = params.get(n)
         if p is not None:
             ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type)
-            packs.add(2 if PACKED.search(ty) else 1)
+            # a buffer declared as words of several elements (`const uint2*` over halves: four a word)
+            words = [VECTOR_BYTES[t] for t in re.findall(r"\b[A-Za-z_]\w*\b", ty) if t in VECTOR_BYTES]
+            arg = next((a for a in ev.bufs() if a.name == n), None)
+            if words and arg is not None and arg.dtype in NBYTES and words[0] % NBYTES[arg.dtype] == 0 \
+                    and not PACKED.search(ty):
+                packs.add(words[0] // NBYTES[arg.dtype])
+            else:
+                packs.add(2 if PACKED.search(ty) else 1)
     return packs.pop() if len(packs) == 1 else 0
 
 
@@ -1080,8 +1095,9 @@ def _lengths(ev: Evidence, target: tuple, pack: int) -> list[SizeExpr]:
     xs = [s for s in ev.sizes(t) if not s.c[0].isdigit()] if t else []
     if pack == 1:
         return xs
+    unit = "pairs" if pack == 2 else "words"
     return [SizeExpr(f"{pack} * {s.c}", f"{pack} * ({s.spec})", f"`{pack} * {s.words.strip('`')}` ({s.words} counts "
-                     f"{pack}-element pairs)") for s in xs]
+                     f"{pack}-element {unit})") for s in xs]
 
 
 def _first_tensors(ev: Evidence, tensors: set[str]) -> dict[str, set[str]]:
@@ -1240,7 +1256,10 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
         return []
     inplace = o.role == "inout"
     if inplace and len(full) == 1:
-        pairs = [(o, full[0])]
+        # written over the activation's input (KT_EXPERT_INPLACE 1) or over the operand it multiplies (2)
+        # (the latter only for an elementwise body: a reduction's in-place row, a softmax's, is no gated product)
+        over_up = e.conventions.get("KT_EXPERT_INPLACE") is not None and not _reduces(ev)
+        pairs = [(o, full[0])] + ([(full[0], o)] if over_up else [])
     elif o.role == "out" and len(full) == 2:
         pairs = [(full[0], full[1]), (full[1], full[0])]
     else:
@@ -1269,11 +1288,18 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                 n = re.escape(a.name)
                 ds.append((t, 2 if ev.mentions(rf"(?<![\w.])[A-Za-z_]\w*\)?\*\(?{n}(?![\w(\[])") else 0))
         ds.sort(key=lambda x: -x[1])
-        ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)]
+        elems = []  # words of several elements whose sizes count elements (web-rwkv's C over uint2 words of 4)
+        if pack > 1:
+            for a in ev.ints():
+                if a.counts and div(o.counts, a.counts) and a.counts != o.counts and \
+                        a.counts not in [x for x, _ in ds] + [x for x, _ in elems]:
+                    elems.append((a.counts, 0))
+        ds = [(s, sup) for t, sup in ds for s in _lengths(ev, t, pack)] + \
+            [(s, sup - 1) for t, sup in elems for s in _lengths(ev, t, 1)]
         ds = _longest_first(ev, o, ds)  # (x updated in place by its gate: two tensors of one shape too)
-        if not ds and pack == 1 and _flat_activation(ev, e):
+        if not ds and _flat_activation(ev, e):
             # no row length: a flat elementwise kernel over the element count (llama3.cuda's in-place SwiGLU over
-            # hb with hb2): one row of all of them
+            # hb with hb2; words of several elements whose count argument counts elements): one row of all of them
             ds = _whole_count(ev, o)
     if not ds:
         return []
@@ -1310,13 +1336,14 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                     if form and ri:
                         continue  # the packed GELU rounds its own
                     b = Binding(e, 0.85, f"reads the activation's input `{a.name}` and the gate operand `{g.name}` "
-                                         f"of `{dname}` a row" + (" and writes over the first" if inplace else "")
+                                         f"of `{dname}` a row" + ((" and writes over the first" if a is o else
+                                                                  " and writes over the second") if inplace else "")
                                 + (", adds bias vectors" if vecs else "") + ", " + act_words, ev.kernel.name)
                     b.sizes = {"rows": rows_spec, "d": d.spec}
                     b.defines = {"KT_EXPERT_ACT": act}
                     b.conventions = {"KT_EXPERT_GATE_LAYOUT": 4}
                     if inplace:
-                        b.conventions["KT_EXPERT_INPLACE"] = 1
+                        b.conventions["KT_EXPERT_INPLACE"] = 1 if a is o else 2
                     if vecs:
                         b.conventions["KT_EXPERT_BIAS"] = 1
                     if form:
@@ -1331,13 +1358,15 @@ def _generic(ev: Evidence, e: Expert) -> list[Binding]:
                         b.call_args += [_cast(T, v.name, True) if v is not None else "nullptr" for v in (bx, by)]
                     b.call_args.append(d.c)
                     b.consts = {"ESIZE": NBYTES[T]}
-                    b.words = [f"out={o.name}" + (" (in place over x)" if inplace else ""), f"x={a.name}",
-                               f"gate={g.name}"]
+                    b.words = [f"out={o.name}" + ((" (in place over x)" if a is o else " (in place over gate)")
+                                                  if inplace else ""), f"x={a.name}", f"gate={g.name}"]
                     if vecs:
                         b.words += [f"bias of x={bx.name if bx is not None else 'none'}",
                                     f"bias of gate={by.name if by is not None else 'none'}"]
                     b.words += [f"d={d.words}", ACTS[act] + (" with __expf" if fast else "")]
                     b.words += [GELU_FORMS[form]] if form else [w for r, w in _rounds(ev, T) if r == rnd and w]
-                    b.support = dsup + asup + 3 * fit - 2 * oi - 6 * pi - di - ri
+                    # written over the multiplied operand (INPLACE 2) after every binding written over the activation's
+                    # input: the body's flows seldom tell the two apart, and the usual in-place form is the latter
+                    b.support = dsup + asup + 3 * fit - 2 * oi - 6 * pi - di - ri - (20 if inplace and a is not o else 0)
                     out.append(b)
     return out
