@@ -19,7 +19,7 @@ EXPERT_FAMILIES = {
 
 
 # variants whose style no binder serves yet, each with why (strict: one that gets a candidate must leave this list)
-KNOWN_GAPS: dict[str, str] = {  # batches 11 to 29's, on first sight (batches 9 and 10's closed; every variant of 1-8
+KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 and 10's closed; every variant of 1-8
     # gets one)
     "rms_norm/rmsnorm_block_cub_heads_strided_x_w_first_f32_weight_infinicore.cu":
         "InfiniCore rmsnormKernel: declared through a macro standing for __global__ (INFINIOP_CUDA_KERNEL) and doing "
@@ -261,6 +261,19 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 29's, on first sight (batches 9 
     "clamp_fp16_kernl.cu":
         "Kernl's RMSNorm (a Triton port, the IS_RMSNORM instantiation of a LayerNorm): row and column strides, an "
         "unused bias pointer, a mean output written 0 and an rstd output: only a LayerNorm binding is offered",
+    # batch 30, on first sight
+    "group_quant/quantize_and_pack_along_last_dim_kv_asym_minmax_half_scale_mn_half_sub_div_round_half_even_2bit_16_"
+    "per_int32_thread_per_group_flat_128_fp16_kivi.cu":
+        "KIVI's quantize-and-pack: asymmetric 2-bit codes, sixteen an int32, scale and min in fp16 with every step "
+        "rounded to fp16 (no expert packs 2- or 4-bit codes of a min/max quantization)",
+    "rotary/apply_rope_jax_port_blnh_positions_b_l_timescale_pow_base_fraction_on_the_fly_sin_cos_f32_halves_out_of_"
+    "place_flat_thread_per_element_256_bf16_gemma.cu":
+        "Gemma's apply_rope (a JAX port): angles computed per element from positions [B, L], out of place over "
+        "[B, L, N, H], one thread an output element",
+    "rotary/rope_kernel_fp16_block_per_head_half_head_threads_halves_pairs_powf_theta_freq_cosf_sinf_k_only_below_kv_"
+    "heads_kv_cache_rows_tokens_grid_y_inplace_fp16_managedllama2.cu":
+        "ManagedLlama2's rope: angles computed with powf, cosf and sinf, q rotated in place with the key rows of a KV "
+        "cache only below the kv heads, the tokens only in the grid",
 }
 
 
