@@ -33,6 +33,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from agent_core.measure.timeline import tally
+
 if TYPE_CHECKING:
     from tree_sitter import Node
 
@@ -394,7 +396,6 @@ def compile_cubin(nvcc: str | None, text: str, name: str, options: list[str], ex
         w = _idle.pop() if _idle else None
     if w is None or w.proc.poll() is not None:
         w = _Worker(got[0])
-        from agent_core.measure.timeline import tally
         tally("NVRTC process started")  # its start is in this compile's time
     rep = w.call((text, name, options, expressions), timeout)  # raises: the process was killed, not kept
     with _lock:

@@ -54,8 +54,8 @@ class Timeline:
     counts: dict[str, int] = field(default_factory=dict)
     overlapped: dict[str, float] = field(default_factory=dict)  # phases run on other threads
     # events counted on any thread, with the seconds each took (how each variant was compiled: by NVRTC, by
-    # nvcc and why, from the cache; a compile process started): {name: [count, seconds, longest]}
-    tallies: dict[str, list] = field(default_factory=dict)
+    # nvcc and why, from the cache; a compile process started): {name: {"n", "s", "max_s"}}
+    tallies: dict[str, dict] = field(default_factory=dict)
     finished: float | None = None
 
     def __post_init__(self) -> None:
@@ -95,10 +95,7 @@ class Timeline:
     def tally(self, name: str, seconds: float = 0.0) -> None:
         """Count one event ``name`` that took ``seconds`` (on whatever thread; not part of the phases' sum)."""
         with self._lock:
-            t = self.tallies.setdefault(name, [0, 0.0, 0.0])
-            t[0] += 1
-            t[1] += seconds
-            t[2] = max(t[2], seconds)
+            _count(self.tallies, name, 1, seconds, seconds)
 
     def _add(self, tid: int, name: str, seconds: float, count: int = 1) -> None:
         if tid == self._owner:
@@ -126,7 +123,7 @@ class Timeline:
             rows.append({"phase": "other", "label": "other (unattributed)", "s": other, "n": 0})
             for r in rows:
                 r["pct"] = 100.0 * r["s"] / wall if wall > 0 else 0.0
-            tallies = {k: {"n": v[0], "s": v[1], "max_s": v[2]} for k, v in sorted(self.tallies.items())}
+            tallies = {k: dict(v) for k, v in sorted(self.tallies.items())}
             return {"wall_s": wall, "phases": rows, "overlapped": dict(self.overlapped), "tallies": tallies}
 
 
@@ -138,10 +135,7 @@ def merge_reports(reports: list[dict]) -> dict:
     tallies: dict[str, dict] = {}
     for rep in reports:
         for k, v in (rep.get("tallies") or {}).items():
-            t = tallies.setdefault(k, {"n": 0, "s": 0.0, "max_s": 0.0})
-            t["n"] += v["n"]
-            t["s"] += v["s"]
-            t["max_s"] = max(t["max_s"], v["max_s"])
+            _count(tallies, k, v["n"], v["s"], v["max_s"])
         for row in rep.get("phases", []):
             d = by.setdefault(row["phase"], {"phase": row["phase"], "label": row["label"], "s": 0.0, "n": 0})
             d["s"] += row["s"]
@@ -155,6 +149,14 @@ def merge_reports(reports: list[dict]) -> dict:
     for r in rows:
         r["pct"] = 100.0 * r["s"] / wall if wall > 0 else 0.0
     return {"wall_s": wall, "phases": rows, "overlapped": over, "tallies": dict(sorted(tallies.items()))}
+
+
+def _count(tallies: dict[str, dict], name: str, n: int, seconds: float, longest: float) -> None:
+    """Add ``n`` events of ``seconds`` in all, the longest ``longest``, to the tally ``name``."""
+    t = tallies.setdefault(name, {"n": 0, "s": 0.0, "max_s": 0.0})
+    t["n"] += n
+    t["s"] += seconds
+    t["max_s"] = max(t["max_s"], longest)
 
 
 def render_tallies(tallies: dict) -> str:

@@ -1298,26 +1298,39 @@ def _once(text: str) -> dict[str, str]:
             and not (n in stored and v[0].strip().startswith("{"))}
 
 
-def _conditional(text: str) -> tuple[str, str, str] | None:
-    """(condition, then, else) of a top-level conditional expression ``c ? a : b`` (parentheses around it
-    dropped), or None."""
-    t = unparen(text.strip())
-    depth, q, nested = 0, -1, 0
-    for i, ch in enumerate(t):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and ch == "?":
-            if q < 0:
-                q = i
-            else:
-                nested += 1
-        elif depth == 0 and ch == ":" and q >= 0 and t[i - 1:i + 1] != "::" and t[i:i + 2] != "::":
-            if nested:
-                nested -= 1
-            else:
-                return t[:q], t[q + 1:i], t[i + 1:]
+def declared_type(body: str, name: str) -> str | None:
+    """The type ``name`` is declared with in ``body`` (a ``using`` or ``typedef`` of the body's resolved), or None."""
+    m = re.search(rf"(?:^|[;{{}}(])\s*(?:const\s+)?([A-Za-z_][\w:]*(?:\s*<[^;{{}}()]*>)?)\s+{re.escape(name)}\s*(?:\[|;|=|,|\{{)",
+                  body, re.M)
+    if m is None:
+        return None
+    ty = m.group(1)
+    alias = re.search(rf"\busing\s+{re.escape(ty)}\s*=\s*([^;]+);", body) or \
+        re.search(rf"\btypedef\s+([^;]+?)\s+{re.escape(ty)}\s*;", body)
+    return alias.group(1) if alias else ty
+
+
+def ternary(value: str) -> tuple[str, str, str] | None:
+    """``c ? a : b`` at the top level of a value: (c, a, b), each unparenthesized and stripped."""
+    v = unparen(value)
+    depth, q = 0, -1
+    for i, ch in enumerate(v):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "?" and depth == 0:
+            q = i
+            break
+    if q < 0:
+        return None
+    depth = 0
+    for i in range(q + 1, len(v)):
+        ch = v[i]
+        depth += ch in "([{?"
+        depth -= ch in ")]}"
+        if ch == ":" and depth == 0 and v[i - 1:i + 1] != "::" and v[i:i + 2] != "::":
+            return unparen(v[:q]), unparen(v[q + 1:i]), unparen(v[i + 1:])
+        if ch == ":" and depth > 0 and v[i - 1:i + 1] != "::" and v[i:i + 2] != "::":
+            depth -= 1  # the ':' of a nested conditional
     return None
 
 
@@ -1329,15 +1342,14 @@ def branch_view(text: str, name: str) -> str:
     if "?" not in text:
         return text
     out = text
-    for target, value, element in _assignments(text):
-        c = None if element else _conditional(value)
+    for _, value, element in _assignments(text):
+        c = None if element else ternary(value)
         if c is None:
             continue
-        mine = [b for b in c[1:] if (1, name) in additive_terms(unparen(b.strip()))
-                or unparen(b.strip()) == name]
+        mine = [b for b in c[1:] if (1, name) in additive_terms(b) or b == name]
         if len(mine) != 1:
             continue
-        out = out.replace(value, " " + mine[0].strip() + " ", 1)
+        out = out.replace(value, " " + mine[0] + " ", 1)
     return out
 
 

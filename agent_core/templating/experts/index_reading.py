@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from agent_core.templating.experts.evidence import _once as _ONCE
-from agent_core.templating.experts.evidence import (Evidence, additive_terms, branch_view, index_terms, pointer_aliases,
-                                                    uncast, unparen)
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, branch_view, closing, index_terms,
+                                                    pointer_aliases, uncast, unparen)
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
@@ -22,8 +22,18 @@ def bare(ev: Evidence) -> str:
 
 def sites(text: str, name: str) -> list[list[tuple[int, str]]]:
     """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
-    the pointer (an argument of a call: no terms) left out."""
-    text = branch_view(text, name)
+    the pointer (an argument of a call: no terms) left out; a pointer chosen between buffers by a conditional read
+    as its branch made from ``name`` (``evidence.branch_view``)."""
+    return _sites_in(branch_view(text, name), name)
+
+
+def sum_text(terms: list[tuple[int, str]]) -> str:
+    """Signed additive terms as one C sum ("0" for none)."""
+    return " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0"
+
+
+def _sites_in(text: str, name: str) -> list[list[tuple[int, str]]]:
+    """``sites`` of a text already given ``name``'s branch view."""
     names = pointer_aliases(text, name)
     # a local pointer declared from it (`__half* v = x + off;`) that is then written through (`v[1] = ...`)
     names += [m.group(1) for m in re.finditer(rf"\*\s*(?:const\s+|__restrict__\s+)*([A-Za-z_]\w*)\s*=\s*"
@@ -36,10 +46,10 @@ def resolved(ev: Evidence, name: str) -> str | None:
     thread and block indices (each of ``threadIdx.x``, ``blockIdx.y``, ... a name of its own), loop variables and
     the int arguments; casts and literal suffixes dropped. None where it is not plain integer arithmetic."""
     text = branch_view(bare(ev), name)
-    found = sites(text, name)
+    found = _sites_in(text, name)
     if not found:
         return None
-    return resolve(_ONCE(text), " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in found[0]) or "0")
+    return resolve(_ONCE(text), sum_text(found[0]))
 
 
 def element_resolved(ev: Evidence, name: str) -> str | None:
@@ -60,14 +70,9 @@ def element_resolved(ev: Evidence, name: str) -> str | None:
     found = []
     for a, mv in moves.items():
         for m in re.finditer(rf"(?<![\w.>]){re.escape(a)}\s*\[", text):
-            i, depth, j = m.end(), 1, m.end()
-            while j < len(text) and depth:
-                depth += text[j] in "(["
-                depth -= text[j] in ")]"
-                j += 1
-            found.append((m.start(), mv + additive_terms(text[i:j - 1])))
+            found.append((m.start(), mv + additive_terms(text[m.end():closing(text, m.end(), "([", ")]") - 1])))
     for _, terms in sorted(found, key=lambda f: f[0]):
-        r = resolve(once, " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in terms) or "0")
+        r = resolve(once, sum_text(terms))
         if r is not None:
             return r
     return None
@@ -79,8 +84,8 @@ def all_resolved(ev: Evidence, name: str) -> list[str]:
     text = branch_view(bare(ev), name)
     once = _ONCE(text)
     out = []
-    for site in sites(text, name):
-        r = resolve(once, " + ".join(f"({t})" if sign > 0 else f"-({t})" for sign, t in site) or "0")
+    for site in _sites_in(text, name):
+        r = resolve(once, sum_text(site))
         if r is not None and r not in out:
             out.append(r)
     return out

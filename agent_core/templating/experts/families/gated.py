@@ -1079,12 +1079,13 @@ def _packing(ev: Evidence, names) -> int:
             ty = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: inst.get(m.group(0), m.group(0)), p.type)
             # a buffer declared as words of several elements (`const uint2*` over halves: four a word)
             words = [VECTOR_BYTES[t] for t in re.findall(r"\b[A-Za-z_]\w*\b", ty) if t in VECTOR_BYTES]
-            arg = next((a for a in ev.bufs() if a.name == n), None)
-            if words and arg is not None and arg.dtype in NBYTES and words[0] % NBYTES[arg.dtype] == 0 \
-                    and not PACKED.search(ty):
-                packs.add(words[0] // NBYTES[arg.dtype])
+            size = NBYTES.get(next((a.dtype for a in ev.bufs() if a.name == n), None))
+            if PACKED.search(ty):
+                packs.add(2)
+            elif words and size and words[0] % size == 0:
+                packs.add(words[0] // size)
             else:
-                packs.add(2 if PACKED.search(ty) else 1)
+                packs.add(1)
     return packs.pop() if len(packs) == 1 else 0
 
 

@@ -67,7 +67,7 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, INTS, NBYTES, Evidence, SizeExpr, _once,
-                                                    additive_terms, assignments, call_arguments, closing,
+                                                    additive_terms, declared_type, assignments, call_arguments, closing,
                                                     const_value, counts_of, div, feeding, flows, index_parts,
                                                     index_stride, instance_types, number, plain, pointer_aliases,
                                                     loop_headers, loop_variable, modified, prod, statements,
@@ -1387,18 +1387,6 @@ def _norm_expr(text: str) -> str:
     return re.sub(r"\s+", "", unparen(text.strip()))
 
 
-def _declared_type(body: str, name: str) -> str | None:
-    """The type ``name`` is declared with in ``body`` (a ``using`` or ``typedef`` of the body's resolved), or None."""
-    m = re.search(rf"(?:^|[;{{}}(])\s*(?:const\s+)?([A-Za-z_][\w:]*(?:\s*<[^;{{}}()]*>)?)\s+{re.escape(name)}\s*(?:\[|;|=|,|\{{)",
-                  body, re.M)
-    if m is None:
-        return None
-    ty = m.group(1)
-    alias = re.search(rf"\busing\s+{re.escape(ty)}\s*=\s*([^;]+);", body) or \
-        re.search(rf"\btypedef\s+([^;]+?)\s+{re.escape(ty)}\s*;", body)
-    return alias.group(1) if alias else ty
-
-
 def _float_starts(ev: Evidence, names: set[str]) -> list[tuple[str, str]]:
     """The constant a running value starts at: the constant assignments to ``names`` that hold for the kernel's
     instantiation (those under ``if constexpr (std::is_same<T, X>::value)`` whose T is not X left out; the last
@@ -1569,7 +1557,7 @@ def _fold_reading(ev: Evidence, vin, arrays: list, T: str):
     if acc is None:
         return None
     o, i1, i2 = acc
-    decl = _declared_type(body, o)
+    decl = declared_type(body, o)
     if decl is None or not any(_dtype_of(ev, w) == T for w in re.findall(r"[A-Za-z_][\w:]*", decl)) \
             or re.search(r"\b(?:float|double)\b", decl):
         return None

@@ -20,7 +20,8 @@ from typing import NamedTuple
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
                                                     feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites, size_env
+from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites, size_env, \
+    sum_text
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 
@@ -51,7 +52,7 @@ def _index(text: str, once: dict[str, str], name: str) -> str | None:
     sites = _sites(text, name)
     if not sites:
         return None
-    return _resolve(once, " + ".join(f"({t})" if s > 0 else f"-({t})" for s, t in sites[0]) or "0")
+    return _resolve(once, sum_text(sites[0]))
 
 
 def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, draws: int = 400) -> list[tuple]:

@@ -11,9 +11,8 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _expand, _once as _ONCE, div,
                                                     index_terms, prod, term_values)
-from agent_core.templating.experts.index_reading import element_resolved as _element_resolved
-from agent_core.templating.experts.index_reading import bare as _bare, draw_pairs as _draw_pairs, resolve as _resolve, \
-    resolved as _resolved, sites as _sites
+from agent_core.templating.experts.index_reading import bare as _bare, draw_pairs as _draw_pairs, \
+    element_resolved as _element_resolved, resolve as _resolve, resolved as _resolved, sites as _sites
 
 
 class _Implicit(NamedTuple):

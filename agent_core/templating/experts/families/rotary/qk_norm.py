@@ -24,8 +24,8 @@ import re
 from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (FLOATS, ArgUse, Evidence, additive_terms, assignments, closing,
-                                                    factors, flows, index_sites, plain, statements, unparen,
-                                                    value_holders)
+                                                    factors, flows, index_sites, plain, statements, ternary,
+                                                    unparen, value_holders)
 
 _ROOT = re.compile(r"(?<![\w.])(?:rsqrtf|rsqrt)\(")
 _FLOAT_LIT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
@@ -43,30 +43,6 @@ class _Norm(NamedTuple):
     k_flag: str
     divisor: ArgUse
     words: list[str]
-
-
-def _ternary(value: str) -> tuple[str, str, str] | None:
-    """``c ? a : b`` at the top level of a (whitespace-free) value: (c, a, b), each unparenthesized."""
-    v = unparen(value)
-    depth, q = 0, -1
-    for i, ch in enumerate(v):
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "?" and depth == 0:
-            q = i
-            break
-    if q < 0:
-        return None
-    depth = 0
-    for i in range(q + 1, len(v)):
-        ch = v[i]
-        depth += ch in "([{?"
-        depth -= ch in ")]}"
-        if ch == ":" and depth == 0 and v[i - 1:i + 1] != "::" and v[i:i + 2] != "::":
-            return unparen(v[:q]), unparen(v[q + 1:i]), unparen(v[i + 1:])
-        if ch == ":" and depth > 0 and v[i - 1:i + 1] != "::" and v[i:i + 2] != "::":
-            depth -= 1  # the ':' of a nested conditional
-    return None
 
 
 def _base(term: str) -> str | None:
@@ -117,7 +93,7 @@ def _flag_of(cond: str, scalars: set[str], once: dict[str, str]) -> tuple[str, b
     name = m.group(1)
     if name in scalars:
         return name, on
-    t = _ternary(once.get(name, ""))
+    t = ternary(once.get(name, ""))
     if t and t[1] in scalars and t[2] in scalars:
         return name, on
     return None
@@ -141,7 +117,7 @@ def _selector(ev: Evidence, qi: ArgUse, ki: ArgUse, once: dict[str, str]) -> tup
     pointer assigned ``c ? q : k`` (or ``c ? k : q``); None where none or two conditions disagree."""
     found = set()
     for value in once.values():
-        t = _ternary(value)
+        t = ternary(value)
         if t and {t[1], t[2]} == {qi.name, ki.name}:
             found.add((t[0], t[1] == qi.name))
     return found.pop() if len(found) == 1 else None
@@ -152,7 +128,7 @@ def _pair(name: str, sel: tuple[str, bool], once: dict[str, str], ok) -> tuple[s
     of the conditional it is assigned once, under the selector's condition (reads of them: ``c ? a[d] : b[d]``)."""
     if ok(name):
         return name, name
-    t = _ternary(once.get(name, ""))
+    t = ternary(once.get(name, ""))
     if t is None or t[0] != sel[0]:
         return None
     a, b = _base(t[1]), _base(t[2])
@@ -203,7 +179,7 @@ def _qk_norm(ev: Evidence, qi: ArgUse, ki: ArgUse | None, q: ArgUse, k: ArgUse |
     r, rv = holders[0]
     root_guard = None
     if not _ROOT.match(rv):
-        t = _ternary(rv)
+        t = ternary(rv)
         if t is None or not _ROOT.match(t[1]) or not _ONE.fullmatch(t[2]):
             return None
         root_guard = t[0]
@@ -231,7 +207,7 @@ def _qk_norm(ev: Evidence, qi: ArgUse, ki: ArgUse | None, q: ArgUse, k: ArgUse |
         return None
     pointers = {n for n, src in ev.aliases.items() if src <= cands} | cands
     wvals = {t for t, v in once.items() if _base(v) in pointers and "[" in v}
-    wvals |= {t for t, v in once.items() if (tt := _ternary(v)) and _base(tt[1]) in pointers
+    wvals |= {t for t, v in once.items() if (tt := ternary(v)) and _base(tt[1]) in pointers
               and _base(tt[2]) in pointers and "[" in tt[1] and "[" in tt[2]}
     if any(b not in pointers | wvals or (b in pointers) != read for _, b, read in muls):
         return None
@@ -282,7 +258,7 @@ def _qk_norm(ev: Evidence, qi: ArgUse, ki: ArgUse | None, q: ArgUse, k: ArgUse |
         if b in cands:
             return None  # a weight read directly: which part's it is would be a guess
         if b in wvals:
-            t = _ternary(once[b])
+            t = ternary(once[b])
             got = _pair(b, sel, once, lambda x: x in cands) if t else None
             if got is None:  # a value read through a pointer one of two weights
                 base = _base(once[b])

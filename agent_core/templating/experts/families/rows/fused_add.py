@@ -10,7 +10,7 @@ import re
 
 from agent_core.templating.experts.binding import Binding
 from agent_core.templating.experts.evidence import (CTYPE, FLOATS, NBYTES, ArgUse, Evidence, _assignments,
-                                                    additive_terms, div, feeding, flows, unparen)
+                                                    additive_terms, declared_type, div, feeding, flows, unparen)
 from agent_core.templating.experts.families.rows.common import (ROOTS, _cast, _hidden_candidates, _indexed_before_root,
                                                                  _rows)
 from agent_core.templating.experts.families.rows.norm_conventions import (_eps_candidates, _norm_conventions,
@@ -147,20 +147,17 @@ _FP32_PATH = ("float", "int", "int32_t", "int64_t", "uint32_t", "uint64_t", "lon
 def _squares_fp32_sum(ev: Evidence, x: ArgUse, r: ArgUse) -> bool:
     """Whether the body squares the sum of ``x`` and the residual as fp32: a square ``v * v`` (``s[i] * s[i]``) of
     a local declared float assigned a sum of two terms computed from both buffers, through locals every one of
-    which is declared float
-    (nano-vllm's torch port: ``s[i] = a + b`` of two converted floats, the residual stored rounded from it). A
+    which is declared float or an index type (``evidence.declared_type``) (nano-vllm's torch port: ``s[i] = a + b`` of two converted floats, the residual stored rounded from it). A
     16-bit local on the way (vLLM's ``scalar_t z = x + residual; float v = (float)z;``) is the rounded sum."""
     flow = flows(ev.body, declarators=True)
-    declared = dict((n, t) for t, n in re.findall(
-        r"\b((?:const\s+)?[A-Za-z_][\w:]*)\s+([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[=;,\[]", ev.body))
-    sums = {t for t, value, _ in _assignments(ev.body) if len(additive_terms(unparen(value.strip()))) == 2}
+    sums = {t for t, value, _ in _assignments(ev.body) if len(additive_terms(unparen(value))) == 2}
     for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)(\[[^\]]*\])?\*\1(\[[^\]]*\])?(?![\w(\[])", ev.flat):
         v = m.group(1)
         fed = feeding(flow, v)
-        if declared.get(v, "").split()[-1:] != ["float"] or not {x.name, r.name} <= fed or v not in sums:
+        if declared_type(ev.body, v) != "float" or not {x.name, r.name} <= fed or v not in sums:
             continue  # (a float read back from a stored row, `diff = (float)out[i]`, is the rounded sum)
-        locals_ = [n for n in fed if n in declared and n not in (x.name, r.name)]
-        if all(declared[n].split()[-1] in _FP32_PATH for n in locals_):
+        types = [declared_type(ev.body, n) for n in fed - {x.name, r.name}]
+        if all(t in _FP32_PATH for t in types if t is not None):
             return True
     return False
 
