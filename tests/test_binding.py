@@ -6723,3 +6723,25 @@ def test_gated_written_over_the_multiplied_operand_through_words_of_several_elem
     bs2 = X.candidates(cf2, "silu", S.find_spec(cf2, "silu"), lib)
     assert has(bs2, "act_and_mul", "out=output (in place over gate), x=input, gate=output, d=`shape_c`, SiLU"), \
         words_of(bs2)
+
+
+def test_rotary_angles_from_an_int_base_over_a_flat_element_index(lib):
+    """A rope that computes its angles from an INTEGER base argument (`rope_theta: int`, Gemma's `base_frequency`,
+    converted where it is raised) over a flat index, one thread per element: the power of the int argument read as
+    the angles' base; the head size the one the flat index is taken modulo (`d = e % head_size`: the strides say
+    nothing of a flat index), before the other sizes that divide a token's row; the power's reciprocal read as the
+    inverse form. Gemma's rope (batch 30: the power assigned to a local the position is divided by) reads the
+    same."""
+    cf, k, spec = case("rope_flat_element_per_thread_int_theta_arg_pow_inverse_i64_positions_neox_inplace_fp16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "positions=pos, query=x, no key, no cache: angles from pos / rope_theta^(2i/rot) * 1, rot_dim=`head_size`, "
+        "num_heads=`n_heads`, num_kv_heads=none (no key), head_size=`head_size`, NeoX pairs, in place"), words_of(bs)
+    assert "(float)(rope_theta)" in bs[0].call_args
+    path = ROOT / "bench/corpus/rotary/apply_rope_jax_port_blnh_positions_b_l_timescale_pow_base_fraction_on_the_fly_" \
+        "sin_cos_f32_halves_out_of_place_flat_thread_per_element_256_bf16_gemma.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "apply_rope_kernel", S.find_spec(cf2, "apply_rope_kernel"), lib)
+    assert bs2 and bs2[0].describe().startswith(
+        "positions=positions, query=inputs -> out, no key, no cache: angles from pos / base_frequency^(2i/rot) * 1, "
+        "rot_dim=`head_dim`, num_heads=`num_heads`"), words_of(bs2)

@@ -266,10 +266,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "per_int32_thread_per_group_flat_128_fp16_kivi.cu":
         "KIVI's quantize-and-pack: asymmetric 2-bit codes, sixteen an int32, scale and min in fp16 with every step "
         "rounded to fp16 (no expert packs 2- or 4-bit codes of a min/max quantization)",
-    "rotary/apply_rope_jax_port_blnh_positions_b_l_timescale_pow_base_fraction_on_the_fly_sin_cos_f32_halves_out_of_"
-    "place_flat_thread_per_element_256_bf16_gemma.cu":
-        "Gemma's apply_rope (a JAX port): angles computed per element from positions [B, L], out of place over "
-        "[B, L, N, H], one thread an output element",
     "rotary/rope_kernel_fp16_block_per_head_half_head_threads_halves_pairs_powf_theta_freq_cosf_sinf_k_only_below_kv_"
     "heads_kv_cache_rows_tokens_grid_y_inplace_fp16_managedllama2.cu":
         "ManagedLlama2's rope: angles computed with powf, cosf and sinf, q rotated in place with the key rows of a KV "

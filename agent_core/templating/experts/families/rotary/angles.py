@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from agent_core.model import ArgSpec
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, feeding,
-                                                    flows, number, unparen)
+                                                    flows, number, plain, unparen)
 from agent_core.templating.experts.families.rotary.indexing import _index_strides
 
 
@@ -46,8 +46,8 @@ class _Powered(NamedTuple):
 
 
 def _powered(ev: Evidence) -> _Powered | None:
-    """The angle's power of a float argument (``_Powered``); None without a sine or cosine fed by a ``pow`` of one
-    float argument whose values are known numbers."""
+    """The angle's power of an argument (``_Powered``): a float one, or an int one; None without a sine or cosine fed
+    by a ``pow`` of one argument whose values are known numbers."""
     trig = call_arguments(ev.body, _TRIG)
     pows = call_arguments(ev.body, _POW)
     if not trig or not pows:
@@ -56,10 +56,12 @@ def _powered(ev: Evidence) -> _Powered | None:
     floats = {a.name: a for a in ev.floats() if re.search(rf"\b{re.escape(a.name)}\b", ev.body)}  # the ones used
     fed = set().union(*(feeding(flow, args[0]) for _, args in trig if args and args[0]))
     base = exponent = None
+    # the base a float argument, or an int one (Gemma's `base_frequency: int`, converted where it is raised)
+    bases = {**floats, **{a.name: a for a in ev.ints() if a.name not in floats}}
     for fname, args in pows:
-        src = feeding(flow, args[0]) & set(floats) if len(args) == 2 else set()
+        src = feeding(flow, args[0]) & set(bases) if len(args) == 2 else set()
         if fname in fed and len(src) == 1:
-            base, exponent = floats[src.pop()], args[1]
+            base, exponent = bases[src.pop()], args[1]
             break
     if base is None:  # a base the code fixes: a literal (llama2.c's `powf(10000.0f, ...)`) or a constant of the file
         for fname, args in pows:
@@ -88,6 +90,9 @@ def _forms(ev: Evidence, p: _Powered) -> list[int] | None:
     by, its power; a base below 1 raised to ``i`` or to ``2i/rot``. None for a base on both sides of 1."""
     if all(v > 1 for v in p.base.counts):
         inverse = re.search(r"\b1(\.0*)?[fF]?\s*/\s*\(?\s*(__)?powf?\s*\(", ev.body) is not None
+        # or a value divided by a local the power is assigned to (Gemma's `position / timescale`)
+        powered = {n for n, v in assignments(ev.body) if re.match(rf"\s*\(?\s*{_POW}\s*\(", v)}
+        inverse = inverse or any(re.search(rf"/\(*{re.escape(n)}\b", plain(ev.body)) for n in powered)
         return [2, 0] if inverse else [0, 2]
     if all(0 < v < 1 for v in p.base.counts):
         return [3, 1] if "/" in p.exponent else [1, 3]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, factors, index_sites,
-                                                    known_factors, modified, uncast, unparen)
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, factors, feeding, flows,
+                                                    index_sites, known_factors, modified, plain, uncast, unparen)
 
 
 def _index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
@@ -43,7 +43,20 @@ def _head_sizes_first(ev: Evidence, hss: list, q, k, q_tok: tuple, k_tok: tuple)
     if k is not None:
         strides &= _index_strides(ev, k.name, True)
     heads = strides - {q_tok, k_tok} or strides
-    hss.sort(key=lambda h: 0 if h[1] in heads else 2 if h[1] in strides else 1)
+    # where the strides say nothing (a flat index over every element): the size the query's index is reduced modulo
+    # (`h = idx % head_dim`, an element's place in its head) first
+    moduli = _index_moduli(ev, q.name)
+    hss.sort(key=lambda h: (0 if h[1] in heads else 2 if h[1] in strides else 1,
+                            not set(re.findall(r"\(int\)\((\w+)\)", h[0].c)) & moduli))
+
+
+def _index_moduli(ev: Evidence, name: str) -> set[str]:
+    """The names a value feeding the indices of ``name`` is taken modulo anywhere in the body (``h = idx % d`` beside
+    ``x[idx - h + j]``, or ``x[e]`` beside ``d = e % head_size``: ``d``): the row an element's flat index runs in."""
+    terms = [t for site in index_sites(ev, name) for _, t in site]
+    fed = set().union(set(), *(feeding(flows(ev.body), t) for t in terms))
+    flat = plain(ev.body)
+    return {m for n in fed for m in re.findall(rf"(?<![\w.]){re.escape(n)}\)*%\(*([A-Za-z_]\w*)\b", flat)}
 
 
 def _groups(text: str) -> list[str]:
