@@ -270,6 +270,27 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "heads_kv_cache_rows_tokens_grid_y_inplace_fp16_managedllama2.cu":
         "ManagedLlama2's rope: angles computed with powf, cosf and sinf, q rotated in place with the key rows of a KV "
         "cache only below the kv heads, the tokens only in the grid",
+    # batch 31, on first sight
+    "gated_act/geglu_value_first_gate_second_erf_gelu_on_gate_dim_last_template_1280_2560_5120_block_160_vec8_for_"
+    "loop_2_chunks_per_block_no_tail_intptr_launcher_fp16_nemo.cu":
+        "NeMo's fast GeGLU: value half first, the erf GELU on the second (gate) half, the width a template argument "
+        "(1280, 2560, 5120), the output first, 160 threads of 8 halves and two chunks a block",
+    "group_quant/quant_fp8_blockwise_triton_port_tile_128x128_per_cta_axis1_row_groups_of_128_amax_clamp_1e4_scale_"
+    "fp8max_over_amax_clamp_inverse_scales_4_warps_bf16_primus_turbo.cu":
+        "Primus-Turbo's blockwise fp8 (a Triton port): a block a 128 x 128 tile quantizing its 128 rows' groups of 128 "
+        "columns, amax clamped at 1e-4, the inverse scale stored",
+    "layer_norm/layer_norm_forward_triton_port_row_per_program_next_pow2_feat_registers_batch_feat_strides_constexpr_"
+    "flags_fp16_in_fp32_affine_out_mean_inv_std_4_warps_attorch.cu":
+        "attorch's LayerNorm (a Triton port): fp16 input through row and column strides, fp32 weight, bias, output, "
+        "mean and inverse std, the flags and the power-of-two width template arguments",
+    "rms_norm/rms_norm_fused_norm_kernel_norm_config_occupancy_workgroup_size_vec_switch_rstd_out_bf16_written_then_"
+    "reread_bf16_operator_math_bf16_ipex.cu":
+        "IPEX's fused RMSNorm: the bf16 rstd written by thread 0 and read back by every thread after a barrier, the "
+        "output bf16(bf16(gamma * rstd) * x), the vector width a host switch",
+    "rotary/rope_fused_qkv_flat_vec4_pairs_neox_halves_interleaved_freqs_cis_table_value_heads_copied_partial_rotary_"
+    "dim_position_ids_out_of_place_block_128_bf16_surogate.cu":
+        "surogate's rope: out of place over one fused qkv buffer (the value heads copied), NeoX halves turned by a "
+        "table of interleaved (cos, sin) pairs, position ids, partial rotary, four pairs a thread",
 }
 
 
