@@ -22,10 +22,10 @@ from agent_core.measure import hardware
 from agent_core.source import spec as spec_mod
 from agent_core.measure.backend import Backend, Launch, Problem, Variant
 from agent_core.measure import timeline as tl
-from agent_core.measure.compiler import compile_kernel, compile_many
+from agent_core.measure.compiler import CompileError, compile_kernel, compile_many
 from agent_core.source.cuda_parse import kernel_has_errors, parse_cuda
 from agent_core.model import (CudaFile, DeviceInfo, Evaluation, Kernel, KernelTemplate, KerntuneError, NoGpuError, Status,
-                    Timing, TuningSpec, macro_name, params_key, sha256_text, to_plain)
+                    Timing, TuningSpec, macro_name, params_key, params_words, sha256_text, to_plain)
 from agent_core.search.strategies import make_strategy
 from agent_core.templating.workfiles import read_template_files
 from agent_core.store import Store
@@ -703,17 +703,42 @@ class Session:
         if self.best is None or self.cancel.is_set():
             return None
         self.emit("status", "confirming the best against the original, interleaved")
-        cfg = self.best.params
         compiled = None
-        if self.runs_code:
-            t = self.template
-            compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
-                                                          {macro_name(n): v for n, v in cfg.items()},
-                                                          spec_mod.instantiation(self.spec, self.prep.kernel, t, cfg)),
-                                      exact=True)  # the figure reported: nvcc's binary, as the user builds it
+        while self.runs_code:
+            cfg, t = self.best.params, self.template
+            try:
+                compiled = compile_kernel(**self._compile_job(t.text, t.entry or t.kernel,
+                                                              {macro_name(n): v for n, v in cfg.items()},
+                                                              spec_mod.instantiation(self.spec, self.prep.kernel, t,
+                                                                                     cfg)),
+                                          exact=True)  # the figure reported: nvcc's binary, as the user builds it
+                break
+            except CompileError as e:  # verified alone, but the file does not build with it (another instantiation
+                # of the kernel the file has breaks): never written back; the next best verified one is confirmed
+                if not self._unbuildable(self.best, e):
+                    return None
+        cfg = self.best.params
         variant = Variant(params=cfg, compiled=compiled, launches=_launches(self.template, self.spec, cfg))
         self.best_variant = variant if compiled is not None else None
         return self.backend.confirm(variant, self.opt.confirm_rounds)
+
+    def _unbuildable(self, ev: Evaluation, err: CompileError) -> bool:
+        """``ev`` (verified by the search's compile of the kernel alone) fails nvcc's build of the whole file: it is
+        recorded as a compile error (in the store too, so no later session takes it), and the next best verified
+        configuration becomes the best. False when none is left."""
+        first = err.message.strip().splitlines()[1:2] or err.message.strip().splitlines()[:1]
+        ev.status, ev.error = Status.COMPILE_ERROR, ("verified, but the file does not build with it (nvcc, every "
+                                                    f"instantiation of the file): {first[0].strip() if first else ''}")
+        self.failed += 1
+        with tl.phase("store"):
+            self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,
+                                      self.device.name, ev)
+        ok = [e for e in self.evaluations if self.score(e) is not None]
+        self.best = min(ok, key=self.score, default=None)
+        self.emit("status", f"{params_words(ev.params)}: {ev.error}; "
+                  + (f"confirming the next best, {params_words(self.best.params)}" if self.best else
+                     "no other verified configuration"), ev)
+        return self.best is not None
 
     def summary(self, status: str, confirmed) -> dict:
         spec, dev = self.spec, self.device
