@@ -6745,3 +6745,43 @@ def test_rotary_angles_from_an_int_base_over_a_flat_element_index(lib):
     assert bs2 and bs2[0].describe().startswith(
         "positions=positions, query=inputs -> out, no key, no cache: angles from pos / base_frequency^(2i/rot) * 1, "
         "rot_dim=`head_dim`, num_heads=`num_heads`"), words_of(bs2)
+
+
+def test_gated_row_length_a_compile_time_constant_with_no_size_argument(lib):
+    """A gated activation whose kernel takes no size argument (the rows only in the launch) and whose row length is a
+    constant the file compiles in (a #define here; NeMo's GeGLU, batch 31: a template argument DIM_LAST): the row
+    length read as the one constant the output's index steps its rows by (index_reading.index_strides), the
+    wrapper passing it as a literal."""
+    cf, k, spec = case("swiglu_define_hidden_no_size_args_rows_in_grid_gate_first_bf16")
+    bs = [b for b in X.candidates(cf, k.name, spec, lib) if b.expert.name == "act_and_mul"]
+    assert bs and bs[0].describe() == ("out=y, x=gate_up, d=the constant 11008 (the rows the index steps by), SiLU, "
+                                       "gate and up halves [gate | up], activation kept in fp32, SiLU with __expf"), \
+        words_of(bs)
+    assert "11008" in X.bind(bs[0], cf, spec).text
+    path = ROOT / "bench/corpus/gated_act/geglu_value_first_gate_second_erf_gelu_on_gate_dim_last_template_1280_" \
+        "2560_5120_block_160_vec8_for_loop_2_chunks_per_block_no_tail_intptr_launcher_fp16_nemo.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "geglu_kernel", S.find_spec(cf2, "geglu_kernel"), lib)
+    assert has(bs2, "act_and_mul", "d=the constant 5120", "GELU (erf)", "halves [up | gate]", "activation kept in fp32"), \
+        words_of(bs2)
+
+
+def test_rotary_one_cache_read_as_a_cos_and_a_sin_table_back_to_back(lib):
+    """One cache whose position rows hold a full-width cos row and then a full-width sin row, read through two
+    pointers into the row, the sin one rot_dim past the cos one (libllm's `cos = cache; sin = cache + rotaryDim`,
+    batch 31): two tables (KT_EXPERT_CACHE 2), the sin pointer moved to its place, rows of the cache's row length
+    (an argument, or twice one), the rotary width the tables' length first (buffers._split_tables)."""
+    cf, k, spec = case("rope_one_table_cos_row_then_sin_row_two_pointers_partial_q_only_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "positions=pos_ids, query=q, no key, cos=table, sin=table + `rot_dim`, rows of `2 * rot_dim`, each half for "
+        "its element (Hugging Face), rot_dim=`rot_dim`, num_heads=`n_heads`, num_kv_heads=none (no key), "
+        "head_size=`head_dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_CACHE"] == 2 and "(const float*)(table) + ((int)(rot_dim))" in bs[0].call_args
+    path = ROOT / "bench/corpus/rotary/rotary_embedding_half_kernel_block_per_token_pairs_over_q_and_k_heads_shift_" \
+        "mask_full_width_cos_then_sin_cache_partial_rotary_half_math_inplace_fp16_libllm.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "rotaryEmbeddingHalfKernel", S.find_spec(cf2, "rotaryEmbeddingHalfKernel"), lib)
+    assert bs2 and bs2[0].describe().startswith(
+        "positions=positions, query=query, key=key, cos=rotaryCache, sin=rotaryCache + `rotaryDim`, rows of "
+        "`cacheStride`, each half for its element"), words_of(bs2)

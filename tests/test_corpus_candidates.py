@@ -271,10 +271,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
         "ManagedLlama2's rope: angles computed with powf, cosf and sinf, q rotated in place with the key rows of a KV "
         "cache only below the kv heads, the tokens only in the grid",
     # batch 31, on first sight
-    "gated_act/geglu_value_first_gate_second_erf_gelu_on_gate_dim_last_template_1280_2560_5120_block_160_vec8_for_"
-    "loop_2_chunks_per_block_no_tail_intptr_launcher_fp16_nemo.cu":
-        "NeMo's fast GeGLU: value half first, the erf GELU on the second (gate) half, the width a template argument "
-        "(1280, 2560, 5120), the output first, 160 threads of 8 halves and two chunks a block",
     "group_quant/quant_fp8_blockwise_triton_port_tile_128x128_per_cta_axis1_row_groups_of_128_amax_clamp_1e4_scale_"
     "fp8max_over_amax_clamp_inverse_scales_4_warps_bf16_primus_turbo.cu":
         "Primus-Turbo's blockwise fp8 (a Triton port): a block a 128 x 128 tile quantizing its 128 rows' groups of 128 "

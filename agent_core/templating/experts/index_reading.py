@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 
 from agent_core.templating.experts.evidence import _once as _ONCE
-from agent_core.templating.experts.evidence import (Evidence, additive_terms, branch_view, closing, index_terms,
-                                                    pointer_aliases, uncast, unparen)
+from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, branch_view, closing, factors,
+                                                    index_sites, index_terms, known_factors, modified, pointer_aliases,
+                                                    uncast, unparen)
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
@@ -156,3 +157,28 @@ def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple
         if keep(ai, bi):
             out.append((ai, bi))
     return out
+
+
+def index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
+    """The strides (values on every size set) by which the indices of ``name`` multiply a varying term (a thread,
+    block or loop index): ``s_id * d2`` gives the values of ``d2``. ``every_value``: a local the body assigns more
+    than once (``token_head`` of the query's loop and of the key's) stands for each of its values in turn."""
+    values: dict[str, list[str]] = {}
+    if every_value:
+        text = uncast(ev.body)
+        for target, value in assignments(text):
+            values.setdefault(target, []).append(value)
+        moved = modified(text)
+        values = {n: v for n, v in values.items() if len(v) > 1 and n not in moved}
+    strides = set()
+    for site in index_sites(ev, name):
+        site, seen = list(site), set()
+        while any(unparen(t) in values and unparen(t) not in seen for _, t in site):
+            t = next(unparen(t) for _, t in site if unparen(t) in values and unparen(t) not in seen)
+            seen.add(t)
+            site = [x for x in site if unparen(x[1]) != t] + [x for v in values[t] for x in additive_terms(unparen(v))]
+        for _, t in site:
+            v = known_factors(ev, factors(unparen(t)))
+            if v is not None:
+                strides.add(v)
+    return strides

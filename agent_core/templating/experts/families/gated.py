@@ -57,6 +57,7 @@ from agent_core.templating.experts.evidence import (CTYPE, FLOATS, HALF_TYPES, N
                                                     additive_terms, assignments, call_arguments, closing, counts_of,
                                                     div, feeding, flows, fp8_formats, instance_types, number,
                                                     scale_ops, unparen)
+from agent_core.templating.experts.index_reading import index_strides
 from agent_core.templating.experts.library import Expert
 
 ACTS = {0: "SiLU", 1: "GELU (erf)", 2: "GELU (tanh)", 11: "ReLU", 12: "squared ReLU", 13: "quick GELU "
@@ -245,6 +246,7 @@ def enumerate_bindings(ev: Evidence, lib: dict[str, Expert]) -> list[Binding]:
         # no row length: the gate and up halves of the whole tensor (ColossalAI's [2, tokens, d] stacked along its
         # first dimension, `x[i]` and `x[i + numel]`): one row of all of them, as two tensors read flat
         ds = _whole_count(ev, o, x)
+    ds = ds or _constant_rows(ev, o)  # or a length compiled in
     if not ds:
         return []
     T = x.dtype
@@ -273,6 +275,7 @@ def _two_tensors(ev: Evidence, e: Expert, ins, o) -> list[Binding]:
         # no row length: a flat elementwise kernel over the element count (ik_llama.cpp's fused_mul_silu(x, y, dst,
         # k), llama.cpp's flat GLU): one row of all of them
         ds = _whole_count(ev, o)
+    ds = ds or _constant_rows(ev, o)
     if not ds:
         return []
     ds = _longest_first(ev, o, ds)
@@ -340,6 +343,19 @@ def _row_lengths(ev: Evidence, o) -> list:
         if xs:
             ds.append((xs[0], (8 if _doubled(ev, xs[0].words.strip("`").split(" * ")) else 0) + 2 * ev.uses(xs[0])))
     return ds
+
+
+def _constant_rows(ev: Evidence, o) -> list:
+    """(the row length, support 0) where no argument holds one: a length the kernel has at compile time (a template
+    argument, a #define, a constexpr: NeMo's DIM_LAST), the largest constant the file names that the output's index
+    steps by and that divides the output, every other such stride dividing it (a vector's lanes)."""
+    named = {int(v) for v in ev.constants.values() if float(v).is_integer() and v > 1}
+    consts = sorted({c[0] for c in index_strides(ev, o.name) if len(set(c)) == 1 and c[0] > 1
+                     and div(o.counts, c) and c != o.counts}, reverse=True)
+    if not consts or consts[0] not in named or any(consts[0] % c for c in consts[1:]):
+        return []
+    c = consts[0]
+    return [(SizeExpr(str(c), str(c), f"the constant {c} (the rows the index steps by)"), 0)]
 
 
 def _doubled(ev: Evidence, names: list[str]) -> bool:

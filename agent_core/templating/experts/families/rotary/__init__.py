@@ -71,7 +71,7 @@ from agent_core.templating.experts.families.rotary.buffers import _gathered_toke
 from agent_core.templating.experts.families.rotary.computed_positions import _computed_positions
 from agent_core.templating.experts.families.rotary.implicit_positions import (_Implicit, _bumped_positions,
                                                                                _implicit_positions, _query_adds)
-from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 from agent_core.templating.experts.families.rotary.qk_norm import _qk_norm
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
 

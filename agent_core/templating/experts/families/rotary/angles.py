@@ -9,7 +9,7 @@ from typing import NamedTuple
 from agent_core.model import ArgSpec
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, additive_terms, assignments, call_arguments, feeding,
                                                     flows, number, plain, unparen)
-from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 
 
 _TRIG = r"(?:__)?(?:sin|cos|sincos)f?"

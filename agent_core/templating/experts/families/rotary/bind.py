@@ -13,10 +13,11 @@ from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evide
 from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angle_table,
                                                                   _angles, _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
-                                                                   _pairs_type, _rotary_widths, _sine)
+                                                                   _pairs_type, _rotary_widths, _sine, _split_tables)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
-from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
+from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 from agent_core.templating.experts.families.rotary.qk_norm import _Norm, _row_strides
 from agent_core.templating.experts.families.rotary.sequences import _Sequences
 from agent_core.templating.experts.families.rotary.views import _views
@@ -95,6 +96,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
     inv = (_angle_table(ev, caches[0]) if p is not None and table is None and len(caches) == 1
            and caches[0].dtype == "f32" and not (seq or implicit or computed) and norm is None
            and "7: an fp32 table of inverse frequencies" in e.convention_words.get("KT_EXPERT_CACHE", "") else None)
+    split = _split_tables(ev, caches[0]) if len(caches) == 1 else None  # one cache as two tables a row
     q_tok, k_tok = div(q.counts, tokens), div(k.counts, tokens) if k else (1,) * len(tokens)
     if computed:  # the key's rows as the body indexes them (a KV cache: more rows than tokens)
         k_tok = computed.krow
@@ -194,6 +196,22 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 layouts.append(_Layout(3, _cast(C, c.name, True), _cast(C, c.name, True), rot.c,
                                        [f"cache={c.name} [max_pos, rot_dim] ((cos, sin) pairs interleaved)"],
                                        f"({c.spec.size}) / ({rot.spec})", 0 if paired else -1, stride_fp=rot_fp))
+                if split is not None and split.offset in (rot_fp, tuple(r // 2 for r in rot_fp)) \
+                        and split.stride != rot_fp:
+                    # a cos and a sin table back to back in each row (libllm's cos row then sin row, full width):
+                    # two tables, the sin pointer moved to its place, rows of the cache's row length; the cos the
+                    # table at the row's start, then the other way round
+                    full = split.offset == rot_fp
+                    base = _cast(C, c.name, True)
+                    for oi, (cc, ss) in enumerate(((base, f"{base} + ({split.offset_c.c})"),
+                                                   (f"{base} + ({split.offset_c.c})", base))):
+                        layouts.append(_Layout(
+                            2 if full else 1, cc, ss, split.stride_c.c,
+                            [f"cos={c.name}{'' if oi == 0 else ' + ' + split.offset_c.words}",
+                             f"sin={c.name}{' + ' + split.offset_c.words if oi == 0 else ''}",
+                             f"rows of {split.stride_c.words}" + (", each half for its element (Hugging Face)"
+                                                                  if full else "")],
+                            f"({c.spec.size}) / ({split.stride_c.spec})", 1 - oi, stride_fp=split.stride))
             else:
                 c0, c1 = caches
                 orders = [(c0, c1), (c1, c0)]
@@ -417,6 +435,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
 
     def _table_row(rot: SizeExpr, rot_fp: tuple) -> int:
         """0: the tables' rows are as long (or the exponent divides by it); 1: half as long; 2: neither."""
+        if split is not None and split.offset == rot_fp:
+            return 0  # a cos and a sin table back to back in each row, each rot_dim long
         if caches:
             return 0 if rot_fp in table_strides else 1 if tuple(r // 2 for r in rot_fp) in table_strides else 2
         names = set(re.findall(r"\(int\)\((\w+)\)", rot.c))

@@ -2,16 +2,18 @@
 (``_pairs``), the heads (``_heads``; q and kv heads of one fused buffer: ``_fused_heads``; heads only the launch
 counts: ``_launch_heads``), which of two tables is the sine (``_sine``), the token counts of cos and sin gathered
 per token (``_gathered_tokens``), a count as C (``_count_c``), a cache declared as two-element vectors
-(``_pairs_type``)."""
+(``_pairs_type``), one cache read as a cos and a sin table back to back in each row (``_split_tables``)."""
 
 from __future__ import annotations
 
 import itertools
 import re
+from typing import NamedTuple
 
-from agent_core.templating.experts.evidence import (CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, counts_of, div,
-                                                    value_operands)
-from agent_core.templating.experts.families.rotary.indexing import _index_strides
+from agent_core.templating.experts.evidence import _once as _ONCE
+from agent_core.templating.experts.evidence import (CTYPE, FLOATS, ArgUse, Evidence, SizeExpr, additive_terms, counts_of,
+                                                    div, pointer_aliases, term_values, unparen, value_operands)
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 
 
 def _cast(dtype: str, name: str, const: bool) -> str:
@@ -160,4 +162,41 @@ def _count_c(ev: Evidence, target: tuple) -> str | None:
     for a, b, c in itertools.permutations(ints, 3):
         if all(z and (x * y) % z == 0 and (x * y) // z == t for x, y, z, t in zip(a.counts, b.counts, c.counts, target)):
             return f"(long long)({a.name}) * ({b.name}) / ({c.name})"
+    return None
+
+
+class _Split(NamedTuple):
+    """One cache read as two tables in each of its rows: the cos at the row's start, the sin ``offset`` elements on
+    (values, and as the wrapper computes it), rows ``stride`` elements apart (values, and in C)."""
+    offset: tuple
+    offset_c: SizeExpr
+    stride: tuple
+    stride_c: SizeExpr
+
+
+def _split_tables(ev: Evidence, c: ArgUse) -> _Split | None:
+    """The cache ``c`` read through two pointers into one row, the second an int size further on (libllm's
+    ``cos = cache; sin = cache + rotaryDim``, ``cache = rotaryCache + position * cacheStride``): a cos and a sin table
+    back to back, each subscripted; the rows as long as the cache's index steps the position by. None otherwise."""
+    text = ev.body
+    once = _ONCE(text)
+    aliases = pointer_aliases(text, c.name)
+    subscripted = {a for a in aliases if re.search(rf"(?<![\w.]){re.escape(a)}\s*\[", text)}
+    same = lambda a: {a} | {x for x in aliases if unparen(once.get(x, "").strip()) == a}  # noqa: E731
+    strides = [x for x in _index_strides(ev, c.name)]
+    if len(strides) != 1:
+        return None
+    for b in aliases[1:]:
+        terms = additive_terms(unparen(once.get(b, "").strip())) if once.get(b) else []
+        base = [unparen(t) for sign, t in terms if sign > 0 and unparen(t) in aliases]
+        rest = [(sign, t) for sign, t in terms if not (sign > 0 and unparen(t) in aliases)]
+        if len(base) != 1 or base[0] == c.name or len(rest) != 1 or rest[0][0] < 0 or b not in subscripted \
+                or not same(base[0]) & subscripted:
+            continue
+        off = term_values(ev, rest[0][1])
+        xs = ev.sizes(off) if off else []
+        st = ev.sizes(strides[0]) or [SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`")
+                                      for a in ev.ints() if a.counts and tuple(2 * v for v in a.counts) == strides[0]]
+        if xs and st and all(0 < o < r for o, r in zip(off, strides[0])):
+            return _Split(off, xs[0], strides[0], st[0])
     return None

@@ -1,38 +1,12 @@
 """Index arithmetic the rotary readings share: the bracketed parts of an expression, the subscript of one read, and
-the strides by which a buffer's index multiplies a varying term
-(``_index_strides``)."""
+the head sizes first by the strides a buffer's index multiplies a varying term by (``index_reading.index_strides``)."""
 
 from __future__ import annotations
 
 import re
 
-from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, factors, feeding, flows,
-                                                    index_sites, known_factors, modified, plain, uncast, unparen)
-
-
-def _index_strides(ev: Evidence, name: str, every_value: bool = False) -> set:
-    """The strides (values on every size set) by which the indices of ``name`` multiply a varying term (a thread,
-    block or loop index): ``s_id * d2`` gives the values of ``d2``. ``every_value``: a local the body assigns more
-    than once (``token_head`` of the query's loop and of the key's) stands for each of its values in turn."""
-    values: dict[str, list[str]] = {}
-    if every_value:
-        text = uncast(ev.body)
-        for target, value in assignments(text):
-            values.setdefault(target, []).append(value)
-        moved = modified(text)
-        values = {n: v for n, v in values.items() if len(v) > 1 and n not in moved}
-    strides = set()
-    for site in index_sites(ev, name):
-        site, seen = list(site), set()
-        while any(unparen(t) in values and unparen(t) not in seen for _, t in site):
-            t = next(unparen(t) for _, t in site if unparen(t) in values and unparen(t) not in seen)
-            seen.add(t)
-            site = [x for x in site if unparen(x[1]) != t] + [x for v in values[t] for x in additive_terms(unparen(v))]
-        for _, t in site:
-            v = known_factors(ev, factors(unparen(t)))
-            if v is not None:
-                strides.add(v)
-    return strides
+from agent_core.templating.experts.evidence import Evidence, feeding, flows, index_sites, plain
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 
 
 def _head_sizes_first(ev: Evidence, hss: list, q, k, q_tok: tuple, k_tok: tuple) -> None:

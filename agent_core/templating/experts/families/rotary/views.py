@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import ArgUse, Evidence, SizeExpr, div, offset_values, pointer_offsets
 from agent_core.templating.experts.families.rotary.buffers import _heads, _rotary_widths
-from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first, _index_strides
+from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
+from agent_core.templating.experts.index_reading import index_strides as _index_strides
 
 
 class _View(NamedTuple):
