@@ -6586,6 +6586,18 @@ def test_self_assignments_read_as_compound_assignments():
     assert compound_assignments("{ a += b; }") == "{ a += b; }"
 
 
+def test_a_store_into_a_member_changes_the_object_not_a_local_named_like_the_member():
+    """`o.x = x * 2.f` stores into the object o (a vector's lane, a struct's field): o is what changes, computed from
+    x; no local `x` is assigned by it (it was read as one, so x seemed computed from itself and the other members'
+    values, and o from nothing). A member store is a store through the object, as an element store is."""
+    from agent_core.templating.experts.evidence import _assignments, _once, flows, statements
+    body = "float x = a[i]; float2 o; o.x = x * 2.f; o.y = w; p->n = x; out[i] = o;"
+    assert [t for t, _, _ in statements(body)] == ["x", None, "o", "o", "p", "out", None]
+    f = flows(body)
+    assert f["x"] == {"a", "i"} and {"x", "w"} <= f["o"] and "x" in f["p"] and {"o", "x", "w"} <= f["out"]
+    assert ("o", " x * 2.f", True) in _assignments(body) and _once(body) == {"x": " a[i]"}
+
+
 def test_gate_and_up_halves_of_a_whole_stacked_tensor_are_one_row(lib):
     """A [2, tokens, d] projection read flat, `x[i]` and `x[i + count]` with no row length: the halves of one row of
     every element (layouts 0 and 1 with d the element count); the up half first here, so its [up | gate] binding is

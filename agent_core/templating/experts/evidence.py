@@ -891,7 +891,10 @@ def statements(body: str) -> list[tuple[str | None, int, str]]:
         # and so is the body of a loop without braces after its increment (`k += 32) s += x[k]`: two statements)
         for stmt in _split_header_end(_FOR_INIT.sub("", piece, count=1)):
             at = _top_level_assign(stmt)
-            names = _IDENT.findall(re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) if at >= 0 else []
+            # a store into a member (`o.x = v`, `p->y = v`) changes the object, not a local named like the member
+            target = _MEMBER_ACCESS.sub("", re.sub(r"\[[^\]]*\]", "", stmt[:at].rstrip("+-*/%&|^<> "))) \
+                if at >= 0 else ""
+            names = _IDENT.findall(target)
             out.append((names[-1] if names else None, at, stmt))
     return out
 
@@ -916,7 +919,8 @@ def assignments(body: str) -> list[tuple[str, str]]:
     return [(target, value) for target, value, _ in _assignments(body)]
 
 
-_ELEMENT_STORE = re.compile(r"\s*(?:\*\s*[A-Za-z_]\w*|[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)+)\s*")
+_ELEMENT_STORE = re.compile(r"\s*(?:\*\s*[A-Za-z_]\w*|[A-Za-z_]\w*\s*(?:(?:\[[^\]]*\]|(?:\.|->)\s*[A-Za-z_]\w*)\s*)+)\s*")
+_MEMBER_ACCESS = re.compile(r"(?:\.|->)\s*[A-Za-z_]\w*")
 
 
 def _assignments(body: str) -> list[tuple[str, str, bool]]:
