@@ -1826,7 +1826,8 @@ def test_nway_merge_is_offered_to_no_two_state_merge(lib):
                                         "flash_decode_stage2", "splitk_split_major", "split_combine_bhs",
                                         "unnormalized", "splitk_reduce", "splitk_scaled",
                                         "partitions_max_expsum", "split_fold", "multi_chunks",
-                                        "splitkv_combine", "split_k_base2", "combine_split_major")):
+                                        "splitkv_combine", "split_k_base2", "combine_split_major",
+                                        "combine_kv_splits")):
             continue  # the N-way ones
         cf = parse_cuda(path.read_text(), str(path))
         for k in cf.kernels:
