@@ -6798,3 +6798,32 @@ def test_rotary_one_cache_read_as_a_cos_and_a_sin_table_back_to_back(lib):
     assert bs2 and bs2[0].describe().startswith(
         "positions=positions, query=query, key=key, cos=rotaryCache, sin=rotaryCache + `rotaryDim`, rows of "
         "`cacheStride`, each half for its element"), words_of(bs2)
+
+
+def test_rotary_computed_positions_through_moved_pointers_heads_from_the_grid_and_a_key_guard(lib):
+    """A rope of computed angles written the llama2.c way (ManagedLlama2, batch 30): each block moves its row pointers
+    and its start position first (`q += token * gridDim.y * head_dim; start += token;`: index_reading.inline_moves,
+    read as moved where they are used), the query's heads counted only by the launch (gridDim.y: the expert's block
+    holds them, KT_EXPERT_BLOCK_HEADS read back from blockDim.y), the key rotated only by the blocks below its head
+    count (an early return: the samples of the key's index drawn where the thread gets there). Positions `start` +
+    the token (an unbounded sequence), GPT-J pairs where the index reads 2i and 2i + 1."""
+    cf, k, spec = case("rope_pointer_bumps_start_plus_token_heads_from_grid_y_gptj_k_early_return_f32")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "positions=`start` + the token's index in its sequence of all the tokens, query=q, key=k, no cache: angles "
+        "from pos * rope_base^(-2i/rot) * 1, rot_dim=`head_dim`, num_heads=the launch grid's `heads` (gridDim.y), "
+        "num_kv_heads=`n_kv`, head_size=`head_dim`, GPT-J pairs, in place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_BLOCK_HEADS"] == 1 and "(int)blockDim.y" in bs[0].call_args
+    t = X.bind(bs[0], cf, spec)
+    assert t.launch["block"] == ["max(1, THREADS / (heads))", "(heads)"]
+    from agent_core.templating.experts.index_reading import inline_moves
+    body = "{ q += t * H; pos += t; x = q[i] + pos; for (;;) { k += 1; } }"
+    assert inline_moves(body, {"q", "pos", "k"}, {"q", "k"}) == "{   x = q[(t * H) + i] + (pos + t); for (;;) { k += 1; } }"
+    path = ROOT / "bench/corpus/rotary/rope_kernel_fp16_block_per_head_half_head_threads_halves_pairs_powf_theta_freq_" \
+        "cosf_sinf_k_only_below_kv_heads_kv_cache_rows_tokens_grid_y_inplace_fp16_managedllama2.cu"
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "rope_kernel", S.find_spec(cf2, "rope_kernel"), lib)
+    assert bs2 and bs2[0].describe().startswith(
+        "positions=`pos` + the token's index in its sequence of all the tokens, query=q, key=k, no cache: angles from "
+        "pos / theta^(2i/rot) * 1, rot_dim=`head_size`, num_heads=the launch grid's `heads` (gridDim.x), "
+        "num_kv_heads=`n_kv_heads`"), words_of(bs2)

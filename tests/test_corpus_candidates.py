@@ -266,10 +266,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "per_int32_thread_per_group_flat_128_fp16_kivi.cu":
         "KIVI's quantize-and-pack: asymmetric 2-bit codes, sixteen an int32, scale and min in fp16 with every step "
         "rounded to fp16 (no expert packs 2- or 4-bit codes of a min/max quantization)",
-    "rotary/rope_kernel_fp16_block_per_head_half_head_threads_halves_pairs_powf_theta_freq_cosf_sinf_k_only_below_kv_"
-    "heads_kv_cache_rows_tokens_grid_y_inplace_fp16_managedllama2.cu":
-        "ManagedLlama2's rope: angles computed with powf, cosf and sinf, q rotated in place with the key rows of a KV "
-        "cache only below the kv heads, the tokens only in the grid",
     # batch 31, on first sight
     "group_quant/quant_fp8_blockwise_triton_port_tile_128x128_per_cta_axis1_row_groups_of_128_amax_clamp_1e4_scale_"
     "fp8max_over_amax_clamp_inverse_scales_4_warps_bf16_primus_turbo.cu":

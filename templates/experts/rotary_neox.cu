@@ -32,7 +32,7 @@ smem = "0"
 // kt:bind KT_EXPERT_TOKEN_STRIDE = 0  (0: a token's query and key heads are num_heads * head_size and num_kv_heads * head_size elements apart; 1: q_stride and k_stride elements (the last two arguments): query and key as views of one fused qkv buffer, the v heads left untouched, or strided views of the rotary channels, each pointer moved to them (vLLM's query_stride / key_stride / head_stride: DeepSeek MLA's q_pe, the tail of each q head, and k_pe, the tail of each kv_a row, as one head))
 // kt:bind KT_EXPERT_OUT_OF_PLACE = 0  (0: query and key rotated in place; 1: read from inputs, written to outputs, the part past rot_dim copied)
 // kt:bind KT_EXPERT_STORAGE_MATH = 0  (0: the rotation in fp32, rounded once to T; 1: in T's own arithmetic, each product and each sum rounded to T (candle's rope on __half / __nv_bfloat16 operators: a 16-bit kernel that never converts to float))
-// kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
+// kt:bind KT_EXPERT_BLOCK_HEADS = 0  (with KT_EXPERT_TOKEN_STRIDE, or KT_EXPERT_POSITIONS 3 with no cache and no KT_EXPERT_ROW_TOKENS: 0: the head counts are arguments, a block of THREADS threads per token; 1: no argument gives how many heads of a token's row are rotated (the launch grid does: a partial rotary of the q and k heads of a fused qkv row; ManagedLlama2's rope, whose query rows are gridDim.x heads): the block is (THREADS / heads, heads), the count read back from blockDim.y, its threads one range over the token's pairs)
 // kt:bind KT_EXPERT_ROW_TOKENS = 0  (with KT_EXPERT_POSITIONS 3 (a cos/sin cache, or none: angles computed), a token a row of one head (candle's head-major rope, DeepSpeed's head-major query): 0: a block a token; 1: a warp a token, THREADS / 32 tokens a block (the block (32, THREADS / 32): THREADS threads, within the kernel's launch bounds), the token count the last argument: a block of 32 threads for one 64-pair row is launch-bound)
 // kt:bind KT_EXPERT_KEY_ROWS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: the key's token t is row t of [tokens, num_kv_heads * head_size], as the query's; 1: row (t / seq_len) * key_seq + t % seq_len (key_seq the argument after pos_offset): the keys rotated inside a KV cache of key_seq rows a sequence (a head's slice in head-major [batch * heads, key_seq, head_size]: DeepSpeed's max_out_tokens), the new tokens' rows at its start)
 // kt:bind KT_EXPERT_SEQ_OFFSETS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: token t at pos_offset + t % seq_len; 1: at positions[t / seq_len] + t % seq_len + pos_offset, positions one offset per sequence (grok-1's per-batch offset, flash-attn's seqlen_offsets) with the angles computed)
@@ -586,6 +586,11 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const long long token = (long long)blockIdx.x * blockDim.y + threadIdx.y;  // one y row of the block a token
   if (token >= tokens) return;  // the last block's rows past the end (no barrier here)
   const int first = threadIdx.x, step = blockDim.x;
+#elif KT_EXPERT_BLOCK_HEADS  // kt:bind
+  // the heads only the launch counts: a block of (THREADS / heads, heads), num_heads read back from blockDim.y by the
+  // wrapper; its threads one range over the token's pairs
+  const long long token = blockIdx.x;
+  const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;
 #else  // kt:bind
   const long long token = blockIdx.x;
   const int first = threadIdx.x, step = blockDim.x;

@@ -21,6 +21,49 @@ def bare(ev: Evidence) -> str:
     return re.sub(r"(?<![\w\])])\(\s*([A-Za-z_]\w*)\s*\)(?![\w(])", r"\1", uncast(ev.body))
 
 
+_MOVE = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)\s*\+=\s*([^;{}]+);")
+_CHANGE = r"(?<![\w.>]){n}\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)|(?:\+\+|--)\s*{n}\b"
+
+
+def inline_moves(text: str, names: set[str], pointers: set[str] = frozenset()) -> str:
+    """``text`` with each of ``names`` (the kernel's arguments) that one statement ``name += step;`` moves, outside any
+    loop or condition and changed nowhere else (a row's pointer ``q += token * row;``, a start position ``pos +=
+    token;``: llama2.c-style code), read as moved where it is used after it: the statement dropped, a later subscript
+    ``q[i]`` read as ``q[step + i]`` and any other later use as ``(pos + step)`` (a pointer's, ``pointers``, without
+    the parentheses: ``kh = k + step + h * d``, a pointer made from it)."""
+    for m in reversed(list(_MOVE.finditer(text))):
+        n, step = m.group(1), m.group(2).strip()
+        if n not in names or len(re.findall(_CHANGE.format(n=re.escape(n)), text)) != 1 or _conditional(text, m.start()):
+            continue
+        step = step if re.fullmatch(r"[A-Za-z_][\w.]*|\d+", step) else f"({step})"
+        after = re.sub(rf"(?<![\w.>]){re.escape(n)}\s*\[", f"{n}[{step} + ", text[m.end():])
+        # a pointer's other uses as a sum (`kh = k + step + h * d`: still a pointer made from k), a value's in
+        # parentheses
+        after = re.sub(rf"(?<![\w.>]){re.escape(n)}\b(?!\s*\[)", f"{n} + {step}" if n in pointers else f"({n} + {step})",
+                       after)
+        text = text[:m.start()] + after
+    return text
+
+
+def _conditional(text: str, at: int) -> bool:
+    """Whether position ``at`` sits in a loop's or a condition's block (a block opened after ``)``, ``else`` or
+    ``do``) or right after a loop's or condition's header without braces."""
+    depth = 0
+    for i in range(at - 1, -1, -1):
+        c = text[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                head = text[:i].rstrip()
+                if head.endswith(")") or re.search(r"\b(?:else|do)$", head):
+                    return True
+            else:
+                depth -= 1
+    prev = text[:at].rstrip()
+    return prev.endswith(")") or re.search(r"\b(?:else|do)$", prev) is not None
+
+
 def sites(text: str, name: str) -> list[list[tuple[int, str]]]:
     """The additive terms of every index of ``name`` (or a local pointer made from it) in ``text``, a bare pass of
     the pointer (an argument of a call: no terms) left out; a pointer chosen between buffers by a conditional read

@@ -375,6 +375,11 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         if implicit.div is not None:  # the rows a position spans, last
                             b.conventions["KT_EXPERT_POS_DIV"] = 1
                             b.call_args.append(implicit.div)
+                    if computed and computed.heads is not None and nh is computed.heads:
+                        # the heads only the launch counts: a block of (THREADS / heads, heads), read back from its y
+                        b.conventions["KT_EXPERT_BLOCK_HEADS"] = 1
+                        b.fixed["THREADS"] = [t for t in e.params["THREADS"].values
+                                              if all(t >= v for v in counts_of(nh.spec, ev.spec))]
                     if computed:  # positions computed in the body: the key's rows a sequence, a warp a row of one head
                         if computed.key_seq:
                             b.conventions["KT_EXPERT_KEY_ROWS"] = 1
@@ -444,6 +449,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
 
     for hi, (hs, hs_fp) in enumerate(hss):
         nh0 = _heads(ev, q_tok, hs, hs_fp)
+        if nh0 is None and computed is not None and computed.heads is not None \
+                and div(q_tok, hs_fp) == counts_of(computed.heads.spec, ev.spec) \
+                and e.conventions.get("KT_EXPERT_BLOCK_HEADS") is not None:
+            nh0 = computed.heads  # only the launch counts the heads: the expert's block holds them (blockDim.y)
         kv0 = _heads(ev, k_tok, hs, hs_fp) if k else SizeExpr("0", "0", "none (no key)")
         # (q heads, kv heads, fused): query and key as views of one fused buffer first where two int arguments make
         # a token's heads (even if a quotient also gives its head count: that one would rotate the v heads too)

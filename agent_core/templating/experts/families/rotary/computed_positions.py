@@ -17,18 +17,19 @@ import random
 import re
 from typing import NamedTuple
 
-from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, div,
-                                                    feeding, flows, prod)
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, closing,
+                                                    counts_of, div, feeding, flows, pointer_aliases, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.index_reading import bare as _bare, resolve as _resolve, sites as _sites, size_env, \
-    sum_text
+from agent_core.templating.experts.index_reading import bare as _bare, inline_moves, resolve as _resolve, \
+    sites as _sites, size_env, sum_text
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 
 class _Computed(NamedTuple):
     """The reading: the query (in, out) and key (in, out; None: a kernel of one tensor) buffers, a token's query row ``row`` and key row ``krow``
     (values), the tokens (values, spec), the sequence length, the offset argument (or None), the key's rows a
-    sequence where they differ from the query's (a KV cache; None: the same)."""
+    sequence where they differ from the query's (a KV cache; None: the same), the query heads a token has where only
+    the launch's grid counts them (``(int)blockDim.y`` in the expert's block of (THREADS / heads, heads); else None)."""
     q: tuple
     k: tuple
     row: tuple
@@ -38,12 +39,16 @@ class _Computed(NamedTuple):
     seq: SizeExpr
     offset: ArgUse | None
     key_seq: SizeExpr | None
+    heads: SizeExpr | None = None  # the query heads a token has where only the launch counts them (its grid)
 
 
 def _text(ev: Evidence) -> str:
     """The body as ``implicit_positions`` reads it, namespace qualifiers dropped (``rot_half::threads``) and a call
-    of an object's method without arguments (``group.thread_rank()``) one opaque name, ``sizeof(T)`` another."""
-    text = re.sub(r"\b[A-Za-z_]\w*\s*::\s*(?=[A-Za-z_])", "", _bare(ev))
+    of an object's method without arguments (``group.thread_rank()``) one opaque name, ``sizeof(T)`` another; an
+    argument moved once at the top (``q += token * row;``, ``pos += token;``) read as moved where it is used
+    (``inline_moves``)."""
+    text = re.sub(r"\b[A-Za-z_]\w*\s*::\s*(?=[A-Za-z_])", "", inline_moves(_bare(ev), {a.name for a in ev.args},
+                                                                           {a.name for a in ev.bufs()}))
     text = re.sub(r"\b([A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(\s*\)", r"kt_\1_\2", text)
     return re.sub(r"\bsizeof\s*\(\s*([A-Za-z_]\w*)\s*\)", r"kt_sizeof_\1", text)
 
@@ -55,17 +60,20 @@ def _index(text: str, once: dict[str, str], name: str) -> str | None:
     return _resolve(once, sum_text(sites[0]))
 
 
-def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, draws: int = 400) -> list[tuple]:
+def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, draws: int = 400,
+             guards: tuple[str, ...] = ()) -> list[tuple]:
     """Values of ``exprs`` for one thread on size set ``size``: the unknowns the last expression (the position) has
     drawn at random (fixed seed), the others (a lane's place in a row) 0, or 1 where 0 divides; only the samples
-    whose first expressions stay inside their buffers (``bounds``) kept."""
+    whose first expressions stay inside their buffers (``bounds``) and that no early return (``guards``, conditions
+    over the same names) ends first kept."""
     from agent_core import expr as _expr
-    env = size_env(ev, size)
+    env = {**size_env(ev, size), **_launch_extents(ev, size)}
     try:
         names = [_expr.names(x) - set(env) for x in exprs]
+        gnames = set().union(set(), *(_expr.names(g) for g in guards)) - set(env)
     except Exception:  # noqa: BLE001
         return []
-    drawn, rest = sorted(names[-1]), sorted(set().union(*names) - names[-1])
+    drawn, rest = sorted(names[-1]), sorted((set().union(*names) | gnames) - names[-1])
     launch = _launch_bounds(ev, size)
     # a block index the position does not read is drawn too where the launch bounds it (the batch a token's
     # sequence is in: with it at 0 every token would seem to sit in one sequence)
@@ -84,6 +92,8 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
             at.update({n: lane for n in rest})
             try:
                 got = tuple(_expr.evaluate_int(x, at) for x in exprs)
+                if any(_expr.evaluate(g, at) for g in guards):
+                    got = None  # the thread returns before it gets there
                 break
             except Exception:  # noqa: BLE001
                 continue
@@ -108,6 +118,53 @@ def _launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
     return out
 
 
+def _launch_extents(ev: Evidence, size: int) -> dict[str, int]:
+    """The grid's and the block's extents on size set ``size`` as ``_resolve`` names them (``kt_gridDim_x``,
+    ``kt_blockDim_x``): a kernel that counts its heads by its grid (``q += token * gridDim.x * head_size``)."""
+    return {n.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim"): v
+            for n, v in _launch_bounds(ev, size).items()}
+
+
+_RETURN_IF = re.compile(r"\bif\s*\(")
+
+
+def _guards(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
+    """The conditions of the early returns (``if (blockIdx.x >= n_kv_heads) return;``) before the body's first
+    access of ``name`` (or of a pointer made from it), resolved as an index is and written in the expression language; those it cannot read are
+    left out (a sample is then kept as before)."""
+    names = "|".join(re.escape(a) for a in pointer_aliases(text, name))
+    first = re.search(rf"(?<![\w.])(?:{names})\s*\[", text)
+    out = []
+    for m in _RETURN_IF.finditer(text, 0, first.start() if first else 0):
+        end = closing(text, m.end())
+        if not re.match(r"\s*return\s*;", text[end:]):
+            continue
+        cond = text[m.end():end - 1]
+        cond = cond.replace("&&", " and ").replace("||", " or ")
+        cond = re.sub(r"!(?!=)", " not ", cond)
+        r = _resolve_condition(once, cond)
+        if r is not None:
+            out.append(r)
+    return tuple(out)
+
+
+def _resolve_condition(once: dict[str, str], cond: str) -> str | None:
+    """A condition with its index arithmetic resolved (``_resolve`` on each side of its comparisons)."""
+    parts = re.split(r"(\s(?:and|or|not)\s|>=|<=|==|!=|<|>)", cond)
+    out = []
+    for p in parts:
+        if p is None:
+            continue
+        if re.fullmatch(r"\s(?:and|or|not)\s|>=|<=|==|!=|<|>", p):
+            out.append(p)
+        elif p.strip():
+            r = _resolve(once, p)
+            if r is None:
+                return None
+            out.append(r)
+    return "".join(out) or None
+
+
 def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Computed | None:
     """The reading of a kernel without positions and cache whose body computes each token's position (module
     docstring); ``pairs`` its query and key buffers, (input, output) each (in place: the same), either order, or the
@@ -121,12 +178,19 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
     fed = set().union(*(feeding(flow, args[0]) for _, args in call_arguments(ev.body, _TRIG) if args and args[0]))
     ints = [a for a in ev.ints() if a.counts]
     cands = [n for n in once if n in fed and n not in {a.name for a in ev.args}]
-    # and a sum of two names written inline where a local fed to the angle is assigned (`(float)(start_pos + s)`)
+    # and a sum of two names written inline where a local fed to the angle is assigned (`(float)(start_pos + s)`), or
+    # in a sine's or cosine's argument itself (`sincosf((start + blockIdx.x) * f, ...)`: a moved start position)
+    sum2 = r"\(\s*([A-Za-z_][\w.]*\s*\+\s*[A-Za-z_][\w.]*)\s*\)"
     for n in list(cands):
-        for m in re.finditer(r"\(\s*([A-Za-z_]\w*\s*\+\s*[A-Za-z_]\w*)\s*\)", once[n]):
+        for m in re.finditer(sum2, once[n]):
             x = re.sub(r"\s+", " ", m.group(1))
             if x not in cands and re.sub(r"[\s()]+", "", once[n]) != re.sub(r"\s+", "", x):  # (not the whole of
                 # the local's value: the local itself, `pos = (float)(past_len + s)`)
+                cands.append(x)
+    for _, args in call_arguments(text, _TRIG):
+        for m in re.finditer(sum2, args[0] if args else ""):
+            x = re.sub(r"\s+", " ", m.group(1))
+            if x not in cands:
                 cands.append(x)
     n = len(ev.spec.sizes)
     values: dict[tuple, SizeExpr] = {}
@@ -141,17 +205,33 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                     xs = ev.sizes(t)
                     if xs:
                         values[t] = xs[0]
+    # a token's query row where only the launch counts its heads (ManagedLlama2's `q += token * gridDim.x *
+    # head_size`): a grid extent the body reads by gridDim that no argument holds, times an argument; the expert's
+    # block then holds those heads (KT_EXPERT_BLOCK_HEADS: blockDim.y)
+    launch_heads: dict[tuple, SizeExpr] = {}
+    for axis, g in zip("xyz", ev.spec.grid or []):
+        h = counts_of(str(g), ev.spec)
+        if not h or h in values or not re.search(rf"\bgridDim\s*\.\s*{axis}\b", ev.body):
+            continue
+        heads = SizeExpr("(int)blockDim.y", str(g), f"the launch grid's `{g}` (gridDim.{axis})")
+        for a in ints:
+            t = tuple(x * y for x, y in zip(h, a.counts))
+            if t not in values:
+                values[t] = SizeExpr(f"(int)blockDim.y * (int)({a.name})", f"({g}) * ({a.spec.value})",
+                                     f"the launch grid's `{g}` * `{a.name}`")
+                launch_heads[t] = heads
     offsets = [None] + [a for a in ints if all(v >= 0 for v in a.counts) and any(v > 0 for v in a.counts)]
     found = []
     for (qi, qo), (ki, ko) in ((pairs, pairs[::-1]) if len(pairs) == 2 else ((pairs[0], pairs[0]),)):
         qx, kx = _index(text, once, qi.name), _index(text, once, ki.name)
         if qx is None or kx is None:
             continue
+        guards = _guards(text, once, ki.name) if ki is not qi else ()  # the key's early returns (GQA's kv heads)
         for pname in cands:
             px = _resolve(once, pname)
             if px is None or not _IDENT.search(px):
                 continue
-            samples = [_samples(ev, [qx, kx, px], [qi.counts, ki.counts], s) for s in range(n)]
+            samples = [_samples(ev, [qx, kx, px], [qi.counts, ki.counts], s, guards=guards) for s in range(n)]
             if any(len(s) < 24 for s in samples):
                 continue
             for row in values:
@@ -177,7 +257,7 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                         if len(pairs) == 1:  # the query alone: no key rows to read
                             found.append((pname, _Computed(
                                 (qi, qo), None, row, (1,) * n, tokens, f"({qi.spec.size}) / ({values[row].spec})",
-                                seq_ex, off, None)))
+                                seq_ex, off, None, launch_heads.get(row))))
                             continue
                         for krow in values:
                             krows = div(ki.counts, krow)
@@ -191,7 +271,7 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
                                     found.append((pname, _Computed(
                                         (qi, qo), (ki, ko), row, krow, tokens,
                                         f"({qi.spec.size}) / ({values[row].spec})", seq_ex, off,
-                                        None if kseq == seq else values[kseq])))
+                                        None if kseq == seq else values[kseq], launch_heads.get(row))))
     if not found:
         return None
     # both ways round where the two tensors are rotated alike (each a row a token, the same positions): the order the
