@@ -241,6 +241,25 @@ def test_a_decltype_cast_is_read_around():
     assert b"kt_dt________{0}" in masked and b"kt_dt________(1)" in masked
 
 
+def test_a_c_headers_cplusplus_guards_around_its_extern_c_block_are_read_as_nvcc_reads_them():
+    """`#ifdef __cplusplus` / `extern "C" {` / `#endif` and the closing `}` guarded alike (every C header; operators-rs'
+    and openfish's kernels, batch 32): a brace opened in one preprocessor branch and closed in another was a syntax
+    error to the grammar ("missing #endif"); nvcc defines __cplusplus, so the parse reads the linkage block: no error,
+    the kernel read inside its extern "C" block, the offsets the source's."""
+    from agent_core.source.cuda_parse import mask_cplusplus_guards
+    text = ('#include <cuda_fp16.h>\n#ifdef __cplusplus\nextern "C" {\n#endif\n\n'
+            "__global__ void scale(half* x, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (i < n) x[i] = __hmul(x[i], __float2half(2.f));\n}\n\n#if defined(__cplusplus)\n}\n#endif\n")
+    cf = parse_cuda(text, "a.cu")
+    assert not cf.errors and [k.name for k in cf.kernels] == ["scale"] and not kernel_has_errors(cf, "scale")
+    masked = mask_cplusplus_guards(text.encode())
+    assert len(masked) == len(text.encode()) and b"__cplusplus" not in masked and masked.count(b"\n") == text.count("\n")
+    assert b'extern "C" {' in masked and b"\n}\n" in masked
+    # a __cplusplus test around anything else is the grammar's
+    other = "#ifdef __cplusplus\nint x = 1;\n#endif\n"
+    assert mask_cplusplus_guards(other.encode()) == other.encode()
+
+
 def test_the_alignment_specifier_is_read_around():
     """CUDA's __align__ (vLLM's `struct __align__(16) vec_t`, a packed type `__align__(sizeof(T) * N)`): no syntax
     error, the kernel after it read; the text keeps it (it is what nvcc compiles)."""

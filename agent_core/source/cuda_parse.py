@@ -92,6 +92,29 @@ def _group_end(source: bytes, at: int) -> int | None:
     return None
 
 
+# A C header's linkage guard (`#ifdef __cplusplus` / `extern "C" {` / `#endif`, and the closing `}` guarded alike):
+# tree-sitter sees a brace opened in one preprocessor branch and closed in another as a syntax error ("missing
+# #endif"); nvcc always defines __cplusplus, so the parse reads the guarded lines as the compiler does.
+_CPLUSPLUS_GUARD = re.compile(
+    rb"^[ \t]*#[ \t]*if(?:def[ \t]+__cplusplus|[ \t]+defined[ \t]*\(?[ \t]*__cplusplus[ \t]*\)?)[ \t]*(?://[^\n]*)?\n"
+    rb"([ \t]*(?:extern[ \t]*\"C\"[ \t]*\{|\})[ \t]*(?://[^\n]*)?\n)"
+    rb"[ \t]*#[ \t]*endif\b[^\n]*", re.M)
+
+
+def mask_cplusplus_guards(source: bytes) -> bytes:
+    """``source`` with the ``#ifdef __cplusplus`` and ``#endif`` lines around an ``extern "C" {`` or its closing ``}``
+    blanked (newlines kept), so the parse reads the linkage block the compiler sees (nvcc defines __cplusplus) and
+    every byte offset stays that of ``source``."""
+    if b"__cplusplus" not in source:
+        return source
+    out = bytearray(source)
+    for m in _CPLUSPLUS_GUARD.finditer(source):
+        for i in list(range(m.start(), m.start(1))) + list(range(m.end(1), m.end())):
+            if out[i] != 0x0A:
+                out[i] = 0x20
+    return bytes(out)
+
+
 _DECLTYPE = re.compile(rb"\bdecltype\s*\(")
 
 
@@ -115,7 +138,8 @@ def mask_decltype_casts(source: bytes) -> bytes:
 def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
     """Parse UTF-8 ``source``; pass the edited previous tree (``tree.edit(...)``) to re-parse incrementally.
     Every call returns a tree of its own (safe to edit; trees are not shared between threads). Attributes the
-    grammar does not know are masked first (``mask_newer_attributes``), and so are a ``decltype`` cast's types
+    grammar does not know are masked first (``mask_newer_attributes``), and so are a C header's ``__cplusplus`` guards
+    around its ``extern "C" {`` (``mask_cplusplus_guards``) and a ``decltype`` cast's types
     (``mask_decltype_casts``), the uses of the file's launching macros (``macros.mask_launch_macro_uses``), of its
     function-qualifier macros, written as the qualifiers they
     stand for (``macros.mask_qualifier_macros``: ``HOSTDEVICE`` for ``__host__ __device__``), and of its attribute
@@ -127,7 +151,7 @@ def parse_tree(source: bytes, old_tree: Tree | None = None) -> Tree:
             return hit.copy()
     from agent_core.source.macros import mask_attribute_macros, mask_launch_macro_uses, mask_qualifier_macros
     masked = mask_attribute_macros(mask_qualifier_macros(mask_launch_macro_uses(mask_decltype_casts(
-        mask_newer_attributes(source)))))
+        mask_cplusplus_guards(mask_newer_attributes(source))))))
     if masked is not source:
         old_tree = None  # the masking may change bytes outside the edited ranges: no incremental re-parse
     tree = _parser().parse(masked, old_tree) if old_tree is not None else _parser().parse(masked)
