@@ -283,6 +283,23 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "dim_position_ids_out_of_place_block_128_bf16_surogate.cu":
         "surogate's rope: out of place over one fused qkv buffer (the value heads copied), NeoX halves turned by a "
         "table of interleaved (cos, sin) pairs, position ids, partial rotary, four pairs a thread",
+    # batch 32, on first sight
+    "rotary/rotary_emb_inplace_one_chunk_of_fused_qkv_b_s_3_h_d_strides_grid_batch_heads_block_rotary_half_by_32_"
+    "positions_strided_over_y_neox_halves_f32_cos_sin_pos_by_half_extern_c_fp16_openfish.cu":
+        "openfish's rotary_emb: in place on one chunk (q or k) of a fused qkv [B, S, 3, H, D] through stride arguments, "
+        "a block (rotary_half, 32) per (batch, head) walking the positions over y, fp32 cos and sin tables",
+    "rms_norm/partial_rms_norm_p_fraction_of_row_eps_added_to_rms_rms_output_bias_triton_port_row_per_program_next_"
+    "pow2_registers_runs_of_4_y_x_strides_4_warps_f32_trident.cu":
+        "Trident's partial RMSNorm: the RMS over the first int(x_size * p) columns only, x / (rms + eps), the rms "
+        "written out, an optional bias, row strides",
+    "rotary/apply_rope_2x2_rotation_matrix_pe_b_l_pairs_2_2_f32_from_embednd_3_axis_ids_bhld_q_and_k_gptj_pairs_"
+    "products_rounded_then_summed_grid_pairs_bh_out_of_place_bf16_flux.cu":
+        "Flux's apply_rope: each pair turned by a 2 x 2 rotation matrix of a tensor pe [B, L, D / 2, 2, 2] (no cos / "
+        "sin cache, no positions), the products rounded then summed, out of place",
+    "merge_attn_states/flash_fwd_splitkv_combine_triton_port_split_major_f32_normalized_partials_natural_lse_rows_b_"
+    "h_q_flattened_block_m_4_x_max_splits_8_x_block_k_tile_out_bshd_strides_fixed_bf16_flaggems.cu":
+        "FlagGems' split-KV combine: split-major fp32 partials over rows of (batch, head, query) flattened, a block of "
+        "4 rows x 8 splits x a head-dim tile, the output [b, s, h, d] through its strides",
 }
 
 
