@@ -726,9 +726,10 @@ class Session:
         """``ev`` (verified by the search's compile of the kernel alone) fails nvcc's build of the whole file: it is
         recorded as a compile error (in the store too, so no later session takes it), and the next best verified
         configuration becomes the best. False when none is left."""
-        first = err.message.strip().splitlines()[1:2] or err.message.strip().splitlines()[:1]
+        lines = err.message.strip().splitlines()
+        first = (lines[1:2] or lines[:1] or [""])[0].strip()  # nvcc's first error line, after our heading
         ev.status, ev.error = Status.COMPILE_ERROR, ("verified, but the file does not build with it (nvcc, every "
-                                                    f"instantiation of the file): {first[0].strip() if first else ''}")
+                                                    f"instantiation of the file): {first}")
         self.failed += 1
         with tl.phase("store"):
             self.store.put_evaluation(self.session_id, self.template.template_hash, self.problem.spec_hash,

@@ -13,7 +13,8 @@ from agent_core.templating.experts.evidence import (CTYPE, NBYTES, ArgUse, Evide
 from agent_core.templating.experts.families.rotary.angles import (_ANGLE_WORDS, _POW, _AngleTable, _angle_table,
                                                                   _angles, _smooth_angles)
 from agent_core.templating.experts.families.rotary.buffers import (_cast, _count_c, _fused_heads, _heads, _launch_heads,
-                                                                   _pairs_type, _rotary_widths, _sine, _split_tables)
+                                                                   _pairs_type, _rotary_widths, _sine, _split_tables,
+                                                                   _twice)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
 from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
@@ -117,7 +118,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         twice = tuple(2 * v for v in a.counts) if a.counts else None
         if twice and twice in q_steps and div(q_tok, twice) and (k is None or div(k_tok, twice)) \
                 and all(h[1] != twice for h in hss):
-            hss.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
+            hss.append((_twice(a), twice))
     _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
     strides = None
     if norm is not None:  # the head size the norm's weights and divisor are; a token's rows as the index shows them
@@ -479,7 +480,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 twice = tuple(2 * v for v in a.counts) if a.counts else None
                 if twice and all(r <= h for r, h in zip(twice, hs_fp)) and not any(x.counts == twice for x in ev.ints()) \
                         and (twice in table_strides and a.name in pair_offsets if caches else a.name in halves):
-                    rots.append((SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`"), twice))
+                    rots.append((_twice(a), twice))
             rots.sort(key=lambda r: (_table_row(*r), r[1] != hs_fp))
             emit(hi, hs, hs_fp, nh, kv, fused, row_len, rots)
     if not oop and caches and e.conventions.get("KT_EXPERT_TOKEN_STRIDE") is not None and norm is None:

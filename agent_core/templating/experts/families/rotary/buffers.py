@@ -37,6 +37,12 @@ def _sine(ev: Evidence, c: ArgUse) -> bool:
                for op, term in value_operands(ev, c.name))
 
 
+def _twice(a: ArgUse) -> SizeExpr:
+    """Twice the int argument ``a`` as the wrapper computes it (a rotary half given as the argument, rows of a cos and
+    a sin table)."""
+    return SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`")
+
+
 def _heads(ev: Evidence, per_token: tuple, hs: SizeExpr, hs_fp: tuple) -> SizeExpr | None:
     nh = div(per_token, hs_fp)
     if nh is None:
@@ -183,9 +189,11 @@ def _split_tables(ev: Evidence, c: ArgUse) -> _Split | None:
     aliases = pointer_aliases(text, c.name)
     subscripted = {a for a in aliases if re.search(rf"(?<![\w.]){re.escape(a)}\s*\[", text)}
     same = lambda a: {a} | {x for x in aliases if unparen(once.get(x, "").strip()) == a}  # noqa: E731
-    strides = [x for x in _index_strides(ev, c.name)]
+    strides = list(_index_strides(ev, c.name))
     if len(strides) != 1:
         return None
+    st = ev.sizes(strides[0]) or [_twice(a) for a in ev.ints()
+                                  if a.counts and tuple(2 * v for v in a.counts) == strides[0]]
     for b in aliases[1:]:
         terms = additive_terms(unparen(once.get(b, "").strip())) if once.get(b) else []
         base = [unparen(t) for sign, t in terms if sign > 0 and unparen(t) in aliases]
@@ -195,8 +203,6 @@ def _split_tables(ev: Evidence, c: ArgUse) -> _Split | None:
             continue
         off = term_values(ev, rest[0][1])
         xs = ev.sizes(off) if off else []
-        st = ev.sizes(strides[0]) or [SizeExpr(f"2 * (int)({a.name})", f"2 * ({a.spec.value})", f"`2 * {a.name}`")
-                                      for a in ev.ints() if a.counts and tuple(2 * v for v in a.counts) == strides[0]]
         if xs and st and all(0 < o < r for o, r in zip(off, strides[0])):
             return _Split(off, xs[0], strides[0], st[0])
     return None

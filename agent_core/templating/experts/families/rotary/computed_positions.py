@@ -125,7 +125,8 @@ def _launch_extents(ev: Evidence, size: int) -> dict[str, int]:
             for n, v in _launch_bounds(ev, size).items()}
 
 
-_RETURN_IF = re.compile(r"\bif\s*\(")
+_IF = re.compile(r"\bif\s*\(")
+_SUM_OF_TWO = re.compile(r"\(\s*([A-Za-z_][\w.]*\s*\+\s*[A-Za-z_][\w.]*)\s*\)")  # `(start_pos + s)`
 
 
 def _guards(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
@@ -135,7 +136,7 @@ def _guards(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
     names = "|".join(re.escape(a) for a in pointer_aliases(text, name))
     first = re.search(rf"(?<![\w.])(?:{names})\s*\[", text)
     out = []
-    for m in _RETURN_IF.finditer(text, 0, first.start() if first else 0):
+    for m in _IF.finditer(text, 0, first.start() if first else 0):
         end = closing(text, m.end())
         if not re.match(r"\s*return\s*;", text[end:]):
             continue
@@ -180,18 +181,16 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
     cands = [n for n in once if n in fed and n not in {a.name for a in ev.args}]
     # and a sum of two names written inline where a local fed to the angle is assigned (`(float)(start_pos + s)`), or
     # in a sine's or cosine's argument itself (`sincosf((start + blockIdx.x) * f, ...)`: a moved start position)
-    sum2 = r"\(\s*([A-Za-z_][\w.]*\s*\+\s*[A-Za-z_][\w.]*)\s*\)"
+    def sums(t: str) -> list[str]:
+        return [re.sub(r"\s+", " ", m.group(1)) for m in _SUM_OF_TWO.finditer(t)]
     for n in list(cands):
-        for m in re.finditer(sum2, once[n]):
-            x = re.sub(r"\s+", " ", m.group(1))
-            if x not in cands and re.sub(r"[\s()]+", "", once[n]) != re.sub(r"\s+", "", x):  # (not the whole of
-                # the local's value: the local itself, `pos = (float)(past_len + s)`)
+        for x in sums(once[n]):
+            if x not in cands and re.sub(r"[\s()]+", "", once[n]) != x.replace(" ", ""):  # (not the whole of the
+                # local's value: the local itself, `pos = (float)(past_len + s)`)
                 cands.append(x)
-    for _, args in call_arguments(text, _TRIG):
-        for m in re.finditer(sum2, args[0] if args else ""):
-            x = re.sub(r"\s+", " ", m.group(1))
-            if x not in cands:
-                cands.append(x)
+    for x in (x for _, args in call_arguments(text, _TRIG) for x in sums(args[0] if args else "")):
+        if x not in cands:
+            cands.append(x)
     n = len(ev.spec.sizes)
     values: dict[tuple, SizeExpr] = {}
     for a in ints:

@@ -28,7 +28,8 @@ def _index_moduli(ev: Evidence, name: str) -> set[str]:
     """The names a value feeding the indices of ``name`` is taken modulo anywhere in the body (``h = idx % d`` beside
     ``x[idx - h + j]``, or ``x[e]`` beside ``d = e % head_size``: ``d``): the row an element's flat index runs in."""
     terms = [t for site in index_sites(ev, name) for _, t in site]
-    fed = set().union(set(), *(feeding(flows(ev.body), t) for t in terms))
+    flow = flows(ev.body)
+    fed = set().union(set(), *(feeding(flow, t) for t in terms))
     flat = plain(ev.body)
     return {m for n in fed for m in re.findall(rf"(?<![\w.]){re.escape(n)}\)*%\(*([A-Za-z_]\w*)\b", flat)}
 
