@@ -300,6 +300,26 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "h_q_flattened_block_m_4_x_max_splits_8_x_block_k_tile_out_bshd_strides_fixed_bf16_flaggems.cu":
         "FlagGems' split-KV combine: split-major fp32 partials over rows of (batch, head, query) flattened, a block of "
         "4 rows x 8 splits x a head-dim tile, the output [b, s, h, d] through its strides",
+    # batch 33 (2026-11-30), on first sight
+    "merge_attn_states/ring_attention_update_sbh_attn_out_softmax_max_sum_b_n_s_8_replicated_tail_max_sum_outputs_block_per_bn_x_32_seq_rows_scales_smem_mul_then_add_rint_out_of_place_bf16_mindspeed.cu":
+        "MindSpeed's ring attention update (an AscendC op): states [S, B, H] with a (max, sum) pair per row replicated 8 "
+        "times ([B, N, S, 8]), a two-way merge that also writes the merged max and sum: no binder reads replicated "
+        "8-lane statistics",
+    "group_quant/bfp16_block_floating_point_fake_quant_shared_max_biased_exponent_8_value_blocks_thread_per_block_double_pow2_scale_round_clamp_inf_nan_passthrough_onnx_pad_fused_flat_256_f32_quark.cu":
+        "AMD Quark's BFP16: a shared exponent a block of 8 values (the largest exponent field), each value rounded to it "
+        "and written back as fp32 (no scale output), the scale computed in double",
+    "rotary/rotaryembed_vulkan_pack4_four_heads_per_f16vec4_head_major_cstep_cos_sin_cache_seq_by_half_dim_neox_halves_specialization_interleaved_local_64_4_4_fp16_arithmetic_out_of_place_fp16_ncnn.cu":
+        "ncnn's Vulkan rope (pack4): four heads interleaved in each 4-wide fp16 vector of a padded head-major layout: no "
+        "binder reads heads interleaved element by element",
+    "fused_add_rms_norm/rms_norm_fuse_pre_add_tilized_32x32_tiles_16x16_faces_tile_rows_split_over_8x8_core_grid_two_groups_bf16_packed_intermediates_reduce_scaler_winv_sqrt_recip_gamma_row_bcast_normed_only_bf16_tt_metal.cu":
+        "tt-metal's RMSNorm over tilized data: 32 x 32 tiles of 16 x 16 faces (a row's elements scattered over tiles and "
+        "faces), the sum normalized but never written, every intermediate in bf16",
+    "rms_norm/rmsnorm_kernel_class_params_unpacked_from_grid_constant_row_in_registers_max_hidden_8192_256_threads_32_contiguous_per_thread_int4_int2_scalar_by_n_alignment_shfl_down_atomicadd_smem_sum_w_times_x_div_rms_bf16_fastvideo.cu":
+        "FastVideo's RMSNorm as a CUTLASS-style kernel class (operator() over a Params struct, Loader and Saver classes "
+        "whose methods do the reads and writes): no binder reads through a class's member functions",
+    "layer_norm/group_norm_over_heads_layer_norm_fwd_triton_port_64_rows_of_head_dim_per_program_weight_bias_by_row_mod_groups_8_lane_row_groups_mean_rstd_out_rwkv7_ln_x_bf16_fla.cu":
+        "flash-linear-attention's GroupNorm over heads (RWKV-7's ln_x): 64-wide rows whose weight and bias rows are "
+        "chosen by the row index modulo the group count, mean and rstd outputs",
 }
 
 
