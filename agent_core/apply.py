@@ -1507,6 +1507,15 @@ def _condition_c(when: list, host: dict[str, str]) -> str:
     return " && ".join(parts) or "1"
 
 
+def _integral(value: str, sizes: list[dict]) -> bool:
+    """``value`` (a scalar argument's spec value) is an integer on every size set (``dispatch.input_value`` can
+    read it)."""
+    try:
+        return all(isinstance(expr.evaluate_int(value, s), int) for s in sizes)
+    except (expr.ExprError, TypeError, ValueError, ZeroDivisionError):
+        return False
+
+
 def dispatch_inputs(cf: CudaFile, kernel: str, spec: TuningSpec, old_values: dict[str, int] | None = None
                     ) -> list[str] | None:
     """What a per-shape dispatch of ``kernel`` may choose by at its launches (``dispatch.choose``'s inputs): the
@@ -1545,8 +1554,8 @@ def dispatch_inputs(cf: CudaFile, kernel: str, spec: TuningSpec, old_values: dic
         return names
     seen = {ast.dump(fold(n)) for n in names}
     for a in spec.args:
-        if a.role != "scalar":
-            continue
+        if a.role != "scalar" or not _integral(str(a.value), spec.sizes):
+            continue  # a float scalar (`winv: f32 = 1.0 / W`) is no size a dispatch chooses by
         try:
             used = expr.names(str(a.value))
             node = fold(str(a.value))

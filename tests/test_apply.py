@@ -1730,3 +1730,19 @@ def test_the_other_templates_dispatch_serves_where_a_whole_file_winner_faster_ev
     assert "one configuration: not faster than the original beyond the noise" not in text  # faster everywhere alone
     assert "per-shape dispatch of the other templates: 1.10x against 1.02x for the winner alone (confirmed)" in text
     assert "this dispatch instead of the winner: the winner is the structural template" in text
+
+
+def test_a_dispatch_never_chooses_by_a_float_scalar():
+    """tt-metal's RMSNorm takes `winv: f32 = 1.0 / W` besides the integer sizes its launcher passes: the dispatch's
+    inputs are integer sizes only (a float scalar is no size: reading 1 / W as one ended the run in an error), and
+    every input reads as a whole number on every size set."""
+    from agent_core.agent import dispatch as dsp
+    from agent_core.apply import dispatch_inputs
+    path = next((ROOT / "bench" / "corpus" / "fused_add_rms_norm").glob("*_tt_metal.cu"))
+    cf = parse_cuda(path.read_text(), str(path))
+    spec = spec_mod.find_spec(cf, "layernorm_rmsnorm_fuse_pre_add")
+    inputs = dispatch_inputs(cf, "layernorm_rmsnorm_fuse_pre_add", spec)
+    assert inputs and "1.0 / W" not in inputs
+    for s in spec.sizes:
+        for name in inputs:
+            assert isinstance(dsp.input_value(name, dict(s)), int)
