@@ -6827,3 +6827,42 @@ def test_rotary_computed_positions_through_moved_pointers_heads_from_the_grid_an
         "positions=`pos` + the token's index in its sequence of all the tokens, query=q, key=k, no cache: angles from "
         "pos / theta^(2i/rot) * 1, rot_dim=`head_size`, num_heads=the launch grid's `heads` (gridDim.x), "
         "num_kv_heads=`n_kv_heads`"), words_of(bs2)
+
+
+def test_rotary_head_major_query_and_key_with_a_row_per_batch_entry_and_position(lib):
+    """Hugging Face's apply_rotary_pos_emb over head-major q and k ([b, h, s, d]) as its ports write it: a token is a
+    (batch entry, position), its position from position_ids [b, s] (the style kernel: a block per (position, batch
+    entry), one loop over the query's heads and then the key's through a pointer chosen between them) or its cos and
+    sin rows those of tables [b, s, d] (Helion's rope, batch 33: a tile of tokens a program, the heads in two loops
+    that each declare their own `off`). Read by sampling the indices the body computes (the key's branch of the
+    pointer and the skipped iterations left out, each loop variable below its loop's bound) and fitting the table row
+    (b * s + t) against the query row ((b * heads + h) * s + t): KT_EXPERT_HEAD_MAJOR, the sequence length last."""
+    cf, k, spec = case("rope_bhsd_head_major_position_ids_b_s_half_tables_gqa_grid_s_b_inplace_fp16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "positions=`position_ids[token]`, a token (batch entry, position) of head-major [batch, heads, `seq`, "
+        "head_size] query and key, query=q, key=k, cos=cos_cache, sin=sin_cache, rows of rot_dim / 2, rot_dim=`dim`, "
+        "num_heads=`n_q`, num_kv_heads=`n_kv`, head_size=`dim`, NeoX pairs, in place"), words_of(bs)
+    assert bs[0].conventions["KT_EXPERT_HEAD_MAJOR"] == 1 and bs[0].call_args[-1] == "(int)(seq)"
+    assert all(b.conventions.get("KT_EXPERT_HEAD_MAJOR") == 1 for b in bs if b.expert.name == "rotary_neox")
+    t = X.bind(bs[0], cf, spec)
+    assert "const int hstride = seq_len * head_size;" in t.text and "KT_EXPERT_HEAD_MAJOR" not in t.text
+    path = next((ROOT / "bench/corpus/rotary").glob("rope_fwd_triton_port_bhsd_*_helion.cu"))
+    cf2 = parse_cuda(path.read_text(), str(path))
+    bs2 = X.candidates(cf2, "_helion_rope_fwd", S.find_spec(cf2, "_helion_rope_fwd"), lib)
+    assert bs2 and bs2[0].describe().startswith(
+        "positions=the token index (cos and sin gathered per token), a token (batch entry, position) of head-major "
+        "[batch, heads, `seq_len`, head_size] query and key, query=q -> q_out, key=k -> k_out, cos=cos, sin=sin, rows "
+        "of rot_dim, each half for its element (Hugging Face)"), words_of(bs2)
+    assert bs2[0].conventions["KT_EXPERT_POSITIONS"] == 0 and bs2[0].call_args[-1] == "(int)(seq_len)"
+    # token-major query and key with tables [s, d] gathered per token read as before (no head-major binding)
+    cf3, k3, spec3 = case("rotary_rotate_half_out_of_place")
+    assert not any(b.conventions.get("KT_EXPERT_HEAD_MAJOR") for b in X.candidates(cf3, k3.name, spec3, lib))
+
+
+@pytest.mark.nvcc
+def test_every_head_major_rotary_binding_compiles(lib):
+    """Each rotary binding of the head-major style kernel and of Helion's rope (KT_EXPERT_HEAD_MAJOR) compiles."""
+    _compile_every_binding(lib, *case("rope_bhsd_head_major_position_ids_b_s_half_tables_gqa_grid_s_b_inplace_fp16"))
+    _compile_every_binding(lib, *_variant(next((ROOT / "bench/corpus/rotary").glob("rope_fwd_triton_port_bhsd_*_helion.cu")),
+                                          "_helion_rope_fwd"))

@@ -38,6 +38,7 @@ smem = "0"
 // kt:bind KT_EXPERT_SEQ_OFFSETS = 0  (with KT_EXPERT_POSITIONS 3 and no cache: 0: token t at pos_offset + t % seq_len; 1: at positions[t / seq_len] + t % seq_len + pos_offset, positions one offset per sequence (grok-1's per-batch offset, flash-attn's seqlen_offsets) with the angles computed)
 // kt:bind KT_EXPERT_POS_DIV = 0  (with KT_EXPERT_POSITIONS 3 and a cos and a sin table (KT_EXPERT_CACHE 1, 2), a token a row of one head: 0: token t at pos_offset + t % seq_len; 1: at pos_offset + (t / pos_div) % seq_len, pos_div (long long, the last argument) the rows one position spans, both perhaps chosen at run time by a flag of the kernel: CTranslate2's rotary, one block a row, [batch, heads, time, depth] (pos_div 1, seq_len max_time) where `transpose`, else [time, heads, depth] (pos_div heads, seq_len 0x7fffffff: no wrap); candle's rope_thd rows (pos_div heads))
 // kt:bind KT_EXPERT_QK_NORM = 0  (0: the heads rotated as they are; 1: each query and key head RMS-normalized before the rotation (Qwen3's q_norm / k_norm fused into the rope: vLLM's and SGLang's fused_qk_norm_rope, TensorRT-LLM's fusedQKNormRope, MNN's ropeC4): r = rsqrtf(sum of the head's squares / head_size + eps), each element times (r * gamma[d]) in fp32, then rotated (the channels past rot_dim written normalized), one rounding to T; a cache or gathered cos and sin (KT_EXPERT_CACHE 0-3, positions or none), a block of whole warps; the last six arguments q_gamma, k_gamma (G, head_size each), q_eps, k_eps, q_norm, k_norm: each part normalized only where its flag is true at run time (the kernel's own flags, or true where its norm has none); neither: the plain vectorized rotation)
+// kt:bind KT_EXPERT_HEAD_MAJOR = 0  (with KT_EXPERT_POSITIONS 0 or 1 and a cos/sin cache (KT_EXPERT_CACHE 0 to 3), no KT_EXPERT_TOKEN_STRIDE or KT_EXPERT_QK_NORM: 0: token-major, a token's heads side by side ([tokens, heads, head_size]); 1: head-major [batch, heads, seq_len, head_size] (Hugging Face's apply_rotary_pos_emb over q and k of [b, h, s, d], its ports): token t is position t % seq_len of batch entry t / seq_len (seq_len the last argument), its heads seq_len * head_size elements apart; its cos/sin row t (KT_EXPERT_POSITIONS 0: tables of a row per (batch, position), Hugging Face's cos and sin [b, s, d]) or positions[t] (position_ids [b, s]))
 // kt:bind-block KT_EXPERT_ROW_TOKENS = ["32", "max(1, THREADS / 32)"]
 // kt:bind-grid KT_EXPERT_ROW_TOKENS = ["cdiv(tokens, max(1, THREADS / 32))"]
 // kt:bind-block KT_EXPERT_BLOCK_HEADS = ["max(1, THREADS / num_heads)", "num_heads"]
@@ -50,7 +51,7 @@ smem = "0"
 
 namespace kt {
 
-#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) + KT_EXPERT_STORAGE_MATH + KT_EXPERT_QK_NORM == 0  // kt:bind
+#if KT_EXPERT_PAIRING + KT_EXPERT_CACHE + KT_EXPERT_OUT_OF_PLACE + KT_EXPERT_TOKEN_STRIDE + (KT_EXPERT_POSITIONS >= 2) + KT_EXPERT_STORAGE_MATH + KT_EXPERT_QK_NORM + KT_EXPERT_HEAD_MAJOR == 0  // kt:bind
 template <int VEC, typename T, typename C>
 __device__ __forceinline__ void rotate_heads(T* __restrict__ base, const C* __restrict__ cs, int nheads, int head_size,
                                              int embed, int first, int step) {
@@ -210,6 +211,19 @@ __device__ __forceinline__ void copy_tail(const T* src, T* dst, int nheads, int 
   }
 }
 
+#if KT_EXPERT_HEAD_MAJOR  // kt:bind
+// copy_tail with the heads hstride elements apart (head-major [batch, heads, seq, head_size])
+template <typename T>
+__device__ __forceinline__ void copy_tail_strided(const T* src, T* dst, int nheads, int head_size, int hstride,
+                                                  int rot_dim, int first, int step) {
+  const int rest = head_size - rot_dim;
+  for (int i = first; i < nheads * rest; i += step) {
+    const long long e = (long long)(i / rest) * hstride + rot_dim + i % rest;
+    dst[e] = src[e];
+  }
+}
+
+#endif  // kt:bind
 template <int V, typename T, typename C>
 __device__ __forceinline__ bool pairs_vec_ok(int embed, int head_size, int stride, const T* a, const T* b,
                                              const T* c, const T* d, const C* cosp, const C* sinp) {
@@ -266,6 +280,8 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
 #endif  // kt:bind
 #elif KT_EXPERT_POSITIONS == 4  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size, int batch) {
+#elif KT_EXPERT_HEAD_MAJOR  // kt:bind
+                                            int num_heads, int num_kv_heads, int head_size, int seq_len) {
 #else  // kt:bind
                                             int num_heads, int num_kv_heads, int head_size) {
 #endif  // kt:bind
@@ -300,6 +316,12 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
   const int embed = rot_dim / 2;
 #if KT_EXPERT_TOKEN_STRIDE  // kt:bind
   const long long qo = token * q_stride, ko = token * k_stride;
+#elif KT_EXPERT_HEAD_MAJOR  // kt:bind
+  // head-major [batch, heads, seq_len, head_size]: token t is position t % seq_len of batch entry t / seq_len, its
+  // heads seq_len * head_size elements apart (the head stride the rotation steps by)
+  const long long tb = token / seq_len, ts = token % seq_len;
+  const long long qo = (tb * num_heads * seq_len + ts) * head_size, ko = (tb * num_kv_heads * seq_len + ts) * head_size;
+  const int hstride = seq_len * head_size;
 #else  // kt:bind
   const long long qo = token * num_heads * head_size, ko = token * num_kv_heads * head_size;
 #endif  // kt:bind
@@ -320,6 +342,19 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
     rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
   else
     rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, head_size, embed);
+#elif KT_EXPERT_HEAD_MAJOR  // kt:bind
+  // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow;
+  // the heads hstride apart
+  if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<KT_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, hstride, embed);
+  else if (KT_VEC >= 4 &&
+           pairs_vec_ok<HALF_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<HALF_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, hstride, embed);
+  else if (KT_VEC >= 8 &&
+           pairs_vec_ok<QUARTER_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
+    rotate_token<QUARTER_VEC, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, hstride, embed);
+  else
+    rotate_token<1, GPTJ>(qi, ki, qd, kd, cosp, sinp, num_heads, num_kv_heads, hstride, embed);
 #else  // kt:bind
   // the widest vector (VEC, then halves of it) that the rotary half, the head, the cache rows and the pointers allow
   if (pairs_vec_ok<KT_VEC, T, C>(embed, head_size, cache_stride, q_in, k_in, q_out, k_out, cos_cache, sin_cache))
@@ -339,6 +374,9 @@ __device__ __forceinline__ void rotary_neox(const P* positions, const T* q_in, c
     const int first = threadIdx.y * blockDim.x + threadIdx.x, step = blockDim.x * blockDim.y;
     copy_tail(qi, qd, num_heads, head_size, rot_dim, first, step);
     copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, first, step);
+#elif KT_EXPERT_HEAD_MAJOR  // kt:bind
+    copy_tail_strided(qi, qd, num_heads, head_size, hstride, rot_dim, threadIdx.x, blockDim.x);
+    copy_tail_strided(ki, kd, num_kv_heads, head_size, hstride, rot_dim, threadIdx.x, blockDim.x);
 #else  // kt:bind
     copy_tail(qi, qd, num_heads, head_size, rot_dim, threadIdx.x, blockDim.x);
     copy_tail(ki, kd, num_kv_heads, head_size, rot_dim, threadIdx.x, blockDim.x);

@@ -1338,11 +1338,66 @@ def ternary(value: str) -> tuple[str, str, str] | None:
     return None
 
 
+def scope_view(text: str, name: str) -> str:
+    """``text`` without the blocks (``{ ... }`` of a loop or a branch, at any depth) that never mention ``name`` (nor a
+    local pointer made from it) and give a local a value another part of ``text`` gives it differently (``const int64_t off = ...`` once in the query's
+    loop over heads and again in the key's): in the view of ``name`` such a local has the value of the scope that
+    reads ``name``. Unchanged where no local is so declared twice."""
+    values: dict[str, set[str]] = {}
+    for target, value, element in _assignments(text):
+        if not element:
+            values.setdefault(target, set()).add(re.sub(r"\s+", "", value))
+    twice = {n for n, v in values.items() if len(v) > 1}
+    if not twice:
+        return text
+    mention = re.compile(rf"(?<![\w.])(?:{'|'.join(re.escape(a) for a in pointer_aliases(text, name))})\b")
+    spans, opens = [], []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            opens.append(i)
+        elif ch == "}" and opens:
+            start = opens.pop()
+            if opens:  # not the body itself
+                spans.append((start, i + 1))
+    cut = []
+    for start, end in sorted(spans, key=lambda s: s[1] - s[0]):  # innermost first
+        block = text[start:end]
+        if any(a <= start and end <= b for a, b in cut) or mention.search(block):
+            continue
+        mine = {t for t, _, element in _assignments(block[1:-1]) if not element}
+        if mine & twice:
+            cut.append((start, end))
+    out = text
+    for start, end in sorted(cut, reverse=True):
+        if not any(a < start and end <= b for a, b in cut if (a, b) != (start, end)):
+            # the statement the block belongs to goes with it (a loop's header: its variable's bound is that scope's)
+            out = out[:_header_start(out, start)] + "{}" + out[end:]
+    return out
+
+
+def _header_start(text: str, brace: int) -> int:
+    """Where the ``for`` / ``while`` / ``if`` statement whose block opens at ``brace`` starts (its header's keyword);
+    ``brace`` where the block is no such statement's."""
+    before = text[:brace].rstrip()
+    if not before.endswith(")"):
+        return brace
+    depth = 0
+    for i in range(len(before) - 1, -1, -1):
+        depth += before[i] == ")"
+        depth -= before[i] == "("
+        if depth == 0:
+            m = re.search(r"\b(?:for|while|if)\s*$", before[:i])
+            return m.start() if m else brace
+    return brace
+
+
 def branch_view(text: str, name: str) -> str:
     """``text`` with every local pointer chosen by a conditional between buffers (``float* vec = i == 0 ? q + a :
     k + b;``, one loop rotating the query and then the key) given the branch made from ``name`` alone: the
     buffer's view of the pointer (its indices through ``vec`` are the query's where ``name`` is q). Unchanged where
-    no such local exists."""
+    no such local exists. Blocks that never mention ``name`` and declare again a local it reads are left out
+    (``scope_view``)."""
+    text = scope_view(text, name)
     if "?" not in text:
         return text
     out = text

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 
+from agent_core.templating.experts.evidence import _assignments, ternary
 from agent_core.templating.experts.evidence import _once as _ONCE
 from agent_core.templating.experts.evidence import (Evidence, additive_terms, assignments, branch_view, closing, factors,
-                                                    index_sites, index_terms, known_factors, modified, pointer_aliases,
+                                                    for_headers, index_sites, index_terms, known_factors, modified, pointer_aliases,
                                                     uncast, unparen)
 
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_IF = re.compile(r"\bif\s*\(")
 _THREAD = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*[xyz]\b")
 
 
@@ -152,8 +154,10 @@ def resolve(once: dict[str, str], expr: str) -> str | None:
 
 def size_env(ev: Evidence, size: int) -> dict[str, int]:
     """The names an index is evaluated over on size set ``size``: the file's integer constants and the kernel's int
-    arguments at their values."""
-    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer()}
+    arguments at their values. A name the body changes (a loop's variable: ``for (int h = 0; ...; ++h)`` sets it to a
+    number once) is no constant: it stays unknown, drawn like the other loop variables."""
+    moved = modified(bare(ev))
+    env = {n: int(v) for n, v in ev.constants.items() if float(v).is_integer() and n not in moved}
     env.update({x.name: x.counts[size] for x in ev.ints() if x.counts})
     return env
 
@@ -173,21 +177,106 @@ def launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
     return out
 
 
+def exits(text: str, once: dict[str, str], name: str, continues: bool = False) -> tuple[str, ...]:
+    """The conditions of the early returns (``if (blockIdx.x >= n_kv_heads) return;``; with ``continues`` the
+    iterations skipped too: ``if (b >= batch || t >= seq_len) continue;``) before the body's first access of ``name``
+    (or of a pointer made from it), resolved as an index is and written in the expression language; those it cannot
+    read are left out (a sample is then kept as before)."""
+    names = "|".join(re.escape(a) for a in pointer_aliases(text, name))
+    first = re.search(rf"(?<![\w.])(?:{names})\s*\[", text)
+    out = []
+    for m in _IF.finditer(text, 0, first.start() if first else 0):
+        end = closing(text, m.end())
+        if not re.match(r"\s*return\s*;" if not continues else r"\s*(?:return|continue)\s*;", text[end:]):
+            continue
+        cond = text[m.end():end - 1]
+        cond = cond.replace("&&", " and ").replace("||", " or ")
+        cond = re.sub(r"!(?!=)", " not ", cond)
+        r = resolve_condition(once, cond)
+        if r is not None:
+            out.append(r)
+    return tuple(out)
+
+
+def choices(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
+    """The conditions under which a local pointer chosen by a conditional between buffers (``x = h < n_q ? q + a : k +
+    b;``, one loop over the query's heads and then the key's) is not the one made from ``name`` (``not (h < n_q)``
+    for q, ``h < n_q`` for k), resolved as ``exits`` gives them: the samples of ``branch_view``'s indices where the
+    branch is the other buffer's are left out with them."""
+    out = []
+    for _, value, element in _assignments(text):
+        c = None if element else ternary(value)
+        if c is None:
+            continue
+        mine = [i for i, b in enumerate(c[1:]) if (1, name) in additive_terms(b) or b == name]
+        if len(mine) != 1:
+            continue
+        cond = c[0].replace("&&", " and ").replace("||", " or ")
+        cond = re.sub(r"!(?!=)", " not ", cond)
+        r = resolve_condition(once, cond)
+        if r is not None:
+            out.append(f"not ({r})" if mine[0] == 0 else f"({r})")
+    return tuple(out)
+
+
+def resolve_condition(once: dict[str, str], cond: str) -> str | None:
+    """A condition with its index arithmetic resolved (``_resolve`` on each side of its comparisons)."""
+    parts = re.split(r"(\s(?:and|or|not)\s|>=|<=|==|!=|<|>)", cond)
+    out = []
+    for p in parts:
+        if p is None:
+            continue
+        if re.fullmatch(r"\s(?:and|or|not)\s|>=|<=|==|!=|<|>", p):
+            out.append(p)
+        elif p.strip():
+            r = resolve(once, p)
+            if r is None:
+                return None
+            out.append(r)
+    return "".join(out) or None
+
+
+def loop_bounds(ev: Evidence, text: str, size: int) -> dict[str, int]:
+    """How far each loop variable of ``text`` runs on size set ``size`` where its loop starts at 0 and its condition
+    bounds it by what the sizes give (``for (int h = 0; h < q_heads; ++h)``: h below q_heads's value); a variable
+    of two such loops with different bounds is left out (draw in one scope's view: ``branch_view``)."""
+    from agent_core import expr as _expr
+    env = size_env(ev, size)
+    once = _ONCE(text)
+    found: dict[str, set[int]] = {}
+    for init, cond, _ in for_headers(text):
+        m = re.fullmatch(r"\s*(?:[\w:<>]+\s+)?([A-Za-z_]\w*)\s*=\s*0\s*", init)
+        c = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<=?)\s*(.+?)\s*", cond)
+        if m is None or c is None or c.group(1) != m.group(1):
+            continue
+        bound = resolve(once, c.group(3))
+        try:
+            v = _expr.evaluate_int(bound, env) + (c.group(2) == "<=") if bound is not None else None
+        except Exception:  # noqa: BLE001
+            v = None
+        if v is not None and v > 0:
+            found.setdefault(m.group(1), set()).add(v)
+    return {n: next(iter(v)) for n, v in found.items() if len(v) == 1}
+
+
 def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple[int, ...], draws: int,
-               keep) -> list[tuple[int, int]] | None:
+               keep, guards: tuple[str, ...] = (), loops: dict[str, int] | None = None
+               ) -> list[tuple[int, int]] | None:
     """(a, b) evaluated together ``draws`` times on size set ``size`` (the int arguments at its values, the file's
     integer constants), every other name drawn below a range chosen at random from ``ranges`` (``seed + size``
     seeds it), a thread or block index below its extent in the spec's launch on that size set (``launch_bounds``);
-    the pairs ``keep`` accepts. None where the names cannot be read."""
+    the pairs ``keep`` accepts, where no early exit (``guards``: ``exits``) ends the thread first; a loop variable of
+    ``loops`` (``loop_bounds``) below its bound. None where the names cannot be read."""
     import random
     from agent_core import expr as _expr
     env = size_env(ev, size)
     try:
-        unknown = sorted((_expr.names(a) | _expr.names(b)) - set(env))
+        unknown = sorted((_expr.names(a) | _expr.names(b) | set().union(set(), *(_expr.names(g) for g in guards)))
+                         - set(env))
     except Exception:  # noqa: BLE001
         return None
     rng = random.Random(seed + size)
-    bounds = launch_bounds(ev, size)
+    bounds = {**launch_bounds(ev, size), **(loops or {})}
     out = []
     for _ in range(draws):
         at = dict(env)
@@ -195,6 +284,8 @@ def draw_pairs(ev: Evidence, a: str, b: str, size: int, seed: int, ranges: tuple
             at[n] = rng.randrange(bounds[n]) if n in bounds else rng.randrange(rng.choice(ranges))
         try:
             ai, bi = _expr.evaluate_int(a, at), _expr.evaluate_int(b, at)
+            if any(_expr.evaluate(g, at) for g in guards):
+                continue  # the thread leaves (or skips this iteration) before it gets there
         except Exception:  # noqa: BLE001
             continue
         if keep(ai, bi):

@@ -70,7 +70,8 @@ from agent_core.templating.experts.families.rotary.bind import _bind
 from agent_core.templating.experts.families.rotary.buffers import _gathered_tokens, _pairs
 from agent_core.templating.experts.families.rotary.computed_positions import _computed_positions
 from agent_core.templating.experts.families.rotary.implicit_positions import (_Implicit, _bumped_positions,
-                                                                               _implicit_positions, _query_adds)
+                                                                               _head_major, _implicit_positions,
+                                                                               _query_adds)
 from agent_core.templating.experts.index_reading import index_strides as _index_strides
 from agent_core.templating.experts.families.rotary.qk_norm import _qk_norm
 from agent_core.templating.experts.families.rotary.sequences import _sequence_offsets
@@ -104,6 +105,10 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
     if q.dtype != (k.dtype if k else q.dtype) or (caches and caches[0].dtype not in FLOATS):
         return []
     if p is not None:
+        hm = _head_major(ev, qi, q, p, positions=True) \
+            if norm is None and e.conventions.get("KT_EXPERT_HEAD_MAJOR") is not None else []
+        if len(hm) == 1:  # head-major query and key, a position a (batch entry, position): read so, no other
+            return _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches, head_major=hm[0])
         out = _bind(ev, e, p, p.counts, p.spec.size, qi, q, ki, k, oop, caches, norm=norm)
         if e.conventions.get("KT_EXPERT_POSITIONS") is not None and norm is None:  # one offset per sequence: first
             # where it reads so
@@ -161,6 +166,11 @@ def enumerate_bindings(ev: Evidence, lib) -> list[Binding]:
         if read and implicit:
             imp = implicit[0]
             return _bind(ev, e, None, imp.tokens, imp.tokens_spec, qi, q, ki, k, oop, caches, implicit=imp)
+        # head-major query and key ([b, h, s, d]) with a table row per (batch entry, position) (Hugging Face's cos
+        # and sin [b, s, d])
+        hm = _head_major(ev, qi, q, caches[0]) if e.conventions.get("KT_EXPERT_HEAD_MAJOR") is not None else []
+        if len(hm) == 1:
+            return _bind(ev, e, None, hm[0].tokens, hm[0].tokens_spec, qi, q, ki, k, oop, caches, head_major=hm[0])
         # the rows reached by moving the pointers themselves (CTranslate2), the table row perhaps a flag's choice
         imp = _bumped_positions(ev, qi, q, caches) if e.conventions.get("KT_EXPERT_POS_DIV") is not None else None
         if imp is not None:

@@ -16,7 +16,7 @@ from agent_core.templating.experts.families.rotary.buffers import (_cast, _count
                                                                    _pairs_type, _rotary_widths, _sine, _split_tables,
                                                                    _twice)
 from agent_core.templating.experts.families.rotary.computed_positions import _Computed
-from agent_core.templating.experts.families.rotary.implicit_positions import _Implicit
+from agent_core.templating.experts.families.rotary.implicit_positions import _HeadMajor, _Implicit
 from agent_core.templating.experts.families.rotary.indexing import _head_sizes_first
 from agent_core.templating.experts.index_reading import index_strides as _index_strides
 from agent_core.templating.experts.families.rotary.qk_norm import _Norm, _row_strides
@@ -43,12 +43,14 @@ class _Layout(NamedTuple):
 def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi, q, ki, k, oop: bool,
           caches: list[ArgUse], seq: _Sequences | None = None, implicit: _Implicit | None = None,
           table: _AngleTable | None = None, batch: SizeExpr | None = None,
-          batch_fp: tuple | None = None, computed: "_Computed | None" = None, norm: "_Norm | None" = None
-          ) -> list[Binding]:
+          batch_fp: tuple | None = None, computed: "_Computed | None" = None, norm: "_Norm | None" = None,
+          head_major: "_HeadMajor | None" = None) -> list[Binding]:
     """The bindings for one token count: ``p`` the positions (None: the cos/sin rows are the tokens' own; with
     ``seq``, one offset per sequence of ``seq.seq`` tokens: only the layouts and pairs the body's indexing allows;
     with ``norm``, each query and key head RMS-normalized first (KT_EXPERT_QK_NORM): the head sizes its weights and its
-    divisor are, a token's rows as the index shows them (``_row_strides``))."""
+    divisor are, a token's rows as the index shows them (``_row_strides``); with ``head_major``, query and key
+    head-major [batch, heads, seq, head_size], a token (batch entry, position) a row of the tables or of the
+    positions (KT_EXPERT_HEAD_MAJOR))."""
     seq_offsets = False
     if seq and not caches and e.conventions.get("KT_EXPERT_SEQ_OFFSETS") is not None:
         # one offset per sequence with the angles computed: the index in the sequence form (KT_EXPERT_POSITIONS 3)
@@ -73,6 +75,10 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
         if seq_offsets:
             pos_words = (f"`{p.name}[token / {implicit.seq.words.strip('`')}]` + the token's index in its sequence of "
                          f"{implicit.seq.words} tokens")
+    if head_major:
+        pos_words = (f"`{p.name}[token]`" if p else "the token index (cos and sin gathered per token)") + (
+            f", a token (batch entry, position) of head-major [batch, heads, {head_major.seq.words}, head_size] "
+            "query and key")
     pos_arg = _cast(p.dtype, p.name, True) if p else "(const int*)nullptr"
     angles = _angles(ev) if not caches else None
     smooth = None  # Llama 3.1's smoothed frequencies (smooth_a, smooth_b), read where no other angle reading fits
@@ -120,6 +126,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 and all(h[1] != twice for h in hss):
             hss.append((_twice(a), twice))
     _head_sizes_first(ev, hss, qi, ki if k else None, q_tok, k_tok)  # head strides first, never by names
+    if head_major:  # the head size the layout was read with
+        hss = [h for h in hss if h[1] == head_major.head]
     strides = None
     if norm is not None:  # the head size the norm's weights and divisor are; a token's rows as the index shows them
         hss = [h for h in hss if h[1] == norm.q_gamma.counts == norm.divisor.counts]
@@ -243,6 +251,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                 pairs = [0] if neox and not gptj else [1] if gptj and not neox else pairings
             for lay in layouts:
                 cache, cos_c, sin_c, stride_c, cache_words, maxpos, lsup = lay[:7]
+                if head_major and (cache >= 4 or row_len or view or fused):
+                    continue  # head-major: a cos/sin cache, each token's heads as the expert walks them
                 if (row_len or view) and cache >= 4 or fused and (cache > 4 or smooth):
                     continue  # strided views take a cache (a fused buffer's heads angles computed in the kernel too,
                     # not smoothed ones: the expert's smoothing takes a token's heads apart)
@@ -338,7 +348,7 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                                        cos_c, sin_c, stride_c, rot.c, nh.c, kv.c, hs.c, row, row]
                         b.conventions["KT_EXPERT_TOKEN_STRIDE"] = 1
                     elif cache == 0 and pairing == 0 and not oop and not seq and not implicit and not storage \
-                            and norm is None:
+                            and norm is None and not head_major:
                         # the expert's default code
                         b.call_args = [pos_arg, _cast(T, q.name, False),
                                        _cast(T, k.name, False) if k else null, cos_c, rot.c, nh.c, kv.c, hs.c]
@@ -356,6 +366,9 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         G = norm.q_gamma.dtype
                         b.call_args += [_cast(G, norm.q_gamma.name, True), _cast(G, norm.k_gamma.name, True),
                                         norm.q_eps, norm.k_eps, norm.q_flag, norm.k_flag]
+                    if head_major:  # head-major: the sequence length last
+                        b.conventions["KT_EXPERT_HEAD_MAJOR"] = 1
+                        b.call_args.append(head_major.seq.c)
                     if batch:  # the batch last
                         b.call_args.append(batch.c)
                         if all(v == 1 for v in counts_of(nh.spec, ev.spec) or ()):  # a token of one head
@@ -407,6 +420,8 @@ def _bind(ev: Evidence, e, p: ArgUse | None, tokens: tuple, tokens_spec: str, qi
                         (norm.words + ([strides[2]] if strides else [])) if norm is not None else []) + (
                         [f"those heads at the start of each token's row of {row_len.words} elements rotated, the "
                          "rest untouched"] if row_len else []) + (view.words if view else [])
+                    if head_major:
+                        b.words[0] = f"positions={pos_words}"
                     if b.conventions.get("KT_EXPERT_STORAGE_MATH"):
                         b.words.append(f"{T} arithmetic (each product and sum rounded to {T})")
                     if b.conventions.get("KT_EXPERT_ROW_TOKENS"):

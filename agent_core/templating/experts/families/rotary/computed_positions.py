@@ -17,10 +17,10 @@ import random
 import re
 from typing import NamedTuple
 
-from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments, closing,
-                                                    counts_of, div, feeding, flows, pointer_aliases, prod)
+from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments,
+                                                    counts_of, div, feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.index_reading import bare as _bare, inline_moves, resolve as _resolve, \
+from agent_core.templating.experts.index_reading import bare as _bare, exits, inline_moves, resolve as _resolve, \
     sites as _sites, size_env, sum_text
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
@@ -125,45 +125,7 @@ def _launch_extents(ev: Evidence, size: int) -> dict[str, int]:
             for n, v in _launch_bounds(ev, size).items()}
 
 
-_IF = re.compile(r"\bif\s*\(")
 _SUM_OF_TWO = re.compile(r"\(\s*([A-Za-z_][\w.]*\s*\+\s*[A-Za-z_][\w.]*)\s*\)")  # `(start_pos + s)`
-
-
-def _guards(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
-    """The conditions of the early returns (``if (blockIdx.x >= n_kv_heads) return;``) before the body's first
-    access of ``name`` (or of a pointer made from it), resolved as an index is and written in the expression language; those it cannot read are
-    left out (a sample is then kept as before)."""
-    names = "|".join(re.escape(a) for a in pointer_aliases(text, name))
-    first = re.search(rf"(?<![\w.])(?:{names})\s*\[", text)
-    out = []
-    for m in _IF.finditer(text, 0, first.start() if first else 0):
-        end = closing(text, m.end())
-        if not re.match(r"\s*return\s*;", text[end:]):
-            continue
-        cond = text[m.end():end - 1]
-        cond = cond.replace("&&", " and ").replace("||", " or ")
-        cond = re.sub(r"!(?!=)", " not ", cond)
-        r = _resolve_condition(once, cond)
-        if r is not None:
-            out.append(r)
-    return tuple(out)
-
-
-def _resolve_condition(once: dict[str, str], cond: str) -> str | None:
-    """A condition with its index arithmetic resolved (``_resolve`` on each side of its comparisons)."""
-    parts = re.split(r"(\s(?:and|or|not)\s|>=|<=|==|!=|<|>)", cond)
-    out = []
-    for p in parts:
-        if p is None:
-            continue
-        if re.fullmatch(r"\s(?:and|or|not)\s|>=|<=|==|!=|<|>", p):
-            out.append(p)
-        elif p.strip():
-            r = _resolve(once, p)
-            if r is None:
-                return None
-            out.append(r)
-    return "".join(out) or None
 
 
 def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Computed | None:
@@ -225,7 +187,7 @@ def _computed_positions(ev: Evidence, pairs: list[tuple[ArgUse, ArgUse]]) -> _Co
         qx, kx = _index(text, once, qi.name), _index(text, once, ki.name)
         if qx is None or kx is None:
             continue
-        guards = _guards(text, once, ki.name) if ki is not qi else ()  # the key's early returns (GQA's kv heads)
+        guards = exits(text, once, ki.name) if ki is not qi else ()  # the key's early returns (GQA's kv heads)
         for pname in cands:
             px = _resolve(once, pname)
             if px is None or not _IDENT.search(px):

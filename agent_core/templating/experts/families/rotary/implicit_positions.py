@@ -11,8 +11,10 @@ from typing import NamedTuple
 
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _expand, _once as _ONCE, div,
                                                     index_terms, prod, term_values)
+from agent_core.templating.experts.evidence import branch_view as _branch_view
 from agent_core.templating.experts.index_reading import bare as _bare, draw_pairs as _draw_pairs, \
-    element_resolved as _element_resolved, resolve as _resolve, resolved as _resolved, sites as _sites
+    choices as _choices, element_resolved as _element_resolved, exits as _exits, loop_bounds as _loop_bounds, resolve as _resolve, \
+    resolved as _resolved, sites as _sites
 
 
 class _Implicit(NamedTuple):
@@ -59,14 +61,16 @@ def _size_terms(ev, ints, c, n: int):
     return values, strides, [None] + [a for a in ints if all(v > 0 for v in a.counts)]
 
 
-def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400) -> list[tuple[int, int]] | None:
+def _index_samples(ev: Evidence, q: ArgUse, c: ArgUse, size: int, draws: int = 400,
+                   guards: tuple[str, ...] = (), loops: dict[str, int] | None = None) -> list[tuple[int, int]] | None:
     """(query index, cos index) pairs the body computes for the same thread on size set ``size``: every unknown
-    (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept."""
+    (thread and block indices, loop variables) drawn at random (fixed seed), only pairs inside both buffers kept,
+    and none an early exit (``guards``) ends first; loop variables of ``loops`` below their bounds."""
     qt, ct = _element_resolved(ev, q.name) or _resolved(ev, q.name), _resolved(ev, c.name)
     if qt is None or ct is None:
         return None
     return _draw_pairs(ev, qt, ct, size, 1234, (2, 8, 64, 512, 4096, 32768), draws,
-                       lambda qi, ci: 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size])
+                       lambda qi, ci: 0 <= qi < q.counts[size] and 0 <= ci < c.counts[size], guards, loops)
 
 
 def _implicit_positions(ev: Evidence, qi: ArgUse, caches: list[ArgUse]) -> tuple[bool, list[_Implicit]]:
@@ -337,3 +341,63 @@ def _bumped_positions(ev: Evidence, qi: ArgUse, q: ArgUse, caches: list[ArgUse])
         words = f"row r of one head at {words_of(dv, seq)}"
     return _Implicit(tokens, spec, SizeExpr(seq_c, "0", words), off, stride, _row_adds(ev, text, once, qi), div_c,
                      words)
+
+
+# ------------------------------------------------------------------------ head-major rows, tables per (batch, position)
+class _HeadMajor(NamedTuple):
+    """Query and key head-major [batch, heads, seq, head_size] (KT_EXPERT_HEAD_MAJOR: Hugging Face's
+    apply_rotary_pos_emb over q and k of [b, h, s, d] and its ports), each token (batch entry, position) a row of
+    the tables (or of the positions): ``tokens`` of them (batch * seq), ``seq`` the sequence length (a size of the
+    arguments), ``head`` the head size the fit read (values)."""
+    tokens: tuple
+    tokens_spec: str
+    seq: SizeExpr
+    head: tuple
+
+
+def _head_major(ev: Evidence, qi: ArgUse, q: ArgUse, c: ArgUse, positions: bool = False) -> list[_HeadMajor]:
+    """Where the query is head-major and the rows of ``c`` (a cos table, or the positions: rows of one) are its
+    tokens (batch entry, position): the query and ``c`` indices the body computes for one thread, sampled as for
+    ``_implicit_positions``, fit ``c`` row = (r / (heads * seq)) * seq + r % seq for every query row r (the query index
+    over a head size), heads the query's elements over the tokens and the head size. A fit the token-major gathered
+    reading (``c`` row = r / heads) also makes on every size set says nothing (one position a sequence everywhere):
+    none then. ``positions``: ``c`` is the positions, an element a token. The fits, the longest head first."""
+    n = len(ev.spec.sizes)
+    text = _bare(ev)
+    once = _ONCE(text)
+    # `if (t >= seq_len) continue;` before the reads; the key's branch of a pointer chosen between the two
+    guards = _exits(text, once, qi.name, continues=True) + _choices(text, once, qi.name)
+    samples = []
+    for size in range(n):
+        got = _index_samples(ev, qi, c, size, guards=guards,
+                             loops=_loop_bounds(ev, _branch_view(text, qi.name), size))  # the query's loops
+        if got is None or len(got) < 24:
+            return []
+        samples.append(got)
+    ints = [a for a in ev.ints() if a.counts and all(v > 0 for v in a.counts)]
+    values, row_strides, _ = _size_terms(ev, ints, c, n)
+    if positions:
+        row_strides = [(1,) * n]
+    out = []
+    for stride in row_strides:
+        tokens = div(c.counts, stride)
+        if tokens is None:
+            continue
+        for head in sorted(values, reverse=True):
+            if any(h < 2 or h % 2 for h in head) or not positions and stride not in (head, tuple(h // 2 for h in head)):
+                continue  # an even head size, the tables' rows as long as it or half
+            heads = div(q.counts, prod(tokens, head))
+            if heads is None or any(h < 1 for h in heads):
+                continue
+            for seq in values:
+                if seq == tokens or div(tokens, seq) is None or all(s == 1 for s in seq):
+                    continue
+
+                def row_of(qx: int, i: int) -> int:
+                    r = qx // head[i]
+                    return (r // (heads[i] * seq[i])) * seq[i] + r % seq[i]
+                if all(ci // stride[i] == row_of(qx, i) for i in range(n) for qx, ci in samples[i]) and not all(
+                        ci // stride[i] == (qx // head[i]) // heads[i] for i in range(n) for qx, ci in samples[i]):
+                    out.append(_HeadMajor(tokens, f"({c.spec.size}) / ({values[stride].spec})" if stride in values
+                                          else c.spec.size, values[seq], head))
+    return out
