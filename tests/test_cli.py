@@ -226,6 +226,28 @@ def test_bench_over_the_recording_reproduces_the_h100_table(work):
     assert "geomean speedup" in r.output and "with one configuration per kernel" in r.output
 
 
+def test_bench_over_the_h200_suite_recording_reproduces_its_figure_of_record(work):
+    """The suite's figure of record of 2026-11-30b (gpu/results/2026-11-30b/call3/suite: one H200 run with that
+    session's code, dispatch included, budget 30, 3 rounds; its store tests/data/stores/bench_2026-11-30b_h200.sqlite)
+    replayed over its own store with the current code: the same winning template and parameters per kernel, the same
+    kernels with a per-shape dispatch, the per-kernel and suite figures within 2% of the device's."""
+    shutil.copytree(REPO / "bench", work / "bench", ignore=shutil.ignore_patterns("results", "corpus", "*.py", "*.json"))
+    kt("bench", "--budget", "30", "--rounds", "3", "--backend", "replay:rec-bench_2026-11-30b_h200.sqlite",
+       "--out", "out", "--store", "out/s.sqlite", *sorted(str(p) for p in (work / "bench").glob("*.cu")))
+    doc = json.loads((work / "out" / "bench_results.json").read_text())
+    h200 = json.loads((REPO / "gpu" / "results" / "2026-11-30b" / "call3" / "suite" / "bench_results.json").read_text())
+    assert doc["status"] == "finished" and len(doc["kernels"]) == len(h200["kernels"]) == 9
+    got = {k["name"]: k for k in doc["kernels"]}
+    for k in h200["kernels"]:
+        g = got[k["name"]]
+        assert g["status"] == "ok" and g["origin"] == k["origin"] and g["params"] == k["params"], k["name"]
+        assert g["single_speedup"] == pytest.approx(k["single_speedup"], rel=0.02), k["name"]
+        assert g["speedup"] == pytest.approx(k["speedup"], rel=0.02), k["name"]
+        assert bool(g["dispatch"]) == bool(k["dispatch"]), k["name"]
+    for key in ("geomean_over_kernels", "geomean_one_configuration"):
+        assert doc["suite"][key] == pytest.approx(h200["suite"][key], rel=0.02), key
+
+
 def test_lsp_command_starts_a_server_that_answers_initialize(work):
     """`kerntune lsp` over stdio: the first bytes on stdout are an LSP header (no stray prints)."""
     msg = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
