@@ -164,16 +164,28 @@ def size_env(ev: Evidence, size: int) -> dict[str, int]:
 
 def launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
     """How far each thread and block index reaches in the spec's launch on size set ``size``: ``kt_threadIdx_x`` ->
-    the block's x extent, ``kt_blockIdx_y`` -> the grid's y extent, ... (the names ``resolve`` gives them); empty
-    where the launch cannot be evaluated (a grid over a template's own parameters)."""
+    the block's x extent, ``kt_blockIdx_y`` -> the grid's y extent, ... (the names ``resolve`` gives them), an axis the
+    launch does not give 1; where the launch cannot be evaluated whole (a grid over a template's own parameters), the
+    axes the sizes alone give (the others stay unbounded)."""
+    from agent_core import expr as _expr
     from agent_core.source import spec as spec_mod
     try:
         ln = spec_mod.launch(ev.spec, ev.spec.sizes[size])
-    except Exception:  # noqa: BLE001 (a launch over names of a template: the indices stay unbounded)
-        return {}
+    except Exception:  # noqa: BLE001 (a launch over names of a template: axis by axis below)
+        ln = None
     out = {}
-    for axis, g, b in zip("xyz", ln.grid, ln.block):
-        out[f"kt_blockIdx_{axis}"], out[f"kt_threadIdx_{axis}"] = max(1, int(g)), max(1, int(b))
+    if ln is not None:
+        for axis, g, b in zip("xyz", ln.grid, ln.block):
+            out[f"kt_blockIdx_{axis}"], out[f"kt_threadIdx_{axis}"] = max(1, int(g)), max(1, int(b))
+        return out
+    for kind, dims in (("blockIdx", ev.spec.grid), ("threadIdx", ev.spec.block)):
+        for axis, d in zip("xyz", dims or []):
+            try:
+                v = int(_expr.evaluate(str(d), ev.spec.sizes[size]))
+            except Exception:  # noqa: BLE001 (a configuration's parameter: not bounded here)
+                continue
+            if v > 0:
+                out[f"kt_{kind}_{axis}"] = v
     return out
 
 

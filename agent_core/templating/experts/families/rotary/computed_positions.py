@@ -20,8 +20,8 @@ from typing import NamedTuple
 from agent_core.templating.experts.evidence import (ArgUse, Evidence, SizeExpr, _once as _ONCE, call_arguments,
                                                     counts_of, div, feeding, flows, prod)
 from agent_core.templating.experts.families.rotary.angles import _TRIG
-from agent_core.templating.experts.index_reading import bare as _bare, exits, inline_moves, resolve as _resolve, \
-    sites as _sites, size_env, sum_text
+from agent_core.templating.experts.index_reading import bare as _bare, exits, inline_moves, launch_bounds, \
+    resolve as _resolve, sites as _sites, size_env, sum_text
 from agent_core.templating.experts.families.rotary.indexing import _IDENT, _MEMBER
 
 
@@ -74,7 +74,7 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
     except Exception:  # noqa: BLE001
         return []
     drawn, rest = sorted(names[-1]), sorted((set().union(*names) | gnames) - names[-1])
-    launch = _launch_bounds(ev, size)
+    launch = launch_bounds(ev, size)
     # a block index the position does not read is drawn too where the launch bounds it (the batch a token's
     # sequence is in: with it at 0 every token would seem to sit in one sequence)
     blocks = [n for n in rest if n.startswith("kt_blockIdx") and n in launch]
@@ -102,27 +102,11 @@ def _samples(ev: Evidence, exprs: list[str], bounds: list[tuple], size: int, dra
     return out
 
 
-def _launch_bounds(ev: Evidence, size: int) -> dict[str, int]:
-    """The extent of each thread and block index (``kt_blockIdx_y`` as ``_resolve`` names it) on size set ``size``,
-    where the spec's grid and block give it from the sizes alone."""
-    from agent_core import expr as _expr
-    out = {}
-    for kind, dims in (("blockIdx", ev.spec.grid), ("threadIdx", ev.spec.block)):
-        for axis, d in zip("xyz", dims or []):
-            try:
-                v = int(_expr.evaluate(str(d), ev.spec.sizes[size]))
-            except Exception:  # noqa: BLE001 (a configuration's parameter: not bounded here)
-                continue
-            if v > 0:
-                out[f"kt_{kind}_{axis}"] = v
-    return out
-
-
 def _launch_extents(ev: Evidence, size: int) -> dict[str, int]:
     """The grid's and the block's extents on size set ``size`` as ``_resolve`` names them (``kt_gridDim_x``,
     ``kt_blockDim_x``): a kernel that counts its heads by its grid (``q += token * gridDim.x * head_size``)."""
     return {n.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim"): v
-            for n, v in _launch_bounds(ev, size).items()}
+            for n, v in launch_bounds(ev, size).items()}
 
 
 _SUM_OF_TWO = re.compile(r"\(\s*([A-Za-z_][\w.]*\s*\+\s*[A-Za-z_][\w.]*)\s*\)")  # `(start_pos + s)`
