@@ -6866,3 +6866,41 @@ def test_every_head_major_rotary_binding_compiles(lib):
     _compile_every_binding(lib, *case("rope_bhsd_head_major_position_ids_b_s_half_tables_gqa_grid_s_b_inplace_fp16"))
     _compile_every_binding(lib, *_variant(next((ROOT / "bench/corpus/rotary").glob("rope_fwd_triton_port_bhsd_*_helion.cu")),
                                           "_helion_rope_fwd"))
+
+
+def test_group_quant_rows_the_group_does_not_divide_the_last_group_shorter(lib):
+    """Per-token-group quantization of rows whose length the group size does not divide on every size set (2880 and
+    1000 in groups of 128): each row's last group holds the rest and the scales are tokens * cdiv(row_len, group_size)
+    (the style kernel; Primus-Turbo's blockwise fp8 and FastDeploy's per-token-per-block fp8, known gaps until now):
+    KT_EXPERT_ROW_TAIL, the row length last, the group count tokens * cdiv(row_len, 128); rows the group divides on
+    every size set keep the plain reading."""
+    cf, k, spec = case("per_token_group_fp8_partial_last_group_warp_per_group_grid_groups_tokens_bf16")
+    bs = X.candidates(cf, k.name, spec, lib)
+    assert bs and bs[0].describe() == (
+        "x=x, q=q (fp8 e4m3 (bytes)), scales=scales, group_size=128, groups=`tokens` rows of `hidden`, each cut into "
+        "groups of 128 (the last perhaps shorter), eps=`eps`, qmin of the type, qmax of the type, divided by the "
+        "scale"), words_of(bs)
+    b = bs[0]
+    assert b.conventions["KT_EXPERT_ROW_TAIL"] == 1 and b.call_args[-1] == "(int)(hidden)"
+    assert b.call_args[4] == "((int)(tokens)) * ((((int)(hidden)) + (128) - 1) / (128))"
+    t = X.bind(b, cf, spec)
+    assert "const int len = min(group_size, row_len - col * group_size);" in t.text
+    for name in ("quant_fp8_blockwise_triton_port_tile_128x128_per_cta_axis1_row_groups_of_128_amax_clamp_1e4_scale_"
+                 "fp8max_over_amax_clamp_inverse_scales_4_warps_bf16_primus_turbo",
+                 "per_token_per_block_fp8_warp_per_128_group_ceil_tail_tokens_stride_grid_1056_bf16_fastdeploy"):
+        path = ROOT / "bench/corpus/group_quant" / f"{name}.cu"
+        cf2 = parse_cuda(path.read_text(), str(path))
+        k2 = next(x for x in cf2.kernels if S.find_spec(cf2, x.name) is not None)
+        bs2 = X.candidates(cf2, k2.name, S.find_spec(cf2, k2.name), lib)
+        assert bs2 and bs2[0].conventions.get("KT_EXPERT_ROW_TAIL") == 1, words_of(bs2)
+    # the bench's per-token-group quant (hidden sizes the group divides): no row-tail binding
+    path = ROOT / "bench" / "per_token_group_quant_int8.cu"
+    cf3 = parse_cuda(path.read_text(), str(path))
+    k3 = next(x for x in cf3.kernels if S.find_spec(cf3, x.name) is not None)
+    assert not any(b.conventions.get("KT_EXPERT_ROW_TAIL") for b in X.candidates(cf3, k3.name, S.find_spec(cf3, k3.name), lib))
+
+
+@pytest.mark.nvcc
+def test_every_row_tail_group_quant_binding_compiles(lib):
+    """Each binding of the row-tail style kernel (KT_EXPERT_ROW_TAIL) compiles."""
+    _compile_every_binding(lib, *case("per_token_group_fp8_partial_last_group_warp_per_group_grid_groups_tokens_bf16"))

@@ -88,9 +88,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "blocksparse.cu":
         "OpenAI blocksparse's LayerNorm NC: its rows read through the library's own 4-wide vector types (ehalf4, "
         "float4) as template arguments, a fused relu flag, mean and rstd outputs",
-    "group_quant/per_token_per_block_fp8_warp_per_128_group_ceil_tail_tokens_stride_grid_1056_bf16_fastdeploy.cu":
-        "FastDeploy's per-token-per-block fp8: a row's last group partial (cdiv(hidden, 128) scales), a run-time "
-        "flag that multiplies the amax by 7",
     "rotary/rotary_pos_emb_thread_per_token_head_major_rotate_half_local_buffers_hfma_inplace_fp16_tinychatengine.cu":
         "TinyChatEngine's rope: one thread a token walking its head through local half buffers, the tables' row "
         "start_idx + token, every product and sum in half (__hfma), q and k head-major in place",
@@ -267,10 +264,6 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
         "KIVI's quantize-and-pack: asymmetric 2-bit codes, sixteen an int32, scale and min in fp16 with every step "
         "rounded to fp16 (no expert packs 2- or 4-bit codes of a min/max quantization)",
     # batch 31, on first sight
-    "group_quant/quant_fp8_blockwise_triton_port_tile_128x128_per_cta_axis1_row_groups_of_128_amax_clamp_1e4_scale_"
-    "fp8max_over_amax_clamp_inverse_scales_4_warps_bf16_primus_turbo.cu":
-        "Primus-Turbo's blockwise fp8 (a Triton port): a block a 128 x 128 tile quantizing its 128 rows' groups of 128 "
-        "columns, amax clamped at 1e-4, the inverse scale stored",
     "layer_norm/layer_norm_forward_triton_port_row_per_program_next_pow2_feat_registers_batch_feat_strides_constexpr_"
     "flags_fp16_in_fp32_affine_out_mean_inv_std_4_warps_attorch.cu":
         "attorch's LayerNorm (a Triton port): fp16 input through row and column strides, fp32 weight, bias, output, "

@@ -47,6 +47,7 @@ smem = "0"
 // kt:bind KT_EXPERT_ASYM = 0  (0: symmetric, scale from the group's absolute maximum; asymmetric min/max quantization to integers (row-major groups; SCALE_POW2, SCALE_COLUMNS, SCALE_PACKED 0, SCALE_RECIP 0 or 1; rounded by KT_EXPERT_ROUND: to nearest even, toward zero, half away), scale = max(max - min, eps) / (qmax - qmin): 1: a float zero point, zero = min, q = clamp(round((x - zero) / scale), qmin, qmax) (KIVI / lmdeploy KV-cache and activation quantizers); 2: an integer zero point, zero = round(qmin - min / scale), q = clamp(round(x / scale) + zero, qmin, qmax) (vLLM's dynamic int8 azp, AWQ's zeros = -round(min / scale)); SCALE_RECIP 1: multiplied by 1 / scale instead of divided by it)
 // kt:bind KT_EXPERT_ZERO_STORE = 0  (with KT_EXPERT_ASYM; 0: (scale, zero) interleaved as fp32 pairs in the scales buffer [groups, 2], the scale first (lmdeploy's params); 1: scales [groups] and zeros [groups] in two arrays, the zeros of the type Z (the function's third template argument: float, half, int32, uint8, ...), an integer zero point stored as its value)
 // kt:bind KT_EXPERT_SCALE_UB = 0  (symmetric row-major fp32 scales only (SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED); the scale as vLLM's dynamic_per_token_scaled_fp8_quant computes it: the group's absmax bounded from above by the value a nullable one-element fp32 input `ub` holds (the argument after qmax; null: no bound), with eps the least scale: 1 scale = max(min(absmax, *ub) / qmax, eps) (the floor on the scale: vLLM's min_scaling_factor, 1 / (448 * 512) for e4m3); 2 scale = max(min(absmax, *ub), eps) / qmax (the floor on the absmax))
+// kt:bind KT_EXPERT_ROW_TAIL = 0  (symmetric row-major fp32 scales only (no SCALE_COLUMNS, SCALE_PACKED, SCALE_BYTES, SCALE_UB or SCALE_OUT, the group count given); 0: every group group_size elements, the input rows * group_size; 1: the input rows of row_len elements (the argument after qmax) each cut into cdiv(row_len, group_size) groups, the last of a row perhaps shorter (per-token-group quantization of a hidden size the group does not divide: FastDeploy's per-token-per-block fp8, Triton ports' masked tiles), rows counting every group of every row (tokens * cdiv(row_len, group_size)), scales row-major [tokens, cdiv(row_len, group_size)])
 // kt:bind KT_EXPERT_SCALE_FLOOR = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE or SCALE_UB (whose floor is its own); 0: eps floors the group's absmax, scale = max(absmax, eps) / qmax; 1: eps floors the scale, scale = max(absmax / qmax, eps) (OpenPPL's min_max_range_to_scale with its QTHRESHOLD 1e-7; vLLM's min_scaling_factor where there is no scale_ub))
 // kt:bind KT_EXPERT_SCALE_OUT = 0  (symmetric row-major scales, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_COLUMNS, SCALE_BYTES, SCALE_PACKED or SCALE_UB; 0: fp32 scales, the scale as computed; 1: the scales of the type S (the function's third template argument: __half, __nv_bfloat16 or float), each the fp32 scale times a float factor `mult` (the argument after qmax: OpenPPL's up_scale "for precision"; 1.f where the kernel has none) converted to S to nearest even (half(scale * mult)); the values still divided by (or multiplied by 1 / of) the fp32 scale, unmultiplied; 2: as 1 with no factor, the values quantized by the scale as stored: x / float(S(scale)) rounded to the input's 16-bit type T before the integer rounding (PyTorch's fp16 tensor arithmetic, (x / scale).round() with x and scale fp16 tensors: SmoothQuant's torch-int))
 // kt:bind KT_EXPERT_SCALE_DIV = 0  (symmetric, SCALE_RECIP 0 or 1, SCALE_POW2 0, no SCALE_QRANGE, SCALE_UB or SCALE_FLOOR; 0: scale = absmax / qmax by IEEE division; 1: by the PTX div.full.f32 (Triton's fp32 division, full-range approximate to 2 ulp) that CUDA ports of Triton's per-token-group quant write in inline asm to agree with it bit for bit (LongCat EPS))
@@ -336,6 +337,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #elif KT_EXPERT_SCALE_UB  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax,
                                             const float* __restrict__ ub) {
+#elif KT_EXPERT_ROW_TAIL  // kt:bind
+                                            int group_size, int rows, float eps, float qmin, float qmax, int row_len) {
 #else  // kt:bind
                                             int group_size, int rows, float eps, float qmin, float qmax) {
 #endif  // kt:bind
@@ -354,14 +357,29 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const bool active = s < rows && col < per_token;
 #endif  // kt:bind
   const long long off = (active ? (long long)token * per_token + col : 0LL) * group_size;
+  const int len = group_size;
+#elif KT_EXPERT_ROW_TAIL  // kt:bind
+  // group g is group `col` of row `tok`: rows of row_len elements, each cut into cdiv(row_len, group_size) groups, the
+  // last perhaps shorter (len elements)
+  const int g = blockIdx.x * KT_ROWS + threadIdx.y;
+  const bool active = g < rows;
+  const int per_row = (row_len + group_size - 1) / group_size;
+  const int tok = (active ? g : 0) / per_row, col = (active ? g : 0) - tok * per_row;
+  const long long off = (long long)tok * row_len + (long long)col * group_size;
+  const int len = min(group_size, row_len - col * group_size);
 #else  // kt:bind
   const int g = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = g < rows;
   const long long off = (long long)(active ? g : 0) * group_size;
+  const int len = group_size;
 #endif  // kt:bind
+#if KT_EXPERT_ROW_TAIL  // kt:bind
+  const bool vec = vec_ok<T, KT_VEC>(group_size, x) && row_len % KT_VEC == 0;  // every group starts aligned
+#else  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(group_size, x);
+#endif  // kt:bind
   float v[IT][KT_VEC];
-  row_load<KT_LANES, KT_VEC, IT>(x + off, group_size, vec, v);
+  row_load<KT_LANES, KT_VEC, IT>(x + off, len, vec, v);
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -471,7 +489,7 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
     for (int i = 0; i < IT; ++i) {
       const int e = row_elem<KT_LANES, KT_VEC, IT>(true, i, 0);
-      if (e < group_size) {
+      if (e < len) {
         Vec<Q, KT_VEC> t;
 #pragma unroll
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
@@ -491,11 +509,11 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
       for (int j = 0; j < KT_VEC; ++j) {
         const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
 #if KT_EXPERT_SCALE_RECIP  // kt:bind
-        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
 #elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
-        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
+        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
-        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind
       }
   }
@@ -607,6 +625,12 @@ __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int
 #endif  // kt:bind
   KT_DISPATCH_ITEMS(KT_LANES, group_size,
                     (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, ub)));
+}
+#elif KT_EXPERT_ROW_TAIL  // kt:bind
+__device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps,
+                                            float qmin, float qmax, int row_len) {
+  KT_DISPATCH_ITEMS(KT_LANES, group_size,
+                    (group_quant_impl<IT, T, Q>(x, q, scales, group_size, rows, eps, qmin, qmax, row_len)));
 }
 #else  // kt:bind
 __device__ __forceinline__ void group_quant(const T* x, Q* q, float* scales, int group_size, int rows, float eps, float qmin, float qmax) {

@@ -459,6 +459,12 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
     gs_all = [s for s in ev.sizes(div(x.counts, sc[0].counts)) if not s.c[0].isdigit()] or \
         ev.sizes(div(x.counts, sc[0].counts))
     padded = _padded_columns(ev, x, sc[0]) if "KT_EXPERT_SCALE_COLUMNS" in e.conventions and not byte_scales else []
+    # rows the group size does not divide, the last group of each shorter (KT_EXPERT_ROW_TAIL): where no whole
+    # number of elements makes a group on every size set
+    tail = _row_tail(ev, x, sc[0]) if not gs_all and not padded and "KT_EXPERT_ROW_TAIL" in e.conventions \
+        and not byte_scales and ub is None and not scale_out else None
+    if tail is not None:
+        gs_all = [tail[2]]
     if not gs_all and not padded:
         return []
     if scale_out and (len(ins) != 1 or len(ev.bufs()) != 3):
@@ -512,7 +518,7 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
         recips = [r for r in recips if r < 2] or [0]
         pow2s, padded = [0], []
     columns = _token_counts(ev, sc[0], gs_all[0]) if gs_all and not byte_scales and ub is None and not scale_out \
-        else []
+        and tail is None else []
     # row-major first, unless the body's write of the scales multiplies by a token count; then padded columns
     # (their own group size and count)
     # (support, column-major token count or None, padded columns or None)
@@ -563,6 +569,11 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
             b.sizes = {"group_size": gs.spec, "rows": sc[0].spec.size if pad is None else groups.spec}
             if pad is not None:
                 rows, rows_words = groups.c, f"groups={groups.words}"
+            elif tail is not None:  # every group of every row: tokens * cdiv(row_len, group_size)
+                row_len, tok = tail[0], tail[1]
+                rows = f"({tok.c}) * ((({row_len.c}) + ({gs.c}) - 1) / ({gs.c}))"
+                rows_words = (f"groups={tok.words} rows of {row_len.words}, each cut into groups of {gs.words} (the "
+                              "last perhaps shorter)")
             else:
                 rows, rows_words, from_grid, from_launch = _group_count(
                     ev, e, b, x, gs, div(x.counts, sc[0].counts), rows_xs, totals, total, tokens is None)
@@ -594,6 +605,9 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
                 b.call_args.append(tokens.c)
             if pad is not None:
                 b.call_args.append(stride.c)
+            if tail is not None:  # the row length last
+                b.conventions["KT_EXPERT_ROW_TAIL"] = 1
+                b.call_args.append(tail[0].c)
             b.consts = {"ESIZE": NBYTES[x.dtype]}
             b.words = [f"x={x.name}", f"q={q[0].name} ({kind})",
                        f"scales={sc[0].name}" + (" (biased exponent bytes)" if byte_scales else "") + (
@@ -612,6 +626,35 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
             if scale_out and mult is None and recip == 0 and x.dtype in ("f16", "bf16"):
                 out.append(_quantized_by_the_stored_scale(ev, b, x.dtype))
     return out
+
+
+def _row_tail(ev: Evidence, x, sc) -> tuple[SizeExpr, SizeExpr, SizeExpr] | None:
+    """(row length, token count, group size) where the input is rows of a length some group size does not divide on
+    every size set and the scales hold one a group of each row, the last shorter: x = tokens * row_len and scales =
+    tokens * cdiv(row_len, group_size) on every size set, row_len % group_size != 0 on one at least (FastDeploy's
+    per-token-per-block fp8 over a hidden size of 2001 in groups of 128). The row length an int argument, the token
+    count one (or a size the arguments make), the group size an int argument or a power of two the family uses
+    (PACKED_GROUP_SIZES); the first fit in the arguments' order, None where none fits."""
+    if not x.counts or not sc.counts:
+        return None
+    ints = [a for a in ev.ints() if a.counts and all(v > 1 for v in a.counts)]
+    group_sizes = [(a.counts, ev.sizes(a.counts)[0]) for a in ints if ev.sizes(a.counts)]
+    group_sizes += [((g,) * len(x.counts), SizeExpr(str(g), str(g), str(g))) for g in PACKED_GROUP_SIZES]
+    for a in ints:
+        tokens = div(x.counts, a.counts)
+        if tokens is None or not ev.sizes(a.counts):
+            continue
+        toks = ev.sizes(tokens)
+        if not toks:
+            continue
+        for gv, gs in group_sizes:
+            if gv == a.counts or any(g > r for g, r in zip(gv, a.counts)):
+                continue
+            if all(r % g == 0 for r, g in zip(a.counts, gv)):
+                continue  # every row a whole number of groups: the plain reading's
+            if tuple(t * -(-r // g) for t, r, g in zip(tokens, a.counts, gv)) == sc.counts:
+                return ev.sizes(a.counts)[0], toks[0], gs
+    return None
 
 
 def _quantized_by_the_stored_scale(ev: Evidence, b: Binding, T: str) -> Binding:
