@@ -6904,3 +6904,18 @@ def test_group_quant_rows_the_group_does_not_divide_the_last_group_shorter(lib):
 def test_every_row_tail_group_quant_binding_compiles(lib):
     """Each binding of the row-tail style kernel (KT_EXPERT_ROW_TAIL) compiles."""
     _compile_every_binding(lib, *case("per_token_group_fp8_partial_last_group_warp_per_group_grid_groups_tokens_bf16"))
+
+
+def test_group_quant_product_first_times_qmax_then_divided_by_the_absmax(lib):
+    """FastDeploy's `x * MAX_VALUE / max_value` is (x * 448) / amax left to right, not x * (448 / amax): its one-code
+    differences on a few elements failed every binding on the H200 (2026-11-30b call 5). Read as KT_EXPERT_SCALE_RECIP
+    4, first, where the factor's numerator is itself the right operand of a product with no parenthesis between; the
+    factor form x * (qmax / amax) keeps its reading."""
+    path = ROOT / "bench/corpus/group_quant/per_token_per_block_fp8_warp_per_128_group_ceil_tail_tokens_stride_grid_" \
+        "1056_bf16_fastdeploy.cu"
+    cf = parse_cuda(path.read_text(), str(path))
+    bs = X.candidates(cf, "quant_per_token_per_block", S.find_spec(cf, "quant_per_token_per_block"), lib)
+    assert bs and bs[0].conventions["KT_EXPERT_SCALE_RECIP"] == 4 and "the product first" in bs[0].describe()
+    assert "v[i][j] * qmax / m" in X.bind(bs[0], cf, S.find_spec(cf, "quant_per_token_per_block")).text
+    cf2, k2, spec2 = case("quant_fp8_factor_warp64_f16")
+    assert not any(b.conventions.get("KT_EXPERT_SCALE_RECIP") == 4 for b in X.candidates(cf2, k2.name, spec2, lib))

@@ -35,7 +35,7 @@ grid = ["cdiv(rows, ROWS)"]
 block = ["LANES", "ROWS"]
 smem = "0"
 */
-// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; 3: multiplied by that factor and the factor stored as the scale (the quantization scale: CTranslate2's quantize, scale = 127 / amax; Transformer Engine's scale = fp8_max / amax), 1 for an all-zero group (absmax 0: eps 0); with KT_EXPERT_SCALE_POW2 0 only)
+// kt:bind KT_EXPERT_SCALE_RECIP = 0  (0: values divided by the scale, 1: multiplied by 1 / scale, 2: multiplied by the factor qmax / absmax computed directly (DeepGEMM's per_token_cast_to_fp8: x * (448 / amax); vLLM's dynamic int8: x * (127 / absmax)), a rounding of its own, the stored scale still absmax / qmax; 3: multiplied by that factor and the factor stored as the scale (the quantization scale: CTranslate2's quantize, scale = 127 / amax; Transformer Engine's scale = fp8_max / amax), 1 for an all-zero group (absmax 0: eps 0); 4: the product first, (x * qmax) / absmax, as C reads `x * MAX / amax` (FastDeploy's per-token-per-block fp8), the stored scale absmax / qmax; with KT_EXPERT_SCALE_POW2 0 only)
 // kt:bind KT_EXPERT_SCALE_POW2 = 0  (0: scale = absmax / qmax; 1: rounded up to a power of two, 2^ceil(log2(absmax / qmax)) (UE8M0 scales); 2: rounded up to a power of two on the bits (DeepGEMM's fast_log2_ceil, vLLM's packed path): the exponent field of absmax / qmax, plus one when a mantissa bit is set; OCP MX scales, the power of two below absmax over the largest of the type (torchao to_mx FLOOR, Transformer Engine / TensorRT-LLM MXFP8 casts): biased exponent e = floor(log2(absmax)) - emax + 127 (emax = floor(log2(qmax)), 8 for e4m3) clamped to [0, 254], 0 for absmax 0 (eps 0), scale = exp2f(e - 127) (the byte 0 is 2^-127); 3: floor(log2(absmax)) exact, read from the exponent field (or ilogbf / frexpf: the same bytes, absmax below 2^-119 giving 0 either way); 4: floorf(log2f(absmax)), log2f's rounding kept)
 // kt:bind KT_EXPERT_SCALE_QRANGE = 0  (int8 only, with KT_EXPERT_SCALE_RECIP 1, KT_EXPERT_SCALE_POW2 0; 0: the scale absmax / qmax; the quantization range as a power of two (DeepSpeed's quantize::Params<Symmetric, q_bits>, ZeroQuant / ZeRO++ int8 groups): the factor 2^bits / (2 * absmax) (256 / (2 * absmax) = 128 / absmax for int8, the range from the type: +absmax maps to 128 and is clamped to qmax), an all-zero group (absmax 0: eps 0) given the factor 1, values multiplied by the factor, rounded (KT_EXPERT_ROUND) and clamped to [qmin, qmax]; 1: the stored scale 1 / factor (the dequantization scale, DeepSpeed's params); 2: the factor itself stored)
 // kt:bind KT_EXPERT_GROUPS_FROM_GRID = 0  (row-major scales only; 0: rows is the group count; 1: rows is the groups of one token (the kernel has no count of them all): the count comes back from the launch's cdiv(groups, ROWS) blocks, exactly while ROWS <= the groups of a token; with KT_EXPERT_SCALE_PACKED 1, rows is not given: the byte slots come back from the grid, exactly while ROWS <= 4 * cdiv(per_token, 4))
@@ -439,6 +439,8 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const float rscale = scale;  // the values multiplied by the factor they store
 #elif KT_EXPERT_SCALE_RECIP == 2  // kt:bind
   const float rscale = qmax / m;  // the factor qmax / absmax, rounded once as computed (not 1 / scale)
+#elif KT_EXPERT_SCALE_RECIP == 4  // kt:bind
+  const float rscale = 1.f / m;  // unused: each value times qmax, then divided by the absmax
 #elif KT_EXPERT_SCALE_RECIP  // kt:bind
   const float rscale = 1.f / scale;
 #endif  // kt:bind
@@ -492,7 +494,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
       if (e < len) {
         Vec<Q, KT_VEC> t;
 #pragma unroll
-#if KT_EXPERT_SCALE_RECIP  // kt:bind
+#if KT_EXPERT_SCALE_RECIP == 4  // kt:bind
+        for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * qmax / m, qmin), qmax));
+#elif KT_EXPERT_SCALE_RECIP  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
 #elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
         for (int j = 0; j < KT_VEC; ++j) t.v[j] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
@@ -508,7 +512,9 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
       for (int j = 0; j < KT_VEC; ++j) {
         const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
-#if KT_EXPERT_SCALE_RECIP  // kt:bind
+#if KT_EXPERT_SCALE_RECIP == 4  // kt:bind
+        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * qmax / m, qmin), qmax));
+#elif KT_EXPERT_SCALE_RECIP  // kt:bind
         if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
 #elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
         if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));

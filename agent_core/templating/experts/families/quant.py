@@ -77,7 +77,8 @@ POW2_WORDS = {3: "MX scales 2^(floor(log2(absmax)) - emax of qmax), the floor fr
               11: "scales rounded up to powers of two (exp2f(ceilf(log2f)))",
               12: "scales rounded up to powers of two on the bits (exponent field, + 1 with any mantissa bit)"}
 RECIPS = {0: "divided by the scale", 1: "multiplied by 1 / scale", 2: "multiplied by the factor qmax / absmax",
-          3: "multiplied by the factor qmax / absmax, the factor stored as the scale (1 for an all-zero group)"}
+          3: "multiplied by the factor qmax / absmax, the factor stored as the scale (1 for an all-zero group)",
+          4: "times qmax, then divided by the absmax (the product first)"}
 ABS_CALLS = {"fabsf", "fabs", "abs", "__habs", "__habs2"}
 
 
@@ -246,6 +247,19 @@ def _factor_dens(ev: Evidence, qmax, Q: str, text: str | None = None) -> set[str
         if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
             dens.add(den)
     return dens
+
+
+def _product_first(ev: Evidence, qmax, Q: str) -> bool:
+    """Whether the body multiplies a value by the type's largest value and then divides by the group's maximum, left
+    to right (``x * MAX_VALUE / amax``: (x * 448) / amax, not x * (448 / amax)): a ``_factor`` division whose
+    numerator is itself the right operand of a product, with no parenthesis between."""
+    top = {"int8_t": 127.0, "__nv_fp8_e5m2": 57344.0}.get(Q, 448.0)
+    for num, den in re.findall(r"(?<=\*)((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)/\(?(?:\(float\))?\(?"
+                               r"([A-Za-z_]\w*)", ev.flat):
+        if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
+            if den in _factor_dens(ev, qmax, Q):
+                return True
+    return False
 
 
 def _factor_stored(ev: Evidence, sc, qmax, Q: str) -> bool:
@@ -474,6 +488,8 @@ def _symmetric_bindings(ev: Evidence, e, scale_out: bool | None = None) -> list[
     # maximum (offered to every kernel, it would add a binding to kernels whose recorded screenings CI replays)
     factor = _factor(ev, qmax, Q)
     recips = [2] + recips if factor else recips
+    if factor and _product_first(ev, qmax, Q):  # `x * MAX / amax`: (x * qmax) / absmax, first
+        recips = [4] + recips
     if factor and _factor_stored(ev, sc[0], qmax, Q):
         # the factor itself stored (KT_EXPERT_SCALE_RECIP 3): first; no eps first where the body compares the
         # maximum with 0 (an all-zero group's factor 1)
