@@ -118,11 +118,10 @@ def check_compiles(text: str, path: str | Path, arch: str = "sm_90", timeout: fl
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise KerntuneError("nvcc is not on PATH: cannot check that the rewritten file compiles", str(path))
+    from agent_core.measure.compiler import scratch_name
     src_dir = Path(path).resolve().parent
     with tempfile.TemporaryDirectory(prefix="kerntune-apply-") as tmp:
-        cu = Path(tmp) / Path(path).name
-        if cu.suffix != ".cu":
-            cu = cu.with_suffix(".cu")
+        cu = Path(tmp) / scratch_name(str(path))  # a long name cut: nvcc's own temporary files lengthen it
         cu.write_text(text, encoding="utf-8")
         cmd = [nvcc, "-c" if host else "-cubin", f"-arch={arch}", "-I", str(src_dir), "-o",
                str(Path(tmp) / ("out.o" if host else "out.cubin")), str(cu)]

@@ -353,3 +353,19 @@ def test_line_directive_maps_template_lines_to_the_user_file(tmp_path):
     with pytest.raises(CompileError) as e:
         compile_kernel(template, "k", cache_dir=tmp_path, source_path="/home/u/.kerntune/orig.k.kt.cu")
     assert (e.value.path, e.value.line) == ("/home/u/orig.cu", 1)
+
+
+@pytest.mark.nvcc
+def test_a_long_file_name_compiles_and_its_errors_name_the_file(tmp_path):
+    """A 222-character source name (a corpus variant's) made nvcc's own temporary files (tmpxft_..._NAME.cudafe1.c)
+    pass the file system's 255 ('File name too long'; batch 34's FlexGen variant on the H200): the scratch name is cut
+    and hashed, and a compile error still names the user's path."""
+    name = "x" * 219 + ".cu"
+    assert len(compiler.scratch_name(f"/home/u/{name}")) <= compiler.SCRATCH_NAME_MAX
+    assert compiler.scratch_name("/home/u/k.cu") == "k.cu"
+    c = compile_kernel(KERNELS, "plain", cache_dir=tmp_path, source_path=f"/home/u/{name}")
+    assert c.symbol == "plain"
+    src = "__global__ void bad(float* x) {\n  x[0] = undefined_thing;\n}\n"
+    with pytest.raises(CompileError) as e:
+        compile_kernel(src, "bad", cache_dir=tmp_path, source_path=f"/home/u/{name}")
+    assert e.value.path == f"/home/u/{name}" and f"/home/u/{name}(2): error" in e.value.message

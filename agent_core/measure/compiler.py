@@ -479,12 +479,12 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
         tally("nvcc: NVRTC refused the text before" if refused.exists() else "nvcc: NVRTC slow on the text before")
         return None
     if meta is None:
-        scratch_name = Path(source_path).name if source_path else "kernel.cu"
+        scratch = scratch_name(source_path)
         with _stats_lock:
             stats["nvrtc_runs"] += 1
         t0 = time.perf_counter()
         try:
-            res = nvrtc.compile_cubin(nvcc, dev.text, scratch_name, options, [expr], timeout=timeout)
+            res = nvrtc.compile_cubin(nvcc, dev.text, scratch, options, [expr], timeout=timeout)
         except nvrtc.TimedOut:
             raise CompileError(f"NVRTC took longer than {timeout:.0f} s compiling kernel '{kernel}' for {arch}; "
                                "the variant was abandoned", path=source_path) from None
@@ -509,7 +509,7 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
                 _atomic_write(slow, b"")
             except OSError:
                 pass
-        shown, _, _ = _diagnostics(res.log, scratch_name, source_path)
+        shown, _, _ = _diagnostics(res.log, scratch, source_path)
         meta = _store_entry(cache, key, res.cubin, arch, options, shown, {}, report,
                             compiler=f"nvrtc {version}", symbol=res.lowered[expr])
     else:
@@ -520,17 +520,30 @@ def _nvrtc_compiled(nvcc, text, kernel, arch, defines, incs, template_args, cach
                     source_hash=sha256_text(text), log=meta["log"])
 
 
+SCRATCH_NAME_MAX = 64  # nvcc names its own temporary files after the source (tmpxft_..._NAME.cudafe1.c): within NAME_MAX
+
+
+def scratch_name(source_path: str | None) -> str:
+    """The name a source is compiled under in a scratch folder: the file's own name (diagnostics name it), ending in
+    .cu; a long one cut and given a hash of the whole (nvcc's temporary files add their own prefix and suffix to it, and
+    a 222-character corpus name passed the file system's 255: 'File name too long')."""
+    name = Path(source_path).name if source_path else "kernel.cu"
+    if not name.endswith(".cu"):
+        name += ".cu"
+    if len(name) > SCRATCH_NAME_MAX:
+        name = f"{name[:SCRATCH_NAME_MAX - 16]}_{hashlib.sha256(name.encode()).hexdigest()[:12]}.cu"
+    return name
+
+
 def _compile_uncached(nvcc: str, text: str, kernel: str, arch: str, flags: list[str], cache: Path, key: str,
                       timeout: float, source_path: str | None) -> dict:
-    scratch_name = Path(source_path).name if source_path else "kernel.cu"
-    if not scratch_name.endswith(".cu"):
-        scratch_name += ".cu"
+    scratch_name_ = scratch_name(source_path)
     tmp_root = cache / "tmp"
     tmp_root.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nvcc-", dir=tmp_root) as tmp:
         work = Path(tmp)
-        (work / scratch_name).write_text(text, encoding="utf-8")
-        cmd = [nvcc, *flags, "-MD", "-MF", "deps.d", "-o", "out.cubin", scratch_name]
+        (work / scratch_name_).write_text(text, encoding="utf-8")
+        cmd = [nvcc, *flags, "-MD", "-MF", "deps.d", "-o", "out.cubin", scratch_name_]
         with _stats_lock:
             stats["nvcc_runs"] += 1
         try:
@@ -538,7 +551,7 @@ def _compile_uncached(nvcc: str, text: str, kernel: str, arch: str, flags: list[
         except subprocess.TimeoutExpired:
             raise CompileError(f"nvcc took longer than {timeout:.0f} s compiling kernel '{kernel}' for {arch}; "
                                "the variant was abandoned", path=source_path) from None
-        shown, epath, eline = _diagnostics(log, scratch_name, source_path)
+        shown, epath, eline = _diagnostics(log, scratch_name_, source_path)
         if rc != 0 or not (work / "out.cubin").exists():
             errs = _error_lines(shown)
             syms = sorted(set(re.findall(r"'(_Z\w+)'", errs)))

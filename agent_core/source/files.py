@@ -43,7 +43,8 @@ def write_files(writes: list[tuple[str | Path, str]]) -> None:
             target = Path(os.path.realpath(path))  # a symlink: edit the file it points to
             st = target.stat() if target.exists() else None
             data = _encode(text, target)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kerntune-tmp", dir=target.parent)
+            # (the name cut: a long file name plus the prefix, random part and suffix must stay within NAME_MAX)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".kerntune-tmp", dir=target.parent)
             staged.append((target, data, tmp, st))
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
