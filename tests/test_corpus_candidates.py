@@ -313,6 +313,13 @@ KNOWN_GAPS: dict[str, str] = {  # batches 11 to 30's, on first sight (batches 9 
     "layer_norm/group_norm_over_heads_layer_norm_fwd_triton_port_64_rows_of_head_dim_per_program_weight_bias_by_row_mod_groups_8_lane_row_groups_mean_rstd_out_rwkv7_ln_x_bf16_fla.cu":
         "flash-linear-attention's GroupNorm over heads (RWKV-7's ln_x): 64-wide rows whose weight and bias rows are "
         "chosen by the row index modulo the group count, mean and rstd outputs",
+    # batch 34 (2026-11-30b), on first sight
+    "group_quant/compress_group_wise_asym_4bit_min_max_inverse_scale_reciprocal_times_15_fp16_tensor_ops_round_half_even_zero_padded_tail_group_pairs_high_nibble_first_scale_mn_planes_any_group_dim_thread_per_group_flat_256_fp16_flexgen.cu":
+        "FlexGen's group-wise compress: asymmetric 4-bit codes, two a byte with the even element in the high nibble, (scale, min) as two planes, every op rounded to fp16 (no expert packs 4-bit codes of a min/max quantization)",
+    "rotary/triton_rotary_inplace_keys_of_fused_key_value_b_s_2hkv_d_strides_positions_pid_mod_seq_len_f32_freq_table_cos_block_then_sin_block_neox_halves_tile_8_heads_x_64_pairs_4_warps_bf16_fast_llm.cu":
+        "Fast-LLM's Triton rotary: the keys rotated in place inside a fused key/value tensor [b, s, 2 * hkv, d] through stride arguments, one f32 table of cos rows then sin rows, positions the program id modulo the sequence length: no binder reads its tiled index",
+    "merge_attn_states/sp_flash_decode_global_reduce_rank_major_fp16_partials_lse_appended_as_element_dv_online_max_sum_skip_ranks_with_empty_kv_grid_batch_heads_4_warps_fast_expf_fp16_iris.cu":
+        "Iris' flash-decode global reduce: one partial state per GPU rank, rank-major fp16 rows with the lse appended as their last element, ranks with no keys skipped: no binder reads an lse stored inside the value rows",
 }
 
 
