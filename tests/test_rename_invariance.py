@@ -41,6 +41,14 @@ def _cases() -> list[tuple[str, str]]:
 
 
 CASES = _cases()
+# (case path) -> why: a rename changes its candidate bindings (strict xfail: each fixed reading removes its entry)
+KNOWN_RENAME_GAPS: dict[str, str] = {
+    "bench/corpus/rotary/gqa_rotary_embedding_packed_qkv_bnsh_thread_per_output_element_q_k_rotated_v_copied_double_"
+    "math_seqlens_k_decode_positions_cos_sin_half_dim_caches_grid_capped_264x1024_out_of_place_fp16_migraphx.cu":
+        "MIGraphX's packed-qkv GQA rope (batch 34; no binder reads its BNSH packed layout, every binding wrong): of "
+        "its many same-support token-major bindings the cap keeps 16, and which equal-valued arguments (head_size, "
+        "rotary_embedding_dim, num_heads, kv_num_heads) they take changes with the arguments' names",
+}
 
 
 def back_names(old: str, new: str) -> dict[str, str] | None:
@@ -123,7 +131,9 @@ def test_the_canonical_form_reads_through_renames_and_product_order():
     assert back_names("a + b", "a - b") is None
 
 
-@pytest.mark.parametrize("rel,kernel", CASES, ids=[f"{Path(r).name}:{k}" for r, k in CASES])
+@pytest.mark.parametrize("rel,kernel", [
+    pytest.param(r, k, marks=pytest.mark.xfail(reason=KNOWN_RENAME_GAPS[r], strict=True)) if r in KNOWN_RENAME_GAPS
+    else (r, k) for r, k in CASES], ids=[f"{Path(r).name}:{k}" for r, k in CASES])
 def test_renames_keep_the_candidate_bindings(rel, kernel):
     base = _base(rel, kernel)
     if base is None:

@@ -357,7 +357,6 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const bool active = s < rows && col < per_token;
 #endif  // kt:bind
   const long long off = (active ? (long long)token * per_token + col : 0LL) * group_size;
-  const int len = group_size;
 #elif KT_EXPERT_ROW_TAIL  // kt:bind
   // group g is group `col` of row `tok`: rows of row_len elements, each cut into cdiv(row_len, group_size) groups, the
   // last perhaps shorter (len elements)
@@ -371,7 +370,6 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const int g = blockIdx.x * KT_ROWS + threadIdx.y;
   const bool active = g < rows;
   const long long off = (long long)(active ? g : 0) * group_size;
-  const int len = group_size;
 #endif  // kt:bind
 #if KT_EXPERT_ROW_TAIL  // kt:bind
   const bool vec = vec_ok<T, KT_VEC>(group_size, x) && row_len % KT_VEC == 0;  // every group starts aligned
@@ -379,7 +377,11 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
   const bool vec = vec_ok<T, KT_VEC>(group_size, x);
 #endif  // kt:bind
   float v[IT][KT_VEC];
-  row_load<KT_LANES, KT_VEC, IT>(x + off, len, vec, v);
+#if KT_EXPERT_ROW_TAIL  // kt:bind
+  row_load<KT_LANES, KT_VEC, IT>(x + off, len, vec, v);  // the row's last group: len elements
+#else  // kt:bind
+  row_load<KT_LANES, KT_VEC, IT>(x + off, group_size, vec, v);
+#endif  // kt:bind
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < IT; ++i)
@@ -491,7 +493,10 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
     for (int i = 0; i < IT; ++i) {
       const int e = row_elem<KT_LANES, KT_VEC, IT>(true, i, 0);
-      if (e < len) {
+#if KT_EXPERT_ROW_TAIL  // kt:bind
+      if (e >= len) continue;  // past the row's last group
+#endif  // kt:bind
+      if (e < group_size) {
         Vec<Q, KT_VEC> t;
 #pragma unroll
 #if KT_EXPERT_SCALE_RECIP == 4  // kt:bind
@@ -512,14 +517,17 @@ __device__ __forceinline__ void group_quant_impl(const T* __restrict__ x, Q* __r
 #pragma unroll
       for (int j = 0; j < KT_VEC; ++j) {
         const int e = row_elem<KT_LANES, KT_VEC, IT>(vec, i, j);
+#if KT_EXPERT_ROW_TAIL  // kt:bind
+        if (e >= len) continue;  // past the row's last group
+#endif  // kt:bind
 #if KT_EXPERT_SCALE_RECIP == 4  // kt:bind
-        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * qmax / m, qmin), qmax));
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * qmax / m, qmin), qmax));
 #elif KT_EXPERT_SCALE_RECIP  // kt:bind
-        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] * rscale, qmin), qmax));
 #elif KT_EXPERT_SCALE_OUT == 2  // kt:bind
-        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(round_t<T>(v[i][j] / qscale), qmin), qmax));
 #else  // kt:bind
-        if (e < len) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
+        if (e < group_size) qo[e] = QuantOut<Q>::cvt(fminf(fmaxf(v[i][j] / scale, qmin), qmax));
 #endif  // kt:bind
       }
   }
