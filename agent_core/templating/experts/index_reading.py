@@ -201,10 +201,7 @@ def exits(text: str, once: dict[str, str], name: str, continues: bool = False) -
         end = closing(text, m.end())
         if not re.match(r"\s*return\s*;" if not continues else r"\s*(?:return|continue)\s*;", text[end:]):
             continue
-        cond = text[m.end():end - 1]
-        cond = cond.replace("&&", " and ").replace("||", " or ")
-        cond = re.sub(r"!(?!=)", " not ", cond)
-        r = resolve_condition(once, cond)
+        r = resolve_condition(once, text[m.end():end - 1])
         if r is not None:
             out.append(r)
     return tuple(out)
@@ -223,16 +220,16 @@ def choices(text: str, once: dict[str, str], name: str) -> tuple[str, ...]:
         mine = [i for i, b in enumerate(c[1:]) if (1, name) in additive_terms(b) or b == name]
         if len(mine) != 1:
             continue
-        cond = c[0].replace("&&", " and ").replace("||", " or ")
-        cond = re.sub(r"!(?!=)", " not ", cond)
-        r = resolve_condition(once, cond)
+        r = resolve_condition(once, c[0])
         if r is not None:
             out.append(f"not ({r})" if mine[0] == 0 else f"({r})")
     return tuple(out)
 
 
 def resolve_condition(once: dict[str, str], cond: str) -> str | None:
-    """A condition with its index arithmetic resolved (``_resolve`` on each side of its comparisons)."""
+    """A C condition in the expression language (``&&``, ``||``, ``!`` as and, or, not) with its index arithmetic
+    resolved (``_resolve`` on each side of its comparisons)."""
+    cond = re.sub(r"!(?!=)", " not ", cond.replace("&&", " and ").replace("||", " or "))
     parts = re.split(r"(\s(?:and|or|not)\s|>=|<=|==|!=|<|>)", cond)
     out = []
     for p in parts:

@@ -254,10 +254,11 @@ def _product_first(ev: Evidence, qmax, Q: str) -> bool:
     to right (``x * MAX_VALUE / amax``: (x * 448) / amax, not x * (448 / amax)): a ``_factor`` division whose
     numerator is itself the right operand of a product, with no parenthesis between."""
     top = {"int8_t": 127.0, "__nv_fp8_e5m2": 57344.0}.get(Q, 448.0)
+    dens = _factor_dens(ev, qmax, Q)
     for num, den in re.findall(r"(?<=\*)((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*)/\(?(?:\(float\))?\(?"
                                r"([A-Za-z_]\w*)", ev.flat):
         if (qmax is not None and num == qmax.name) or number(num, ev.constants) == top:
-            if den in _factor_dens(ev, qmax, Q):
+            if den in dens:
                 return True
     return False
 
